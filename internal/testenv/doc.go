@@ -1,0 +1,2 @@
+// Package testenv starts a real Kubernetes control plane for tests.
+package testenv
