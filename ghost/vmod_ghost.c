@@ -915,7 +915,9 @@ is_loopback(VCL_IP ip)
 static void
 json_str(struct vsb *vsb, const char *s)
 {
+	VSB_putc(vsb, '"');
 	VSB_quote(vsb, s, -1, VSB_QUOTE_JSON);
+	VSB_putc(vsb, '"');
 }
 
 static VCL_BOOL
