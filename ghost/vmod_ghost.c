@@ -585,8 +585,10 @@ vmod_router__init(VRT_CTX, struct VPFX(ghost_router) **rtp,
 		struct gh_state *st;
 		char e[256];
 
-		st = gh_conf_load("{\"version\":1,\"vhosts\":[]}", 26,
-		    rt->admin, e, sizeof e);
+		static const char empty[] = "{\"version\":1,\"vhosts\":[]}";
+
+		st = gh_conf_load(empty, strlen(empty), rt->admin, e,
+		    sizeof e);
 		AN(st);
 		st->refcnt = 1;
 		st->generation = ++rt->generation;

@@ -12,7 +12,7 @@ export GHOST_SO=$so GHOST_TDIR=$tdir GHOST_OUT=$out GHOST_TMO=$tmo \
 run_one() {
 	local f=$1 name
 	name=$(basename "$f" .vtc)
-	local args=(-q -t "$GHOST_TMO" -b 64M -Dvmod_ghost="$GHOST_SO"
+	local args=(-t "$GHOST_TMO" -b 64M -Dvmod_ghost="$GHOST_SO"
 	    -Dghost_tests="$GHOST_TDIR")
 	if [ -n "$GHOST_PRELOAD" ]; then
 		args+=(-p thread_pool_stack=1M)
