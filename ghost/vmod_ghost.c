@@ -223,6 +223,7 @@ reap_once(struct VPFX(ghost_router) *rt)
 	struct gh_be *be, *be2;
 	VTAILQ_HEAD(, gh_be) rel = VTAILQ_HEAD_INITIALIZER(rel);
 	int n = 0;
+	double t0;
 
 	PTOK(pthread_mutex_lock(&rt->pool_mtx));
 	dead = rt->deadq;
@@ -249,7 +250,10 @@ reap_once(struct VPFX(ghost_router) *rt)
 	VTAILQ_FOREACH_SAFE(be, &rel, reap, be2) {
 		VTAILQ_REMOVE(&rel, be, reap);
 		/* may block in VCP_Rel: no lock held here */
+		t0 = VTIM_mono();
 		VRT_Assign_Backend(&be->be, NULL);
+		VSL(SLT_Debug, 0, "ghost: released backend %s in %.3fs",
+		    be->key, VTIM_mono() - t0);
 		FREE_OBJ(be);
 		n++;
 	}
