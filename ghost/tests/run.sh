@@ -7,6 +7,16 @@ so=$1; preload=$2; tmo=$3; shift 3
 tdir=$(cd "$(dirname "$0")" && pwd)
 out=$(mktemp -d /tmp/ghost-test.XXXXXX)
 trap 'rm -rf "$out"' EXIT
+if [ -n "$preload" ]; then
+	# only varnishd gets the sanitizer runtime, not the shells of the tests
+	mkdir -p "$out/bin"
+	cat > "$out/bin/varnishd" <<-EOF
+	#!/bin/sh
+	LD_PRELOAD="$preload" ASAN_OPTIONS="detect_leaks=0:abort_on_error=1:log_path=\$GHOST_ASAN_LOG" exec $(command -v varnishd) "\$@"
+	EOF
+	chmod +x "$out/bin/varnishd"
+	export PATH="$out/bin:$PATH"
+fi
 export GHOST_SO=$so GHOST_TDIR=$tdir GHOST_OUT=$out GHOST_TMO=$tmo \
     GHOST_PRELOAD=$preload
 run_one() {
@@ -16,8 +26,7 @@ run_one() {
 	    -Dghost_tests="$GHOST_TDIR")
 	if [ -n "$GHOST_PRELOAD" ]; then
 		args+=(-p thread_pool_stack=1M)
-		if env LD_PRELOAD="$GHOST_PRELOAD" \
-		    ASAN_OPTIONS=detect_leaks=0:abort_on_error=1:log_path="$GHOST_OUT/$name.asan" \
+		if GHOST_ASAN_LOG="$GHOST_OUT/$name.asan" \
 		    varnishtest "${args[@]}" "$f" > "$GHOST_OUT/$name.log" 2>&1 &&
 		    ! ls "$GHOST_OUT/$name.asan".* >/dev/null 2>&1; then
 			echo "PASS $name" > "$GHOST_OUT/$name.res"
