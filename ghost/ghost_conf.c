@@ -57,7 +57,7 @@ qv(char *buf, size_t len, const char *s)
 	if (len < 8)
 		return ("");
 	buf[o++] = '"';
-	for (; *s != '\0' && o + 6 < len; s++) {
+	for (; *s != '\0' && o + 9 < len; s++) {
 		if ((unsigned char)*s < 0x20 || *s == '"' || *s == '\\') {
 			o += snprintf(buf + o, len - o, "\\x%02x",
 			    (unsigned char)*s);
