@@ -1,0 +1,76 @@
+#!/usr/bin/env python3
+"""Generate a ghost.json with N vhosts x M routes (and optionally the same
+routing table as a VCL if/elsif chain) for the VTC suite and the benchmark.
+
+vhost i is "v<i>.example.com"; its route j matches
+  j % 3 == 0: Exact "/e<j>"
+  j % 3 == 1: PathPrefix "/p<j>"
+  j % 3 == 2: PathPrefix "/h<j>" and header "x-route: <j>"
+and sends to the backend given with --backend ADDR:PORT.
+"""
+import argparse
+import json
+
+
+def routes(nv, nr):
+    for i in range(nv):
+        for j in range(nr):
+            if j % 3 == 0:
+                yield i, j, "Exact", "/e%d" % j, None
+            elif j % 3 == 1:
+                yield i, j, "PathPrefix", "/p%d" % j, None
+            else:
+                yield i, j, "PathPrefix", "/h%d" % j, str(j)
+
+
+def ghost_json(nv, nr, addr, port):
+    vhosts = []
+    for i in range(nv):
+        vhosts.append({"hostname": "v%d.example.com" % i, "routes": []})
+    for i, j, t, p, h in routes(nv, nr):
+        m = {"path": {"type": t, "value": p}}
+        if h is not None:
+            m["headers"] = [{"type": "Exact", "name": "x-route", "value": h}]
+        vhosts[i]["routes"].append({
+            "name": "ns/v%d/r%d" % (i, j), "match": m,
+            "backends": [{"name": "ns/svc:80", "endpoints": [
+                {"address": addr, "port": port}]}]})
+    return json.dumps({"version": 1, "vhosts": vhosts}, indent=1)
+
+
+def vcl_chain(nv, nr, addr, port):
+    out = ["vcl 4.1;", "",
+           'backend be { .host = "%s"; .port = "%d"; }' % (addr, port), "",
+           "sub vcl_recv {"]
+    first = True
+    for i, j, t, p, h in routes(nv, nr):
+        c = 'req.http.host == "v%d.example.com"' % i
+        if t == "Exact":
+            c += ' && req.url ~ "^%s(\\?|$)"' % p
+        else:
+            c += ' && req.url ~ "^%s(/|\\?|$)"' % p
+        if h is not None:
+            c += ' && req.http.x-route == "%s"' % h
+        out.append("\t%sif (%s) {" % ("" if first else "} els", c))
+        out.append("\t\tset req.backend_hint = be;")
+        out.append("\t\treturn (pass);")
+        first = False
+    out.append("\t}")
+    out.append("\treturn (synth(404));")
+    out.append("}")
+    return "\n".join(out) + "\n"
+
+
+if __name__ == "__main__":
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--vhosts", type=int, default=1000)
+    ap.add_argument("--routes", type=int, default=10, help="per vhost")
+    ap.add_argument("--backend", default="127.0.0.1:8080")
+    ap.add_argument("--vcl", action="store_true",
+                    help="emit the VCL if/elsif chain instead")
+    a = ap.parse_args()
+    addr, port = a.backend.rsplit(":", 1)
+    if a.vcl:
+        print(vcl_chain(a.vhosts, a.routes, addr, int(port)), end="")
+    else:
+        print(ghost_json(a.vhosts, a.routes, addr, int(port)))

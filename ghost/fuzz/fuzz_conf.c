@@ -1,0 +1,53 @@
+/*
+ * libFuzzer target for the ghost.json loader (ghost_conf.c): parse,
+ * validate, build the host tables and sorted routes, run some lookups,
+ * free. Regexes go through PCRE2 directly (fuzz_re.c) instead of
+ * varnishd's VRE, with the same anchoring and limits.
+ */
+
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "ghost.h"
+
+static const char * const hosts[] = {
+	"", "a", "www.example.com", "a.example.com", "a.b.example.com",
+	"example.com", "x", "*.example.com", NULL
+};
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+int
+LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	struct gh_state *st;
+	const struct gh_htab *t;
+	const char * const *h;
+	char err[1024], nh[256];
+	static const char * const socks[] = {"http", "ghost-admin", "x", NULL};
+	const char * const *s;
+
+	st = gh_conf_load((const char *)data, size, "ghost-admin", err,
+	    sizeof err);
+	if (st == NULL) {
+		/* every rejection has a message naming a place */
+		if (err[0] == '\0' || strchr(err, ':') == NULL)
+			__builtin_trap();
+		return (0);
+	}
+	for (s = socks; *s != NULL; s++) {
+		t = gh_htab_find(st, *s, "ghost-admin");
+		if (t == NULL)
+			continue;
+		for (h = hosts; *h != NULL; h++)
+			(void)gh_host_lookup(t, *h, strlen(*h));
+	}
+	if (size < sizeof nh) {
+		memcpy(nh, data, size);
+		nh[size] = '\0';
+		(void)gh_host_normalize(nh, err, sizeof err);
+	}
+	gh_state_free(st);
+	return (0);
+}

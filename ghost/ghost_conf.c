@@ -1,0 +1,1518 @@
+/*
+ * ghost.json loader: parse, validate against schema version 1, build an
+ * immutable struct gh_state (vhost tables per listener, routes sorted in
+ * Gateway API precedence order, compiled regexes).
+ *
+ * Every error names the JSON path of the offending field, the value and
+ * the fix. The loader is all-or-nothing: on error the partial state is
+ * freed and NULL is returned.
+ */
+
+#include <arpa/inet.h>
+#include <ctype.h>
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+
+#include <jansson.h>
+
+#include "ghost.h"
+
+struct pc {
+	char		*err;
+	size_t		errlen;
+	const char	*admin;
+};
+
+#define PATHLEN 384
+
+/*--------------------------------------------------------------------
+ * error helpers
+ */
+
+static int __attribute__((format(printf, 3, 4)))
+fail(struct pc *pc, const char *path, const char *fmt, ...)
+{
+	va_list ap;
+	int n;
+
+	n = snprintf(pc->err, pc->errlen, "%s: ", path);
+	if (n < 0 || (size_t)n >= pc->errlen)
+		return (-1);
+	va_start(ap, fmt);
+	(void)vsnprintf(pc->err + n, pc->errlen - n, fmt, ap);
+	va_end(ap);
+	return (-1);
+}
+
+/* quote a value for an error message, truncated, control chars escaped */
+static const char *
+qv(char *buf, size_t len, const char *s)
+{
+	size_t o = 0;
+
+	if (len < 8)
+		return ("");
+	buf[o++] = '"';
+	for (; *s != '\0' && o + 9 < len; s++) {
+		if ((unsigned char)*s < 0x20 || *s == '"' || *s == '\\') {
+			o += snprintf(buf + o, len - o, "\\x%02x",
+			    (unsigned char)*s);
+		} else
+			buf[o++] = *s;
+	}
+	if (*s != '\0') {
+		buf[o++] = '.';
+		buf[o++] = '.';
+		buf[o++] = '.';
+	}
+	buf[o++] = '"';
+	buf[o] = '\0';
+	return (buf);
+}
+
+static const char *
+jtype(const json_t *j)
+{
+	switch (json_typeof(j)) {
+	case JSON_OBJECT: return ("an object");
+	case JSON_ARRAY: return ("an array");
+	case JSON_STRING: return ("a string");
+	case JSON_INTEGER: return ("an integer");
+	case JSON_REAL: return ("a number with a fraction");
+	case JSON_TRUE: case JSON_FALSE: return ("a boolean");
+	case JSON_NULL: return ("null");
+	default: return ("unknown");
+	}
+}
+
+#define SUB(buf, parent, ...) do {					\
+		int _n = snprintf(buf, sizeof buf, "%s", parent);	\
+		if (_n >= 0 && (size_t)_n < sizeof buf)			\
+			(void)snprintf(buf + _n, sizeof buf - _n,	\
+			    __VA_ARGS__);				\
+	} while (0)
+
+/*--------------------------------------------------------------------
+ * typed field access
+ */
+
+static int
+check_object(struct pc *pc, const char *path, const json_t *j,
+    const char * const *allowed)
+{
+	const char *key;
+	json_t *v;
+	const char * const *a;
+	char q[96];
+
+	if (!json_is_object(j))
+		return (fail(pc, path, "expected an object, got %s; "
+		    "write a JSON object {...}", jtype(j)));
+	json_object_foreach((json_t *)j, key, v) {
+		for (a = allowed; *a != NULL; a++)
+			if (!strcmp(*a, key))
+				break;
+		if (*a == NULL)
+			return (fail(pc, path, "unknown field %s; remove it "
+			    "(allowed fields are listed in ghost.schema.json)",
+			    qv(q, sizeof q, key)));
+	}
+	(void)v;
+	return (0);
+}
+
+static int
+want_string(struct pc *pc, const char *path, const json_t *v,
+    size_t minlen, size_t maxlen, const char **out)
+{
+	size_t l;
+
+	if (!json_is_string(v))
+		return (fail(pc, path, "expected a string, got %s; "
+		    "write a JSON string", jtype(v)));
+	l = json_string_length(v);
+	if (strlen(json_string_value(v)) != l)
+		return (fail(pc, path, "contains a NUL character; "
+		    "remove it"));
+	if (l < minlen)
+		return (fail(pc, path, "is empty; give a value of at least "
+		    "%zu character(s)", minlen));
+	if (l > maxlen)
+		return (fail(pc, path, "is %zu characters long; the maximum "
+		    "is %zu, shorten it", l, maxlen));
+	*out = json_string_value(v);
+	return (0);
+}
+
+static int
+get_string(struct pc *pc, const char *parent, const json_t *obj,
+    const char *key, int required, size_t minlen, size_t maxlen,
+    const char **out)
+{
+	char path[PATHLEN];
+	json_t *v;
+
+	*out = NULL;
+	if (*parent == '\0')
+		SUB(path, key, "%s", "");
+	else
+		SUB(path, parent, ".%s", key);
+	v = json_object_get(obj, key);
+	if (v == NULL) {
+		if (required)
+			return (fail(pc, path, "missing required field; add "
+			    "\"%s\"", key));
+		return (0);
+	}
+	return (want_string(pc, path, v, minlen, maxlen, out));
+}
+
+static int
+get_int(struct pc *pc, const char *parent, const json_t *obj,
+    const char *key, int required, long long min, long long max,
+    long long dflt, long long *out)
+{
+	char path[PATHLEN];
+	json_t *v;
+	long long i;
+
+	*out = dflt;
+	if (*parent == '\0')
+		SUB(path, key, "%s", "");
+	else
+		SUB(path, parent, ".%s", key);
+	v = json_object_get(obj, key);
+	if (v == NULL) {
+		if (required)
+			return (fail(pc, path, "missing required field; add "
+			    "\"%s\" (an integer from %lld to %lld)", key,
+			    min, max));
+		return (0);
+	}
+	if (!json_is_integer(v))
+		return (fail(pc, path, "expected an integer, got %s; "
+		    "write an integer from %lld to %lld", jtype(v), min, max));
+	i = json_integer_value(v);
+	if (i < min || i > max)
+		return (fail(pc, path, "value %lld is out of range; use an "
+		    "integer from %lld to %lld", i, min, max));
+	*out = i;
+	return (0);
+}
+
+static int
+get_array(struct pc *pc, const char *parent, const json_t *obj,
+    const char *key, int required, size_t maxitems, json_t **out)
+{
+	char path[PATHLEN];
+	json_t *v;
+
+	*out = NULL;
+	if (*parent == '\0')
+		SUB(path, key, "%s", "");
+	else
+		SUB(path, parent, ".%s", key);
+	v = json_object_get(obj, key);
+	if (v == NULL) {
+		if (required)
+			return (fail(pc, path, "missing required field; add "
+			    "\"%s\": [...]", key));
+		return (0);
+	}
+	if (!json_is_array(v))
+		return (fail(pc, path, "expected an array, got %s; "
+		    "write a JSON array [...]", jtype(v)));
+	if (json_array_size(v) > maxitems)
+		return (fail(pc, path, "has %zu items; the maximum is %zu",
+		    json_array_size(v), maxitems));
+	*out = v;
+	return (0);
+}
+
+static char *
+sdup(struct pc *pc, const char *path, const char *s)
+{
+	char *p;
+
+	p = strdup(s);
+	if (p == NULL)
+		(void)fail(pc, path, "out of memory");
+	return (p);
+}
+
+static void *
+zalloc(struct pc *pc, const char *path, size_t n, size_t sz)
+{
+	void *p;
+
+	if (n == 0)
+		n = 1;
+	p = calloc(n, sz);
+	if (p == NULL)
+		(void)fail(pc, path, "out of memory");
+	return (p);
+}
+
+/*--------------------------------------------------------------------
+ * syntax checks
+ */
+
+static int
+is_lower_hostname(const char *s, int allow_wild)
+{
+	const char *l;
+
+	if (allow_wild && !strcmp(s, "*"))
+		return (1);
+	if (allow_wild && s[0] == '*' && s[1] == '.')
+		s += 2;
+	for (;;) {
+		l = s;
+		while (islower((unsigned char)*s) || isdigit((unsigned char)*s)
+		    || *s == '-')
+			s++;
+		if (s == l || *l == '-' || s[-1] == '-')
+			return (0);
+		if (*s == '\0')
+			return (1);
+		if (*s != '.')
+			return (0);
+		s++;
+	}
+}
+
+static int
+is_redirect_host(const char *s)
+{
+	for (; *s != '\0'; s++)
+		if (!isalnum((unsigned char)*s) && *s != '.' && *s != '-')
+			return (0);
+	return (1);
+}
+
+static int
+is_socket_name(const char *s)
+{
+	if (!isalnum((unsigned char)*s))
+		return (0);
+	for (s++; *s != '\0'; s++)
+		if (!isalnum((unsigned char)*s) && *s != '-' && *s != '_' &&
+		    *s != '.')
+			return (0);
+	return (1);
+}
+
+static int
+is_token(const char *s)
+{
+	if (*s == '\0')
+		return (0);
+	for (; *s != '\0'; s++)
+		if (!isalnum((unsigned char)*s) &&
+		    strchr("!#$%&'*+-.^_`|~", *s) == NULL)
+			return (0);
+	return (1);
+}
+
+static int
+has_ctl(const char *s, int space_ok)
+{
+	for (; *s != '\0'; s++) {
+		if ((unsigned char)*s < 0x20 && !(space_ok && *s == '\t'))
+			return (1);
+		if (*s == 0x7f || (!space_ok && *s == ' '))
+			return (1);
+	}
+	return (0);
+}
+
+/* hdr_t for http_GetHdr() and friends: "\<len>name:" */
+static char *
+mkhdr(struct pc *pc, const char *path, const char *name)
+{
+	size_t l = strlen(name);
+	char *p;
+
+	if (l > 254) {
+		(void)fail(pc, path, "header name is %zu characters long; "
+		    "ghost handles header names up to 254 characters", l);
+		return (NULL);
+	}
+	p = malloc(l + 3);
+	if (p == NULL) {
+		(void)fail(pc, path, "out of memory");
+		return (NULL);
+	}
+	p[0] = (char)(l + 1);
+	memcpy(p + 1, name, l);
+	p[l + 1] = ':';
+	p[l + 2] = '\0';
+	return (p);
+}
+
+size_t
+gh_prefix_len(const char *value)
+{
+	size_t l = strlen(value);
+
+	while (l > 0 && value[l - 1] == '/')
+		l--;
+	return (l);
+}
+
+/*--------------------------------------------------------------------
+ * route parts
+ */
+
+static int
+load_regex(struct pc *pc, const char *path, const char *pat, struct vre **re)
+{
+	char e[256], q[96];
+
+	if (gh_re_compile(pat, re, e, sizeof e))
+		return (fail(pc, path, "invalid regular expression %s: %s; "
+		    "fix the pattern (PCRE2 syntax, matched against the "
+		    "whole value)", qv(q, sizeof q, pat), e));
+	return (0);
+}
+
+static const char * const vmatch_fields[] = {"type", "name", "value", NULL};
+
+static int
+load_vmatch(struct pc *pc, const char *path, const json_t *j,
+    struct gh_vmatch *m, int is_header)
+{
+	const char *type, *name, *value;
+	char p[PATHLEN], q[96];
+
+	if (check_object(pc, path, j, vmatch_fields) ||
+	    get_string(pc, path, j, "type", 1, 1, 64, &type) ||
+	    get_string(pc, path, j, "name", 1, 1, 256, &name) ||
+	    get_string(pc, path, j, "value", 1, 0, 4096, &value))
+		return (-1);
+	if (!strcmp(type, "Exact"))
+		m->regex = 0;
+	else if (!strcmp(type, "RegularExpression"))
+		m->regex = 1;
+	else {
+		SUB(p, path, ".type");
+		return (fail(pc, p, "unknown match type %s; use \"Exact\" "
+		    "or \"RegularExpression\"", qv(q, sizeof q, type)));
+	}
+	SUB(p, path, ".name");
+	if (is_header && !is_token(name))
+		return (fail(pc, p, "invalid header name %s; use only "
+		    "letters, digits and !#$%%&'*+-.^_`|~",
+		    qv(q, sizeof q, name)));
+	m->name = sdup(pc, p, name);
+	if (m->name == NULL)
+		return (-1);
+	m->nlen = strlen(name);
+	if (is_header) {
+		m->hdr = mkhdr(pc, p, name);
+		if (m->hdr == NULL)
+			return (-1);
+	}
+	SUB(p, path, ".value");
+	m->value = sdup(pc, p, value);
+	if (m->value == NULL)
+		return (-1);
+	if (m->regex && load_regex(pc, p, value, &m->re))
+		return (-1);
+	return (0);
+}
+
+static const char * const hval_fields[] = {"name", "value", NULL};
+static const char * const hmod_fields[] = {"set", "add", "remove", NULL};
+
+static int
+load_hval_list(struct pc *pc, const char *path, const json_t *j,
+    const char *key, struct gh_hval **out, unsigned *n)
+{
+	json_t *a, *e;
+	size_t i;
+	const char *name, *value;
+	char p[PATHLEN], q[96];
+
+	if (get_array(pc, path, j, key, 0, 16, &a))
+		return (-1);
+	if (a == NULL)
+		return (0);
+	*out = zalloc(pc, path, json_array_size(a), sizeof **out);
+	if (*out == NULL)
+		return (-1);
+	*n = json_array_size(a);
+	json_array_foreach(a, i, e) {
+		SUB(p, path, ".%s[%zu]", key, i);
+		if (check_object(pc, p, e, hval_fields) ||
+		    get_string(pc, p, e, "name", 1, 1, 256, &name) ||
+		    get_string(pc, p, e, "value", 1, 0, 4096, &value))
+			return (-1);
+		if (!is_token(name)) {
+			SUB(p, path, ".%s[%zu].name", key, i);
+			return (fail(pc, p, "invalid header name %s; use only "
+			    "letters, digits and !#$%%&'*+-.^_`|~",
+			    qv(q, sizeof q, name)));
+		}
+		if (has_ctl(value, 1)) {
+			SUB(p, path, ".%s[%zu].value", key, i);
+			return (fail(pc, p, "header value %s contains control "
+			    "characters (CR, LF, ...); remove them",
+			    qv(q, sizeof q, value)));
+		}
+		(*out)[i].hdr = mkhdr(pc, p, name);
+		if ((*out)[i].hdr == NULL)
+			return (-1);
+		(*out)[i].line = malloc(strlen(name) + strlen(value) + 3);
+		if ((*out)[i].line == NULL)
+			return (fail(pc, p, "out of memory"));
+		sprintf((*out)[i].line, "%s: %s", name, value);
+	}
+	return (0);
+}
+
+static int
+load_hmod(struct pc *pc, const char *path, const json_t *j,
+    struct gh_hmod **out)
+{
+	struct gh_hmod *h;
+	json_t *a, *e;
+	size_t i;
+	const char *name;
+	char p[PATHLEN], q[96];
+
+	if (check_object(pc, path, j, hmod_fields))
+		return (-1);
+	h = zalloc(pc, path, 1, sizeof *h);
+	if (h == NULL)
+		return (-1);
+	*out = h;
+	if (load_hval_list(pc, path, j, "set", &h->set, &h->nset) ||
+	    load_hval_list(pc, path, j, "add", &h->add, &h->nadd) ||
+	    get_array(pc, path, j, "remove", 0, 16, &a))
+		return (-1);
+	if (a == NULL)
+		return (0);
+	h->remove = zalloc(pc, path, json_array_size(a), sizeof *h->remove);
+	if (h->remove == NULL)
+		return (-1);
+	h->nremove = json_array_size(a);
+	json_array_foreach(a, i, e) {
+		SUB(p, path, ".remove[%zu]", i);
+		if (want_string(pc, p, e, 1, 256, &name))
+			return (-1);
+		if (!is_token(name))
+			return (fail(pc, p, "invalid header name %s; use only "
+			    "letters, digits and !#$%%&'*+-.^_`|~",
+			    qv(q, sizeof q, name)));
+		h->remove[i] = mkhdr(pc, p, name);
+		if (h->remove[i] == NULL)
+			return (-1);
+	}
+	return (0);
+}
+
+static const char * const pmod_fields[] = {"type", "value", NULL};
+
+static int
+load_pathmod(struct pc *pc, const char *path, const json_t *j,
+    const struct gh_route *r, struct gh_pathmod *pm)
+{
+	const char *type, *value;
+	char p[PATHLEN], q[96];
+
+	if (check_object(pc, path, j, pmod_fields) ||
+	    get_string(pc, path, j, "type", 1, 1, 64, &type) ||
+	    get_string(pc, path, j, "value", 1, 0, 1024, &value))
+		return (-1);
+	SUB(p, path, ".type");
+	if (!strcmp(type, "ReplaceFullPath"))
+		pm->type = GH_PMOD_FULL;
+	else if (!strcmp(type, "ReplacePrefixMatch")) {
+		pm->type = GH_PMOD_PREFIX;
+		if (r->ptype != GH_PATH_PREFIX)
+			return (fail(pc, p, "ReplacePrefixMatch needs a "
+			    "PathPrefix path match; change the match type to "
+			    "PathPrefix or use ReplaceFullPath"));
+	} else
+		return (fail(pc, p, "unknown path modifier %s; use "
+		    "\"ReplaceFullPath\" or \"ReplacePrefixMatch\"",
+		    qv(q, sizeof q, type)));
+	SUB(p, path, ".value");
+	if (value[0] != '\0' && value[0] != '/')
+		return (fail(pc, p, "path %s does not start with \"/\"; "
+		    "write an absolute path", qv(q, sizeof q, value)));
+	if (has_ctl(value, 0) || strpbrk(value, "?#") != NULL)
+		return (fail(pc, p, "path %s contains spaces, control "
+		    "characters, '?' or '#'; remove them",
+		    qv(q, sizeof q, value)));
+	pm->value = sdup(pc, p, value);
+	if (pm->value == NULL)
+		return (-1);
+	pm->vlen = pm->type == GH_PMOD_PREFIX ?
+	    gh_prefix_len(value) : strlen(value);
+	return (0);
+}
+
+static const char * const group_fields[] = {
+	"name", "weight", "endpoints", NULL};
+static const char * const ep_fields[] = {"address", "port", NULL};
+
+static int
+load_group(struct pc *pc, const char *path, const json_t *j,
+    struct gh_group *g)
+{
+	const char *s;
+	long long ll;
+	json_t *a, *e;
+	size_t i;
+	char p[PATHLEN], q[96];
+	struct gh_endpoint *ep;
+
+	if (check_object(pc, path, j, group_fields) ||
+	    get_string(pc, path, j, "name", 0, 0, 512, &s))
+		return (-1);
+	if (s != NULL) {
+		g->name = sdup(pc, path, s);
+		if (g->name == NULL)
+			return (-1);
+	}
+	if (get_int(pc, path, j, "weight", 0, 0, 1000000, 1, &ll))
+		return (-1);
+	g->weight = (unsigned)ll;
+	if (get_array(pc, path, j, "endpoints", 1, 100000, &a))
+		return (-1);
+	g->ep = zalloc(pc, path, json_array_size(a), sizeof *g->ep);
+	if (g->ep == NULL)
+		return (-1);
+	g->nep = json_array_size(a);
+	json_array_foreach(a, i, e) {
+		ep = &g->ep[i];
+		SUB(p, path, ".endpoints[%zu]", i);
+		if (check_object(pc, p, e, ep_fields) ||
+		    get_string(pc, p, e, "address", 1, 2, 45, &s) ||
+		    get_int(pc, p, e, "port", 1, 1, 65535, 0, &ll))
+			return (-1);
+		ep->port = (unsigned)ll;
+		SUB(p, path, ".endpoints[%zu].address", i);
+		if (inet_pton(AF_INET, s, ep->addr) == 1)
+			ep->family = AF_INET;
+		else if (inet_pton(AF_INET6, s, ep->addr) == 1)
+			ep->family = AF_INET6;
+		else
+			return (fail(pc, p, "%s is not an IPv4 or IPv6 "
+			    "address literal; write e.g. \"10.0.0.1\" or "
+			    "\"fd00::1\" (no brackets, no names)",
+			    qv(q, sizeof q, s)));
+		ep->address = sdup(pc, p, s);
+		if (ep->address == NULL)
+			return (-1);
+	}
+	return (0);
+}
+
+static const char * const redirect_fields[] = {
+	"scheme", "hostname", "port", "path", "statusCode", NULL};
+static const char * const rewrite_fields[] = {"hostname", "path", NULL};
+static const char * const mirror_fields[] = {"backend", "percent", NULL};
+
+static int
+load_filter(struct pc *pc, const char *path, const json_t *j,
+    struct gh_route *r, unsigned *seen, unsigned nmirror)
+{
+	const char *type, *s, *key = NULL;
+	const char *allowed[3] = {"type", NULL, NULL};
+	char p[PATHLEN], q[96];
+	json_t *c;
+	long long ll;
+	unsigned bit;
+
+	if (!json_is_object(j))
+		return (fail(pc, path, "expected an object, got %s; "
+		    "write a JSON object {...}", jtype(j)));
+	if (get_string(pc, path, j, "type", 1, 1, 64, &type))
+		return (-1);
+	if (!strcmp(type, "RequestHeaderModifier")) {
+		key = "requestHeaderModifier"; bit = 1;
+	} else if (!strcmp(type, "ResponseHeaderModifier")) {
+		key = "responseHeaderModifier"; bit = 2;
+	} else if (!strcmp(type, "RequestRedirect")) {
+		key = "requestRedirect"; bit = 4;
+	} else if (!strcmp(type, "URLRewrite")) {
+		key = "urlRewrite"; bit = 8;
+	} else if (!strcmp(type, "RequestMirror")) {
+		key = "requestMirror"; bit = 0;
+	} else {
+		SUB(p, path, ".type");
+		return (fail(pc, p, "unknown filter type %s; use one of "
+		    "RequestHeaderModifier, ResponseHeaderModifier, "
+		    "RequestRedirect, URLRewrite, RequestMirror",
+		    qv(q, sizeof q, type)));
+	}
+	allowed[1] = key;
+	if (check_object(pc, path, j, allowed))
+		return (-1);
+	SUB(p, path, ".%s", key);
+	c = json_object_get(j, key);
+	if (c == NULL)
+		return (fail(pc, p, "missing required field for a %s "
+		    "filter; add \"%s\": {...}", type, key));
+	if (*seen & bit)
+		return (fail(pc, path, "a second %s filter in the same "
+		    "route; the Gateway API allows it once per rule, merge "
+		    "them", type));
+	*seen |= bit;
+	if ((*seen & 4) && (*seen & 8))
+		return (fail(pc, path, "RequestRedirect and URLRewrite "
+		    "cannot be combined in one rule; keep one of them"));
+
+	switch (bit) {
+	case 1:
+		return (load_hmod(pc, p, c, &r->reqhdr));
+	case 2:
+		return (load_hmod(pc, p, c, &r->resphdr));
+	case 4:
+		if (check_object(pc, p, c, redirect_fields))
+			return (-1);
+		r->redirect = zalloc(pc, p, 1, sizeof *r->redirect);
+		if (r->redirect == NULL ||
+		    get_string(pc, p, c, "scheme", 0, 1, 16, &s))
+			return (-1);
+		if (s != NULL) {
+			if (strcmp(s, "http") && strcmp(s, "https")) {
+				SUB(p, path, ".%s.scheme", key);
+				return (fail(pc, p, "unknown scheme %s; use "
+				    "\"http\" or \"https\"",
+				    qv(q, sizeof q, s)));
+			}
+			r->redirect->scheme = sdup(pc, p, s);
+			if (r->redirect->scheme == NULL)
+				return (-1);
+		}
+		if (get_string(pc, p, c, "hostname", 0, 1, 253, &s))
+			return (-1);
+		if (s != NULL) {
+			if (!is_redirect_host(s)) {
+				SUB(p, path, ".%s.hostname", key);
+				return (fail(pc, p, "%s is not a host name; "
+				    "use letters, digits, '-' and '.'",
+				    qv(q, sizeof q, s)));
+			}
+			r->redirect->hostname = sdup(pc, p, s);
+			if (r->redirect->hostname == NULL)
+				return (-1);
+		}
+		if (get_int(pc, p, c, "port", 0, 1, 65535, 0, &ll))
+			return (-1);
+		r->redirect->port = (unsigned)ll;
+		if (get_int(pc, p, c, "statusCode", 0, 301, 308, 302, &ll))
+			return (-1);
+		if (ll != 301 && ll != 302 && ll != 303 && ll != 307 &&
+		    ll != 308) {
+			SUB(p, path, ".%s.statusCode", key);
+			return (fail(pc, p, "status %lld is not allowed; use "
+			    "301, 302, 303, 307 or 308", ll));
+		}
+		r->redirect->status = (unsigned)ll;
+		if (json_object_get(c, "path") != NULL) {
+			SUB(p, path, ".%s.path", key);
+			return (load_pathmod(pc, p, json_object_get(c, "path"),
+			    r, &r->redirect->path));
+		}
+		return (0);
+	case 8:
+		if (check_object(pc, p, c, rewrite_fields))
+			return (-1);
+		r->rewrite = zalloc(pc, p, 1, sizeof *r->rewrite);
+		if (r->rewrite == NULL ||
+		    get_string(pc, p, c, "hostname", 0, 1, 253, &s))
+			return (-1);
+		if (s != NULL) {
+			if (!is_redirect_host(s)) {
+				SUB(p, path, ".%s.hostname", key);
+				return (fail(pc, p, "%s is not a host name; "
+				    "use letters, digits, '-' and '.'",
+				    qv(q, sizeof q, s)));
+			}
+			r->rewrite->hostname = sdup(pc, p, s);
+			if (r->rewrite->hostname == NULL)
+				return (-1);
+		}
+		if (json_object_get(c, "path") != NULL) {
+			SUB(p, path, ".%s.path", key);
+			return (load_pathmod(pc, p, json_object_get(c, "path"),
+			    r, &r->rewrite->path));
+		}
+		return (0);
+	default:
+		if (check_object(pc, p, c, mirror_fields))
+			return (-1);
+		if (get_int(pc, p, c, "percent", 0, 0, 100, 100, &ll))
+			return (-1);
+		r->mirror[nmirror].percent = (unsigned)ll;
+		SUB(p, path, ".%s.backend", key);
+		if (json_object_get(c, "backend") == NULL)
+			return (fail(pc, p, "missing required field; add "
+			    "\"backend\": {\"endpoints\": [...]}"));
+		return (load_group(pc, p, json_object_get(c, "backend"),
+		    &r->mirror[nmirror].group));
+	}
+}
+
+static const char * const route_fields[] = {
+	"name", "match", "filters", "timeouts", "backends", NULL};
+static const char * const match_fields[] = {
+	"path", "method", "headers", "queryParams", NULL};
+static const char * const path_fields[] = {"type", "value", NULL};
+static const char * const tmo_fields[] = {
+	"requestMs", "backendRequestMs", NULL};
+static const char * const methods[] = {
+	"GET", "HEAD", "POST", "PUT", "DELETE", "CONNECT", "OPTIONS",
+	"TRACE", "PATCH", NULL};
+
+static int
+load_route(struct pc *pc, const char *path, const json_t *j,
+    struct gh_route *r)
+{
+	const char *s;
+	json_t *m, *pj, *a, *e;
+	char p[PATHLEN], mp[PATHLEN], q[96];
+	const char * const *mt;
+	size_t i, nm;
+	unsigned seen = 0;
+	long long rq, brq;
+
+	r->magic = GH_ROUTE_MAGIC;
+	if (check_object(pc, path, j, route_fields) ||
+	    get_string(pc, path, j, "name", 0, 0, 512, &s))
+		return (-1);
+	r->name = sdup(pc, path, s != NULL ? s : "");
+	if (r->name == NULL)
+		return (-1);
+
+	/* match */
+	SUB(mp, path, ".match");
+	m = json_object_get(j, "match");
+	if (m == NULL)
+		return (fail(pc, mp, "missing required field; add \"match\": "
+		    "{\"path\": {\"type\": \"PathPrefix\", \"value\": \"/\"}}"));
+	if (check_object(pc, mp, m, match_fields))
+		return (-1);
+	SUB(p, mp, ".path");
+	pj = json_object_get(m, "path");
+	if (pj == NULL)
+		return (fail(pc, p, "missing required field; add \"path\": "
+		    "{\"type\": \"PathPrefix\", \"value\": \"/\"}"));
+	if (check_object(pc, p, pj, path_fields) ||
+	    get_string(pc, p, pj, "type", 1, 1, 64, &s))
+		return (-1);
+	if (!strcmp(s, "Exact"))
+		r->ptype = GH_PATH_EXACT;
+	else if (!strcmp(s, "PathPrefix"))
+		r->ptype = GH_PATH_PREFIX;
+	else if (!strcmp(s, "RegularExpression"))
+		r->ptype = GH_PATH_REGEX;
+	else {
+		SUB(p, mp, ".path.type");
+		return (fail(pc, p, "unknown path match type %s; use "
+		    "\"Exact\", \"PathPrefix\" or \"RegularExpression\"",
+		    qv(q, sizeof q, s)));
+	}
+	if (get_string(pc, p, pj, "value", 1, 1, 1024, &s))
+		return (-1);
+	SUB(p, mp, ".path.value");
+	if (r->ptype != GH_PATH_REGEX && s[0] != '/')
+		return (fail(pc, p, "path %s does not start with \"/\"; "
+		    "write an absolute path such as \"/\" or \"/api\"",
+		    qv(q, sizeof q, s)));
+	if (r->ptype != GH_PATH_REGEX && (has_ctl(s, 0) ||
+	    strpbrk(s, "?#") != NULL))
+		return (fail(pc, p, "path %s contains spaces, control "
+		    "characters, '?' or '#'; match the path only",
+		    qv(q, sizeof q, s)));
+	r->pvalue = sdup(pc, p, s);
+	if (r->pvalue == NULL)
+		return (-1);
+	r->plen = r->ptype == GH_PATH_PREFIX ? gh_prefix_len(s) : strlen(s);
+	if (r->ptype == GH_PATH_REGEX && load_regex(pc, p, s, &r->pre))
+		return (-1);
+
+	if (get_string(pc, mp, m, "method", 0, 1, 16, &s))
+		return (-1);
+	if (s != NULL) {
+		for (mt = methods; *mt != NULL; mt++)
+			if (!strcmp(*mt, s))
+				break;
+		if (*mt == NULL) {
+			SUB(p, mp, ".method");
+			return (fail(pc, p, "unknown method %s; use one of GET, "
+			    "HEAD, POST, PUT, DELETE, CONNECT, OPTIONS, TRACE, "
+			    "PATCH", qv(q, sizeof q, s)));
+		}
+		r->method = sdup(pc, p, s);
+		if (r->method == NULL)
+			return (-1);
+	}
+	if (get_array(pc, mp, m, "headers", 0, 16, &a))
+		return (-1);
+	if (a != NULL && json_array_size(a) > 0) {
+		r->hdr = zalloc(pc, mp, json_array_size(a), sizeof *r->hdr);
+		if (r->hdr == NULL)
+			return (-1);
+		r->nhdr = json_array_size(a);
+		json_array_foreach(a, i, e) {
+			SUB(p, mp, ".headers[%zu]", i);
+			if (load_vmatch(pc, p, e, &r->hdr[i], 1))
+				return (-1);
+		}
+	}
+	if (get_array(pc, mp, m, "queryParams", 0, 16, &a))
+		return (-1);
+	if (a != NULL && json_array_size(a) > 0) {
+		r->qry = zalloc(pc, mp, json_array_size(a), sizeof *r->qry);
+		if (r->qry == NULL)
+			return (-1);
+		r->nqry = json_array_size(a);
+		json_array_foreach(a, i, e) {
+			SUB(p, mp, ".queryParams[%zu]", i);
+			if (load_vmatch(pc, p, e, &r->qry[i], 0))
+				return (-1);
+		}
+	}
+
+	/* filters */
+	if (get_array(pc, path, j, "filters", 0, 64, &a))
+		return (-1);
+	if (a != NULL) {
+		nm = 0;
+		json_array_foreach(a, i, e)
+			if (json_is_object(e) && json_is_string(
+			    json_object_get(e, "type")) && !strcmp("RequestMirror",
+			    json_string_value(json_object_get(e, "type"))))
+				nm++;
+		if (nm > 0) {
+			r->mirror = zalloc(pc, path, nm, sizeof *r->mirror);
+			if (r->mirror == NULL)
+				return (-1);
+			r->nmirror = nm;
+		}
+		nm = 0;
+		json_array_foreach(a, i, e) {
+			SUB(p, path, ".filters[%zu]", i);
+			if (load_filter(pc, p, e, r, &seen, nm))
+				return (-1);
+			if (r->nmirror > 0 && nm < r->nmirror &&
+			    r->mirror[nm].group.ep != NULL)
+				nm++;
+		}
+	}
+
+	/* timeouts */
+	SUB(p, path, ".timeouts");
+	e = json_object_get(j, "timeouts");
+	if (e != NULL) {
+		if (check_object(pc, p, e, tmo_fields) ||
+		    get_int(pc, p, e, "requestMs", 0, 0, 86400000, 0, &rq) ||
+		    get_int(pc, p, e, "backendRequestMs", 0, 0, 86400000, 0,
+		    &brq))
+			return (-1);
+		if (rq > 0 && (brq == 0 || rq < brq))
+			brq = rq;
+		r->tmo = brq / 1000.0;
+	}
+
+	/* backends */
+	if (get_array(pc, path, j, "backends", 0, 1024, &a))
+		return (-1);
+	if (a != NULL && json_array_size(a) > 0) {
+		r->group = zalloc(pc, path, json_array_size(a),
+		    sizeof *r->group);
+		if (r->group == NULL)
+			return (-1);
+		r->ngroup = json_array_size(a);
+		json_array_foreach(a, i, e) {
+			SUB(p, path, ".backends[%zu]", i);
+			if (load_group(pc, p, e, &r->group[i]))
+				return (-1);
+			r->wtotal += r->group[i].weight;
+		}
+	}
+	return (0);
+}
+
+/* Gateway API precedence; ties keep the file order. */
+static int
+route_cmp(const void *a, const void *b)
+{
+	const struct gh_route *ra = a, *rb = b;
+
+	if (ra->ptype != rb->ptype)
+		return (ra->ptype - rb->ptype);
+	if (ra->ptype != GH_PATH_REGEX && ra->plen != rb->plen)
+		return (ra->plen > rb->plen ? -1 : 1);
+	if ((ra->method != NULL) != (rb->method != NULL))
+		return (ra->method != NULL ? -1 : 1);
+	if (ra->nhdr != rb->nhdr)
+		return (ra->nhdr > rb->nhdr ? -1 : 1);
+	if (ra->nqry != rb->nqry)
+		return (ra->nqry > rb->nqry ? -1 : 1);
+	return (ra->index < rb->index ? -1 : 1);
+}
+
+/*--------------------------------------------------------------------
+ * host tables
+ */
+
+static uint32_t
+fnv(uint32_t h, const char *s, size_t l)
+{
+	while (l-- > 0) {
+		h ^= (unsigned char)*s++;
+		h *= 16777619U;
+	}
+	return (h);
+}
+#define FNV0	2166136261U
+
+static int
+htab_init(struct pc *pc, struct gh_htab *t, unsigned n)
+{
+	unsigned sz = 8;
+
+	while (sz < 2 * n)
+		sz <<= 1;
+	t->slot = zalloc(pc, "vhosts", sz, sizeof *t->slot);
+	if (t->slot == NULL)
+		return (-1);
+	t->mask = sz - 1;
+	return (0);
+}
+
+static int
+htab_add(struct pc *pc, struct gh_htab *t, struct gh_vhost *vh)
+{
+	uint32_t h;
+	struct gh_vhost *o = NULL;
+	char p[PATHLEN], q[96];
+
+	if (vh->kind == GH_HOST_ANY) {
+		o = t->any;
+		if (o == NULL)
+			t->any = vh;
+	} else {
+		h = fnv(FNV0, vh->hostname, strlen(vh->hostname)) & t->mask;
+		while (t->slot[h] != NULL &&
+		    strcmp(t->slot[h]->hostname, vh->hostname))
+			h = (h + 1) & t->mask;
+		o = t->slot[h];
+		if (o == NULL) {
+			t->slot[h] = vh;
+			if (vh->kind == GH_HOST_WILD)
+				t->nwild++;
+		}
+	}
+	if (o == NULL)
+		return (0);
+	SUB(p, "vhosts", "[%u].hostname", vh->index);
+	return (fail(pc, p, "duplicate hostname %s on listener %s%s%s, "
+	    "already defined by vhosts[%u]; merge the two vhosts or give "
+	    "them different listeners", qv(q, sizeof q, vh->hostname),
+	    t->socket != NULL ? "\"" : "",
+	    t->socket != NULL ? t->socket : "(every listener)",
+	    t->socket != NULL ? "\"" : "", o->index));
+}
+
+const struct gh_vhost *
+gh_host_lookup(const struct gh_htab *t, const char *host, size_t len)
+{
+	uint32_t h;
+	size_t i;
+	struct gh_vhost *vh;
+
+	if (len > 0) {
+		h = fnv(FNV0, host, len) & t->mask;
+		while ((vh = t->slot[h]) != NULL) {
+			if (vh->kind == GH_HOST_EXACT &&
+			    !strncmp(vh->hostname, host, len) &&
+			    vh->hostname[len] == '\0')
+				return (vh);
+			h = (h + 1) & t->mask;
+		}
+	}
+	if (t->nwild > 0) {
+		/* longest suffix first: leftmost dot after the first label */
+		for (i = 1; i < len; i++) {
+			if (host[i] != '.')
+				continue;
+			h = fnv(fnv(FNV0, "*", 1), host + i, len - i) & t->mask;
+			while ((vh = t->slot[h]) != NULL) {
+				if (vh->kind == GH_HOST_WILD &&
+				    !strncmp(vh->hostname + 1, host + i,
+				    len - i) && vh->hostname[len - i + 1] == '\0')
+					return (vh);
+				h = (h + 1) & t->mask;
+			}
+		}
+	}
+	return (t->any);
+}
+
+const struct gh_htab *
+gh_htab_find(const struct gh_state *st, const char *socket,
+    const char *admin)
+{
+	unsigned u;
+
+	if (socket != NULL) {
+		for (u = 0; u < st->ntab; u++)
+			if (!strcmp(st->tab[u].socket, socket))
+				return (&st->tab[u]);
+		if (admin != NULL && !strcmp(socket, admin))
+			return (NULL);
+	}
+	return (&st->deftab);
+}
+
+size_t
+gh_host_normalize(const char *in, char *out, size_t outlen)
+{
+	size_t o = 0;
+
+	if (*in == '[') {
+		/* IPv6 literal: keep the brackets, drop the port */
+		while (*in != '\0' && *in != ']' && o + 2 < outlen)
+			out[o++] = (char)tolower((unsigned char)*in++);
+		if (*in != ']')
+			return (0);
+		out[o++] = ']';
+		out[o] = '\0';
+		return (o);
+	}
+	while (*in != '\0' && *in != ':') {
+		if (o + 1 >= outlen)
+			return (0);
+		out[o++] = (char)tolower((unsigned char)*in++);
+	}
+	while (o > 0 && out[o - 1] == '.')
+		o--;
+	out[o] = '\0';
+	return (o);
+}
+
+/*--------------------------------------------------------------------
+ * top level
+ */
+
+static const char * const top_fields[] = {"version", "vhosts", NULL};
+static const char * const vhost_fields[] = {
+	"hostname", "listeners", "routes", NULL};
+
+#define MAX_SOCKETS 64
+
+static int
+load_vhost(struct pc *pc, const json_t *j, struct gh_vhost *vh,
+    unsigned *nroute, unsigned *nep)
+{
+	char path[PATHLEN], p[PATHLEN], q[96];
+	const char *s;
+	json_t *a, *e;
+	size_t i, kl;
+	unsigned u, g;
+
+	vh->magic = GH_VHOST_MAGIC;
+	SUB(path, "vhosts", "[%u]", vh->index);
+	if (check_object(pc, path, j, vhost_fields) ||
+	    get_string(pc, path, j, "hostname", 1, 1, 253, &s))
+		return (-1);
+	SUB(p, path, ".hostname");
+	if (!is_lower_hostname(s, 1))
+		return (fail(pc, p, "%s is not a valid hostname; use a lower "
+		    "case DNS name (www.example.com), a wildcard "
+		    "(*.example.com) or \"*\"", qv(q, sizeof q, s)));
+	vh->hostname = sdup(pc, p, s);
+	if (vh->hostname == NULL)
+		return (-1);
+	vh->kind = !strcmp(s, "*") ? GH_HOST_ANY :
+	    s[0] == '*' ? GH_HOST_WILD : GH_HOST_EXACT;
+
+	if (get_array(pc, path, j, "listeners", 0, MAX_SOCKETS, &a))
+		return (-1);
+	kl = strlen(s) + 2;
+	if (a != NULL && json_array_size(a) > 0) {
+		vh->listeners = zalloc(pc, path, json_array_size(a),
+		    sizeof *vh->listeners);
+		if (vh->listeners == NULL)
+			return (-1);
+		vh->nlisteners = json_array_size(a);
+		json_array_foreach(a, i, e) {
+			SUB(p, path, ".listeners[%zu]", i);
+			if (want_string(pc, p, e, 1, 63, &s))
+				return (-1);
+			if (!is_socket_name(s))
+				return (fail(pc, p, "%s is not a socket name; "
+				    "use letters, digits, '-', '_' and '.' "
+				    "as in varnishd -a NAME=...",
+				    qv(q, sizeof q, s)));
+			for (u = 0; u < i; u++)
+				if (!strcmp(vh->listeners[u], s))
+					return (fail(pc, p, "listener %s is "
+					    "listed twice; remove the "
+					    "duplicate", qv(q, sizeof q, s)));
+			vh->listeners[i] = sdup(pc, p, s);
+			if (vh->listeners[i] == NULL)
+				return (-1);
+			kl += strlen(s) + 1;
+		}
+	}
+	vh->key = malloc(kl);
+	if (vh->key == NULL)
+		return (fail(pc, path, "out of memory"));
+	strcpy(vh->key, vh->hostname);
+	for (u = 0; u < vh->nlisteners; u++) {
+		strcat(vh->key, u == 0 ? "@" : "+");
+		strcat(vh->key, vh->listeners[u]);
+	}
+
+	if (get_array(pc, path, j, "routes", 1, 100000, &a))
+		return (-1);
+	if (json_array_size(a) > 0) {
+		vh->route = zalloc(pc, path, json_array_size(a),
+		    sizeof *vh->route);
+		if (vh->route == NULL)
+			return (-1);
+		vh->nroute = json_array_size(a);
+		json_array_foreach(a, i, e) {
+			vh->route[i].index = i;
+			SUB(p, path, ".routes[%zu]", i);
+			if (load_route(pc, p, e, &vh->route[i]))
+				return (-1);
+			for (g = 0; g < vh->route[i].ngroup; g++)
+				*nep += vh->route[i].group[g].nep;
+		}
+		qsort(vh->route, vh->nroute, sizeof *vh->route, route_cmp);
+	}
+	*nroute += vh->nroute;
+	return (0);
+}
+
+/* reject deep nesting before jansson recurses on a small worker stack */
+static int
+check_depth(struct pc *pc, const char *buf, size_t len)
+{
+	size_t i;
+	int d = 0, instr = 0;
+
+	for (i = 0; i < len; i++) {
+		if (instr) {
+			if (buf[i] == '\\')
+				i++;
+			else if (buf[i] == '"')
+				instr = 0;
+			continue;
+		}
+		switch (buf[i]) {
+		case '"': instr = 1; break;
+		case '[': case '{':
+			if (++d > GH_MAX_DEPTH)
+				return (fail(pc, "(file)", "JSON nesting "
+				    "deeper than %d levels at byte %zu; "
+				    "ghost.json is never that deep, check the "
+				    "generator", GH_MAX_DEPTH, i));
+			break;
+		case ']': case '}': d--; break;
+		default: break;
+		}
+	}
+	return (0);
+}
+
+static int
+build_tables(struct pc *pc, struct gh_state *st)
+{
+	const char *names[MAX_SOCKETS];
+	unsigned nn = 0, u, v, w, cnt;
+	struct gh_vhost *vh;
+	struct gh_htab *t;
+	char q[96];
+
+	for (u = 0; u < st->nvhost; u++) {
+		vh = &st->vhost[u];
+		for (v = 0; v < vh->nlisteners; v++) {
+			for (w = 0; w < nn; w++)
+				if (!strcmp(names[w], vh->listeners[v]))
+					break;
+			if (w < nn)
+				continue;
+			if (nn == MAX_SOCKETS) {
+				char p[PATHLEN];
+				SUB(p, "vhosts", "[%u].listeners[%u]", u, v);
+				return (fail(pc, p, "more than %d distinct "
+				    "listener names (at %s); ghost supports %d",
+				    MAX_SOCKETS, qv(q, sizeof q,
+				    vh->listeners[v]), MAX_SOCKETS));
+			}
+			names[nn++] = vh->listeners[v];
+		}
+	}
+	if (nn > 0) {
+		st->tab = zalloc(pc, "vhosts", nn, sizeof *st->tab);
+		if (st->tab == NULL)
+			return (-1);
+		st->ntab = nn;
+	}
+	cnt = 0;
+	for (u = 0; u < st->nvhost; u++)
+		if (st->vhost[u].nlisteners == 0)
+			cnt++;
+	if (htab_init(pc, &st->deftab, cnt))
+		return (-1);
+	for (u = 0; u < st->nvhost; u++)
+		if (st->vhost[u].nlisteners == 0 &&
+		    htab_add(pc, &st->deftab, &st->vhost[u]))
+			return (-1);
+	for (w = 0; w < nn; w++) {
+		t = &st->tab[w];
+		t->socket = strdup(names[w]);
+		if (t->socket == NULL)
+			return (fail(pc, "vhosts", "out of memory"));
+		if (pc->admin != NULL && !strcmp(pc->admin, t->socket))
+			cnt = 0;	/* admin socket: explicit vhosts only */
+		else {
+			cnt = 0;
+			for (u = 0; u < st->nvhost; u++)
+				if (st->vhost[u].nlisteners == 0)
+					cnt++;
+		}
+		for (u = 0; u < st->nvhost; u++)
+			for (v = 0; v < st->vhost[u].nlisteners; v++)
+				if (!strcmp(st->vhost[u].listeners[v],
+				    t->socket))
+					cnt++;
+		if (htab_init(pc, t, cnt))
+			return (-1);
+		/* explicit first, so duplicates name the later vhost */
+		for (u = 0; u < st->nvhost; u++) {
+			vh = &st->vhost[u];
+			if (vh->nlisteners == 0) {
+				if (pc->admin != NULL &&
+				    !strcmp(pc->admin, t->socket))
+					continue;
+			} else {
+				for (v = 0; v < vh->nlisteners; v++)
+					if (!strcmp(vh->listeners[v],
+					    t->socket))
+						break;
+				if (v == vh->nlisteners)
+					continue;
+			}
+			if (htab_add(pc, t, vh))
+				return (-1);
+		}
+	}
+	return (0);
+}
+
+struct gh_state *
+gh_conf_load(const char *buf, size_t len, const char *admin, char *err,
+    size_t errlen)
+{
+	struct pc pc[1];
+	json_t *root = NULL, *a, *e;
+	json_error_t je;
+	struct gh_state *st = NULL;
+	long long ver;
+	size_t i;
+
+	pc->err = err;
+	pc->errlen = errlen;
+	pc->admin = admin;
+	err[0] = '\0';
+
+	if (len > GH_MAX_FILE) {
+		(void)fail(pc, "(file)", "file is %zu bytes; the maximum is "
+		    "%d bytes", len, GH_MAX_FILE);
+		return (NULL);
+	}
+	if (check_depth(pc, buf, len))
+		return (NULL);
+	root = json_loadb(buf, len, JSON_REJECT_DUPLICATES, &je);
+	if (root == NULL) {
+		(void)fail(pc, "(file)", "invalid JSON at line %d column %d: "
+		    "%s; fix the syntax", je.line, je.column, je.text);
+		return (NULL);
+	}
+	if (check_object(pc, "(top level)", root, top_fields))
+		goto err;
+	if (json_object_get(root, "version") == NULL) {
+		(void)fail(pc, "version", "missing required field; add "
+		    "\"version\": %d", GH_VERSION);
+		goto err;
+	}
+	if (!json_is_integer(json_object_get(root, "version")) ||
+	    json_integer_value(json_object_get(root, "version")) !=
+	    GH_VERSION) {
+		e = json_object_get(root, "version");
+		if (json_is_integer(e))
+			ver = json_integer_value(e);
+		else
+			ver = -1;
+		if (ver >= 0)
+			(void)fail(pc, "version", "unsupported version %lld; "
+			    "this ghost reads version %d, write \"version\": "
+			    "%d or upgrade ghost", ver, GH_VERSION,
+			    GH_VERSION);
+		else
+			(void)fail(pc, "version", "expected the integer %d, "
+			    "got %s; write \"version\": %d", GH_VERSION,
+			    jtype(e), GH_VERSION);
+		goto err;
+	}
+	if (get_array(pc, "", root, "vhosts", 1, 100000, &a))
+		goto err;
+
+	st = zalloc(pc, "(state)", 1, sizeof *st);
+	if (st == NULL)
+		goto err;
+	st->magic = GH_STATE_MAGIC;
+	st->vhost = zalloc(pc, "vhosts", json_array_size(a),
+	    sizeof *st->vhost);
+	if (st->vhost == NULL)
+		goto err;
+	st->nvhost = json_array_size(a);
+	json_array_foreach(a, i, e) {
+		st->vhost[i].index = i;
+		if (load_vhost(pc, e, &st->vhost[i], &st->nroute,
+		    &st->nendpoint))
+			goto err;
+	}
+	if (build_tables(pc, st))
+		goto err;
+	json_decref(root);
+	return (st);
+  err:
+	json_decref(root);
+	if (st != NULL)
+		gh_state_free(st);
+	if (err[0] == '\0')
+		(void)snprintf(err, errlen, "(file): rejected");
+	return (NULL);
+}
+
+/*--------------------------------------------------------------------
+ * free
+ */
+
+static void
+free_group(struct gh_group *g)
+{
+	unsigned u;
+
+	free(g->name);
+	for (u = 0; g->ep != NULL && u < g->nep; u++)
+		free(g->ep[u].address);
+	free(g->ep);
+}
+
+static void
+free_hmod(struct gh_hmod *h)
+{
+	unsigned u;
+
+	if (h == NULL)
+		return;
+	for (u = 0; h->set != NULL && u < h->nset; u++) {
+		free(h->set[u].hdr);
+		free(h->set[u].line);
+	}
+	for (u = 0; h->add != NULL && u < h->nadd; u++) {
+		free(h->add[u].hdr);
+		free(h->add[u].line);
+	}
+	for (u = 0; h->remove != NULL && u < h->nremove; u++)
+		free(h->remove[u]);
+	free(h->set);
+	free(h->add);
+	free(h->remove);
+	free(h);
+}
+
+static void
+free_vmatch(struct gh_vmatch *m, unsigned n)
+{
+	unsigned u;
+
+	for (u = 0; m != NULL && u < n; u++) {
+		free(m[u].name);
+		free(m[u].hdr);
+		free(m[u].value);
+		if (m[u].re != NULL)
+			gh_re_free(&m[u].re);
+	}
+	free(m);
+}
+
+static void
+free_route(struct gh_route *r)
+{
+	unsigned u;
+
+	free(r->name);
+	free(r->pvalue);
+	if (r->pre != NULL)
+		gh_re_free(&r->pre);
+	free(r->method);
+	free_vmatch(r->hdr, r->nhdr);
+	free_vmatch(r->qry, r->nqry);
+	free_hmod(r->reqhdr);
+	free_hmod(r->resphdr);
+	if (r->redirect != NULL) {
+		free(r->redirect->scheme);
+		free(r->redirect->hostname);
+		free(r->redirect->path.value);
+		free(r->redirect);
+	}
+	if (r->rewrite != NULL) {
+		free(r->rewrite->hostname);
+		free(r->rewrite->path.value);
+		free(r->rewrite);
+	}
+	for (u = 0; r->mirror != NULL && u < r->nmirror; u++)
+		free_group(&r->mirror[u].group);
+	free(r->mirror);
+	for (u = 0; r->group != NULL && u < r->ngroup; u++)
+		free_group(&r->group[u]);
+	free(r->group);
+}
+
+void
+gh_state_free(struct gh_state *st)
+{
+	unsigned u, v;
+	struct gh_vhost *vh;
+
+	if (st == NULL)
+		return;
+	for (u = 0; st->vhost != NULL && u < st->nvhost; u++) {
+		vh = &st->vhost[u];
+		free(vh->hostname);
+		for (v = 0; vh->listeners != NULL && v < vh->nlisteners; v++)
+			free(vh->listeners[v]);
+		free(vh->listeners);
+		free(vh->key);
+		for (v = 0; vh->route != NULL && v < vh->nroute; v++)
+			free_route(&vh->route[v]);
+		free(vh->route);
+	}
+	free(st->vhost);
+	for (u = 0; st->tab != NULL && u < st->ntab; u++) {
+		free(st->tab[u].socket);
+		free(st->tab[u].slot);
+	}
+	free(st->tab);
+	free(st->deftab.slot);
+	free(st);
+}
