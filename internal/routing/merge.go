@@ -2,8 +2,8 @@ package routing
 
 import (
 	"cmp"
+	"encoding/json"
 	"fmt"
-	"reflect"
 	"slices"
 	"strings"
 
@@ -262,14 +262,7 @@ func Merge(gw *gatewayv1.Gateway, fragments []*Fragment) (*Table, error) {
 			if owner != nil {
 				b.routes = vhostRoutes(byListener[string(owner.Name)], h)
 			}
-			for i := 1; i < len(b.routes); i++ {
-				if prev, cur := &b.routes[i-1], &b.routes[i]; ComparePrecedence(prev.Match(), cur.Match()) == 0 && reflect.DeepEqual(prev.Match(), cur.Match()) {
-					t.Conflicts = append(t.Conflicts, Conflict{
-						Route: cur.Name(), Winner: prev.Name(), Hostname: h, Socket: s.name,
-						Message: fmt.Sprintf("match is identical to the match of %s, which takes precedence: it is never used", prev.Name()),
-					})
-				}
-			}
+			t.Conflicts = append(t.Conflicts, shadowed(b.routes, h, s.name)...)
 			all = append(all, b)
 		}
 	}
@@ -364,4 +357,37 @@ func sameRoutes(a, b []TableRoute) bool {
 	return slices.EqualFunc(a, b, func(x, y TableRoute) bool {
 		return x.Rule == y.Rule && x.MatchIndex == y.MatchIndex && x.HostRank == y.HostRank
 	})
+}
+
+// shadowed reports matches that are identical to a match earlier in the
+// (sorted) route list: ghost never uses them.
+func shadowed(routes []TableRoute, hostname, socket string) []Conflict {
+	var out []Conflict
+	for start := 0; start < len(routes); {
+		end := start + 1
+		for end < len(routes) && ComparePrecedence(routes[start].Match(), routes[end].Match()) == 0 {
+			end++
+		}
+		if end-start > 1 {
+			first := map[string]int{}
+			for i := start; i < end; i++ {
+				k, err := json.Marshal(routes[i].Match())
+				if err != nil {
+					continue
+				}
+				w, seen := first[string(k)]
+				if !seen {
+					first[string(k)] = i
+					continue
+				}
+				win, cur := &routes[w], &routes[i]
+				out = append(out, Conflict{
+					Route: cur.Name(), Winner: win.Name(), Hostname: hostname, Socket: socket,
+					Message: fmt.Sprintf("match is identical to the match of %s, which takes precedence: it is never used", win.Name()),
+				})
+			}
+		}
+		start = end
+	}
+	return out
 }
