@@ -39,16 +39,23 @@ type Objects struct {
 
 type nsName struct{ ns, name string }
 
-func (o *Objects) namespaceLabels(ns string) (labels.Set, bool) {
+// namespaceLabels returns the labels of namespace ns. The API server sets
+// kubernetes.io/metadata.name on every namespace; it is added here too, so
+// a selector on it works even when the Namespace object is not at hand.
+func (o *Objects) namespaceLabels(ns string) labels.Set {
+	set := labels.Set{corev1.LabelMetadataName: ns}
 	if o == nil {
-		return nil, false
+		return set
 	}
 	for _, n := range o.Namespaces {
 		if n != nil && n.Name == ns {
-			return labels.Set(n.Labels), true
+			for k, v := range n.Labels {
+				set[k] = v
+			}
+			set[corev1.LabelMetadataName] = ns
 		}
 	}
-	return nil, false
+	return set
 }
 
 func (o *Objects) service(ns, name string) *corev1.Service {
@@ -294,8 +301,7 @@ func listenerAllows(l *gatewayv1.Listener, routeNS, gwNS string, objs *Objects) 
 		if sel == nil || err != nil {
 			return fmt.Sprintf("listener %s has an invalid namespace selector", l.Name)
 		}
-		set, ok := objs.namespaceLabels(routeNS)
-		if ok && s.Matches(set) {
+		if s.Matches(objs.namespaceLabels(routeNS)) {
 			return ""
 		}
 		return fmt.Sprintf("namespace %s does not match the namespace selector of listener %s", routeNS, l.Name)
