@@ -8,6 +8,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
 )
 
 // Version is the only schema version this package writes.
@@ -150,9 +151,12 @@ type Endpoint struct {
 	Port    int32  `json:"port"`
 }
 
-// Marshal writes d as indented JSON (two spaces) with a trailing newline. It
-// fills in the empty lists the schema requires, so the output of the same
-// document is always byte-identical.
+// Marshal writes d as JSON in ghost.json's stable layout: the document,
+// vhosts and their fields indented by two spaces, and each route as one
+// compact line, so that diffs show one changed route per line. Empty lists
+// the schema requires are written as []. The same document always gives the
+// same bytes. Encoded endpoint lists and filter lists shared between routes
+// (as Resolve shares them) are encoded once.
 func Marshal(d *Document) ([]byte, error) {
 	if d == nil {
 		return nil, fmt.Errorf("ghostjson: marshal: nil document")
@@ -160,15 +164,34 @@ func Marshal(d *Document) ([]byte, error) {
 	if d.Version != Version {
 		return nil, fmt.Errorf("ghostjson: marshal: version is %d, want %d", d.Version, Version)
 	}
-	normalize(d)
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	enc.SetIndent("", "  ")
-	if err := enc.Encode(d); err != nil {
+	e := newEncoder()
+	if err := e.document(d); err != nil {
 		return nil, fmt.Errorf("ghostjson: marshal: %w", err)
 	}
-	return buf.Bytes(), nil
+	return e.bytes(), nil
+}
+
+// Encode writes d to w exactly as Marshal formats it, in chunks of about a
+// megabyte, without holding the whole document in memory.
+func Encode(w io.Writer, d *Document) error {
+	if d == nil {
+		return fmt.Errorf("ghostjson: encode: nil document")
+	}
+	if d.Version != Version {
+		return fmt.Errorf("ghostjson: encode: version is %d, want %d", d.Version, Version)
+	}
+	e := newEncoder()
+	e.w = w
+	if err := e.document(d); err != nil {
+		return fmt.Errorf("ghostjson: encode: %w", err)
+	}
+	if e.err == nil {
+		_, e.err = w.Write(e.buf)
+	}
+	if e.err != nil {
+		return fmt.Errorf("ghostjson: encode: %w", e.err)
+	}
+	return nil
 }
 
 // Unmarshal parses a ghost.json document and checks its version.
@@ -185,27 +208,11 @@ func Unmarshal(data []byte) (*Document, error) {
 	return &d, nil
 }
 
-func normalize(d *Document) {
-	if d.VHosts == nil {
-		d.VHosts = []VHost{}
+// MarshalJSON writes a missing endpoint list as [], as the schema requires.
+func (g BackendGroup) MarshalJSON() ([]byte, error) {
+	type plain BackendGroup
+	if g.Endpoints == nil {
+		g.Endpoints = []Endpoint{}
 	}
-	for i := range d.VHosts {
-		v := &d.VHosts[i]
-		if v.Routes == nil {
-			v.Routes = []Route{}
-		}
-		for j := range v.Routes {
-			r := &v.Routes[j]
-			for k := range r.Backends {
-				if r.Backends[k].Endpoints == nil {
-					r.Backends[k].Endpoints = []Endpoint{}
-				}
-			}
-			for k := range r.Filters {
-				if m := r.Filters[k].RequestMirror; m != nil && m.Backend.Endpoints == nil {
-					m.Backend.Endpoints = []Endpoint{}
-				}
-			}
-		}
-	}
+	return json.Marshal(plain(g))
 }

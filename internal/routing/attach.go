@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -35,6 +36,11 @@ type Objects struct {
 	EndpointSlices []*discoveryv1.EndpointSlice
 	// ReferenceGrants allow cross-namespace backendRefs.
 	ReferenceGrants []*gatewayv1.ReferenceGrant
+
+	// An index of Services by namespace and name, built on first use by
+	// Attach: do not change Services after the first call.
+	indexOnce sync.Once
+	services  map[nsName]*corev1.Service
 }
 
 type nsName struct{ ns, name string }
@@ -62,12 +68,15 @@ func (o *Objects) service(ns, name string) *corev1.Service {
 	if o == nil {
 		return nil
 	}
-	for _, s := range o.Services {
-		if s != nil && s.Namespace == ns && s.Name == name {
-			return s
+	o.indexOnce.Do(func() {
+		o.services = make(map[nsName]*corev1.Service, len(o.Services))
+		for _, s := range o.Services {
+			if s != nil {
+				o.services[nsName{s.Namespace, s.Name}] = s
+			}
 		}
-	}
-	return nil
+	})
+	return o.services[nsName{ns, name}]
 }
 
 // refPermitted reports whether a ReferenceGrant in toNS lets HTTPRoutes in

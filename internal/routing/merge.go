@@ -2,7 +2,6 @@ package routing
 
 import (
 	"cmp"
-	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
@@ -371,13 +370,10 @@ func shadowed(routes []TableRoute, hostname, socket string) []Conflict {
 		if end-start > 1 {
 			first := map[string]int{}
 			for i := start; i < end; i++ {
-				k, err := json.Marshal(routes[i].Match())
-				if err != nil {
-					continue
-				}
-				w, seen := first[string(k)]
+				k := matchKey(routes[i].Match())
+				w, seen := first[k]
 				if !seen {
-					first[string(k)] = i
+					first[k] = i
 					continue
 				}
 				win, cur := &routes[w], &routes[i]
@@ -390,4 +386,26 @@ func shadowed(routes []TableRoute, hostname, socket string) []Conflict {
 		start = end
 	}
 	return out
+}
+
+// matchKey is a string that is equal for equal matches.
+func matchKey(m *ghostjson.Match) string {
+	var b strings.Builder
+	b.WriteString(m.Path.Type)
+	b.WriteByte(0)
+	b.WriteString(m.Path.Value)
+	b.WriteByte(0)
+	b.WriteString(m.Method)
+	for _, l := range [][]ghostjson.ValueMatch{m.Headers, m.QueryParams} {
+		b.WriteByte(1)
+		for _, v := range l {
+			b.WriteString(v.Type)
+			b.WriteByte(0)
+			b.WriteString(v.Name)
+			b.WriteByte(0)
+			b.WriteString(v.Value)
+			b.WriteByte(0)
+		}
+	}
+	return b.String()
 }
