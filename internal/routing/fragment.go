@@ -119,7 +119,8 @@ type BackendRef struct {
 	Weight    int32  `json:"weight"`
 	// Unresolved is the ResolvedRefs reason (RefNotPermitted, InvalidKind,
 	// BackendNotFound) when the reference could not be resolved at attach
-	// time; Resolve then gives the group no endpoints.
+	// time. InvalidKind groups never get endpoints; for the others Resolve
+	// checks the Service and ReferenceGrants again.
 	Unresolved string `json:"unresolved,omitempty"`
 }
 

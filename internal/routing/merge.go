@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/ghostjson"
@@ -147,6 +148,19 @@ func compareRoutes(a, b *RouteRef) int {
 	return strings.Compare(a.Name, b.Name)
 }
 
+// compareFragments orders fragments like compareRoutes; duplicates of one
+// route sort by generation (newest first), then uid, so that Merge picks
+// the same one whatever the input order.
+func compareFragments(a, b *Fragment) int {
+	if c := compareRoutes(&a.Route, &b.Route); c != 0 {
+		return c
+	}
+	if c := cmp.Compare(b.Route.Generation, a.Route.Generation); c != 0 {
+		return c
+	}
+	return strings.Compare(a.Route.UID, b.Route.UID)
+}
+
 type socketInfo struct {
 	name      string
 	port      int32
@@ -177,6 +191,12 @@ func Merge(gw *gatewayv1.Gateway, fragments []*Fragment) (*Table, error) {
 		if l.Protocol != gatewayv1.HTTPProtocolType && l.Protocol != gatewayv1.HTTPSProtocolType {
 			continue
 		}
+		if l.Hostname != nil && *l.Hostname != "" {
+			if errs := validateHostname(field.NewPath("spec", "listeners").Index(i).Child("hostname"), strings.ToLower(string(*l.Hostname)), true); len(errs) > 0 {
+				t.Conflicts = append(t.Conflicts, Conflict{Message: fmt.Sprintf("listener %s is not served: %v", l.Name, errs.ToAggregate())})
+				continue
+			}
+		}
 		listenerByName[string(l.Name)] = l
 		s := sockets[l.Port]
 		if s == nil {
@@ -200,7 +220,7 @@ func Merge(gw *gatewayv1.Gateway, fragments []*Fragment) (*Table, error) {
 			frags = append(frags, f)
 		}
 	}
-	slices.SortStableFunc(frags, func(a, b *Fragment) int { return compareRoutes(&a.Route, &b.Route) })
+	slices.SortStableFunc(frags, compareFragments)
 	seen := map[ObjectRef]*Fragment{}
 	// byListener[listener][hostname] lists the fragments attached there.
 	byListener := map[string]map[string][]*Fragment{}
@@ -290,6 +310,10 @@ func Merge(gw *gatewayv1.Gateway, fragments []*Fragment) (*Table, error) {
 		}
 		i = j
 	}
+	slices.SortStableFunc(t.Conflicts, func(a, b Conflict) int {
+		return cmp.Or(strings.Compare(a.Route, b.Route), strings.Compare(a.Hostname, b.Hostname),
+			strings.Compare(a.Socket, b.Socket), strings.Compare(a.Message, b.Message))
+	})
 	return t, nil
 }
 

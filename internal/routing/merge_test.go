@@ -154,7 +154,7 @@ func TestMergeReportsBadFragments(t *testing.T) {
 	other := *frags[0]
 	other.Gateway.Name = "other"
 	frags = append(frags, &other)
-	gw.Spec.Listeners = gw.Spec.Listeners[:1]
+	gw.Spec.Listeners = append(gw.Spec.Listeners[:1], listener("bad", 80, "bad_name.example.com"))
 	tb, err := Merge(gw, frags)
 	if err != nil {
 		t.Fatal(err)
@@ -164,7 +164,7 @@ func TestMergeReportsBadFragments(t *testing.T) {
 		msgs = append(msgs, c.String())
 	}
 	all := strings.Join(msgs, "\n")
-	for _, want := range []string{"not infra/gw: ignored", "duplicate fragment", `no HTTP listener "gone"`} {
+	for _, want := range []string{"not infra/gw: ignored", "duplicate fragment", `no HTTP listener "gone"`, "listener bad is not served"} {
 		if !strings.Contains(all, want) {
 			t.Errorf("conflicts %q lack %q", all, want)
 		}

@@ -7,6 +7,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/ghostjson"
 )
@@ -20,8 +21,8 @@ import (
 //   - only endpoints with ready unset or true count; IPv4 and IPv6 slices
 //     both count, FQDN slices are ignored; addresses are deduplicated and
 //     sorted;
-//   - a reference that did not resolve at attach time, a cross-namespace
-//     reference whose ReferenceGrant is gone, a missing Service, an
+//   - a reference of a kind other than Service, a cross-namespace
+//     reference without a ReferenceGrant (now), a missing Service, an
 //     ExternalName Service (varnishgw routes only to endpoints, never to
 //     DNS names) or a Service without a ready endpoint gives a group with
 //     its weight and no endpoints: ghost answers its share with 500.
@@ -125,7 +126,11 @@ func (r *resolver) filter(routeNS string, f Filter) ghostjson.Filter {
 
 func (r *resolver) group(routeNS string, b BackendRef) ghostjson.BackendGroup {
 	g := ghostjson.BackendGroup{Name: b.GroupName(), Weight: b.Weight, Endpoints: []ghostjson.Endpoint{}}
-	if b.Unresolved != "" {
+	// InvalidKind is final. Other problems found at attach time (a missing
+	// Service or ReferenceGrant) are checked again against the objects of
+	// now: the chaperone follows the cluster, so a Service created after
+	// the route was applied starts receiving traffic without a re-apply.
+	if b.Unresolved == string(gatewayv1.RouteReasonInvalidKind) {
 		return g
 	}
 	if b.Namespace != routeNS && (r.objs == nil || !refPermitted(r.objs.ReferenceGrants, routeNS, b.Namespace, b.Name)) {

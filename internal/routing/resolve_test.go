@@ -3,6 +3,7 @@ package routing
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -256,5 +257,48 @@ func TestFragmentRoundTrip(t *testing.T) {
 		if _, err := UnmarshalFragment([]byte(b.data)); err == nil || !strings.Contains(err.Error(), b.want) {
 			t.Errorf("%s: err = %v, want %q", b.name, err, b.want)
 		}
+	}
+}
+
+// TestResolveFollowsCluster checks that Resolve re-checks Services and
+// ReferenceGrants that were missing at attach time, but never resolves a
+// reference of the wrong kind.
+func TestResolveFollowsCluster(t *testing.T) {
+	gw := gateway(listener("http", 80, ""))
+	r := route("infra", "r", rules(gatewayv1.HTTPRouteRule{BackendRefs: []gatewayv1.HTTPBackendRef{
+		backend("", "later", 80, nil),
+		backend("other", "granted-later", 80, nil),
+		{BackendRef: gatewayv1.BackendRef{BackendObjectReference: gatewayv1.BackendObjectReference{
+			Group: ptr(gatewayv1.Group("")), Kind: ptr(gatewayv1.Kind("ConfigMap")), Name: "later", Port: ptr(int32(80))}}},
+	}}))
+	f, err := Attach(gw, r, &Objects{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := condition(f, gatewayv1.RouteConditionResolvedRefs); got != "!BackendNotFound" {
+		t.Fatalf("ResolvedRefs = %s", got)
+	}
+	tb, err := Merge(gw, []*Fragment{f})
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := &Objects{
+		Services:        []*corev1.Service{service("infra", "later"), service("other", "granted-later")},
+		ReferenceGrants: []*gatewayv1.ReferenceGrant{grant("other", "infra", "")},
+		EndpointSlices: []*discoveryv1.EndpointSlice{
+			slice("infra", "later", "a", discoveryv1.AddressTypeIPv4, "", 8080, ep(nil, "10.0.0.1")),
+			slice("other", "granted-later", "b", discoveryv1.AddressTypeIPv4, "", 8080, ep(nil, "10.0.0.2")),
+		},
+	}
+	doc, err := Resolve(tb, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []int
+	for _, g := range doc.VHosts[0].Routes[0].Backends {
+		got = append(got, len(g.Endpoints))
+	}
+	if fmt.Sprint(got) != "[1 1 0]" {
+		t.Errorf("endpoints per group = %v, want [1 1 0]", got)
 	}
 }
