@@ -2,9 +2,13 @@ package routing
 
 import (
 	"fmt"
+	"regexp"
 	"regexp/syntax"
 	"strings"
 )
+
+// posixClassRE is a POSIX class inside a bracket expression.
+var posixClassRE = regexp.MustCompile(`^\[:\^?[a-z]+:\]`)
 
 // maxRegexLength bounds regular expressions in matches (ghost.schema.json
 // limits path values to 1024 characters).
@@ -22,6 +26,9 @@ const maxRegexLength = 1024
 //     \v (vertical-space class in PCRE2, one character in Go), \p and \P
 //     (Unicode classes, byte-wise without PCRE2_UTF);
 //   - "{,n}", a literal in Go but a quantifier in PCRE2 10.43 and later;
+//   - "[:", "[." and "[=" except for POSIX classes such as [[:alpha:]]
+//     inside a bracket expression (PCRE2 reads them as POSIX syntax);
+//   - a quantifier on an assertion such as $* or \b+ (PCRE2 rejects it);
 //   - non-ASCII and control characters (PCRE2 without UTF matches bytes, Go
 //     matches runes), so "." and classes mean the same in both.
 //
@@ -35,6 +42,7 @@ func ValidateRegex(expr string) error {
 	if len(expr) > maxRegexLength {
 		return fmt.Errorf("regular expression is %d bytes long, the limit is %d", len(expr), maxRegexLength)
 	}
+	inClass := false
 	for i := 0; i < len(expr); i++ {
 		c := expr[i]
 		switch {
@@ -63,8 +71,28 @@ func ValidateRegex(expr string) error {
 					i += 1 + end + 1
 				}
 			}
-		case c == '{' && i+1 < len(expr) && expr[i+1] == ',':
+		case c == '{' && i+1 < len(expr) && expr[i+1] == ',' && !inClass:
 			return fmt.Errorf(`"{," at offset %d is a literal in Go but a quantifier in PCRE2: escape the brace as \{ or write {0,n}`, i)
+		case c == '[' && !inClass:
+			inClass = true
+			if i+1 < len(expr) && strings.IndexByte(":.=", expr[i+1]) >= 0 {
+				return fmt.Errorf(`"[%c" at offset %d reads as a POSIX class in PCRE2: escape it as [\%c`, expr[i+1], i, expr[i+1])
+			}
+			// A leading ^ and a leading ] are part of the class.
+			if i+1 < len(expr) && expr[i+1] == '^' {
+				i++
+			}
+			if i+1 < len(expr) && expr[i+1] == ']' {
+				i++
+			}
+		case c == '[' && inClass && i+1 < len(expr) && strings.IndexByte(":.=", expr[i+1]) >= 0:
+			m := posixClassRE.FindString(expr[i:])
+			if m == "" {
+				return fmt.Errorf(`"[%c" at offset %d inside a class is not a POSIX class like [:alpha:]: escape it as \[`, expr[i+1], i)
+			}
+			i += len(m) - 1
+		case c == ']' && inClass:
+			inClass = false
 		}
 	}
 	re, err := syntax.Parse(expr, syntax.Perl)
@@ -80,6 +108,12 @@ func ValidateRegex(expr string) error {
 // checkRegexTree rejects parsed constructs whose meaning differs.
 func checkRegexTree(re *syntax.Regexp) error {
 	switch re.Op {
+	case syntax.OpStar, syntax.OpPlus, syntax.OpQuest, syntax.OpRepeat:
+		switch re.Sub[0].Op {
+		case syntax.OpBeginLine, syntax.OpEndLine, syntax.OpBeginText, syntax.OpEndText,
+			syntax.OpWordBoundary, syntax.OpNoWordBoundary, syntax.OpEmptyMatch:
+			return fmt.Errorf("quantifier on an assertion or empty group (%s): PCRE2 rejects it; remove the quantifier", re.Sub[0])
+		}
 	case syntax.OpLiteral:
 		for _, r := range re.Rune {
 			if r >= 0x80 {

@@ -38,6 +38,14 @@ func TestValidateRegex(t *testing.T) {
 		{"a\nb", "control character"},
 		{`(`, "subset"},
 		{`a\`, "trailing backslash"},
+		{`[::]`, "POSIX class"},
+		{`$*`, "quantifier on an assertion"},
+		{`x\b+`, "quantifier on an assertion"},
+		{`[a[.b.]]`, "not a POSIX class"},
+		{`[]a]`, ""},
+		{`[^]a]`, ""},
+		{`[\[:]`, ""},
+		{`[x{,2}]`, ""},
 		{strings.Repeat("a", 1025), "limit"},
 	}
 	for _, tt := range tests {
