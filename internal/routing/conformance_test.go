@@ -218,3 +218,57 @@ func routeNamesGateway(r *gatewayv1.HTTPRoute) bool {
 	}
 	return false
 }
+
+// TestConformanceListenerIsolation replays the requests of the suite's
+// GatewayHTTPListenerIsolation test (transcribed from
+// tests/gateway-http-listener-isolation.go: each host reaches only the route
+// on its most specific listener) against the ghost.json Resolve writes for
+// both of its Gateways, using the reference model ghostRoute.
+func TestConformanceListenerIsolation(t *testing.T) {
+	dir := conformanceDir(t)
+	base := readManifests(t, filepath.Join(dir, "base", "manifests.yaml"))
+	// host -> the only path it reaches; every other (host, path) is 404.
+	served := map[string]string{
+		"bar.com":             "/empty-hostname",
+		"bar.example.com":     "/wildcard-example-com",
+		"bar.foo.example.com": "/wildcard-foo-example-com",
+		"abc.foo.example.com": "/abc-foo-example-com",
+	}
+	for _, file := range []string{"gateway-http-listener-isolation.yaml", "gateway-http-listener-isolation-with-hostname-intersection.yaml"} {
+		t.Run(file, func(t *testing.T) {
+			m := readManifests(t, filepath.Join(dir, "tests", file))
+			if len(m.gateways) != 1 || len(m.routes) != 4 {
+				t.Fatalf("%s: %d gateways, %d routes: the suite changed", file, len(m.gateways), len(m.routes))
+			}
+			objs := &Objects{Namespaces: base.namespaces, Services: base.services}
+			gw := m.gateways[0]
+			var frags []*Fragment
+			for _, r := range m.routes {
+				f, err := Attach(gw, r, objs)
+				if err != nil || !f.Accepted() {
+					t.Fatalf("%s: %v %+v", r.Name, err, f)
+				}
+				frags = append(frags, f)
+			}
+			tb, err := Merge(gw, frags)
+			if err != nil {
+				t.Fatal(err)
+			}
+			doc, err := Resolve(tb, objs)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for host, want := range served {
+				for _, path := range served {
+					r := ghostRoute(doc, SocketName(80), host, path)
+					switch {
+					case path == want && r == nil:
+						t.Errorf("%s%s: 404, want the route for %s", host, path, want)
+					case path != want && r != nil:
+						t.Errorf("%s%s: served by %s, want 404", host, path, r.Name)
+					}
+				}
+			}
+		})
+	}
+}
