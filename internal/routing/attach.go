@@ -361,7 +361,7 @@ func checkBackendRefs(route *gatewayv1.HTTPRoute, objs *Objects) backendCheck {
 	if first != "" {
 		bc.condition.Status = string(metav1.ConditionFalse)
 		bc.condition.Reason = string(first)
-		bc.condition.Message = truncate(strings.Join(msgs, "; ") + "; requests for these backends get 500")
+		bc.condition.Message = truncate(strings.Join(msgs, "; ") + "; requests for these backends get 500 while they do not resolve")
 	}
 	return bc
 }

@@ -173,3 +173,16 @@ func TestAttachNormalizes(t *testing.T) {
 		t.Errorf("rule without matches: %+v", r1.Matches)
 	}
 }
+
+func TestRouteParentStatus(t *testing.T) {
+	f, err := Attach(gateway(listener("a", 80, "")), route("infra", "r"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := metav1.Now()
+	st := f.Parents[0].RouteParentStatus("varnishgw.dev/gateway", 7, now)
+	if st.ControllerName != "varnishgw.dev/gateway" || len(st.Conditions) != 2 || st.Conditions[1].ObservedGeneration != 7 ||
+		st.Conditions[1].Reason != "BackendNotFound" || !st.Conditions[0].LastTransitionTime.Equal(&now) {
+		t.Errorf("status = %+v", st)
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 
@@ -70,6 +71,25 @@ type Condition struct {
 	Status  string `json:"status"`
 	Reason  string `json:"reason"`
 	Message string `json:"message"`
+}
+
+// RouteParentStatus converts p to the status entry the writer of the
+// HTTPRoute status sets, with the controller name, the route generation the
+// conditions were computed for, and the transition time to use for
+// conditions that changed.
+func (p ParentStatus) RouteParentStatus(controller gatewayv1.GatewayController, generation int64, now metav1.Time) gatewayv1.RouteParentStatus {
+	out := gatewayv1.RouteParentStatus{ParentRef: p.ParentRef, ControllerName: controller}
+	for _, c := range p.Conditions {
+		out.Conditions = append(out.Conditions, metav1.Condition{
+			Type:               c.Type,
+			Status:             metav1.ConditionStatus(c.Status),
+			Reason:             c.Reason,
+			Message:            c.Message,
+			ObservedGeneration: generation,
+			LastTransitionTime: now,
+		})
+	}
+	return out
 }
 
 // AttachedListener is a listener the route is attached to.
