@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"strconv"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -146,7 +147,7 @@ type BackendRef struct {
 
 // GroupName is the backend group name in ghost.json: namespace/service:port.
 func (b BackendRef) GroupName() string {
-	return fmt.Sprintf("%s/%s:%d", b.Namespace, b.Name, b.Port)
+	return b.Namespace + "/" + b.Name + ":" + strconv.Itoa(int(b.Port))
 }
 
 // Accepted reports whether the route is attached to at least one listener.

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -43,7 +44,15 @@ type TableRoute struct {
 
 // Name is the ghost.json route name: namespace/route/rule/match.
 func (r *TableRoute) Name() string {
-	return fmt.Sprintf("%s/%s/%d/%d", r.Route.Namespace, r.Route.Name, r.Rule.Index, r.MatchIndex)
+	b := make([]byte, 0, len(r.Route.Namespace)+len(r.Route.Name)+8)
+	b = append(b, r.Route.Namespace...)
+	b = append(b, '/')
+	b = append(b, r.Route.Name...)
+	b = append(b, '/')
+	b = strconv.AppendInt(b, int64(r.Rule.Index), 10)
+	b = append(b, '/')
+	b = strconv.AppendInt(b, int64(r.MatchIndex), 10)
+	return string(b)
 }
 
 // Match is the route's match.
@@ -391,20 +400,34 @@ func shadowed(routes []TableRoute, hostname, socket string) []Conflict {
 		for end < len(routes) && ComparePrecedence(routes[start].Match(), routes[end].Match()) == 0 {
 			end++
 		}
-		if end-start > 1 {
-			first := map[string]int{}
+		report := func(w, i int) {
+			win, cur := &routes[w], &routes[i]
+			out = append(out, Conflict{
+				Route: cur.Name(), Winner: win.Name(), Hostname: hostname, Socket: socket,
+				Message: fmt.Sprintf("match is identical to the match of %s, which takes precedence: it is never used", win.Name()),
+			})
+		}
+		switch n := end - start; {
+		case n == 1:
+		case n <= 16:
+			// Small runs: compare pairwise, without allocating.
+			for i := start + 1; i < end; i++ {
+				for w := start; w < i; w++ {
+					if matchEqual(routes[w].Match(), routes[i].Match()) {
+						report(w, i)
+						break
+					}
+				}
+			}
+		default:
+			first := make(map[string]int, n)
 			for i := start; i < end; i++ {
 				k := matchKey(routes[i].Match())
-				w, seen := first[k]
-				if !seen {
+				if w, seen := first[k]; seen {
+					report(w, i)
+				} else {
 					first[k] = i
-					continue
 				}
-				win, cur := &routes[w], &routes[i]
-				out = append(out, Conflict{
-					Route: cur.Name(), Winner: win.Name(), Hostname: hostname, Socket: socket,
-					Message: fmt.Sprintf("match is identical to the match of %s, which takes precedence: it is never used", win.Name()),
-				})
 			}
 		}
 		start = end
@@ -415,6 +438,7 @@ func shadowed(routes []TableRoute, hostname, socket string) []Conflict {
 // matchKey is a string that is equal for equal matches.
 func matchKey(m *ghostjson.Match) string {
 	var b strings.Builder
+	b.Grow(len(m.Path.Value) + 32)
 	b.WriteString(m.Path.Type)
 	b.WriteByte(0)
 	b.WriteString(m.Path.Value)
@@ -432,4 +456,9 @@ func matchKey(m *ghostjson.Match) string {
 		}
 	}
 	return b.String()
+}
+
+// matchEqual reports whether two matches are identical.
+func matchEqual(a, b *ghostjson.Match) bool {
+	return a.Path == b.Path && a.Method == b.Method && slices.Equal(a.Headers, b.Headers) && slices.Equal(a.QueryParams, b.QueryParams)
 }

@@ -41,13 +41,19 @@ func Resolve(t *Table, objs *Objects) (*ghostjson.Document, error) {
 		backends []ghostjson.BackendGroup
 	}
 	rules := map[*Rule]*ruleOut{}
+	// Routes with wildcard hostnames appear in many vhosts; name them once.
+	type nameKey struct {
+		rule  *Rule
+		match int
+	}
+	names := map[nameKey]string{}
 	for _, v := range t.VHosts {
 		gv := ghostjson.VHost{Hostname: v.Hostname, Listeners: v.Sockets, Routes: make([]ghostjson.Route, 0, len(v.Routes))}
 		for i := range v.Routes {
 			tr := &v.Routes[i]
 			ro := rules[tr.Rule]
 			if ro == nil {
-				ro = &ruleOut{}
+				ro = &ruleOut{backends: make([]ghostjson.BackendGroup, 0, len(tr.Rule.Backends))}
 				for _, f := range tr.Rule.Filters {
 					ro.filters = append(ro.filters, r.filter(tr.Route.Namespace, f))
 				}
@@ -56,8 +62,14 @@ func Resolve(t *Table, objs *Objects) (*ghostjson.Document, error) {
 				}
 				rules[tr.Rule] = ro
 			}
+			nk := nameKey{tr.Rule, tr.MatchIndex}
+			name, ok := names[nk]
+			if !ok {
+				name = tr.Name()
+				names[nk] = name
+			}
 			gv.Routes = append(gv.Routes, ghostjson.Route{
-				Name:     tr.Name(),
+				Name:     name,
 				Match:    *tr.Match(),
 				Filters:  ro.filters,
 				Timeouts: tr.Rule.Timeouts,
@@ -160,7 +172,13 @@ func (r *resolver) endpoints(k svcPort) []ghostjson.Endpoint {
 		addr netip.Addr
 		port int32
 	}
-	var found []ep
+	n := 0
+	for _, es := range r.slices[nsName{k.ns, k.name}] {
+		for i := range es.Endpoints {
+			n += len(es.Endpoints[i].Addresses)
+		}
+	}
+	found := make([]ep, 0, n)
 	for _, es := range r.slices[nsName{k.ns, k.name}] {
 		if es.AddressType != discoveryv1.AddressTypeIPv4 && es.AddressType != discoveryv1.AddressTypeIPv6 {
 			continue
