@@ -148,3 +148,20 @@ func BenchmarkResolve(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkAttach is the provider's work for one route against the
+// benchmark's Gateway and 5,000 Services.
+func BenchmarkAttach(b *testing.B) {
+	gw, _, objs := benchInput(b)
+	r := route("ns1", "route1", hostnames("h1.example.com"), rules(gatewayv1.HTTPRouteRule{
+		Matches:     []gatewayv1.HTTPRouteMatch{prefix("/app1"), exact("/app1/health")},
+		BackendRefs: []gatewayv1.HTTPBackendRef{backend("", "svc1", 80, nil)},
+	}))
+	b.ReportAllocs()
+	b.ResetTimer()
+	for b.Loop() {
+		if _, err := Attach(gw, r, objs); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
