@@ -114,6 +114,12 @@ func Attach(gw *gatewayv1.Gateway, route *gatewayv1.HTTPRoute, objs *Objects) (*
 	if gw == nil || route == nil {
 		return nil, fmt.Errorf("attach: nil Gateway or HTTPRoute")
 	}
+	if route.Namespace == "" || route.Name == "" {
+		return nil, fmt.Errorf("attach: HTTPRoute %q in namespace %q: metadata.name and metadata.namespace must be set", route.Name, route.Namespace)
+	}
+	if gw.Namespace == "" || gw.Name == "" {
+		return nil, fmt.Errorf("attach: Gateway %q in namespace %q: metadata.name and metadata.namespace must be set", gw.Name, gw.Namespace)
+	}
 	f := &Fragment{
 		Version: FragmentVersion,
 		Gateway: ObjectRef{Namespace: gw.Namespace, Name: gw.Name},
@@ -401,6 +407,11 @@ func checkBackendRef(routeNS string, ref *gatewayv1.BackendObjectReference, objs
 
 // normalizeRules converts the validated spec rules to fragment rules.
 func normalizeRules(route *gatewayv1.HTTPRoute, refs map[*gatewayv1.BackendObjectReference]string) []Rule {
+	if len(route.Spec.Rules) == 0 {
+		// The CRD default: one rule matching PathPrefix "/" without
+		// backends, answered with 500.
+		return []Rule{{Matches: []ghostjson.Match{{Path: ghostjson.PathMatch{Type: ghostjson.PathPrefix, Value: "/"}}}}}
+	}
 	rules := make([]Rule, 0, len(route.Spec.Rules))
 	for i := range route.Spec.Rules {
 		r := &route.Spec.Rules[i]

@@ -136,6 +136,16 @@ func TestAttach(t *testing.T) {
 	}
 }
 
+func TestAttachNoRules(t *testing.T) {
+	f, err := Attach(gateway(listener("a", 80, "")), route("infra", "r", rules()), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(f.Rules) != 1 || f.Rules[0].Matches[0].Path.Value != "/" || len(f.Rules[0].Backends) != 0 {
+		t.Errorf("rules = %+v, want the CRD default", f.Rules)
+	}
+}
+
 func TestAttachNotParent(t *testing.T) {
 	r := route("infra", "r")
 	r.Spec.ParentRefs[0].Name = "other"

@@ -244,3 +244,53 @@ func fuzzGateway(data []byte) (*gatewayv1.Gateway, []*gatewayv1.HTTPRoute) {
 	}
 	return gw, routes
 }
+
+// FuzzAttach parses an HTTPRoute from JSON, attaches it and checks that
+// validation and attachment agree with the fragment format: an accepted
+// route's fragment must marshal, unmarshal (which re-validates every value
+// that reaches ghost.json) and merge into schema-valid ghost.json.
+func FuzzAttach(f *testing.F) {
+	sch := ghostSchema(f)
+	gw, routes, objs := resolveFixture()
+	for _, r := range routes {
+		data, err := json.Marshal(r)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(data)
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		var r gatewayv1.HTTPRoute
+		if err := json.Unmarshal(data, &r); err != nil {
+			return
+		}
+		fr, err := Attach(gw, &r, objs)
+		if err != nil {
+			return
+		}
+		out, err := MarshalFragment(fr)
+		if err != nil {
+			t.Fatalf("Attach produced a fragment that does not validate: %v", err)
+		}
+		back, err := UnmarshalFragment(out)
+		if err != nil {
+			t.Fatalf("fragment does not unmarshal: %v\n%s", err, out)
+		}
+		if !back.Accepted() {
+			return
+		}
+		tb, err := Merge(gw, []*Fragment{back})
+		if err != nil {
+			t.Fatal(err)
+		}
+		doc, err := Resolve(tb, objs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		js, err := ghostjson.Marshal(doc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		checkSchema(t, sch, js)
+	})
+}

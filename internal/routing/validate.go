@@ -21,6 +21,13 @@ const (
 	maxPathLength   = 1024
 	maxValueLength  = 4096
 	maxHostnames    = 16
+	// The Gateway API CRD limits.
+	maxParentRefs   = 32
+	maxRules        = 16
+	maxRuleMatches  = 64
+	maxRouteMatches = 128
+	maxFilters      = 16
+	maxBackendRefs  = 16
 )
 
 var (
@@ -62,14 +69,34 @@ func ValidateHTTPRoute(route *gatewayv1.HTTPRoute) field.ErrorList {
 	for i, h := range route.Spec.Hostnames {
 		errs = append(errs, validateHostname(spec.Child("hostnames").Index(i), string(h), true)...)
 	}
+	if len(route.Spec.ParentRefs) > maxParentRefs {
+		errs = append(errs, field.TooMany(spec.Child("parentRefs"), len(route.Spec.ParentRefs), maxParentRefs))
+	}
+	if len(route.Spec.Rules) > maxRules {
+		errs = append(errs, field.TooMany(spec.Child("rules"), len(route.Spec.Rules), maxRules))
+	}
+	matches := 0
 	for i := range route.Spec.Rules {
 		errs = append(errs, validateHTTPRouteRule(spec.Child("rules").Index(i), &route.Spec.Rules[i])...)
+		matches += len(route.Spec.Rules[i].Matches)
+	}
+	if matches > maxRouteMatches {
+		errs = append(errs, field.TooMany(spec.Child("rules").Key("*").Child("matches"), matches, maxRouteMatches))
 	}
 	return errs
 }
 
 func validateHTTPRouteRule(p *field.Path, r *gatewayv1.HTTPRouteRule) field.ErrorList {
 	var errs field.ErrorList
+	for _, l := range []struct {
+		name string
+		n    int
+		max  int
+	}{{"matches", len(r.Matches), maxRuleMatches}, {"filters", len(r.Filters), maxFilters}, {"backendRefs", len(r.BackendRefs), maxBackendRefs}} {
+		if l.n > l.max {
+			errs = append(errs, field.TooMany(p.Child(l.name), l.n, l.max))
+		}
+	}
 	for i := range r.Matches {
 		errs = append(errs, validateHTTPRouteMatch(p.Child("matches").Index(i), &r.Matches[i])...)
 	}

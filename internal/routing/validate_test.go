@@ -107,6 +107,15 @@ func TestValidateHTTPRoute(t *testing.T) {
 		{"bad duration", func(r *gatewayv1.HTTPRoute) {
 			r.Spec.Rules[0].Timeouts = &gatewayv1.HTTPRouteTimeouts{Request: ptr(gatewayv1.Duration("1.5s"))}
 		}, "spec.rules[0].timeouts.request"},
+		{"too many rules", func(r *gatewayv1.HTTPRoute) {
+			r.Spec.Rules = make([]gatewayv1.HTTPRouteRule, 17)
+		}, "spec.rules: Too many: 17: must have at most 16 items"},
+		{"too many matches", func(r *gatewayv1.HTTPRoute) {
+			r.Spec.Rules = make([]gatewayv1.HTTPRouteRule, 3)
+			for i := range r.Spec.Rules {
+				r.Spec.Rules[i].Matches = make([]gatewayv1.HTTPRouteMatch, 50)
+			}
+		}, "spec.rules[*].matches: Too many: 150"},
 		{"retry unsupported", func(r *gatewayv1.HTTPRoute) {
 			r.Spec.Rules[0].Retry = &gatewayv1.HTTPRouteRetry{}
 		}, "spec.rules[0].retry: Forbidden"},
