@@ -206,12 +206,16 @@ func Merge(gw *gatewayv1.Gateway, fragments []*Fragment) (*Table, error) {
 				continue
 			}
 		}
-		listenerByName[string(l.Name)] = l
 		s := sockets[l.Port]
 		if s == nil {
 			s = &socketInfo{name: SocketName(l.Port), port: l.Port}
 			sockets[l.Port] = s
 		}
+		if i := slices.IndexFunc(s.listeners, func(o *gatewayv1.Listener) bool { return listenerHost(o) == listenerHost(l) }); i >= 0 {
+			t.Conflicts = append(t.Conflicts, Conflict{Message: fmt.Sprintf("listener %s has the same port (%d) and hostname (%s) as listener %s: it is not served", l.Name, l.Port, listenerHost(l), s.listeners[i].Name)})
+			continue
+		}
+		listenerByName[string(l.Name)] = l
 		s.listeners = append(s.listeners, l)
 	}
 

@@ -154,7 +154,7 @@ func TestMergeReportsBadFragments(t *testing.T) {
 	other := *frags[0]
 	other.Gateway.Name = "other"
 	frags = append(frags, &other)
-	gw.Spec.Listeners = append(gw.Spec.Listeners[:1], listener("bad", 80, "bad_name.example.com"))
+	gw.Spec.Listeners = append(gw.Spec.Listeners[:1], listener("bad", 80, "bad_name.example.com"), listener("twin", 80, ""))
 	tb, err := Merge(gw, frags)
 	if err != nil {
 		t.Fatal(err)
@@ -164,7 +164,7 @@ func TestMergeReportsBadFragments(t *testing.T) {
 		msgs = append(msgs, c.String())
 	}
 	all := strings.Join(msgs, "\n")
-	for _, want := range []string{"not infra/gw: ignored", "duplicate fragment", `no HTTP listener "gone"`, "listener bad is not served"} {
+	for _, want := range []string{"not infra/gw: ignored", "duplicate fragment", `no HTTP listener "gone"`, "listener bad is not served", "listener twin has the same port (80) and hostname (*) as listener a"} {
 		if !strings.Contains(all, want) {
 			t.Errorf("conflicts %q lack %q", all, want)
 		}
