@@ -10,6 +10,11 @@ import (
 // posixClassRE is a POSIX class inside a bracket expression.
 var posixClassRE = regexp.MustCompile(`^\[:\^?[a-z]+:\]`)
 
+// maxRegexSize bounds the expanded size of a regular expression (a{1000}
+// counts 1000), so that no accepted expression is expensive to compile in
+// varnishd or here.
+const maxRegexSize = 10000
+
 // maxRegexLength bounds regular expressions in matches (ghost.schema.json
 // limits path values to 1024 characters).
 const maxRegexLength = 1024
@@ -29,6 +34,7 @@ const maxRegexLength = 1024
 //   - "[:", "[." and "[=" except for POSIX classes such as [[:alpha:]]
 //     inside a bracket expression (PCRE2 reads them as POSIX syntax);
 //   - a quantifier on an assertion such as $* or \b+ (PCRE2 rejects it);
+//   - expressions expanding to more than maxRegexSize instructions;
 //   - non-ASCII and control characters (PCRE2 without UTF matches bytes, Go
 //     matches runes), so "." and classes mean the same in both.
 //
@@ -99,6 +105,9 @@ func ValidateRegex(expr string) error {
 	if err != nil {
 		return fmt.Errorf("not in the supported PCRE2/Go subset: %w", err)
 	}
+	if n := regexSize(re); n > maxRegexSize {
+		return fmt.Errorf("regular expression expands to more than %d instructions (counted repeats multiply): simplify it", maxRegexSize)
+	}
 	if err := checkRegexTree(re); err != nil {
 		return err
 	}
@@ -142,4 +151,25 @@ func checkRegexTree(re *syntax.Regexp) error {
 // U+212A (Kelvin sign).
 func foldRune(r rune) bool {
 	return r == 0x17f || r == 0x180 || r == 0x212a || r == 0x212b
+}
+
+// regexSize estimates the number of instructions re compiles to, saturating
+// above maxRegexSize.
+func regexSize(re *syntax.Regexp) int {
+	n := 1
+	switch re.Op {
+	case syntax.OpLiteral:
+		n = len(re.Rune)
+	case syntax.OpRepeat:
+		times := re.Max
+		if times < 0 {
+			times = re.Min + 1
+		}
+		n = 1 + times*regexSize(re.Sub[0])
+	default:
+		for _, sub := range re.Sub {
+			n += regexSize(sub)
+		}
+	}
+	return min(n, maxRegexSize+1)
 }

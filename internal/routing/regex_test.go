@@ -40,6 +40,8 @@ func TestValidateRegex(t *testing.T) {
 		{`a\`, "trailing backslash"},
 		{`[::]`, "POSIX class"},
 		{`$*`, "quantifier on an assertion"},
+		{strings.Repeat("a{1000}", 11), "expands to more than"},
+		{`[a-z]{1,1000}`, ""},
 		{`x\b+`, "quantifier on an assertion"},
 		{`[a[.b.]]`, "not a POSIX class"},
 		{`[]a]`, ""},
