@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"sort"
 	"strings"
 	"testing"
@@ -24,12 +25,16 @@ import (
 // query finds (and if needed downloads) it without changing go.mod.
 func conformanceDir(t *testing.T) string {
 	t.Helper()
-	out, err := exec.Command("go", "list", "-m", "-f", "{{.Version}}", "sigs.k8s.io/gateway-api").Output()
+	goCmd, err := exec.LookPath("go")
+	if err != nil {
+		goCmd = filepath.Join(runtime.GOROOT(), "bin", "go")
+	}
+	out, err := exec.Command(goCmd, "list", "-m", "-f", "{{.Version}}", "sigs.k8s.io/gateway-api").Output()
 	if err != nil {
 		t.Fatalf("go list -m sigs.k8s.io/gateway-api: %v", err)
 	}
 	version := strings.TrimSpace(string(out))
-	out, err = exec.Command("go", "list", "-m", "-f", "{{.Dir}}", "sigs.k8s.io/gateway-api/conformance@"+version).Output()
+	out, err = exec.Command(goCmd, "list", "-m", "-f", "{{.Dir}}", "sigs.k8s.io/gateway-api/conformance@"+version).Output()
 	if err != nil {
 		t.Skipf("the conformance module %s is not available (offline?): %v", version, err)
 	}
