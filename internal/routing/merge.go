@@ -172,7 +172,6 @@ func compareFragments(a, b *Fragment) int {
 
 type socketInfo struct {
 	name      string
-	port      int32
 	listeners []*gatewayv1.Listener
 }
 
@@ -208,7 +207,7 @@ func Merge(gw *gatewayv1.Gateway, fragments []*Fragment) (*Table, error) {
 		}
 		s := sockets[l.Port]
 		if s == nil {
-			s = &socketInfo{name: SocketName(l.Port), port: l.Port}
+			s = &socketInfo{name: SocketName(l.Port)}
 			sockets[l.Port] = s
 		}
 		if i := slices.IndexFunc(s.listeners, func(o *gatewayv1.Listener) bool { return listenerHost(o) == listenerHost(l) }); i >= 0 {
