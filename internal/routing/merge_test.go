@@ -1,6 +1,7 @@
 package routing
 
 import (
+	"cmp"
 	"fmt"
 	"strings"
 	"testing"
@@ -8,6 +9,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
+
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/ghostjson"
 )
 
 // attachAll attaches routes to gw, failing the test on error.
@@ -171,5 +174,42 @@ func TestMergeReportsBadFragments(t *testing.T) {
 	}
 	if got := layout(tb); got != "*@port-80: r/0/0\n" {
 		t.Errorf("layout = %q", got)
+	}
+}
+
+func TestComparePrecedence(t *testing.T) {
+	m := func(typ, value, method string, headers, query int) *ghostjson.Match {
+		out := &ghostjson.Match{Path: ghostjson.PathMatch{Type: typ, Value: value}, Method: method}
+		for i := 0; i < headers; i++ {
+			out.Headers = append(out.Headers, ghostjson.ValueMatch{Type: "Exact", Name: fmt.Sprint("h", i)})
+		}
+		for i := 0; i < query; i++ {
+			out.QueryParams = append(out.QueryParams, ghostjson.ValueMatch{Type: "Exact", Name: fmt.Sprint("q", i)})
+		}
+		return out
+	}
+	// Each match takes precedence over the next one.
+	ordered := []*ghostjson.Match{
+		m("Exact", "/abcdef", "", 0, 0),
+		m("Exact", "/a", "GET", 3, 3),
+		m("PathPrefix", "/abc", "", 0, 0),
+		m("PathPrefix", "/ab", "GET", 0, 0),
+		m("PathPrefix", "/ab", "", 2, 0),
+		m("PathPrefix", "/ab", "", 1, 5),
+		m("PathPrefix", "/ab", "", 1, 1),
+		m("PathPrefix", "/ab", "", 1, 0),
+		m("PathPrefix", "/", "", 0, 0),
+		m("RegularExpression", "^/.*$", "", 0, 0),
+	}
+	for i := range ordered {
+		for j := range ordered {
+			got := ComparePrecedence(ordered[i], ordered[j])
+			if want := cmp.Compare(i, j); got != want {
+				t.Errorf("ComparePrecedence(%d, %d) = %d, want %d", i, j, got, want)
+			}
+		}
+	}
+	if ComparePrecedence(m("RegularExpression", "^/a$", "", 0, 0), m("RegularExpression", "^/abcdef.*$", "", 0, 0)) != 0 {
+		t.Error("regular expressions must tie (file order decides)")
 	}
 }
