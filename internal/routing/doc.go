@@ -1,0 +1,21 @@
+// Package routing owns the Gateway API semantics of varnishgw, shared by the
+// provider (plan and apply time) and the chaperone (run time), so that what
+// `terraform plan` shows is what varnishd does.
+//
+// The pipeline has four pure steps, none of which calls an API server:
+//
+//   - ValidateHTTPRoute checks everything varnishgw accepts in an HTTPRoute
+//     and names the field, the value and the fix in each error.
+//   - Attach binds one HTTPRoute to one Gateway: listeners by sectionName and
+//     port, namespace and kind policy, hostname intersection, backend
+//     references and ReferenceGrants. It returns a Fragment: the route's
+//     contribution to that Gateway plus the status conditions the route must
+//     get. Fragments are versioned JSON (MarshalFragment, UnmarshalFragment).
+//   - Merge combines all fragments of a Gateway into a Table: vhosts per
+//     listener socket with listener isolation, routes in GEP-713 order, and
+//     the conflicts it found.
+//   - Resolve turns a Table plus Services, EndpointSlices and ReferenceGrants
+//     into a ghost.json document (package ghostjson), deterministically.
+//
+// Listener sockets are named by SocketName; see docs/routing.md.
+package routing

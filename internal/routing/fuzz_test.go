@@ -1,0 +1,296 @@
+package routing
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
+
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/ghostjson"
+)
+
+// FuzzValidateRegex checks that the regex validator never panics and that
+// whatever it accepts compiles with Go's regexp.
+func FuzzValidateRegex(f *testing.F) {
+	for _, s := range []string{`^/api/v[0-9]+/.*$`, `(?i)[^ks]`, `\Q.*\E`, `(a)\1`, `a{,3}`, `\p{L}`, `[[:alpha:]]`, `(?P<x>a|b)*?`, `\x{7f}`} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, expr string) {
+		if err := ValidateRegex(expr); err != nil {
+			return
+		}
+		if _, err := regexp.Compile(expr); err != nil {
+			t.Fatalf("ValidateRegex accepted %q, which Go cannot compile: %v", expr, err)
+		}
+	})
+}
+
+// FuzzUnmarshalFragment checks that fragment parsing never panics and that
+// an accepted fragment survives a marshal/unmarshal round trip unchanged.
+func FuzzUnmarshalFragment(f *testing.F) {
+	gw, routes, objs := resolveFixture()
+	for _, r := range routes {
+		fr, err := Attach(gw, r, objs)
+		if err != nil {
+			f.Fatal(err)
+		}
+		data, err := MarshalFragment(fr)
+		if err != nil {
+			f.Fatal(err)
+		}
+		// Compact seeds: the fuzzer minimises every new interesting input,
+		// which takes long for large ones.
+		var buf bytes.Buffer
+		if err := json.Compact(&buf, data); err != nil {
+			f.Fatal(err)
+		}
+		f.Add(buf.Bytes())
+	}
+	f.Add([]byte(`{"version":1}`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		fr, err := UnmarshalFragment(data)
+		if err != nil {
+			return
+		}
+		out, err := MarshalFragment(fr)
+		if err != nil {
+			t.Fatalf("a fragment that unmarshals must marshal: %v", err)
+		}
+		fr2, err := UnmarshalFragment(out)
+		if err != nil {
+			t.Fatalf("marshalled fragment does not unmarshal: %v\n%s", err, out)
+		}
+		out2, err := MarshalFragment(fr2)
+		if err != nil || !bytes.Equal(out, out2) {
+			t.Fatalf("round trip not stable: %v\n%s\n%s", err, out, out2)
+		}
+	})
+}
+
+// FuzzIntersectHostnames checks the hostname intersection against hostMatches.
+func FuzzIntersectHostnames(f *testing.F) {
+	f.Add("*.example.com", "a.example.com", "*.b.example.com")
+	f.Add("", "*.org", "x.org")
+	f.Fuzz(func(t *testing.T, listener, r1, r2 string) {
+		for _, h := range []string{listener, r1, r2} {
+			if h != "" && len(validateHostname(nil, h, true)) > 0 {
+				return
+			}
+		}
+		var routeHosts []string
+		for _, h := range []string{r1, r2} {
+			if h != "" {
+				routeHosts = append(routeHosts, h)
+			}
+		}
+		lh := listener
+		if lh == "" {
+			lh = anyHost
+		}
+		for _, h := range intersectHostnames(listener, routeHosts) {
+			if !hostMatches(lh, h) && lh != h {
+				t.Errorf("listener %q does not match intersected %q", lh, h)
+			}
+			if len(routeHosts) > 0 && !slices.ContainsFunc(routeHosts, func(r string) bool { return r == h || hostMatches(r, h) }) {
+				t.Errorf("no route hostname of %q matches intersected %q", routeHosts, h)
+			}
+		}
+	})
+}
+
+// FuzzMerge builds a Gateway and routes from the fuzz input (listeners,
+// hostnames, paths and creation times from small alphabets, so that
+// overlaps are common), then checks the merged table and ghost.json:
+// schema-valid, independent of fragment order, each (hostname, socket)
+// pair once, routes in precedence order, and listener isolation (every
+// route of a vhost comes from a fragment attached to the most specific
+// listener for that hostname on that socket).
+func FuzzMerge(f *testing.F) {
+	sch := ghostSchema(f)
+	f.Add([]byte{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20})
+	f.Add([]byte("listener isolation with wildcard hostnames"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		gw, routes := fuzzGateway(data)
+		objs := &Objects{Services: []*corev1.Service{service("infra", "web")}}
+		var frags []*Fragment
+		for _, r := range routes {
+			fr, err := Attach(gw, r, objs)
+			if err != nil {
+				t.Fatal(err)
+			}
+			frags = append(frags, fr)
+		}
+		tb, err := Merge(gw, frags)
+		if err != nil {
+			t.Fatal(err)
+		}
+		doc, err := Resolve(tb, objs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out, err := ghostjson.Marshal(doc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		checkSchema(t, sch, out)
+
+		slices.Reverse(frags)
+		tb2, err := Merge(gw, frags)
+		if err != nil {
+			t.Fatal(err)
+		}
+		doc2, _ := Resolve(tb2, objs)
+		out2, _ := ghostjson.Marshal(doc2)
+		if !bytes.Equal(out, out2) {
+			t.Fatalf("output depends on fragment order:\n%s\n%s", out, out2)
+		}
+
+		listeners := map[string]*gatewayv1.Listener{}
+		bySocket := map[string][]*gatewayv1.Listener{}
+		for i := range gw.Spec.Listeners {
+			l := &gw.Spec.Listeners[i]
+			listeners[string(l.Name)] = l
+			bySocket[SocketName(l.Port)] = append(bySocket[SocketName(l.Port)], l)
+		}
+		attachedTo := map[*RouteRef]map[string]bool{}
+		for _, fr := range frags {
+			m := map[string]bool{}
+			for _, al := range fr.Listeners {
+				m[al.Name] = true
+			}
+			attachedTo[&fr.Route] = m
+		}
+		pairs := map[string]bool{}
+		for _, v := range tb.VHosts {
+			for _, s := range v.Sockets {
+				k := v.Hostname + "@" + s
+				if pairs[k] {
+					t.Fatalf("(hostname, socket) %s twice", k)
+				}
+				pairs[k] = true
+				owner := mostSpecificListener(bySocket[s], v.Hostname)
+				for i := range v.Routes {
+					r := &v.Routes[i]
+					if owner == nil || !attachedTo[r.Route][string(owner.Name)] {
+						t.Fatalf("vhost %s: route %s is not attached to the owning listener %v", k, r.Name(), owner)
+					}
+				}
+			}
+			for i := 1; i < len(v.Routes); i++ {
+				if compareTableRoutes(&v.Routes[i-1], &v.Routes[i]) > 0 {
+					t.Fatalf("vhost %s: %s sorted before %s", v.Hostname, v.Routes[i-1].Name(), v.Routes[i].Name())
+				}
+			}
+		}
+	})
+}
+
+// fuzzGateway decodes fuzz bytes into a Gateway and HTTPRoutes.
+func fuzzGateway(data []byte) (*gatewayv1.Gateway, []*gatewayv1.HTTPRoute) {
+	hosts := []string{"", "a.example.com", "*.example.com", "b.a.example.com", "*.a.example.com", "example.org", "*.org"}
+	paths := []string{"/", "/a", "/a/b", "/b"}
+	next := func() int {
+		if len(data) == 0 {
+			return 0
+		}
+		b := int(data[0])
+		data = data[1:]
+		return b
+	}
+	gw := gateway()
+	nl := 1 + next()%4
+	for i := 0; i < nl; i++ {
+		l := listener(fmt.Sprintf("l%d", i), int32(80+next()%2), hosts[next()%len(hosts)])
+		gw.Spec.Listeners = append(gw.Spec.Listeners, l)
+	}
+	var routes []*gatewayv1.HTTPRoute
+	nr := next() % 6
+	for i := 0; i < nr; i++ {
+		r := route("infra", fmt.Sprintf("r%d", i), created(time.Duration(next()%3)*time.Second))
+		if s := next() % (nl + 1); s < nl {
+			r.Spec.ParentRefs[0].SectionName = ptr(gatewayv1.SectionName(fmt.Sprintf("l%d", s)))
+		}
+		for h := next() % 3; h > 0; h-- {
+			if v := hosts[next()%len(hosts)]; v != "" {
+				r.Spec.Hostnames = append(r.Spec.Hostnames, gatewayv1.Hostname(v))
+			}
+		}
+		var ms []gatewayv1.HTTPRouteMatch
+		for m := next() % 3; m > 0; m-- {
+			if next()%2 == 0 {
+				ms = append(ms, prefix(paths[next()%len(paths)]))
+			} else {
+				ms = append(ms, exact(paths[next()%len(paths)]))
+			}
+		}
+		r.Spec.Rules[0].Matches = ms
+		routes = append(routes, r)
+	}
+	// Deduplicate route hostnames (the API server would reject duplicates).
+	for _, r := range routes {
+		seen := map[gatewayv1.Hostname]bool{}
+		r.Spec.Hostnames = slices.DeleteFunc(r.Spec.Hostnames, func(h gatewayv1.Hostname) bool {
+			d := seen[h]
+			seen[h] = true
+			return d || strings.TrimSpace(string(h)) == ""
+		})
+	}
+	return gw, routes
+}
+
+// FuzzAttach parses an HTTPRoute from JSON, attaches it and checks that
+// validation and attachment agree with the fragment format: an accepted
+// route's fragment must marshal, unmarshal (which re-validates every value
+// that reaches ghost.json) and merge into schema-valid ghost.json.
+func FuzzAttach(f *testing.F) {
+	sch := ghostSchema(f)
+	gw, routes, objs := resolveFixture()
+	for _, r := range routes {
+		data, err := json.Marshal(r)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(data)
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		var r gatewayv1.HTTPRoute
+		if err := json.Unmarshal(data, &r); err != nil {
+			return
+		}
+		fr, err := Attach(gw, &r, objs)
+		if err != nil {
+			return
+		}
+		out, err := MarshalFragment(fr)
+		if err != nil {
+			t.Fatalf("Attach produced a fragment that does not validate: %v", err)
+		}
+		back, err := UnmarshalFragment(out)
+		if err != nil {
+			t.Fatalf("fragment does not unmarshal: %v\n%s", err, out)
+		}
+		if !back.Accepted() {
+			return
+		}
+		tb, err := Merge(gw, []*Fragment{back})
+		if err != nil {
+			t.Fatal(err)
+		}
+		doc, err := Resolve(tb, objs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		js, err := ghostjson.Marshal(doc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		checkSchema(t, sch, js)
+	})
+}

@@ -1,0 +1,226 @@
+package routing
+
+import (
+	"fmt"
+	"net/netip"
+	"slices"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
+
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/ghostjson"
+)
+
+// Resolve turns a routing table into a ghost.json document, resolving each
+// backend reference to the ready endpoints of its Service:
+//
+//   - the Service port is found by number (the backendRef port); the
+//     EndpointSlice port with the same name as that Service port gives the
+//     target port;
+//   - only endpoints with ready unset or true count; IPv4 and IPv6 slices
+//     both count, FQDN slices are ignored; addresses are deduplicated and
+//     sorted;
+//   - a reference of a kind other than Service, a cross-namespace
+//     reference without a ReferenceGrant (now), a missing Service, an
+//     ExternalName Service (varnishgw routes only to endpoints, never to
+//     DNS names) or a Service without a ready endpoint gives a group with
+//     its weight and no endpoints: ghost answers its share with 500.
+//
+// Resolve is pure and deterministic: the same table and objects always
+// give a document that ghostjson.Marshal writes byte for byte the same.
+func Resolve(t *Table, objs *Objects) (*ghostjson.Document, error) {
+	if t == nil {
+		return nil, fmt.Errorf("resolve: nil table")
+	}
+	r := newResolver(objs)
+	doc := &ghostjson.Document{Version: ghostjson.Version, VHosts: make([]ghostjson.VHost, 0, len(t.VHosts))}
+	// Rules appear in many vhosts; convert each once.
+	type ruleOut struct {
+		filters  []ghostjson.Filter
+		backends []ghostjson.BackendGroup
+	}
+	rules := map[*Rule]*ruleOut{}
+	// Routes with wildcard hostnames appear in many vhosts; name them once.
+	type nameKey struct {
+		rule  *Rule
+		match int
+	}
+	names := map[nameKey]string{}
+	for _, v := range t.VHosts {
+		gv := ghostjson.VHost{Hostname: v.Hostname, Listeners: v.Sockets, Routes: make([]ghostjson.Route, 0, len(v.Routes))}
+		for i := range v.Routes {
+			tr := &v.Routes[i]
+			ro := rules[tr.Rule]
+			if ro == nil {
+				ro = &ruleOut{backends: make([]ghostjson.BackendGroup, 0, len(tr.Rule.Backends))}
+				for _, f := range tr.Rule.Filters {
+					ro.filters = append(ro.filters, r.filter(tr.Route.Namespace, f))
+				}
+				for _, b := range tr.Rule.Backends {
+					ro.backends = append(ro.backends, r.group(tr.Route.Namespace, b))
+				}
+				rules[tr.Rule] = ro
+			}
+			nk := nameKey{tr.Rule, tr.MatchIndex}
+			name, ok := names[nk]
+			if !ok {
+				name = tr.Name()
+				names[nk] = name
+			}
+			gv.Routes = append(gv.Routes, ghostjson.Route{
+				Name:     name,
+				Match:    *tr.Match(),
+				Filters:  ro.filters,
+				Timeouts: tr.Rule.Timeouts,
+				Backends: ro.backends,
+			})
+		}
+		doc.VHosts = append(doc.VHosts, gv)
+	}
+	return doc, nil
+}
+
+type svcPort struct {
+	ns, name string
+	port     int32
+}
+
+type resolver struct {
+	objs     *Objects
+	services map[nsName]*corev1.Service
+	slices   map[nsName][]*discoveryv1.EndpointSlice
+	cache    map[svcPort][]ghostjson.Endpoint
+}
+
+func newResolver(objs *Objects) *resolver {
+	r := &resolver{
+		objs:     objs,
+		services: map[nsName]*corev1.Service{},
+		slices:   map[nsName][]*discoveryv1.EndpointSlice{},
+		cache:    map[svcPort][]ghostjson.Endpoint{},
+	}
+	if objs == nil {
+		return r
+	}
+	for _, s := range objs.Services {
+		if s != nil {
+			r.services[nsName{s.Namespace, s.Name}] = s
+		}
+	}
+	for _, es := range objs.EndpointSlices {
+		if es == nil {
+			continue
+		}
+		svc := es.Labels[discoveryv1.LabelServiceName]
+		if svc == "" {
+			continue
+		}
+		k := nsName{es.Namespace, svc}
+		r.slices[k] = append(r.slices[k], es)
+	}
+	return r
+}
+
+func (r *resolver) filter(routeNS string, f Filter) ghostjson.Filter {
+	out := ghostjson.Filter{
+		Type:                   f.Type,
+		RequestHeaderModifier:  f.RequestHeaderModifier,
+		ResponseHeaderModifier: f.ResponseHeaderModifier,
+		RequestRedirect:        f.RequestRedirect,
+		URLRewrite:             f.URLRewrite,
+	}
+	if m := f.RequestMirror; m != nil {
+		out.RequestMirror = &ghostjson.Mirror{Backend: r.group(routeNS, m.Backend), Percent: m.Percent}
+	}
+	return out
+}
+
+func (r *resolver) group(routeNS string, b BackendRef) ghostjson.BackendGroup {
+	g := ghostjson.BackendGroup{Name: b.GroupName(), Weight: b.Weight, Endpoints: []ghostjson.Endpoint{}}
+	// InvalidKind is final. Other problems found at attach time (a missing
+	// Service or ReferenceGrant) are checked again against the objects of
+	// now: the chaperone follows the cluster, so a Service created after
+	// the route was applied starts receiving traffic without a re-apply.
+	if b.Unresolved == string(gatewayv1.RouteReasonInvalidKind) {
+		return g
+	}
+	if b.Namespace != routeNS && (r.objs == nil || !refPermitted(r.objs.ReferenceGrants, routeNS, b.Namespace, b.Name)) {
+		return g
+	}
+	g.Endpoints = r.endpoints(svcPort{b.Namespace, b.Name, b.Port})
+	return g
+}
+
+// endpoints returns the sorted ready endpoints of a Service port.
+func (r *resolver) endpoints(k svcPort) []ghostjson.Endpoint {
+	if eps, ok := r.cache[k]; ok {
+		return eps
+	}
+	eps := []ghostjson.Endpoint{}
+	r.cache[k] = eps
+	svc := r.services[nsName{k.ns, k.name}]
+	if svc == nil || svc.Spec.Type == corev1.ServiceTypeExternalName {
+		return eps
+	}
+	i := slices.IndexFunc(svc.Spec.Ports, func(p corev1.ServicePort) bool { return p.Port == k.port })
+	if i < 0 {
+		return eps
+	}
+	portName := svc.Spec.Ports[i].Name
+	type ep struct {
+		addr netip.Addr
+		port int32
+	}
+	n := 0
+	for _, es := range r.slices[nsName{k.ns, k.name}] {
+		for i := range es.Endpoints {
+			n += len(es.Endpoints[i].Addresses)
+		}
+	}
+	found := make([]ep, 0, n)
+	for _, es := range r.slices[nsName{k.ns, k.name}] {
+		if es.AddressType != discoveryv1.AddressTypeIPv4 && es.AddressType != discoveryv1.AddressTypeIPv6 {
+			continue
+		}
+		var port int32
+		for _, p := range es.Ports {
+			name := ""
+			if p.Name != nil {
+				name = *p.Name
+			}
+			if name == portName && p.Port != nil {
+				port = *p.Port
+				break
+			}
+		}
+		if port < 1 || port > 65535 {
+			continue
+		}
+		for _, e := range es.Endpoints {
+			if e.Conditions.Ready != nil && !*e.Conditions.Ready {
+				continue
+			}
+			for _, a := range e.Addresses {
+				addr, err := netip.ParseAddr(a)
+				if err != nil || addr.Zone() != "" {
+					continue
+				}
+				found = append(found, ep{addr.Unmap(), port})
+			}
+		}
+	}
+	slices.SortFunc(found, func(a, b ep) int {
+		if c := a.addr.Compare(b.addr); c != 0 {
+			return c
+		}
+		return int(a.port) - int(b.port)
+	})
+	found = slices.Compact(found)
+	eps = make([]ghostjson.Endpoint, len(found))
+	for i, e := range found {
+		eps[i] = ghostjson.Endpoint{Address: e.addr.String(), Port: e.port}
+	}
+	r.cache[k] = eps
+	return eps
+}

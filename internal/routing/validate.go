@@ -1,0 +1,542 @@
+package routing
+
+import (
+	"fmt"
+	"net/netip"
+	"regexp"
+	"strings"
+	"time"
+
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
+
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/ghostjson"
+)
+
+const (
+	maxWeight       = 1000000
+	maxValueMatches = 16
+	maxHeaderMods   = 16
+	maxPathLength   = 1024
+	maxValueLength  = 4096
+	maxHostnames    = 16
+	// The Gateway API CRD limits.
+	maxParentRefs   = 32
+	maxRules        = 16
+	maxRuleMatches  = 64
+	maxRouteMatches = 128
+	maxFilters      = 16
+	maxBackendRefs  = 16
+)
+
+var (
+	supportedFilterTypes = []string{
+		string(gatewayv1.HTTPRouteFilterRequestHeaderModifier),
+		string(gatewayv1.HTTPRouteFilterResponseHeaderModifier),
+		string(gatewayv1.HTTPRouteFilterRequestRedirect),
+		string(gatewayv1.HTTPRouteFilterURLRewrite),
+		string(gatewayv1.HTTPRouteFilterRequestMirror),
+	}
+	methodList       = []string{"GET", "HEAD", "POST", "PUT", "DELETE", "CONNECT", "OPTIONS", "TRACE", "PATCH"}
+	supportedMethods = func() map[string]bool {
+		m := map[string]bool{}
+		for _, v := range methodList {
+			m[v] = true
+		}
+		return m
+	}()
+	// durationRE is the Gateway API duration format (GEP-2257).
+	durationRE = regexp.MustCompile(`^([0-9]{1,5}(h|m|s|ms)){1,4}$`)
+)
+
+// ValidateHTTPRoute checks everything varnishgw accepts in an HTTPRoute spec:
+// hostnames, matches (paths, regular expressions, header and query names),
+// filters and their combinations, backend references, weights and timeouts.
+// Unsupported features (CORS, ExternalAuth, ExtensionRef and backendRef
+// filters, retries, session persistence) are rejected, never ignored. Each
+// error names the field path (spec.rules[0].matches[1].path.value), the
+// value and what to do instead.
+func ValidateHTTPRoute(route *gatewayv1.HTTPRoute) field.ErrorList {
+	if route == nil {
+		return field.ErrorList{field.Required(field.NewPath("spec"), "nil HTTPRoute")}
+	}
+	var errs field.ErrorList
+	spec := field.NewPath("spec")
+	if len(route.Spec.Hostnames) > maxHostnames {
+		errs = append(errs, field.TooMany(spec.Child("hostnames"), len(route.Spec.Hostnames), maxHostnames))
+	}
+	for i, h := range route.Spec.Hostnames {
+		errs = append(errs, validateHostname(spec.Child("hostnames").Index(i), string(h), true)...)
+	}
+	if len(route.Spec.ParentRefs) > maxParentRefs {
+		errs = append(errs, field.TooMany(spec.Child("parentRefs"), len(route.Spec.ParentRefs), maxParentRefs))
+	}
+	if len(route.Spec.Rules) > maxRules {
+		errs = append(errs, field.TooMany(spec.Child("rules"), len(route.Spec.Rules), maxRules))
+	}
+	matches := 0
+	for i := range route.Spec.Rules {
+		errs = append(errs, validateHTTPRouteRule(spec.Child("rules").Index(i), &route.Spec.Rules[i])...)
+		matches += len(route.Spec.Rules[i].Matches)
+	}
+	if matches > maxRouteMatches {
+		errs = append(errs, field.TooMany(spec.Child("rules").Key("*").Child("matches"), matches, maxRouteMatches))
+	}
+	return errs
+}
+
+func validateHTTPRouteRule(p *field.Path, r *gatewayv1.HTTPRouteRule) field.ErrorList {
+	var errs field.ErrorList
+	for _, l := range []struct {
+		name string
+		n    int
+		max  int
+	}{{"matches", len(r.Matches), maxRuleMatches}, {"filters", len(r.Filters), maxFilters}, {"backendRefs", len(r.BackendRefs), maxBackendRefs}} {
+		if l.n > l.max {
+			errs = append(errs, field.TooMany(p.Child(l.name), l.n, l.max))
+		}
+	}
+	for i := range r.Matches {
+		errs = append(errs, validateHTTPRouteMatch(p.Child("matches").Index(i), &r.Matches[i])...)
+	}
+	seen := map[gatewayv1.HTTPRouteFilterType]bool{}
+	for i := range r.Filters {
+		fp := p.Child("filters").Index(i)
+		f := &r.Filters[i]
+		errs = append(errs, validateFilter(fp, f, r)...)
+		if f.Type != gatewayv1.HTTPRouteFilterRequestMirror && seen[f.Type] {
+			errs = append(errs, field.Duplicate(fp.Child("type"), f.Type))
+		}
+		seen[f.Type] = true
+	}
+	if seen[gatewayv1.HTTPRouteFilterRequestRedirect] && seen[gatewayv1.HTTPRouteFilterURLRewrite] {
+		errs = append(errs, field.Invalid(p.Child("filters"), "RequestRedirect+URLRewrite", "a rule may have a RequestRedirect or a URLRewrite filter, not both"))
+	}
+	if seen[gatewayv1.HTTPRouteFilterRequestRedirect] && len(r.BackendRefs) > 0 {
+		errs = append(errs, field.Invalid(p.Child("backendRefs"), len(r.BackendRefs), "a rule with a RequestRedirect filter must not have backendRefs: remove them or the redirect"))
+	}
+	for i := range r.BackendRefs {
+		bp := p.Child("backendRefs").Index(i)
+		b := &r.BackendRefs[i]
+		errs = append(errs, validateBackendObjectRef(bp, &b.BackendObjectReference)...)
+		if b.Weight != nil && (*b.Weight < 0 || *b.Weight > maxWeight) {
+			errs = append(errs, field.Invalid(bp.Child("weight"), *b.Weight, fmt.Sprintf("must be from 0 to %d", maxWeight)))
+		}
+		if len(b.Filters) > 0 {
+			errs = append(errs, field.Forbidden(bp.Child("filters"), "backendRef filters are not supported by varnishgw: move the filters to the rule"))
+		}
+	}
+	if t := r.Timeouts; t != nil {
+		req, e1 := parseDuration(p.Child("timeouts", "request"), t.Request)
+		be, e2 := parseDuration(p.Child("timeouts", "backendRequest"), t.BackendRequest)
+		errs = append(errs, e1...)
+		errs = append(errs, e2...)
+		if len(e1)+len(e2) == 0 && req > 0 && be > req {
+			errs = append(errs, field.Invalid(p.Child("timeouts", "backendRequest"), *t.BackendRequest, fmt.Sprintf("must not be longer than timeouts.request (%s)", *t.Request)))
+		}
+	}
+	if r.Retry != nil {
+		errs = append(errs, field.Forbidden(p.Child("retry"), "retries are not supported by varnishgw: remove the field"))
+	}
+	if r.SessionPersistence != nil {
+		errs = append(errs, field.Forbidden(p.Child("sessionPersistence"), "session persistence is not supported by varnishgw: remove the field"))
+	}
+	return errs
+}
+
+func parseDuration(p *field.Path, d *gatewayv1.Duration) (time.Duration, field.ErrorList) {
+	if d == nil {
+		return 0, nil
+	}
+	s := string(*d)
+	if !durationRE.MatchString(s) {
+		return 0, field.ErrorList{field.Invalid(p, s, `must be a Gateway API duration such as "10s", "1m30s" or "500ms"`)}
+	}
+	v, err := time.ParseDuration(s)
+	if err != nil {
+		return 0, field.ErrorList{field.Invalid(p, s, err.Error())}
+	}
+	return v, nil
+}
+
+func validateHTTPRouteMatch(p *field.Path, m *gatewayv1.HTTPRouteMatch) field.ErrorList {
+	var errs field.ErrorList
+	if m.Path != nil {
+		pt := gatewayv1.PathMatchPathPrefix
+		if m.Path.Type != nil {
+			pt = *m.Path.Type
+		}
+		value := "/"
+		if m.Path.Value != nil {
+			value = *m.Path.Value
+		}
+		vp := p.Child("path", "value")
+		switch pt {
+		case gatewayv1.PathMatchExact, gatewayv1.PathMatchPathPrefix:
+			errs = append(errs, validatePathValue(vp, value)...)
+		case gatewayv1.PathMatchRegularExpression:
+			if err := ValidateRegex(value); err != nil {
+				errs = append(errs, field.Invalid(vp, value, err.Error()))
+			}
+		default:
+			errs = append(errs, field.NotSupported(p.Child("path", "type"), pt, []string{"Exact", "PathPrefix", "RegularExpression"}))
+		}
+	}
+	if len(m.Headers) > maxValueMatches {
+		errs = append(errs, field.TooMany(p.Child("headers"), len(m.Headers), maxValueMatches))
+	}
+	seen := map[string]bool{}
+	for i, h := range m.Headers {
+		hp := p.Child("headers").Index(i)
+		errs = append(errs, validateHeaderName(hp.Child("name"), string(h.Name))...)
+		if k := strings.ToLower(string(h.Name)); seen[k] {
+			errs = append(errs, field.Duplicate(hp.Child("name"), h.Name))
+		} else {
+			seen[k] = true
+		}
+		errs = append(errs, validateMatchValue(hp, h.Type == nil || *h.Type == gatewayv1.HeaderMatchExact, h.Type != nil && *h.Type == gatewayv1.HeaderMatchRegularExpression, h.Type, h.Value)...)
+	}
+	if len(m.QueryParams) > maxValueMatches {
+		errs = append(errs, field.TooMany(p.Child("queryParams"), len(m.QueryParams), maxValueMatches))
+	}
+	seen = map[string]bool{}
+	for i, q := range m.QueryParams {
+		qp := p.Child("queryParams").Index(i)
+		if q.Name == "" || len(q.Name) > 256 {
+			errs = append(errs, field.Invalid(qp.Child("name"), q.Name, "must be 1 to 256 characters"))
+		} else if strings.ContainsAny(string(q.Name), "&=# \t\r\n\x00") {
+			errs = append(errs, field.Invalid(qp.Child("name"), q.Name, `must not contain "&", "=", "#", whitespace or NUL`))
+		}
+		if seen[string(q.Name)] {
+			errs = append(errs, field.Duplicate(qp.Child("name"), q.Name))
+		}
+		seen[string(q.Name)] = true
+		errs = append(errs, validateMatchValue(qp, q.Type == nil || *q.Type == gatewayv1.QueryParamMatchExact, q.Type != nil && *q.Type == gatewayv1.QueryParamMatchRegularExpression, q.Type, q.Value)...)
+	}
+	if m.Method != nil && !supportedMethods[string(*m.Method)] {
+		errs = append(errs, field.NotSupported(p.Child("method"), *m.Method, methodList))
+	}
+	return errs
+}
+
+func validateMatchValue[T ~string](p *field.Path, exact, regex bool, typ *T, value string) field.ErrorList {
+	switch {
+	case exact:
+		return validateHeaderValue(p.Child("value"), value)
+	case regex:
+		if err := ValidateRegex(value); err != nil {
+			return field.ErrorList{field.Invalid(p.Child("value"), value, err.Error())}
+		}
+		return nil
+	default:
+		return field.ErrorList{field.NotSupported(p.Child("type"), *typ, []string{"Exact", "RegularExpression"})}
+	}
+}
+
+// validatePathValue checks an Exact or PathPrefix path the way the Gateway
+// API CRD does.
+func validatePathValue(p *field.Path, v string) field.ErrorList {
+	switch {
+	case !strings.HasPrefix(v, "/"):
+		return field.ErrorList{field.Invalid(p, v, `must be an absolute path starting with "/"`)}
+	case len(v) > maxPathLength:
+		return field.ErrorList{field.TooLong(p, v, maxPathLength)}
+	}
+	for _, bad := range []string{"//", "/./", "/../", "%2f", "%2F", "#"} {
+		if strings.Contains(v, bad) {
+			return field.ErrorList{field.Invalid(p, v, fmt.Sprintf("must not contain %q: write the normalised path", bad))}
+		}
+	}
+	if strings.HasSuffix(v, "/..") || strings.HasSuffix(v, "/.") {
+		return field.ErrorList{field.Invalid(p, v, `must not end with "/." or "/..": write the normalised path`)}
+	}
+	for i := 0; i < len(v); i++ {
+		if v[i] <= ' ' || v[i] == 0x7f || v[i] >= 0x80 {
+			return field.ErrorList{field.Invalid(p, v, fmt.Sprintf("byte 0x%02x at offset %d must be percent-encoded", v[i], i))}
+		}
+	}
+	return nil
+}
+
+func validateHeaderName(p *field.Path, name string) field.ErrorList {
+	if len(name) > 256 {
+		return field.ErrorList{field.TooLong(p, name, 256)}
+	}
+	var errs field.ErrorList
+	for _, msg := range validation.IsHTTPHeaderName(name) {
+		errs = append(errs, field.Invalid(p, name, msg))
+	}
+	return errs
+}
+
+func validateHeaderValue(p *field.Path, v string) field.ErrorList {
+	if len(v) > maxValueLength {
+		return field.ErrorList{field.TooLong(p, v, maxValueLength)}
+	}
+	if i := strings.IndexAny(v, "\r\n\x00"); i >= 0 {
+		return field.ErrorList{field.Invalid(p, v, fmt.Sprintf("control character at offset %d: header values must not contain CR, LF or NUL", i))}
+	}
+	return nil
+}
+
+// validateHostname checks an exact DNS name or, when wildcard is true, also
+// *.suffix. IP addresses are rejected.
+func validateHostname(p *field.Path, h string, wildcard bool) field.ErrorList {
+	if _, err := netip.ParseAddr(h); err == nil {
+		return field.ErrorList{field.Invalid(p, h, "must be a DNS name, not an IP address")}
+	}
+	var msgs []string
+	if wildcard && strings.HasPrefix(h, "*") {
+		msgs = validation.IsWildcardDNS1123Subdomain(h)
+	} else {
+		msgs = validation.IsDNS1123Subdomain(h)
+	}
+	var errs field.ErrorList
+	for _, m := range msgs {
+		errs = append(errs, field.Invalid(p, h, m))
+	}
+	return errs
+}
+
+func validateBackendObjectRef(p *field.Path, b *gatewayv1.BackendObjectReference) field.ErrorList {
+	var errs field.ErrorList
+	if isServiceRef(b.Group, b.Kind) && b.Port == nil {
+		errs = append(errs, field.Required(p.Child("port"), "a Service backendRef needs the Service port"))
+	}
+	if b.Port != nil && (*b.Port < 1 || *b.Port > 65535) {
+		errs = append(errs, field.Invalid(p.Child("port"), *b.Port, "must be a port number from 1 to 65535"))
+	}
+	return errs
+}
+
+func isServiceRef(group *gatewayv1.Group, kind *gatewayv1.Kind) bool {
+	return (group == nil || *group == "" || *group == "core") && (kind == nil || *kind == "Service")
+}
+
+func validateFilter(p *field.Path, f *gatewayv1.HTTPRouteFilter, r *gatewayv1.HTTPRouteRule) field.ErrorList {
+	var errs field.ErrorList
+	set := map[gatewayv1.HTTPRouteFilterType]bool{
+		gatewayv1.HTTPRouteFilterRequestHeaderModifier:  f.RequestHeaderModifier != nil,
+		gatewayv1.HTTPRouteFilterResponseHeaderModifier: f.ResponseHeaderModifier != nil,
+		gatewayv1.HTTPRouteFilterRequestRedirect:        f.RequestRedirect != nil,
+		gatewayv1.HTTPRouteFilterURLRewrite:             f.URLRewrite != nil,
+		gatewayv1.HTTPRouteFilterRequestMirror:          f.RequestMirror != nil,
+		gatewayv1.HTTPRouteFilterCORS:                   f.CORS != nil,
+		gatewayv1.HTTPRouteFilterExternalAuth:           f.ExternalAuth != nil,
+		gatewayv1.HTTPRouteFilterExtensionRef:           f.ExtensionRef != nil,
+	}
+	switch f.Type {
+	case gatewayv1.HTTPRouteFilterRequestHeaderModifier, gatewayv1.HTTPRouteFilterResponseHeaderModifier,
+		gatewayv1.HTTPRouteFilterRequestRedirect, gatewayv1.HTTPRouteFilterURLRewrite, gatewayv1.HTTPRouteFilterRequestMirror:
+	default:
+		return field.ErrorList{field.NotSupported(p.Child("type"), f.Type, supportedFilterTypes)}
+	}
+	for t, ok := range set {
+		if ok != (t == f.Type) {
+			fn := filterFieldName(t)
+			if ok {
+				errs = append(errs, field.Forbidden(p.Child(fn), fmt.Sprintf("must not be set when type is %s", f.Type)))
+			} else {
+				errs = append(errs, field.Required(p.Child(fn), fmt.Sprintf("must be set when type is %s", f.Type)))
+			}
+		}
+	}
+	if len(errs) > 0 {
+		return errs
+	}
+	switch f.Type {
+	case gatewayv1.HTTPRouteFilterRequestHeaderModifier:
+		errs = append(errs, validateHeaderFilter(p.Child("requestHeaderModifier"), f.RequestHeaderModifier)...)
+	case gatewayv1.HTTPRouteFilterResponseHeaderModifier:
+		errs = append(errs, validateHeaderFilter(p.Child("responseHeaderModifier"), f.ResponseHeaderModifier)...)
+	case gatewayv1.HTTPRouteFilterRequestRedirect:
+		rp := p.Child("requestRedirect")
+		rd := f.RequestRedirect
+		if rd.Scheme != nil && *rd.Scheme != "http" && *rd.Scheme != "https" {
+			errs = append(errs, field.NotSupported(rp.Child("scheme"), *rd.Scheme, []string{"http", "https"}))
+		}
+		if rd.Hostname != nil {
+			errs = append(errs, validateHostname(rp.Child("hostname"), string(*rd.Hostname), false)...)
+		}
+		if rd.Port != nil && (*rd.Port < 1 || *rd.Port > 65535) {
+			errs = append(errs, field.Invalid(rp.Child("port"), *rd.Port, "must be a port number from 1 to 65535"))
+		}
+		if rd.StatusCode != nil {
+			switch *rd.StatusCode {
+			case 301, 302, 303, 307, 308:
+			default:
+				errs = append(errs, field.NotSupported(rp.Child("statusCode"), *rd.StatusCode, []string{"301", "302", "303", "307", "308"}))
+			}
+		}
+		errs = append(errs, validatePathModifier(rp.Child("path"), rd.Path, r)...)
+	case gatewayv1.HTTPRouteFilterURLRewrite:
+		up := p.Child("urlRewrite")
+		if h := f.URLRewrite.Hostname; h != nil {
+			errs = append(errs, validateHostname(up.Child("hostname"), string(*h), false)...)
+		}
+		errs = append(errs, validatePathModifier(up.Child("path"), f.URLRewrite.Path, r)...)
+	case gatewayv1.HTTPRouteFilterRequestMirror:
+		mp := p.Child("requestMirror")
+		m := f.RequestMirror
+		errs = append(errs, validateBackendObjectRef(mp.Child("backendRef"), &m.BackendRef)...)
+		if m.Percent != nil && m.Fraction != nil {
+			errs = append(errs, field.Invalid(mp, "percent+fraction", "set percent or fraction, not both"))
+		}
+		if m.Percent != nil && (*m.Percent < 0 || *m.Percent > 100) {
+			errs = append(errs, field.Invalid(mp.Child("percent"), *m.Percent, "must be from 0 to 100"))
+		}
+		if fr := m.Fraction; fr != nil {
+			if _, err := fractionPercent(fr); err != nil {
+				errs = append(errs, field.Invalid(mp.Child("fraction"), fmt.Sprintf("%d/%d", fr.Numerator, denominator(fr)), err.Error()))
+			}
+		}
+	}
+	return errs
+}
+
+func filterFieldName(t gatewayv1.HTTPRouteFilterType) string {
+	switch t {
+	case gatewayv1.HTTPRouteFilterURLRewrite:
+		return "urlRewrite"
+	case gatewayv1.HTTPRouteFilterCORS:
+		return "cors"
+	default:
+		s := string(t)
+		return strings.ToLower(s[:1]) + s[1:]
+	}
+}
+
+func denominator(f *gatewayv1.Fraction) int32 {
+	if f.Denominator == nil {
+		return 100
+	}
+	return *f.Denominator
+}
+
+// fractionPercent converts a mirror fraction to the whole percentage
+// ghost.json carries; fractions that are not a whole percentage are rejected.
+func fractionPercent(f *gatewayv1.Fraction) (int32, error) {
+	d := int64(denominator(f))
+	n := int64(f.Numerator)
+	switch {
+	case d < 1:
+		return 0, fmt.Errorf("denominator must be at least 1")
+	case n < 0 || n > d:
+		return 0, fmt.Errorf("numerator must be from 0 to the denominator")
+	case n*100%d != 0:
+		return 0, fmt.Errorf("must be a whole percentage (varnishgw mirrors in steps of 1%%): use percent")
+	}
+	return int32(n * 100 / d), nil
+}
+
+func validateHeaderFilter(p *field.Path, h *gatewayv1.HTTPHeaderFilter) field.ErrorList {
+	var errs field.ErrorList
+	for _, l := range []struct {
+		name string
+		vals []gatewayv1.HTTPHeader
+	}{{"set", h.Set}, {"add", h.Add}} {
+		lp := p.Child(l.name)
+		if len(l.vals) > maxHeaderMods {
+			errs = append(errs, field.TooMany(lp, len(l.vals), maxHeaderMods))
+		}
+		seen := map[string]bool{}
+		for i, v := range l.vals {
+			errs = append(errs, validateHeaderName(lp.Index(i).Child("name"), string(v.Name))...)
+			errs = append(errs, validateHeaderValue(lp.Index(i).Child("value"), v.Value)...)
+			k := strings.ToLower(string(v.Name))
+			if seen[k] {
+				errs = append(errs, field.Duplicate(lp.Index(i).Child("name"), v.Name))
+			}
+			seen[k] = true
+		}
+	}
+	if len(h.Remove) > maxHeaderMods {
+		errs = append(errs, field.TooMany(p.Child("remove"), len(h.Remove), maxHeaderMods))
+	}
+	seen := map[string]bool{}
+	for i, n := range h.Remove {
+		errs = append(errs, validateHeaderName(p.Child("remove").Index(i), n)...)
+		k := strings.ToLower(n)
+		if seen[k] {
+			errs = append(errs, field.Duplicate(p.Child("remove").Index(i), n))
+		}
+		seen[k] = true
+	}
+	return errs
+}
+
+func validatePathModifier(p *field.Path, m *gatewayv1.HTTPPathModifier, r *gatewayv1.HTTPRouteRule) field.ErrorList {
+	if m == nil {
+		return nil
+	}
+	var errs field.ErrorList
+	switch m.Type {
+	case gatewayv1.FullPathHTTPPathModifier:
+		if m.ReplaceFullPath == nil || m.ReplacePrefixMatch != nil {
+			return field.ErrorList{field.Invalid(p, m.Type, "type ReplaceFullPath needs replaceFullPath and no replacePrefixMatch")}
+		}
+		errs = append(errs, validateModifierPath(p.Child("replaceFullPath"), *m.ReplaceFullPath)...)
+	case gatewayv1.PrefixMatchHTTPPathModifier:
+		if m.ReplacePrefixMatch == nil || m.ReplaceFullPath != nil {
+			return field.ErrorList{field.Invalid(p, m.Type, "type ReplacePrefixMatch needs replacePrefixMatch and no replaceFullPath")}
+		}
+		errs = append(errs, validateModifierPath(p.Child("replacePrefixMatch"), *m.ReplacePrefixMatch)...)
+		for i, match := range r.Matches {
+			if match.Path != nil && match.Path.Type != nil && *match.Path.Type != gatewayv1.PathMatchPathPrefix {
+				errs = append(errs, field.Invalid(p.Child("type"), m.Type,
+					fmt.Sprintf("ReplacePrefixMatch needs PathPrefix matches, but matches[%d] is %s: use ReplaceFullPath", i, *match.Path.Type)))
+			}
+		}
+	default:
+		errs = append(errs, field.NotSupported(p.Child("type"), m.Type, []string{"ReplaceFullPath", "ReplacePrefixMatch"}))
+	}
+	return errs
+}
+
+func validateModifierPath(p *field.Path, v string) field.ErrorList {
+	if len(v) > maxPathLength {
+		return field.ErrorList{field.TooLong(p, v, maxPathLength)}
+	}
+	if v != "" && !strings.HasPrefix(v, "/") {
+		return field.ErrorList{field.Invalid(p, v, `must start with "/"`)}
+	}
+	for i := 0; i < len(v); i++ {
+		if v[i] <= ' ' || v[i] == 0x7f || v[i] >= 0x80 {
+			return field.ErrorList{field.Invalid(p, v, fmt.Sprintf("byte 0x%02x at offset %d must be percent-encoded", v[i], i))}
+		}
+	}
+	return nil
+}
+
+// normalizeMatch fills in the spec defaults; the route has been validated.
+func normalizeMatch(m *gatewayv1.HTTPRouteMatch) ghostjson.Match {
+	out := ghostjson.Match{Path: ghostjson.PathMatch{Type: ghostjson.PathPrefix, Value: "/"}}
+	if m.Path != nil {
+		if m.Path.Type != nil {
+			out.Path.Type = string(*m.Path.Type)
+		}
+		if m.Path.Value != nil {
+			out.Path.Value = *m.Path.Value
+		}
+	}
+	if m.Method != nil {
+		out.Method = string(*m.Method)
+	}
+	for _, h := range m.Headers {
+		t := ghostjson.PathExact
+		if h.Type != nil {
+			t = string(*h.Type)
+		}
+		// Header names are case-insensitive; ghost gets them in lower case.
+		out.Headers = append(out.Headers, ghostjson.ValueMatch{Type: t, Name: strings.ToLower(string(h.Name)), Value: h.Value})
+	}
+	for _, q := range m.QueryParams {
+		t := ghostjson.PathExact
+		if q.Type != nil {
+			t = string(*q.Type)
+		}
+		out.QueryParams = append(out.QueryParams, ghostjson.ValueMatch{Type: t, Name: string(q.Name), Value: q.Value})
+	}
+	return out
+}

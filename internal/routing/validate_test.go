@@ -1,0 +1,136 @@
+package routing
+
+import (
+	"strings"
+	"testing"
+
+	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
+)
+
+func TestValidateHTTPRoute(t *testing.T) {
+	redirect := gatewayv1.HTTPRouteFilter{Type: gatewayv1.HTTPRouteFilterRequestRedirect, RequestRedirect: &gatewayv1.HTTPRequestRedirectFilter{StatusCode: ptr(301)}}
+	rewrite := gatewayv1.HTTPRouteFilter{Type: gatewayv1.HTTPRouteFilterURLRewrite, URLRewrite: &gatewayv1.HTTPURLRewriteFilter{Hostname: ptr(gatewayv1.PreciseHostname("x.example.com"))}}
+	headerMod := func(names ...string) gatewayv1.HTTPRouteFilter {
+		f := gatewayv1.HTTPRouteFilter{Type: gatewayv1.HTTPRouteFilterRequestHeaderModifier, RequestHeaderModifier: &gatewayv1.HTTPHeaderFilter{}}
+		for _, n := range names {
+			f.RequestHeaderModifier.Set = append(f.RequestHeaderModifier.Set, gatewayv1.HTTPHeader{Name: gatewayv1.HTTPHeaderName(n), Value: "v"})
+		}
+		return f
+	}
+	tests := []struct {
+		name    string
+		mutate  func(r *gatewayv1.HTTPRoute)
+		wantErr string // substring of the aggregate error; "" means valid
+	}{
+		{"valid", func(*gatewayv1.HTTPRoute) {}, ""},
+		{"wildcard hostname", func(r *gatewayv1.HTTPRoute) { r.Spec.Hostnames = []gatewayv1.Hostname{"*.example.com"} }, ""},
+		{"bad hostname", func(r *gatewayv1.HTTPRoute) { r.Spec.Hostnames = []gatewayv1.Hostname{"Foo_.example.com"} }, "spec.hostnames[0]"},
+		{"ip hostname", func(r *gatewayv1.HTTPRoute) { r.Spec.Hostnames = []gatewayv1.Hostname{"10.0.0.1"} }, "not an IP address"},
+		{"relative path", func(r *gatewayv1.HTTPRoute) {
+			r.Spec.Rules[0].Matches = []gatewayv1.HTTPRouteMatch{prefix("/ok"), exact("foo")}
+		}, `spec.rules[0].matches[1].path.value: Invalid value: "foo"`},
+		{"double slash", func(r *gatewayv1.HTTPRoute) { r.Spec.Rules[0].Matches = []gatewayv1.HTTPRouteMatch{prefix("/a//b")} }, `must not contain "//"`},
+		{"bad regex", func(r *gatewayv1.HTTPRoute) {
+			r.Spec.Rules[0].Matches = []gatewayv1.HTTPRouteMatch{{Path: &gatewayv1.HTTPPathMatch{Type: ptr(gatewayv1.PathMatchRegularExpression), Value: ptr(`(?=x)`)}}}
+		}, "spec.rules[0].matches[0].path.value"},
+		{"bad header name", func(r *gatewayv1.HTTPRoute) {
+			r.Spec.Rules[0].Matches = []gatewayv1.HTTPRouteMatch{{Headers: []gatewayv1.HTTPHeaderMatch{{Name: "bad header", Value: "x"}}}}
+		}, "spec.rules[0].matches[0].headers[0].name"},
+		{"duplicate header match", func(r *gatewayv1.HTTPRoute) {
+			r.Spec.Rules[0].Matches = []gatewayv1.HTTPRouteMatch{{Headers: []gatewayv1.HTTPHeaderMatch{{Name: "X-A", Value: "x"}, {Name: "x-a", Value: "y"}}}}
+		}, "spec.rules[0].matches[0].headers[1].name: Duplicate"},
+		{"header regex", func(r *gatewayv1.HTTPRoute) {
+			r.Spec.Rules[0].Matches = []gatewayv1.HTTPRouteMatch{{Headers: []gatewayv1.HTTPHeaderMatch{{Type: ptr(gatewayv1.HeaderMatchRegularExpression), Name: "X-A", Value: `a\1`}}}}
+		}, "spec.rules[0].matches[0].headers[0].value"},
+		{"header value CRLF", func(r *gatewayv1.HTTPRoute) {
+			r.Spec.Rules[0].Matches = []gatewayv1.HTTPRouteMatch{{Headers: []gatewayv1.HTTPHeaderMatch{{Name: "X-A", Value: "a\r\nb"}}}}
+		}, "must not contain CR"},
+		{"bad method", func(r *gatewayv1.HTTPRoute) {
+			r.Spec.Rules[0].Matches = []gatewayv1.HTTPRouteMatch{{Method: ptr(gatewayv1.HTTPMethod("BREW"))}}
+		}, "spec.rules[0].matches[0].method: Unsupported value"},
+		{"weight too big", func(r *gatewayv1.HTTPRoute) { r.Spec.Rules[0].BackendRefs[0].Weight = ptr(int32(1000001)) }, "spec.rules[0].backendRefs[0].weight"},
+		{"negative weight", func(r *gatewayv1.HTTPRoute) { r.Spec.Rules[0].BackendRefs[0].Weight = ptr(int32(-1)) }, "spec.rules[0].backendRefs[0].weight"},
+		{"service without port", func(r *gatewayv1.HTTPRoute) { r.Spec.Rules[0].BackendRefs[0].Port = nil }, "spec.rules[0].backendRefs[0].port: Required"},
+		{"backendRef filters", func(r *gatewayv1.HTTPRoute) {
+			r.Spec.Rules[0].BackendRefs[0].Filters = []gatewayv1.HTTPRouteFilter{headerMod("X-A")}
+		}, "spec.rules[0].backendRefs[0].filters: Forbidden"},
+		{"redirect and rewrite", func(r *gatewayv1.HTTPRoute) {
+			r.Spec.Rules[0].BackendRefs = nil
+			r.Spec.Rules[0].Filters = []gatewayv1.HTTPRouteFilter{redirect, rewrite}
+		}, "RequestRedirect or a URLRewrite filter, not both"},
+		{"redirect with backends", func(r *gatewayv1.HTTPRoute) {
+			r.Spec.Rules[0].Filters = []gatewayv1.HTTPRouteFilter{redirect}
+		}, "spec.rules[0].backendRefs: Invalid value"},
+		{"redirect alone", func(r *gatewayv1.HTTPRoute) {
+			r.Spec.Rules[0].BackendRefs = nil
+			r.Spec.Rules[0].Filters = []gatewayv1.HTTPRouteFilter{redirect}
+		}, ""},
+		{"bad redirect status", func(r *gatewayv1.HTTPRoute) {
+			r.Spec.Rules[0].BackendRefs = nil
+			r.Spec.Rules[0].Filters = []gatewayv1.HTTPRouteFilter{{Type: gatewayv1.HTTPRouteFilterRequestRedirect, RequestRedirect: &gatewayv1.HTTPRequestRedirectFilter{StatusCode: ptr(304)}}}
+		}, "spec.rules[0].filters[0].requestRedirect.statusCode: Unsupported value: 304"},
+		{"bad redirect scheme", func(r *gatewayv1.HTTPRoute) {
+			r.Spec.Rules[0].BackendRefs = nil
+			r.Spec.Rules[0].Filters = []gatewayv1.HTTPRouteFilter{{Type: gatewayv1.HTTPRouteFilterRequestRedirect, RequestRedirect: &gatewayv1.HTTPRequestRedirectFilter{Scheme: ptr("ftp")}}}
+		}, "requestRedirect.scheme"},
+		{"prefix rewrite with exact match", func(r *gatewayv1.HTTPRoute) {
+			r.Spec.Rules[0].Matches = []gatewayv1.HTTPRouteMatch{exact("/a")}
+			r.Spec.Rules[0].Filters = []gatewayv1.HTTPRouteFilter{{Type: gatewayv1.HTTPRouteFilterURLRewrite, URLRewrite: &gatewayv1.HTTPURLRewriteFilter{
+				Path: &gatewayv1.HTTPPathModifier{Type: gatewayv1.PrefixMatchHTTPPathModifier, ReplacePrefixMatch: ptr("/b")}}}}
+		}, "ReplacePrefixMatch needs PathPrefix matches"},
+		{"path modifier mismatch", func(r *gatewayv1.HTTPRoute) {
+			r.Spec.Rules[0].Filters = []gatewayv1.HTTPRouteFilter{{Type: gatewayv1.HTTPRouteFilterURLRewrite, URLRewrite: &gatewayv1.HTTPURLRewriteFilter{
+				Path: &gatewayv1.HTTPPathModifier{Type: gatewayv1.FullPathHTTPPathModifier, ReplacePrefixMatch: ptr("/b")}}}}
+		}, "spec.rules[0].filters[0].urlRewrite.path"},
+		{"duplicate header modifier", func(r *gatewayv1.HTTPRoute) {
+			r.Spec.Rules[0].Filters = []gatewayv1.HTTPRouteFilter{headerMod("X-A"), headerMod("X-B")}
+		}, "spec.rules[0].filters[1].type: Duplicate"},
+		{"header modifier duplicate name", func(r *gatewayv1.HTTPRoute) {
+			r.Spec.Rules[0].Filters = []gatewayv1.HTTPRouteFilter{headerMod("X-A", "x-a")}
+		}, "requestHeaderModifier.set[1].name: Duplicate"},
+		{"filter field missing", func(r *gatewayv1.HTTPRoute) {
+			r.Spec.Rules[0].Filters = []gatewayv1.HTTPRouteFilter{{Type: gatewayv1.HTTPRouteFilterRequestHeaderModifier}}
+		}, "spec.rules[0].filters[0].requestHeaderModifier: Required"},
+		{"cors unsupported", func(r *gatewayv1.HTTPRoute) {
+			r.Spec.Rules[0].Filters = []gatewayv1.HTTPRouteFilter{{Type: gatewayv1.HTTPRouteFilterCORS, CORS: &gatewayv1.HTTPCORSFilter{}}}
+		}, `spec.rules[0].filters[0].type: Unsupported value: "CORS"`},
+		{"extensionRef unsupported", func(r *gatewayv1.HTTPRoute) {
+			r.Spec.Rules[0].Filters = []gatewayv1.HTTPRouteFilter{{Type: gatewayv1.HTTPRouteFilterExtensionRef, ExtensionRef: &gatewayv1.LocalObjectReference{Name: "x"}}}
+		}, `Unsupported value: "ExtensionRef"`},
+		{"mirror fraction", func(r *gatewayv1.HTTPRoute) {
+			r.Spec.Rules[0].Filters = []gatewayv1.HTTPRouteFilter{{Type: gatewayv1.HTTPRouteFilterRequestMirror, RequestMirror: &gatewayv1.HTTPRequestMirrorFilter{
+				BackendRef: gatewayv1.BackendObjectReference{Name: "m", Port: ptr(int32(80))}, Fraction: &gatewayv1.Fraction{Numerator: 1, Denominator: ptr(int32(3))}}}}
+		}, "whole percentage"},
+		{"timeouts", func(r *gatewayv1.HTTPRoute) {
+			r.Spec.Rules[0].Timeouts = &gatewayv1.HTTPRouteTimeouts{Request: ptr(gatewayv1.Duration("10s")), BackendRequest: ptr(gatewayv1.Duration("1m"))}
+		}, "spec.rules[0].timeouts.backendRequest: Invalid value: \"1m\": must not be longer than timeouts.request"},
+		{"bad duration", func(r *gatewayv1.HTTPRoute) {
+			r.Spec.Rules[0].Timeouts = &gatewayv1.HTTPRouteTimeouts{Request: ptr(gatewayv1.Duration("1.5s"))}
+		}, "spec.rules[0].timeouts.request"},
+		{"too many rules", func(r *gatewayv1.HTTPRoute) {
+			r.Spec.Rules = make([]gatewayv1.HTTPRouteRule, 17)
+		}, "spec.rules: Too many: 17: must have at most 16 items"},
+		{"too many matches", func(r *gatewayv1.HTTPRoute) {
+			r.Spec.Rules = make([]gatewayv1.HTTPRouteRule, 3)
+			for i := range r.Spec.Rules {
+				r.Spec.Rules[i].Matches = make([]gatewayv1.HTTPRouteMatch, 50)
+			}
+		}, "spec.rules[*].matches: Too many: 150"},
+		{"retry unsupported", func(r *gatewayv1.HTTPRoute) {
+			r.Spec.Rules[0].Retry = &gatewayv1.HTTPRouteRetry{}
+		}, "spec.rules[0].retry: Forbidden"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := route("infra", "r")
+			tt.mutate(r)
+			err := ValidateHTTPRoute(r).ToAggregate()
+			switch {
+			case tt.wantErr == "" && err != nil:
+				t.Fatalf("got %v, want no error", err)
+			case tt.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tt.wantErr)):
+				t.Fatalf("got %v, want an error containing %q", err, tt.wantErr)
+			}
+		})
+	}
+}
