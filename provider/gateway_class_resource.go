@@ -1,0 +1,366 @@
+package provider
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"regexp"
+	"slices"
+
+	"github.com/hashicorp/terraform-plugin-framework-validators/stringvalidator"
+	"github.com/hashicorp/terraform-plugin-framework/diag"
+	"github.com/hashicorp/terraform-plugin-framework/path"
+	"github.com/hashicorp/terraform-plugin-framework/resource"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/planmodifier"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/stringdefault"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/stringplanmodifier"
+	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
+	"github.com/hashicorp/terraform-plugin-framework/types"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	corev1apply "k8s.io/client-go/applyconfigurations/core/v1"
+	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
+	gatewayv1apply "sigs.k8s.io/gateway-api/applyconfiguration/apis/v1"
+)
+
+// Defaults of a gateway class.
+const (
+	DefaultImage   = "ghcr.io/varnishgw/gateway:latest"
+	DefaultStorage = "malloc,256m"
+)
+
+// Keys of the class parameters ConfigMap.
+const (
+	classKeyImage    = "image"
+	classKeyStorage  = "storage"
+	classKeyParams   = "varnishd-params.json"
+	classKeyVCL      = "user.vcl"
+	classKeyLogLevel = "log-level"
+)
+
+var (
+	dnsSubdomain = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`)
+	dnsLabel     = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`)
+	paramName    = regexp.MustCompile(`^[a-z][a-z0-9_]*$`)
+)
+
+var (
+	_ resource.Resource                = (*gatewayClassResource)(nil)
+	_ resource.ResourceWithConfigure   = (*gatewayClassResource)(nil)
+	_ resource.ResourceWithImportState = (*gatewayClassResource)(nil)
+)
+
+// NewGatewayClassResource is the varnishgw_gateway_class resource.
+func NewGatewayClassResource() resource.Resource { return &gatewayClassResource{} }
+
+type gatewayClassResource struct{ c *clients }
+
+type gatewayClassModel struct {
+	ID                  types.String `tfsdk:"id"`
+	Name                types.String `tfsdk:"name"`
+	Description         types.String `tfsdk:"description"`
+	ParametersNamespace types.String `tfsdk:"parameters_namespace"`
+	Image               types.String `tfsdk:"image"`
+	Storage             types.String `tfsdk:"storage"`
+	VarnishdParams      types.Map    `tfsdk:"varnishd_params"`
+	VCL                 types.String `tfsdk:"vcl"`
+	LogLevel            types.String `tfsdk:"log_level"`
+	ControllerName      types.String `tfsdk:"controller_name"`
+}
+
+func (r *gatewayClassResource) Metadata(_ context.Context, req resource.MetadataRequest, resp *resource.MetadataResponse) {
+	resp.TypeName = req.ProviderTypeName + "_gateway_class"
+}
+
+func (r *gatewayClassResource) Schema(_ context.Context, _ resource.SchemaRequest, resp *resource.SchemaResponse) {
+	resp.Schema = schema.Schema{
+		Description: "A Gateway API GatewayClass served by varnishgw, with the defaults its gateways inherit: " +
+			"the container image, varnishd storage and parameters, user VCL and log level. The defaults are " +
+			"stored in a ConfigMap that the GatewayClass names as its parametersRef. The provider sets the " +
+			"class's Accepted condition.",
+		Attributes: map[string]schema.Attribute{
+			"id": schema.StringAttribute{
+				Computed:      true,
+				Description:   "The GatewayClass name.",
+				PlanModifiers: []planmodifier.String{stringplanmodifier.UseStateForUnknown()},
+			},
+			"name": schema.StringAttribute{
+				Required:      true,
+				Description:   "The GatewayClass name, a DNS subdomain. Changing it replaces the class.",
+				PlanModifiers: []planmodifier.String{stringplanmodifier.RequiresReplace()},
+				Validators: []validator.String{
+					stringvalidator.LengthBetween(1, 253),
+					stringvalidator.RegexMatches(dnsSubdomain, "must be a lower-case DNS subdomain, for example varnish"),
+				},
+			},
+			"description": schema.StringAttribute{
+				Optional:    true,
+				Description: "A human-readable description of the class (spec.description).",
+				Validators:  []validator.String{stringvalidator.LengthAtMost(64)},
+			},
+			"parameters_namespace": schema.StringAttribute{
+				Optional:      true,
+				Computed:      true,
+				Default:       stringdefault.StaticString("default"),
+				Description:   "The namespace of the ConfigMap that holds the class defaults. It must exist. Changing it replaces the class.",
+				PlanModifiers: []planmodifier.String{stringplanmodifier.RequiresReplace()},
+				Validators:    []validator.String{stringvalidator.RegexMatches(dnsLabel, "must be a namespace name (a DNS label)")},
+			},
+			"image": schema.StringAttribute{
+				Optional:    true,
+				Computed:    true,
+				Default:     stringdefault.StaticString(DefaultImage),
+				Description: "The container image of gateway pods (chaperone, varnishd and the ghost VMOD).",
+				Validators:  []validator.String{stringvalidator.LengthAtLeast(1)},
+			},
+			"storage": schema.StringAttribute{
+				Optional:    true,
+				Computed:    true,
+				Default:     stringdefault.StaticString(DefaultStorage),
+				Description: "The varnishd storage specification (-s), for example malloc,1g.",
+				Validators:  []validator.String{stringvalidator.LengthAtLeast(1)},
+			},
+			"varnishd_params": schema.MapAttribute{
+				Optional:    true,
+				ElementType: types.StringType,
+				Description: "varnishd run-time parameters (-p name=value), for example { thread_pool_min = \"50\" }.",
+				Validators:  []validator.Map{paramNamesValidator{}},
+			},
+			"vcl": schema.StringAttribute{
+				Optional: true,
+				Description: "User VCL added after the ghost preamble of every gateway of the class, for example to cache " +
+					"responses. Without it gateways pass every request to the backends.",
+			},
+			"log_level": schema.StringAttribute{
+				Optional:    true,
+				Computed:    true,
+				Default:     stringdefault.StaticString("info"),
+				Description: "The chaperone's log level: debug, info, warn or error.",
+				Validators:  []validator.String{stringvalidator.OneOf("debug", "info", "warn", "error")},
+			},
+			"controller_name": schema.StringAttribute{
+				Computed:      true,
+				Description:   "The class's controllerName, " + ControllerName + ".",
+				PlanModifiers: []planmodifier.String{stringplanmodifier.UseStateForUnknown()},
+			},
+		},
+	}
+}
+
+func (r *gatewayClassResource) Configure(_ context.Context, req resource.ConfigureRequest, resp *resource.ConfigureResponse) {
+	if req.ProviderData == nil {
+		return
+	}
+	c, ok := req.ProviderData.(*clients)
+	if !ok {
+		resp.Diagnostics.AddError("Configure the resource", fmt.Sprintf("unexpected provider data %T; this is a bug in the provider", req.ProviderData))
+		return
+	}
+	r.c = c
+}
+
+func (r *gatewayClassResource) Create(ctx context.Context, req resource.CreateRequest, resp *resource.CreateResponse) {
+	var plan gatewayClassModel
+	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
+	if resp.Diagnostics.HasError() || !requireClients(r.c, &resp.Diagnostics) {
+		return
+	}
+	if err := r.apply(ctx, &plan); err != nil {
+		resp.Diagnostics.AddError("Create the gateway class", err.Error())
+		return
+	}
+	resp.Diagnostics.Append(resp.State.Set(ctx, &plan)...)
+}
+
+func (r *gatewayClassResource) Update(ctx context.Context, req resource.UpdateRequest, resp *resource.UpdateResponse) {
+	var plan gatewayClassModel
+	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
+	if resp.Diagnostics.HasError() || !requireClients(r.c, &resp.Diagnostics) {
+		return
+	}
+	if err := r.apply(ctx, &plan); err != nil {
+		resp.Diagnostics.AddError("Update the gateway class", err.Error())
+		return
+	}
+	resp.Diagnostics.Append(resp.State.Set(ctx, &plan)...)
+}
+
+// apply writes the parameters ConfigMap, the GatewayClass and its status.
+func (r *gatewayClassResource) apply(ctx context.Context, m *gatewayClassModel) error {
+	name, ns := m.Name.ValueString(), m.ParametersNamespace.ValueString()
+	params := map[string]string{}
+	if !m.VarnishdParams.IsNull() {
+		for k, v := range m.VarnishdParams.Elements() {
+			params[k] = v.(types.String).ValueString()
+		}
+	}
+	paramsJSON, err := json.Marshal(params)
+	if err != nil {
+		return fmt.Errorf("encode varnishd_params: %w", err)
+	}
+	data := map[string]string{
+		classKeyImage:    m.Image.ValueString(),
+		classKeyStorage:  m.Storage.ValueString(),
+		classKeyParams:   string(paramsJSON),
+		classKeyLogLevel: m.LogLevel.ValueString(),
+	}
+	if !m.VCL.IsNull() {
+		data[classKeyVCL] = m.VCL.ValueString()
+	}
+	cm := corev1apply.ConfigMap(classParametersName(name), ns).
+		WithLabels(managedLabels).
+		WithData(data)
+	if _, err := r.c.kube.CoreV1().ConfigMaps(ns).Apply(ctx, cm, applyOptions()); err != nil {
+		return fmt.Errorf("apply ConfigMap %s/%s with the class defaults: %w", ns, classParametersName(name), err)
+	}
+
+	spec := gatewayv1apply.GatewayClassSpec().
+		WithControllerName(ControllerName).
+		WithParametersRef(gatewayv1apply.ParametersReference().
+			WithGroup("").WithKind("ConfigMap").WithName(classParametersName(name)).WithNamespace(gatewayv1.Namespace(ns)))
+	if !m.Description.IsNull() {
+		spec = spec.WithDescription(m.Description.ValueString())
+	}
+	gc, err := r.c.gateway.GatewayV1().GatewayClasses().Apply(ctx,
+		gatewayv1apply.GatewayClass(name).WithLabels(managedLabels).WithSpec(spec), applyOptions())
+	if err != nil {
+		return fmt.Errorf("apply GatewayClass %s: %w", name, err)
+	}
+
+	accepted := condition(gc.Status.Conditions, string(gatewayv1.GatewayClassConditionStatusAccepted), metav1.ConditionTrue,
+		string(gatewayv1.GatewayClassReasonAccepted), "Accepted by the varnishgw provider.", gc.Generation)
+	status := gatewayv1apply.GatewayClass(name).WithStatus(gatewayv1apply.GatewayClassStatus().WithConditions(accepted))
+	if _, err := r.c.gateway.GatewayV1().GatewayClasses().ApplyStatus(ctx, status, applyOptions()); err != nil {
+		return fmt.Errorf("set the Accepted condition of GatewayClass %s: %w", name, err)
+	}
+
+	m.ID = types.StringValue(name)
+	m.ControllerName = types.StringValue(ControllerName)
+	return nil
+}
+
+func (r *gatewayClassResource) Read(ctx context.Context, req resource.ReadRequest, resp *resource.ReadResponse) {
+	var state gatewayClassModel
+	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
+	if resp.Diagnostics.HasError() || !requireClients(r.c, &resp.Diagnostics) {
+		return
+	}
+	name := state.ID.ValueString()
+	if name == "" {
+		name = state.Name.ValueString()
+	}
+	gc, err := r.c.gateway.GatewayV1().GatewayClasses().Get(ctx, name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		resp.State.RemoveResource(ctx)
+		return
+	}
+	if err != nil {
+		resp.Diagnostics.AddError("Read the gateway class", fmt.Sprintf("get GatewayClass %s: %v", name, err))
+		return
+	}
+	state.ID = types.StringValue(gc.Name)
+	state.Name = types.StringValue(gc.Name)
+	state.ControllerName = types.StringValue(string(gc.Spec.ControllerName))
+	state.Description = types.StringPointerValue(gc.Spec.Description)
+
+	ref := gc.Spec.ParametersRef
+	if ref == nil || ref.Kind != "ConfigMap" || ref.Namespace == nil {
+		// Someone removed or changed the reference: show it as a change.
+		state.ParametersNamespace = types.StringNull()
+		resp.Diagnostics.Append(resp.State.Set(ctx, &state)...)
+		return
+	}
+	ns := string(*ref.Namespace)
+	state.ParametersNamespace = types.StringValue(ns)
+	cm, err := r.c.kube.CoreV1().ConfigMaps(ns).Get(ctx, ref.Name, metav1.GetOptions{})
+	if err != nil && !apierrors.IsNotFound(err) {
+		resp.Diagnostics.AddError("Read the gateway class", fmt.Sprintf("get ConfigMap %s/%s: %v", ns, ref.Name, err))
+		return
+	}
+	if cm == nil || apierrors.IsNotFound(err) {
+		cm = &corev1.ConfigMap{}
+	}
+	resp.Diagnostics.Append(state.readParameters(ctx, cm.Data)...)
+	resp.Diagnostics.Append(resp.State.Set(ctx, &state)...)
+}
+
+func (m *gatewayClassModel) readParameters(ctx context.Context, data map[string]string) (diags diag.Diagnostics) {
+	str := func(key string) types.String {
+		if v, ok := data[key]; ok {
+			return types.StringValue(v)
+		}
+		return types.StringNull()
+	}
+	m.Image = str(classKeyImage)
+	m.Storage = str(classKeyStorage)
+	m.VCL = str(classKeyVCL)
+	m.LogLevel = str(classKeyLogLevel)
+
+	params := map[string]string{}
+	if raw, ok := data[classKeyParams]; ok {
+		if err := json.Unmarshal([]byte(raw), &params); err != nil {
+			diags.AddWarning("Read the gateway class", fmt.Sprintf("the ConfigMap key %s is not a JSON object of strings (%v); the next apply rewrites it", classKeyParams, err))
+		}
+	}
+	if len(params) == 0 && m.VarnishdParams.IsNull() {
+		return diags
+	}
+	v, d := types.MapValueFrom(ctx, types.StringType, params)
+	diags.Append(d...)
+	m.VarnishdParams = v
+	return diags
+}
+
+func (r *gatewayClassResource) Delete(ctx context.Context, req resource.DeleteRequest, resp *resource.DeleteResponse) {
+	var state gatewayClassModel
+	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
+	if resp.Diagnostics.HasError() || !requireClients(r.c, &resp.Diagnostics) {
+		return
+	}
+	name, ns := state.Name.ValueString(), state.ParametersNamespace.ValueString()
+	if err := r.c.gateway.GatewayV1().GatewayClasses().Delete(ctx, name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+		resp.Diagnostics.AddError("Delete the gateway class", fmt.Sprintf("delete GatewayClass %s: %v", name, err))
+		return
+	}
+	if ns == "" {
+		return
+	}
+	if err := r.c.kube.CoreV1().ConfigMaps(ns).Delete(ctx, classParametersName(name), metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+		resp.Diagnostics.AddError("Delete the gateway class", fmt.Sprintf("delete ConfigMap %s/%s: %v", ns, classParametersName(name), err))
+	}
+}
+
+func (r *gatewayClassResource) ImportState(ctx context.Context, req resource.ImportStateRequest, resp *resource.ImportStateResponse) {
+	if !dnsSubdomain.MatchString(req.ID) {
+		resp.Diagnostics.AddError("Import the gateway class",
+			fmt.Sprintf("the import ID %q is not a GatewayClass name; GatewayClasses are cluster-scoped, import them by name, for example: terraform import varnishgw_gateway_class.main varnish", req.ID))
+		return
+	}
+	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("id"), req.ID)...)
+	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("name"), req.ID)...)
+}
+
+// classParametersName is the name of a class's parameters ConfigMap.
+func classParametersName(class string) string { return "varnishgw-class-" + class }
+
+// paramNamesValidator checks varnishd parameter names.
+type paramNamesValidator struct{}
+
+func (paramNamesValidator) Description(context.Context) string {
+	return "parameter names are lower-case varnishd parameter names such as thread_pool_min"
+}
+func (v paramNamesValidator) MarkdownDescription(ctx context.Context) string { return v.Description(ctx) }
+func (paramNamesValidator) ValidateMap(_ context.Context, req validator.MapRequest, resp *validator.MapResponse) {
+	if req.ConfigValue.IsNull() || req.ConfigValue.IsUnknown() {
+		return
+	}
+	for _, k := range slices.Sorted(maps.Keys(req.ConfigValue.Elements())) {
+		if !paramName.MatchString(k) {
+			resp.Diagnostics.AddAttributeError(req.Path.AtMapKey(k), "Invalid varnishd parameter name",
+				fmt.Sprintf("%q is not a varnishd parameter name; use the name varnishd -x parameter lists, for example thread_pool_min", k))
+		}
+	}
+}

@@ -1,0 +1,187 @@
+package provider
+
+import (
+	"context"
+	"fmt"
+	"regexp"
+	"testing"
+
+	"github.com/hashicorp/terraform-plugin-testing/helper/resource"
+	"github.com/hashicorp/terraform-plugin-testing/plancheck"
+	"github.com/hashicorp/terraform-plugin-testing/terraform"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/rand"
+	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
+
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/testenv"
+)
+
+func TestAccGatewayClass(t *testing.T) {
+	cp := accPreCheck(t)
+	ns := cp.Namespace(t)
+	name := "varnish-" + rand.String(6)
+	ctx := context.Background()
+
+	config := func(body string) string {
+		return providerBlock(cp) + fmt.Sprintf(`
+resource "varnishgw_gateway_class" "test" {
+  name                 = %q
+  parameters_namespace = %q
+%s
+}
+`, name, ns, body)
+	}
+
+	var uid string
+	resource.Test(t, resource.TestCase{
+		ProtoV6ProviderFactories: protoV6ProviderFactories,
+		CheckDestroy: func(*terraform.State) error {
+			if _, err := cp.Gateway.GatewayV1().GatewayClasses().Get(ctx, name, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+				return fmt.Errorf("GatewayClass %s after destroy: %v, want NotFound", name, err)
+			}
+			if _, err := cp.Client.CoreV1().ConfigMaps(ns).Get(ctx, classParametersName(name), metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+				return fmt.Errorf("parameters ConfigMap after destroy: %v, want NotFound", err)
+			}
+			return nil
+		},
+		Steps: []resource.TestStep{
+			{
+				Config: config(`  description = "Varnish gateways"`),
+				Check: resource.ComposeAggregateTestCheckFunc(
+					resource.TestCheckResourceAttr("varnishgw_gateway_class.test", "id", name),
+					resource.TestCheckResourceAttr("varnishgw_gateway_class.test", "controller_name", ControllerName),
+					resource.TestCheckResourceAttr("varnishgw_gateway_class.test", "image", DefaultImage),
+					resource.TestCheckResourceAttr("varnishgw_gateway_class.test", "storage", DefaultStorage),
+					resource.TestCheckResourceAttr("varnishgw_gateway_class.test", "log_level", "info"),
+					func(*terraform.State) error {
+						gc := getClass(t, cp, name)
+						uid = string(gc.UID)
+						if gc.Spec.ControllerName != ControllerName {
+							return fmt.Errorf("controllerName = %q", gc.Spec.ControllerName)
+						}
+						if ref := gc.Spec.ParametersRef; ref == nil || ref.Kind != "ConfigMap" || ref.Name != classParametersName(name) || ref.Namespace == nil || string(*ref.Namespace) != ns {
+							return fmt.Errorf("parametersRef = %+v, want ConfigMap %s/%s", ref, ns, classParametersName(name))
+						}
+						if gc.Labels["app.kubernetes.io/managed-by"] != "varnishgw" {
+							return fmt.Errorf("labels = %v, want managed-by varnishgw", gc.Labels)
+						}
+						return checkAccepted(gc)
+					},
+				),
+			},
+			{
+				// An update changes the defaults in place: same object.
+				Config: config(`
+  description     = "Varnish gateways"
+  storage         = "malloc,1g"
+  varnishd_params = { thread_pool_min = "50" }
+  vcl             = "sub vcl_backend_response { set beresp.ttl = 10s; }"
+  log_level       = "debug"`),
+				ConfigPlanChecks: resource.ConfigPlanChecks{
+					PreApply: []plancheck.PlanCheck{plancheck.ExpectResourceAction("varnishgw_gateway_class.test", plancheck.ResourceActionUpdate)},
+				},
+				Check: func(*terraform.State) error {
+					if gc := getClass(t, cp, name); string(gc.UID) != uid {
+						return fmt.Errorf("GatewayClass was replaced (uid %s, was %s)", gc.UID, uid)
+					}
+					cm, err := cp.Client.CoreV1().ConfigMaps(ns).Get(ctx, classParametersName(name), metav1.GetOptions{})
+					if err != nil {
+						return err
+					}
+					want := map[string]string{
+						classKeyStorage:  "malloc,1g",
+						classKeyParams:   `{"thread_pool_min":"50"}`,
+						classKeyVCL:      "sub vcl_backend_response { set beresp.ttl = 10s; }",
+						classKeyLogLevel: "debug",
+					}
+					for k, v := range want {
+						if cm.Data[k] != v {
+							return fmt.Errorf("ConfigMap data[%s] = %q, want %q", k, cm.Data[k], v)
+						}
+					}
+					return nil
+				},
+			},
+			{
+				ResourceName:      "varnishgw_gateway_class.test",
+				ImportState:       true,
+				ImportStateId:     name,
+				ImportStateVerify: true,
+			},
+			{
+				// Drift: an out-of-band edit of a managed field shows in the plan.
+				PreConfig: func() {
+					cm, err := cp.Client.CoreV1().ConfigMaps(ns).Get(ctx, classParametersName(name), metav1.GetOptions{})
+					if err != nil {
+						t.Fatal(err)
+					}
+					cm.Data[classKeyStorage] = "file,/tmp/x,1g"
+					if _, err := cp.Client.CoreV1().ConfigMaps(ns).Update(ctx, cm, metav1.UpdateOptions{}); err != nil {
+						t.Fatal(err)
+					}
+				},
+				Config: config(`
+  description     = "Varnish gateways"
+  storage         = "malloc,1g"
+  varnishd_params = { thread_pool_min = "50" }
+  vcl             = "sub vcl_backend_response { set beresp.ttl = 10s; }"
+  log_level       = "debug"`),
+				ConfigPlanChecks: resource.ConfigPlanChecks{
+					PreApply: []plancheck.PlanCheck{plancheck.ExpectResourceAction("varnishgw_gateway_class.test", plancheck.ResourceActionUpdate)},
+				},
+				Check: func(*terraform.State) error {
+					cm, err := cp.Client.CoreV1().ConfigMaps(ns).Get(ctx, classParametersName(name), metav1.GetOptions{})
+					if err != nil {
+						return err
+					}
+					if cm.Data[classKeyStorage] != "malloc,1g" {
+						return fmt.Errorf("storage after apply = %q, want the drift corrected to malloc,1g", cm.Data[classKeyStorage])
+					}
+					return nil
+				},
+			},
+		},
+	})
+}
+
+func TestAccGatewayClassValidation(t *testing.T) {
+	cp := accPreCheck(t)
+	for _, tc := range []struct{ name, body, want string }{
+		{"bad name", `name = "Not_A_Name"`, `must be a lower-case DNS subdomain`},
+		{"bad log level", `name = "ok"` + "\n" + `log_level = "loud"`, `value must be one of`},
+		{"bad param name", `name = "ok"` + "\n" + `varnishd_params = { "Thread-Pool" = "1" }`, `"Thread-Pool" is not a varnishd parameter name`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			resource.Test(t, resource.TestCase{
+				ProtoV6ProviderFactories: protoV6ProviderFactories,
+				Steps: []resource.TestStep{{
+					Config:      providerBlock(cp) + "resource \"varnishgw_gateway_class\" \"bad\" {\n" + tc.body + "\n}\n",
+					PlanOnly:    true,
+					ExpectError: regexp.MustCompile(tc.want),
+				}},
+			})
+		})
+	}
+}
+
+func getClass(t *testing.T, cp *testenv.ControlPlane, name string) *gatewayv1.GatewayClass {
+	t.Helper()
+	gc, err := cp.Gateway.GatewayV1().GatewayClasses().Get(context.Background(), name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("get GatewayClass %s: %v", name, err)
+	}
+	return gc
+}
+
+func checkAccepted(gc *gatewayv1.GatewayClass) error {
+	for _, c := range gc.Status.Conditions {
+		if c.Type == string(gatewayv1.GatewayClassConditionStatusAccepted) {
+			if c.Status != metav1.ConditionTrue || c.ObservedGeneration != gc.Generation {
+				return fmt.Errorf("Accepted condition = %+v, want True at generation %d", c, gc.Generation)
+			}
+			return nil
+		}
+	}
+	return fmt.Errorf("no Accepted condition in %+v", gc.Status.Conditions)
+}

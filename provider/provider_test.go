@@ -1,0 +1,112 @@
+package provider
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"testing"
+
+	"github.com/hashicorp/terraform-plugin-framework/providerserver"
+	"github.com/hashicorp/terraform-plugin-framework/types"
+	"github.com/hashicorp/terraform-plugin-go/tfprotov6"
+	"github.com/hashicorp/terraform-plugin-testing/helper/resource"
+	"golang.org/x/mod/modfile"
+
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/testenv"
+)
+
+func TestMain(m *testing.M) { testenv.Main(m) }
+
+// protoV6ProviderFactories serve the provider in-process to the real
+// terraform or tofu CLI that terraform-plugin-testing runs.
+var protoV6ProviderFactories = map[string]func() (tfprotov6.ProviderServer, error){
+	"varnishgw": providerserver.NewProtocol6WithError(New("test")()),
+}
+
+// accPreCheck returns the test control plane, or skips without TF_ACC.
+func accPreCheck(t *testing.T) *testenv.ControlPlane {
+	t.Helper()
+	if os.Getenv("TF_ACC") == "" {
+		t.Skip("acceptance test: set TF_ACC=1 (make test and make testacc do)")
+	}
+	return testenv.Get(t)
+}
+
+// providerBlock configures the provider for the test control plane's admin.
+func providerBlock(cp *testenv.ControlPlane) string {
+	return fmt.Sprintf("provider \"varnishgw\" {\n  config_path = %q\n}\n", cp.Kubeconfig)
+}
+
+func TestGatewayAPIVersionMatchesGoMod(t *testing.T) {
+	data, err := os.ReadFile("../go.mod")
+	if err != nil {
+		t.Fatal(err)
+	}
+	mod, err := modfile.Parse("go.mod", data, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, req := range mod.Require {
+		if req.Mod.Path == "sigs.k8s.io/gateway-api" {
+			if req.Mod.Version != GatewayAPIVersion {
+				t.Errorf("GatewayAPIVersion = %s, go.mod has %s: update the constant", GatewayAPIVersion, req.Mod.Version)
+			}
+			return
+		}
+	}
+	t.Fatal("sigs.k8s.io/gateway-api is not required in go.mod")
+}
+
+func TestConnectionRequiresACluster(t *testing.T) {
+	for _, env := range []string{"KUBE_CONFIG_PATH", "KUBE_CONFIG_PATHS", "KUBE_HOST", "KUBE_CTX", "KUBE_TOKEN", "KUBE_INSECURE"} {
+		t.Setenv(env, "")
+	}
+	dir := t.TempDir()
+	for _, tc := range []struct {
+		name    string
+		model   connectionModel
+		env     map[string]string
+		wantErr string
+	}{
+		{"nothing configured", connectionModel{}, nil, "no Kubernetes cluster is configured"},
+		{"missing kubeconfig", connectionModel{ConfigPath: types.StringValue(filepath.Join(dir, "nope"))}, nil, `kubeconfig ".*nope" \(config_path/config_paths\)`},
+		{"bad KUBE_INSECURE", connectionModel{Host: types.StringValue("https://10.0.0.1:6443")}, map[string]string{"KUBE_INSECURE": "maybe"}, `KUBE_INSECURE="maybe" is not a boolean`},
+		{"exec without command", connectionModel{Host: types.StringValue("https://10.0.0.1:6443"), Exec: &execModel{APIVersion: types.StringValue("client.authentication.k8s.io/v1")}}, nil, "exec: command and api_version are both required"},
+		{"host from the environment", connectionModel{}, map[string]string{"KUBE_HOST": "https://10.0.0.1:6443", "KUBE_TOKEN": "t"}, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			for k, v := range tc.env {
+				t.Setenv(k, v)
+			}
+			cfg, err := tc.model.restConfig()
+			if tc.wantErr == "" {
+				if err != nil {
+					t.Fatalf("restConfig: %v", err)
+				}
+				if cfg.Host != "https://10.0.0.1:6443" || cfg.BearerToken != "t" {
+					t.Errorf("restConfig = host %q token %q, want them from KUBE_HOST and KUBE_TOKEN", cfg.Host, cfg.BearerToken)
+				}
+				return
+			}
+			if err == nil || !regexp.MustCompile(tc.wantErr).MatchString(err.Error()) {
+				t.Errorf("restConfig error = %v, want it to match %q", err, tc.wantErr)
+			}
+		})
+	}
+}
+
+func TestAccProviderConfiguration(t *testing.T) {
+	cp := accPreCheck(t)
+	resource.Test(t, resource.TestCase{
+		ProtoV6ProviderFactories: protoV6ProviderFactories,
+		Steps: []resource.TestStep{
+			{
+				// A kubeconfig context that does not exist is an error, not a fallback.
+				Config: fmt.Sprintf("provider \"varnishgw\" {\n  config_path = %q\n  config_context = \"nope\"\n}\n", cp.Kubeconfig) +
+					`resource "varnishgw_gateway_class" "c" { name = "never-created" }`,
+				ExpectError: regexp.MustCompile(`context "nope" does not exist`),
+			},
+		},
+	})
+}
