@@ -352,7 +352,9 @@ type paramNamesValidator struct{}
 func (paramNamesValidator) Description(context.Context) string {
 	return "parameter names are lower-case varnishd parameter names such as thread_pool_min"
 }
-func (v paramNamesValidator) MarkdownDescription(ctx context.Context) string { return v.Description(ctx) }
+func (v paramNamesValidator) MarkdownDescription(ctx context.Context) string {
+	return v.Description(ctx)
+}
 func (paramNamesValidator) ValidateMap(_ context.Context, req validator.MapRequest, resp *validator.MapResponse) {
 	if req.ConfigValue.IsNull() || req.ConfigValue.IsUnknown() {
 		return
