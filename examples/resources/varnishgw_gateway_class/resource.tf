@@ -1,0 +1,21 @@
+resource "varnishgw_gateway_class" "varnish" {
+  name        = "varnish"
+  description = "Varnish gateways managed by Terraform"
+
+  # The class defaults live in a ConfigMap in this namespace.
+  parameters_namespace = "varnishgw-system"
+
+  storage = "malloc,1g"
+  varnishd_params = {
+    thread_pool_min = "50"
+  }
+
+  # Cache what the backends allow; without vcl every request is passed.
+  vcl = <<-VCL
+    sub vcl_backend_response {
+      if (beresp.ttl <= 0s) {
+        set beresp.ttl = 10s;
+      }
+    }
+  VCL
+}
