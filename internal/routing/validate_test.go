@@ -36,6 +36,12 @@ func TestValidateHTTPRoute(t *testing.T) {
 		{"bad header name", func(r *gatewayv1.HTTPRoute) {
 			r.Spec.Rules[0].Matches = []gatewayv1.HTTPRouteMatch{{Headers: []gatewayv1.HTTPHeaderMatch{{Name: "bad header", Value: "x"}}}}
 		}, "spec.rules[0].matches[0].headers[0].name"},
+		{"token header name", func(r *gatewayv1.HTTPRoute) {
+			r.Spec.Rules[0].Matches = []gatewayv1.HTTPRouteMatch{{Headers: []gatewayv1.HTTPHeaderMatch{{Name: "X_Custom.v1~", Value: "x"}}}}
+		}, ""},
+		{"bad query name", func(r *gatewayv1.HTTPRoute) {
+			r.Spec.Rules[0].Matches = []gatewayv1.HTTPRouteMatch{{QueryParams: []gatewayv1.HTTPQueryParamMatch{{Name: "a=b", Value: "x"}}}}
+		}, "spec.rules[0].matches[0].queryParams[0].name"},
 		{"duplicate header match", func(r *gatewayv1.HTTPRoute) {
 			r.Spec.Rules[0].Matches = []gatewayv1.HTTPRouteMatch{{Headers: []gatewayv1.HTTPHeaderMatch{{Name: "X-A", Value: "x"}, {Name: "x-a", Value: "y"}}}}
 		}, "spec.rules[0].matches[0].headers[1].name: Duplicate"},
