@@ -301,6 +301,18 @@ func validateHostname(p *field.Path, h string, wildcard bool) field.ErrorList {
 
 func validateBackendObjectRef(p *field.Path, b *gatewayv1.BackendObjectReference) field.ErrorList {
 	var errs field.ErrorList
+	if b.Name == "" {
+		errs = append(errs, field.Required(p.Child("name"), "the name of the Service"))
+	} else {
+		for _, msg := range validation.IsDNS1123Subdomain(string(b.Name)) {
+			errs = append(errs, field.Invalid(p.Child("name"), b.Name, msg))
+		}
+	}
+	if b.Namespace != nil {
+		for _, msg := range validation.IsDNS1123Label(string(*b.Namespace)) {
+			errs = append(errs, field.Invalid(p.Child("namespace"), *b.Namespace, msg))
+		}
+	}
 	if isServiceRef(b.Group, b.Kind) && b.Port == nil {
 		errs = append(errs, field.Required(p.Child("port"), "a Service backendRef needs the Service port"))
 	}
