@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
@@ -300,6 +301,18 @@ func fuzzGateway(data []byte) (*gatewayv1.Gateway, []*gatewayv1.HTTPRoute) {
 func FuzzAttach(f *testing.F) {
 	sch := ghostSchema(f)
 	gw, routes, objs := resolveFixture()
+	// The conformance suite's routes make good seeds, renamed to attach to
+	// the fixture Gateway.
+	if dir, err := conformanceModuleDir(); err == nil {
+		files, _ := filepath.Glob(filepath.Join(dir, "tests", "httproute-*.yaml"))
+		for _, file := range files {
+			for _, r := range readManifests(f, file).routes {
+				r.Namespace = "infra"
+				r.Spec.ParentRefs = []gatewayv1.ParentReference{{Name: "gw"}}
+				routes = append(routes, r)
+			}
+		}
+	}
 	for _, r := range routes {
 		data, err := json.Marshal(r)
 		if err != nil {
