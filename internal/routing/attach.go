@@ -183,7 +183,7 @@ func Attach(gw *gatewayv1.Gateway, route *gatewayv1.HTTPRoute, objs *Objects) (*
 
 func truncate(s string) string {
 	if len(s) > maxMessage {
-		return s[:maxMessage-3] + "..."
+		return strings.ToValidUTF8(s[:maxMessage-3], "") + "..."
 	}
 	return s
 }

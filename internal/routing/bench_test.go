@@ -71,6 +71,12 @@ func BenchmarkMergeResolve(b *testing.B) {
 	var size int
 	b.ReportAllocs()
 	b.ResetTimer()
+	cpu := processCPU()
+	defer func() {
+		// CPU time (all threads, GC included) is less sensitive than wall
+		// time to other load on a shared machine.
+		b.ReportMetric(float64(processCPU()-cpu)/float64(time.Millisecond)/float64(b.N), "cpu-ms/op")
+	}()
 	for b.Loop() {
 		tb, err := Merge(gw, frags)
 		if err != nil {

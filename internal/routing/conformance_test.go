@@ -18,29 +18,38 @@ import (
 	"sigs.k8s.io/yaml"
 )
 
-// conformanceDir returns the directory of the sigs.k8s.io/gateway-api/
-// conformance module in the module cache, at the version of the
-// sigs.k8s.io/gateway-api module this module requires. The conformance
-// module is separate and not a dependency; `go list -m` with a version
-// query finds (and if needed downloads) it without changing go.mod.
-func conformanceDir(t *testing.T) string {
-	t.Helper()
+// conformanceModuleDir returns the directory of the
+// sigs.k8s.io/gateway-api/conformance module in the module cache, at the
+// version of the sigs.k8s.io/gateway-api module this module requires. The
+// conformance module is separate and not a dependency; `go list -m` with a
+// version query finds (and if needed downloads) it without changing go.mod.
+func conformanceModuleDir() (string, error) {
 	goCmd, err := exec.LookPath("go")
 	if err != nil {
 		goCmd = filepath.Join(runtime.GOROOT(), "bin", "go")
 	}
 	out, err := exec.Command(goCmd, "list", "-m", "-f", "{{.Version}}", "sigs.k8s.io/gateway-api").Output()
 	if err != nil {
-		t.Fatalf("go list -m sigs.k8s.io/gateway-api: %v", err)
+		return "", fmt.Errorf("go list -m sigs.k8s.io/gateway-api: %w", err)
 	}
-	version := strings.TrimSpace(string(out))
-	out, err = exec.Command(goCmd, "list", "-m", "-f", "{{.Dir}}", "sigs.k8s.io/gateway-api/conformance@"+version).Output()
+	mod := "sigs.k8s.io/gateway-api/conformance@" + strings.TrimSpace(string(out))
+	out, err = exec.Command(goCmd, "list", "-m", "-f", "{{.Dir}}", mod).Output()
 	if err != nil {
-		t.Skipf("the conformance module %s is not available (offline?): %v", version, err)
+		return "", fmt.Errorf("go list -m %s (offline?): %w", mod, err)
 	}
 	dir := strings.TrimSpace(string(out))
 	if dir == "" {
-		t.Skipf("the conformance module %s is not in the module cache", version)
+		return "", fmt.Errorf("%s is not in the module cache", mod)
+	}
+	return dir, nil
+}
+
+// conformanceDir is conformanceModuleDir for tests, which skip without it.
+func conformanceDir(t testing.TB) string {
+	t.Helper()
+	dir, err := conformanceModuleDir()
+	if err != nil {
+		t.Skipf("conformance manifests not available: %v", err)
 	}
 	return dir
 }
@@ -55,7 +64,7 @@ type manifests struct {
 
 var docSep = regexp.MustCompile(`(?m)^---\s*$`)
 
-func readManifests(t *testing.T, path string) manifests {
+func readManifests(t testing.TB, path string) manifests {
 	t.Helper()
 	data, err := os.ReadFile(path)
 	if err != nil {

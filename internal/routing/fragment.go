@@ -330,23 +330,20 @@ func validateGhostMatch(p *field.Path, m *ghostjson.Match) field.ErrorList {
 	if m.Method != "" && !supportedMethods[m.Method] {
 		errs = append(errs, field.NotSupported(p.Child("method"), m.Method, methodList))
 	}
-	errs = append(errs, validateValueMatches(p.Child("headers"), m.Headers, true)...)
-	errs = append(errs, validateValueMatches(p.Child("queryParams"), m.QueryParams, false)...)
+	errs = append(errs, validateValueMatches(p.Child("headers"), m.Headers)...)
+	errs = append(errs, validateValueMatches(p.Child("queryParams"), m.QueryParams)...)
 	return errs
 }
 
-func validateValueMatches(p *field.Path, ms []ghostjson.ValueMatch, header bool) field.ErrorList {
+func validateValueMatches(p *field.Path, ms []ghostjson.ValueMatch) field.ErrorList {
 	var errs field.ErrorList
 	if len(ms) > maxValueMatches {
 		errs = append(errs, field.TooMany(p, len(ms), maxValueMatches))
 	}
 	for i, m := range ms {
 		ip := p.Index(i)
-		if header {
-			errs = append(errs, validateHeaderName(ip.Child("name"), m.Name)...)
-		} else if m.Name == "" || len(m.Name) > 256 {
-			errs = append(errs, field.Invalid(ip.Child("name"), m.Name, "must be 1 to 256 characters"))
-		}
+		// Header and query parameter names are both HTTP tokens.
+		errs = append(errs, validateHeaderName(ip.Child("name"), m.Name)...)
 		switch m.Type {
 		case ghostjson.PathExact:
 			errs = append(errs, validateHeaderValue(ip.Child("value"), m.Value)...)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
@@ -167,6 +168,33 @@ func FuzzMerge(f *testing.F) {
 			}
 			attachedTo[&fr.Route] = m
 		}
+		// Isolation seen from requests: whatever route the reference model
+		// picks for a host must be attached to the most specific listener
+		// for that host on the socket.
+		for _, host := range []string{"a.example.com", "b.a.example.com", "c.b.a.example.com", "x.example.com", "example.org", "y.example.org", "other.net"} {
+			for _, port := range []int32{80, 81} {
+				s := SocketName(port)
+				r := ghostRoute(doc, s, host, "/a/b")
+				if r == nil {
+					continue
+				}
+				owner := mostSpecificListener(bySocket[s], host)
+				if owner == nil {
+					t.Fatalf("%s on %s: served by %s, but no listener accepts the host", host, s, r.Name)
+				}
+				ns, rest, _ := strings.Cut(r.Name, "/")
+				name, _, _ := strings.Cut(rest, "/")
+				ok := false
+				for _, fr := range frags {
+					if fr.Route.Namespace == ns && fr.Route.Name == name && attachedTo[&fr.Route][string(owner.Name)] {
+						ok = true
+					}
+				}
+				if !ok {
+					t.Fatalf("%s on %s: served by %s, which is not attached to the owning listener %s", host, s, r.Name, owner.Name)
+				}
+			}
+		}
 		pairs := map[string]bool{}
 		for _, v := range tb.VHosts {
 			for _, s := range v.Sockets {
@@ -180,6 +208,27 @@ func FuzzMerge(f *testing.F) {
 					r := &v.Routes[i]
 					if owner == nil || !attachedTo[r.Route][string(owner.Name)] {
 						t.Fatalf("vhost %s: route %s is not attached to the owning listener %v", k, r.Name(), owner)
+					}
+				}
+			}
+			// Completeness: every route attached to the owning listener
+			// with a hostname that covers the vhost is in it.
+			for _, s := range v.Sockets {
+				owner := mostSpecificListener(bySocket[s], v.Hostname)
+				in := map[*RouteRef]bool{}
+				for i := range v.Routes {
+					in[v.Routes[i].Route] = true
+				}
+				for _, fr := range frags {
+					for _, al := range fr.Listeners {
+						if owner == nil || al.Name != string(owner.Name) {
+							continue
+						}
+						for _, h := range al.Hostnames {
+							if (h == v.Hostname || hostMatches(h, v.Hostname)) && !in[&fr.Route] {
+								t.Fatalf("vhost %s@%s lacks route %s attached to %s with hostname %s", v.Hostname, s, fr.Route, al.Name, h)
+							}
+						}
 					}
 				}
 			}
@@ -252,6 +301,18 @@ func fuzzGateway(data []byte) (*gatewayv1.Gateway, []*gatewayv1.HTTPRoute) {
 func FuzzAttach(f *testing.F) {
 	sch := ghostSchema(f)
 	gw, routes, objs := resolveFixture()
+	// The conformance suite's routes make good seeds, renamed to attach to
+	// the fixture Gateway.
+	if dir, err := conformanceModuleDir(); err == nil {
+		files, _ := filepath.Glob(filepath.Join(dir, "tests", "httproute-*.yaml"))
+		for _, file := range files {
+			for _, r := range readManifests(f, file).routes {
+				r.Namespace = "infra"
+				r.Spec.ParentRefs = []gatewayv1.ParentReference{{Name: "gw"}}
+				routes = append(routes, r)
+			}
+		}
+	}
 	for _, r := range routes {
 		data, err := json.Marshal(r)
 		if err != nil {

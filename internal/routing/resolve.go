@@ -29,6 +29,8 @@ import (
 //
 // Resolve is pure and deterministic: the same table and objects always
 // give a document that ghostjson.Marshal writes byte for byte the same.
+// The document shares filters, timeouts and endpoint lists with the table
+// and between routes: treat it as read-only.
 func Resolve(t *Table, objs *Objects) (*ghostjson.Document, error) {
 	if t == nil {
 		return nil, fmt.Errorf("resolve: nil table")

@@ -46,6 +46,10 @@ var (
 		}
 		return m
 	}()
+	// headerNameRE is the Gateway API HTTPHeaderName pattern (an RFC 9110
+	// token), which ghost.schema.json uses too. apimachinery's
+	// IsHTTPHeaderName is stricter (no "_" and other token characters).
+	headerNameRE = regexp.MustCompile("^[A-Za-z0-9!#$%&'*+\\-.^_`|~]+$")
 	// durationRE is the Gateway API duration format (GEP-2257).
 	durationRE = regexp.MustCompile(`^([0-9]{1,5}(h|m|s|ms)){1,4}$`)
 )
@@ -203,11 +207,8 @@ func validateHTTPRouteMatch(p *field.Path, m *gatewayv1.HTTPRouteMatch) field.Er
 	seen = map[string]bool{}
 	for i, q := range m.QueryParams {
 		qp := p.Child("queryParams").Index(i)
-		if q.Name == "" || len(q.Name) > 256 {
-			errs = append(errs, field.Invalid(qp.Child("name"), q.Name, "must be 1 to 256 characters"))
-		} else if strings.ContainsAny(string(q.Name), "&=# \t\r\n\x00") {
-			errs = append(errs, field.Invalid(qp.Child("name"), q.Name, `must not contain "&", "=", "#", whitespace or NUL`))
-		}
+		// The CRD types query parameter names as HTTPHeaderName: tokens.
+		errs = append(errs, validateHeaderName(qp.Child("name"), string(q.Name))...)
 		if seen[string(q.Name)] {
 			errs = append(errs, field.Duplicate(qp.Child("name"), q.Name))
 		}
@@ -263,11 +264,10 @@ func validateHeaderName(p *field.Path, name string) field.ErrorList {
 	if len(name) > 256 {
 		return field.ErrorList{field.TooLong(p, name, 256)}
 	}
-	var errs field.ErrorList
-	for _, msg := range validation.IsHTTPHeaderName(name) {
-		errs = append(errs, field.Invalid(p, name, msg))
+	if !headerNameRE.MatchString(name) {
+		return field.ErrorList{field.Invalid(p, name, "must be an HTTP token: letters, digits and !#$%&'*+-.^_`|~ (RFC 9110)")}
 	}
-	return errs
+	return nil
 }
 
 func validateHeaderValue(p *field.Path, v string) field.ErrorList {
@@ -301,6 +301,18 @@ func validateHostname(p *field.Path, h string, wildcard bool) field.ErrorList {
 
 func validateBackendObjectRef(p *field.Path, b *gatewayv1.BackendObjectReference) field.ErrorList {
 	var errs field.ErrorList
+	if b.Name == "" {
+		errs = append(errs, field.Required(p.Child("name"), "the name of the Service"))
+	} else {
+		for _, msg := range validation.IsDNS1123Subdomain(string(b.Name)) {
+			errs = append(errs, field.Invalid(p.Child("name"), b.Name, msg))
+		}
+	}
+	if b.Namespace != nil {
+		for _, msg := range validation.IsDNS1123Label(string(*b.Namespace)) {
+			errs = append(errs, field.Invalid(p.Child("namespace"), *b.Namespace, msg))
+		}
+	}
 	if isServiceRef(b.Group, b.Kind) && b.Port == nil {
 		errs = append(errs, field.Required(p.Child("port"), "a Service backendRef needs the Service port"))
 	}

@@ -36,6 +36,12 @@ func TestValidateHTTPRoute(t *testing.T) {
 		{"bad header name", func(r *gatewayv1.HTTPRoute) {
 			r.Spec.Rules[0].Matches = []gatewayv1.HTTPRouteMatch{{Headers: []gatewayv1.HTTPHeaderMatch{{Name: "bad header", Value: "x"}}}}
 		}, "spec.rules[0].matches[0].headers[0].name"},
+		{"token header name", func(r *gatewayv1.HTTPRoute) {
+			r.Spec.Rules[0].Matches = []gatewayv1.HTTPRouteMatch{{Headers: []gatewayv1.HTTPHeaderMatch{{Name: "X_Custom.v1~", Value: "x"}}}}
+		}, ""},
+		{"bad query name", func(r *gatewayv1.HTTPRoute) {
+			r.Spec.Rules[0].Matches = []gatewayv1.HTTPRouteMatch{{QueryParams: []gatewayv1.HTTPQueryParamMatch{{Name: "a=b", Value: "x"}}}}
+		}, "spec.rules[0].matches[0].queryParams[0].name"},
 		{"duplicate header match", func(r *gatewayv1.HTTPRoute) {
 			r.Spec.Rules[0].Matches = []gatewayv1.HTTPRouteMatch{{Headers: []gatewayv1.HTTPHeaderMatch{{Name: "X-A", Value: "x"}, {Name: "x-a", Value: "y"}}}}
 		}, "spec.rules[0].matches[0].headers[1].name: Duplicate"},
@@ -50,6 +56,10 @@ func TestValidateHTTPRoute(t *testing.T) {
 		}, "spec.rules[0].matches[0].method: Unsupported value"},
 		{"weight too big", func(r *gatewayv1.HTTPRoute) { r.Spec.Rules[0].BackendRefs[0].Weight = ptr(int32(1000001)) }, "spec.rules[0].backendRefs[0].weight"},
 		{"negative weight", func(r *gatewayv1.HTTPRoute) { r.Spec.Rules[0].BackendRefs[0].Weight = ptr(int32(-1)) }, "spec.rules[0].backendRefs[0].weight"},
+		{"backend without name", func(r *gatewayv1.HTTPRoute) { r.Spec.Rules[0].BackendRefs[0].Name = "" }, "spec.rules[0].backendRefs[0].name: Required"},
+		{"backend bad namespace", func(r *gatewayv1.HTTPRoute) {
+			r.Spec.Rules[0].BackendRefs[0].Namespace = ptr(gatewayv1.Namespace("Bad_NS"))
+		}, "spec.rules[0].backendRefs[0].namespace"},
 		{"service without port", func(r *gatewayv1.HTTPRoute) { r.Spec.Rules[0].BackendRefs[0].Port = nil }, "spec.rules[0].backendRefs[0].port: Required"},
 		{"backendRef filters", func(r *gatewayv1.HTTPRoute) {
 			r.Spec.Rules[0].BackendRefs[0].Filters = []gatewayv1.HTTPRouteFilter{headerMod("X-A")}
