@@ -21,7 +21,7 @@ cleanup() {
 }
 trap cleanup EXIT
 
-adm() { varnishadm -n "$W/$1" "${@:2}"; }
+adm() { varnishadm -t 900 -n "$W/$1" "${@:2}"; }
 port_of() { adm "$1" debug.listen_address | awk -v n="$2" '$1 == n {print $3}'; }
 
 start_varnishd() {	# name, -a args...
@@ -69,7 +69,7 @@ sub vcl_deliver { router.deliver(); }
 V
 done
 
-start_varnishd front -a http=127.0.0.1:0 -a ghost-admin=127.0.0.1:0
+start_varnishd front -p cli_timeout=900 -a http=127.0.0.1:0 -a ghost-admin=127.0.0.1:0
 adm front vcl.load a "$W/a.vcl" >/dev/null
 adm front vcl.use a >/dev/null
 adm front start >/dev/null
