@@ -89,12 +89,25 @@ jtype(const json_t *j)
 	}
 }
 
+/* buf = parent + formatted suffix; memcpy, not "%s", for the parent */
 #define SUB(buf, parent, ...) do {					\
-		int _n = snprintf(buf, sizeof buf, "%s", parent);	\
-		if (_n >= 0 && (size_t)_n < sizeof buf)			\
-			(void)snprintf(buf + _n, sizeof buf - _n,	\
-			    __VA_ARGS__);				\
+		size_t _l = strlen(parent);				\
+		if (_l >= sizeof buf)					\
+			_l = sizeof buf - 1;				\
+		memcpy(buf, parent, _l);				\
+		(void)snprintf(buf + _l, sizeof buf - _l, __VA_ARGS__);	\
 	} while (0)
+
+/* the path of a field, built only when needed (errors) */
+static const char *
+fpath(char *buf, size_t len, const char *parent, const char *key)
+{
+	if (*parent == '\0')
+		(void)snprintf(buf, len, "%s", key);
+	else
+		(void)snprintf(buf, len, "%s.%s", parent, key);
+	return (buf);
+}
 
 /*--------------------------------------------------------------------
  * typed field access
@@ -155,20 +168,27 @@ get_string(struct pc *pc, const char *parent, const json_t *obj,
 {
 	char path[PATHLEN];
 	json_t *v;
+	size_t l;
 
 	*out = NULL;
-	if (*parent == '\0')
-		SUB(path, key, "%s", "");
-	else
-		SUB(path, parent, ".%s", key);
 	v = json_object_get(obj, key);
 	if (v == NULL) {
 		if (required)
-			return (fail(pc, path, "missing required field; add "
-			    "\"%s\"", key));
+			return (fail(pc, fpath(path, sizeof path, parent, key),
+			    "missing required field; add \"%s\"", key));
 		return (0);
 	}
-	return (want_string(pc, path, v, minlen, maxlen, out));
+	if (json_is_string(v)) {
+		/* fast path, no path formatting */
+		l = json_string_length(v);
+		if (l >= minlen && l <= maxlen &&
+		    strlen(json_string_value(v)) == l) {
+			*out = json_string_value(v);
+			return (0);
+		}
+	}
+	return (want_string(pc, fpath(path, sizeof path, parent, key), v,
+	    minlen, maxlen, out));
 }
 
 static int
@@ -181,25 +201,23 @@ get_int(struct pc *pc, const char *parent, const json_t *obj,
 	long long i;
 
 	*out = dflt;
-	if (*parent == '\0')
-		SUB(path, key, "%s", "");
-	else
-		SUB(path, parent, ".%s", key);
 	v = json_object_get(obj, key);
 	if (v == NULL) {
 		if (required)
-			return (fail(pc, path, "missing required field; add "
-			    "\"%s\" (an integer from %lld to %lld)", key,
-			    min, max));
+			return (fail(pc, fpath(path, sizeof path, parent, key),
+			    "missing required field; add \"%s\" (an integer "
+			    "from %lld to %lld)", key, min, max));
 		return (0);
 	}
 	if (!json_is_integer(v))
-		return (fail(pc, path, "expected an integer, got %s; "
-		    "write an integer from %lld to %lld", jtype(v), min, max));
+		return (fail(pc, fpath(path, sizeof path, parent, key),
+		    "expected an integer, got %s; write an integer from %lld "
+		    "to %lld", jtype(v), min, max));
 	i = json_integer_value(v);
 	if (i < min || i > max)
-		return (fail(pc, path, "value %lld is out of range; use an "
-		    "integer from %lld to %lld", i, min, max));
+		return (fail(pc, fpath(path, sizeof path, parent, key),
+		    "value %lld is out of range; use an integer from %lld to "
+		    "%lld", i, min, max));
 	*out = i;
 	return (0);
 }
@@ -212,23 +230,21 @@ get_array(struct pc *pc, const char *parent, const json_t *obj,
 	json_t *v;
 
 	*out = NULL;
-	if (*parent == '\0')
-		SUB(path, key, "%s", "");
-	else
-		SUB(path, parent, ".%s", key);
 	v = json_object_get(obj, key);
 	if (v == NULL) {
 		if (required)
-			return (fail(pc, path, "missing required field; add "
-			    "\"%s\": [...]", key));
+			return (fail(pc, fpath(path, sizeof path, parent, key),
+			    "missing required field; add \"%s\": [...]", key));
 		return (0);
 	}
 	if (!json_is_array(v))
-		return (fail(pc, path, "expected an array, got %s; "
-		    "write a JSON array [...]", jtype(v)));
+		return (fail(pc, fpath(path, sizeof path, parent, key),
+		    "expected an array, got %s; write a JSON array [...]",
+		    jtype(v)));
 	if (json_array_size(v) > maxitems)
-		return (fail(pc, path, "has %zu items; the maximum is %zu",
-		    json_array_size(v), maxitems));
+		return (fail(pc, fpath(path, sizeof path, parent, key),
+		    "has %zu items; the maximum is %zu", json_array_size(v),
+		    maxitems));
 	*out = v;
 	return (0);
 }

@@ -21,11 +21,23 @@ static const struct vre_limits gh_limits = {10000, 20};
 int
 gh_re_compile(const char *pat, struct vre **re, char *err, size_t errlen)
 {
-	struct vsb vsb[1], *v;
+	struct vsb vsb[1];
 	char *p;
 	int e, eo;
 	size_t l;
 
+	/* the pattern alone first, so errors and offsets are the user's */
+	*re = VRE_compile(pat, 0, &e, &eo, 0);
+	if (*re == NULL) {
+		AN(VSB_init(vsb, err, errlen));
+		(void)VRE_error(vsb, e);
+		(void)VSB_finish(vsb);
+		VSB_fini(vsb);
+		l = strlen(err);
+		(void)snprintf(err + l, errlen - l, " at offset %d", eo);
+		return (-1);
+	}
+	VRE_free(re);
 	l = strlen(pat) + 9;
 	p = malloc(l);
 	if (p == NULL) {
@@ -36,15 +48,8 @@ gh_re_compile(const char *pat, struct vre **re, char *err, size_t errlen)
 	*re = VRE_compile(p, 0, &e, &eo, 1);
 	free(p);
 	if (*re == NULL) {
-		v = VSB_init(vsb, err, errlen);
-		AN(v);
-		(void)VRE_error(vsb, e);
-		(void)VSB_finish(vsb);
-		l = strlen(err);
-		if (eo >= 4)
-			eo -= 4;
-		(void)snprintf(err + l, errlen - l, " at offset %d", eo);
-		VSB_fini(vsb);
+		(void)snprintf(err, errlen, "cannot be anchored (a comment "
+		    "or an unbalanced group at the end?)");
 		return (-1);
 	}
 	(void)VRE_match(*re, "", 0, 0, &gh_limits);

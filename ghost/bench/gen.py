@@ -38,6 +38,50 @@ def ghost_json(nv, nr, addr, port):
     return json.dumps({"version": 1, "vhosts": vhosts}, indent=1)
 
 
+def cond(i, j, t, p, h, with_host):
+    c = []
+    if with_host:
+        c.append('req.http.host == "v%d.example.com"' % i)
+    if t == "Exact":
+        c.append('req.url ~ "^%s(\\?|$)"' % p)
+    else:
+        c.append('req.url ~ "^%s(/|\\?|$)"' % p)
+    if h is not None:
+        c.append('req.http.x-route == "%s"' % h)
+    return " && ".join(c)
+
+
+def vcl_two_level(nv, nr, addr, port):
+    """A chain over the hosts in vcl_recv, each calling a sub holding the
+    chain of that vhost's routes: what a VCL generator would emit (a flat
+    10,000-branch vcl_recv does not compile in bounded time)."""
+    out = ["vcl 4.1;", "",
+           'backend be { .host = "%s"; .port = "%d"; }' % (addr, port), ""]
+    byhost = {}
+    for r in routes(nv, nr):
+        byhost.setdefault(r[0], []).append(r)
+    for i in range(nv):
+        out.append("sub vh%d {" % i)
+        for k, (i_, j, t, p, h) in enumerate(byhost.get(i, [])):
+            out.append("\t%sif (%s) {" % ("" if k == 0 else "} els",
+                                            cond(i, j, t, p, h, False)))
+            out.append("\t\tset req.backend_hint = be;")
+            out.append("\t\treturn (pass);")
+        if byhost.get(i):
+            out.append("\t}")
+        out.append("}")
+    out.append("")
+    out.append("sub vcl_recv {")
+    for i in range(nv):
+        out.append('\t%sif (req.http.host == "v%d.example.com") {' %
+                   ("" if i == 0 else "} els", i))
+        out.append("\t\tcall vh%d;" % i)
+    out.append("\t}")
+    out.append("\treturn (synth(404));")
+    out.append("}")
+    return "\n".join(out) + "\n"
+
+
 def vcl_chain(nv, nr, addr, port):
     out = ["vcl 4.1;", "",
            'backend be { .host = "%s"; .port = "%d"; }' % (addr, port), "",
@@ -67,10 +111,14 @@ if __name__ == "__main__":
     ap.add_argument("--routes", type=int, default=10, help="per vhost")
     ap.add_argument("--backend", default="127.0.0.1:8080")
     ap.add_argument("--vcl", action="store_true",
-                    help="emit the VCL if/elsif chain instead")
+                    help="emit the VCL if/elsif chain (two levels) instead")
+    ap.add_argument("--vcl-flat", action="store_true",
+                    help="emit one flat if/elsif chain in vcl_recv")
     a = ap.parse_args()
     addr, port = a.backend.rsplit(":", 1)
     if a.vcl:
+        print(vcl_two_level(a.vhosts, a.routes, addr, int(port)), end="")
+    elif a.vcl_flat:
         print(vcl_chain(a.vhosts, a.routes, addr, int(port)), end="")
     else:
         print(ghost_json(a.vhosts, a.routes, addr, int(port)))

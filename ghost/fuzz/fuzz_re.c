@@ -20,6 +20,13 @@ gh_re_compile(const char *pat, struct vre **re, char *err, size_t errlen)
 	char *p;
 	size_t l;
 
+	c = pcre2_compile((PCRE2_SPTR)pat, PCRE2_ZERO_TERMINATED, 0, &e, &eo,
+	    NULL);
+	if (c == NULL) {
+		(void)pcre2_get_error_message(e, (PCRE2_UCHAR *)err, errlen);
+		return (-1);
+	}
+	pcre2_code_free(c);
 	l = strlen(pat) + 9;
 	p = malloc(l);
 	if (p == NULL)
