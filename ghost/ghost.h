@@ -94,6 +94,7 @@ struct gh_route {
 	unsigned		magic;
 #define GH_ROUTE_MAGIC		0x67687274
 	unsigned		index;		/* position in the file */
+	unsigned		pgroup;		/* precedenceGroup, 0 first */
 	char			*name;
 	int			ptype;		/* GH_PATH_* */
 	char			*pvalue;

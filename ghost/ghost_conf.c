@@ -780,7 +780,8 @@ load_filter(struct pc *pc, const char *path, const json_t *j,
 }
 
 static const char * const route_fields[] = {
-	"name", "match", "filters", "timeouts", "backends", NULL};
+	"name", "precedenceGroup", "match", "filters", "timeouts", "backends",
+	NULL};
 static const char * const match_fields[] = {
 	"path", "method", "headers", "queryParams", NULL};
 static const char * const path_fields[] = {"type", "value", NULL};
@@ -800,12 +801,14 @@ load_route(struct pc *pc, const char *path, const json_t *j,
 	const char * const *mt;
 	size_t i, nm;
 	unsigned seen = 0;
-	long long rq, brq;
+	long long rq, brq, pg;
 
 	r->magic = GH_ROUTE_MAGIC;
 	if (check_object(pc, path, j, route_fields) ||
-	    get_string(pc, path, j, "name", 0, 0, 512, &s))
+	    get_string(pc, path, j, "name", 0, 0, 512, &s) ||
+	    get_int(pc, path, j, "precedenceGroup", 0, 0, 1000000, 0, &pg))
 		return (-1);
+	r->pgroup = (unsigned)pg;
 	r->name = sdup(pc, path, s != NULL ? s : "");
 	if (r->name == NULL)
 		return (-1);
@@ -966,6 +969,8 @@ route_cmp(const void *a, const void *b)
 {
 	const struct gh_route *ra = a, *rb = b;
 
+	if (ra->pgroup != rb->pgroup)
+		return (ra->pgroup < rb->pgroup ? -1 : 1);
 	if (ra->ptype != rb->ptype)
 		return (ra->ptype - rb->ptype);
 	if (ra->ptype != GH_PATH_REGEX && ra->plen != rb->plen)

@@ -120,6 +120,11 @@ func (e *encoder) route(r *Route) error {
 		e.buf = appendString(e.buf, r.Name)
 		e.buf = append(e.buf, ',')
 	}
+	if r.PrecedenceGroup != 0 {
+		e.buf = append(e.buf, `"precedenceGroup":`...)
+		e.buf = strconv.AppendInt(e.buf, int64(r.PrecedenceGroup), 10)
+		e.buf = append(e.buf, ',')
+	}
 	e.buf = append(e.buf, `"match":{"path":{"type":`...)
 	e.buf = appendString(e.buf, r.Match.Path.Type)
 	e.buf = append(e.buf, `,"value":`...)

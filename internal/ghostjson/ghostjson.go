@@ -29,11 +29,16 @@ type VHost struct {
 
 // Route is one match of one HTTPRoute rule.
 type Route struct {
-	Name     string         `json:"name,omitempty"`
-	Match    Match          `json:"match"`
-	Filters  []Filter       `json:"filters,omitempty"`
-	Timeouts *Timeouts      `json:"timeouts,omitempty"`
-	Backends []BackendGroup `json:"backends,omitempty"`
+	Name string `json:"name,omitempty"`
+	// PrecedenceGroup is compared before the match precedence: ghost
+	// tries every route of a lower group before any route of a higher
+	// group. Resolve uses it for the Gateway API hostname precedence (0:
+	// the most specific route hostname of the vhost). Zero is not written.
+	PrecedenceGroup int            `json:"precedenceGroup,omitempty"`
+	Match           Match          `json:"match"`
+	Filters         []Filter       `json:"filters,omitempty"`
+	Timeouts        *Timeouts      `json:"timeouts,omitempty"`
+	Backends        []BackendGroup `json:"backends,omitempty"`
 }
 
 // Match is a request match: a path plus optional method, headers and query

@@ -22,7 +22,7 @@ func sample() *Document {
 				QueryParams: []ValueMatch{{Type: "RegularExpression", Name: "q", Value: `^\d+$`}}},
 				Filters: filters, Timeouts: &Timeouts{RequestMs: 1000, BackendRequestMs: 500},
 				Backends: []BackendGroup{{Name: "a/web:80", Weight: 3, Endpoints: eps}, {Name: "a/gone:80", Weight: 1, Endpoints: []Endpoint{}}}},
-			{Match: Match{Path: PathMatch{Type: PathExact, Value: "/x"}}, Filters: filters, Timeouts: &Timeouts{BackendRequestMs: 5},
+			{PrecedenceGroup: 2, Match: Match{Path: PathMatch{Type: PathExact, Value: "/x"}}, Filters: filters, Timeouts: &Timeouts{BackendRequestMs: 5},
 				Backends: []BackendGroup{{Weight: 0, Endpoints: eps}}},
 		}},
 		{Hostname: "a.example.com", Routes: []Route{}},
@@ -48,6 +48,10 @@ func TestMarshalMatchesEncodingJSON(t *testing.T) {
 	}
 	if !strings.Contains(string(out), "\n        {\"name\":\"a/b/0/0\",") {
 		t.Errorf("route not on its own line:\n%s", out)
+	}
+	if !strings.Contains(string(out), "\n        {\"precedenceGroup\":2,\"match\":") ||
+		strings.Count(string(out), "precedenceGroup") != 1 {
+		t.Errorf("precedenceGroup must be written only when not 0:\n%s", out)
 	}
 	again, _ := Marshal(d)
 	if string(again) != string(out) {

@@ -1,6 +1,7 @@
 package routing
 
 import (
+	"cmp"
 	"net/url"
 	"regexp"
 	"slices"
@@ -18,7 +19,8 @@ type simRequest struct {
 // ghostRoute is a reference model of how ghost picks a route, written from
 // the ghost.json contract: on the request's socket, the most specific vhost
 // for the host (exact, longest wildcard suffix, "*") and no fall-through;
-// in it, the routes stable-sorted by ComparePrecedence, first match wins.
+// in it, the routes stable-sorted by precedenceGroup, then ComparePrecedence,
+// first match wins.
 // It returns nil for 404.
 func ghostRoute(doc *ghostjson.Document, socket, host, path string) *ghostjson.Route {
 	return ghostServe(doc, socket, simRequest{Host: host, Method: "GET", Path: path})
@@ -51,7 +53,12 @@ func ghostServe(doc *ghostjson.Document, socket string, req simRequest) *ghostjs
 		return nil
 	}
 	routes := slices.Clone(best.Routes)
-	slices.SortStableFunc(routes, func(a, b ghostjson.Route) int { return ComparePrecedence(&a.Match, &b.Match) })
+	slices.SortStableFunc(routes, func(a, b ghostjson.Route) int {
+		if a.PrecedenceGroup != b.PrecedenceGroup {
+			return cmp.Compare(a.PrecedenceGroup, b.PrecedenceGroup)
+		}
+		return ComparePrecedence(&a.Match, &b.Match)
+	})
 	for i := range routes {
 		m := &routes[i].Match
 		if !pathMatches(m.Path, path) || (m.Method != "" && m.Method != req.Method) {

@@ -40,6 +40,10 @@ type TableRoute struct {
 	// HostRank is the specificity of the route hostname that made the
 	// route apply to this vhost (higher is more specific).
 	HostRank int
+	// Group is the ghost.json precedenceGroup: the rank of HostRank among
+	// the distinct HostRanks of the vhost's routes, 0 for the most
+	// specific. ghost compares it before the match precedence.
+	Group int
 }
 
 // Name is the ghost.json route name: namespace/route/rule/match.
@@ -124,15 +128,17 @@ func boolCmp(a, b bool) int {
 	}
 }
 
-// compareTableRoutes is the full file order: match precedence, then the
-// hostname precedence of the Gateway API (more specific route hostname
-// first), then GEP-713 ties: creation time, namespace/name, rule index,
-// match index.
+// compareTableRoutes is the full file order: the hostname precedence of
+// the Gateway API first (more specific route hostname first: an exact
+// hostname, then longer wildcards, "*" last), then match precedence, then
+// GEP-713 ties: creation time, namespace/name, rule index, match index.
+// ghost sees the hostname precedence as the precedenceGroup of each route
+// (TableRoute.Group), since it re-sorts by match precedence within a group.
 func compareTableRoutes(a, b *TableRoute) int {
-	if c := ComparePrecedence(a.Match(), b.Match()); c != 0 {
+	if c := cmp.Compare(b.HostRank, a.HostRank); c != 0 {
 		return c
 	}
-	if c := cmp.Compare(b.HostRank, a.HostRank); c != 0 {
+	if c := ComparePrecedence(a.Match(), b.Match()); c != 0 {
 		return c
 	}
 	if a.Route != b.Route {
@@ -385,6 +391,12 @@ func vhostRoutes(byHost map[string][]*Fragment, h string) []TableRoute {
 		}
 	}
 	slices.SortFunc(out, func(a, b TableRoute) int { return compareTableRoutes(&a, &b) })
+	for i := 1; i < len(out); i++ {
+		out[i].Group = out[i-1].Group
+		if out[i].HostRank != out[i-1].HostRank {
+			out[i].Group++
+		}
+	}
 	return out
 }
 
@@ -395,8 +407,14 @@ func sameRoutes(a, b []TableRoute) bool {
 }
 
 // shadowed reports matches that are identical to a match earlier in the
-// (sorted) route list: ghost never uses them.
+// (sorted) route list: ghost never uses them. An identical match in a later
+// precedence group is shadowed too: the routes are looked at in match
+// precedence order, ties in file order.
 func shadowed(routes []TableRoute, hostname, socket string) []Conflict {
+	if n := len(routes); n > 1 && routes[0].Group != routes[n-1].Group {
+		routes = slices.Clone(routes)
+		slices.SortStableFunc(routes, func(a, b TableRoute) int { return ComparePrecedence(a.Match(), b.Match()) })
+	}
 	var out []Conflict
 	for start := 0; start < len(routes); {
 		end := start + 1

@@ -71,11 +71,12 @@ func Resolve(t *Table, objs *Objects) (*ghostjson.Document, error) {
 				names[nk] = name
 			}
 			gv.Routes = append(gv.Routes, ghostjson.Route{
-				Name:     name,
-				Match:    *tr.Match(),
-				Filters:  ro.filters,
-				Timeouts: tr.Rule.Timeouts,
-				Backends: ro.backends,
+				Name:            name,
+				PrecedenceGroup: tr.Group,
+				Match:           *tr.Match(),
+				Filters:         ro.filters,
+				Timeouts:        tr.Rule.Timeouts,
+				Backends:        ro.backends,
 			})
 		}
 		doc.VHosts = append(doc.VHosts, gv)
