@@ -26,29 +26,42 @@ import (
 // and Services web and api (port 80) in ns.
 func routeFixture(t *testing.T, cp *testenv.ControlPlane, ns, hostname string) (gateway string) {
 	t.Helper()
+	createGateway(t, cp, ns, "gw", createClass(t, cp, ControllerName), hostname)
+	for _, name := range []string{"web", "api"} {
+		createService(t, cp, ns, name)
+	}
+	return "gw"
+}
+
+// createClass creates a GatewayClass with controller and returns its name.
+func createClass(t *testing.T, cp *testenv.ControlPlane, controller string) string {
+	t.Helper()
 	ctx := context.Background()
 	class := "vgw-" + rand.String(6)
-	gc := &gatewayv1.GatewayClass{ObjectMeta: metav1.ObjectMeta{Name: class}, Spec: gatewayv1.GatewayClassSpec{ControllerName: ControllerName}}
+	gc := &gatewayv1.GatewayClass{ObjectMeta: metav1.ObjectMeta{Name: class}, Spec: gatewayv1.GatewayClassSpec{ControllerName: gatewayv1.GatewayController(controller)}}
 	if _, err := cp.Gateway.GatewayV1().GatewayClasses().Create(ctx, gc, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = cp.Gateway.GatewayV1().GatewayClasses().Delete(ctx, class, metav1.DeleteOptions{}) })
+	return class
+}
+
+// createGateway creates a Gateway with one HTTP listener on port 8080 for
+// hostname (any host when empty).
+func createGateway(t *testing.T, cp *testenv.ControlPlane, ns, name, class, hostname string) {
+	t.Helper()
 	listener := gatewayv1.Listener{Name: "http", Port: 8080, Protocol: gatewayv1.HTTPProtocolType}
 	if hostname != "" {
 		h := gatewayv1.Hostname(hostname)
 		listener.Hostname = &h
 	}
 	gw := &gatewayv1.Gateway{
-		ObjectMeta: metav1.ObjectMeta{Name: "gw", Namespace: ns},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
 		Spec:       gatewayv1.GatewaySpec{GatewayClassName: gatewayv1.ObjectName(class), Listeners: []gatewayv1.Listener{listener}},
 	}
-	if _, err := cp.Gateway.GatewayV1().Gateways(ns).Create(ctx, gw, metav1.CreateOptions{}); err != nil {
+	if _, err := cp.Gateway.GatewayV1().Gateways(ns).Create(context.Background(), gw, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	for _, name := range []string{"web", "api"} {
-		createService(t, cp, ns, name)
-	}
-	return gw.Name
 }
 
 func createService(t *testing.T, cp *testenv.ControlPlane, ns, name string) {
@@ -361,4 +374,116 @@ resource "varnishgw_http_route" "bad" {
 			})
 		})
 	}
+}
+
+func TestAccHTTPRouteParents(t *testing.T) {
+	cp := accPreCheck(t)
+	ns := cp.Namespace(t)
+	ctx := context.Background()
+	gw := routeFixture(t, cp, ns, "")
+	createGateway(t, cp, ns, "gw2", createClass(t, cp, ControllerName), "")
+	createGateway(t, cp, ns, "other", createClass(t, cp, "example.com/other-controller"), "")
+	const addr = "varnishgw_http_route.test"
+	config := func(name string, parents ...string) string {
+		var refs []string
+		for _, p := range parents {
+			refs = append(refs, fmt.Sprintf("{ name = %q }", p))
+		}
+		return providerBlock(cp) + fmt.Sprintf(`
+resource "varnishgw_http_route" "test" {
+  namespace   = %q
+  name        = %q
+  parent_refs = [%s]
+  rules       = [{ backend_refs = [{ name = "web", port = 80 }] }]
+}
+`, ns, name, strings.Join(refs, ", "))
+	}
+	ourParents := func(name string, want ...string) resource.TestCheckFunc {
+		return func(*terraform.State) error {
+			route, err := getRoute(ns, name, cp)
+			if err != nil {
+				return err
+			}
+			var got []string
+			for _, p := range route.Status.Parents {
+				if p.ControllerName == ControllerName {
+					got = append(got, string(p.ParentRef.Name))
+				}
+			}
+			if fmt.Sprint(got) != fmt.Sprint(want) {
+				return fmt.Errorf("varnishgw status parents = %v, want %v", got, want)
+			}
+			for _, gw := range []string{"gw", "gw2", "other"} {
+				_, _, err := fragment(cp, ns, gw, name)
+				if wanted := strings.Contains(fmt.Sprint(want), gw); wanted && err != nil || !wanted && !apierrors.IsNotFound(err) {
+					return fmt.Errorf("fragment for Gateway %s: %v (wanted: %v)", gw, err, wanted)
+				}
+			}
+			return nil
+		}
+	}
+	resource.Test(t, resource.TestCase{
+		ProtoV6ProviderFactories: protoV6ProviderFactories,
+		Steps: []resource.TestStep{
+			{
+				// The Gateway of another controller gets neither status nor fragment.
+				Config: config("web", gw, "gw2", "other"),
+				Check:  ourParents("web", gw, "gw2"),
+			},
+			{
+				// Another controller's status entry survives our writes; the
+				// fragment of a removed parent is deleted.
+				PreConfig: func() {
+					route, err := getRoute(ns, "web", cp)
+					if err != nil {
+						t.Fatal(err)
+					}
+					route.Status.Parents = append(route.Status.Parents, gatewayv1.RouteParentStatus{
+						ParentRef:      gatewayv1.ParentReference{Name: "other"},
+						ControllerName: "example.com/other-controller",
+						Conditions: []metav1.Condition{{Type: "Accepted", Status: metav1.ConditionTrue, Reason: "Accepted",
+							ObservedGeneration: route.Generation, LastTransitionTime: metav1.Now()}},
+					})
+					if _, err := cp.Gateway.GatewayV1().HTTPRoutes(ns).UpdateStatus(ctx, route, metav1.UpdateOptions{}); err != nil {
+						t.Fatal(err)
+					}
+				},
+				Config: config("web", gw, "other"),
+				Check: resource.ComposeAggregateTestCheckFunc(
+					ourParents("web", gw),
+					func(*terraform.State) error {
+						route, err := getRoute(ns, "web", cp)
+						if err != nil {
+							return err
+						}
+						for _, p := range route.Status.Parents {
+							if p.ControllerName == "example.com/other-controller" {
+								return nil
+							}
+						}
+						return fmt.Errorf("the other controller's status entry is gone: %+v", route.Status.Parents)
+					},
+				),
+			},
+			{
+				// A new name replaces the route; the old route's fragment goes.
+				Config: config("web2", gw),
+				ConfigPlanChecks: resource.ConfigPlanChecks{
+					PreApply: []plancheck.PlanCheck{plancheck.ExpectResourceAction(addr, plancheck.ResourceActionDestroyBeforeCreate)},
+				},
+				Check: resource.ComposeAggregateTestCheckFunc(
+					ourParents("web2", gw),
+					func(*terraform.State) error {
+						if _, err := getRoute(ns, "web", cp); !apierrors.IsNotFound(err) {
+							return fmt.Errorf("old HTTPRoute web: %v, want NotFound", err)
+						}
+						if _, _, err := fragment(cp, ns, gw, "web"); !apierrors.IsNotFound(err) {
+							return fmt.Errorf("old fragment: %v, want NotFound", err)
+						}
+						return nil
+					},
+				),
+			},
+		},
+	})
 }
