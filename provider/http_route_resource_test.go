@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	fwresource "github.com/hashicorp/terraform-plugin-framework/resource"
 	"github.com/hashicorp/terraform-plugin-testing/helper/resource"
 	"github.com/hashicorp/terraform-plugin-testing/plancheck"
 	"github.com/hashicorp/terraform-plugin-testing/terraform"
@@ -303,6 +304,61 @@ resource "varnishgw_http_route" "test" {
 				},
 			},
 			{
+				// A fragment deleted out of band shows as a routing change
+				// and the apply writes it again.
+				PreConfig: func() {
+					cm, _, err := fragment(cp, ns, gw, "web")
+					if err != nil {
+						t.Fatal(err)
+					}
+					if err := cp.Client.CoreV1().ConfigMaps(ns).Delete(ctx, cm.Name, metav1.DeleteOptions{}); err != nil {
+						t.Fatal(err)
+					}
+				},
+				Config: config("/v2"),
+				ConfigPlanChecks: resource.ConfigPlanChecks{
+					PreApply: []plancheck.PlanCheck{
+						plancheck.ExpectResourceAction(addr, plancheck.ResourceActionUpdate),
+						routingKnown{addr, `"value":"/v2"`},
+					},
+				},
+				Check: func(*terraform.State) error {
+					_, _, err := fragment(cp, ns, gw, "web")
+					return err
+				},
+			},
+			{
+				// A listener added to the Gateway: the plan shows the route
+				// attaching to it, before anything changes.
+				PreConfig: func() {
+					g, err := cp.Gateway.GatewayV1().Gateways(ns).Get(ctx, gw, metav1.GetOptions{})
+					if err != nil {
+						t.Fatal(err)
+					}
+					g.Spec.Listeners = append(g.Spec.Listeners, gatewayv1.Listener{Name: "admin", Port: 9090, Protocol: gatewayv1.HTTPProtocolType})
+					if _, err := cp.Gateway.GatewayV1().Gateways(ns).Update(ctx, g, metav1.UpdateOptions{}); err != nil {
+						t.Fatal(err)
+					}
+				},
+				Config: config("/v2"),
+				ConfigPlanChecks: resource.ConfigPlanChecks{
+					PreApply: []plancheck.PlanCheck{
+						plancheck.ExpectResourceAction(addr, plancheck.ResourceActionUpdate),
+						routingKnown{addr, `{"name":"admin","port":9090,"hostnames":["www.example.com"]}`},
+					},
+				},
+				Check: func(*terraform.State) error {
+					_, f, err := fragment(cp, ns, gw, "web")
+					if err != nil {
+						return err
+					}
+					if len(f.Listeners) != 2 {
+						return fmt.Errorf("fragment listeners = %+v, want http and admin", f.Listeners)
+					}
+					return nil
+				},
+			},
+			{
 				Config:   config("/v2"),
 				PlanOnly: true,
 			},
@@ -486,4 +542,28 @@ resource "varnishgw_http_route" "test" {
 			},
 		},
 	})
+}
+
+func TestHTTPRouteAttributePath(t *testing.T) {
+	ctx := context.Background()
+	var s fwresource.SchemaResponse
+	(&httpRouteResource{}).Schema(ctx, fwresource.SchemaRequest{}, &s)
+	for field, want := range map[string]string{
+		"spec.rules[0].matches[1].path.value":                         "rules[0].matches[1].path.value",
+		"spec.rules[2].matches[0].queryParams[3].name":                "rules[2].matches[0].query_params[3].name",
+		"spec.rules[0].filters[1].urlRewrite.path.replacePrefixMatch": "rules[0].filters[1].url_rewrite.path.replace_prefix_match",
+		"spec.rules[0].filters[0].requestMirror.backendRef.port":      "rules[0].filters[0].request_mirror.backend_ref.port",
+		"spec.rules[0].filters[0].extensionRef.name":                  "rules[0].filters[0]",
+		"spec.rules[0].backendRefs[1].weight":                         "rules[0].backend_refs[1].weight",
+		"spec.parentRefs[0].sectionName":                              "parent_refs[0].section_name",
+		"spec.hostnames[2]":                                           "hostnames[2]",
+		"spec.rules[0].timeouts.backendRequest":                       "rules[0].timeouts.backend_request",
+		"spec.rules[0].sessionPersistence":                            "rules[0]",
+		"metadata.name":                                               "",
+	} {
+		p, text := attributePath(ctx, s.Schema, field)
+		if text != want || (want != "" && p.String() != want) {
+			t.Errorf("attributePath(%s) = %s (%s), want %s", field, text, p, want)
+		}
+	}
 }
