@@ -17,6 +17,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/stringplanmodifier"
 	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
 	"github.com/hashicorp/terraform-plugin-framework/types"
+	"github.com/hashicorp/terraform-plugin-go/tftypes"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -299,25 +300,52 @@ func (r *httpRouteResource) Configure(_ context.Context, req resource.ConfigureR
 // ValidateConfig checks the route as the gateways will apply it, so that an
 // invalid value fails the plan on its attribute.
 func (r *httpRouteResource) ValidateConfig(ctx context.Context, req resource.ValidateConfigRequest, resp *resource.ValidateConfigResponse) {
-	if !req.Config.Raw.IsFullyKnown() {
-		return // checked again at apply time, when every value is known
-	}
+	known := req.Config.Raw.IsFullyKnown()
 	var m httpRouteModel
-	resp.Diagnostics.Append(req.Config.Get(ctx, &m)...)
-	if resp.Diagnostics.HasError() {
+	if d := req.Config.Get(ctx, &m); d.HasError() {
+		if known {
+			resp.Diagnostics.Append(d...)
+		}
+		// A list or object known only after apply: validated at apply.
 		return
 	}
 	var s resource.SchemaResponse
 	r.Schema(ctx, resource.SchemaRequest{}, &s)
 	for _, e := range routing.ValidateHTTPRoute(m.toHTTPRoute()) {
 		p, text := attributePath(ctx, s.Schema, e.Field)
-		detail := fmt.Sprintf("%s: %s", text, e.ErrorBody())
+		if !known && (text == "" || !knownAt(req.Config.Raw, p)) {
+			// The value, or part of it, is known only after apply
+			// (unknown values read as unset here): validated at apply.
+			continue
+		}
 		if text == "" {
 			resp.Diagnostics.AddError("Invalid HTTP route", e.Error())
 			continue
 		}
-		resp.Diagnostics.AddAttributeError(p, "Invalid HTTP route", detail)
+		resp.Diagnostics.AddAttributeError(p, "Invalid HTTP route", fmt.Sprintf("%s: %s", text, e.ErrorBody()))
 	}
+}
+
+// knownAt reports whether the value at p in v is known, nested values
+// included.
+func knownAt(v tftypes.Value, p path.Path) bool {
+	tp := tftypes.NewAttributePath()
+	for _, step := range p.Steps() {
+		switch st := step.(type) {
+		case path.PathStepAttributeName:
+			tp = tp.WithAttributeName(string(st))
+		case path.PathStepElementKeyInt:
+			tp = tp.WithElementKeyInt(int(st))
+		default:
+			return false
+		}
+	}
+	got, _, err := tftypes.WalkAttributePath(v, tp)
+	if err != nil {
+		return false
+	}
+	val, ok := got.(tftypes.Value)
+	return ok && val.IsFullyKnown()
 }
 
 // ModifyPlan computes the routing attribute from the planned route and the

@@ -410,6 +410,7 @@ func TestAccHTTPRouteValidation(t *testing.T) {
   filters      = [{ type = "RequestRedirect", request_redirect = { hostname = "example.com" } }]
   backend_refs = [{ name = "web", port = 80 }]
 }]`, `rules\[0\]\.backend_refs: Invalid value: 1: a rule with a RequestRedirect filter`},
+		{"rule name the API server rejects", `[{ name = "Bad_Name" }]`, `the API server rejects the route: rules\[0\]\.name: Invalid value: "Bad_Name"`},
 		{"unsupported filter", `[{ filters = [{ type = "CORS" }] }]`, `rules\[0\]\.filters\[0\]\.type: Unsupported value: "CORS"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -541,6 +542,43 @@ resource "varnishgw_http_route" "test" {
 				),
 			},
 		},
+	})
+}
+
+// TestAccHTTPRouteValidationUnknown: a value known only after apply does
+// not hide the errors of the values known at plan time.
+func TestAccHTTPRouteValidationUnknown(t *testing.T) {
+	cp := accPreCheck(t)
+	config := func(path string) string {
+		return providerBlock(cp) + `
+resource "terraform_data" "svc" {
+  input = "web"
+}
+
+resource "varnishgw_http_route" "bad" {
+  namespace   = "default"
+  name        = "bad"
+  parent_refs = [{ name = "gw" }]
+  rules = [{
+    matches      = [{ path = { type = "RegularExpression", value = "` + path + `" } }]
+    backend_refs = [{ name = terraform_data.svc.output, port = 80 }]
+  }]
+}
+`
+	}
+	resource.Test(t, resource.TestCase{
+		ProtoV6ProviderFactories: protoV6ProviderFactories,
+		Steps: []resource.TestStep{{
+			Config:      config("/(a"),
+			PlanOnly:    true,
+			ExpectError: regexp.MustCompile(`rules\[0\]\.matches\[0\]\.path\.value: Invalid value: "/\(a"`),
+		}, {
+			// The unknown backend name is no error, and the routing is
+			// known after apply.
+			Config:             config("/(a|b)"),
+			PlanOnly:           true,
+			ExpectNonEmptyPlan: true,
+		}},
 	})
 }
 
