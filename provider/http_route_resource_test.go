@@ -448,10 +448,16 @@ func TestAccHTTPRouteParents(t *testing.T) {
 		}
 		return providerBlock(cp) + fmt.Sprintf(`
 resource "varnishgw_http_route" "test" {
-  namespace   = %q
-  name        = %q
-  parent_refs = [%s]
+  namespace   = %[1]q
+  name        = %[2]q
+  parent_refs = [%[3]s]
   rules       = [{ backend_refs = [{ name = "web", port = 80 }] }]
+}
+
+resource "varnishgw_http_route" "foreign" {
+  namespace   = %[1]q
+  name        = "foreign"
+  parent_refs = [{ name = "other" }]
 }
 `, ns, name, strings.Join(refs, ", "))
 	}
@@ -485,7 +491,21 @@ resource "varnishgw_http_route" "test" {
 			{
 				// The Gateway of another controller gets neither status nor fragment.
 				Config: config("web", gw, "gw2", "other"),
-				Check:  ourParents("web", gw, "gw2"),
+				Check: resource.ComposeAggregateTestCheckFunc(
+					ourParents("web", gw, "gw2"),
+					// A route with only another controller's parent gets no status.
+					func(*terraform.State) error {
+						route, err := getRoute(ns, "foreign", cp)
+						if err != nil {
+							return err
+						}
+						if len(route.Status.Parents) != 0 {
+							return fmt.Errorf("status parents of a route without varnishgw parent = %+v, want none", route.Status.Parents)
+						}
+						return nil
+					},
+					resource.TestCheckResourceAttr("varnishgw_http_route.foreign", "routing", "[]"),
+				),
 			},
 			{
 				// Another controller's status entry survives our writes; the

@@ -338,10 +338,16 @@ func parentRefs(route *gatewayv1.HTTPRoute) []routing.ObjectRef {
 func (c *clients) writeStatus(ctx context.Context, route *gatewayv1.HTTPRoute, frags []*routing.Fragment) error {
 	now := metav1.Now().Rfc3339Copy()
 	var parents []gatewayv1.RouteParentStatus
+	hadOurs := false
 	for _, p := range route.Status.Parents {
 		if p.ControllerName != ControllerName {
 			parents = append(parents, p)
+		} else {
+			hadOurs = true
 		}
+	}
+	if len(frags) == 0 && !hadOurs {
+		return nil // no varnishgw parent: leave the status to the others
 	}
 	for _, f := range frags {
 		for _, ps := range f.Parents {
