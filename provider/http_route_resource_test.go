@@ -625,3 +625,71 @@ func TestHTTPRouteAttributePath(t *testing.T) {
 		}
 	}
 }
+
+// TestAccHTTPRouteNamespaceSelector: a listener that admits routes from
+// namespaces by label accepts a route from a labelled namespace only.
+func TestAccHTTPRouteNamespaceSelector(t *testing.T) {
+	cp := accPreCheck(t)
+	ctx := context.Background()
+	gwNS, teamNS, otherNS := cp.Namespace(t), cp.Namespace(t), cp.Namespace(t)
+	n, err := cp.Client.CoreV1().Namespaces().Get(ctx, teamNS, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n.Labels == nil {
+		n.Labels = map[string]string{}
+	}
+	n.Labels["team"] = "shop"
+	if _, err := cp.Client.CoreV1().Namespaces().Update(ctx, n, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	from := gatewayv1.NamespacesFromSelector
+	gw := &gatewayv1.Gateway{
+		ObjectMeta: metav1.ObjectMeta{Name: "shared", Namespace: gwNS},
+		Spec: gatewayv1.GatewaySpec{
+			GatewayClassName: gatewayv1.ObjectName(createClass(t, cp, ControllerName)),
+			Listeners: []gatewayv1.Listener{{Name: "http", Port: 8080, Protocol: gatewayv1.HTTPProtocolType,
+				AllowedRoutes: &gatewayv1.AllowedRoutes{Namespaces: &gatewayv1.RouteNamespaces{
+					From: &from, Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"team": "shop"}}}}}},
+		},
+	}
+	if _, err := cp.Gateway.GatewayV1().Gateways(gwNS).Create(ctx, gw, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	createService(t, cp, teamNS, "web")
+	createService(t, cp, otherNS, "web")
+	resource.Test(t, resource.TestCase{
+		ProtoV6ProviderFactories: protoV6ProviderFactories,
+		Steps: []resource.TestStep{{
+			Config: providerBlock(cp) + fmt.Sprintf(`
+resource "varnishgw_http_route" "team" {
+  namespace   = %[2]q
+  name        = "web"
+  parent_refs = [{ name = "shared", namespace = %[1]q }]
+  rules       = [{ backend_refs = [{ name = "web", port = 80 }] }]
+}
+
+resource "varnishgw_http_route" "other" {
+  namespace   = %[3]q
+  name        = "web"
+  parent_refs = [{ name = "shared", namespace = %[1]q }]
+  rules       = [{ backend_refs = [{ name = "web", port = 80 }] }]
+}
+`, gwNS, teamNS, otherNS),
+			Check: resource.ComposeAggregateTestCheckFunc(
+				checkRouteCondition(cp, teamNS, "web", "shared", "Accepted", metav1.ConditionTrue, "Accepted"),
+				checkRouteCondition(cp, otherNS, "web", "shared", "Accepted", metav1.ConditionFalse, "NotAllowedByListeners"),
+				func(*terraform.State) error {
+					// Both fragments live in the Gateway's namespace.
+					for _, ns := range []string{teamNS, otherNS} {
+						name := routing.FragmentConfigMapName(routing.ObjectRef{Namespace: gwNS, Name: "shared"}, routing.ObjectRef{Namespace: ns, Name: "web"})
+						if _, err := cp.Client.CoreV1().ConfigMaps(gwNS).Get(ctx, name, metav1.GetOptions{}); err != nil {
+							return fmt.Errorf("fragment of %s/web: %w", ns, err)
+						}
+					}
+					return nil
+				},
+			),
+		}},
+	})
+}
