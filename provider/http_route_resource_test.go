@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
 	"regexp"
 	"strings"
 	"testing"
@@ -690,6 +691,24 @@ resource "varnishgw_http_route" "other" {
 					return nil
 				},
 			),
+		}},
+	})
+}
+
+// TestAccHTTPRouteExample plans the documentation example: it must pass
+// validation.
+func TestAccHTTPRouteExample(t *testing.T) {
+	cp := accPreCheck(t)
+	example, err := os.ReadFile("../examples/resources/varnishgw_http_route/resource.tf")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resource.Test(t, resource.TestCase{
+		ProtoV6ProviderFactories: protoV6ProviderFactories,
+		Steps: []resource.TestStep{{
+			Config:             providerBlock(cp) + string(example),
+			PlanOnly:           true,
+			ExpectNonEmptyPlan: true,
 		}},
 	})
 }
