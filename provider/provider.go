@@ -196,6 +196,7 @@ func checkGatewayAPI(kube kubernetes.Interface) error {
 func (p *varnishgwProvider) Resources(context.Context) []func() resource.Resource {
 	return []func() resource.Resource{
 		NewGatewayClassResource,
+		NewHTTPRouteResource,
 	}
 }
 

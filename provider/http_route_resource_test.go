@@ -1,0 +1,714 @@
+package provider
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"regexp"
+	"strings"
+	"testing"
+
+	fwresource "github.com/hashicorp/terraform-plugin-framework/resource"
+	"github.com/hashicorp/terraform-plugin-testing/helper/resource"
+	"github.com/hashicorp/terraform-plugin-testing/plancheck"
+	"github.com/hashicorp/terraform-plugin-testing/terraform"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/rand"
+	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
+
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/routing"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/testenv"
+)
+
+// routeFixture creates, with the admin client, a varnishgw GatewayClass, a
+// Gateway in ns with an HTTP listener for hostname (any host when empty)
+// and Services web and api (port 80) in ns.
+func routeFixture(t *testing.T, cp *testenv.ControlPlane, ns, hostname string) (gateway string) {
+	t.Helper()
+	createGateway(t, cp, ns, "gw", createClass(t, cp, ControllerName), hostname)
+	for _, name := range []string{"web", "api"} {
+		createService(t, cp, ns, name)
+	}
+	return "gw"
+}
+
+// createClass creates a GatewayClass with controller and returns its name.
+func createClass(t *testing.T, cp *testenv.ControlPlane, controller string) string {
+	t.Helper()
+	ctx := context.Background()
+	class := "vgw-" + rand.String(6)
+	gc := &gatewayv1.GatewayClass{ObjectMeta: metav1.ObjectMeta{Name: class}, Spec: gatewayv1.GatewayClassSpec{ControllerName: gatewayv1.GatewayController(controller)}}
+	if _, err := cp.Gateway.GatewayV1().GatewayClasses().Create(ctx, gc, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cp.Gateway.GatewayV1().GatewayClasses().Delete(ctx, class, metav1.DeleteOptions{}) })
+	return class
+}
+
+// createGateway creates a Gateway with one HTTP listener on port 8080 for
+// hostname (any host when empty).
+func createGateway(t *testing.T, cp *testenv.ControlPlane, ns, name, class, hostname string) {
+	t.Helper()
+	listener := gatewayv1.Listener{Name: "http", Port: 8080, Protocol: gatewayv1.HTTPProtocolType}
+	if hostname != "" {
+		h := gatewayv1.Hostname(hostname)
+		listener.Hostname = &h
+	}
+	gw := &gatewayv1.Gateway{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+		Spec:       gatewayv1.GatewaySpec{GatewayClassName: gatewayv1.ObjectName(class), Listeners: []gatewayv1.Listener{listener}},
+	}
+	if _, err := cp.Gateway.GatewayV1().Gateways(ns).Create(context.Background(), gw, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func createService(t *testing.T, cp *testenv.ControlPlane, ns, name string) {
+	t.Helper()
+	svc := &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+		Spec:       corev1.ServiceSpec{Ports: []corev1.ServicePort{{Name: "http", Port: 80}}},
+	}
+	if _, err := cp.Client.CoreV1().Services(ns).Create(context.Background(), svc, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func getRoute(ns, name string, cp *testenv.ControlPlane) (*gatewayv1.HTTPRoute, error) {
+	return cp.Gateway.GatewayV1().HTTPRoutes(ns).Get(context.Background(), name, metav1.GetOptions{})
+}
+
+// checkRouteCondition checks the condition typ of varnishgw's status entry
+// for the parent Gateway gw.
+func checkRouteCondition(cp *testenv.ControlPlane, ns, name, gw, typ string, status metav1.ConditionStatus, reason string) resource.TestCheckFunc {
+	return func(*terraform.State) error {
+		route, err := getRoute(ns, name, cp)
+		if err != nil {
+			return err
+		}
+		for _, p := range route.Status.Parents {
+			if p.ControllerName != ControllerName || string(p.ParentRef.Name) != gw {
+				continue
+			}
+			for _, c := range p.Conditions {
+				if c.Type == typ {
+					if c.Status != status || c.Reason != reason || c.ObservedGeneration != route.Generation {
+						return fmt.Errorf("condition %s = %s/%s at generation %d (%s), want %s/%s at %d", typ, c.Status, c.Reason, c.ObservedGeneration, c.Message, status, reason, route.Generation)
+					}
+					return nil
+				}
+			}
+		}
+		return fmt.Errorf("no %s condition for parent %s in status %+v", typ, gw, route.Status.Parents)
+	}
+}
+
+// fragment reads the stored fragment of route ns/name for Gateway ns/gw.
+func fragment(cp *testenv.ControlPlane, ns, gw, name string) (*corev1.ConfigMap, *routing.Fragment, error) {
+	gwRef := routing.ObjectRef{Namespace: ns, Name: gw}
+	cmName := routing.FragmentConfigMapName(gwRef, routing.ObjectRef{Namespace: ns, Name: name})
+	cm, err := cp.Client.CoreV1().ConfigMaps(ns).Get(context.Background(), cmName, metav1.GetOptions{})
+	if err != nil {
+		return nil, nil, err
+	}
+	f, err := routing.UnmarshalFragment([]byte(cm.Data[routing.FragmentDataKey]))
+	return cm, f, err
+}
+
+// routingKnown fails when the planned routing attribute is unknown or does
+// not contain want.
+type routingKnown struct {
+	addr, want string
+}
+
+func (c routingKnown) CheckPlan(_ context.Context, req plancheck.CheckPlanRequest, resp *plancheck.CheckPlanResponse) {
+	for _, rc := range req.Plan.ResourceChanges {
+		if rc.Address != c.addr {
+			continue
+		}
+		if unknown, ok := rc.Change.AfterUnknown.(map[string]any); ok && unknown["routing"] == true {
+			resp.Error = fmt.Errorf("%s: routing is unknown in the plan, want it known", c.addr)
+			return
+		}
+		after, _ := rc.Change.After.(map[string]any)
+		s, _ := after["routing"].(string)
+		if !strings.Contains(s, c.want) {
+			resp.Error = fmt.Errorf("%s: planned routing %s does not contain %s", c.addr, s, c.want)
+		}
+		return
+	}
+	resp.Error = fmt.Errorf("no change for %s in the plan", c.addr)
+}
+
+func TestAccHTTPRoute(t *testing.T) {
+	cp := accPreCheck(t)
+	ns := cp.Namespace(t)
+	gw := routeFixture(t, cp, ns, "")
+	ctx := context.Background()
+	const addr = "varnishgw_http_route.test"
+
+	// A ConfigMap that looks like a fragment of the Gateway but is not this
+	// route's: destroy must leave it alone.
+	foreign := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "vgw-foreign", Namespace: ns,
+		Labels: map[string]string{routing.FragmentGatewayLabel: gw, "app.kubernetes.io/managed-by": "varnishgw"}}}
+	if _, err := cp.Client.CoreV1().ConfigMaps(ns).Create(ctx, foreign, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+
+	config := func(path string) string {
+		return providerBlock(cp) + fmt.Sprintf(`
+resource "varnishgw_http_route" "test" {
+  namespace   = %[1]q
+  name        = "web"
+  parent_refs = [{ name = %[2]q }]
+  hostnames   = ["www.example.com"]
+  rules = [
+    {
+      matches = [{
+        path    = { type = "PathPrefix", value = %[3]q }
+        headers = [{ type = "Exact", name = "x-canary", value = "1" }]
+      }]
+      backend_refs = [
+        { name = "web", port = 80, weight = 90 },
+        { name = "api", port = 80, weight = 10 },
+      ]
+      timeouts = { request = "10s" }
+    },
+    {
+      matches = [{ path = { type = "Exact", value = "/old" } }]
+      filters = [{
+        type             = "RequestRedirect"
+        request_redirect = { path = { type = "ReplaceFullPath", replace_full_path = "/new" }, status_code = 301 }
+      }]
+    },
+  ]
+}
+`, ns, gw, path)
+	}
+
+	var uid string
+	resource.Test(t, resource.TestCase{
+		ProtoV6ProviderFactories: protoV6ProviderFactories,
+		CheckDestroy: func(*terraform.State) error {
+			if _, err := getRoute(ns, "web", cp); !apierrors.IsNotFound(err) {
+				return fmt.Errorf("HTTPRoute after destroy: %v, want NotFound", err)
+			}
+			if _, _, err := fragment(cp, ns, gw, "web"); !apierrors.IsNotFound(err) {
+				return fmt.Errorf("fragment ConfigMap after destroy: %v, want NotFound", err)
+			}
+			if _, err := cp.Client.CoreV1().ConfigMaps(ns).Get(ctx, "vgw-foreign", metav1.GetOptions{}); err != nil {
+				return fmt.Errorf("the foreign ConfigMap did not survive destroy: %v", err)
+			}
+			return nil
+		},
+		Steps: []resource.TestStep{
+			{
+				Config: config("/app"),
+				ConfigPlanChecks: resource.ConfigPlanChecks{
+					PreApply: []plancheck.PlanCheck{routingKnown{addr, `"value":"/app"`}},
+				},
+				Check: resource.ComposeAggregateTestCheckFunc(
+					resource.TestCheckResourceAttr(addr, "id", ns+"/web"),
+					resource.TestCheckResourceAttr(addr, "rules.0.backend_refs.0.weight", "90"),
+					checkRouteCondition(cp, ns, "web", gw, "Accepted", metav1.ConditionTrue, "Accepted"),
+					checkRouteCondition(cp, ns, "web", gw, "ResolvedRefs", metav1.ConditionTrue, "ResolvedRefs"),
+					func(*terraform.State) error {
+						route, err := getRoute(ns, "web", cp)
+						if err != nil {
+							return err
+						}
+						uid = string(route.UID)
+						if v := route.Spec.Rules[0].Matches[0].Path.Value; v == nil || *v != "/app" {
+							return fmt.Errorf("path = %v, want /app", v)
+						}
+						if route.Labels["app.kubernetes.io/managed-by"] != "varnishgw" {
+							return fmt.Errorf("route labels = %v", route.Labels)
+						}
+						cm, f, err := fragment(cp, ns, gw, "web")
+						if err != nil {
+							return fmt.Errorf("fragment: %w", err)
+						}
+						for k, v := range routing.FragmentLabels(routing.ObjectRef{Namespace: ns, Name: gw}) {
+							if cm.Labels[k] != v {
+								return fmt.Errorf("fragment labels = %v, want %s=%s", cm.Labels, k, v)
+							}
+						}
+						if !f.Accepted() || len(f.Rules) != 2 || len(f.Rules[0].Backends) != 2 {
+							return fmt.Errorf("fragment = %+v, want accepted with 2 rules and a 2-backend split", f)
+						}
+						return nil
+					},
+				),
+			},
+			{
+				// A path change: the plan shows the new routing, known.
+				Config: config("/v2"),
+				ConfigPlanChecks: resource.ConfigPlanChecks{
+					PreApply: []plancheck.PlanCheck{
+						plancheck.ExpectResourceAction(addr, plancheck.ResourceActionUpdate),
+						routingKnown{addr, `"value":"/v2"`},
+					},
+				},
+				Check: func(*terraform.State) error {
+					route, err := getRoute(ns, "web", cp)
+					if err != nil {
+						return err
+					}
+					if string(route.UID) != uid {
+						return fmt.Errorf("route replaced")
+					}
+					_, f, err := fragment(cp, ns, gw, "web")
+					if err != nil {
+						return err
+					}
+					if b, _ := json.Marshal(f.Rules); !strings.Contains(string(b), `"/v2"`) {
+						return fmt.Errorf("fragment rules %s lack /v2", b)
+					}
+					return nil
+				},
+			},
+			{
+				ResourceName:      addr,
+				ImportState:       true,
+				ImportStateId:     ns + "/web",
+				ImportStateVerify: true,
+			},
+			{
+				// Drift: an out-of-band path change shows in the plan.
+				PreConfig: func() {
+					route, err := getRoute(ns, "web", cp)
+					if err != nil {
+						t.Fatal(err)
+					}
+					v := "/hacked"
+					route.Spec.Rules[0].Matches[0].Path.Value = &v
+					if _, err := cp.Gateway.GatewayV1().HTTPRoutes(ns).Update(ctx, route, metav1.UpdateOptions{}); err != nil {
+						t.Fatal(err)
+					}
+				},
+				Config: config("/v2"),
+				ConfigPlanChecks: resource.ConfigPlanChecks{
+					PreApply: []plancheck.PlanCheck{plancheck.ExpectResourceAction(addr, plancheck.ResourceActionUpdate)},
+				},
+				Check: func(*terraform.State) error {
+					route, err := getRoute(ns, "web", cp)
+					if err != nil {
+						return err
+					}
+					if v := route.Spec.Rules[0].Matches[0].Path.Value; *v != "/v2" {
+						return fmt.Errorf("path after apply = %s, want the drift corrected to /v2", *v)
+					}
+					return nil
+				},
+			},
+			{
+				// A fragment deleted out of band shows as a routing change
+				// and the apply writes it again.
+				PreConfig: func() {
+					cm, _, err := fragment(cp, ns, gw, "web")
+					if err != nil {
+						t.Fatal(err)
+					}
+					if err := cp.Client.CoreV1().ConfigMaps(ns).Delete(ctx, cm.Name, metav1.DeleteOptions{}); err != nil {
+						t.Fatal(err)
+					}
+				},
+				Config: config("/v2"),
+				ConfigPlanChecks: resource.ConfigPlanChecks{
+					PreApply: []plancheck.PlanCheck{
+						plancheck.ExpectResourceAction(addr, plancheck.ResourceActionUpdate),
+						routingKnown{addr, `"value":"/v2"`},
+					},
+				},
+				Check: func(*terraform.State) error {
+					_, _, err := fragment(cp, ns, gw, "web")
+					return err
+				},
+			},
+			{
+				// A listener added to the Gateway: the plan shows the route
+				// attaching to it, before anything changes.
+				PreConfig: func() {
+					g, err := cp.Gateway.GatewayV1().Gateways(ns).Get(ctx, gw, metav1.GetOptions{})
+					if err != nil {
+						t.Fatal(err)
+					}
+					g.Spec.Listeners = append(g.Spec.Listeners, gatewayv1.Listener{Name: "admin", Port: 9090, Protocol: gatewayv1.HTTPProtocolType})
+					if _, err := cp.Gateway.GatewayV1().Gateways(ns).Update(ctx, g, metav1.UpdateOptions{}); err != nil {
+						t.Fatal(err)
+					}
+				},
+				Config: config("/v2"),
+				ConfigPlanChecks: resource.ConfigPlanChecks{
+					PreApply: []plancheck.PlanCheck{
+						plancheck.ExpectResourceAction(addr, plancheck.ResourceActionUpdate),
+						routingKnown{addr, `{"name":"admin","port":9090,"hostnames":["www.example.com"]}`},
+					},
+				},
+				Check: func(*terraform.State) error {
+					_, f, err := fragment(cp, ns, gw, "web")
+					if err != nil {
+						return err
+					}
+					if len(f.Listeners) != 2 {
+						return fmt.Errorf("fragment listeners = %+v, want http and admin", f.Listeners)
+					}
+					return nil
+				},
+			},
+			{
+				Config:   config("/v2"),
+				PlanOnly: true,
+			},
+		},
+	})
+}
+
+func TestAccHTTPRouteStatus(t *testing.T) {
+	cp := accPreCheck(t)
+	ns := cp.Namespace(t)
+	other := cp.Namespace(t)
+	gw := routeFixture(t, cp, ns, "*.example.com")
+	createService(t, cp, other, "remote")
+	resource.Test(t, resource.TestCase{
+		ProtoV6ProviderFactories: protoV6ProviderFactories,
+		Steps: []resource.TestStep{{
+			Config: providerBlock(cp) + fmt.Sprintf(`
+resource "varnishgw_http_route" "remote" {
+  namespace   = %[1]q
+  name        = "remote"
+  parent_refs = [{ name = %[2]q }]
+  rules       = [{ backend_refs = [{ name = "remote", namespace = %[3]q, port = 80 }] }]
+}
+
+resource "varnishgw_http_route" "elsewhere" {
+  namespace   = %[1]q
+  name        = "elsewhere"
+  parent_refs = [{ name = %[2]q }]
+  hostnames   = ["www.example.org"]
+  rules       = [{ backend_refs = [{ name = "web", port = 80 }] }]
+}
+`, ns, gw, other),
+			Check: resource.ComposeAggregateTestCheckFunc(
+				checkRouteCondition(cp, ns, "remote", gw, "Accepted", metav1.ConditionTrue, "Accepted"),
+				checkRouteCondition(cp, ns, "remote", gw, "ResolvedRefs", metav1.ConditionFalse, "RefNotPermitted"),
+				checkRouteCondition(cp, ns, "elsewhere", gw, "Accepted", metav1.ConditionFalse, "NoMatchingListenerHostname"),
+				resource.TestMatchResourceAttr("varnishgw_http_route.elsewhere", "routing", regexp.MustCompile(`"accepted":false`)),
+			),
+		}},
+	})
+}
+
+func TestAccHTTPRouteValidation(t *testing.T) {
+	cp := accPreCheck(t)
+	for _, tc := range []struct{ name, rules, want string }{
+		{"bad regex", `[{ matches = [{ path = { type = "RegularExpression", value = "/(a" } }] }]`, `rules\[0\]\.matches\[0\]\.path\.value: Invalid value: "/\(a"`},
+		{"bad header name", `[{ matches = [{ headers = [{ name = "bad header", value = "1" }] }] }]`, `rules\[0\]\.matches\[0\]\.headers\[0\]\.name: Invalid value: "bad header"`},
+		{"redirect with backends", `[{
+  filters      = [{ type = "RequestRedirect", request_redirect = { hostname = "example.com" } }]
+  backend_refs = [{ name = "web", port = 80 }]
+}]`, `rules\[0\]\.backend_refs: Invalid value: 1: a rule with a RequestRedirect filter`},
+		{"rule name the API server rejects", `[{ name = "Bad_Name" }]`, `the API server rejects the route: rules\[0\]\.name: Invalid value: "Bad_Name"`},
+		{"unsupported filter", `[{ filters = [{ type = "CORS" }] }]`, `rules\[0\]\.filters\[0\]\.type: Unsupported value: "CORS"`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			resource.Test(t, resource.TestCase{
+				ProtoV6ProviderFactories: protoV6ProviderFactories,
+				Steps: []resource.TestStep{{
+					Config: providerBlock(cp) + `
+resource "varnishgw_http_route" "bad" {
+  namespace   = "default"
+  name        = "bad"
+  parent_refs = [{ name = "gw" }]
+  rules       = ` + tc.rules + `
+}
+`,
+					PlanOnly:    true,
+					ExpectError: regexp.MustCompile(tc.want),
+				}},
+			})
+		})
+	}
+}
+
+func TestAccHTTPRouteParents(t *testing.T) {
+	cp := accPreCheck(t)
+	ns := cp.Namespace(t)
+	ctx := context.Background()
+	gw := routeFixture(t, cp, ns, "")
+	createGateway(t, cp, ns, "gw2", createClass(t, cp, ControllerName), "")
+	createGateway(t, cp, ns, "other", createClass(t, cp, "example.com/other-controller"), "")
+	const addr = "varnishgw_http_route.test"
+	config := func(name string, parents ...string) string {
+		var refs []string
+		for _, p := range parents {
+			refs = append(refs, fmt.Sprintf("{ name = %q }", p))
+		}
+		return providerBlock(cp) + fmt.Sprintf(`
+resource "varnishgw_http_route" "test" {
+  namespace   = %[1]q
+  name        = %[2]q
+  parent_refs = [%[3]s]
+  rules       = [{ backend_refs = [{ name = "web", port = 80 }] }]
+}
+
+resource "varnishgw_http_route" "foreign" {
+  namespace   = %[1]q
+  name        = "foreign"
+  parent_refs = [{ name = "other" }]
+}
+`, ns, name, strings.Join(refs, ", "))
+	}
+	ourParents := func(name string, want ...string) resource.TestCheckFunc {
+		return func(*terraform.State) error {
+			route, err := getRoute(ns, name, cp)
+			if err != nil {
+				return err
+			}
+			var got []string
+			for _, p := range route.Status.Parents {
+				if p.ControllerName == ControllerName {
+					got = append(got, string(p.ParentRef.Name))
+				}
+			}
+			if fmt.Sprint(got) != fmt.Sprint(want) {
+				return fmt.Errorf("varnishgw status parents = %v, want %v", got, want)
+			}
+			for _, gw := range []string{"gw", "gw2", "other"} {
+				_, _, err := fragment(cp, ns, gw, name)
+				if wanted := strings.Contains(fmt.Sprint(want), gw); wanted && err != nil || !wanted && !apierrors.IsNotFound(err) {
+					return fmt.Errorf("fragment for Gateway %s: %v (wanted: %v)", gw, err, wanted)
+				}
+			}
+			return nil
+		}
+	}
+	resource.Test(t, resource.TestCase{
+		ProtoV6ProviderFactories: protoV6ProviderFactories,
+		Steps: []resource.TestStep{
+			{
+				// The Gateway of another controller gets neither status nor fragment.
+				Config: config("web", gw, "gw2", "other"),
+				Check: resource.ComposeAggregateTestCheckFunc(
+					ourParents("web", gw, "gw2"),
+					// A route with only another controller's parent gets no status.
+					func(*terraform.State) error {
+						route, err := getRoute(ns, "foreign", cp)
+						if err != nil {
+							return err
+						}
+						if len(route.Status.Parents) != 0 {
+							return fmt.Errorf("status parents of a route without varnishgw parent = %+v, want none", route.Status.Parents)
+						}
+						return nil
+					},
+					resource.TestCheckResourceAttr("varnishgw_http_route.foreign", "routing", "[]"),
+				),
+			},
+			{
+				// Another controller's status entry survives our writes; the
+				// fragment of a removed parent is deleted.
+				PreConfig: func() {
+					route, err := getRoute(ns, "web", cp)
+					if err != nil {
+						t.Fatal(err)
+					}
+					route.Status.Parents = append(route.Status.Parents, gatewayv1.RouteParentStatus{
+						ParentRef:      gatewayv1.ParentReference{Name: "other"},
+						ControllerName: "example.com/other-controller",
+						Conditions: []metav1.Condition{{Type: "Accepted", Status: metav1.ConditionTrue, Reason: "Accepted",
+							ObservedGeneration: route.Generation, LastTransitionTime: metav1.Now()}},
+					})
+					if _, err := cp.Gateway.GatewayV1().HTTPRoutes(ns).UpdateStatus(ctx, route, metav1.UpdateOptions{}); err != nil {
+						t.Fatal(err)
+					}
+				},
+				Config: config("web", gw, "other"),
+				Check: resource.ComposeAggregateTestCheckFunc(
+					ourParents("web", gw),
+					func(*terraform.State) error {
+						route, err := getRoute(ns, "web", cp)
+						if err != nil {
+							return err
+						}
+						for _, p := range route.Status.Parents {
+							if p.ControllerName == "example.com/other-controller" {
+								return nil
+							}
+						}
+						return fmt.Errorf("the other controller's status entry is gone: %+v", route.Status.Parents)
+					},
+				),
+			},
+			{
+				// A new name replaces the route; the old route's fragment goes.
+				Config: config("web2", gw),
+				ConfigPlanChecks: resource.ConfigPlanChecks{
+					PreApply: []plancheck.PlanCheck{plancheck.ExpectResourceAction(addr, plancheck.ResourceActionDestroyBeforeCreate)},
+				},
+				Check: resource.ComposeAggregateTestCheckFunc(
+					ourParents("web2", gw),
+					func(*terraform.State) error {
+						if _, err := getRoute(ns, "web", cp); !apierrors.IsNotFound(err) {
+							return fmt.Errorf("old HTTPRoute web: %v, want NotFound", err)
+						}
+						if _, _, err := fragment(cp, ns, gw, "web"); !apierrors.IsNotFound(err) {
+							return fmt.Errorf("old fragment: %v, want NotFound", err)
+						}
+						return nil
+					},
+				),
+			},
+		},
+	})
+}
+
+// TestAccHTTPRouteValidationUnknown: a value known only after apply does
+// not hide the errors of the values known at plan time.
+func TestAccHTTPRouteValidationUnknown(t *testing.T) {
+	cp := accPreCheck(t)
+	config := func(path string) string {
+		return providerBlock(cp) + `
+resource "terraform_data" "svc" {
+  input = "web"
+}
+
+resource "varnishgw_http_route" "bad" {
+  namespace   = "default"
+  name        = "bad"
+  parent_refs = [{ name = "gw" }]
+  rules = [{
+    matches      = [{ path = { type = "RegularExpression", value = "` + path + `" } }]
+    backend_refs = [{ name = terraform_data.svc.output, port = 80 }]
+  }]
+}
+`
+	}
+	resource.Test(t, resource.TestCase{
+		ProtoV6ProviderFactories: protoV6ProviderFactories,
+		Steps: []resource.TestStep{{
+			Config:      config("/(a"),
+			PlanOnly:    true,
+			ExpectError: regexp.MustCompile(`rules\[0\]\.matches\[0\]\.path\.value: Invalid value: "/\(a"`),
+		}, {
+			// The unknown backend name is no error, and the routing is
+			// known after apply.
+			Config:             config("/(a|b)"),
+			PlanOnly:           true,
+			ExpectNonEmptyPlan: true,
+		}},
+	})
+}
+
+func TestHTTPRouteAttributePath(t *testing.T) {
+	ctx := context.Background()
+	var s fwresource.SchemaResponse
+	(&httpRouteResource{}).Schema(ctx, fwresource.SchemaRequest{}, &s)
+	for field, want := range map[string]string{
+		"spec.rules[0].matches[1].path.value":                         "rules[0].matches[1].path.value",
+		"spec.rules[2].matches[0].queryParams[3].name":                "rules[2].matches[0].query_params[3].name",
+		"spec.rules[0].filters[1].urlRewrite.path.replacePrefixMatch": "rules[0].filters[1].url_rewrite.path.replace_prefix_match",
+		"spec.rules[0].filters[0].requestMirror.backendRef.port":      "rules[0].filters[0].request_mirror.backend_ref.port",
+		"spec.rules[0].filters[0].extensionRef.name":                  "rules[0].filters[0]",
+		"spec.rules[0].backendRefs[1].weight":                         "rules[0].backend_refs[1].weight",
+		"spec.parentRefs[0].sectionName":                              "parent_refs[0].section_name",
+		"spec.hostnames[2]":                                           "hostnames[2]",
+		"spec.rules[0].timeouts.backendRequest":                       "rules[0].timeouts.backend_request",
+		"spec.rules[0].sessionPersistence":                            "rules[0]",
+		"metadata.name":                                               "",
+	} {
+		p, text := attributePath(ctx, s.Schema, field)
+		if text != want || (want != "" && p.String() != want) {
+			t.Errorf("attributePath(%s) = %s (%s), want %s", field, text, p, want)
+		}
+	}
+}
+
+// TestAccHTTPRouteNamespaceSelector: a listener that admits routes from
+// namespaces by label accepts a route from a labelled namespace only.
+func TestAccHTTPRouteNamespaceSelector(t *testing.T) {
+	cp := accPreCheck(t)
+	ctx := context.Background()
+	gwNS, teamNS, otherNS := cp.Namespace(t), cp.Namespace(t), cp.Namespace(t)
+	n, err := cp.Client.CoreV1().Namespaces().Get(ctx, teamNS, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n.Labels == nil {
+		n.Labels = map[string]string{}
+	}
+	n.Labels["team"] = "shop"
+	if _, err := cp.Client.CoreV1().Namespaces().Update(ctx, n, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	from := gatewayv1.NamespacesFromSelector
+	gw := &gatewayv1.Gateway{
+		ObjectMeta: metav1.ObjectMeta{Name: "shared", Namespace: gwNS},
+		Spec: gatewayv1.GatewaySpec{
+			GatewayClassName: gatewayv1.ObjectName(createClass(t, cp, ControllerName)),
+			Listeners: []gatewayv1.Listener{{Name: "http", Port: 8080, Protocol: gatewayv1.HTTPProtocolType,
+				AllowedRoutes: &gatewayv1.AllowedRoutes{Namespaces: &gatewayv1.RouteNamespaces{
+					From: &from, Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"team": "shop"}}}}}},
+		},
+	}
+	if _, err := cp.Gateway.GatewayV1().Gateways(gwNS).Create(ctx, gw, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	createService(t, cp, teamNS, "web")
+	createService(t, cp, otherNS, "web")
+	resource.Test(t, resource.TestCase{
+		ProtoV6ProviderFactories: protoV6ProviderFactories,
+		Steps: []resource.TestStep{{
+			Config: providerBlock(cp) + fmt.Sprintf(`
+resource "varnishgw_http_route" "team" {
+  namespace   = %[2]q
+  name        = "web"
+  parent_refs = [{ name = "shared", namespace = %[1]q }]
+  rules       = [{ backend_refs = [{ name = "web", port = 80 }] }]
+}
+
+resource "varnishgw_http_route" "other" {
+  namespace   = %[3]q
+  name        = "web"
+  parent_refs = [{ name = "shared", namespace = %[1]q }]
+  rules       = [{ backend_refs = [{ name = "web", port = 80 }] }]
+}
+`, gwNS, teamNS, otherNS),
+			Check: resource.ComposeAggregateTestCheckFunc(
+				checkRouteCondition(cp, teamNS, "web", "shared", "Accepted", metav1.ConditionTrue, "Accepted"),
+				checkRouteCondition(cp, otherNS, "web", "shared", "Accepted", metav1.ConditionFalse, "NotAllowedByListeners"),
+				func(*terraform.State) error {
+					// Both fragments live in the Gateway's namespace.
+					for _, ns := range []string{teamNS, otherNS} {
+						name := routing.FragmentConfigMapName(routing.ObjectRef{Namespace: gwNS, Name: "shared"}, routing.ObjectRef{Namespace: ns, Name: "web"})
+						if _, err := cp.Client.CoreV1().ConfigMaps(gwNS).Get(ctx, name, metav1.GetOptions{}); err != nil {
+							return fmt.Errorf("fragment of %s/web: %w", ns, err)
+						}
+					}
+					return nil
+				},
+			),
+		}},
+	})
+}
+
+// TestAccHTTPRouteExample plans the documentation example: it must pass
+// validation.
+func TestAccHTTPRouteExample(t *testing.T) {
+	cp := accPreCheck(t)
+	example, err := os.ReadFile("../examples/resources/varnishgw_http_route/resource.tf")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resource.Test(t, resource.TestCase{
+		ProtoV6ProviderFactories: protoV6ProviderFactories,
+		Steps: []resource.TestStep{{
+			Config:             providerBlock(cp) + string(example),
+			PlanOnly:           true,
+			ExpectNonEmptyPlan: true,
+		}},
+	})
+}

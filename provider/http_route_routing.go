@@ -1,0 +1,436 @@
+package provider
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	corev1apply "k8s.io/client-go/applyconfigurations/core/v1"
+	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
+	gatewayv1apply "sigs.k8s.io/gateway-api/applyconfiguration/apis/v1"
+
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/routing"
+)
+
+// routeParent is one parent Gateway of a route as the provider sees it.
+type routeParent struct {
+	ref     routing.ObjectRef
+	gateway *gatewayv1.Gateway // nil when the Gateway does not exist
+	ours    bool               // its GatewayClass is served by varnishgw
+}
+
+// parentGateways lists the distinct Gateways the route's parentRefs name,
+// sorted, with the Gateway and whether varnishgw serves it.
+func (c *clients) parentGateways(ctx context.Context, route *gatewayv1.HTTPRoute) ([]routeParent, error) {
+	var out []routeParent
+	seen := map[routing.ObjectRef]bool{}
+	classes := map[string]bool{}
+	for _, p := range route.Spec.ParentRefs {
+		if p.Kind != nil && *p.Kind != "Gateway" || p.Group != nil && *p.Group != gatewayv1.GroupName {
+			continue
+		}
+		ref := routing.ObjectRef{Namespace: route.Namespace, Name: string(p.Name)}
+		if p.Namespace != nil {
+			ref.Namespace = string(*p.Namespace)
+		}
+		if seen[ref] {
+			continue
+		}
+		seen[ref] = true
+		rp := routeParent{ref: ref}
+		gw, err := c.gateway.GatewayV1().Gateways(ref.Namespace).Get(ctx, ref.Name, metav1.GetOptions{})
+		switch {
+		case apierrors.IsNotFound(err):
+		case err != nil:
+			return nil, fmt.Errorf("get parent Gateway %s: %w", ref, err)
+		default:
+			rp.gateway = gw
+			class := string(gw.Spec.GatewayClassName)
+			ours, ok := classes[class]
+			if !ok {
+				gc, err := c.gateway.GatewayV1().GatewayClasses().Get(ctx, class, metav1.GetOptions{})
+				if err != nil && !apierrors.IsNotFound(err) {
+					return nil, fmt.Errorf("get GatewayClass %s of Gateway %s: %w", class, ref, err)
+				}
+				ours = err == nil && gc.Spec.ControllerName == ControllerName
+				classes[class] = ours
+			}
+			rp.ours = ours
+		}
+		out = append(out, rp)
+	}
+	slices.SortFunc(out, func(a, b routeParent) int { return strings.Compare(a.ref.String(), b.ref.String()) })
+	return out, nil
+}
+
+// routingObjects reads the cluster objects Attach needs for route: the
+// Services its backendRefs and mirrors name, the ReferenceGrants of the
+// namespaces they are in, and the route's Namespace when a parent listener
+// selects namespaces by label.
+func (c *clients) routingObjects(ctx context.Context, route *gatewayv1.HTTPRoute, parents []routeParent) (*routing.Objects, error) {
+	objs := &routing.Objects{}
+	services := map[routing.ObjectRef]bool{}
+	grantNamespaces := map[string]bool{}
+	addRef := func(ref gatewayv1.BackendObjectReference) {
+		if ref.Kind != nil && *ref.Kind != "Service" || ref.Group != nil && *ref.Group != "" {
+			return
+		}
+		o := routing.ObjectRef{Namespace: route.Namespace, Name: string(ref.Name)}
+		if ref.Namespace != nil {
+			o.Namespace = string(*ref.Namespace)
+		}
+		services[o] = true
+		if o.Namespace != route.Namespace {
+			grantNamespaces[o.Namespace] = true
+		}
+	}
+	for _, r := range route.Spec.Rules {
+		for _, b := range r.BackendRefs {
+			addRef(b.BackendObjectReference)
+		}
+		for _, f := range r.Filters {
+			if f.RequestMirror != nil {
+				addRef(f.RequestMirror.BackendRef)
+			}
+		}
+	}
+	for _, ref := range sortedRefs(services) {
+		svc, err := c.kube.CoreV1().Services(ref.Namespace).Get(ctx, ref.Name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("get backend Service %s: %w", ref, err)
+		}
+		objs.Services = append(objs.Services, svc)
+	}
+	for _, ns := range slices.Sorted(mapsKeys(grantNamespaces)) {
+		list, err := c.gateway.GatewayV1().ReferenceGrants(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return nil, fmt.Errorf("list ReferenceGrants in namespace %s: %w", ns, err)
+		}
+		for i := range list.Items {
+			objs.ReferenceGrants = append(objs.ReferenceGrants, &list.Items[i])
+		}
+	}
+	needNamespace := false
+	for _, p := range parents {
+		if p.gateway == nil {
+			continue
+		}
+		for _, l := range p.gateway.Spec.Listeners {
+			if ar := l.AllowedRoutes; ar != nil && ar.Namespaces != nil && ar.Namespaces.From != nil && *ar.Namespaces.From == gatewayv1.NamespacesFromSelector {
+				needNamespace = true
+			}
+		}
+	}
+	if needNamespace {
+		ns, err := c.kube.CoreV1().Namespaces().Get(ctx, route.Namespace, metav1.GetOptions{})
+		if err != nil && !apierrors.IsNotFound(err) {
+			return nil, fmt.Errorf("get Namespace %s: %w", route.Namespace, err)
+		}
+		if err == nil {
+			objs.Namespaces = []*corev1.Namespace{ns}
+		}
+	}
+	return objs, nil
+}
+
+func mapsKeys[K comparable, V any](m map[K]V) func(func(K) bool) {
+	return func(yield func(K) bool) {
+		for k := range m {
+			if !yield(k) {
+				return
+			}
+		}
+	}
+}
+
+func sortedRefs(m map[routing.ObjectRef]bool) []routing.ObjectRef {
+	out := slices.Collect(mapsKeys(m))
+	slices.SortFunc(out, func(a, b routing.ObjectRef) int { return strings.Compare(a.String(), b.String()) })
+	return out
+}
+
+// attachAll runs routing.Attach for every parent Gateway varnishgw serves.
+func (c *clients) attachAll(ctx context.Context, route *gatewayv1.HTTPRoute) ([]routeParent, []*routing.Fragment, error) {
+	parents, err := c.parentGateways(ctx, route)
+	if err != nil {
+		return nil, nil, err
+	}
+	objs, err := c.routingObjects(ctx, route, parents)
+	if err != nil {
+		return nil, nil, err
+	}
+	var frags []*routing.Fragment
+	for _, p := range parents {
+		if !p.ours {
+			continue
+		}
+		f, err := routing.Attach(p.gateway, route, objs)
+		if errors.Is(err, routing.ErrNotParent) {
+			continue
+		}
+		if err != nil {
+			return nil, nil, fmt.Errorf("attach the route to Gateway %s: %w", p.ref, err)
+		}
+		frags = append(frags, f)
+	}
+	return parents, frags, nil
+}
+
+// routingView is one element of the routing attribute: what the route
+// contributes to one parent Gateway.
+type routingView struct {
+	Gateway   string                     `json:"gateway"`
+	Accepted  bool                       `json:"accepted"`
+	Listeners []routing.AttachedListener `json:"listeners"`
+	Rules     []routing.Rule             `json:"rules"`
+	Status    []routingStatusView        `json:"status"`
+}
+
+type routingStatusView struct {
+	SectionName string              `json:"section_name,omitempty"`
+	Port        int32               `json:"port,omitempty"`
+	Conditions  []routing.Condition `json:"conditions"`
+}
+
+// routingJSON renders fragments as the routing attribute: a JSON array,
+// one object per parent Gateway sorted by namespace/name, without the
+// route's identity (uid, generation, creation time), so the value computed
+// at plan time equals the value read back from the stored fragments.
+func routingJSON(frags []*routing.Fragment) (string, error) {
+	views := []routingView{}
+	for _, f := range frags {
+		v := routingView{Gateway: f.Gateway.String(), Accepted: f.Accepted(), Listeners: f.Listeners, Rules: f.Rules}
+		if v.Listeners == nil {
+			v.Listeners = []routing.AttachedListener{}
+		}
+		if v.Rules == nil {
+			v.Rules = []routing.Rule{}
+		}
+		for _, p := range f.Parents {
+			s := routingStatusView{Conditions: p.Conditions}
+			if p.ParentRef.SectionName != nil {
+				s.SectionName = string(*p.ParentRef.SectionName)
+			}
+			if p.ParentRef.Port != nil {
+				s.Port = int32(*p.ParentRef.Port)
+			}
+			v.Status = append(v.Status, s)
+		}
+		views = append(views, v)
+	}
+	slices.SortFunc(views, func(a, b routingView) int { return strings.Compare(a.Gateway, b.Gateway) })
+	out, err := json.Marshal(views)
+	return string(out), err
+}
+
+// writeFragments stores one fragment ConfigMap per parent Gateway and
+// deletes the fragment ConfigMaps of Gateways that are no longer parents
+// (or no longer served by varnishgw); stale lists Gateways of the prior
+// state.
+func (c *clients) writeFragments(ctx context.Context, route *gatewayv1.HTTPRoute, frags []*routing.Fragment, stale []routing.ObjectRef) error {
+	routeRef := routing.ObjectRef{Namespace: route.Namespace, Name: route.Name}
+	keep := map[routing.ObjectRef]bool{}
+	for _, f := range frags {
+		data, err := routing.MarshalFragment(f)
+		if err != nil {
+			return fmt.Errorf("encode the fragment for Gateway %s: %w", f.Gateway, err)
+		}
+		name := routing.FragmentConfigMapName(f.Gateway, routeRef)
+		labels := routing.FragmentLabels(f.Gateway)
+		for k, v := range managedLabels {
+			labels[k] = v
+		}
+		cm := corev1apply.ConfigMap(name, f.Gateway.Namespace).
+			WithLabels(labels).
+			WithAnnotations(map[string]string{fragmentRouteAnnotation: routeRef.String()}).
+			WithData(map[string]string{routing.FragmentDataKey: string(data)})
+		if _, err := c.kube.CoreV1().ConfigMaps(f.Gateway.Namespace).Apply(ctx, cm, applyOptions()); err != nil {
+			return fmt.Errorf("apply the fragment ConfigMap %s/%s for Gateway %s: %w", f.Gateway.Namespace, name, f.Gateway, err)
+		}
+		keep[f.Gateway] = true
+	}
+	for _, gw := range stale {
+		if keep[gw] {
+			continue
+		}
+		if err := c.deleteFragment(ctx, gw, routeRef); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// fragmentRouteAnnotation records which route a fragment ConfigMap belongs to.
+const fragmentRouteAnnotation = "varnishgw.dev/route"
+
+// deleteFragment deletes the fragment ConfigMap of route for gw, if it is
+// one the provider wrote for this route.
+func (c *clients) deleteFragment(ctx context.Context, gw, route routing.ObjectRef) error {
+	name := routing.FragmentConfigMapName(gw, route)
+	cm, err := c.kube.CoreV1().ConfigMaps(gw.Namespace).Get(ctx, name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("get the fragment ConfigMap %s/%s: %w", gw.Namespace, name, err)
+	}
+	if cm.Annotations[fragmentRouteAnnotation] != route.String() {
+		return nil // not ours: never delete what another writer owns
+	}
+	err = c.kube.CoreV1().ConfigMaps(gw.Namespace).Delete(ctx, name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &cm.UID}})
+	if err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("delete the fragment ConfigMap %s/%s: %w", gw.Namespace, name, err)
+	}
+	return nil
+}
+
+// readFragments reads the stored fragments of route for the Gateways its
+// parentRefs name.
+func (c *clients) readFragments(ctx context.Context, route *gatewayv1.HTTPRoute) ([]*routing.Fragment, error) {
+	routeRef := routing.ObjectRef{Namespace: route.Namespace, Name: route.Name}
+	var out []*routing.Fragment
+	for _, gw := range parentRefs(route) {
+		name := routing.FragmentConfigMapName(gw, routeRef)
+		cm, err := c.kube.CoreV1().ConfigMaps(gw.Namespace).Get(ctx, name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("get the fragment ConfigMap %s/%s: %w", gw.Namespace, name, err)
+		}
+		f, err := routing.UnmarshalFragment([]byte(cm.Data[routing.FragmentDataKey]))
+		if err != nil {
+			continue // corrupt: shows as a change, the next apply rewrites it
+		}
+		out = append(out, f)
+	}
+	return out, nil
+}
+
+// parentRefs are the distinct Gateways a route's parentRefs name.
+func parentRefs(route *gatewayv1.HTTPRoute) []routing.ObjectRef {
+	seen := map[routing.ObjectRef]bool{}
+	for _, p := range route.Spec.ParentRefs {
+		if p.Kind != nil && *p.Kind != "Gateway" || p.Group != nil && *p.Group != gatewayv1.GroupName {
+			continue
+		}
+		ref := routing.ObjectRef{Namespace: route.Namespace, Name: string(p.Name)}
+		if p.Namespace != nil {
+			ref.Namespace = string(*p.Namespace)
+		}
+		seen[ref] = true
+	}
+	return sortedRefs(seen)
+}
+
+// writeStatus sets status.parents of the route: the entries of varnishgw's
+// parents from the fragments, keeping other controllers' entries (the list
+// is atomic) and the transition time of unchanged conditions.
+func (c *clients) writeStatus(ctx context.Context, route *gatewayv1.HTTPRoute, frags []*routing.Fragment) error {
+	now := metav1.Now().Rfc3339Copy()
+	var parents []gatewayv1.RouteParentStatus
+	hadOurs := false
+	for _, p := range route.Status.Parents {
+		if p.ControllerName != ControllerName {
+			parents = append(parents, p)
+		} else {
+			hadOurs = true
+		}
+	}
+	if len(frags) == 0 && !hadOurs {
+		return nil // no varnishgw parent: leave the status to the others
+	}
+	for _, f := range frags {
+		for _, ps := range f.Parents {
+			st := ps.RouteParentStatus(ControllerName, route.Generation, now)
+			for _, old := range route.Status.Parents {
+				if old.ControllerName != ControllerName || !sameParentRef(old.ParentRef, st.ParentRef, route.Namespace) {
+					continue
+				}
+				for i := range st.Conditions {
+					for _, oc := range old.Conditions {
+						if oc.Type == st.Conditions[i].Type && oc.Status == st.Conditions[i].Status {
+							st.Conditions[i].LastTransitionTime = oc.LastTransitionTime
+						}
+					}
+				}
+			}
+			parents = append(parents, st)
+		}
+	}
+	body, err := json.Marshal(map[string]any{
+		"apiVersion": gatewayv1.GroupVersion.String(),
+		"kind":       "HTTPRoute",
+		"metadata":   map[string]string{"namespace": route.Namespace, "name": route.Name},
+		"status":     map[string]any{"parents": nonNil(parents)},
+	})
+	if err != nil {
+		return err
+	}
+	ac := &gatewayv1apply.HTTPRouteApplyConfiguration{}
+	if err := json.Unmarshal(body, ac); err != nil {
+		return err
+	}
+	if _, err := c.gateway.GatewayV1().HTTPRoutes(route.Namespace).ApplyStatus(ctx, ac, applyOptions()); err != nil {
+		return fmt.Errorf("set the status of HTTPRoute %s/%s: %w", route.Namespace, route.Name, err)
+	}
+	return nil
+}
+
+func nonNil[T any](s []T) []T {
+	if s == nil {
+		return []T{}
+	}
+	return s
+}
+
+func sameParentRef(a, b gatewayv1.ParentReference, routeNamespace string) bool {
+	ns := func(p gatewayv1.ParentReference) string {
+		if p.Namespace != nil {
+			return string(*p.Namespace)
+		}
+		return routeNamespace
+	}
+	str := func(p *gatewayv1.SectionName) string {
+		if p == nil {
+			return ""
+		}
+		return string(*p)
+	}
+	port := func(p *gatewayv1.PortNumber) int32 {
+		if p == nil {
+			return 0
+		}
+		return int32(*p)
+	}
+	return a.Name == b.Name && ns(a) == ns(b) && str(a.SectionName) == str(b.SectionName) && port(a.Port) == port(b.Port)
+}
+
+// applyRoute writes the HTTPRoute spec with server-side apply and returns
+// the object the API server stored. dryRun returns what it would store.
+func (c *clients) applyRoute(ctx context.Context, route *gatewayv1.HTTPRoute, dryRun bool) (*gatewayv1.HTTPRoute, error) {
+	body, err := json.Marshal(route)
+	if err != nil {
+		return nil, err
+	}
+	ac := &gatewayv1apply.HTTPRouteApplyConfiguration{}
+	if err := json.Unmarshal(body, ac); err != nil {
+		return nil, err
+	}
+	ac.Status = nil
+	ac.CreationTimestamp = nil
+	opts := applyOptions()
+	if dryRun {
+		opts.DryRun = []string{metav1.DryRunAll}
+	}
+	return c.gateway.GatewayV1().HTTPRoutes(route.Namespace).Apply(ctx, ac, opts)
+}
