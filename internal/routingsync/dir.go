@@ -175,7 +175,7 @@ func (d *DirSource) State() (*State, error) {
 		errs = append(errs, fmt.Errorf("%s: %w", EndpointsFile, err))
 	}
 	if len(errs) > 0 {
-		return nil, fmt.Errorf("routing directory %s: %w", d.dir, errors.Join(errs...))
+		return &State{Gateway: st.Gateway}, fmt.Errorf("routing directory %s: %w", d.dir, errors.Join(errs...))
 	}
 	return st, nil
 }

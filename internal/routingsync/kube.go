@@ -324,7 +324,7 @@ func (k *KubeSource) State() (*State, error) {
 	gw := obj.(*gatewayv1.Gateway)
 	frags, err := k.fragmentsLocked()
 	if err != nil {
-		return nil, err
+		return &State{Gateway: gw}, err
 	}
 	// Wait (bounded) for the caches of newly referenced namespaces and
 	// Services rather than answer 500 for them.

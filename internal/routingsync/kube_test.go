@@ -2,6 +2,7 @@ package routingsync
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -15,6 +16,9 @@ import (
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 	gatewayclient "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/gatewaystatus"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/routing"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/testenv"
 )
@@ -175,15 +179,48 @@ func TestKubeTrafficMoves(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The wiring of chaperone/main.go: results feed the metrics and the
+	// Programmed condition.
 	var res results
+	metrics := NewMetrics()
+	status := gatewaystatus.NewWriter(gatewayclient.NewForConfigOrDie(cfg), ns, "gw", testLogger(t))
+	sctx, stopStatus := context.WithCancel(ctx)
+	statusDone := make(chan struct{})
+	go func() { status.Run(sctx); close(statusDone) }()
+	t.Cleanup(func() { stopStatus(); <-statusDone })
 	s, err := New(Config{
-		Source: src, Path: g.GhostJSON, Logger: testLogger(t), OnResult: res.add,
+		Source: src, Path: g.GhostJSON, Logger: testLogger(t),
 		Reloader: NewReloader(ReloaderConfig{Addr: g.AdminAddr}),
+		OnResult: func(r Result) {
+			res.add(r)
+			metrics.Observe(r)
+			if r.Gateway != nil {
+				status.Set(gatewaystatus.ForError(r.Gateway.Generation, r.Err, r.Outcome == OutcomeError))
+			}
+		},
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	runSyncer(t, s)
+	programmed := func(want metav1.ConditionStatus, reason, msg string) {
+		t.Helper()
+		eventually(t, 60*time.Second, "Programmed="+string(want), func() error {
+			got, err := cp.Gateway.GatewayV1().Gateways(ns).Get(ctx, "gw", metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			for _, c := range got.Status.Conditions {
+				if c.Type == "Programmed" {
+					if c.Status != want || c.Reason != reason || !strings.Contains(c.Message, msg) || c.ObservedGeneration != got.Generation {
+						return fmt.Errorf("Programmed = %+v", c)
+					}
+					return nil
+				}
+			}
+			return fmt.Errorf("no Programmed condition: %+v", got.Status.Conditions)
+		})
+	}
 
 	// No fragment yet: an empty routing table is loaded; nothing routed.
 	eventually(t, 60*time.Second, "first load", func() error {
@@ -201,6 +238,7 @@ func TestKubeTrafficMoves(t *testing.T) {
 		return err
 	})
 	servedBy(t, g.HTTPAddr, "a.example.com", "be1")
+	programmed(metav1.ConditionTrue, "Programmed", "")
 	res.waitFor(t, "endpoint count reported", func(r Result) bool {
 		return r.Outcome == OutcomeReloaded && r.Endpoints[ns+"/app:80"] == 1
 	})
@@ -276,6 +314,13 @@ func TestKubeTrafficMoves(t *testing.T) {
 	if !s.Loaded() {
 		t.Error("Loaded() false after an invalid fragment")
 	}
+	programmed(metav1.ConditionFalse, "Invalid", bad.Name)
+	if v := testutil.ToFloat64(metrics.syncs.WithLabelValues("invalid")); v < 1 {
+		t.Errorf("invalid syncs counted: %v", v)
+	}
+	if v := testutil.ToFloat64(metrics.endpoints.WithLabelValues(ns + "/app:80")); v != 1 {
+		t.Errorf("endpoints of app: %v, want 1", v)
+	}
 
 	// Resync forces a reload (the child restarted) even when unchanged;
 	// with the invalid fragment still there it reports the error.
@@ -286,6 +331,7 @@ func TestKubeTrafficMoves(t *testing.T) {
 		t.Fatal(err)
 	}
 	eventually(t, 60*time.Second, "Resync after the fix", func() error { return s.Resync(ctx) })
+	programmed(metav1.ConditionTrue, "Programmed", "")
 }
 
 var errNotYet = stringErr("not yet")

@@ -36,7 +36,9 @@ type Source interface {
 	Run(ctx context.Context, changed func()) error
 	// State returns the current state. It returns ErrNotSynced while the
 	// source has not seen a complete state yet, and another error (for
-	// example an invalid fragment) when the state cannot be built.
+	// example an invalid fragment) when the state cannot be built; with
+	// such an error it may still return a State whose Gateway is set, so
+	// that the error can be reported on the Gateway's status.
 	State() (*State, error)
 }
 
@@ -275,7 +277,11 @@ func (s *Syncer) syncOnce(ctx context.Context, force bool) Result {
 		if errors.Is(err, ErrNotSynced) {
 			return Result{Outcome: OutcomeError, Err: err}
 		}
-		return Result{Outcome: OutcomeInvalid, Err: err}
+		res := Result{Outcome: OutcomeInvalid, Err: err}
+		if st != nil {
+			res.Gateway = st.Gateway
+		}
+		return res
 	}
 	res := Result{Gateway: st.Gateway}
 	data, table, doc, err := Build(st)
