@@ -197,7 +197,7 @@ func (s *Syncer) Run(ctx context.Context) error {
 		}
 	}
 	defer func() { stop(debounce); stop(deadline); stop(retry) }()
-	sync := func(force bool) error {
+	doSync := func(force bool) error {
 		stop(debounce)
 		stop(deadline)
 		stop(retry)
@@ -228,13 +228,13 @@ func (s *Syncer) Run(ctx context.Context) error {
 				mc = deadline.C
 			}
 		case <-dc:
-			sync(false)
+			doSync(false)
 		case <-mc:
-			sync(false)
+			doSync(false)
 		case <-rc:
-			sync(true)
+			doSync(true)
 		case done := <-s.resyncs:
-			err := sync(true)
+			err := doSync(true)
 			if errors.Is(err, ErrNotSynced) {
 				err = nil
 			}
