@@ -32,7 +32,7 @@ type ghostVarnish struct {
 	AdminAddr string // socket "ghost-admin"
 }
 
-func freePort(t *testing.T) int {
+func freePort(t testing.TB) int {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -44,7 +44,7 @@ func freePort(t *testing.T) int {
 
 // startGhost starts varnishd with listener sockets port-8080 and
 // ghost-admin on free loopback ports.
-func startGhost(t *testing.T) *ghostVarnish {
+func startGhost(t testing.TB) *ghostVarnish {
 	t.Helper()
 	bin, err := exec.LookPath("varnishd")
 	if err != nil {
@@ -168,7 +168,7 @@ func get(addr, host string) (int, string, error) {
 
 // eventually polls f until it returns nil or the (generous) deadline
 // passes.
-func eventually(t *testing.T, d time.Duration, what string, f func() error) {
+func eventually(t testing.TB, d time.Duration, what string, f func() error) {
 	t.Helper()
 	deadline := time.Now().Add(d)
 	var err error
@@ -185,7 +185,7 @@ func eventually(t *testing.T, d time.Duration, what string, f func() error) {
 
 // servedBy polls until requests for host are answered 200 by exactly the
 // backends named in want (each seen, no other seen in 30 requests).
-func servedBy(t *testing.T, addr, host string, want ...string) {
+func servedBy(t testing.TB, addr, host string, want ...string) {
 	t.Helper()
 	eventually(t, 60*time.Second, host+" served by "+strings.Join(want, ","), func() error {
 		seen := map[string]bool{}
@@ -212,7 +212,7 @@ func servedBy(t *testing.T, addr, host string, want ...string) {
 }
 
 // answers polls until host is answered with status code.
-func answers(t *testing.T, addr, host string, code int) {
+func answers(t testing.TB, addr, host string, code int) {
 	t.Helper()
 	eventually(t, 60*time.Second, fmt.Sprintf("%s answers %d", host, code), func() error {
 		got, body, err := get(addr, host)
@@ -234,7 +234,7 @@ type backend struct {
 
 // hostIP is a non-loopback IPv4 address of this machine: the API server
 // refuses loopback addresses in EndpointSlices.
-func hostIP(t *testing.T) string {
+func hostIP(t testing.TB) string {
 	t.Helper()
 	addrs, err := net.InterfaceAddrs()
 	if err != nil {
@@ -250,7 +250,7 @@ func hostIP(t *testing.T) string {
 }
 
 // backends starts one HTTP server per name on ip; each answers its name.
-func backends(t *testing.T, ip string, names ...string) map[string]backend {
+func backends(t testing.TB, ip string, names ...string) map[string]backend {
 	t.Helper()
 	out := map[string]backend{}
 	for _, name := range names {
@@ -281,7 +281,7 @@ func (r *results) add(res Result) {
 }
 
 // waitFor polls until a result satisfies f and returns it.
-func (r *results) waitFor(t *testing.T, what string, f func(Result) bool) Result {
+func (r *results) waitFor(t testing.TB, what string, f func(Result) bool) Result {
 	t.Helper()
 	var found Result
 	eventually(t, 60*time.Second, what, func() error {
@@ -298,11 +298,11 @@ func (r *results) waitFor(t *testing.T, what string, f func(Result) bool) Result
 	return found
 }
 
-func testLogger(t *testing.T) *slog.Logger {
+func testLogger(t testing.TB) *slog.Logger {
 	return slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
 }
 
-type testWriter struct{ t *testing.T }
+type testWriter struct{ t testing.TB }
 
 func (w testWriter) Write(p []byte) (int, error) {
 	w.t.Log(strings.TrimSpace(string(p)))
@@ -310,7 +310,7 @@ func (w testWriter) Write(p []byte) (int, error) {
 }
 
 // runSyncer starts s.Run and stops it when the test ends.
-func runSyncer(t *testing.T, s *Syncer) {
+func runSyncer(t testing.TB, s *Syncer) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- s.Run(ctx) }()

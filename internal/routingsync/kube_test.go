@@ -43,7 +43,7 @@ func backendRules() []rbacv1.PolicyRule {
 	}
 }
 
-func grantRole(t *testing.T, c kubernetes.Interface, ns, saNS, sa, name string, rules []rbacv1.PolicyRule) {
+func grantRole(t testing.TB, c kubernetes.Interface, ns, saNS, sa, name string, rules []rbacv1.PolicyRule) {
 	t.Helper()
 	ctx := context.Background()
 	if _, err := c.RbacV1().Roles(ns).Create(ctx, &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: name}, Rules: rules}, metav1.CreateOptions{}); err != nil {
@@ -87,7 +87,7 @@ func testRoute(ns, name, host, svcNS, svc string) *gatewayv1.HTTPRoute {
 
 // fragmentConfigMap attaches route to gw the way the provider does and
 // returns the ConfigMap the provider writes.
-func fragmentConfigMap(t *testing.T, gw *gatewayv1.Gateway, route *gatewayv1.HTTPRoute, objs *routing.Objects) *corev1.ConfigMap {
+func fragmentConfigMap(t testing.TB, gw *gatewayv1.Gateway, route *gatewayv1.HTTPRoute, objs *routing.Objects) *corev1.ConfigMap {
 	t.Helper()
 	f, err := routing.Attach(gw, route, objs)
 	if err != nil {
@@ -340,7 +340,7 @@ type stringErr string
 
 func (e stringErr) Error() string { return string(e) }
 
-func mustCreate(t *testing.T, f func() error) {
+func mustCreate(t testing.TB, f func() error) {
 	t.Helper()
 	if err := f(); err != nil {
 		t.Fatal(err)
