@@ -67,6 +67,7 @@ type nsWatch struct {
 	ns       string
 	services []string // sorted; the EndpointSlice selector
 	started  time.Time
+	ctx      context.Context // ends when the watch is stopped
 	cancel   context.CancelFunc
 	kf       informers.SharedInformerFactory
 	esf      informers.SharedInformerFactory
@@ -209,7 +210,7 @@ func (k *KubeSource) startWatch(ns string, svcs []string) (*nsWatch, error) {
 	esSel := labels.NewSelector().Add(*req).String()
 	ctx, cancel := context.WithCancel(k.ctx)
 	strip := cache.TransformFunc(stripManagedFields)
-	w := &nsWatch{ns: ns, services: svcs, started: time.Now(), cancel: cancel}
+	w := &nsWatch{ns: ns, services: svcs, started: time.Now(), ctx: ctx, cancel: cancel}
 	w.kf = informers.NewSharedInformerFactoryWithOptions(k.cfg.Client, 0,
 		informers.WithNamespace(ns), informers.WithTransform(strip))
 	w.esf = informers.NewSharedInformerFactoryWithOptions(k.cfg.Client, 0,
@@ -249,20 +250,18 @@ func (w *nsWatch) stop() {
 // awaitSync moves w from pending to active once its caches synced, and
 // kicks a sync after PendingTimeout if they do not.
 func (k *KubeSource) awaitSync(w *nsWatch) {
-	ctx, cancel := context.WithTimeout(k.ctx, k.cfg.PendingTimeout)
+	ctx, cancel := context.WithTimeout(w.ctx, k.cfg.PendingTimeout)
 	ok := cache.WaitForCacheSync(ctx.Done(), w.synced)
 	cancel()
 	if !ok {
-		if k.ctx.Err() == nil {
-			k.log.Warn("caches of a referenced namespace not synced; building without them (check RBAC)",
-				"namespace", w.ns, "timeout", k.cfg.PendingTimeout)
-			k.changed()
-			// keep waiting: it may still sync
-			if cache.WaitForCacheSync(k.ctx.Done(), w.synced) {
-				ok = true
-			}
+		if w.ctx.Err() != nil {
+			return // stopped: superseded, no longer referenced, or Run ended
 		}
-		if !ok {
+		k.log.Warn("caches of a referenced namespace not synced; building without them (check RBAC)",
+			"namespace", w.ns, "timeout", k.cfg.PendingTimeout)
+		k.changed()
+		// keep waiting until it syncs or is stopped
+		if !cache.WaitForCacheSync(w.ctx.Done(), w.synced) {
 			return
 		}
 	}

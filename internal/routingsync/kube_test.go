@@ -346,3 +346,63 @@ func mustCreate(t testing.TB, f func() error) {
 		t.Fatal(err)
 	}
 }
+
+// TestKubeUnreadableNamespace references a Service in a namespace where
+// the chaperone has no RBAC: after PendingTimeout the routing is built
+// without it (its share answers 500) and the other routes are served.
+func TestKubeUnreadableNamespace(t *testing.T) {
+	cp := testenv.Get(t)
+	ctx := context.Background()
+	ns, forbidden := cp.Namespace(t), cp.Namespace(t)
+	g := startGhost(t)
+	be := backends(t, hostIP(t), "be1")
+	grantRole(t, cp.Client, ns, ns, "chaperone", "chaperone-gateway", gatewayRules("gw"))
+	grantRole(t, cp.Client, ns, ns, "chaperone", "chaperone-backends", backendRules())
+	cfg, err := cp.ServiceAccountConfig(ctx, ns, "chaperone")
+	if err != nil {
+		t.Fatal(err)
+	}
+	gw, err := cp.Gateway.GatewayV1().Gateways(ns).Create(ctx, testGateway(ns), metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustCreate(t, func() error {
+		_, err := cp.Client.CoreV1().Services(ns).Create(ctx, service(ns, "app"), metav1.CreateOptions{})
+		return err
+	})
+	mustCreate(t, func() error {
+		_, err := cp.Client.DiscoveryV1().EndpointSlices(ns).Create(ctx, endpointSlice(ns, "app-1", "app", be["be1"], true), metav1.CreateOptions{})
+		return err
+	})
+	grant := &gatewayv1.ReferenceGrant{
+		ObjectMeta: metav1.ObjectMeta{Namespace: forbidden, Name: "allow"},
+		Spec: gatewayv1.ReferenceGrantSpec{
+			From: []gatewayv1.ReferenceGrantFrom{{Group: gatewayv1.GroupName, Kind: "HTTPRoute", Namespace: gatewayv1.Namespace(ns)}},
+			To:   []gatewayv1.ReferenceGrantTo{{Group: "", Kind: "Service"}},
+		},
+	}
+	objs := &routing.Objects{Services: []*corev1.Service{service(ns, "app"), service(forbidden, "x")}, ReferenceGrants: []*gatewayv1.ReferenceGrant{grant}}
+	for _, cm := range []*corev1.ConfigMap{
+		fragmentConfigMap(t, gw, testRoute(ns, "a", "a.example.com", ns, "app"), objs),
+		fragmentConfigMap(t, gw, testRoute(ns, "b", "b.example.com", forbidden, "x"), objs),
+	} {
+		mustCreate(t, func() error {
+			_, err := cp.Client.CoreV1().ConfigMaps(ns).Create(ctx, cm, metav1.CreateOptions{})
+			return err
+		})
+	}
+	src, err := NewKubeSource(KubeConfig{
+		Client: kubernetes.NewForConfigOrDie(cfg), Gateway: gatewayclient.NewForConfigOrDie(cfg),
+		Namespace: ns, Name: "gw", Logger: testLogger(t), PendingTimeout: 2 * time.Second,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := New(Config{Source: src, Path: g.GhostJSON, Logger: testLogger(t), Reloader: NewReloader(ReloaderConfig{Addr: g.AdminAddr})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runSyncer(t, s)
+	servedBy(t, g.HTTPAddr, "a.example.com", "be1")
+	answers(t, g.HTTPAddr, "b.example.com", 500)
+}

@@ -111,7 +111,9 @@ func TestRejectedReloadKeepsLastGood(t *testing.T) {
 	}
 
 	// Same state again: byte-identical, skipped.
+	res.mu.Lock()
 	n := len(res.all)
+	res.mu.Unlock()
 	src.set(oneRouteState(t, "a.example.com", be["be1"]))
 	res.waitFor(t, "unchanged", func(r Result) bool { return r.Outcome == OutcomeUnchanged })
 	res.mu.Lock()
