@@ -203,7 +203,9 @@ func (s *Syncer) Run(ctx context.Context) error {
 		stop(retry)
 		dc, mc, rc = nil, nil, nil
 		res := s.sync(ctx, force)
-		if res.Outcome == OutcomeError && ctx.Err() == nil {
+		// Retry what failed on the way to ghost; a source that is not
+		// synced yet calls changed() itself when it is.
+		if res.Outcome == OutcomeError && !errors.Is(res.Err, ErrNotSynced) && ctx.Err() == nil {
 			retry = time.NewTimer(s.cfg.RetryInterval)
 			rc = retry.C
 		}
