@@ -3,6 +3,8 @@ package routingsync
 import (
 	"context"
 	"fmt"
+	"io"
+	"os"
 	"path/filepath"
 	"sort"
 	"testing"
@@ -15,6 +17,7 @@ import (
 	"k8s.io/utils/ptr"
 	gatewayclient "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned"
 
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/ghostjson"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/routing"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/testenv"
 )
@@ -48,23 +51,28 @@ func benchState(b *testing.B) *State {
 }
 
 // BenchmarkBuildWrite measures what the Syncer does per change before the
-// reload: Merge, Resolve, Marshal and the atomic write.
+// reload: Merge, Resolve, and streaming the document (ghostjson.Encode)
+// into a hashed temporary file moved into place.
 func BenchmarkBuildWrite(b *testing.B) {
 	st := benchState(b)
 	path := filepath.Join(b.TempDir(), "ghost.json")
-	var size int
 	b.ReportAllocs()
 	for b.Loop() {
-		data, _, _, err := Build(st)
+		_, doc, err := Build(st)
 		if err != nil {
 			b.Fatal(err)
 		}
-		if err := WriteFileAtomic(path, data); err != nil {
+		tmp, _, err := writeTemp(path, func(w io.Writer) error { return ghostjson.Encode(w, doc) })
+		if err != nil {
 			b.Fatal(err)
 		}
-		size = len(data)
+		if err := commitTemp(tmp, path); err != nil {
+			b.Fatal(err)
+		}
 	}
-	b.ReportMetric(float64(size), "file-bytes")
+	if fi, err := os.Stat(path); err == nil {
+		b.ReportMetric(float64(fi.Size()), "file-bytes")
+	}
 }
 
 // BenchmarkEndpointUpdateToTraffic measures, over 100 updates, the time from

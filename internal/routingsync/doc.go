@@ -6,7 +6,7 @@
 // EndpointSlices and ReferenceGrants the fragments reference, and tells the
 // Syncer when anything changed. The Syncer debounces the changes, builds the
 // document with the routing core (routing.Merge, routing.Resolve,
-// ghostjson.Marshal), writes it atomically when its bytes changed and asks
+// ghostjson.Encode), writes it atomically when its bytes changed and asks
 // ghost to reload it over the loopback admin socket. A document that ghost
 // rejects is never left on disk: the last good file is restored, so that a
 // restarted varnishd child loads good routing.

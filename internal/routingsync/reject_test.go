@@ -2,6 +2,7 @@ package routingsync
 
 import (
 	"context"
+	"io"
 	"os"
 	"strings"
 	"sync"
@@ -97,7 +98,10 @@ func TestRejectedReloadKeepsLastGood(t *testing.T) {
 		t.Errorf("ghost.json mode %v is not world-readable", fi.Mode())
 	}
 
-	r := s.apply(context.Background(), []byte(`{"version": 2, "vhosts": []}`), false, Result{})
+	r := s.apply(context.Background(), func(w io.Writer) error {
+		_, err := io.WriteString(w, `{"version": 2, "vhosts": []}`)
+		return err
+	}, false, Result{})
 	if r.Outcome != OutcomeRejected || !IsRejected(r.Err) || !strings.Contains(r.Err.Error(), "version") {
 		t.Fatalf("apply of a bad file: %+v", r)
 	}

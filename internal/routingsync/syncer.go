@@ -1,12 +1,14 @@
 package routingsync
 
 import (
-	"bytes"
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"sort"
 	"sync"
 	"time"
@@ -111,9 +113,9 @@ type Syncer struct {
 	kick    chan struct{}
 	resyncs chan chan error
 
-	mu       sync.Mutex
-	lastGood []byte // content of the file ghost loaded last
-	loaded   bool
+	mu      sync.Mutex
+	lastSum [sha256.Size]byte // of the file ghost loaded last
+	loaded  bool
 }
 
 // New returns a Syncer; call Run to start it.
@@ -286,7 +288,7 @@ func (s *Syncer) syncOnce(ctx context.Context, force bool) Result {
 		return res
 	}
 	res := Result{Gateway: st.Gateway}
-	data, table, doc, err := Build(st)
+	table, doc, err := Build(st)
 	if table != nil {
 		res.Conflicts = table.Conflicts
 	}
@@ -295,27 +297,45 @@ func (s *Syncer) syncOnce(ctx context.Context, force bool) Result {
 		return res
 	}
 	res.Endpoints = EndpointCounts(doc)
-	return s.apply(ctx, data, force, res)
+	return s.apply(ctx, func(w io.Writer) error { return ghostjson.Encode(w, doc) }, force, res)
 }
 
-// apply writes data and reloads ghost; a rejected file is replaced by the
-// last good one.
-func (s *Syncer) apply(ctx context.Context, data []byte, force bool, res Result) Result {
+// goodPath is the hard link to the last file ghost loaded, kept to
+// restore it after a rejection. Its name starts with "." so that directory
+// readers skip it.
+func (s *Syncer) goodPath() string {
+	return filepath.Join(filepath.Dir(s.cfg.Path), "."+filepath.Base(s.cfg.Path)+".good")
+}
+
+// apply streams the document (write) to a temporary file, and unless it
+// is byte-identical to the loaded file (and not forced) moves it into place
+// and reloads ghost; a rejected file is replaced by the last good one. Only
+// a hash of the loaded file is kept in memory.
+func (s *Syncer) apply(ctx context.Context, write func(io.Writer) error, force bool, res Result) Result {
 	s.mu.Lock()
-	lastGood, loaded := s.lastGood, s.loaded
+	lastSum, loaded := s.lastSum, s.loaded
 	s.mu.Unlock()
-	if !force && loaded && bytes.Equal(data, lastGood) {
+	tmp, sum, err := writeTemp(s.cfg.Path, write)
+	if err != nil {
+		res.Outcome, res.Err = OutcomeError, err
+		return res
+	}
+	if !force && loaded && sum == lastSum {
+		os.Remove(tmp)
 		res.Outcome = OutcomeUnchanged
 		return res
 	}
-	if err := WriteFileAtomic(s.cfg.Path, data); err != nil {
+	if err := commitTemp(tmp, s.cfg.Path); err != nil {
 		res.Outcome, res.Err = OutcomeError, err
 		return res
 	}
 	ans, err := s.cfg.Reloader.Reload(ctx)
 	if err == nil {
+		if lerr := linkAtomic(s.cfg.Path, s.goodPath()); lerr != nil {
+			s.log.Warn("cannot keep a copy of the loaded ghost.json; a later rejection cannot restore it", "error", lerr)
+		}
 		s.mu.Lock()
-		s.lastGood, s.loaded = data, true
+		s.lastSum, s.loaded = sum, true
 		s.mu.Unlock()
 		res.Outcome, res.Answer = OutcomeReloaded, ans
 		return res
@@ -327,7 +347,7 @@ func (s *Syncer) apply(ctx context.Context, data []byte, force bool, res Result)
 		return res
 	}
 	res.Outcome, res.Err = OutcomeRejected, err
-	if restoreErr := s.restore(lastGood, loaded); restoreErr != nil {
+	if restoreErr := s.restore(loaded); restoreErr != nil {
 		res.Err = errors.Join(err, restoreErr)
 	}
 	return res
@@ -336,9 +356,12 @@ func (s *Syncer) apply(ctx context.Context, data []byte, force bool, res Result)
 // restore puts the last good file back (or removes the file when there was
 // none: ghost then starts with empty routing), so that a restarted varnishd
 // child never loads a rejected file.
-func (s *Syncer) restore(lastGood []byte, loaded bool) error {
+func (s *Syncer) restore(loaded bool) error {
 	if loaded {
-		return WriteFileAtomic(s.cfg.Path, lastGood)
+		if err := linkAtomic(s.goodPath(), s.cfg.Path); err != nil {
+			return fmt.Errorf("restore the last good %s: %w", s.cfg.Path, err)
+		}
+		return nil
 	}
 	if err := os.Remove(s.cfg.Path); err != nil && !os.IsNotExist(err) {
 		return fmt.Errorf("remove rejected %s: %w", s.cfg.Path, err)
@@ -346,16 +369,16 @@ func (s *Syncer) restore(lastGood []byte, loaded bool) error {
 	return nil
 }
 
-// Build turns a state into ghost.json bytes with the routing core. The
-// table and document are returned for reporting (either may be nil on
-// error).
-func Build(st *State) ([]byte, *routing.Table, *ghostjson.Document, error) {
+// Build turns a state into a ghost.json document with the routing core
+// (Merge, then Resolve); write it with ghostjson.Encode or Marshal. The
+// table is returned for its conflicts (nil if Merge failed).
+func Build(st *State) (*routing.Table, *ghostjson.Document, error) {
 	if st == nil || st.Gateway == nil {
-		return nil, nil, nil, errors.New("build ghost.json: no Gateway")
+		return nil, nil, errors.New("build ghost.json: no Gateway")
 	}
 	table, err := routing.Merge(st.Gateway, st.Fragments)
 	if err != nil {
-		return nil, nil, nil, fmt.Errorf("merge routing fragments of Gateway %s/%s: %w", st.Gateway.Namespace, st.Gateway.Name, err)
+		return nil, nil, fmt.Errorf("merge routing fragments of Gateway %s/%s: %w", st.Gateway.Namespace, st.Gateway.Name, err)
 	}
 	objs := st.Objects
 	if objs == nil {
@@ -363,13 +386,9 @@ func Build(st *State) ([]byte, *routing.Table, *ghostjson.Document, error) {
 	}
 	doc, err := routing.Resolve(table, objs)
 	if err != nil {
-		return nil, table, nil, fmt.Errorf("resolve backends of Gateway %s/%s: %w", st.Gateway.Namespace, st.Gateway.Name, err)
+		return table, nil, fmt.Errorf("resolve backends of Gateway %s/%s: %w", st.Gateway.Namespace, st.Gateway.Name, err)
 	}
-	data, err := ghostjson.Marshal(doc)
-	if err != nil {
-		return nil, table, doc, fmt.Errorf("encode ghost.json: %w", err)
-	}
-	return data, table, doc, nil
+	return table, doc, nil
 }
 
 // EndpointCounts counts the endpoints of each backend group in doc, by
