@@ -138,6 +138,35 @@ func TestRejectedReloadKeepsLastGood(t *testing.T) {
 	if last.Outcome != OutcomeReloaded {
 		t.Errorf("Resync: %+v", last)
 	}
+
+	// After another good reload, a rejection restores that one, not the
+	// first.
+	src.set(oneRouteState(t, "b.example.com", be["be1"]))
+	servedBy(t, g.HTTPAddr, "b.example.com", "be1")
+	good2, err := os.ReadFile(g.GhostJSON)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(good2) == string(good) {
+		t.Fatal("second state wrote the same file")
+	}
+	r = s.apply(context.Background(), func(w io.Writer) error {
+		_, err := io.WriteString(w, "{")
+		return err
+	}, false, Result{})
+	if r.Outcome != OutcomeRejected {
+		t.Fatalf("apply of a bad file: %+v", r)
+	}
+	if now, _ := os.ReadFile(g.GhostJSON); string(now) != string(good2) {
+		t.Fatalf("restored file is not the last good one:\n%s", now)
+	}
+	servedBy(t, g.HTTPAddr, "b.example.com", "be1")
+	ents, _ := os.ReadDir(g.Dir)
+	for _, e := range ents {
+		if strings.Contains(e.Name(), ".tmp-") || strings.HasSuffix(e.Name(), ".link-tmp") {
+			t.Errorf("temporary file left behind: %s", e.Name())
+		}
+	}
 }
 
 // TestReloadRetriedWhileGhostDown checks that a sync that cannot reach ghost
