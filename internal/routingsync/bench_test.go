@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"sort"
@@ -106,11 +107,13 @@ func BenchmarkEndpointUpdateToTraffic(b *testing.B) {
 	if _, err := cp.Client.CoreV1().ConfigMaps(ns).Create(ctx, fragmentConfigMap(b, gw, testRoute(ns, "a", "a.example.com", ns, "app"), objs), metav1.CreateOptions{}); err != nil {
 		b.Fatal(err)
 	}
-	src, err := NewKubeSource(KubeConfig{Client: kubernetes.NewForConfigOrDie(cfg), Gateway: gatewayclient.NewForConfigOrDie(cfg), Namespace: ns, Name: "gw"})
+	src, err := NewKubeSource(KubeConfig{Client: kubernetes.NewForConfigOrDie(cfg), Gateway: gatewayclient.NewForConfigOrDie(cfg),
+		Namespace: ns, Name: "gw", Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		b.Fatal(err)
 	}
-	s, err := New(Config{Source: src, Path: g.GhostJSON, Reloader: NewReloader(ReloaderConfig{Addr: g.AdminAddr})})
+	s, err := New(Config{Source: src, Path: g.GhostJSON, Reloader: NewReloader(ReloaderConfig{Addr: g.AdminAddr}),
+		Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		b.Fatal(err)
 	}
