@@ -1,0 +1,170 @@
+// Package gatewaystatus writes the chaperone's part of a Gateway's status:
+// the Programmed condition, which says whether ghost has loaded the routing
+// of the Gateway's current generation.
+//
+// It patches only that condition, with server-side apply on the status
+// subresource under its own field manager (FieldManager): conditions are a
+// map keyed by type, so the conditions that the provider or another
+// controller owns (Accepted, listener status) are left alone.
+package gatewaystatus
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	metav1apply "k8s.io/client-go/applyconfigurations/meta/v1"
+	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
+	gwapply "sigs.k8s.io/gateway-api/applyconfiguration/apis/v1"
+	gatewayclient "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned"
+)
+
+// FieldManager is the server-side apply field manager of the chaperone.
+const FieldManager = "varnishgw-chaperone"
+
+// maxMessage is the longest condition message the API accepts.
+const maxMessage = 32768
+
+// Programmed is the desired state of the Programmed condition.
+type Programmed struct {
+	// Generation is the Gateway generation the routing was built from
+	// (observedGeneration).
+	Generation int64
+	Status     metav1.ConditionStatus
+	// Reason is Programmed, Invalid or Pending.
+	Reason  gatewayv1.GatewayConditionReason
+	Message string
+}
+
+// ForError returns the Programmed condition for a sync of generation that
+// ended with err: True/Programmed for nil, False/Pending when pending (the
+// routing could not be loaded yet, e.g. ghost is not up), False/Invalid
+// otherwise with err as message.
+func ForError(generation int64, err error, pending bool) Programmed {
+	switch {
+	case err == nil:
+		return Programmed{generation, metav1.ConditionTrue, gatewayv1.GatewayReasonProgrammed, "ghost loaded the routing of this generation"}
+	case pending:
+		return Programmed{generation, metav1.ConditionFalse, gatewayv1.GatewayReasonPending, err.Error()}
+	default:
+		return Programmed{generation, metav1.ConditionFalse, gatewayv1.GatewayReasonInvalid, err.Error()}
+	}
+}
+
+// Writer applies the Programmed condition of one Gateway. Set never
+// blocks; Run applies the latest desired condition, retrying failures with
+// backoff, and skips applies that would change nothing.
+type Writer struct {
+	client          gatewayclient.Interface
+	namespace, name string
+	log             *slog.Logger
+	now             func() time.Time
+
+	mu      sync.Mutex
+	want    *Programmed
+	applied *Programmed
+	kick    chan struct{}
+}
+
+// NewWriter returns a Writer for the Gateway namespace/name.
+func NewWriter(client gatewayclient.Interface, namespace, name string, log *slog.Logger) *Writer {
+	if log == nil {
+		log = slog.Default()
+	}
+	return &Writer{
+		client: client, namespace: namespace, name: name,
+		log:  log.With("component", "gatewaystatus", "gateway", namespace+"/"+name),
+		now:  time.Now,
+		kick: make(chan struct{}, 1),
+	}
+}
+
+// Set records the desired condition; Run applies it.
+func (w *Writer) Set(p Programmed) {
+	w.mu.Lock()
+	w.want = &p
+	w.mu.Unlock()
+	select {
+	case w.kick <- struct{}{}:
+	default:
+	}
+}
+
+// Run applies desired conditions until ctx ends.
+func (w *Writer) Run(ctx context.Context) {
+	backoff := 500 * time.Millisecond
+	var retry <-chan time.Time
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-w.kick:
+		case <-retry:
+		}
+		retry = nil
+		w.mu.Lock()
+		want, applied := w.want, w.applied
+		w.mu.Unlock()
+		if want == nil || (applied != nil && *want == *applied) {
+			continue
+		}
+		if err := w.Apply(ctx, *want); err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			w.log.Error("cannot set the Programmed condition", "error", err, "retry_in", backoff)
+			retry = time.After(backoff)
+			backoff = min(2*backoff, 30*time.Second)
+			continue
+		}
+		backoff = 500 * time.Millisecond
+		w.mu.Lock()
+		w.applied = want
+		w.mu.Unlock()
+	}
+}
+
+// Apply sets the Programmed condition now. lastTransitionTime is kept when
+// the status does not change.
+func (w *Writer) Apply(ctx context.Context, p Programmed) error {
+	gw, err := w.client.GatewayV1().Gateways(w.namespace).Get(ctx, w.name, metav1.GetOptions{})
+	if err != nil {
+		if apierrors.IsNotFound(err) {
+			return fmt.Errorf("set Programmed on Gateway %s/%s: %w", w.namespace, w.name, err)
+		}
+		return fmt.Errorf("read Gateway %s/%s: %w", w.namespace, w.name, err)
+	}
+	msg := p.Message
+	if len(msg) > maxMessage {
+		msg = msg[:maxMessage-3] + "..."
+	}
+	transition := metav1.NewTime(w.now().UTC().Truncate(time.Second))
+	for _, c := range gw.Status.Conditions {
+		if c.Type == string(gatewayv1.GatewayConditionProgrammed) {
+			if c.Status == p.Status && c.Reason == string(p.Reason) && c.Message == msg && c.ObservedGeneration == p.Generation {
+				return nil // nothing to change
+			}
+			if c.Status == p.Status {
+				transition = c.LastTransitionTime
+			}
+		}
+	}
+	cfg := gwapply.Gateway(w.name, w.namespace).WithStatus(gwapply.GatewayStatus().WithConditions(
+		metav1apply.Condition().
+			WithType(string(gatewayv1.GatewayConditionProgrammed)).
+			WithStatus(p.Status).
+			WithReason(string(p.Reason)).
+			WithMessage(msg).
+			WithObservedGeneration(p.Generation).
+			WithLastTransitionTime(transition)))
+	if _, err := w.client.GatewayV1().Gateways(w.namespace).ApplyStatus(ctx, cfg,
+		metav1.ApplyOptions{FieldManager: FieldManager, Force: true}); err != nil {
+		return fmt.Errorf("apply Programmed=%s on Gateway %s/%s: %w", p.Status, w.namespace, w.name, err)
+	}
+	w.log.Info("Programmed condition set", "status", string(p.Status), "reason", string(p.Reason), "observedGeneration", p.Generation)
+	return nil
+}

@@ -1,0 +1,323 @@
+package routingsync
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/testenv"
+)
+
+func TestMain(m *testing.M) { testenv.Main(m) }
+
+// ghostVarnish is a real varnishd running the real ghost VMOD with a
+// minimal main.vcl.
+type ghostVarnish struct {
+	Dir       string // world-readable; holds ghost.json
+	GhostJSON string
+	HTTPAddr  string // socket "port-8080"
+	AdminAddr string // socket "ghost-admin"
+}
+
+func freePort(t testing.TB) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// startGhost starts varnishd with listener sockets port-8080 and
+// ghost-admin on free loopback ports.
+func startGhost(t testing.TB) *ghostVarnish {
+	t.Helper()
+	bin, err := exec.LookPath("varnishd")
+	if err != nil {
+		if bin, err = exec.LookPath("/usr/sbin/varnishd"); err != nil {
+			t.Fatal("varnishd not found: run `make setup`")
+		}
+	}
+	_, self, _, _ := runtime.Caller(0)
+	so := filepath.Join(filepath.Dir(self), "..", "..", "ghost", "libvmod_ghost.so")
+	soData, err := os.ReadFile(so)
+	if err != nil {
+		t.Fatalf("ghost VMOD not built (make -C ghost all): %v", err)
+	}
+	// varnishd drops privileges to compile VCL and to read ghost.json:
+	// everything must be world-readable.
+	dir := t.TempDir()
+	for _, d := range []string{filepath.Dir(dir), dir} {
+		if err := os.Chmod(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	g := &ghostVarnish{Dir: dir, GhostJSON: filepath.Join(dir, "ghost.json")}
+	if err := os.WriteFile(filepath.Join(dir, "libvmod_ghost.so"), soData, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	vcl := fmt.Sprintf(`vcl 4.1;
+import ghost from %q;
+backend default none;
+sub vcl_init {
+	new router = ghost.router(%q);
+}
+sub vcl_recv {
+	if (router.recv()) {
+		return (pass);
+	}
+	return (synth(router.status()));
+}
+sub vcl_synth {
+	router.synth();
+	return (deliver);
+}
+sub vcl_deliver {
+	router.deliver();
+	set resp.http.X-Gen = router.generation();
+}
+`, filepath.Join(dir, "libvmod_ghost.so"), g.GhostJSON)
+	if err := os.WriteFile(filepath.Join(dir, "main.vcl"), []byte(vcl), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	g.HTTPAddr = "127.0.0.1:" + strconv.Itoa(freePort(t))
+	g.AdminAddr = "127.0.0.1:" + strconv.Itoa(freePort(t))
+	cmd := exec.Command(bin, "-F", "-n", filepath.Join(dir, "work"),
+		"-a", "port-8080="+g.HTTPAddr, "-a", "ghost-admin="+g.AdminAddr,
+		"-f", filepath.Join(dir, "main.vcl"),
+		"-p", "thread_pool_min=5", "-p", "thread_pools=1")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	out := &lockedBuf{}
+	cmd.Stdout, cmd.Stderr = out, out
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start varnishd: %v", err)
+	}
+	t.Cleanup(func() {
+		syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM)
+		done := make(chan struct{})
+		go func() { cmd.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+			<-done
+		}
+		if t.Failed() {
+			t.Logf("varnishd output:\n%s", out.String())
+		}
+	})
+	eventually(t, 60*time.Second, "varnishd answers", func() error {
+		_, _, err := get(g.HTTPAddr, "nothing.example")
+		return err
+	})
+	return g
+}
+
+type lockedBuf struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *lockedBuf) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuf) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+var plainClient = &http.Client{
+	Timeout:   5 * time.Second,
+	Transport: &http.Transport{Proxy: nil, DisableKeepAlives: true},
+}
+
+// get requests / on addr with the Host header host and returns the status
+// and body.
+func get(addr, host string) (int, string, error) {
+	req, err := http.NewRequest(http.MethodGet, "http://"+addr+"/", nil)
+	if err != nil {
+		return 0, "", err
+	}
+	req.Host = host
+	resp, err := plainClient.Do(req)
+	if err != nil {
+		return 0, "", err
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b), nil
+}
+
+// eventually polls f until it returns nil or the (generous) deadline
+// passes.
+func eventually(t testing.TB, d time.Duration, what string, f func() error) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	var err error
+	for {
+		if err = f(); err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within %v: %v", what, d, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// servedBy polls until requests for host are answered 200 by exactly the
+// backends named in want (each seen, no other seen in 30 requests).
+func servedBy(t testing.TB, addr, host string, want ...string) {
+	t.Helper()
+	eventually(t, 60*time.Second, host+" served by "+strings.Join(want, ","), func() error {
+		seen := map[string]bool{}
+		for range 30 {
+			code, body, err := get(addr, host)
+			if err != nil {
+				return err
+			}
+			if code != 200 {
+				return fmt.Errorf("status %d: %s", code, body)
+			}
+			seen[body] = true
+		}
+		for _, w := range want {
+			if !seen[w] {
+				return fmt.Errorf("%s not seen; seen %v", w, seen)
+			}
+		}
+		if len(seen) != len(want) {
+			return fmt.Errorf("seen %v", seen)
+		}
+		return nil
+	})
+}
+
+// answers polls until host is answered with status code.
+func answers(t testing.TB, addr, host string, code int) {
+	t.Helper()
+	eventually(t, 60*time.Second, fmt.Sprintf("%s answers %d", host, code), func() error {
+		got, body, err := get(addr, host)
+		if err != nil {
+			return err
+		}
+		if got != code {
+			return fmt.Errorf("status %d: %s", got, body)
+		}
+		return nil
+	})
+}
+
+// backend is a test HTTP server that answers its name.
+type backend struct {
+	IP   string
+	Port int32
+}
+
+// hostIP is a non-loopback IPv4 address of this machine: the API server
+// refuses loopback addresses in EndpointSlices.
+func hostIP(t testing.TB) string {
+	t.Helper()
+	addrs, err := net.InterfaceAddrs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range addrs {
+		if n, ok := a.(*net.IPNet); ok && n.IP.To4() != nil && !n.IP.IsLoopback() && !n.IP.IsLinkLocalUnicast() {
+			return n.IP.String()
+		}
+	}
+	t.Fatal("no non-loopback IPv4 address for test backends")
+	return ""
+}
+
+// backends starts one HTTP server per name on ip; each answers its name.
+func backends(t testing.TB, ip string, names ...string) map[string]backend {
+	t.Helper()
+	out := map[string]backend{}
+	for _, name := range names {
+		l, err := net.Listen("tcp", net.JoinHostPort(ip, "0"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			io.WriteString(w, name)
+		})}
+		go srv.Serve(l)
+		t.Cleanup(func() { srv.Close() })
+		out[name] = backend{IP: ip, Port: int32(l.Addr().(*net.TCPAddr).Port)}
+	}
+	return out
+}
+
+// results collects the Syncer's results.
+type results struct {
+	mu  sync.Mutex
+	all []Result
+}
+
+func (r *results) add(res Result) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.all = append(r.all, res)
+}
+
+// waitFor polls until a result satisfies f and returns it.
+func (r *results) waitFor(t testing.TB, what string, f func(Result) bool) Result {
+	t.Helper()
+	var found Result
+	eventually(t, 60*time.Second, what, func() error {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		for _, res := range r.all {
+			if f(res) {
+				found = res
+				return nil
+			}
+		}
+		return fmt.Errorf("%d results, none matches", len(r.all))
+	})
+	return found
+}
+
+func testLogger(t testing.TB) *slog.Logger {
+	return slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
+}
+
+type testWriter struct{ t testing.TB }
+
+func (w testWriter) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimSpace(string(p)))
+	return len(p), nil
+}
+
+// runSyncer starts s.Run and stops it when the test ends.
+func runSyncer(t testing.TB, s *Syncer) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	})
+}

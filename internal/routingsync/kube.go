@@ -1,0 +1,378 @@
+package routingsync
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sort"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/selection"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
+	gatewayclient "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned"
+	gwinformers "sigs.k8s.io/gateway-api/pkg/client/informers/externalversions"
+
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/routing"
+)
+
+// KubeConfig configures a KubeSource.
+type KubeConfig struct {
+	// Client and Gateway are clients acting as the chaperone's
+	// ServiceAccount (see docs/routing-sync.md for the RBAC it needs).
+	Client  kubernetes.Interface
+	Gateway gatewayclient.Interface
+	// Namespace and Name name the Gateway this chaperone serves.
+	Namespace, Name string
+	// PendingTimeout is how long a sync waits for the caches of a newly
+	// referenced namespace before it builds without them (default 10s;
+	// their backends answer 500 until the cache syncs).
+	PendingTimeout time.Duration
+	Logger         *slog.Logger
+}
+
+// KubeSource watches, through informers, the fragment ConfigMaps of one
+// Gateway (by label, in the Gateway's namespace), the Gateway itself (by
+// name), and in each namespace the fragments reference: the
+// EndpointSlices of exactly the referenced Services (label
+// kubernetes.io/service-name), the Services and the ReferenceGrants. The
+// set of watched namespaces and Services follows the fragments.
+type KubeSource struct {
+	cfg KubeConfig
+	log *slog.Logger
+
+	mu         sync.Mutex
+	ctx        context.Context
+	changed    func()
+	baseSynced bool
+	cms        cache.Store
+	gws        cache.Store
+	active     map[string]*nsWatch // namespace → synced watch
+	pending    map[string]*nsWatch // namespace → watch waiting for its caches
+}
+
+// nsWatch holds the informers of one referenced namespace.
+type nsWatch struct {
+	ns       string
+	services []string // sorted; the EndpointSlice selector
+	started  time.Time
+	ctx      context.Context // ends when the watch is stopped
+	cancel   context.CancelFunc
+	kf       informers.SharedInformerFactory
+	esf      informers.SharedInformerFactory
+	gf       gwinformers.SharedInformerFactory
+	svc      cache.SharedIndexInformer
+	es       cache.SharedIndexInformer
+	grants   cache.SharedIndexInformer
+}
+
+// NewKubeSource returns a Source for the Gateway cfg.Namespace/cfg.Name.
+func NewKubeSource(cfg KubeConfig) (*KubeSource, error) {
+	if cfg.Client == nil || cfg.Gateway == nil || cfg.Namespace == "" || cfg.Name == "" {
+		return nil, errors.New("routingsync: KubeConfig needs Client, Gateway, Namespace and Name")
+	}
+	if cfg.PendingTimeout <= 0 {
+		cfg.PendingTimeout = 10 * time.Second
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	return &KubeSource{
+		cfg:     cfg,
+		log:     log.With("component", "routingsync", "gateway", cfg.Namespace+"/"+cfg.Name),
+		active:  map[string]*nsWatch{},
+		pending: map[string]*nsWatch{},
+	}, nil
+}
+
+func handler(f func()) cache.ResourceEventHandler {
+	return cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(any) { f() },
+		UpdateFunc: func(any, any) { f() },
+		DeleteFunc: func(any) { f() },
+	}
+}
+
+// Run implements Source.
+func (k *KubeSource) Run(ctx context.Context, changed func()) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	gwRef := routing.ObjectRef{Namespace: k.cfg.Namespace, Name: k.cfg.Name}
+	sel := labels.SelectorFromSet(routing.FragmentLabels(gwRef)).String()
+	kf := informers.NewSharedInformerFactoryWithOptions(k.cfg.Client, 0,
+		informers.WithNamespace(k.cfg.Namespace),
+		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = sel }),
+		informers.WithTransform(cache.TransformFunc(stripManagedFields)))
+	gf := gwinformers.NewSharedInformerFactoryWithOptions(k.cfg.Gateway, 0,
+		gwinformers.WithNamespace(k.cfg.Namespace),
+		gwinformers.WithTweakListOptions(func(o *metav1.ListOptions) {
+			o.FieldSelector = fields.OneTermEqualSelector("metadata.name", k.cfg.Name).String()
+		}),
+		gwinformers.WithTransform(cache.TransformFunc(stripManagedFields)))
+	cmInf := kf.Core().V1().ConfigMaps().Informer()
+	gwInf := gf.Gateway().V1().Gateways().Informer()
+	onFragments := func() {
+		k.reconcile()
+		changed()
+	}
+	if _, err := cmInf.AddEventHandler(handler(onFragments)); err != nil {
+		return fmt.Errorf("watch fragment ConfigMaps: %w", err)
+	}
+	if _, err := gwInf.AddEventHandler(handler(changed)); err != nil {
+		return fmt.Errorf("watch Gateway: %w", err)
+	}
+	k.mu.Lock()
+	k.ctx, k.changed = ctx, changed
+	k.cms, k.gws = cmInf.GetStore(), gwInf.GetStore()
+	k.mu.Unlock()
+	kf.Start(ctx.Done())
+	gf.Start(ctx.Done())
+	defer func() {
+		cancel()
+		kf.Shutdown()
+		gf.Shutdown()
+		k.mu.Lock()
+		for _, w := range k.active {
+			w.stop()
+		}
+		for _, w := range k.pending {
+			w.stop()
+		}
+		k.active, k.pending = map[string]*nsWatch{}, map[string]*nsWatch{}
+		k.mu.Unlock()
+	}()
+	if !cache.WaitForCacheSync(ctx.Done(), cmInf.HasSynced, gwInf.HasSynced) {
+		return nil // ctx ended
+	}
+	k.mu.Lock()
+	k.baseSynced = true
+	k.mu.Unlock()
+	onFragments()
+	<-ctx.Done()
+	return nil
+}
+
+// reconcile makes the namespace watches follow the referenced Services.
+func (k *KubeSource) reconcile() {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.cms == nil || k.ctx == nil || k.ctx.Err() != nil {
+		return
+	}
+	frags, _ := k.fragmentsLocked()
+	want := referencedBackends(frags)
+	for ns, w := range k.active {
+		if _, ok := want[ns]; !ok {
+			w.stop()
+			delete(k.active, ns)
+		}
+	}
+	for ns, w := range k.pending {
+		if svcs, ok := want[ns]; !ok || !slices.Equal(svcs, w.services) {
+			w.stop()
+			delete(k.pending, ns)
+		}
+	}
+	for ns, svcs := range want {
+		if w := k.active[ns]; w != nil && slices.Equal(w.services, svcs) {
+			continue
+		}
+		if k.pending[ns] != nil {
+			continue
+		}
+		w, err := k.startWatch(ns, svcs)
+		if err != nil {
+			k.log.Error("cannot watch referenced namespace", "namespace", ns, "error", err)
+			continue
+		}
+		k.pending[ns] = w
+		go k.awaitSync(w)
+	}
+}
+
+func (k *KubeSource) startWatch(ns string, svcs []string) (*nsWatch, error) {
+	req, err := labels.NewRequirement(discoveryv1.LabelServiceName, selection.In, svcs)
+	if err != nil {
+		return nil, fmt.Errorf("EndpointSlice selector for %v: %w", svcs, err)
+	}
+	esSel := labels.NewSelector().Add(*req).String()
+	ctx, cancel := context.WithCancel(k.ctx)
+	strip := cache.TransformFunc(stripManagedFields)
+	w := &nsWatch{ns: ns, services: svcs, started: time.Now(), ctx: ctx, cancel: cancel}
+	w.kf = informers.NewSharedInformerFactoryWithOptions(k.cfg.Client, 0,
+		informers.WithNamespace(ns), informers.WithTransform(strip))
+	w.esf = informers.NewSharedInformerFactoryWithOptions(k.cfg.Client, 0,
+		informers.WithNamespace(ns), informers.WithTransform(strip),
+		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = esSel }))
+	w.gf = gwinformers.NewSharedInformerFactoryWithOptions(k.cfg.Gateway, 0,
+		gwinformers.WithNamespace(ns), gwinformers.WithTransform(strip))
+	w.svc = w.kf.Core().V1().Services().Informer()
+	w.es = w.esf.Discovery().V1().EndpointSlices().Informer()
+	w.grants = w.gf.Gateway().V1().ReferenceGrants().Informer()
+	changed := k.changed
+	for _, inf := range []cache.SharedIndexInformer{w.svc, w.es, w.grants} {
+		if _, err := inf.AddEventHandler(handler(changed)); err != nil {
+			cancel()
+			return nil, fmt.Errorf("watch namespace %s: %w", ns, err)
+		}
+	}
+	w.kf.Start(ctx.Done())
+	w.esf.Start(ctx.Done())
+	w.gf.Start(ctx.Done())
+	return w, nil
+}
+
+func (w *nsWatch) synced() bool {
+	return w.svc.HasSynced() && w.es.HasSynced() && w.grants.HasSynced()
+}
+
+func (w *nsWatch) stop() {
+	w.cancel()
+	go func() {
+		w.kf.Shutdown()
+		w.esf.Shutdown()
+		w.gf.Shutdown()
+	}()
+}
+
+// awaitSync moves w from pending to active once its caches synced, and
+// kicks a sync after PendingTimeout if they do not.
+func (k *KubeSource) awaitSync(w *nsWatch) {
+	ctx, cancel := context.WithTimeout(w.ctx, k.cfg.PendingTimeout)
+	ok := cache.WaitForCacheSync(ctx.Done(), w.synced)
+	cancel()
+	if !ok {
+		if w.ctx.Err() != nil {
+			return // stopped: superseded, no longer referenced, or Run ended
+		}
+		k.log.Warn("caches of a referenced namespace not synced; building without them (check RBAC)",
+			"namespace", w.ns, "timeout", k.cfg.PendingTimeout)
+		k.changed()
+		// keep waiting until it syncs or is stopped
+		if !cache.WaitForCacheSync(w.ctx.Done(), w.synced) {
+			return
+		}
+	}
+	k.mu.Lock()
+	if k.pending[w.ns] == w {
+		delete(k.pending, w.ns)
+		if old := k.active[w.ns]; old != nil {
+			old.stop()
+		}
+		k.active[w.ns] = w
+	}
+	k.mu.Unlock()
+	k.changed()
+}
+
+// fragmentsLocked parses the fragment ConfigMaps, sorted by name. Invalid
+// ones are skipped and reported in the error.
+func (k *KubeSource) fragmentsLocked() ([]*routing.Fragment, error) {
+	var cms []*corev1.ConfigMap
+	for _, o := range k.cms.List() {
+		if cm, ok := o.(*corev1.ConfigMap); ok {
+			cms = append(cms, cm)
+		}
+	}
+	sort.Slice(cms, func(i, j int) bool { return cms[i].Name < cms[j].Name })
+	var frags []*routing.Fragment
+	var errs []error
+	for _, cm := range cms {
+		data, ok := cm.Data[routing.FragmentDataKey]
+		if !ok {
+			errs = append(errs, fmt.Errorf("fragment ConfigMap %s/%s has no %q key", cm.Namespace, cm.Name, routing.FragmentDataKey))
+			continue
+		}
+		f, err := routing.UnmarshalFragment([]byte(data))
+		if err != nil {
+			errs = append(errs, fmt.Errorf("fragment ConfigMap %s/%s: %w", cm.Namespace, cm.Name, err))
+			continue
+		}
+		frags = append(frags, f)
+	}
+	return frags, errors.Join(errs...)
+}
+
+// State implements Source.
+func (k *KubeSource) State() (*State, error) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if !k.baseSynced {
+		return nil, ErrNotSynced
+	}
+	obj, exists, err := k.gws.GetByKey(k.cfg.Namespace + "/" + k.cfg.Name)
+	if err != nil {
+		return nil, fmt.Errorf("read Gateway %s/%s from cache: %w", k.cfg.Namespace, k.cfg.Name, err)
+	}
+	if !exists {
+		return nil, fmt.Errorf("Gateway %s/%s: %w", k.cfg.Namespace, k.cfg.Name,
+			apierrors.NewNotFound(gatewayv1.Resource("gateways"), k.cfg.Name))
+	}
+	gw := obj.(*gatewayv1.Gateway)
+	frags, err := k.fragmentsLocked()
+	if err != nil {
+		return &State{Gateway: gw}, err
+	}
+	// Wait (bounded) for the caches of newly referenced namespaces and
+	// Services rather than answer 500 for them.
+	for _, w := range k.pending {
+		if time.Since(w.started) < k.cfg.PendingTimeout {
+			return nil, ErrNotSynced
+		}
+	}
+	objs := &routing.Objects{}
+	nss := make([]string, 0, len(k.active))
+	for ns := range k.active {
+		nss = append(nss, ns)
+	}
+	sort.Strings(nss)
+	for _, ns := range nss {
+		w := k.active[ns]
+		for _, o := range w.svc.GetStore().List() {
+			objs.Services = append(objs.Services, o.(*corev1.Service))
+		}
+		for _, o := range w.es.GetStore().List() {
+			objs.EndpointSlices = append(objs.EndpointSlices, o.(*discoveryv1.EndpointSlice))
+		}
+		for _, o := range w.grants.GetStore().List() {
+			objs.ReferenceGrants = append(objs.ReferenceGrants, o.(*gatewayv1.ReferenceGrant))
+		}
+	}
+	return &State{Gateway: gw, Fragments: frags, Objects: objs}, nil
+}
+
+// cachedEndpointSlices counts the EndpointSlices in the informer caches
+// (for the memory test).
+func (k *KubeSource) cachedEndpointSlices() int {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	n := 0
+	for _, w := range k.active {
+		n += len(w.es.GetStore().List())
+	}
+	for _, w := range k.pending {
+		n += len(w.es.GetStore().List())
+	}
+	return n
+}
+
+// stripManagedFields drops metadata.managedFields from cached objects: the
+// chaperone never reads them, and they are often the largest part.
+func stripManagedFields(obj any) (any, error) {
+	if a, ok := obj.(metav1.ObjectMetaAccessor); ok {
+		a.GetObjectMeta().SetManagedFields(nil)
+	}
+	return obj, nil
+}
