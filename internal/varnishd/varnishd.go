@@ -260,15 +260,22 @@ func (p *Process) ChildPids() ([]int, error) {
 }
 
 func childPids(pid int) ([]int, error) {
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", pid, pid))
-	if err != nil {
-		return nil, fmt.Errorf("read children of pid %d: %w", pid, err)
+	// Each thread lists the children it forked.
+	files, err := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/children", pid))
+	if err != nil || len(files) == 0 {
+		return nil, fmt.Errorf("read children of pid %d: no /proc/%d/task/*/children (%v)", pid, pid, err)
 	}
 	var pids []int
-	for _, f := range strings.Fields(string(data)) {
-		var n int
-		if _, err := fmt.Sscan(f, &n); err == nil {
-			pids = append(pids, n)
+	for _, file := range files {
+		data, err := os.ReadFile(file)
+		if err != nil {
+			continue // the thread has exited
+		}
+		for _, f := range strings.Fields(string(data)) {
+			var n int
+			if _, err := fmt.Sscan(f, &n); err == nil {
+				pids = append(pids, n)
+			}
 		}
 	}
 	return pids, nil
