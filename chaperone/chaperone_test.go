@@ -408,4 +408,3 @@ func childrenOf(t *testing.T, pid int) []int {
 	}
 	return pids
 }
-
