@@ -130,7 +130,29 @@ func Run(ctx context.Context, cfg *Config, routing Routing, logger *slog.Logger,
 	}()
 	logger.Info("chaperone started", "mode", cfg.Mode, "health_addr", hl.Addr().String())
 
-	varnishDone, err := c.startVarnish(ctx)
+	// A signal while varnishd starts (or, in sidecar mode, before it has
+	// connected) ends the start: there is nothing to drain yet.
+	startCtx, startCancel := context.WithCancel(ctx)
+	started := make(chan struct{})
+	var startSignal atomic.Bool
+	go func() {
+		select {
+		case s := <-sig:
+			logger.Info("signal before varnishd was up: exiting", "signal", s.String())
+			startSignal.Store(true)
+			startCancel()
+		case <-started:
+		}
+	}()
+	varnishDone, err := c.startVarnish(startCtx)
+	close(started)
+	startCancel()
+	if startSignal.Load() {
+		if c.proc != nil {
+			c.proc.Stop(30 * time.Second)
+		}
+		return nil
+	}
 	if err != nil {
 		return err
 	}

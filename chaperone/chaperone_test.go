@@ -289,6 +289,13 @@ func TestServesDrainsOnSIGTERMAndExitsAfterClientsLeave(t *testing.T) {
 		return c.metric("varnish_main_client_req_total") >= 1
 	})
 
+	ghostCounter := regexp.MustCompile(`varnish_ghost_requests_total\{router="router",vcl="main-[^"]+",vhost="app\.example\.com"\} [1-9]`)
+	c.waitFor("ghost's per-vhost request counter in /metrics", 30*time.Second, func() bool {
+		c.get()
+		_, metrics := c.health("/metrics")
+		return ghostCounter.MatchString(metrics)
+	})
+
 	conns := []net.Conn{c.keepAlive(), c.keepAlive(), c.keepAlive()}
 	// thread_pools=1: one session pool, MEMPOOL.sess0.live counts them all.
 	c.waitFor("3 live sessions", 30*time.Second, func() bool { return c.metric(`varnish_mempool_live{id="sess0"}`) == 3 })
@@ -408,3 +415,4 @@ func childrenOf(t *testing.T, pid int) []int {
 	}
 	return pids
 }
+

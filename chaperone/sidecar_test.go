@@ -127,3 +127,49 @@ func TestSidecarSteersAnotherVarnishdAndDrainsOnPreStop(t *testing.T) {
 		t.Errorf("sidecar exit: %v, want status 0", c.exitErr)
 	}
 }
+
+// TestSidecarSIGTERMBeforeVarnishdConnects: nothing to drain, exit 0 at once.
+func TestSidecarSIGTERMBeforeVarnishdConnects(t *testing.T) {
+	dir := varnishdtest.Dir(t)
+	secretFile, _, _, err := varnishd.PrepareWorkDir(filepath.Join(dir, "shared"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	healthAddr := varnishdtest.FreeAddr(t)
+	cmd := exec.Command(chaperoneBin, "--mode=sidecar", "--secret-file", secretFile,
+		"--workdir", filepath.Join(dir, "work"), "--admin-addr", varnishdtest.FreeAddr(t),
+		"--health-addr", healthAddr, "--vcl", "")
+	out := &syncBuffer{}
+	cmd.Stdout, cmd.Stderr = out, out
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	t.Cleanup(func() { syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) })
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		resp, err := http.Get("http://" + healthAddr + "/readyz")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode != 503 {
+				t.Fatalf("/readyz = %d before varnishd connected, want 503", resp.StatusCode)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("health server not up: %v\n%s", err, out.String())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case err := <-exited:
+		if err != nil {
+			t.Errorf("exit: %v, want status 0\n%s", err, out.String())
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatalf("still running 30 s after SIGTERM\n%s", out.String())
+	}
+}
