@@ -255,7 +255,7 @@ func (c *chaperone) get() (status int, body string, header http.Header) {
 
 func (c *chaperone) wantTraffic(body, vcl string) {
 	c.t.Helper()
-	c.waitFor(fmt.Sprintf("traffic answered by %s through VCL %s", body, vcl), 60*time.Second, func() bool {
+	c.waitFor(fmt.Sprintf("traffic answered by %s through VCL %s", body, vcl), 90*time.Second, func() bool {
 		code, got, h := c.get()
 		return code == 200 && got == body && h.Get("X-VCL") == vcl
 	})
@@ -285,12 +285,12 @@ func TestServesDrainsOnSIGTERMAndExitsAfterClientsLeave(t *testing.T) {
 	if v := c.metric(`varnishgw_chaperone_reloads_total{kind="ghost",result="ok"}`); v < 1 {
 		t.Errorf("ghost reloads ok = %v, want 1 or more", v)
 	}
-	c.waitFor("varnish counters in /metrics", 30*time.Second, func() bool {
+	c.waitFor("varnish counters in /metrics", 90*time.Second, func() bool {
 		return c.metric("varnish_main_client_req_total") >= 1
 	})
 
 	ghostCounter := regexp.MustCompile(`varnish_ghost_requests_total\{router="router",vcl="main-[^"]+",vhost="app\.example\.com"\} [1-9]`)
-	c.waitFor("ghost's per-vhost request counter in /metrics", 30*time.Second, func() bool {
+	c.waitFor("ghost's per-vhost request counter in /metrics", 90*time.Second, func() bool {
 		c.get()
 		_, metrics := c.health("/metrics")
 		return ghostCounter.MatchString(metrics)
@@ -298,16 +298,16 @@ func TestServesDrainsOnSIGTERMAndExitsAfterClientsLeave(t *testing.T) {
 
 	conns := []net.Conn{c.keepAlive(), c.keepAlive(), c.keepAlive()}
 	// thread_pools=1: one session pool, MEMPOOL.sess0.live counts them all.
-	c.waitFor("3 live sessions", 30*time.Second, func() bool { return c.metric(`varnish_mempool_live{id="sess0"}`) == 3 })
+	c.waitFor("3 live sessions", 90*time.Second, func() bool { return c.metric(`varnish_mempool_live{id="sess0"}`) == 3 })
 
 	if err := c.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
-	c.waitFor("readiness 503", 30*time.Second, func() bool { code, _ := c.health("/readyz"); return code == 503 })
+	c.waitFor("readiness 503", 90*time.Second, func() bool { code, _ := c.health("/readyz"); return code == 503 })
 	if code, body := c.health("/healthz"); code != 200 {
 		t.Errorf("/healthz while draining = %d %s, want 200", code, body)
 	}
-	c.waitFor("live sessions counted", 30*time.Second, func() bool {
+	c.waitFor("live sessions counted", 90*time.Second, func() bool {
 		return c.metric("varnishgw_chaperone_live_sessions") == 3
 	})
 	// The clients are still connected: the chaperone must stay.
@@ -321,7 +321,7 @@ func TestServesDrainsOnSIGTERMAndExitsAfterClientsLeave(t *testing.T) {
 	}
 	select {
 	case <-c.exited:
-	case <-time.After(60 * time.Second):
+	case <-time.After(120 * time.Second):
 		t.Fatal("chaperone did not exit within 60 s after the clients left")
 	}
 	if c.exitErr != nil {
@@ -337,11 +337,11 @@ func TestSecondSIGTERMEndsAtOnce(t *testing.T) {
 	conn := c.keepAlive()
 	defer conn.Close()
 	c.cmd.Process.Signal(syscall.SIGTERM)
-	c.waitFor("readiness 503", 30*time.Second, func() bool { code, _ := c.health("/readyz"); return code == 503 })
+	c.waitFor("readiness 503", 90*time.Second, func() bool { code, _ := c.health("/readyz"); return code == 503 })
 	c.cmd.Process.Signal(syscall.SIGTERM)
 	select {
 	case <-c.exited:
-	case <-time.After(30 * time.Second):
+	case <-time.After(90 * time.Second):
 		t.Fatal("chaperone still runs 30 s after a second SIGTERM")
 	}
 	if c.exitErr == nil {
@@ -355,7 +355,7 @@ func TestBrokenVCLKeepsTrafficAndGhostJSONReloads(t *testing.T) {
 	c.wantTraffic("A", "v1")
 
 	writeFile(t, c.vclPath, "vcl 4.1;\nsub vcl_recv { this is not VCL }\n")
-	c.waitFor("a VCL compile failure in /metrics", 60*time.Second, func() bool {
+	c.waitFor("a VCL compile failure in /metrics", 90*time.Second, func() bool {
 		return c.metric("varnishgw_chaperone_vcl_compile_failures_total") == 1
 	})
 	if code, body, h := c.get(); code != 200 || body != "A" || h.Get("X-VCL") != "v1" {
@@ -378,7 +378,7 @@ func TestBrokenVCLKeepsTrafficAndGhostJSONReloads(t *testing.T) {
 func TestCacheChildRestartIsNoticedAndTrafficRecovers(t *testing.T) {
 	c := startChaperone(t, backend(t, "A"))
 	c.wantTraffic("A", "v1")
-	c.waitFor("the first stats", 30*time.Second, func() bool { return c.metric("varnish_mgt_child_start_total") == 1 })
+	c.waitFor("the first stats", 90*time.Second, func() bool { return c.metric("varnish_mgt_child_start_total") == 1 })
 
 	manager := childrenOf(t, c.cmd.Process.Pid)
 	if len(manager) != 1 {
@@ -391,11 +391,11 @@ func TestCacheChildRestartIsNoticedAndTrafficRecovers(t *testing.T) {
 	if err := syscall.Kill(child[0], syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	c.waitFor("the chaperone to notice the restart", 60*time.Second, func() bool {
+	c.waitFor("the chaperone to notice the restart", 90*time.Second, func() bool {
 		return c.metric("varnishgw_chaperone_child_restarts_total") == 1
 	})
 	c.wantTraffic("A", "v1")
-	c.waitFor("readiness after the restart", 60*time.Second, func() bool { code, _ := c.health("/readyz"); return code == 200 })
+	c.waitFor("readiness after the restart", 90*time.Second, func() bool { code, _ := c.health("/readyz"); return code == 200 })
 }
 
 func childrenOf(t *testing.T, pid int) []int {
@@ -415,4 +415,3 @@ func childrenOf(t *testing.T, pid int) []int {
 	}
 	return pids
 }
-

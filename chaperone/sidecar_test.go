@@ -87,7 +87,7 @@ func TestSidecarSteersAnotherVarnishdAndDrainsOnPreStop(t *testing.T) {
 
 	c.waitFor("ready", 90*time.Second, func() bool { code, _ := c.health("/readyz"); return code == 200 })
 	c.wantTraffic("S", "side")
-	c.waitFor("varnish counters through the shared work dir", 30*time.Second, func() bool {
+	c.waitFor("varnish counters through the shared work dir", 90*time.Second, func() bool {
 		return c.metric("varnish_main_client_req_total") >= 1
 	})
 
@@ -103,7 +103,7 @@ func TestSidecarSteersAnotherVarnishdAndDrainsOnPreStop(t *testing.T) {
 		resp.Body.Close()
 		drained <- fmt.Sprintf("%d %s", resp.StatusCode, strings.TrimSpace(string(b)))
 	}()
-	c.waitFor("readiness 503", 30*time.Second, func() bool { code, _ := c.health("/readyz"); return code == 503 })
+	c.waitFor("readiness 503", 90*time.Second, func() bool { code, _ := c.health("/readyz"); return code == 503 })
 	select {
 	case got := <-drained:
 		t.Fatalf("/drain answered %q with a client connected", got)
@@ -115,12 +115,12 @@ func TestSidecarSteersAnotherVarnishdAndDrainsOnPreStop(t *testing.T) {
 		if got != "200 drained" {
 			t.Errorf("/drain = %q, want 200 drained", got)
 		}
-	case <-time.After(60 * time.Second):
+	case <-time.After(120 * time.Second):
 		t.Fatal("/drain did not answer within 60 s after the client left")
 	}
 	select {
 	case <-c.exited:
-	case <-time.After(30 * time.Second):
+	case <-time.After(90 * time.Second):
 		t.Fatal("sidecar chaperone still runs 30 s after the drain")
 	}
 	if c.exitErr != nil {
@@ -148,7 +148,7 @@ func TestSidecarSIGTERMBeforeVarnishdConnects(t *testing.T) {
 	exited := make(chan error, 1)
 	go func() { exited <- cmd.Wait() }()
 	t.Cleanup(func() { syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) })
-	deadline := time.Now().Add(30 * time.Second)
+	deadline := time.Now().Add(90 * time.Second)
 	for {
 		resp, err := http.Get("http://" + healthAddr + "/readyz")
 		if err == nil {
@@ -169,7 +169,7 @@ func TestSidecarSIGTERMBeforeVarnishdConnects(t *testing.T) {
 		if err != nil {
 			t.Errorf("exit: %v, want status 0\n%s", err, out.String())
 		}
-	case <-time.After(30 * time.Second):
+	case <-time.After(90 * time.Second):
 		t.Fatalf("still running 30 s after SIGTERM\n%s", out.String())
 	}
 }
