@@ -100,7 +100,13 @@ func Run(ctx context.Context, cfg *Config, routing Routing, logger *slog.Logger,
 	c.checker = &health.Checker{VarnishReady: c.varnishUp.Load, RoutingLoaded: c.routingLoaded.Load}
 	c.drainer = &drain.Drainer{
 		LiveSessions: c.liveSessions,
-		Stop:         func(ctx context.Context) error { return c.admin.get().Stop(ctx) },
+		Stop: func(ctx context.Context) error {
+			conn := c.admin.get()
+			if conn == nil {
+				return nil // sidecar: varnishd never connected, nothing to stop
+			}
+			return conn.Stop(ctx)
+		},
 		OnStart: func() {
 			c.checker.StartDraining()
 			c.metrics.SetDraining(true)

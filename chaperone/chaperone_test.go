@@ -92,7 +92,7 @@ func ghostJSON(backendURL string) string {
 ]}`, host, port)
 }
 
-func backend(t *testing.T, body string) *httptest.Server {
+func backend(t testing.TB, body string) *httptest.Server {
 	s := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		fmt.Fprint(w, body)
 	}))
@@ -102,7 +102,7 @@ func backend(t *testing.T, body string) *httptest.Server {
 
 // chaperone is a running chaperone binary.
 type chaperone struct {
-	t          *testing.T
+	t          testing.TB
 	cmd        *exec.Cmd
 	dir        string
 	listenAddr string
@@ -134,7 +134,7 @@ func (s *syncBuffer) String() string {
 
 // startChaperone runs the chaperone binary in supervise mode with main.vcl
 // and ghost.json routing app.example.com to be.
-func startChaperone(t *testing.T, be *httptest.Server, extra ...string) *chaperone {
+func startChaperone(t testing.TB, be *httptest.Server, extra ...string) *chaperone {
 	t.Helper()
 	dir := varnishdtest.Dir(t)
 	c := &chaperone{
@@ -186,7 +186,7 @@ func startChaperone(t *testing.T, be *httptest.Server, extra ...string) *chapero
 	return c
 }
 
-func writeFile(t *testing.T, path, content string) {
+func writeFile(t testing.TB, path, content string) {
 	t.Helper()
 	tmp := path + ".tmp"
 	if err := os.WriteFile(tmp, []byte(content), 0o644); err != nil {
