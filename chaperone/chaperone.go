@@ -14,6 +14,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/agent"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/drain"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/health"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/metrics"
@@ -63,7 +64,7 @@ func (a *admin) VCLList(ctx context.Context) ([]varnishadm.VCL, error) {
 type Chaperone struct {
 	cfg     *Config
 	logger  *slog.Logger
-	routing Routing
+	routing agent.Routing
 
 	admin    admin
 	proc     *varnishd.Process // supervise mode only
@@ -80,11 +81,11 @@ type Chaperone struct {
 
 // Run runs the chaperone until SIGTERM/SIGINT has drained varnishd (nil, exit
 // 0) or something fails (exit 1). sig delivers the termination signals.
-func Run(ctx context.Context, cfg *Config, routing Routing, logger *slog.Logger, sig <-chan os.Signal) error {
+func Run(ctx context.Context, cfg *Config, routing agent.Routing, logger *slog.Logger, sig <-chan os.Signal) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	if routing == nil {
-		routing = &FileRouting{}
+		routing = &agent.FileRouting{}
 	}
 	c := &Chaperone{cfg: cfg, logger: logger, routing: routing}
 	c.setVCLErr(errNoVCL)
@@ -117,12 +118,16 @@ func Run(ctx context.Context, cfg *Config, routing Routing, logger *slog.Logger,
 	}
 
 	// Probes, metrics and /drain first: Kubernetes sees the pod alive while
-	// varnishd starts.
+	// varnishd starts. /drain only in sidecar mode: anyone who reaches
+	// --health-addr can call it.
 	mux := http.NewServeMux()
 	c.checker.Register(mux)
 	mux.Handle("GET /metrics", metrics.Handler(reg))
-	mux.Handle("POST /drain", c.drainer.Handler())
-	mux.Handle("GET /drain", c.drainer.Handler())
+	if cfg.Mode == ModeSidecar {
+		// For the varnish container's preStop hook (an httpGet hook is a GET).
+		mux.Handle("POST /drain", c.drainer.Handler())
+		mux.Handle("GET /drain", c.drainer.Handler())
+	}
 	hl, err := net.Listen("tcp", cfg.HealthAddr)
 	if err != nil {
 		return fmt.Errorf("--health-addr=%s: %w", cfg.HealthAddr, err)
@@ -178,7 +183,7 @@ func Run(ctx context.Context, cfg *Config, routing Routing, logger *slog.Logger,
 	if cfg.VCLPath != "" {
 		go c.reloader.WatchFile(ctx, cfg.VCLPath, 2*time.Second, c.setVCLErr)
 	}
-	env := RoutingEnv{
+	env := agent.Env{
 		GhostAdminAddr: cfg.GhostAdminAddr,
 		GhostJSONPath:  cfg.GhostJSONPath,
 		RoutingLoaded: func() {

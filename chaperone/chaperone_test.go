@@ -34,18 +34,8 @@ func TestMain(m *testing.M) {
 		}
 		defer os.RemoveAll(dir)
 		os.Chmod(dir, 0o755)
-		if out, err := exec.Command("make", "-C", "../ghost", "all").CombinedOutput(); err != nil {
-			fmt.Fprintf(os.Stderr, "build the ghost VMOD (make -C ghost all; run make setup for its build dependencies): %v\n%s", err, out)
-			return 1
-		}
-		// varnishd compiles VCL as user vcache: the VMOD must be readable.
-		ghostVMOD = filepath.Join(dir, "libvmod_ghost.so")
-		so, err := os.ReadFile("../ghost/libvmod_ghost.so")
-		if err == nil {
-			err = os.WriteFile(ghostVMOD, so, 0o755)
-		}
-		if err != nil {
-			fmt.Fprintln(os.Stderr, "copy the ghost VMOD:", err)
+		if ghostVMOD, err = varnishdtest.BuildGhost(); err != nil {
+			fmt.Fprintf(os.Stderr, "build the ghost VMOD (run make setup for its build dependencies): %v\n", err)
 			return 1
 		}
 		chaperoneBin = filepath.Join(dir, "chaperone")
@@ -353,6 +343,10 @@ func TestBrokenVCLKeepsTrafficAndGhostJSONReloads(t *testing.T) {
 	a, b := backend(t, "A"), backend(t, "B")
 	c := startChaperone(t, a)
 	c.wantTraffic("A", "v1")
+
+	if code, _ := c.health("/drain"); code != 404 {
+		t.Errorf("GET /drain in supervise mode = %d, want 404 (sidecar only)", code)
+	}
 
 	writeFile(t, c.vclPath, "vcl 4.1;\nsub vcl_recv { this is not VCL }\n")
 	c.waitFor("a VCL compile failure in /metrics", 90*time.Second, func() bool {

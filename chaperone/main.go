@@ -5,8 +5,8 @@
 // restarts, and on SIGTERM drains client sessions before stopping varnishd.
 //
 // The routing half (ghost.json from Gateway API objects, ghost reloads,
-// Gateway status) plugs in through the [Routing] interface; see
-// docs/chaperone.md.
+// Gateway status) plugs in through the agent.Routing interface
+// (internal/agent), set in newRouting; see docs/chaperone.md.
 package main
 
 import (
@@ -14,11 +14,14 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/agent"
 )
 
-// newRouting is the routing source main wires. nil: FileRouting, ghost.json
-// is a file written by someone else. The routing half sets this.
-var newRouting func(cfg *Config) Routing
+// newRouting is the seam where the routing half plugs in: it returns the
+// agent.Routing the chaperone drives. nil: agent.FileRouting, ghost.json is
+// a file written by someone else.
+var newRouting func(cfg *Config) agent.Routing
 
 func main() {
 	cfg, err := ParseConfig(os.Args[1:], os.Environ(), os.Stderr)
@@ -28,7 +31,7 @@ func main() {
 	}
 	logger := slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: cfg.LogLevel}))
 	slog.SetDefault(logger)
-	var routing Routing
+	var routing agent.Routing
 	if newRouting != nil {
 		routing = newRouting(cfg)
 	}
