@@ -155,7 +155,7 @@ func Run(ctx context.Context, cfg *Config, routing agent.Routing, logger *slog.L
 		case <-started:
 		}
 	}()
-	varnishDone, err := c.startVarnish(startCtx)
+	varnishDone, err := c.startVarnish(startCtx, ctx)
 	close(started)
 	startCancel()
 	if startSignal.Load() {
@@ -248,7 +248,9 @@ func Run(ctx context.Context, cfg *Config, routing agent.Routing, logger *slog.L
 // startVarnish runs varnishd (supervise) or waits for the varnishd of the
 // other container to connect (sidecar). The channel is closed when a
 // supervised varnishd exits; nil in sidecar mode.
-func (c *Chaperone) startVarnish(ctx context.Context) (<-chan struct{}, error) {
+// ctx bounds the start, runCtx the chaperone's life (the sidecar's accept
+// loop).
+func (c *Chaperone) startVarnish(ctx, runCtx context.Context) (<-chan struct{}, error) {
 	if c.cfg.Mode == ModeSidecar {
 		secret, err := c.cfg.readSecret()
 		if err != nil {
@@ -265,7 +267,7 @@ func (c *Chaperone) startVarnish(ctx context.Context) (<-chan struct{}, error) {
 			return nil, fmt.Errorf("accept varnishd's admin connection: %w", err)
 		}
 		c.admin.set(conn)
-		go c.reacceptLoop(ctx, l, secret)
+		go c.reacceptLoop(runCtx, l, secret)
 		return nil, nil
 	}
 	proc, err := varnishd.Start(ctx, varnishd.Config{

@@ -66,30 +66,44 @@ func TestSidecarSteersAnotherVarnishdAndDrainsOnPreStop(t *testing.T) {
 	})
 
 	// The "varnish container".
-	vd := exec.Command(varnishdtest.Bin(t), "-F", "-n", workDir,
-		"-a", "port-"+strconv.Itoa(varnishdtest.Port(t, c.listenAddr))+"="+c.listenAddr,
-		"-a", varnishd.GhostAdminSocket+"="+c.ghostAdmin,
-		"-M", adminAddr, "-S", secretFile, "-f", bootFile,
-		"-s", "malloc,32m", "-p", "thread_pool_min=5", "-p", "thread_pools=1", "-p", "timeout_idle=120")
-	vdOut := &syncBuffer{}
-	vd.Stdout, vd.Stderr = vdOut, vdOut
-	vd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	if err := vd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		syscall.Kill(-vd.Process.Pid, syscall.SIGKILL)
-		vd.Wait()
-		if t.Failed() {
-			t.Logf("varnishd output:\n%s", vdOut.String())
+	varnishContainer := func() *exec.Cmd {
+		vd := exec.Command(varnishdtest.Bin(t), "-F", "-n", workDir,
+			"-a", "port-"+strconv.Itoa(varnishdtest.Port(t, c.listenAddr))+"="+c.listenAddr,
+			"-a", varnishd.GhostAdminSocket+"="+c.ghostAdmin,
+			"-M", adminAddr, "-S", secretFile, "-f", bootFile,
+			"-s", "malloc,32m", "-p", "thread_pool_min=5", "-p", "thread_pools=1", "-p", "timeout_idle=120")
+		vdOut := &syncBuffer{}
+		vd.Stdout, vd.Stderr = vdOut, vdOut
+		vd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+		if err := vd.Start(); err != nil {
+			t.Fatal(err)
 		}
-	})
+		t.Cleanup(func() {
+			syscall.Kill(-vd.Process.Pid, syscall.SIGKILL)
+			vd.Wait()
+			if t.Failed() {
+				t.Logf("varnishd output:\n%s", vdOut.String())
+			}
+		})
+		return vd
+	}
+	vd := varnishContainer()
 
 	c.waitFor("ready", 90*time.Second, func() bool { code, _ := c.health("/readyz"); return code == 200 })
 	c.wantTraffic("S", "side")
 	c.waitFor("varnish counters through the shared work dir", 90*time.Second, func() bool {
 		return c.metric("varnish_main_client_req_total") >= 1
 	})
+
+	// The varnish container restarts: the chaperone takes the new admin
+	// connection and loads main.vcl and routing into the new varnishd.
+	syscall.Kill(-vd.Process.Pid, syscall.SIGKILL)
+	vd.Wait()
+	varnishContainer()
+	c.waitFor("the chaperone to accept the new varnishd", 90*time.Second, func() bool {
+		return strings.Contains(c.out.String(), "varnishd connected again")
+	})
+	c.wantTraffic("S", "side")
 
 	conn := c.keepAlive()
 	drained := make(chan string, 1)
