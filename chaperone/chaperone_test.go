@@ -39,7 +39,11 @@ func TestMain(m *testing.M) {
 			return 1
 		}
 		chaperoneBin = filepath.Join(dir, "chaperone")
-		if out, err := exec.Command("go", "build", "-o", chaperoneBin, ".").CombinedOutput(); err != nil {
+		build := []string{"build", "-o", chaperoneBin}
+		if raceBuild {
+			build = append(build, "-race")
+		}
+		if out, err := exec.Command("go", append(build, ".")...).CombinedOutput(); err != nil {
 			fmt.Fprintf(os.Stderr, "build the chaperone: %v\n%s", err, out)
 			return 1
 		}

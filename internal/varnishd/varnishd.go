@@ -322,8 +322,9 @@ func (t *lineTail) String() string {
 }
 
 // ChildWatch notices restarts of the cache child from successive values of
-// MGT.child_start.
+// MGT.child_start. Safe for concurrent use.
 type ChildWatch struct {
+	mu   sync.Mutex
 	last uint64
 	seen bool
 }
@@ -332,6 +333,8 @@ type ChildWatch struct {
 // was started again since the previous observation. The first observation
 // never reports a restart.
 func (w *ChildWatch) Observe(childStarts uint64) (restarted bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
 	restarted = w.seen && childStarts > w.last
 	w.last, w.seen = childStarts, true
 	return restarted

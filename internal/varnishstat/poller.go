@@ -14,6 +14,7 @@ type Poller struct {
 	Interval time.Duration
 	Logger   *slog.Logger
 
+	pollMu   sync.Mutex // one Poll at a time: observers see snapshots in order
 	mu       sync.Mutex
 	latest   Snapshot
 	err      error
@@ -46,8 +47,10 @@ func (p *Poller) SetSnapshot(s Snapshot) {
 }
 
 // Poll reads the counters once, stores the snapshot and calls the
-// OnSnapshot functions.
+// OnSnapshot functions. Concurrent calls run one after the other.
 func (p *Poller) Poll(ctx context.Context) (Snapshot, error) {
+	p.pollMu.Lock()
+	defer p.pollMu.Unlock()
 	s, err := p.Reader.Read(ctx)
 	p.mu.Lock()
 	p.err = err
