@@ -352,10 +352,37 @@ func TestBrokenVCLKeepsTrafficAndGhostJSONReloads(t *testing.T) {
 		t.Errorf("GET /drain in supervise mode = %d, want 404 (sidecar only)", code)
 	}
 
+	// Requests run all through the failed reload; none may fail.
+	stopTraffic := make(chan struct{})
+	trafficDone := make(chan []string)
+	go func() {
+		var bad []string
+		n := 0
+		for {
+			select {
+			case <-stopTraffic:
+				if n == 0 {
+					bad = append(bad, "no request was sent")
+				}
+				trafficDone <- bad
+				return
+			default:
+			}
+			code, body, h := c.get()
+			n++
+			if code != 200 || body != "A" || h.Get("X-VCL") != "v1" {
+				bad = append(bad, fmt.Sprintf("%d %q X-VCL %q", code, body, h.Get("X-VCL")))
+			}
+		}
+	}()
 	writeFile(t, c.vclPath, "vcl 4.1;\nsub vcl_recv { this is not VCL }\n")
 	c.waitFor("a VCL compile failure in /metrics", 90*time.Second, func() bool {
 		return c.metric("varnishgw_chaperone_vcl_compile_failures_total") == 1
 	})
+	close(stopTraffic)
+	if bad := <-trafficDone; len(bad) > 0 {
+		t.Errorf("requests during the failed reload went wrong: %v", bad)
+	}
 	if code, body, h := c.get(); code != 200 || body != "A" || h.Get("X-VCL") != "v1" {
 		t.Errorf("after a broken VCL: %d %q X-VCL %q, want 200 A v1", code, body, h.Get("X-VCL"))
 	}
