@@ -80,7 +80,8 @@ type Chaperone struct {
 }
 
 // Run runs the chaperone until SIGTERM/SIGINT has drained varnishd (nil, exit
-// 0) or something fails (exit 1). sig delivers the termination signals.
+// 0) or something fails (exit 1). sig delivers the termination signals;
+// ending ctx stops at once, without draining.
 func Run(ctx context.Context, cfg *Config, routing agent.Routing, logger *slog.Logger, sig <-chan os.Signal) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -241,6 +242,9 @@ func Run(ctx context.Context, cfg *Config, routing agent.Routing, logger *slog.L
 			if ctx.Err() == nil {
 				return fmt.Errorf("routing stopped: %w", err)
 			}
+		case <-ctx.Done():
+			// the caller ended Run: stop without draining
+			return ctx.Err()
 		}
 	}
 }
