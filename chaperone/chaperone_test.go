@@ -168,9 +168,7 @@ func startChaperone(t testing.TB, be *httptest.Server, extra ...string) *chapero
 	}
 	go func() { c.exitErr = c.cmd.Wait(); close(c.exited) }()
 	t.Cleanup(func() {
-		// varnishd dies with the chaperone (parent-death signal), its
-		// child with the manager.
-		syscall.Kill(-c.cmd.Process.Pid, syscall.SIGKILL)
+		varnishdtest.KillTree(c.cmd.Process.Pid)
 		<-c.exited
 		if t.Failed() {
 			t.Logf("chaperone output:\n%s", c.out.String())

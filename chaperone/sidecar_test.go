@@ -58,7 +58,7 @@ func TestSidecarSteersAnotherVarnishdAndDrainsOnPreStop(t *testing.T) {
 	}
 	go func() { c.exitErr = c.cmd.Wait(); close(c.exited) }()
 	t.Cleanup(func() {
-		syscall.Kill(-c.cmd.Process.Pid, syscall.SIGKILL)
+		varnishdtest.KillTree(c.cmd.Process.Pid)
 		<-c.exited
 		if t.Failed() {
 			t.Logf("chaperone output:\n%s", c.out.String())
@@ -161,7 +161,7 @@ func TestSidecarSIGTERMBeforeVarnishdConnects(t *testing.T) {
 	}
 	exited := make(chan error, 1)
 	go func() { exited <- cmd.Wait() }()
-	t.Cleanup(func() { syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) })
+	t.Cleanup(func() { varnishdtest.KillTree(cmd.Process.Pid) })
 	deadline := time.Now().Add(90 * time.Second)
 	for {
 		resp, err := http.Get("http://" + healthAddr + "/readyz")

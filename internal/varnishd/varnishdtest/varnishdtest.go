@@ -4,6 +4,7 @@ package varnishdtest
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"net"
 	"os"
@@ -12,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -138,4 +140,34 @@ func (w *testWriter) close() {
 	w.mu.Lock()
 	w.closed = true
 	w.mu.Unlock()
+}
+
+// KillTree kills pid's process group and the process groups of all its
+// descendants. A parent-death signal does not reach varnishd: its manager
+// changes credentials (jail), which clears the signal, so a varnishd whose
+// chaperone is killed outside a pod (where the chaperone is PID 1 and the
+// kernel ends the namespace) would keep running.
+func KillTree(pid int) {
+	tree := descendants(pid)
+	syscall.Kill(-pid, syscall.SIGKILL)
+	syscall.Kill(pid, syscall.SIGKILL)
+	for _, p := range tree {
+		syscall.Kill(-p, syscall.SIGKILL)
+		syscall.Kill(p, syscall.SIGKILL)
+	}
+}
+
+func descendants(pid int) []int {
+	var out []int
+	files, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/children", pid))
+	for _, f := range files {
+		data, _ := os.ReadFile(f)
+		for _, field := range strings.Fields(string(data)) {
+			if n, err := strconv.Atoi(field); err == nil {
+				out = append(out, n)
+				out = append(out, descendants(n)...)
+			}
+		}
+	}
+	return out
 }
