@@ -438,3 +438,25 @@ func childrenOf(t *testing.T, pid int) []int {
 	}
 	return pids
 }
+
+// TestVarnishdExitEndsTheChaperone: when varnishd's manager dies the
+// chaperone exits non-zero so Kubernetes restarts the pod.
+func TestVarnishdExitEndsTheChaperone(t *testing.T) {
+	c := startChaperone(t, backend(t, "A"))
+	manager := childrenOf(t, c.cmd.Process.Pid)
+	if len(manager) != 1 {
+		t.Fatalf("chaperone children = %v, want varnishd's manager only", manager)
+	}
+	varnishdtest.KillTree(manager[0])
+	select {
+	case <-c.exited:
+	case <-time.After(90 * time.Second):
+		t.Fatal("chaperone still runs 90 s after varnishd died")
+	}
+	if c.exitErr == nil {
+		t.Error("chaperone exited 0 after varnishd died, want non-zero")
+	}
+	if !strings.Contains(c.out.String(), "varnishd exited") {
+		t.Error("the log does not say varnishd exited")
+	}
+}
