@@ -3,8 +3,10 @@ package drain_test
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -110,4 +112,54 @@ func TestDrainIsOnceAndHandlerWaits(t *testing.T) {
 	if n := f.stops.Load(); n != 1 {
 		t.Errorf("%d stops, want 1", n)
 	}
+}
+
+func TestDrainLogsProgress(t *testing.T) {
+	f := &fakeVarnish{}
+	f.sessions.Store(2)
+	var logs syncBuf
+	var counts []uint64
+	var mu sync.Mutex
+	d := &drain.Drainer{
+		LiveSessions: f.live, Stop: f.stop,
+		OnCount:      func(n uint64) { mu.Lock(); counts = append(counts, n); mu.Unlock() },
+		PollInterval: 10 * time.Millisecond, ProgressInterval: 50 * time.Millisecond,
+		Logger: slog.New(slog.NewJSONHandler(&logs, nil)),
+	}
+	go func() {
+		time.Sleep(300 * time.Millisecond)
+		f.sessions.Store(0)
+	}()
+	if err := d.Drain(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	out := logs.String()
+	if !strings.Contains(out, `"msg":"draining: client sessions still open","sessions":2`) {
+		t.Errorf("no progress record with the session count in:\n%s", out)
+	}
+	if !strings.Contains(out, `"msg":"draining: varnishd stopped"`) {
+		t.Errorf("no stop record in:\n%s", out)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(counts) < 2 || counts[0] != 2 || counts[len(counts)-1] != 0 {
+		t.Errorf("counts = %v, want 2 ... 0", counts)
+	}
+}
+
+type syncBuf struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuf) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuf) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
