@@ -34,7 +34,8 @@ func TestMain(m *testing.M) {
 		}
 		defer os.RemoveAll(dir)
 		os.Chmod(dir, 0o755)
-		if ghostVMOD, err = varnishdtest.BuildGhost(); err != nil {
+		// varnishd compiles VCL as user vcache: the VMOD must be readable.
+		if ghostVMOD, err = varnishdtest.BuildGhost(dir); err != nil {
 			fmt.Fprintf(os.Stderr, "build the ghost VMOD (run make setup for its build dependencies): %v\n", err)
 			return 1
 		}

@@ -11,27 +11,37 @@ import (
 )
 
 var (
-	ghostOnce sync.Once
-	ghostPath string
-	ghostErr  error
+	ghostOnce  sync.Once
+	ghostBuilt string // libvmod_ghost.so in the source tree
+	ghostErr   error
 )
 
-// GhostVMOD builds the ghost VMOD (make -C ghost all, serialized across test
-// binaries with a lock file) and returns a copy of libvmod_ghost.so that
-// user vcache can read. It fails the test when the build fails.
+// GhostVMOD builds the ghost VMOD (make -C ghost all, once per test binary,
+// serialized across test binaries with a lock file) and returns a copy of
+// libvmod_ghost.so in a directory of the test that user vcache can read.
+// It fails the test when the build fails.
 func GhostVMOD(t testing.TB) string {
 	t.Helper()
-	ghostOnce.Do(func() { ghostPath, ghostErr = buildGhost() })
-	if ghostErr != nil {
-		t.Fatalf("build the ghost VMOD (run make setup for its build dependencies): %v", ghostErr)
+	path, err := BuildGhost(Dir(t))
+	if err != nil {
+		t.Fatalf("build the ghost VMOD (run make setup for its build dependencies): %v", err)
 	}
-	return ghostPath
+	return path
 }
 
-// BuildGhost is GhostVMOD for TestMain, where there is no testing.TB.
-func BuildGhost() (string, error) {
-	ghostOnce.Do(func() { ghostPath, ghostErr = buildGhost() })
-	return ghostPath, ghostErr
+// BuildGhost is GhostVMOD for TestMain, where there is no testing.TB: the
+// copy goes into dir, which must be readable by others.
+func BuildGhost(dir string) (string, error) {
+	ghostOnce.Do(func() { ghostBuilt, ghostErr = buildGhost() })
+	if ghostErr != nil {
+		return "", ghostErr
+	}
+	so, err := os.ReadFile(ghostBuilt)
+	if err != nil {
+		return "", err
+	}
+	path := filepath.Join(dir, "libvmod_ghost.so")
+	return path, os.WriteFile(path, so, 0o755)
 }
 
 func buildGhost() (string, error) {
@@ -51,19 +61,7 @@ func buildGhost() (string, error) {
 	if out, err := exec.Command("make", "-C", filepath.Join(root, "ghost"), "all").CombinedOutput(); err != nil {
 		return "", fmt.Errorf("make -C ghost all: %w\n%s", err, out)
 	}
-	so, err := os.ReadFile(filepath.Join(root, "ghost", "libvmod_ghost.so"))
-	if err != nil {
-		return "", err
-	}
-	dir, err := os.MkdirTemp("", "varnishgw-ghost-")
-	if err != nil {
-		return "", err
-	}
-	if err := os.Chmod(dir, 0o755); err != nil {
-		return "", err
-	}
-	path := filepath.Join(dir, "libvmod_ghost.so")
-	return path, os.WriteFile(path, so, 0o755)
+	return filepath.Join(root, "ghost", "libvmod_ghost.so"), nil
 }
 
 // repoRoot is the directory of go.mod above the working directory.
