@@ -1,0 +1,374 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/agent"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/drain"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/health"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/metrics"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/varnishadm"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/varnishd"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/varnishstat"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/vclreload"
+)
+
+// errNoVCL is VCLError before the first main VCL is active.
+var errNoVCL = errors.New("main VCL not loaded yet")
+
+// admin holds the current admin connection; in sidecar mode a new varnishd
+// connects again and replaces it.
+type admin struct {
+	mu   sync.Mutex
+	conn *varnishadm.Conn
+}
+
+func (a *admin) get() *varnishadm.Conn {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.conn
+}
+
+func (a *admin) set(c *varnishadm.Conn) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.conn != nil {
+		a.conn.Close()
+	}
+	a.conn = c
+}
+
+func (a *admin) VCLInline(ctx context.Context, name, source string) error {
+	return a.get().VCLInline(ctx, name, source)
+}
+func (a *admin) VCLUse(ctx context.Context, name string) error { return a.get().VCLUse(ctx, name) }
+func (a *admin) VCLDiscard(ctx context.Context, name string) error {
+	return a.get().VCLDiscard(ctx, name)
+}
+func (a *admin) VCLList(ctx context.Context) ([]varnishadm.VCL, error) {
+	return a.get().VCLList(ctx)
+}
+
+// Chaperone is the runtime half of the in-pod agent.
+type Chaperone struct {
+	cfg     *Config
+	logger  *slog.Logger
+	routing agent.Routing
+
+	admin    admin
+	proc     *varnishd.Process // supervise mode only
+	reloader *vclreload.Reloader
+	metrics  *metrics.Chaperone
+	stats    *varnishstat.Poller
+	checker  *health.Checker
+	drainer  *drain.Drainer
+
+	varnishUp     atomic.Bool
+	routingLoaded atomic.Bool
+	vclErr        atomic.Pointer[error]
+}
+
+// Run runs the chaperone until SIGTERM/SIGINT has drained varnishd (nil, exit
+// 0) or something fails (exit 1). sig delivers the termination signals;
+// ending ctx stops at once, without draining.
+func Run(ctx context.Context, cfg *Config, routing agent.Routing, logger *slog.Logger, sig <-chan os.Signal) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	if routing == nil {
+		routing = &agent.FileRouting{}
+	}
+	c := &Chaperone{cfg: cfg, logger: logger, routing: routing}
+	c.setVCLErr(errNoVCL)
+	reg := metrics.NewRegistry()
+	c.metrics = metrics.NewChaperone(reg)
+	c.stats = &varnishstat.Poller{
+		Reader:   varnishstat.Reader{Bin: cfg.VarnishstatBin, WorkDir: cfg.WorkDir},
+		Interval: cfg.StatsInterval,
+		Logger:   logger,
+	}
+	reg.MustRegister(varnishstat.Collector{Poller: c.stats})
+	c.reloader = &vclreload.Reloader{Admin: &c.admin, Keep: cfg.VCLKeep, Logger: logger, Observer: c.metrics}
+	c.checker = &health.Checker{VarnishReady: c.varnishUp.Load, RoutingLoaded: c.routingLoaded.Load}
+	c.drainer = &drain.Drainer{
+		LiveSessions: c.liveSessions,
+		Stop: func(ctx context.Context) error {
+			conn := c.admin.get()
+			if conn == nil {
+				return nil // sidecar: varnishd never connected, nothing to stop
+			}
+			return conn.Stop(ctx)
+		},
+		OnStart: func() {
+			c.checker.StartDraining()
+			c.metrics.SetDraining(true)
+		},
+		OnCount: c.metrics.SetLiveSessions,
+		Timeout: cfg.DrainTimeout,
+		Logger:  logger,
+	}
+
+	// Probes, metrics and /drain first: Kubernetes sees the pod alive while
+	// varnishd starts. /drain only in sidecar mode: anyone who reaches
+	// --health-addr can call it.
+	mux := http.NewServeMux()
+	c.checker.Register(mux)
+	mux.Handle("GET /metrics", metrics.Handler(reg))
+	if cfg.Mode == ModeSidecar {
+		// For the varnish container's preStop hook (an httpGet hook is a GET).
+		mux.Handle("POST /drain", c.drainer.Handler())
+		mux.Handle("GET /drain", c.drainer.Handler())
+	}
+	hl, err := net.Listen("tcp", cfg.HealthAddr)
+	if err != nil {
+		return fmt.Errorf("--health-addr=%s: %w", cfg.HealthAddr, err)
+	}
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	go srv.Serve(hl)
+	defer func() {
+		sctx, scancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer scancel()
+		srv.Shutdown(sctx)
+	}()
+	logger.Info("chaperone started", "mode", cfg.Mode, "health_addr", hl.Addr().String())
+
+	// A signal while varnishd starts (or, in sidecar mode, before it has
+	// connected) ends the start: there is nothing to drain yet.
+	startCtx, startCancel := context.WithCancel(ctx)
+	started := make(chan struct{})
+	var startSignal atomic.Bool
+	go func() {
+		select {
+		case s := <-sig:
+			logger.Info("signal before varnishd was up: exiting", "signal", s.String())
+			startSignal.Store(true)
+			startCancel()
+		case <-started:
+		}
+	}()
+	varnishDone, err := c.startVarnish(startCtx, ctx)
+	close(started)
+	startCancel()
+	if startSignal.Load() {
+		if c.proc != nil {
+			c.proc.Stop(30 * time.Second)
+		}
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if c.proc != nil {
+		defer c.proc.Stop(30 * time.Second)
+	}
+	c.varnishUp.Store(true)
+
+	var restarted varnishd.ChildWatch
+	c.stats.OnSnapshot(func(s varnishstat.Snapshot) {
+		if restarted.Observe(s.ChildStarts()) {
+			c.childRestarted(ctx)
+		}
+	})
+	go c.stats.Run(ctx)
+	go c.watchVarnish(ctx)
+	if cfg.VCLPath != "" {
+		go c.reloader.WatchFile(ctx, cfg.VCLPath, 2*time.Second, c.setVCLErr)
+	}
+	env := agent.Env{
+		GhostAdminAddr: cfg.GhostAdminAddr,
+		GhostJSONPath:  cfg.GhostJSONPath,
+		RoutingLoaded: func() {
+			if !c.routingLoaded.Swap(true) {
+				logger.Info("first routing loaded")
+			}
+		},
+		LoadVCL: func(ctx context.Context, source string) error {
+			err := c.reloader.Load(ctx, source)
+			c.setVCLErr(err)
+			return err
+		},
+		VCLError:      func() error { return *c.vclErr.Load() },
+		ObserveReload: c.metrics.ObserveReload,
+		Metrics:       reg,
+		Logger:        logger.With("component", "routing"),
+	}
+	routingDone := make(chan error, 1)
+	go func() { routingDone <- routing.Run(ctx, env) }()
+
+	// Wait for the end: a signal starts the drain, a second one ends at once.
+	drainDone := c.drainer.Done()
+	signals := 0
+	for {
+		select {
+		case s := <-sig:
+			signals++
+			if signals > 1 {
+				logger.Warn("second signal: stopping at once", "signal", s.String())
+				if c.proc != nil {
+					c.proc.Kill()
+				}
+				return errors.New("stopped by a second signal before draining finished")
+			}
+			logger.Info("signal: draining", "signal", s.String())
+			go c.drainer.Drain(context.Background())
+		case <-drainDone:
+			if err := c.drainer.Drain(ctx); err != nil {
+				return err
+			}
+			logger.Info("drained, exiting")
+			if c.cfg.Mode == ModeSidecar {
+				// Let the /drain callers get their answer before exiting.
+				time.Sleep(500 * time.Millisecond)
+			}
+			return nil
+		case <-varnishDone:
+			if c.checker.Draining() {
+				// the drain stopped it; wait for the drain to finish
+				varnishDone = nil
+				continue
+			}
+			return fmt.Errorf("varnishd exited: %w", c.proc.Err())
+		case err := <-routingDone:
+			if ctx.Err() == nil {
+				return fmt.Errorf("routing stopped: %w", err)
+			}
+		case <-ctx.Done():
+			// the caller ended Run: stop without draining
+			return ctx.Err()
+		}
+	}
+}
+
+// startVarnish runs varnishd (supervise) or waits for the varnishd of the
+// other container to connect (sidecar). The channel is closed when a
+// supervised varnishd exits; nil in sidecar mode.
+// ctx bounds the start, runCtx the chaperone's life (the sidecar's accept
+// loop).
+func (c *Chaperone) startVarnish(ctx, runCtx context.Context) (<-chan struct{}, error) {
+	if c.cfg.Mode == ModeSidecar {
+		secret, err := c.cfg.readSecret()
+		if err != nil {
+			return nil, err
+		}
+		l, err := net.Listen("tcp", c.cfg.AdminAddr)
+		if err != nil {
+			return nil, fmt.Errorf("--admin-addr=%s: %w", c.cfg.AdminAddr, err)
+		}
+		c.logger.Info("waiting for varnishd's admin connection", "admin_addr", c.cfg.AdminAddr)
+		conn, err := varnishadm.Accept(ctx, l, secret)
+		if err != nil {
+			l.Close()
+			return nil, fmt.Errorf("accept varnishd's admin connection: %w", err)
+		}
+		c.admin.set(conn)
+		go c.reacceptLoop(runCtx, l, secret)
+		return nil, nil
+	}
+	proc, err := varnishd.Start(ctx, varnishd.Config{
+		Bin:             c.cfg.VarnishdBin,
+		WorkDir:         c.cfg.WorkDir,
+		Listeners:       c.cfg.Listeners(),
+		GhostAdminAddr:  c.cfg.GhostAdminAddr,
+		AdminAddr:       c.cfg.AdminAddr,
+		Storage:         c.cfg.Storage,
+		Params:          c.cfg.Params,
+		ThreadPoolStack: c.cfg.ThreadPoolStack,
+		Logger:          c.logger,
+	})
+	if err != nil {
+		return nil, err
+	}
+	c.proc = proc
+	c.admin.set(proc.Admin)
+	return proc.Done(), nil
+}
+
+// reacceptLoop (sidecar) takes the admin connection of a varnishd that
+// connects again (its container restarted): the VCL and routing are pushed
+// to it as after a child restart.
+func (c *Chaperone) reacceptLoop(ctx context.Context, l net.Listener, secret []byte) {
+	defer l.Close()
+	for ctx.Err() == nil {
+		conn, err := varnishadm.Accept(ctx, l, secret)
+		if err != nil {
+			continue
+		}
+		c.logger.Info("varnishd connected again")
+		c.admin.set(conn)
+		c.reloader.Forget()
+		c.childRestarted(ctx)
+	}
+}
+
+// watchVarnish keeps varnishUp current: the child runs and the admin
+// connection answers.
+func (c *Chaperone) watchVarnish(ctx context.Context) {
+	for {
+		sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		status, err := c.admin.get().Status(sctx)
+		cancel()
+		c.varnishUp.Store(err == nil && status == "running")
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(2 * time.Second):
+		}
+	}
+}
+
+// childRestarted pushes VCL and routing again after a cache child restart.
+// The manager gives the new child every loaded VCL, so the VCL is only loaded
+// again when the active one is not the reloader's.
+func (c *Chaperone) childRestarted(ctx context.Context) {
+	c.logger.Warn("varnishd's cache child was restarted; pushing VCL and routing again")
+	c.metrics.ObserveChildRestart()
+	if c.cfg.VCLPath != "" {
+		vcls, err := c.admin.get().VCLList(ctx)
+		active := ""
+		for _, v := range vcls {
+			if v.Active() {
+				active = v.Name
+			}
+		}
+		if err != nil || active != c.reloader.Active() {
+			c.reloader.Forget()
+			c.setVCLErr(c.reloader.LoadFile(ctx, c.cfg.VCLPath))
+		}
+	}
+	c.routing.ChildStarted(ctx)
+}
+
+func (c *Chaperone) setVCLErr(err error) { c.vclErr.Store(&err) }
+
+// liveSessions reads the counters now (not the cached snapshot) and returns
+// the number of open client sessions.
+func (c *Chaperone) liveSessions(ctx context.Context) (uint64, error) {
+	s, err := c.stats.Poll(ctx)
+	if err != nil {
+		return 0, err
+	}
+	n, ok := s.LiveSessions()
+	if !ok {
+		// no MEMPOOL.sess gauges: the cache child is not running, so no
+		// session is open
+		return 0, nil
+	}
+	return n, nil
+}
+
+// notifySignals returns the channel Run reads termination signals from.
+func notifySignals() <-chan os.Signal {
+	ch := make(chan os.Signal, 2)
+	signal.Notify(ch, syscall.SIGTERM, syscall.SIGINT)
+	return ch
+}

@@ -1,0 +1,463 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/varnishd/varnishdtest"
+)
+
+// chaperoneBin and ghostVMOD are built once by TestMain.
+var chaperoneBin, ghostVMOD string
+
+func TestMain(m *testing.M) {
+	os.Exit(func() int {
+		dir, err := os.MkdirTemp("", "chaperone-test-")
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		defer os.RemoveAll(dir)
+		os.Chmod(dir, 0o755)
+		// varnishd compiles VCL as user vcache: the VMOD must be readable.
+		if ghostVMOD, err = varnishdtest.BuildGhost(dir); err != nil {
+			fmt.Fprintf(os.Stderr, "build the ghost VMOD (run make setup for its build dependencies): %v\n", err)
+			return 1
+		}
+		chaperoneBin = filepath.Join(dir, "chaperone")
+		build := []string{"build", "-o", chaperoneBin}
+		if raceBuild {
+			build = append(build, "-race")
+		}
+		if out, err := exec.Command("go", append(build, ".")...).CombinedOutput(); err != nil {
+			fmt.Fprintf(os.Stderr, "build the chaperone: %v\n%s", err, out)
+			return 1
+		}
+		return m.Run()
+	}())
+}
+
+// mainVCL is the main.vcl of the tests: ghost routes everything.
+func mainVCL(ghostJSON, tag string) string {
+	return fmt.Sprintf(`vcl 4.1;
+import ghost from %q;
+backend default none;
+sub vcl_init {
+	new router = ghost.router(%q);
+}
+sub vcl_recv {
+	if (router.recv()) {
+		return (pass);
+	}
+	return (synth(router.status()));
+}
+sub vcl_synth {
+	router.synth();
+	return (deliver);
+}
+sub vcl_deliver {
+	router.deliver();
+	set resp.http.X-Gen = router.generation();
+	set resp.http.X-VCL = %q;
+}
+`, ghostVMOD, ghostJSON, tag)
+}
+
+func ghostJSON(backendURL string) string {
+	host, port, _ := net.SplitHostPort(strings.TrimPrefix(backendURL, "http://"))
+	return fmt.Sprintf(`{"version": 1, "vhosts": [
+  {"hostname": "app.example.com", "routes": [
+    {"name": "app", "match": {"path": {"type": "PathPrefix", "value": "/"}},
+     "backends": [{"endpoints": [{"address": %q, "port": %s}]}]}]}
+]}`, host, port)
+}
+
+func backend(t testing.TB, body string) *httptest.Server {
+	s := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		fmt.Fprint(w, body)
+	}))
+	t.Cleanup(s.Close)
+	return s
+}
+
+// chaperone is a running chaperone binary.
+type chaperone struct {
+	t          testing.TB
+	cmd        *exec.Cmd
+	dir        string
+	listenAddr string
+	healthAddr string
+	ghostAdmin string
+	vclPath    string
+	ghostPath  string
+	out        *syncBuffer
+	exited     chan struct{}
+	exitErr    error
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// startChaperone runs the chaperone binary in supervise mode with main.vcl
+// and ghost.json routing app.example.com to be.
+func startChaperone(t testing.TB, be *httptest.Server, extra ...string) *chaperone {
+	t.Helper()
+	dir := varnishdtest.Dir(t)
+	c := &chaperone{
+		t: t, dir: dir,
+		listenAddr: varnishdtest.FreeAddr(t),
+		healthAddr: varnishdtest.FreeAddr(t),
+		ghostAdmin: varnishdtest.FreeAddr(t),
+		vclPath:    filepath.Join(dir, "main.vcl"),
+		ghostPath:  filepath.Join(dir, "ghost.json"),
+		out:        &syncBuffer{},
+		exited:     make(chan struct{}),
+	}
+	writeFile(t, c.ghostPath, ghostJSON(be.URL))
+	writeFile(t, c.vclPath, mainVCL(c.ghostPath, "v1"))
+	args := []string{
+		"--workdir", filepath.Join(dir, "work"),
+		"--listen", strconv.Itoa(varnishdtest.Port(t, c.listenAddr)),
+		"--listen-host", "127.0.0.1",
+		"--admin-addr", "127.0.0.1:0",
+		"--ghost-admin-addr", c.ghostAdmin,
+		"--health-addr", c.healthAddr,
+		"--vcl", c.vclPath,
+		"--ghost-json", c.ghostPath,
+		"--varnishd", varnishdtest.Bin(t),
+		"--varnishstat", varnishdtest.StatBin(t),
+		"--storage", "malloc,32m",
+		"--param", "thread_pool_min=5", "--param", "thread_pools=1",
+		"--stats-interval", "500ms",
+		"--log-level", "debug",
+	}
+	c.cmd = exec.Command(chaperoneBin, append(args, extra...)...)
+	c.cmd.Env = []string{"PATH=" + os.Getenv("PATH")}
+	c.cmd.Stdout, c.cmd.Stderr = c.out, c.out
+	c.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if err := c.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { c.exitErr = c.cmd.Wait(); close(c.exited) }()
+	t.Cleanup(func() {
+		varnishdtest.KillTree(c.cmd.Process.Pid)
+		<-c.exited
+		if t.Failed() {
+			t.Logf("chaperone output:\n%s", c.out.String())
+		}
+	})
+	c.waitFor("ready", 90*time.Second, func() bool { code, _ := c.health("/readyz"); return code == 200 })
+	return c
+}
+
+func writeFile(t testing.TB, path, content string) {
+	t.Helper()
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func (c *chaperone) waitFor(what string, timeout time.Duration, ok func() bool) {
+	c.t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !ok() {
+		select {
+		case <-c.exited:
+			c.t.Fatalf("chaperone exited (%v) while waiting for %s", c.exitErr, what)
+		default:
+		}
+		if time.Now().After(deadline) {
+			c.t.Fatalf("timed out after %s waiting for %s", timeout, what)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+func (c *chaperone) health(path string) (int, string) {
+	resp, err := http.Get("http://" + c.healthAddr + path)
+	if err != nil {
+		return 0, err.Error()
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+// metric returns the value of the first /metrics line that starts with
+// prefix, -1 when none.
+func (c *chaperone) metric(prefix string) float64 {
+	_, body := c.health("/metrics")
+	for _, line := range strings.Split(body, "\n") {
+		if strings.HasPrefix(line, prefix+" ") {
+			v, _ := strconv.ParseFloat(strings.TrimSpace(strings.TrimPrefix(line, prefix)), 64)
+			return v
+		}
+	}
+	return -1
+}
+
+// noKeepAlive closes each connection after its request: an idle pooled
+// connection would be a live session that keeps a drain waiting.
+var noKeepAlive = &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
+
+// get sends a request for app.example.com through varnishd.
+func (c *chaperone) get() (status int, body string, header http.Header) {
+	req, _ := http.NewRequest("GET", "http://"+c.listenAddr+"/", nil)
+	req.Host = "app.example.com"
+	resp, err := noKeepAlive.Do(req)
+	if err != nil {
+		return 0, err.Error(), nil
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b), resp.Header
+}
+
+func (c *chaperone) wantTraffic(body, vcl string) {
+	c.t.Helper()
+	c.waitFor(fmt.Sprintf("traffic answered by %s through VCL %s", body, vcl), 90*time.Second, func() bool {
+		code, got, h := c.get()
+		return code == 200 && got == body && h.Get("X-VCL") == vcl
+	})
+}
+
+// keepAlive opens a connection, sends one request and leaves it idle.
+func (c *chaperone) keepAlive() net.Conn {
+	c.t.Helper()
+	conn, err := net.Dial("tcp", c.listenAddr)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	fmt.Fprintf(conn, "GET / HTTP/1.1\r\nHost: app.example.com\r\n\r\n")
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	return conn
+}
+
+func TestServesDrainsOnSIGTERMAndExitsAfterClientsLeave(t *testing.T) {
+	be := backend(t, "A")
+	c := startChaperone(t, be, "--param", "timeout_idle=120")
+	c.wantTraffic("A", "v1")
+	if v := c.metric(`varnishgw_chaperone_reloads_total{kind="ghost",result="ok"}`); v < 1 {
+		t.Errorf("ghost reloads ok = %v, want 1 or more", v)
+	}
+	c.waitFor("varnish counters in /metrics", 90*time.Second, func() bool {
+		return c.metric("varnish_main_client_req_total") >= 1
+	})
+
+	ghostCounter := regexp.MustCompile(`varnish_ghost_requests_total\{router="router",vcl="main-[^"]+",vhost="app\.example\.com"\} [1-9]`)
+	c.waitFor("ghost's per-vhost request counter in /metrics", 90*time.Second, func() bool {
+		c.get()
+		_, metrics := c.health("/metrics")
+		return ghostCounter.MatchString(metrics)
+	})
+
+	conns := []net.Conn{c.keepAlive(), c.keepAlive(), c.keepAlive()}
+	// thread_pools=1: one session pool, MEMPOOL.sess0.live counts them all.
+	c.waitFor("3 live sessions", 90*time.Second, func() bool { return c.metric(`varnish_mempool_live{id="sess0"}`) == 3 })
+
+	if err := c.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	c.waitFor("readiness 503", 90*time.Second, func() bool { code, _ := c.health("/readyz"); return code == 503 })
+	if code, body := c.health("/healthz"); code != 200 {
+		t.Errorf("/healthz while draining = %d %s, want 200", code, body)
+	}
+	c.waitFor("live sessions counted", 90*time.Second, func() bool {
+		return c.metric("varnishgw_chaperone_live_sessions") == 3
+	})
+	// The clients are still connected: the chaperone must stay.
+	select {
+	case <-c.exited:
+		t.Fatalf("chaperone exited with 3 client sessions open: %v", c.exitErr)
+	case <-time.After(3 * time.Second):
+	}
+	for _, conn := range conns {
+		conn.Close()
+	}
+	select {
+	case <-c.exited:
+	case <-time.After(120 * time.Second):
+		t.Fatal("chaperone did not exit within 60 s after the clients left")
+	}
+	if c.exitErr != nil {
+		t.Errorf("chaperone exit: %v, want status 0", c.exitErr)
+	}
+	if !strings.Contains(c.out.String(), "varnishd stopped") {
+		t.Error("log does not say varnishd was stopped after draining")
+	}
+}
+
+func TestSecondSIGTERMEndsAtOnce(t *testing.T) {
+	c := startChaperone(t, backend(t, "A"), "--param", "timeout_idle=120")
+	conn := c.keepAlive()
+	defer conn.Close()
+	c.cmd.Process.Signal(syscall.SIGTERM)
+	c.waitFor("readiness 503", 90*time.Second, func() bool { code, _ := c.health("/readyz"); return code == 503 })
+	c.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-c.exited:
+	case <-time.After(90 * time.Second):
+		t.Fatal("chaperone still runs 30 s after a second SIGTERM")
+	}
+	if c.exitErr == nil {
+		t.Error("exit status 0 after a second SIGTERM, want non-zero")
+	}
+}
+
+func TestBrokenVCLKeepsTrafficAndGhostJSONReloads(t *testing.T) {
+	a, b := backend(t, "A"), backend(t, "B")
+	c := startChaperone(t, a)
+	c.wantTraffic("A", "v1")
+
+	if code, _ := c.health("/drain"); code != 404 {
+		t.Errorf("GET /drain in supervise mode = %d, want 404 (sidecar only)", code)
+	}
+
+	// Requests run all through the failed reload; none may fail.
+	stopTraffic := make(chan struct{})
+	trafficDone := make(chan []string)
+	go func() {
+		var bad []string
+		n := 0
+		for {
+			select {
+			case <-stopTraffic:
+				if n == 0 {
+					bad = append(bad, "no request was sent")
+				}
+				trafficDone <- bad
+				return
+			default:
+			}
+			code, body, h := c.get()
+			n++
+			if code != 200 || body != "A" || h.Get("X-VCL") != "v1" {
+				bad = append(bad, fmt.Sprintf("%d %q X-VCL %q", code, body, h.Get("X-VCL")))
+			}
+		}
+	}()
+	writeFile(t, c.vclPath, "vcl 4.1;\nsub vcl_recv { this is not VCL }\n")
+	c.waitFor("a VCL compile failure in /metrics", 90*time.Second, func() bool {
+		return c.metric("varnishgw_chaperone_vcl_compile_failures_total") == 1
+	})
+	close(stopTraffic)
+	if bad := <-trafficDone; len(bad) > 0 {
+		t.Errorf("requests during the failed reload went wrong: %v", bad)
+	}
+	if code, body, h := c.get(); code != 200 || body != "A" || h.Get("X-VCL") != "v1" {
+		t.Errorf("after a broken VCL: %d %q X-VCL %q, want 200 A v1", code, body, h.Get("X-VCL"))
+	}
+	if !regexp.MustCompile(`"compiler":"[^"]*this`).MatchString(c.out.String()) {
+		t.Error("the log has no compiler message")
+	}
+
+	writeFile(t, c.vclPath, mainVCL(c.ghostPath, "v2"))
+	c.wantTraffic("A", "v2")
+
+	writeFile(t, c.ghostPath, ghostJSON(b.URL))
+	c.wantTraffic("B", "v2")
+	if code, _ := c.health("/readyz"); code != 200 {
+		t.Errorf("/readyz = %d after reloads, want 200", code)
+	}
+}
+
+func TestCacheChildRestartIsNoticedAndTrafficRecovers(t *testing.T) {
+	c := startChaperone(t, backend(t, "A"))
+	c.wantTraffic("A", "v1")
+	c.waitFor("the first stats", 90*time.Second, func() bool { return c.metric("varnish_mgt_child_start_total") == 1 })
+
+	manager := childrenOf(t, c.cmd.Process.Pid)
+	if len(manager) != 1 {
+		t.Fatalf("chaperone children = %v, want varnishd's manager only", manager)
+	}
+	child := childrenOf(t, manager[0])
+	if len(child) != 1 {
+		t.Fatalf("manager children = %v, want the cache child", child)
+	}
+	if err := syscall.Kill(child[0], syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	c.waitFor("the chaperone to notice the restart", 90*time.Second, func() bool {
+		return c.metric("varnishgw_chaperone_child_restarts_total") == 1
+	})
+	c.wantTraffic("A", "v1")
+	c.waitFor("readiness after the restart", 90*time.Second, func() bool { code, _ := c.health("/readyz"); return code == 200 })
+}
+
+func childrenOf(t *testing.T, pid int) []int {
+	t.Helper()
+	// Each thread has its own list: Go forks from any thread.
+	files, err := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/children", pid))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no /proc children files for pid %d: %v", pid, err)
+	}
+	var pids []int
+	for _, file := range files {
+		data, _ := os.ReadFile(file)
+		for _, f := range strings.Fields(string(data)) {
+			n, _ := strconv.Atoi(f)
+			pids = append(pids, n)
+		}
+	}
+	return pids
+}
+
+// TestVarnishdExitEndsTheChaperone: when varnishd's manager dies the
+// chaperone exits non-zero so Kubernetes restarts the pod.
+func TestVarnishdExitEndsTheChaperone(t *testing.T) {
+	c := startChaperone(t, backend(t, "A"))
+	manager := childrenOf(t, c.cmd.Process.Pid)
+	if len(manager) != 1 {
+		t.Fatalf("chaperone children = %v, want varnishd's manager only", manager)
+	}
+	varnishdtest.KillTree(manager[0])
+	select {
+	case <-c.exited:
+	case <-time.After(90 * time.Second):
+		t.Fatal("chaperone still runs 90 s after varnishd died")
+	}
+	if c.exitErr == nil {
+		t.Error("chaperone exited 0 after varnishd died, want non-zero")
+	}
+	if !strings.Contains(c.out.String(), "varnishd exited") {
+		t.Error("the log does not say varnishd exited")
+	}
+}

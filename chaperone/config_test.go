@@ -1,0 +1,84 @@
+package main
+
+import (
+	"io"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestParseConfig(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		args    []string
+		env     []string
+		wantErr string // substring; "" for success
+		check   func(t *testing.T, c *Config)
+	}{
+		{name: "defaults with one port", args: []string{"--listen=8080"}, check: func(t *testing.T, c *Config) {
+			if c.Mode != ModeSupervise || c.DrainTimeout != 5*time.Minute || !slices.Equal(c.Storage, []string{"malloc,256m"}) {
+				t.Errorf("defaults: %+v", c)
+			}
+			ls := c.Listeners()
+			if len(ls) != 1 || ls[0].Name != "port-8080" || ls[0].Addr != ":8080" {
+				t.Errorf("Listeners = %+v, want port-8080 on :8080", ls)
+			}
+		}},
+		{name: "ports comma separated and repeated", args: []string{"--listen=80,443", "--listen", "8080"}, check: func(t *testing.T, c *Config) {
+			if !slices.Equal(c.Ports, []int{80, 443, 8080}) {
+				t.Errorf("Ports = %v", c.Ports)
+			}
+		}},
+		{name: "environment", env: []string{"VARNISHGW_LISTEN=80,8080", "VARNISHGW_PARAM=timeout_idle=10 http_max_hdr=128",
+			"VARNISHGW_STORAGE=malloc,1g", "VARNISHGW_DRAIN_TIMEOUT=30s", "VARNISHGW_MODE=supervise"}, check: func(t *testing.T, c *Config) {
+			if !slices.Equal(c.Ports, []int{80, 8080}) || !slices.Equal(c.Params, []string{"timeout_idle=10", "http_max_hdr=128"}) ||
+				!slices.Equal(c.Storage, []string{"malloc,1g"}) || c.DrainTimeout != 30*time.Second {
+				t.Errorf("from env: %+v", c)
+			}
+		}},
+		{name: "a flag replaces the environment's list", args: []string{"--param=a=1"}, env: []string{"VARNISHGW_LISTEN=80", "VARNISHGW_PARAM=b=2"},
+			check: func(t *testing.T, c *Config) {
+				if !slices.Equal(c.Params, []string{"a=1"}) {
+					t.Errorf("Params = %v, want the flag's only", c.Params)
+				}
+			}},
+		{name: "flag wins over environment", args: []string{"--drain-timeout=1m"}, env: []string{"VARNISHGW_LISTEN=80", "VARNISHGW_DRAIN_TIMEOUT=30s"},
+			check: func(t *testing.T, c *Config) {
+				if c.DrainTimeout != time.Minute {
+					t.Errorf("DrainTimeout = %s, want 1m", c.DrainTimeout)
+				}
+			}},
+		{name: "sidecar needs no ports", args: []string{"--mode=sidecar", "--secret-file=/s"}},
+		{name: "no port", wantErr: "--listen is empty"},
+		{name: "bad port", args: []string{"--listen=80,http"}, wantErr: `"http" is not a port number`},
+		{name: "port out of range", args: []string{"--listen=70000"}, wantErr: "not a port number"},
+		{name: "bad mode", args: []string{"--mode=operator", "--listen=80"}, wantErr: `--mode="operator": want supervise or sidecar`},
+		{name: "sidecar without secret", args: []string{"--mode=sidecar"}, wantErr: "--secret-file is empty"},
+		{name: "admin not loopback", args: []string{"--listen=80", "--admin-addr=0.0.0.0:6082"}, wantErr: "--admin-addr=\"0.0.0.0:6082\": \"0.0.0.0\" is not a loopback address"},
+		{name: "ghost admin not loopback", args: []string{"--listen=80", "--ghost-admin-addr=10.0.0.1:6084"}, wantErr: "--ghost-admin-addr"},
+		{name: "relative workdir", args: []string{"--listen=80", "--workdir=w"}, wantErr: "--workdir=\"w\": want an absolute directory"},
+		{name: "bad param", args: []string{"--listen=80", "--param=timeout_idle"}, wantErr: "--param=\"timeout_idle\": want NAME=VALUE"},
+		{name: "bad duration from env", env: []string{"VARNISHGW_DRAIN_TIMEOUT=soon"}, wantErr: "VARNISHGW_DRAIN_TIMEOUT=\"soon\""},
+		{name: "bad log level", args: []string{"--listen=80", "--log-level=loud"}, wantErr: "--log-level"},
+		{name: "keep zero VCLs", args: []string{"--listen=80", "--vcl-keep=0"}, wantErr: "--vcl-keep=0"},
+		{name: "positional argument", args: []string{"--listen=80", "extra"}, wantErr: `unexpected argument "extra"`},
+		{name: "unknown flag", args: []string{"--nope"}, wantErr: "flag provided but not defined"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := ParseConfig(tc.args, tc.env, io.Discard)
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("err = %v, want one containing %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("err = %v", err)
+			}
+			if tc.check != nil {
+				tc.check(t, c)
+			}
+		})
+	}
+}

@@ -1,0 +1,165 @@
+package drain_test
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/drain"
+)
+
+// fakeVarnish is pure logic: a session count the test lowers and a stop
+// recorder.
+type fakeVarnish struct {
+	sessions atomic.Int64
+	stops    atomic.Int32
+	stopErr  error
+}
+
+func (f *fakeVarnish) live(context.Context) (uint64, error) { return uint64(f.sessions.Load()), nil }
+func (f *fakeVarnish) stop(context.Context) error {
+	f.stops.Add(1)
+	return f.stopErr
+}
+
+func TestDrainWaitsForSessionsThenStops(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		sessions int64
+		timeout  time.Duration
+		lower    bool
+		stopErr  error
+		wantErr  bool
+	}{
+		{"no session", 0, 0, false, nil, false},
+		{"sessions close", 3, 0, true, nil, false},
+		{"timeout with sessions open", 3, 300 * time.Millisecond, false, nil, false},
+		{"stop fails", 0, 0, false, errors.New("no"), true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := &fakeVarnish{stopErr: tc.stopErr}
+			f.sessions.Store(tc.sessions)
+			var started atomic.Bool
+			d := &drain.Drainer{LiveSessions: f.live, Stop: f.stop, OnStart: func() { started.Store(true) },
+				PollInterval: 10 * time.Millisecond, Timeout: tc.timeout}
+			if tc.lower {
+				go func() {
+					for f.sessions.Load() > 0 {
+						time.Sleep(50 * time.Millisecond)
+						if f.stops.Load() != 0 {
+							panic("stopped with sessions open")
+						}
+						f.sessions.Add(-1)
+					}
+				}()
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			err := d.Drain(ctx)
+			if (err != nil) != tc.wantErr {
+				t.Fatalf("Drain = %v, wantErr %v", err, tc.wantErr)
+			}
+			if !started.Load() || f.stops.Load() != 1 {
+				t.Errorf("started %v, %d stops; want true, 1", started.Load(), f.stops.Load())
+			}
+		})
+	}
+}
+
+func TestDrainIsOnceAndHandlerWaits(t *testing.T) {
+	f := &fakeVarnish{}
+	f.sessions.Store(1)
+	d := &drain.Drainer{LiveSessions: f.live, Stop: f.stop, PollInterval: 10 * time.Millisecond}
+	srv := httptest.NewServer(d.Handler())
+	defer srv.Close()
+
+	var wg sync.WaitGroup
+	codes := make([]int, 3)
+	for i := range codes {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			resp, err := http.Post(srv.URL+"/drain", "", nil)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			resp.Body.Close()
+			codes[i] = resp.StatusCode
+		}()
+	}
+	// The handlers wait while a session is open.
+	time.Sleep(200 * time.Millisecond)
+	select {
+	case <-d.Done():
+		t.Fatal("drain finished with a session open")
+	default:
+	}
+	f.sessions.Store(0)
+	wg.Wait()
+	for _, c := range codes {
+		if c != 200 {
+			t.Errorf("/drain answered %d, want 200", c)
+		}
+	}
+	if n := f.stops.Load(); n != 1 {
+		t.Errorf("%d stops, want 1", n)
+	}
+}
+
+func TestDrainLogsProgress(t *testing.T) {
+	f := &fakeVarnish{}
+	f.sessions.Store(2)
+	var logs syncBuf
+	var counts []uint64
+	var mu sync.Mutex
+	d := &drain.Drainer{
+		LiveSessions: f.live, Stop: f.stop,
+		OnCount:      func(n uint64) { mu.Lock(); counts = append(counts, n); mu.Unlock() },
+		PollInterval: 10 * time.Millisecond, ProgressInterval: 50 * time.Millisecond,
+		Logger: slog.New(slog.NewJSONHandler(&logs, nil)),
+	}
+	go func() {
+		time.Sleep(300 * time.Millisecond)
+		f.sessions.Store(0)
+	}()
+	if err := d.Drain(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	out := logs.String()
+	if !strings.Contains(out, `"msg":"draining: client sessions still open","sessions":2`) {
+		t.Errorf("no progress record with the session count in:\n%s", out)
+	}
+	if !strings.Contains(out, `"msg":"draining: varnishd stopped"`) {
+		t.Errorf("no stop record in:\n%s", out)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(counts) < 2 || counts[0] != 2 || counts[len(counts)-1] != 0 {
+		t.Errorf("counts = %v, want 2 ... 0", counts)
+	}
+}
+
+type syncBuf struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuf) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuf) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}

@@ -1,0 +1,152 @@
+package varnishd_test
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/varnishd"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/varnishd/varnishdtest"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/varnishstat"
+)
+
+func TestArgs(t *testing.T) {
+	cfg := varnishd.Config{
+		WorkDir:         "/w",
+		Listeners:       []varnishd.Listener{{Name: "port-80", Addr: ":80"}, {Name: "port-8080", Addr: ":8080"}},
+		GhostAdminAddr:  "127.0.0.1:6083",
+		Storage:         []string{"malloc,1g"},
+		Params:          []string{"timeout_idle=10"},
+		ThreadPoolStack: "160k",
+	}
+	got := strings.Join(varnishd.Args(cfg, "127.0.0.1:5000", "/w/s", "/w/boot.vcl"), " ")
+	want := "-F -n /w -a port-80=:80 -a port-8080=:8080 -a ghost-admin=127.0.0.1:6083 " +
+		"-M 127.0.0.1:5000 -S /w/s -f /w/boot.vcl -s malloc,1g -p thread_pool_stack=160k -p timeout_idle=10"
+	if got != want {
+		t.Errorf("Args =\n%s\nwant\n%s", got, want)
+	}
+}
+
+func TestChildWatch(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		starts []uint64
+		want   []bool
+	}{
+		{"first observation is no restart", []uint64{1}, []bool{false}},
+		{"steady", []uint64{1, 1, 1}, []bool{false, false, false}},
+		{"restart", []uint64{1, 2, 2}, []bool{false, true, false}},
+		{"two restarts between polls", []uint64{1, 3}, []bool{false, true}},
+		{"counter reset (manager restarted) is no child restart", []uint64{3, 1}, []bool{false, false}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var w varnishd.ChildWatch
+			var got []bool
+			for _, s := range tc.starts {
+				got = append(got, w.Observe(s))
+			}
+			if !slices.Equal(got, tc.want) {
+				t.Errorf("Observe(%v) = %v, want %v", tc.starts, got, tc.want)
+			}
+		})
+	}
+}
+
+func TestPrepareWorkDir(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "w")
+	secretFile, bootFile, secret, err := varnishd.PrepareWorkDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := os.Stat(secretFile)
+	if err != nil || st.Mode().Perm() != 0o600 {
+		t.Errorf("secret file mode = %v (%v), want 0600", st.Mode().Perm(), err)
+	}
+	if len(secret) != 65 {
+		t.Errorf("secret has %d bytes, want 64 hex digits and a newline", len(secret))
+	}
+	if st, _ := os.Stat(dir); st.Mode().Perm() != 0o755 {
+		t.Errorf("work dir mode = %v, want 0755", st.Mode().Perm())
+	}
+	if b, _ := os.ReadFile(bootFile); string(b) != varnishd.BootVCL {
+		t.Errorf("boot VCL = %q", b)
+	}
+	_, _, secret2, _ := varnishd.PrepareWorkDir(dir)
+	if string(secret2) == string(secret) {
+		t.Error("a second PrepareWorkDir kept the secret, want a new one")
+	}
+}
+
+// TestStartServesBootVCLAndRestartsChild starts a real varnishd: the boot VCL
+// answers 503 on the named socket, the admin connection works, and a killed
+// cache child is restarted by the manager, which MGT.child_start shows.
+func TestStartServesBootVCLAndRestartsChild(t *testing.T) {
+	addr := varnishdtest.FreeAddr(t)
+	p := varnishdtest.Start(t, varnishd.Config{
+		Listeners: []varnishd.Listener{{Name: "port-test", Addr: addr}},
+	})
+	ctx := context.Background()
+	waitFor(t, "child running", func() bool { s, _ := p.Admin.Status(ctx); return s == "running" })
+
+	resp, err := http.Get("http://" + addr + "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 503 || !strings.Contains(string(body), "varnishgw: starting") {
+		t.Errorf("boot VCL answered %d %q, want 503 varnishgw: starting", resp.StatusCode, body)
+	}
+
+	stats := varnishstat.Reader{Bin: varnishdtest.StatBin(t), WorkDir: p.WorkDir()}
+	var watch varnishd.ChildWatch
+	snap, err := stats.Read(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if watch.Observe(snap.ChildStarts()) || snap.ChildStarts() != 1 {
+		t.Fatalf("MGT.child_start = %d at start, want 1", snap.ChildStarts())
+	}
+	pids, err := p.ChildPids()
+	if err != nil || len(pids) != 1 {
+		t.Fatalf("cache child pids = %v, %v; want one", pids, err)
+	}
+	if err := syscall.Kill(pids[0], syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the manager to restart the child", func() bool {
+		snap, err := stats.Read(ctx)
+		return err == nil && watch.Observe(snap.ChildStarts())
+	})
+	waitFor(t, "child running again", func() bool { s, _ := p.Admin.Status(ctx); return s == "running" })
+	if p.Err() != nil {
+		t.Fatalf("the manager exited: %v", p.Err())
+	}
+
+	// Stop ends the manager and the child.
+	p.Stop(15 * time.Second)
+	if p.Err() == nil {
+		t.Error("after Stop, Err is nil, want why varnishd exited")
+	}
+	if _, err := http.Get("http://" + addr + "/"); err == nil {
+		t.Error("varnishd still answers after Stop")
+	}
+}
+
+func waitFor(t *testing.T, what string, ok func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for !ok() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}

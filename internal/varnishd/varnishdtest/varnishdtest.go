@@ -1,0 +1,173 @@
+// Package varnishdtest starts a real varnishd for tests, with everything a
+// test needs to clean up: the process group is killed when the test ends.
+package varnishdtest
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/varnishd"
+)
+
+// Bin returns the path of varnishd or fails the test.
+func Bin(t testing.TB) string {
+	t.Helper()
+	return find(t, "varnishd")
+}
+
+// StatBin returns the path of varnishstat or fails the test.
+func StatBin(t testing.TB) string {
+	t.Helper()
+	return find(t, "varnishstat")
+}
+
+func find(t testing.TB, name string) string {
+	if p, err := exec.LookPath(name); err == nil {
+		return p
+	}
+	for _, dir := range []string{"/usr/sbin", "/usr/bin", "/usr/local/sbin"} {
+		p := filepath.Join(dir, name)
+		if _, err := os.Stat(p); err == nil {
+			return p
+		}
+	}
+	t.Fatalf("%s not found: run `make setup`", name)
+	return ""
+}
+
+// Dir returns a temporary directory that user vcache can read (varnishd
+// compiles VCL with dropped privileges), parents included.
+func Dir(t testing.TB) string {
+	t.Helper()
+	dir := t.TempDir()
+	for d := dir; d != "/" && d != os.TempDir(); d = filepath.Dir(d) {
+		if err := os.Chmod(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
+}
+
+// FreeAddr returns a free loopback address.
+func FreeAddr(t testing.TB) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+// Port returns the port of a host:port address.
+func Port(t testing.TB, addr string) int {
+	t.Helper()
+	_, p, err := net.SplitHostPort(addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := strconv.Atoi(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// Start runs varnishd with cfg, filling in Bin, WorkDir, Logger and a small
+// thread pool when empty, and stops it when the test ends.
+func Start(t testing.TB, cfg varnishd.Config) *varnishd.Process {
+	t.Helper()
+	if cfg.Bin == "" {
+		cfg.Bin = Bin(t)
+	}
+	if cfg.WorkDir == "" {
+		cfg.WorkDir = filepath.Join(Dir(t), "work")
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = Logger(t)
+	}
+	if len(cfg.Params) == 0 {
+		cfg.Params = []string{"thread_pool_min=5", "thread_pools=1"}
+	}
+	if len(cfg.Storage) == 0 {
+		cfg.Storage = []string{"malloc,32m"}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	p, err := varnishd.Start(ctx, cfg)
+	if err != nil {
+		t.Fatalf("start varnishd: %v", err)
+	}
+	t.Cleanup(func() { p.Stop(15 * time.Second) })
+	return p
+}
+
+// Logger returns a JSON logger writing to the test log (kept until the test
+// ends, printed on failure or with -v).
+func Logger(t testing.TB) *slog.Logger {
+	w := &testWriter{t: t}
+	t.Cleanup(w.close)
+	return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: slog.LevelDebug}))
+}
+
+type testWriter struct {
+	mu     sync.Mutex
+	t      testing.TB
+	closed bool
+}
+
+func (w *testWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if !w.closed {
+		w.t.Log(strings.TrimRight(string(p), "\n"))
+	}
+	return len(p), nil
+}
+
+func (w *testWriter) close() {
+	w.mu.Lock()
+	w.closed = true
+	w.mu.Unlock()
+}
+
+// KillTree kills pid's process group and the process groups of all its
+// descendants. A parent-death signal does not reach varnishd: its manager
+// changes credentials (jail), which clears the signal, so a varnishd whose
+// chaperone is killed outside a pod (where the chaperone is PID 1 and the
+// kernel ends the namespace) would keep running.
+func KillTree(pid int) {
+	tree := descendants(pid)
+	syscall.Kill(-pid, syscall.SIGKILL)
+	syscall.Kill(pid, syscall.SIGKILL)
+	for _, p := range tree {
+		syscall.Kill(-p, syscall.SIGKILL)
+		syscall.Kill(p, syscall.SIGKILL)
+	}
+}
+
+func descendants(pid int) []int {
+	var out []int
+	files, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/children", pid))
+	for _, f := range files {
+		data, _ := os.ReadFile(f)
+		for _, field := range strings.Fields(string(data)) {
+			if n, err := strconv.Atoi(field); err == nil {
+				out = append(out, n)
+				out = append(out, descendants(n)...)
+			}
+		}
+	}
+	return out
+}
