@@ -19,6 +19,12 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
+	"sigs.k8s.io/yaml"
+
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/routing"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/varnishd/varnishdtest"
 )
 
@@ -131,10 +137,16 @@ func (s *syncBuffer) String() string {
 // and ghost.json routing app.example.com to be.
 func startChaperone(t testing.TB, be *httptest.Server, extra ...string) *chaperone {
 	t.Helper()
+	return startChaperoneAt(t, be, varnishdtest.FreeAddr(t), extra...)
+}
+
+// startChaperoneAt is startChaperone with the listener on listenAddr.
+func startChaperoneAt(t testing.TB, be *httptest.Server, listenAddr string, extra ...string) *chaperone {
+	t.Helper()
 	dir := varnishdtest.Dir(t)
 	c := &chaperone{
 		t: t, dir: dir,
-		listenAddr: varnishdtest.FreeAddr(t),
+		listenAddr: listenAddr,
 		healthAddr: varnishdtest.FreeAddr(t),
 		ghostAdmin: varnishdtest.FreeAddr(t),
 		vclPath:    filepath.Join(dir, "main.vcl"),
@@ -461,3 +473,82 @@ func TestVarnishdExitEndsTheChaperone(t *testing.T) {
 		t.Error("the log does not say varnishd exited")
 	}
 }
+
+// TestStandaloneDirRouting runs the chaperone with --routing=dir: the
+// routing comes from a directory (a Gateway, a fragment the routing core
+// made, inline endpoints) instead of a ghost.json someone else writes, and
+// an edit saved by rename moves the traffic.
+func TestStandaloneDirRouting(t *testing.T) {
+	before, first, second := backend(t, "before"), backend(t, "first"), backend(t, "second")
+	dir := varnishdtest.Dir(t)
+	routingDir := filepath.Join(dir, "routing")
+	if err := os.Mkdir(routingDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	listen := varnishdtest.FreeAddr(t)
+	port := varnishdtest.Port(t, listen)
+
+	gw := &gatewayv1.Gateway{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "gateway.networking.k8s.io/v1", Kind: "Gateway"},
+		ObjectMeta: metav1.ObjectMeta{Namespace: "demo", Name: "edge", Generation: 1},
+		Spec: gatewayv1.GatewaySpec{
+			GatewayClassName: "varnish",
+			Listeners:        []gatewayv1.Listener{{Name: "http", Port: gatewayv1.PortNumber(port), Protocol: gatewayv1.HTTPProtocolType}},
+		},
+	}
+	route := &gatewayv1.HTTPRoute{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "demo", Name: "app", CreationTimestamp: metav1.Now()},
+		Spec: gatewayv1.HTTPRouteSpec{
+			CommonRouteSpec: gatewayv1.CommonRouteSpec{ParentRefs: []gatewayv1.ParentReference{{Name: "edge"}}},
+			Hostnames:       []gatewayv1.Hostname{"app.example.com"},
+			Rules: []gatewayv1.HTTPRouteRule{{BackendRefs: []gatewayv1.HTTPBackendRef{{BackendRef: gatewayv1.BackendRef{
+				BackendObjectReference: gatewayv1.BackendObjectReference{Name: "app", Port: ptr(gatewayv1.PortNumber(80))},
+			}}}}},
+		},
+	}
+	svc := &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "demo", Name: "app"},
+		Spec:       corev1.ServiceSpec{Ports: []corev1.ServicePort{{Name: "port-80", Port: 80}}},
+	}
+	frag, err := routing.Attach(gw, route, &routing.Objects{Services: []*corev1.Service{svc}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fragJSON, err := routing.MarshalFragment(frag)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gwYAML, err := yaml.Marshal(gw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, filepath.Join(routingDir, "gateway.yaml"), string(gwYAML))
+	writeFile(t, filepath.Join(routingDir, "app.fragment.json"), string(fragJSON))
+	endpoints := func(be *httptest.Server) string {
+		return "demo/app:80:\n  - " + strings.TrimPrefix(be.URL, "http://") + "\n"
+	}
+	writeFile(t, filepath.Join(routingDir, "endpoints.yaml"), endpoints(first))
+
+	// ghost.json starts out routing to "before"; the directory takes over.
+	c := startChaperoneAt(t, before, listen, "--routing", "dir", "--routing-dir", routingDir)
+	c.waitFor("traffic from the routing directory", 60*time.Second, func() bool {
+		_, body, _ := c.get()
+		return body == "first"
+	})
+
+	// An editor-style save: write a temporary file, rename it over the old one.
+	tmp := filepath.Join(routingDir, ".endpoints.yaml.tmp")
+	writeFile(t, tmp, endpoints(second))
+	if err := os.Rename(tmp, filepath.Join(routingDir, "endpoints.yaml")); err != nil {
+		t.Fatal(err)
+	}
+	c.waitFor("traffic to the new endpoint", 60*time.Second, func() bool {
+		_, body, _ := c.get()
+		return body == "second"
+	})
+	if n := c.metric(`varnishgw_routing_syncs_total{outcome="reloaded"}`); n < 2 {
+		t.Errorf("varnishgw_routing_syncs_total{outcome=reloaded} = %v, want at least 2", n)
+	}
+}
+
+func ptr[T any](v T) *T { return &v }

@@ -52,7 +52,22 @@ type Config struct {
 	DrainTimeout    time.Duration
 	StatsInterval   time.Duration
 	LogLevel        slog.Level
+
+	// RoutingSource is where ghost.json comes from: RoutingFile (written by
+	// someone else), RoutingKubernetes (the Gateway's fragments and
+	// endpoints through informers) or RoutingDir (a standalone directory).
+	RoutingSource string
+	Gateway       string // namespace/name, RoutingKubernetes
+	Kubeconfig    string // empty: in-cluster, RoutingKubernetes
+	RoutingDir    string // RoutingDir
 }
+
+// Routing sources.
+const (
+	RoutingFile       = "file"
+	RoutingKubernetes = "kubernetes"
+	RoutingDir        = "dir"
+)
 
 // listFlag is a flag that may be repeated; from the environment its values
 // are separated by white space.
@@ -103,6 +118,10 @@ func ParseConfig(args, env []string, out io.Writer) (*Config, error) {
 	fs.DurationVar(&c.DrainTimeout, "drain-timeout", 5*time.Minute, "longest wait for client sessions to close on SIGTERM (keep below terminationGracePeriodSeconds)")
 	fs.DurationVar(&c.StatsInterval, "stats-interval", 2*time.Second, "time between varnishstat reads (metrics, child restart detection)")
 	fs.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
+	fs.StringVar(&c.RoutingSource, "routing", RoutingFile, "where routing comes from: file (ghost.json written by someone else), kubernetes (the Gateway's routing fragments and endpoints) or dir (a standalone directory, see docs/routing-sync.md)")
+	fs.StringVar(&c.Gateway, "gateway", "", "the Gateway this pod serves, namespace/name (--routing=kubernetes)")
+	fs.StringVar(&c.Kubeconfig, "kubeconfig", "", "kubeconfig file (--routing=kubernetes; empty: the pod's service account)")
+	fs.StringVar(&c.RoutingDir, "routing-dir", "", "directory with gateway.yaml, *.fragment.json and endpoints.yaml (--routing=dir)")
 
 	// Environment first, flags override.
 	envMap := map[string]string{}
@@ -209,6 +228,19 @@ func (c *Config) validate() error {
 	}
 	if c.StatsInterval < 100*time.Millisecond {
 		return fmt.Errorf("--stats-interval=%s: want at least 100ms", c.StatsInterval)
+	}
+	switch c.RoutingSource {
+	case RoutingFile:
+	case RoutingKubernetes:
+		if ns, name, ok := strings.Cut(c.Gateway, "/"); !ok || ns == "" || name == "" || strings.Contains(name, "/") {
+			return fmt.Errorf("--gateway=%q: want namespace/name of the Gateway this pod serves, e.g. --gateway=edge/public", c.Gateway)
+		}
+	case RoutingDir:
+		if c.RoutingDir == "" {
+			return errors.New("--routing-dir is empty: --routing=dir needs the directory to watch, e.g. --routing-dir=/etc/varnishgw/routing")
+		}
+	default:
+		return fmt.Errorf("--routing=%q: want %s, %s or %s", c.RoutingSource, RoutingFile, RoutingKubernetes, RoutingDir)
 	}
 	for _, p := range c.Params {
 		if name, _, ok := strings.Cut(p, "="); !ok || name == "" {

@@ -6,7 +6,7 @@
 //
 // The routing half (ghost.json from Gateway API objects, ghost reloads,
 // Gateway status) plugs in through the agent.Routing interface
-// (internal/agent), set in newRouting; see docs/chaperone.md.
+// (internal/agent); --routing chooses it (see newRouting and docs/chaperone.md).
 package main
 
 import (
@@ -15,13 +15,65 @@ import (
 	"log/slog"
 	"os"
 
+	"strings"
+
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	gatewayclient "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned"
+
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/agent"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/gatewaystatus"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/routingsync"
 )
 
-// newRouting is the seam where the routing half plugs in: it returns the
-// agent.Routing the chaperone drives. nil: agent.FileRouting, ghost.json is
-// a file written by someone else.
-var newRouting func(cfg *Config) agent.Routing
+// newRouting builds the routing half --routing names: agent.FileRouting
+// (ghost.json written by someone else), or a routingsync.Agent fed by the
+// Gateway's objects through informers or by a standalone directory.
+func newRouting(cfg *Config, logger *slog.Logger) (agent.Routing, error) {
+	log := logger.With("component", "routing")
+	switch cfg.RoutingSource {
+	case RoutingKubernetes:
+		rc, err := kubeConfig(cfg.Kubeconfig)
+		if err != nil {
+			return nil, err
+		}
+		kube, err := kubernetes.NewForConfig(rc)
+		if err != nil {
+			return nil, fmt.Errorf("kubernetes client: %w", err)
+		}
+		gw, err := gatewayclient.NewForConfig(rc)
+		if err != nil {
+			return nil, fmt.Errorf("gateway API client: %w", err)
+		}
+		ns, name, _ := strings.Cut(cfg.Gateway, "/")
+		src, err := routingsync.NewKubeSource(routingsync.KubeConfig{Client: kube, Gateway: gw, Namespace: ns, Name: name, Logger: log})
+		if err != nil {
+			return nil, fmt.Errorf("watch Gateway %s: %w", cfg.Gateway, err)
+		}
+		return &routingsync.Agent{Source: src, Status: gatewaystatus.NewWriter(gw, ns, name, log)}, nil
+	case RoutingDir:
+		return &routingsync.Agent{Source: routingsync.NewDirSource(cfg.RoutingDir, log)}, nil
+	default:
+		return &agent.FileRouting{}, nil
+	}
+}
+
+// kubeConfig loads path, or the pod's service account when path is empty.
+func kubeConfig(path string) (*rest.Config, error) {
+	if path == "" {
+		cfg, err := rest.InClusterConfig()
+		if err != nil {
+			return nil, fmt.Errorf("--kubeconfig is empty and the pod's service account is not usable: %w", err)
+		}
+		return cfg, nil
+	}
+	cfg, err := clientcmd.BuildConfigFromFlags("", path)
+	if err != nil {
+		return nil, fmt.Errorf("--kubeconfig=%s: %w", path, err)
+	}
+	return cfg, nil
+}
 
 func main() {
 	cfg, err := ParseConfig(os.Args[1:], os.Environ(), os.Stderr)
@@ -31,9 +83,10 @@ func main() {
 	}
 	logger := slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: cfg.LogLevel}))
 	slog.SetDefault(logger)
-	var routing agent.Routing
-	if newRouting != nil {
-		routing = newRouting(cfg)
+	routing, err := newRouting(cfg, logger)
+	if err != nil {
+		logger.Error("chaperone failed", "error", err)
+		os.Exit(1)
 	}
 	if err := Run(context.Background(), cfg, routing, logger, notifySignals()); err != nil {
 		logger.Error("chaperone failed", "error", err)
