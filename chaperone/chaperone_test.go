@@ -416,11 +416,11 @@ func TestCacheChildRestartIsNoticedAndTrafficRecovers(t *testing.T) {
 	c.wantTraffic("A", "v1")
 	c.waitFor("the first stats", 90*time.Second, func() bool { return c.metric("varnish_mgt_child_start_total") == 1 })
 
-	manager := childrenOf(t, c.cmd.Process.Pid)
+	manager := childrenOf(t, c.cmd.Process.Pid, "varnishd")
 	if len(manager) != 1 {
 		t.Fatalf("chaperone children = %v, want varnishd's manager only", manager)
 	}
-	child := childrenOf(t, manager[0])
+	child := childrenOf(t, manager[0], "cache-main")
 	if len(child) != 1 {
 		t.Fatalf("manager children = %v, want the cache child", child)
 	}
@@ -434,7 +434,10 @@ func TestCacheChildRestartIsNoticedAndTrafficRecovers(t *testing.T) {
 	c.waitFor("readiness after the restart", 90*time.Second, func() bool { code, _ := c.health("/readyz"); return code == 200 })
 }
 
-func childrenOf(t *testing.T, pid int) []int {
+// childrenOf returns the child processes of pid whose command name is comm
+// (others come and go: the chaperone's varnishstat runs, the manager's VCL
+// compiler).
+func childrenOf(t *testing.T, pid int, comm string) []int {
 	t.Helper()
 	// Each thread has its own list: Go forks from any thread.
 	files, err := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/children", pid))
@@ -446,7 +449,9 @@ func childrenOf(t *testing.T, pid int) []int {
 		data, _ := os.ReadFile(file)
 		for _, f := range strings.Fields(string(data)) {
 			n, _ := strconv.Atoi(f)
-			pids = append(pids, n)
+			if name, _ := os.ReadFile(fmt.Sprintf("/proc/%d/comm", n)); strings.TrimSpace(string(name)) == comm {
+				pids = append(pids, n)
+			}
 		}
 	}
 	return pids
@@ -456,7 +461,7 @@ func childrenOf(t *testing.T, pid int) []int {
 // chaperone exits non-zero so Kubernetes restarts the pod.
 func TestVarnishdExitEndsTheChaperone(t *testing.T) {
 	c := startChaperone(t, backend(t, "A"))
-	manager := childrenOf(t, c.cmd.Process.Pid)
+	manager := childrenOf(t, c.cmd.Process.Pid, "varnishd")
 	if len(manager) != 1 {
 		t.Fatalf("chaperone children = %v, want varnishd's manager only", manager)
 	}
