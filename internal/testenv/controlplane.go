@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	mathrand "math/rand/v2"
 	"net"
 	"net/http"
 	"os"
@@ -262,16 +263,20 @@ func randomToken() string {
 	return hex.EncodeToString(b)
 }
 
-// freePort asks the kernel for a free loopback port. Another process could
-// take it before the server binds it; the server then fails to start and the
+// freePort returns a free loopback port below the kernel's ephemeral range
+// (32768-60999 by default), so that no bind to port 0, in this process or
+// another, is handed the same port before the server binds it. Another test
+// could still pick it at random; the server then fails to start and the
 // error says so.
 func freePort() int {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		panic(fmt.Sprintf("find a free port: %v", err))
+	for range 100 {
+		port := 20000 + mathrand.IntN(12000)
+		if l, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(port)); err == nil {
+			l.Close()
+			return port
+		}
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	panic("find a free port: none free between 20000 and 32000")
 }
 
 // removeStaleDirs removes control plane directories left behind by test

@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
@@ -62,12 +63,19 @@ func Dir(t testing.TB) string {
 // FreeAddr returns a free loopback address.
 func FreeAddr(t testing.TB) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	// Ports below the kernel's ephemeral range (32768-60999 by default):
+	// a port from a bind to :0 could be handed out again by the next bind
+	// to :0 in any process (the chaperone's own admin listener, say) before
+	// the server this address is for binds it.
+	for range 100 {
+		addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(20000+rand.IntN(12000)))
+		if l, err := net.Listen("tcp", addr); err == nil {
+			l.Close()
+			return addr
+		}
 	}
-	defer l.Close()
-	return l.Addr().String()
+	t.Fatal("no free loopback port between 20000 and 32000")
+	return ""
 }
 
 // Port returns the port of a host:port address.
