@@ -151,15 +151,7 @@ func (r *gatewayClassResource) Schema(_ context.Context, _ resource.SchemaReques
 }
 
 func (r *gatewayClassResource) Configure(_ context.Context, req resource.ConfigureRequest, resp *resource.ConfigureResponse) {
-	if req.ProviderData == nil {
-		return
-	}
-	c, ok := req.ProviderData.(*clients)
-	if !ok {
-		resp.Diagnostics.AddError("Configure the resource", fmt.Sprintf("unexpected provider data %T; this is a bug in the provider", req.ProviderData))
-		return
-	}
-	r.c = c
+	r.c = configureClients(req.ProviderData, &resp.Diagnostics)
 }
 
 func (r *gatewayClassResource) Create(ctx context.Context, req resource.CreateRequest, resp *resource.CreateResponse) {

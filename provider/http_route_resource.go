@@ -286,15 +286,7 @@ func (r *httpRouteResource) Schema(_ context.Context, _ resource.SchemaRequest, 
 }
 
 func (r *httpRouteResource) Configure(_ context.Context, req resource.ConfigureRequest, resp *resource.ConfigureResponse) {
-	if req.ProviderData == nil {
-		return
-	}
-	c, ok := req.ProviderData.(*clients)
-	if !ok {
-		resp.Diagnostics.AddError("Configure the resource", fmt.Sprintf("unexpected provider data %T; this is a bug in the provider", req.ProviderData))
-		return
-	}
-	r.c = c
+	r.c = configureClients(req.ProviderData, &resp.Diagnostics)
 }
 
 // ValidateConfig checks the route as the gateways will apply it, so that an

@@ -1,6 +1,7 @@
 package provider
 
 import (
+	"fmt"
 	"time"
 
 	"github.com/hashicorp/terraform-plugin-framework/diag"
@@ -24,6 +25,20 @@ func requireClients(c *clients, diags *diag.Diagnostics) bool {
 		"The provider has no Kubernetes client: its configuration was not known when this operation ran. "+
 			"Apply the resources the provider configuration depends on first (terraform apply -target=...), then apply again.")
 	return false
+}
+
+// configureClients takes the provider's clients from a resource's
+// ConfigureRequest data. Nil data (the provider is not configured yet) gives
+// nil without an error; requireClients reports it when an operation needs it.
+func configureClients(data any, diags *diag.Diagnostics) *clients {
+	if data == nil {
+		return nil
+	}
+	c, ok := data.(*clients)
+	if !ok {
+		diags.AddError("Configure the resource", fmt.Sprintf("unexpected provider data %T; this is a bug in the provider", data))
+	}
+	return c
 }
 
 // condition builds a status condition for server-side apply, keeping the
