@@ -58,30 +58,10 @@ func TestMain(m *testing.M) {
 	}())
 }
 
-// mainVCL is the main.vcl of the tests: ghost routes everything.
+// mainVCL is the main.vcl of the tests: ghost routes everything, and
+// X-VCL names the VCL that answered.
 func mainVCL(ghostJSON, tag string) string {
-	return fmt.Sprintf(`vcl 4.1;
-import ghost from %q;
-backend default none;
-sub vcl_init {
-	new router = ghost.router(%q);
-}
-sub vcl_recv {
-	if (router.recv()) {
-		return (pass);
-	}
-	return (synth(router.status()));
-}
-sub vcl_synth {
-	router.synth();
-	return (deliver);
-}
-sub vcl_deliver {
-	router.deliver();
-	set resp.http.X-Gen = router.generation();
-	set resp.http.X-VCL = %q;
-}
-`, ghostVMOD, ghostJSON, tag)
+	return varnishdtest.MainVCL(ghostVMOD, ghostJSON, fmt.Sprintf("set resp.http.X-VCL = %q;", tag))
 }
 
 func ghostJSON(backendURL string) string {

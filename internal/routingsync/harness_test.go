@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/testenv"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/varnishd/varnishdtest"
 )
 
 func TestMain(m *testing.M) { testenv.Main(m) }
@@ -70,27 +71,7 @@ func startGhost(t testing.TB) *ghostVarnish {
 	if err := os.WriteFile(filepath.Join(dir, "libvmod_ghost.so"), soData, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	vcl := fmt.Sprintf(`vcl 4.1;
-import ghost from %q;
-backend default none;
-sub vcl_init {
-	new router = ghost.router(%q);
-}
-sub vcl_recv {
-	if (router.recv()) {
-		return (pass);
-	}
-	return (synth(router.status()));
-}
-sub vcl_synth {
-	router.synth();
-	return (deliver);
-}
-sub vcl_deliver {
-	router.deliver();
-	set resp.http.X-Gen = router.generation();
-}
-`, filepath.Join(dir, "libvmod_ghost.so"), g.GhostJSON)
+	vcl := varnishdtest.MainVCL(filepath.Join(dir, "libvmod_ghost.so"), g.GhostJSON)
 	if err := os.WriteFile(filepath.Join(dir, "main.vcl"), []byte(vcl), 0o644); err != nil {
 		t.Fatal(err)
 	}

@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -80,4 +81,35 @@ func repoRoot() (string, error) {
 		}
 		dir = parent
 	}
+}
+
+// MainVCL is the main.vcl of tests: ghost at vmod routes everything from
+// ghostJSON, passes routed requests, and vcl_deliver sets X-Gen to ghost's
+// generation, followed by the statements in deliver.
+func MainVCL(vmod, ghostJSON string, deliver ...string) string {
+	var extra strings.Builder
+	for _, s := range deliver {
+		extra.WriteString("\t" + s + "\n")
+	}
+	return fmt.Sprintf(`vcl 4.1;
+import ghost from %q;
+backend default none;
+sub vcl_init {
+	new router = ghost.router(%q);
+}
+sub vcl_recv {
+	if (router.recv()) {
+		return (pass);
+	}
+	return (synth(router.status()));
+}
+sub vcl_synth {
+	router.synth();
+	return (deliver);
+}
+sub vcl_deliver {
+	router.deliver();
+	set resp.http.X-Gen = router.generation();
+%s}
+`, vmod, ghostJSON, extra.String())
 }
