@@ -7,6 +7,12 @@ so=$1; preload=$2; tmo=$3; shift 3
 tdir=$(cd "$(dirname "$0")" && pwd)
 out=$(mktemp -d /tmp/ghost-test.XXXXXX)
 trap 'rm -rf "$out"' EXIT
+# varnishd loads the VMOD as its unprivileged user (vcache): run a copy in a
+# world-readable directory, wherever the checkout is and whatever its modes.
+chmod 755 "$out"
+cp "$so" "$out/libvmod_ghost.so"
+chmod 644 "$out/libvmod_ghost.so"
+so=$out/libvmod_ghost.so
 if [ -n "$preload" ]; then
 	# only varnishd gets the sanitizer runtime, not the shells of the tests
 	mkdir -p "$out/bin"
@@ -22,7 +28,7 @@ export GHOST_SO=$so GHOST_TDIR=$tdir GHOST_OUT=$out GHOST_TMO=$tmo \
 run_one() {
 	local f=$1 name
 	name=$(basename "$f" .vtc)
-	local args=(-t "$GHOST_TMO" -b 64M -Dvmod_ghost="$GHOST_SO"
+	local args=(-t "$GHOST_TMO" -b 64M -Dvmod_ghost="$GHOST_SO" -Dvmod_dir="$(dirname "$GHOST_SO")"
 	    -Dghost_tests="$GHOST_TDIR")
 	if [ -n "$GHOST_PRELOAD" ]; then
 		args+=(-p thread_pool_stack=1M)
