@@ -1,0 +1,84 @@
+package routing
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/util/validation"
+)
+
+// How a Gateway's runtime objects are named, so that the provider (which
+// writes them), the chaperone (which reads the VCL ConfigMap) and the demo
+// (which runs the chaperone as the pod would) agree.
+const (
+	// VCLDataKey is the data key of main.vcl in the VCL ConfigMap.
+	VCLDataKey = "main.vcl"
+	// GatewayNamespaceLabel carries the Gateway's namespace on its runtime
+	// objects (FragmentGatewayLabel carries its name).
+	GatewayNamespaceLabel = "varnishgw.dev/gateway-namespace"
+)
+
+// RuntimeName names the ServiceAccount, Role, RoleBinding, Deployment,
+// Service and PodDisruptionBudget of gw, all in gw's namespace:
+// "varnishgw-<name>" when that is a valid DNS label (a Service name must
+// be one), otherwise a readable prefix cut to fit plus a hash of the name.
+func RuntimeName(gw ObjectRef) string {
+	if n := "varnishgw-" + gw.Name; len(validation.IsDNS1035Label(n)) == 0 {
+		return n
+	}
+	return hashedName("vgw-", gw.Name, 63)
+}
+
+// VCLConfigMapName is the ConfigMap in gw's namespace that holds main.vcl
+// (key VCLDataKey), which the chaperone watches and hot-reloads.
+func VCLConfigMapName(gw ObjectRef) string { return RuntimeName(gw) + "-vcl" }
+
+// BackendClusterRoleName is the ClusterRole that lets gw's chaperone read
+// Services, EndpointSlices and ReferenceGrants. It grants nothing by
+// itself: each route binds it, with BackendRoleBindingName, in exactly the
+// namespaces its backends live in.
+func BackendClusterRoleName(gw ObjectRef) string {
+	return hashedName("varnishgw-backends-", gw.Namespace+"-"+gw.Name, 253)
+}
+
+// BackendRoleBindingName is the RoleBinding route writes in each namespace
+// its backends live in, binding BackendClusterRoleName(gw) to gw's
+// ServiceAccount there. One per (gateway, route), so no two routes write
+// the same object.
+func BackendRoleBindingName(gw, route ObjectRef) string { return FragmentConfigMapName(gw, route) }
+
+// RuntimeLabels are the labels of gw's runtime objects; the Deployment's
+// pod selector is this set.
+func RuntimeLabels(gw ObjectRef) map[string]string {
+	return map[string]string{
+		"app.kubernetes.io/name":     "varnishgw",
+		"app.kubernetes.io/instance": RuntimeName(gw),
+		FragmentGatewayLabel:         fragmentLabelValue(gw.Name),
+		GatewayNamespaceLabel:        gw.Namespace,
+	}
+}
+
+// hashedName is prefix + name when that is a valid DNS label of at most
+// max characters; otherwise prefix, name lower-cased with every other
+// character turned into '-', cut to fit, and 10 hex digits of name's hash.
+func hashedName(prefix, name string, max int) string {
+	if n := prefix + name; len(n) <= max && len(validation.IsDNS1123Label(n)) == 0 {
+		return n
+	}
+	sum := sha256.Sum256([]byte(name))
+	readable := strings.Map(func(r rune) rune {
+		if r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '-' {
+			return r
+		}
+		return '-'
+	}, strings.ToLower(name))
+	if room := max - len(prefix) - 11; len(readable) > room {
+		readable = readable[:room]
+	}
+	readable = strings.Trim(readable, "-")
+	if readable != "" {
+		readable += "-"
+	}
+	return prefix + readable + hex.EncodeToString(sum[:5])
+}
