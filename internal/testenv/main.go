@@ -20,14 +20,18 @@ var shared struct {
 
 // Main runs the tests of a package that uses the shared control plane and
 // stops the control plane afterwards, also when the run is interrupted by
-// SIGINT or SIGTERM. Call it from TestMain.
-func Main(m *testing.M) {
+// SIGINT or SIGTERM. Call it from TestMain. The cleanup functions run after
+// the tests, before the control plane stops.
+func Main(m *testing.M, cleanup ...func()) {
 	shared.Lock()
 	shared.main = true
 	shared.Unlock()
 
 	stopOnSignal()
 	code := m.Run()
+	for _, f := range cleanup {
+		f()
+	}
 	stopShared()
 	os.Exit(code)
 }

@@ -1,0 +1,114 @@
+# The gateway of `make demo`: a class, a gateway with one HTTP listener and
+# routes that show host routing, a path plus header match, a redirect and a
+# 90/10 weighted split. The demo creates the backend Services (web, api,
+# api-canary, api-beta) in var.namespace before it applies this.
+
+terraform {
+  required_providers {
+    varnishgw = {
+      source = "varnishgw/varnishgw"
+    }
+  }
+}
+
+variable "kubeconfig" {
+  description = "Path of the kubeconfig of the cluster to write to."
+  type        = string
+}
+
+variable "namespace" {
+  description = "Namespace of the gateway, its routes and the backend Services."
+  type        = string
+  default     = "demo"
+}
+
+variable "port" {
+  description = "Port of the gateway's HTTP listener."
+  type        = number
+  default     = 8080
+}
+
+variable "wait_for_rollout" {
+  description = "Wait for the gateway's pods. The local control plane has no kubelet, so the demo does not."
+  type        = bool
+  default     = false
+}
+
+provider "varnishgw" {
+  config_path = var.kubeconfig
+}
+
+resource "varnishgw_gateway_class" "demo" {
+  name                 = "varnishgw-demo"
+  description          = "The varnishgw demo"
+  parameters_namespace = var.namespace
+}
+
+resource "varnishgw_gateway" "demo" {
+  namespace          = var.namespace
+  name               = "demo"
+  gateway_class_name = varnishgw_gateway_class.demo.name
+
+  listeners = [{
+    name     = "http"
+    port     = var.port
+    protocol = "HTTP"
+  }]
+
+  wait_for_rollout = var.wait_for_rollout
+}
+
+# Host routing: www.demo.local goes to web, with a redirect of an old path.
+resource "varnishgw_http_route" "www" {
+  namespace   = var.namespace
+  name        = "www"
+  parent_refs = [{ name = varnishgw_gateway.demo.name }]
+  hostnames   = ["www.demo.local"]
+
+  rules = [
+    {
+      # A permanent redirect of the old catalogue to the new one.
+      matches = [{ path = { type = "Exact", value = "/catalog" } }]
+      filters = [{
+        type = "RequestRedirect"
+        request_redirect = {
+          path        = { type = "ReplaceFullPath", replace_full_path = "/products" }
+          status_code = 301
+        }
+      }]
+    },
+    {
+      backend_refs = [{ name = "web", port = 80 }]
+    },
+  ]
+}
+
+# api.demo.local: beta testers (header x-beta: 1) on /v2 reach api-beta;
+# everyone else is split 90/10 between the stable and the canary release.
+resource "varnishgw_http_route" "api" {
+  namespace   = var.namespace
+  name        = "api"
+  parent_refs = [{ name = varnishgw_gateway.demo.name }]
+  hostnames   = ["api.demo.local"]
+
+  rules = [
+    {
+      matches = [{
+        path    = { type = "PathPrefix", value = "/v2" }
+        headers = [{ name = "x-beta", value = "1" }]
+      }]
+      backend_refs = [{ name = "api-beta", port = 80 }]
+    },
+    {
+      backend_refs = [
+        { name = "api", port = 80, weight = 90 },
+        { name = "api-canary", port = 80, weight = 10 },
+      ]
+    },
+  ]
+}
+
+output "gateway" {
+  description = "The gateway's namespace/name."
+  value       = "${varnishgw_gateway.demo.namespace}/${varnishgw_gateway.demo.name}"
+}

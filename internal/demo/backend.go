@@ -1,0 +1,81 @@
+package demo
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"strconv"
+	"time"
+)
+
+// Backend is an HTTP echo server standing in for a pod of a Service. It
+// answers every request with its name in the body's first line and the
+// X-Backend header, followed by the request it saw as JSON (method, host,
+// path, headers), so that filters and rewrites can be seen from a client.
+type Backend struct {
+	Name string
+	IP   string
+	Port int32
+	srv  *http.Server
+}
+
+// Echo is the JSON part of a Backend's answer.
+type Echo struct {
+	Backend string              `json:"backend"`
+	Method  string              `json:"method"`
+	Host    string              `json:"host"`
+	Path    string              `json:"path"`
+	Headers map[string][]string `json:"headers"`
+}
+
+// StartBackend starts a Backend named name on ip and a free port.
+func StartBackend(name, ip string) (*Backend, error) {
+	l, err := net.Listen("tcp", net.JoinHostPort(ip, "0"))
+	if err != nil {
+		return nil, fmt.Errorf("start backend %s: %w", name, err)
+	}
+	b := &Backend{Name: name, IP: ip, Port: int32(l.Addr().(*net.TCPAddr).Port)}
+	b.srv = &http.Server{
+		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("X-Backend", name)
+			w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+			e := Echo{Backend: name, Method: r.Method, Host: r.Host, Path: r.URL.RequestURI(), Headers: r.Header}
+			body, _ := json.Marshal(e)
+			fmt.Fprintf(w, "%s\n%s\n", name, body)
+		}),
+		ReadHeaderTimeout: 10 * time.Second,
+	}
+	go func() {
+		if err := b.srv.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			panic(fmt.Sprintf("backend %s: %v", name, err))
+		}
+	}()
+	return b, nil
+}
+
+// Addr is ip:port.
+func (b *Backend) Addr() string { return net.JoinHostPort(b.IP, strconv.Itoa(int(b.Port))) }
+
+// Close stops the backend.
+func (b *Backend) Close() error {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	return b.srv.Shutdown(ctx)
+}
+
+// HostIP is the machine's first non-loopback, non-link-local IPv4 address.
+func HostIP() (string, error) {
+	addrs, err := net.InterfaceAddrs()
+	if err != nil {
+		return "", fmt.Errorf("list interface addresses: %w", err)
+	}
+	for _, a := range addrs {
+		if n, ok := a.(*net.IPNet); ok && n.IP.To4() != nil && !n.IP.IsLoopback() && !n.IP.IsLinkLocalUnicast() {
+			return n.IP.String(), nil
+		}
+	}
+	return "", errors.New("this machine has no non-loopback IPv4 address; the API server refuses loopback addresses in EndpointSlices, so local backends need one (add one, for example to a dummy interface)")
+}
