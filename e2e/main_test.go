@@ -24,7 +24,7 @@ var (
 	buildErr  error
 )
 
-// providerDir builds the provider and the chaperone once per test binary
+// providerDir builds the provider, the chaperone and the demo once per test binary
 // into a directory readable by others and returns it.
 func providerDir(t testing.TB) string {
 	t.Helper()
@@ -36,7 +36,7 @@ func providerDir(t testing.TB) string {
 		if buildErr = os.Chmod(buildDir, 0o755); buildErr != nil {
 			return
 		}
-		for _, pkg := range []string{".", "./chaperone"} {
+		for _, pkg := range []string{".", "./chaperone", "./internal/demo/cmd/demo"} {
 			cmd := exec.Command("go", "build", "-o", buildDir+string(filepath.Separator), pkg)
 			cmd.Dir = ".."
 			if out, err := cmd.CombinedOutput(); err != nil {

@@ -33,16 +33,20 @@ func main() {
 	example := flag.String("example", "examples/demo", "the Terraform configuration to apply")
 	port := flag.Int("port", 8080, "port of the gateway's HTTP listener (on 127.0.0.1)")
 	once := flag.Bool("once", false, "stop after printing the answers instead of serving until Ctrl-C")
+	var ports demo.ChaperoneOptions
+	flag.StringVar(&ports.HealthAddr, "health-addr", "", "the chaperone's --health-addr (default: the pod's, :9091 on 127.0.0.1)")
+	flag.StringVar(&ports.AdminAddr, "admin-addr", "", "the chaperone's --admin-addr (default: the pod's)")
+	flag.StringVar(&ports.GhostAdminAddr, "ghost-admin-addr", "", "the chaperone's --ghost-admin-addr (default: the pod's)")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := run(ctx, *bin, *example, *port, *once); err != nil {
+	if err := run(ctx, *bin, *example, *port, *once, ports); err != nil {
 		fmt.Fprintln(os.Stderr, "demo:", err)
 		os.Exit(1)
 	}
 }
 
-func run(ctx context.Context, bin, example string, port int, once bool) error {
+func run(ctx context.Context, bin, example string, port int, once bool, ports demo.ChaperoneOptions) error {
 	if os.Geteuid() != 0 {
 		return demo.ErrNotRoot
 	}
@@ -123,6 +127,7 @@ func run(ctx context.Context, bin, example string, port int, once bool) error {
 	ch, err := demo.StartChaperone(ctx, cp.Client, demo.ChaperoneOptions{
 		Binary: filepath.Join(bin, "chaperone"), Gateway: gw, Kubeconfig: kubeconfig,
 		Dir: work, VMODDir: vmodDir, ListenHost: "127.0.0.1", Stderr: logFile,
+		HealthAddr: ports.HealthAddr, AdminAddr: ports.AdminAddr, GhostAdminAddr: ports.GhostAdminAddr,
 	})
 	if err != nil {
 		return err
@@ -155,7 +160,11 @@ func run(ctx context.Context, bin, example string, port int, once bool) error {
 	}
 	fmt.Printf("\n    200 × %s\n    → %s\n", split.Curl(addr), spread(counts))
 	fmt.Printf("\n    kubectl --kubeconfig %s get gateways,httproutes -A\n", cp.Kubeconfig)
-	fmt.Printf("    curl -s http://127.0.0.1:9091/metrics | grep varnish_ghost\n")
+	health := ports.HealthAddr
+	if health == "" {
+		health = "127.0.0.1:9091"
+	}
+	fmt.Printf("    curl -s http://%s/metrics | grep varnish_ghost_requests\n", health)
 
 	if !once {
 		step("serving until Ctrl-C")
