@@ -201,5 +201,5 @@ func (p *varnishgwProvider) Resources(context.Context) []func() resource.Resourc
 }
 
 func (p *varnishgwProvider) DataSources(context.Context) []func() datasource.DataSource {
-	return nil
+	return []func() datasource.DataSource{NewGatewayDataSource, NewRoutingDataSource}
 }
