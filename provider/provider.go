@@ -153,6 +153,12 @@ func (p *varnishgwProvider) Configure(ctx context.Context, req provider.Configur
 		return
 	}
 	cfg.UserAgent = "terraform-provider-varnishgw/" + p.version
+	// client-go's default client-side limit (5 requests/s, bursts of 10)
+	// serialises parallel applies: a route takes ~15 requests to plan and
+	// apply (make bench-provider, docs/performance.md).
+	if cfg.QPS == 0 && cfg.Burst == 0 {
+		cfg.QPS, cfg.Burst = 100, 200
+	}
 
 	c := &clients{host: cfg.Host}
 	if c.kube, err = kubernetes.NewForConfig(cfg); err != nil {
@@ -201,5 +207,5 @@ func (p *varnishgwProvider) Resources(context.Context) []func() resource.Resourc
 }
 
 func (p *varnishgwProvider) DataSources(context.Context) []func() datasource.DataSource {
-	return nil
+	return []func() datasource.DataSource{NewGatewayDataSource, NewRoutingDataSource}
 }

@@ -1,0 +1,32 @@
+# The merged routing of the Gateway "public" in the namespace "gateways",
+# as its chaperone will serve it. Depend on the routes so that it is read
+# after they are applied.
+data "varnishgw_routing" "public" {
+  namespace  = "gateways"
+  name       = "public"
+  depends_on = [varnishgw_http_route.shop]
+}
+
+# Fail the run when the routing has conflicts or an unreadable fragment.
+check "public_routing" {
+  assert {
+    condition = data.varnishgw_routing.public.valid && length(data.varnishgw_routing.public.conflicts) == 0
+    error_message = join("\n", concat(
+      [for c in data.varnishgw_routing.public.conflicts : "${c.route}: ${c.message}"],
+      [for r in data.varnishgw_routing.public.rejected_fragments : "${r.config_map}: ${r.error}"],
+    ))
+  }
+}
+
+# Which route serves which path, per host, in the order ghost tries them.
+output "public_routes" {
+  value = {
+    for v in data.varnishgw_routing.public.vhosts :
+    v.hostname => [for r in v.routes : "${r.path_type} ${r.path_value} -> ${r.route}"]
+  }
+}
+
+# The ghost.json document the chaperone writes, for debugging.
+output "public_ghost_json" {
+  value = data.varnishgw_routing.public.ghost_json
+}

@@ -1,0 +1,219 @@
+package provider
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/rand"
+	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
+
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/testenv"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/tfcli"
+)
+
+// requestCounts are the API server's apiserver_request_total counters by
+// "VERB group/resource[/subresource]", dry runs under "dry-run VERB ...".
+type requestCounts map[string]float64
+
+// apiRequests reads the API server's own request counters from /metrics.
+func apiRequests(ctx context.Context, cp *testenv.ControlPlane) (requestCounts, error) {
+	raw, err := cp.Client.CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("get /metrics: %w", err)
+	}
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	families, err := parser.TextToMetricFamilies(bytes.NewReader(raw))
+	if err != nil {
+		return nil, fmt.Errorf("parse /metrics: %w", err)
+	}
+	out := requestCounts{}
+	fam := families["apiserver_request_total"]
+	if fam == nil {
+		return nil, fmt.Errorf("/metrics has no apiserver_request_total")
+	}
+	for _, m := range fam.Metric {
+		l := map[string]string{}
+		for _, p := range m.Label {
+			l[p.GetName()] = p.GetValue()
+		}
+		key := l["verb"] + " " + l["group"] + "/" + l["resource"]
+		if l["subresource"] != "" {
+			key += "/" + l["subresource"]
+		}
+		if l["dry_run"] != "" {
+			key = "dry-run " + key
+		}
+		out[key] += m.GetCounter().GetValue()
+	}
+	return out, nil
+}
+
+// diff returns after - before for the counters that changed.
+func (after requestCounts) diff(before requestCounts) requestCounts {
+	out := requestCounts{}
+	for k, v := range after {
+		if d := v - before[k]; d != 0 {
+			out[k] = d
+		}
+	}
+	return out
+}
+
+var writeVerbs = []string{"POST", "PUT", "PATCH", "APPLY", "DELETE", "DELETECOLLECTION"}
+
+// writes sums the requests that change stored objects. The API server's
+// own lease heartbeats (coordination.k8s.io) are not counted: they are not
+// the provider's.
+func (c requestCounts) writes() (n float64, what []string) {
+	for k, v := range c {
+		verb, rest, _ := strings.Cut(k, " ")
+		if slices.Contains(writeVerbs, verb) && !strings.HasPrefix(rest, "coordination.k8s.io/") {
+			n += v
+			what = append(what, fmt.Sprintf("%s: %.0f", k, v))
+		}
+	}
+	slices.Sort(what)
+	return n, what
+}
+
+// total sums all requests except lease heartbeats.
+func (c requestCounts) total() (n float64) {
+	for k, v := range c {
+		if !strings.Contains(k, "coordination.k8s.io/") {
+			n += v
+		}
+	}
+	return n
+}
+
+// BenchmarkProviderRoutes plans and applies 200 varnishgw_http_route
+// resources on one Gateway through the real CLI (tfcli) against the test
+// control plane, then times a no-change plan and counts, with the API
+// server's own metrics, the writes it makes (must be 0). Run it with
+// -benchtime=1x (make bench-provider). BENCH_PROVIDER_ROUTES overrides 200.
+func BenchmarkProviderRoutes(b *testing.B) {
+	cp := testenv.Get(b)
+	ctx := context.Background()
+	n := 200
+	if v := os.Getenv("BENCH_PROVIDER_ROUTES"); v != "" {
+		if _, err := fmt.Sscan(v, &n); err != nil {
+			b.Fatalf("BENCH_PROVIDER_ROUTES=%q: %v", v, err)
+		}
+	}
+	ws, err := tfcli.New(ctx, tfcli.Options{Dir: b.TempDir(), Env: []string{"KUBE_CONFIG_PATH=" + cp.Kubeconfig}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Logf("CLI: %s, %d routes", ws.CLI, n)
+
+	var planS, applyS, noopS, destroyS, applyReqs, noopReqs, noopWrites, noopDry float64
+	for i := 0; i < b.N; i++ {
+		ns := cp.Namespace(b)
+		class := "bench-" + rand.String(6)
+		gc := &gatewayv1.GatewayClass{ObjectMeta: metav1.ObjectMeta{Name: class}, Spec: gatewayv1.GatewayClassSpec{ControllerName: ControllerName}}
+		if _, err := cp.Gateway.GatewayV1().GatewayClasses().Create(ctx, gc, metav1.CreateOptions{}); err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { _ = cp.Gateway.GatewayV1().GatewayClasses().Delete(ctx, class, metav1.DeleteOptions{}) })
+		gw := &gatewayv1.Gateway{ObjectMeta: metav1.ObjectMeta{Name: "gw", Namespace: ns}, Spec: gatewayv1.GatewaySpec{
+			GatewayClassName: gatewayv1.ObjectName(class),
+			Listeners:        []gatewayv1.Listener{{Name: "http", Port: 8080, Protocol: gatewayv1.HTTPProtocolType}},
+		}}
+		if _, err := cp.Gateway.GatewayV1().Gateways(ns).Create(ctx, gw, metav1.CreateOptions{}); err != nil {
+			b.Fatal(err)
+		}
+		svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: ns},
+			Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{{Name: "http", Port: 80}}}}
+		if _, err := cp.Client.CoreV1().Services(ns).Create(ctx, svc, metav1.CreateOptions{}); err != nil {
+			b.Fatal(err)
+		}
+		if err := ws.WriteFile("main.tf", tfcli.RequiredProviders+fmt.Sprintf(`
+provider "varnishgw" {}
+
+resource "varnishgw_http_route" "r" {
+  count       = %d
+  namespace   = %q
+  name        = "r${count.index}"
+  parent_refs = [{ name = "gw" }]
+  hostnames   = ["r${count.index}.example.com"]
+  rules = [{
+    matches      = [{ path = { type = "PathPrefix", value = "/" } }]
+    backend_refs = [{ name = "web", port = 80 }]
+  }]
+}
+`, n, ns)); err != nil {
+			b.Fatal(err)
+		}
+
+		start := time.Now()
+		if changed, err := ws.Plan(ctx); err != nil || !changed {
+			b.Fatalf("plan: changes %v, err %v", changed, err)
+		}
+		planS += time.Since(start).Seconds()
+
+		before, err := apiRequests(ctx, cp)
+		if err != nil {
+			b.Fatal(err)
+		}
+		start = time.Now()
+		if err := ws.Apply(ctx); err != nil {
+			b.Fatal(err)
+		}
+		applyS += time.Since(start).Seconds()
+		after, err := apiRequests(ctx, cp)
+		if err != nil {
+			b.Fatal(err)
+		}
+		applyReqs += after.diff(before).total()
+
+		before = after
+		start = time.Now()
+		changed, err := ws.Plan(ctx)
+		noopS += time.Since(start).Seconds()
+		if err != nil || changed {
+			b.Fatalf("second plan: changes %v, err %v; want no changes", changed, err)
+		}
+		after, err = apiRequests(ctx, cp)
+		if err != nil {
+			b.Fatal(err)
+		}
+		d := after.diff(before)
+		w, what := d.writes()
+		if w != 0 {
+			b.Errorf("the no-change plan wrote to the API server: %s", strings.Join(what, ", "))
+		}
+		for k, v := range d {
+			if strings.HasPrefix(k, "dry-run ") {
+				noopDry += v
+			}
+		}
+		noopWrites += w
+		noopReqs += d.total()
+
+		start = time.Now()
+		if err := ws.Destroy(ctx); err != nil {
+			b.Fatal(err)
+		}
+		destroyS += time.Since(start).Seconds()
+	}
+	N := float64(b.N)
+	b.ReportMetric(0, "ns/op")
+	b.ReportMetric(planS/N, "plan-s")
+	b.ReportMetric(applyS/N, "apply-s")
+	b.ReportMetric(applyReqs/N, "apply-requests")
+	b.ReportMetric(noopS/N, "noop-plan-s")
+	b.ReportMetric(noopReqs/N, "noop-plan-requests")
+	b.ReportMetric(noopDry/N, "noop-plan-dry-runs")
+	b.ReportMetric(noopWrites/N, "noop-plan-writes")
+	b.ReportMetric(destroyS/N, "destroy-s")
+}

@@ -1,0 +1,388 @@
+package provider
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sort"
+
+	"github.com/hashicorp/terraform-plugin-framework-validators/stringvalidator"
+	"github.com/hashicorp/terraform-plugin-framework/datasource"
+	"github.com/hashicorp/terraform-plugin-framework/datasource/schema"
+	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
+	"github.com/hashicorp/terraform-plugin-framework/types"
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/selection"
+
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/ghostjson"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/routing"
+)
+
+var (
+	_ datasource.DataSource              = (*routingDataSource)(nil)
+	_ datasource.DataSourceWithConfigure = (*routingDataSource)(nil)
+)
+
+// NewRoutingDataSource is the varnishgw_routing data source.
+func NewRoutingDataSource() datasource.DataSource { return &routingDataSource{} }
+
+type routingDataSource struct{ c *clients }
+
+type routingDataModel struct {
+	ID                types.String            `tfsdk:"id"`
+	Namespace         types.String            `tfsdk:"namespace"`
+	Name              types.String            `tfsdk:"name"`
+	ResolveEndpoints  types.Bool              `tfsdk:"resolve_endpoints"`
+	Valid             types.Bool              `tfsdk:"valid"`
+	GhostJSON         types.String            `tfsdk:"ghost_json"`
+	VHosts            []routingVHostModel     `tfsdk:"vhosts"`
+	Conflicts         []routingConflictModel  `tfsdk:"conflicts"`
+	RejectedFragments []rejectedFragmentModel `tfsdk:"rejected_fragments"`
+}
+
+type routingVHostModel struct {
+	Hostname types.String        `tfsdk:"hostname"`
+	Sockets  []string            `tfsdk:"sockets"`
+	Routes   []routingRouteModel `tfsdk:"routes"`
+}
+
+type routingRouteModel struct {
+	Name            types.String          `tfsdk:"name"`
+	Route           types.String          `tfsdk:"route"`
+	RuleIndex       types.Int64           `tfsdk:"rule_index"`
+	MatchIndex      types.Int64           `tfsdk:"match_index"`
+	PrecedenceGroup types.Int64           `tfsdk:"precedence_group"`
+	PathType        types.String          `tfsdk:"path_type"`
+	PathValue       types.String          `tfsdk:"path_value"`
+	Method          types.String          `tfsdk:"method"`
+	Backends        []routingBackendModel `tfsdk:"backends"`
+}
+
+type routingBackendModel struct {
+	Namespace types.String `tfsdk:"namespace"`
+	Name      types.String `tfsdk:"name"`
+	Port      types.Int64  `tfsdk:"port"`
+	Weight    types.Int64  `tfsdk:"weight"`
+}
+
+type routingConflictModel struct {
+	Route    types.String `tfsdk:"route"`
+	Winner   types.String `tfsdk:"winner"`
+	Hostname types.String `tfsdk:"hostname"`
+	Socket   types.String `tfsdk:"socket"`
+	Message  types.String `tfsdk:"message"`
+}
+
+type rejectedFragmentModel struct {
+	ConfigMap types.String `tfsdk:"config_map"`
+	Error     types.String `tfsdk:"error"`
+}
+
+func (d *routingDataSource) Metadata(_ context.Context, req datasource.MetadataRequest, resp *datasource.MetadataResponse) {
+	resp.TypeName = req.ProviderTypeName + "_routing"
+}
+
+func gatewayRefAttributes() map[string]schema.Attribute {
+	return map[string]schema.Attribute{
+		"id": schema.StringAttribute{
+			Computed:    true,
+			Description: "The Gateway as namespace/name.",
+		},
+		"namespace": schema.StringAttribute{
+			Required:    true,
+			Description: "The namespace of the Gateway.",
+			Validators:  []validator.String{stringvalidator.RegexMatches(dnsLabel, "must be a namespace name (a DNS label)")},
+		},
+		"name": schema.StringAttribute{
+			Required:    true,
+			Description: "The name of the Gateway.",
+			Validators: []validator.String{
+				stringvalidator.LengthBetween(1, 253),
+				stringvalidator.RegexMatches(dnsSubdomain, "must be a Gateway name (a lower-case DNS subdomain)"),
+			},
+		},
+	}
+}
+
+func (d *routingDataSource) Schema(_ context.Context, _ datasource.SchemaRequest, resp *datasource.SchemaResponse) {
+	attrs := gatewayRefAttributes()
+	attrs["resolve_endpoints"] = schema.BoolAttribute{
+		Optional: true,
+		Description: "Whether to resolve backend Services to their ready endpoints, as the chaperone does at run time, " +
+			"so that ghost_json lists them. This reads the referenced Services, EndpointSlices and ReferenceGrants. " +
+			"Endpoints change whenever pods do; leave it unset (false) for values that only change with the configuration.",
+	}
+	attrs["valid"] = schema.BoolAttribute{
+		Computed: true,
+		Description: "Whether the chaperone would apply this routing: false when a fragment ConfigMap of the Gateway is " +
+			"invalid (see rejected_fragments), in which case the chaperone keeps serving its last good routing. " +
+			"The other attributes then show the routing of the valid fragments.",
+	}
+	attrs["ghost_json"] = schema.StringAttribute{
+		Computed: true,
+		Description: "The routing as the ghost.json document the chaperone writes for the ghost VMOD. Backend groups list " +
+			"their endpoints only with resolve_endpoints; otherwise every endpoints list is empty.",
+	}
+	attrs["vhosts"] = schema.ListNestedAttribute{
+		Computed:    true,
+		Description: "The virtual hosts of the merged routing table, sorted by hostname.",
+		NestedObject: schema.NestedAttributeObject{Attributes: map[string]schema.Attribute{
+			"hostname": schema.StringAttribute{Computed: true, Description: `The hostname the virtual host serves; "*" for any host.`},
+			"sockets": schema.ListAttribute{Computed: true, ElementType: types.StringType,
+				Description: "The listener sockets the virtual host is served on, by port (port-8080 for all listeners on port 8080)."},
+			"routes": schema.ListNestedAttribute{
+				Computed:    true,
+				Description: "The route matches of the virtual host in the order ghost tries them (Gateway API precedence).",
+				NestedObject: schema.NestedAttributeObject{Attributes: map[string]schema.Attribute{
+					"name":             schema.StringAttribute{Computed: true, Description: "The ghost route name: namespace/route/rule index/match index."},
+					"route":            schema.StringAttribute{Computed: true, Description: "The HTTPRoute the match comes from, as namespace/name."},
+					"rule_index":       schema.Int64Attribute{Computed: true, Description: "The index of the rule in the HTTPRoute's rules."},
+					"match_index":      schema.Int64Attribute{Computed: true, Description: "The index of the match in the rule's matches."},
+					"precedence_group": schema.Int64Attribute{Computed: true, Description: "The hostname precedence group; 0 for routes with the most specific hostname."},
+					"path_type":        schema.StringAttribute{Computed: true, Description: "The path match type: Exact, PathPrefix or RegularExpression."},
+					"path_value":       schema.StringAttribute{Computed: true, Description: "The path match value."},
+					"method":           schema.StringAttribute{Computed: true, Description: "The HTTP method the match requires, or null for any method."},
+					"backends": schema.ListNestedAttribute{
+						Computed:    true,
+						Description: "The weighted backend Services of the rule.",
+						NestedObject: schema.NestedAttributeObject{Attributes: map[string]schema.Attribute{
+							"namespace": schema.StringAttribute{Computed: true, Description: "The namespace of the Service."},
+							"name":      schema.StringAttribute{Computed: true, Description: "The name of the Service."},
+							"port":      schema.Int64Attribute{Computed: true, Description: "The Service port."},
+							"weight":    schema.Int64Attribute{Computed: true, Description: "The weight of the backend within the rule."},
+						}},
+					},
+				}},
+			},
+		}},
+	}
+	attrs["conflicts"] = schema.ListNestedAttribute{
+		Computed: true,
+		Description: "What the merge could not apply as written: listeners that are not served, fragments for listeners " +
+			"the Gateway no longer has, duplicate fragments, and matches shadowed by an identical match that takes precedence.",
+		NestedObject: schema.NestedAttributeObject{Attributes: map[string]schema.Attribute{
+			"route":    schema.StringAttribute{Computed: true, Description: "The route (namespace/name, or a ghost route name) that loses; empty for listener conflicts."},
+			"winner":   schema.StringAttribute{Computed: true, Description: "The route that takes precedence, if any."},
+			"hostname": schema.StringAttribute{Computed: true, Description: "The virtual host of a shadowed match."},
+			"socket":   schema.StringAttribute{Computed: true, Description: "The socket of a shadowed match."},
+			"message":  schema.StringAttribute{Computed: true, Description: "What happened and what to do."},
+		}},
+	}
+	attrs["rejected_fragments"] = schema.ListNestedAttribute{
+		Computed:    true,
+		Description: "Fragment ConfigMaps of the Gateway that cannot be read (missing key, corrupt or hand-edited JSON, another fragment version).",
+		NestedObject: schema.NestedAttributeObject{Attributes: map[string]schema.Attribute{
+			"config_map": schema.StringAttribute{Computed: true, Description: "The ConfigMap as namespace/name."},
+			"error":      schema.StringAttribute{Computed: true, Description: "Why it was rejected."},
+		}},
+	}
+	resp.Schema = schema.Schema{
+		Description: "The merged routing table of a Gateway as its chaperone sees it: the provider reads the Gateway " +
+			"and its route fragment ConfigMaps and merges them with the same code as the chaperone, conflicts and " +
+			"rejected fragments included. Use it to check what a gateway will serve before or without looking at a pod.",
+		Attributes: attrs,
+	}
+}
+
+func (d *routingDataSource) Configure(_ context.Context, req datasource.ConfigureRequest, resp *datasource.ConfigureResponse) {
+	d.c = configureClients(req.ProviderData, &resp.Diagnostics)
+}
+
+func (d *routingDataSource) Read(ctx context.Context, req datasource.ReadRequest, resp *datasource.ReadResponse) {
+	var m routingDataModel
+	resp.Diagnostics.Append(req.Config.Get(ctx, &m)...)
+	if resp.Diagnostics.HasError() || !requireClients(d.c, &resp.Diagnostics) {
+		return
+	}
+	ref := routing.ObjectRef{Namespace: m.Namespace.ValueString(), Name: m.Name.ValueString()}
+	gw, err := d.c.gateway.GatewayV1().Gateways(ref.Namespace).Get(ctx, ref.Name, metav1.GetOptions{})
+	if err != nil {
+		resp.Diagnostics.AddError("Read the Gateway "+ref.String(), gatewayReadDetail(ref, err))
+		return
+	}
+	frags, rejected, err := d.c.gatewayFragments(ctx, ref)
+	if err != nil {
+		resp.Diagnostics.AddError("Read the route fragments of Gateway "+ref.String(), err.Error())
+		return
+	}
+	table, err := routing.Merge(gw, frags)
+	if err != nil {
+		resp.Diagnostics.AddError("Merge the routing of Gateway "+ref.String(), err.Error())
+		return
+	}
+	objs := &routing.Objects{}
+	if m.ResolveEndpoints.ValueBool() {
+		if objs, err = d.c.backendObjects(ctx, frags); err != nil {
+			resp.Diagnostics.AddError("Read the backends of Gateway "+ref.String(), err.Error())
+			return
+		}
+	}
+	doc, err := routing.Resolve(table, objs)
+	if err != nil {
+		resp.Diagnostics.AddError("Resolve the backends of Gateway "+ref.String(), err.Error())
+		return
+	}
+	data, err := ghostjson.Marshal(doc)
+	if err != nil {
+		resp.Diagnostics.AddError("Encode the routing of Gateway "+ref.String(), err.Error())
+		return
+	}
+
+	m.ID = types.StringValue(ref.String())
+	m.Valid = types.BoolValue(len(rejected) == 0)
+	m.GhostJSON = types.StringValue(string(data))
+	m.RejectedFragments = rejected
+	m.VHosts = vhostModels(table)
+	m.Conflicts = []routingConflictModel{}
+	for _, c := range table.Conflicts {
+		m.Conflicts = append(m.Conflicts, routingConflictModel{
+			Route: types.StringValue(c.Route), Winner: types.StringValue(c.Winner),
+			Hostname: types.StringValue(c.Hostname), Socket: types.StringValue(c.Socket),
+			Message: types.StringValue(c.Message),
+		})
+	}
+	resp.Diagnostics.Append(resp.State.Set(ctx, &m)...)
+}
+
+func vhostModels(t *routing.Table) []routingVHostModel {
+	out := make([]routingVHostModel, 0, len(t.VHosts))
+	for _, v := range t.VHosts {
+		vm := routingVHostModel{Hostname: types.StringValue(v.Hostname), Sockets: slices.Clone(v.Sockets), Routes: make([]routingRouteModel, 0, len(v.Routes))}
+		if vm.Sockets == nil {
+			vm.Sockets = []string{}
+		}
+		for i := range v.Routes {
+			tr := &v.Routes[i]
+			match := tr.Match()
+			rm := routingRouteModel{
+				Name:            types.StringValue(tr.Name()),
+				Route:           types.StringValue(tr.Route.String()),
+				RuleIndex:       types.Int64Value(int64(tr.Rule.Index)),
+				MatchIndex:      types.Int64Value(int64(tr.MatchIndex)),
+				PrecedenceGroup: types.Int64Value(int64(tr.Group)),
+				PathType:        types.StringValue(match.Path.Type),
+				PathValue:       types.StringValue(match.Path.Value),
+				Method:          types.StringNull(),
+				Backends:        make([]routingBackendModel, 0, len(tr.Rule.Backends)),
+			}
+			if match.Method != "" {
+				rm.Method = types.StringValue(match.Method)
+			}
+			for _, b := range tr.Rule.Backends {
+				rm.Backends = append(rm.Backends, routingBackendModel{
+					Namespace: types.StringValue(b.Namespace), Name: types.StringValue(b.Name),
+					Port: types.Int64Value(int64(b.Port)), Weight: types.Int64Value(int64(b.Weight)),
+				})
+			}
+			vm.Routes = append(vm.Routes, rm)
+		}
+		out = append(out, vm)
+	}
+	return out
+}
+
+// gatewayReadDetail explains a failed Gateway read.
+func gatewayReadDetail(ref routing.ObjectRef, err error) string {
+	if apierrors.IsNotFound(err) {
+		return fmt.Sprintf("There is no Gateway %q in namespace %q. Check namespace and name, or create the Gateway first "+
+			"(depend on its resource so that it exists when the data source is read).", ref.Name, ref.Namespace)
+	}
+	return fmt.Sprintf("get Gateway %s: %v", ref, err)
+}
+
+// gatewayFragments reads the fragment ConfigMaps of gw as the chaperone
+// does: by label in the Gateway's namespace, sorted by name. ConfigMaps that
+// do not hold a valid fragment are returned as rejected, never as an error.
+func (c *clients) gatewayFragments(ctx context.Context, gw routing.ObjectRef) ([]*routing.Fragment, []rejectedFragmentModel, error) {
+	sel := labels.SelectorFromSet(routing.FragmentLabels(gw)).String()
+	list, err := c.kube.CoreV1().ConfigMaps(gw.Namespace).List(ctx, metav1.ListOptions{LabelSelector: sel})
+	if err != nil {
+		return nil, nil, fmt.Errorf("list ConfigMaps in namespace %s with label %s: %w", gw.Namespace, sel, err)
+	}
+	cms := list.Items
+	sort.Slice(cms, func(i, j int) bool { return cms[i].Name < cms[j].Name })
+	frags := []*routing.Fragment{}
+	rejected := []rejectedFragmentModel{}
+	reject := func(cm *corev1.ConfigMap, msg string) {
+		rejected = append(rejected, rejectedFragmentModel{
+			ConfigMap: types.StringValue(cm.Namespace + "/" + cm.Name),
+			Error:     types.StringValue(msg),
+		})
+	}
+	for i := range cms {
+		cm := &cms[i]
+		data, ok := cm.Data[routing.FragmentDataKey]
+		if !ok {
+			reject(cm, fmt.Sprintf("the ConfigMap has no %q key; delete it or re-apply the route that wrote it", routing.FragmentDataKey))
+			continue
+		}
+		f, err := routing.UnmarshalFragment([]byte(data))
+		if err != nil {
+			reject(cm, err.Error()+"; re-apply the route that wrote it")
+			continue
+		}
+		frags = append(frags, f)
+	}
+	return frags, rejected, nil
+}
+
+// backendObjects reads what Resolve needs for the backends the fragments
+// reference: per namespace the Services, the EndpointSlices of exactly
+// those Services, and the ReferenceGrants (three requests per namespace).
+func (c *clients) backendObjects(ctx context.Context, frags []*routing.Fragment) (*routing.Objects, error) {
+	want := map[string]map[string]bool{}
+	add := func(b routing.BackendRef) {
+		if want[b.Namespace] == nil {
+			want[b.Namespace] = map[string]bool{}
+		}
+		want[b.Namespace][b.Name] = true
+	}
+	for _, f := range frags {
+		for _, r := range f.Rules {
+			for _, b := range r.Backends {
+				add(b)
+			}
+			for _, fl := range r.Filters {
+				if fl.RequestMirror != nil {
+					add(fl.RequestMirror.Backend)
+				}
+			}
+		}
+	}
+	objs := &routing.Objects{}
+	for _, ns := range slices.Sorted(mapsKeys(want)) {
+		names := slices.Sorted(mapsKeys(want[ns]))
+		svcs, err := c.kube.CoreV1().Services(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return nil, fmt.Errorf("list Services in namespace %s: %w", ns, err)
+		}
+		for i := range svcs.Items {
+			if want[ns][svcs.Items[i].Name] {
+				objs.Services = append(objs.Services, &svcs.Items[i])
+			}
+		}
+		req, err := labels.NewRequirement(discoveryv1.LabelServiceName, selection.In, names)
+		if err != nil {
+			return nil, fmt.Errorf("EndpointSlice selector for Services %v: %w", names, err)
+		}
+		slicesList, err := c.kube.DiscoveryV1().EndpointSlices(ns).List(ctx, metav1.ListOptions{LabelSelector: labels.NewSelector().Add(*req).String()})
+		if err != nil {
+			return nil, fmt.Errorf("list EndpointSlices in namespace %s: %w", ns, err)
+		}
+		for i := range slicesList.Items {
+			objs.EndpointSlices = append(objs.EndpointSlices, &slicesList.Items[i])
+		}
+		grants, err := c.gateway.GatewayV1().ReferenceGrants(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return nil, fmt.Errorf("list ReferenceGrants in namespace %s: %w", ns, err)
+		}
+		for i := range grants.Items {
+			objs.ReferenceGrants = append(objs.ReferenceGrants, &grants.Items[i])
+		}
+	}
+	return objs, nil
+}
