@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"os"
@@ -18,6 +17,7 @@ import (
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/demo"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/routing"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/testenv"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/tfcli"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/varnishd/varnishdtest"
 )
 
@@ -127,44 +127,29 @@ func TestPlatformTeamDay(t *testing.T) {
 	dir := varnishdtest.Dir(t)
 	listen := varnishdtest.FreeAddr(t)
 	port := varnishdtest.Port(t, listen)
-	cfgDir := filepath.Join(dir, "config")
-	if err := os.Mkdir(cfgDir, 0o755); err != nil {
+	tf, err := tfcli.New(ctx, tfcli.Options{Dir: t.TempDir(), ProviderDir: providerDir(t)})
+	if err != nil {
 		t.Fatal(err)
 	}
 	class := "day-" + ns
 	write := func(resources string) {
 		t.Helper()
-		hcl := fmt.Sprintf(dayHCL, ns, port, class, "", resources)
-		if err := os.WriteFile(filepath.Join(cfgDir, "main.tf"), []byte(hcl), 0o644); err != nil {
+		if err := tf.WriteFile("main.tf", fmt.Sprintf(dayHCL, ns, port, class, "", resources)); err != nil {
 			t.Fatal(err)
 		}
 	}
 	routes := func(wwwRule string) string { return fmt.Sprintf(wwwRoute, ns, wwwRule) }
 	webRule := `{ backend_refs = [{ name = "web", port = 80 }] }`
 	write(routes(webRule))
-	tf, err := demo.NewTerraform(dir, providerDir(t), cfgDir)
-	if err != nil {
-		t.Fatal(err)
-	}
 	run := func(args ...string) (string, error) {
-		var out bytes.Buffer
 		args = append(args, "-no-color", "-input=false", "-var", "kubeconfig="+cp.Kubeconfig)
-		err := tf.Run(ctx, &out, args...)
-		return out.String(), err
-	}
-	refresh := func() { // the CLI works on a copy: refresh it from cfgDir
-		t.Helper()
-		b, err := os.ReadFile(filepath.Join(cfgDir, "main.tf"))
-		if err != nil {
-			t.Fatal(err)
+		if args[0] != "plan" {
+			args = append(args, "-auto-approve")
 		}
-		if err := os.WriteFile(filepath.Join(tf.Dir, "main.tf"), b, 0o644); err != nil {
-			t.Fatal(err)
-		}
+		return tf.Run(ctx, args...)
 	}
 	mustRun := func(args ...string) string {
 		t.Helper()
-		refresh()
 		out, err := run(args...)
 		if err != nil {
 			t.Fatalf("%v\n%s", err, out)
@@ -173,7 +158,7 @@ func TestPlatformTeamDay(t *testing.T) {
 	}
 
 	// Morning: apply, start the gateway's pod, traffic routed as declared.
-	mustRun("apply", "-auto-approve")
+	mustRun("apply")
 	kubeconfig, err := cp.ServiceAccountKubeconfig(ctx, ns, routing.RuntimeName(gw))
 	if err != nil {
 		t.Fatal(err)
@@ -263,7 +248,7 @@ func TestPlatformTeamDay(t *testing.T) {
 			}
 		}
 	}()
-	mustRun("apply", "-auto-approve")
+	mustRun("apply")
 	applied := time.Now()
 	for {
 		a, err := www.Do(listen)
@@ -305,8 +290,10 @@ func TestPlatformTeamDay(t *testing.T) {
       backend_refs = [{ name = "web", port = 80 }]
     },
     { backend_refs = [{ name = "web-next", port = 80 }] }`))
-	refresh()
 	out, err := run("plan")
+	if err != nil {
+		out += err.Error() // the diagnostics are on standard error
+	}
 	if err == nil || !strings.Contains(out, "/(unclosed") || !strings.Contains(strings.ToLower(out), "regular expression") {
 		t.Fatalf("plan with a bad regex: err=%v\n%s", err, out)
 	}
@@ -314,7 +301,7 @@ func TestPlatformTeamDay(t *testing.T) {
 
 	// The routes go: their hosts answer 404, the gateway stays.
 	write("")
-	mustRun("apply", "-auto-approve")
+	mustRun("apply")
 	deadline = time.Now().Add(5 * time.Second)
 	for {
 		a, err := www.Do(listen)
@@ -332,14 +319,29 @@ func TestPlatformTeamDay(t *testing.T) {
 	if err := ch.Stop(30 * time.Second); err != nil {
 		t.Fatalf("the chaperone did not drain and exit 0: %v", err)
 	}
-	mustRun("destroy", "-auto-approve")
+	mustRun("destroy")
 	name := routing.RuntimeName(gw)
 	checks := map[string]func() error{
-		"Gateway":        func() error { _, err := cp.Gateway.GatewayV1().Gateways(ns).Get(ctx, "day", metav1.GetOptions{}); return err },
-		"GatewayClass":   func() error { _, err := cp.Gateway.GatewayV1().GatewayClasses().Get(ctx, class, metav1.GetOptions{}); return err },
-		"Deployment":     func() error { _, err := cp.Client.AppsV1().Deployments(ns).Get(ctx, name, metav1.GetOptions{}); return err },
-		"Service":        func() error { _, err := cp.Client.CoreV1().Services(ns).Get(ctx, name, metav1.GetOptions{}); return err },
-		"ServiceAccount": func() error { _, err := cp.Client.CoreV1().ServiceAccounts(ns).Get(ctx, name, metav1.GetOptions{}); return err },
+		"Gateway": func() error {
+			_, err := cp.Gateway.GatewayV1().Gateways(ns).Get(ctx, "day", metav1.GetOptions{})
+			return err
+		},
+		"GatewayClass": func() error {
+			_, err := cp.Gateway.GatewayV1().GatewayClasses().Get(ctx, class, metav1.GetOptions{})
+			return err
+		},
+		"Deployment": func() error {
+			_, err := cp.Client.AppsV1().Deployments(ns).Get(ctx, name, metav1.GetOptions{})
+			return err
+		},
+		"Service": func() error {
+			_, err := cp.Client.CoreV1().Services(ns).Get(ctx, name, metav1.GetOptions{})
+			return err
+		},
+		"ServiceAccount": func() error {
+			_, err := cp.Client.CoreV1().ServiceAccounts(ns).Get(ctx, name, metav1.GetOptions{})
+			return err
+		},
 		"VCL ConfigMap": func() error {
 			_, err := cp.Client.CoreV1().ConfigMaps(ns).Get(ctx, routing.VCLConfigMapName(gw), metav1.GetOptions{})
 			return err

@@ -2,23 +2,13 @@ package e2e
 
 import (
 	"context"
-	"io"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
-	"github.com/varnishgw/terraform-provider-varnishgw/internal/demo"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/tfcli"
 )
-
-// providersTF declares the provider for examples that show a single
-// resource and therefore do not declare it themselves.
-const providersTF = `terraform {
-  required_providers {
-    varnishgw = { source = "varnishgw/varnishgw" }
-  }
-}
-`
 
 // TestExamplesValidate runs `validate` of the CLI on every directory under
 // examples/ that holds *.tf files, with the provider built from this
@@ -37,19 +27,29 @@ func TestExamplesValidate(t *testing.T) {
 	for _, dir := range dirs {
 		t.Run(strings.TrimPrefix(dir, "../examples/"), func(t *testing.T) {
 			t.Parallel()
-			tf, err := demo.NewTerraform(t.TempDir(), providerDir(t), dir)
+			tf, err := tfcli.New(context.Background(), tfcli.Options{Dir: t.TempDir(), ProviderDir: providerDir(t)})
 			if err != nil {
 				t.Fatal(err)
 			}
-			b, _ := os.ReadFile(filepath.Join(dir, "main.tf"))
-			if !strings.Contains(string(b), "required_providers") {
-				if err := os.WriteFile(filepath.Join(tf.Dir, "zz_providers.tf"), []byte(providersTF), 0o644); err != nil {
+			files, _ := filepath.Glob(filepath.Join(dir, "*.tf"))
+			declared := false
+			for _, f := range files {
+				b, err := os.ReadFile(f)
+				if err != nil {
+					t.Fatal(err)
+				}
+				declared = declared || strings.Contains(string(b), "required_providers")
+				if err := tf.WriteFile(filepath.Base(f), string(b)); err != nil {
 					t.Fatal(err)
 				}
 			}
-			var out strings.Builder
-			if err := tf.Run(context.Background(), io.MultiWriter(&out), "validate", "-no-color"); err != nil {
-				t.Fatalf("%v\n%s", err, out.String())
+			if !declared {
+				if err := tf.WriteFile("zz_providers.tf", tfcli.RequiredProviders); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if out, err := tf.Run(context.Background(), "validate", "-no-color"); err != nil {
+				t.Fatalf("%v\n%s", err, out)
 			}
 		})
 	}

@@ -57,4 +57,6 @@ type buildError struct {
 	out []byte
 }
 
-func (e *buildError) Error() string { return "go build " + e.pkg + ": " + e.err.Error() + "\n" + string(e.out) }
+func (e *buildError) Error() string {
+	return "go build " + e.pkg + ": " + e.err.Error() + "\n" + string(e.out)
+}

@@ -25,6 +25,7 @@ import (
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/demo"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/routing"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/testenv"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/tfcli"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/varnishd/varnishdtest"
 )
 
@@ -97,12 +98,28 @@ func run(ctx context.Context, bin, example string, port int, once bool, ports de
 	}
 
 	step("terraform apply of %s", example)
-	tf, err := demo.NewTerraform(work, bin, example)
+	tfDir := filepath.Join(work, "tf")
+	if err := os.Mkdir(tfDir, 0o755); err != nil {
+		return err
+	}
+	tf, err := tfcli.New(ctx, tfcli.Options{Dir: tfDir, ProviderDir: bin, Log: os.Stdout})
 	if err != nil {
 		return err
 	}
-	if err := tf.Run(ctx, os.Stdout, "apply", "-auto-approve", "-input=false",
-		"-var", "kubeconfig="+cp.Kubeconfig, "-var", "namespace="+ns, "-var", fmt.Sprintf("port=%d", port)); err != nil {
+	files, err := filepath.Glob(filepath.Join(example, "*.tf"))
+	if err != nil || len(files) == 0 {
+		return fmt.Errorf("no *.tf files in %s", example)
+	}
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			return err
+		}
+		if err := tf.WriteFile(filepath.Base(f), string(b)); err != nil {
+			return err
+		}
+	}
+	if err := tf.Apply(ctx, "-var", "kubeconfig="+cp.Kubeconfig, "-var", "namespace="+ns, "-var", fmt.Sprintf("port=%d", port)); err != nil {
 		return err
 	}
 
