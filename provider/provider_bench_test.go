@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"maps"
 	"os"
 	"slices"
 	"strings"
@@ -56,6 +57,15 @@ func apiRequests(ctx context.Context, cp *testenv.ControlPlane) (requestCounts, 
 		out[key] += m.GetCounter().GetValue()
 	}
 	return out, nil
+}
+
+func (c requestCounts) String() string {
+	keys := slices.Sorted(maps.Keys(c))
+	parts := make([]string, 0, len(keys))
+	for _, k := range keys {
+		parts = append(parts, fmt.Sprintf("%s=%.0f", k, c[k]))
+	}
+	return strings.Join(parts, ", ")
 }
 
 // diff returns after - before for the counters that changed.
@@ -175,6 +185,9 @@ resource "varnishgw_http_route" "r" {
 			b.Fatal(err)
 		}
 		applyReqs += after.diff(before).total()
+		if i == 0 {
+			b.Logf("requests of the apply: %s", after.diff(before))
+		}
 
 		before = after
 		start = time.Now()
@@ -198,6 +211,9 @@ resource "varnishgw_http_route" "r" {
 			}
 		}
 		noopWrites += w
+		if i == 0 {
+			b.Logf("requests of the no-change plan: %s", d)
+		}
 		noopReqs += d.total()
 
 		start = time.Now()
