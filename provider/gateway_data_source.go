@@ -23,32 +23,32 @@ func NewGatewayDataSource() datasource.DataSource { return &gatewayDataSource{} 
 type gatewayDataSource struct{ c *clients }
 
 type gatewayDataModel struct {
-	ID               types.String           `tfsdk:"id"`
-	Namespace        types.String           `tfsdk:"namespace"`
-	Name             types.String           `tfsdk:"name"`
-	GatewayClassName types.String           `tfsdk:"gateway_class_name"`
-	Generation       types.Int64            `tfsdk:"generation"`
-	Listeners        []gatewayListenerModel `tfsdk:"listeners"`
-	Addresses        []gatewayAddressModel  `tfsdk:"addresses"`
-	Conditions       []conditionModel       `tfsdk:"conditions"`
+	ID               types.String               `tfsdk:"id"`
+	Namespace        types.String               `tfsdk:"namespace"`
+	Name             types.String               `tfsdk:"name"`
+	GatewayClassName types.String               `tfsdk:"gateway_class_name"`
+	Generation       types.Int64                `tfsdk:"generation"`
+	Listeners        []gatewayDataListenerModel `tfsdk:"listeners"`
+	Addresses        []gatewayDataAddressModel  `tfsdk:"addresses"`
+	Conditions       []conditionDataModel       `tfsdk:"conditions"`
 }
 
-type gatewayListenerModel struct {
-	Name           types.String     `tfsdk:"name"`
-	Hostname       types.String     `tfsdk:"hostname"`
-	Port           types.Int64      `tfsdk:"port"`
-	Protocol       types.String     `tfsdk:"protocol"`
-	AttachedRoutes types.Int64      `tfsdk:"attached_routes"`
-	FragmentRoutes types.Int64      `tfsdk:"fragment_routes"`
-	Conditions     []conditionModel `tfsdk:"conditions"`
+type gatewayDataListenerModel struct {
+	Name           types.String         `tfsdk:"name"`
+	Hostname       types.String         `tfsdk:"hostname"`
+	Port           types.Int64          `tfsdk:"port"`
+	Protocol       types.String         `tfsdk:"protocol"`
+	AttachedRoutes types.Int64          `tfsdk:"attached_routes"`
+	FragmentRoutes types.Int64          `tfsdk:"fragment_routes"`
+	Conditions     []conditionDataModel `tfsdk:"conditions"`
 }
 
-type gatewayAddressModel struct {
+type gatewayDataAddressModel struct {
 	Type  types.String `tfsdk:"type"`
 	Value types.String `tfsdk:"value"`
 }
 
-type conditionModel struct {
+type conditionDataModel struct {
 	Type               types.String `tfsdk:"type"`
 	Status             types.String `tfsdk:"status"`
 	Reason             types.String `tfsdk:"reason"`
@@ -60,7 +60,7 @@ func (d *gatewayDataSource) Metadata(_ context.Context, req datasource.MetadataR
 	resp.TypeName = req.ProviderTypeName + "_gateway"
 }
 
-func conditionsAttribute(of string) schema.ListNestedAttribute {
+func conditionsDataAttribute(of string) schema.ListNestedAttribute {
 	return schema.ListNestedAttribute{
 		Computed:    true,
 		Description: "The status conditions of the " + of + ".",
@@ -75,7 +75,7 @@ func conditionsAttribute(of string) schema.ListNestedAttribute {
 }
 
 func (d *gatewayDataSource) Schema(_ context.Context, _ datasource.SchemaRequest, resp *datasource.SchemaResponse) {
-	attrs := gatewayRefAttributes()
+	attrs := gatewayRefDataAttributes()
 	attrs["gateway_class_name"] = schema.StringAttribute{Computed: true, Description: "The GatewayClass of the Gateway."}
 	attrs["generation"] = schema.Int64Attribute{Computed: true, Description: "The Gateway's metadata.generation, which changes with its spec."}
 	attrs["listeners"] = schema.ListNestedAttribute{
@@ -90,7 +90,7 @@ func (d *gatewayDataSource) Schema(_ context.Context, _ datasource.SchemaRequest
 				Description: "The number of routes attached to the listener as the Gateway status reports it, or null when the status has no entry for the listener."},
 			"fragment_routes": schema.Int64Attribute{Computed: true,
 				Description: "The number of accepted routes attached to the listener, counted now from the route fragment ConfigMaps the chaperone reads. It can be ahead of attached_routes until the status is written."},
-			"conditions": conditionsAttribute("listener"),
+			"conditions": conditionsDataAttribute("listener"),
 		}},
 	}
 	attrs["addresses"] = schema.ListNestedAttribute{
@@ -101,7 +101,7 @@ func (d *gatewayDataSource) Schema(_ context.Context, _ datasource.SchemaRequest
 			"value": schema.StringAttribute{Computed: true, Description: "The address."},
 		}},
 	}
-	attrs["conditions"] = conditionsAttribute("Gateway")
+	attrs["conditions"] = conditionsDataAttribute("Gateway")
 	resp.Schema = schema.Schema{
 		Description: "A Gateway API Gateway with its status: class, listeners with their attached routes, addresses " +
 			"and conditions. It reads any Gateway, whoever manages it; the per-listener route counts from fragment " +
@@ -123,21 +123,21 @@ func (d *gatewayDataSource) Read(ctx context.Context, req datasource.ReadRequest
 	ref := routing.ObjectRef{Namespace: m.Namespace.ValueString(), Name: m.Name.ValueString()}
 	gw, err := d.c.gateway.GatewayV1().Gateways(ref.Namespace).Get(ctx, ref.Name, metav1.GetOptions{})
 	if err != nil {
-		resp.Diagnostics.AddError("Read the Gateway "+ref.String(), gatewayReadDetail(ref, err))
+		resp.Diagnostics.AddError("Read the Gateway "+ref.String(), gatewayDataReadDetail(ref, err))
 		return
 	}
-	frags, _, err := d.c.gatewayFragments(ctx, ref)
+	frags, _, err := d.c.routingFragments(ctx, ref)
 	if err != nil {
 		resp.Diagnostics.AddError("Read the route fragments of Gateway "+ref.String(), err.Error())
 		return
 	}
-	gatewayModel(&m, gw, routing.ListenerAttachedRoutes(frags))
+	fillGatewayDataModel(&m, gw, routing.ListenerAttachedRoutes(frags))
 	resp.Diagnostics.Append(resp.State.Set(ctx, &m)...)
 }
 
-// gatewayModel fills m from gw and the per-listener route counts of its
+// fillGatewayDataModel fills m from gw and the per-listener route counts of its
 // fragments.
-func gatewayModel(m *gatewayDataModel, gw *gatewayv1.Gateway, counted map[string]int32) {
+func fillGatewayDataModel(m *gatewayDataModel, gw *gatewayv1.Gateway, counted map[string]int32) {
 	m.ID = types.StringValue(gw.Namespace + "/" + gw.Name)
 	m.GatewayClassName = types.StringValue(string(gw.Spec.GatewayClassName))
 	m.Generation = types.Int64Value(gw.Generation)
@@ -145,41 +145,41 @@ func gatewayModel(m *gatewayDataModel, gw *gatewayv1.Gateway, counted map[string
 	for i := range gw.Status.Listeners {
 		status[gw.Status.Listeners[i].Name] = &gw.Status.Listeners[i]
 	}
-	m.Listeners = make([]gatewayListenerModel, 0, len(gw.Spec.Listeners))
+	m.Listeners = make([]gatewayDataListenerModel, 0, len(gw.Spec.Listeners))
 	for _, l := range gw.Spec.Listeners {
-		lm := gatewayListenerModel{
+		lm := gatewayDataListenerModel{
 			Name:           types.StringValue(string(l.Name)),
 			Hostname:       types.StringNull(),
 			Port:           types.Int64Value(int64(l.Port)),
 			Protocol:       types.StringValue(string(l.Protocol)),
 			AttachedRoutes: types.Int64Null(),
 			FragmentRoutes: types.Int64Value(int64(counted[string(l.Name)])),
-			Conditions:     []conditionModel{},
+			Conditions:     []conditionDataModel{},
 		}
 		if l.Hostname != nil && *l.Hostname != "" {
 			lm.Hostname = types.StringValue(string(*l.Hostname))
 		}
 		if st := status[l.Name]; st != nil {
 			lm.AttachedRoutes = types.Int64Value(int64(st.AttachedRoutes))
-			lm.Conditions = conditionModels(st.Conditions)
+			lm.Conditions = conditionDataModels(st.Conditions)
 		}
 		m.Listeners = append(m.Listeners, lm)
 	}
-	m.Addresses = make([]gatewayAddressModel, 0, len(gw.Status.Addresses))
+	m.Addresses = make([]gatewayDataAddressModel, 0, len(gw.Status.Addresses))
 	for _, a := range gw.Status.Addresses {
 		typ := string(gatewayv1.IPAddressType)
 		if a.Type != nil {
 			typ = string(*a.Type)
 		}
-		m.Addresses = append(m.Addresses, gatewayAddressModel{Type: types.StringValue(typ), Value: types.StringValue(a.Value)})
+		m.Addresses = append(m.Addresses, gatewayDataAddressModel{Type: types.StringValue(typ), Value: types.StringValue(a.Value)})
 	}
-	m.Conditions = conditionModels(gw.Status.Conditions)
+	m.Conditions = conditionDataModels(gw.Status.Conditions)
 }
 
-func conditionModels(cs []metav1.Condition) []conditionModel {
-	out := make([]conditionModel, 0, len(cs))
+func conditionDataModels(cs []metav1.Condition) []conditionDataModel {
+	out := make([]conditionDataModel, 0, len(cs))
 	for _, c := range cs {
-		out = append(out, conditionModel{
+		out = append(out, conditionDataModel{
 			Type:               types.StringValue(c.Type),
 			Status:             types.StringValue(string(c.Status)),
 			Reason:             types.StringValue(c.Reason),

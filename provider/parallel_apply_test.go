@@ -13,9 +13,9 @@ import (
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/tfcli"
 )
 
-// gatewayFragmentsOf reads and merges the fragments of Gateway ns/gw as the
+// mergedRoutingOf reads and merges the fragments of Gateway ns/gw as the
 // chaperone does.
-func gatewayFragmentsOf(t *testing.T, cp *testenv.ControlPlane, ns, gw string) ([]*routing.Fragment, *routing.Table) {
+func mergedRoutingOf(t *testing.T, cp *testenv.ControlPlane, ns, gw string) ([]*routing.Fragment, *routing.Table) {
 	t.Helper()
 	ctx := context.Background()
 	ref := routing.ObjectRef{Namespace: ns, Name: gw}
@@ -83,7 +83,7 @@ resource "varnishgw_http_route" "r" {
 		}
 	})
 
-	frags, table := gatewayFragmentsOf(t, cp, ns, gw)
+	frags, table := mergedRoutingOf(t, cp, ns, gw)
 	if len(frags) != n {
 		t.Errorf("%d fragment ConfigMaps, want %d", len(frags), n)
 	}

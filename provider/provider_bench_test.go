@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"maps"
 	"os"
 	"slices"
 	"strings"
@@ -56,6 +57,15 @@ func apiRequests(ctx context.Context, cp *testenv.ControlPlane) (requestCounts, 
 		out[key] += m.GetCounter().GetValue()
 	}
 	return out, nil
+}
+
+func (c requestCounts) String() string {
+	keys := slices.Sorted(maps.Keys(c))
+	parts := make([]string, 0, len(keys))
+	for _, k := range keys {
+		parts = append(parts, fmt.Sprintf("%s=%.0f", k, c[k]))
+	}
+	return strings.Join(parts, ", ")
 }
 
 // diff returns after - before for the counters that changed.
@@ -175,6 +185,9 @@ resource "varnishgw_http_route" "r" {
 			b.Fatal(err)
 		}
 		applyReqs += after.diff(before).total()
+		if i == 0 {
+			b.Logf("requests of the apply: %s", after.diff(before))
+		}
 
 		before = after
 		start = time.Now()
@@ -198,6 +211,9 @@ resource "varnishgw_http_route" "r" {
 			}
 		}
 		noopWrites += w
+		if i == 0 {
+			b.Logf("requests of the no-change plan: %s", d)
+		}
 		noopReqs += d.total()
 
 		start = time.Now()
@@ -216,4 +232,32 @@ resource "varnishgw_http_route" "r" {
 	b.ReportMetric(noopDry/N, "noop-plan-dry-runs")
 	b.ReportMetric(noopWrites/N, "noop-plan-writes")
 	b.ReportMetric(destroyS/N, "destroy-s")
+}
+
+func TestRequestCountsWrites(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		diff  requestCounts
+		want  float64
+		total float64
+	}{
+		{"reads only", requestCounts{"GET /configmaps": 3, "LIST /services": 1}, 0, 4},
+		{"dry runs are not writes", requestCounts{"dry-run APPLY gateway.networking.k8s.io/httproutes": 2, "GET /services": 1}, 0, 3},
+		{"writes", requestCounts{"APPLY /configmaps": 1, "PATCH gateway.networking.k8s.io/httproutes/status": 1, "DELETE /configmaps": 2}, 4, 4},
+		{"lease heartbeats are not the provider's", requestCounts{"PUT coordination.k8s.io/leases": 5, "GET coordination.k8s.io/leases": 5}, 0, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got, what := tc.diff.writes(); got != tc.want {
+				t.Errorf("writes() = %v (%v), want %v", got, what, tc.want)
+			}
+			if got := tc.diff.total(); got != tc.total {
+				t.Errorf("total() = %v, want %v", got, tc.total)
+			}
+		})
+	}
+	before := requestCounts{"GET /configmaps": 3, "APPLY /configmaps": 1}
+	after := requestCounts{"GET /configmaps": 5, "APPLY /configmaps": 1, "POST /namespaces": 1}
+	if d := after.diff(before); d.String() != "GET /configmaps=2, POST /namespaces=1" {
+		t.Errorf("diff = %s", d)
+	}
 }

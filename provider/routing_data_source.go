@@ -86,7 +86,7 @@ func (d *routingDataSource) Metadata(_ context.Context, req datasource.MetadataR
 	resp.TypeName = req.ProviderTypeName + "_routing"
 }
 
-func gatewayRefAttributes() map[string]schema.Attribute {
+func gatewayRefDataAttributes() map[string]schema.Attribute {
 	return map[string]schema.Attribute{
 		"id": schema.StringAttribute{
 			Computed:    true,
@@ -109,7 +109,7 @@ func gatewayRefAttributes() map[string]schema.Attribute {
 }
 
 func (d *routingDataSource) Schema(_ context.Context, _ datasource.SchemaRequest, resp *datasource.SchemaResponse) {
-	attrs := gatewayRefAttributes()
+	attrs := gatewayRefDataAttributes()
 	attrs["resolve_endpoints"] = schema.BoolAttribute{
 		Optional: true,
 		Description: "Whether to resolve backend Services to their ready endpoints, as the chaperone does at run time, " +
@@ -201,10 +201,10 @@ func (d *routingDataSource) Read(ctx context.Context, req datasource.ReadRequest
 	ref := routing.ObjectRef{Namespace: m.Namespace.ValueString(), Name: m.Name.ValueString()}
 	gw, err := d.c.gateway.GatewayV1().Gateways(ref.Namespace).Get(ctx, ref.Name, metav1.GetOptions{})
 	if err != nil {
-		resp.Diagnostics.AddError("Read the Gateway "+ref.String(), gatewayReadDetail(ref, err))
+		resp.Diagnostics.AddError("Read the Gateway "+ref.String(), gatewayDataReadDetail(ref, err))
 		return
 	}
-	frags, rejected, err := d.c.gatewayFragments(ctx, ref)
+	frags, rejected, err := d.c.routingFragments(ctx, ref)
 	if err != nil {
 		resp.Diagnostics.AddError("Read the route fragments of Gateway "+ref.String(), err.Error())
 		return
@@ -216,7 +216,7 @@ func (d *routingDataSource) Read(ctx context.Context, req datasource.ReadRequest
 	}
 	objs := &routing.Objects{}
 	if m.ResolveEndpoints.ValueBool() {
-		if objs, err = d.c.backendObjects(ctx, frags); err != nil {
+		if objs, err = d.c.routingBackendObjects(ctx, frags); err != nil {
 			resp.Diagnostics.AddError("Read the backends of Gateway "+ref.String(), err.Error())
 			return
 		}
@@ -236,7 +236,7 @@ func (d *routingDataSource) Read(ctx context.Context, req datasource.ReadRequest
 	m.Valid = types.BoolValue(len(rejected) == 0)
 	m.GhostJSON = types.StringValue(string(data))
 	m.RejectedFragments = rejected
-	m.VHosts = vhostModels(table)
+	m.VHosts = routingVHostModels(table)
 	m.Conflicts = []routingConflictModel{}
 	for _, c := range table.Conflicts {
 		m.Conflicts = append(m.Conflicts, routingConflictModel{
@@ -248,7 +248,7 @@ func (d *routingDataSource) Read(ctx context.Context, req datasource.ReadRequest
 	resp.Diagnostics.Append(resp.State.Set(ctx, &m)...)
 }
 
-func vhostModels(t *routing.Table) []routingVHostModel {
+func routingVHostModels(t *routing.Table) []routingVHostModel {
 	out := make([]routingVHostModel, 0, len(t.VHosts))
 	for _, v := range t.VHosts {
 		vm := routingVHostModel{Hostname: types.StringValue(v.Hostname), Sockets: slices.Clone(v.Sockets), Routes: make([]routingRouteModel, 0, len(v.Routes))}
@@ -285,8 +285,8 @@ func vhostModels(t *routing.Table) []routingVHostModel {
 	return out
 }
 
-// gatewayReadDetail explains a failed Gateway read.
-func gatewayReadDetail(ref routing.ObjectRef, err error) string {
+// gatewayDataReadDetail explains a failed Gateway read.
+func gatewayDataReadDetail(ref routing.ObjectRef, err error) string {
 	if apierrors.IsNotFound(err) {
 		return fmt.Sprintf("There is no Gateway %q in namespace %q. Check namespace and name, or create the Gateway first "+
 			"(depend on its resource so that it exists when the data source is read).", ref.Name, ref.Namespace)
@@ -294,10 +294,10 @@ func gatewayReadDetail(ref routing.ObjectRef, err error) string {
 	return fmt.Sprintf("get Gateway %s: %v", ref, err)
 }
 
-// gatewayFragments reads the fragment ConfigMaps of gw as the chaperone
+// routingFragments reads the fragment ConfigMaps of gw as the chaperone
 // does: by label in the Gateway's namespace, sorted by name. ConfigMaps that
 // do not hold a valid fragment are returned as rejected, never as an error.
-func (c *clients) gatewayFragments(ctx context.Context, gw routing.ObjectRef) ([]*routing.Fragment, []rejectedFragmentModel, error) {
+func (c *clients) routingFragments(ctx context.Context, gw routing.ObjectRef) ([]*routing.Fragment, []rejectedFragmentModel, error) {
 	sel := labels.SelectorFromSet(routing.FragmentLabels(gw)).String()
 	list, err := c.kube.CoreV1().ConfigMaps(gw.Namespace).List(ctx, metav1.ListOptions{LabelSelector: sel})
 	if err != nil {
@@ -330,10 +330,10 @@ func (c *clients) gatewayFragments(ctx context.Context, gw routing.ObjectRef) ([
 	return frags, rejected, nil
 }
 
-// backendObjects reads what Resolve needs for the backends the fragments
+// routingBackendObjects reads what Resolve needs for the backends the fragments
 // reference: per namespace the Services, the EndpointSlices of exactly
 // those Services, and the ReferenceGrants (three requests per namespace).
-func (c *clients) backendObjects(ctx context.Context, frags []*routing.Fragment) (*routing.Objects, error) {
+func (c *clients) routingBackendObjects(ctx context.Context, frags []*routing.Fragment) (*routing.Objects, error) {
 	want := map[string]map[string]bool{}
 	add := func(b routing.BackendRef) {
 		if want[b.Namespace] == nil {

@@ -252,8 +252,11 @@ func (w *Workspace) Run(ctx context.Context, args ...string) (string, error) {
 	return stdout.String(), nil
 }
 
-// Init runs init. With dev_overrides only, it is not needed; configurations
-// that use other providers need it.
+// Init runs init. Configurations whose only provider is varnishgw need no
+// init (dev_overrides replace it) and should not call it: init still asks
+// the registry for varnishgw/varnishgw and fails (measured with Terraform
+// 1.11 and OpenTofu 1.10). It is here for configurations with modules or
+// other providers, where the registry must be reachable.
 func (w *Workspace) Init(ctx context.Context, args ...string) error {
 	_, err := w.Run(ctx, append([]string{"init", "-input=false", "-no-color"}, args...)...)
 	return err
