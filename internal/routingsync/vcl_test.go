@@ -209,7 +209,9 @@ func TestKubeVCLFollowsTheConfigMap(t *testing.T) {
 	if _, err = cp.Client.CoreV1().ConfigMaps(ns).Update(ctx, cm, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	l.last(t, "v2 active", func(loads []string, st VCLStatus) bool { return st.Err == nil && loads[len(loads)-1] == "vcl 4.1; # v2" })
+	l.last(t, "v2 active", func(loads []string, st VCLStatus) bool {
+		return st.Err == nil && loads[len(loads)-1] == "vcl 4.1; # v2"
+	})
 	if err := cp.Client.CoreV1().ConfigMaps(ns).Delete(ctx, cmName, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
