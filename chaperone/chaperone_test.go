@@ -157,6 +157,14 @@ func startChaperoneAt(t testing.TB, be *httptest.Server, listenAddr string, extr
 // (world-readable).
 func startChaperoneIn(t testing.TB, dir string, be *httptest.Server, listenAddr string, extra ...string) *chaperone {
 	t.Helper()
+	c := launchChaperone(t, dir, be, listenAddr, extra...)
+	c.waitFor("ready", 90*time.Second, func() bool { code, _ := c.health("/readyz"); return code == 200 })
+	return c
+}
+
+// launchChaperone is startChaperoneIn without waiting for readiness.
+func launchChaperone(t testing.TB, dir string, be *httptest.Server, listenAddr string, extra ...string) *chaperone {
+	t.Helper()
 	c := &chaperone{
 		t: t, dir: dir,
 		listenAddr: listenAddr,
@@ -200,7 +208,6 @@ func startChaperoneIn(t testing.TB, dir string, be *httptest.Server, listenAddr 
 			t.Logf("chaperone output:\n%s", c.out.String())
 		}
 	})
-	c.waitFor("ready", 90*time.Second, func() bool { code, _ := c.health("/readyz"); return code == 200 })
 	return c
 }
 

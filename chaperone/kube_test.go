@@ -163,8 +163,9 @@ func must(t testing.TB, err error) {
 // TestKubernetesRoutingBinary runs the chaperone binary as the provider's
 // Deployment does (--routing=kubernetes --vcl=""), as the Gateway's
 // ServiceAccount with the documented RBAC, against the test API server:
-// main.vcl comes from the VCL ConfigMap and routing from the fragment and
-// EndpointSlice; VCL edits take effect; a VCL that does not compile is
+// without the VCL ConfigMap it is not ready and Programmed is Pending
+// naming it; then main.vcl comes from the VCL ConfigMap and routing from
+// the fragment and EndpointSlice; VCL edits take effect; a VCL that does not compile is
 // reported on the Gateway and traffic stays; SIGTERM drains and exits 0.
 func TestKubernetesRoutingBinary(t *testing.T) {
 	cp := testenv.Get(t)
@@ -193,15 +194,11 @@ func TestKubernetesRoutingBinary(t *testing.T) {
 		Endpoints:   []discoveryv1.Endpoint{{Addresses: []string{ip}, Conditions: discoveryv1.EndpointConditions{Ready: ptr(true)}}},
 	}, metav1.CreateOptions{})
 	must(t, err)
-	vcl := vclConfigMap(gw, mainVCL(ghostPath, "cm-1"))
-	vcl, err = cp.Client.CoreV1().ConfigMaps(ns).Create(ctx, vcl, metav1.CreateOptions{})
-	must(t, err)
 
 	// ghost.json starts out routing to "file": the Gateway's routing must
 	// replace it. The --vcl flag is given empty, as the Deployment does.
-	c := startChaperoneIn(t, dir, backend(t, "file"), listen,
+	c := launchChaperone(t, dir, backend(t, "file"), listen,
 		"--routing=kubernetes", "--gateway="+ns+"/edge", "--vcl=", "--kubeconfig="+kubeconfig)
-	c.wantTraffic("K", "cm-1")
 
 	programmed := func(want metav1.ConditionStatus, reason string, msgs ...string) {
 		t.Helper()
@@ -231,6 +228,22 @@ func TestKubernetesRoutingBinary(t *testing.T) {
 		})
 		t.Logf("Programmed: %s", last)
 	}
+
+	// No VCL ConfigMap yet: Pending naming it, not ready, and varnishd
+	// still answers with its boot VCL.
+	cmName := routing.VCLConfigMapName(routing.ObjectRef{Namespace: ns, Name: "edge"})
+	programmed(metav1.ConditionFalse, "Pending", ns+"/"+cmName, `"main.vcl"`)
+	if code, body := c.health("/readyz"); code != 503 {
+		t.Errorf("/readyz without a main VCL = %d %s, want 503", code, body)
+	}
+	if code, _, _ := c.get(); code != 503 {
+		t.Errorf("request without a main VCL answered %d, want the boot VCL's 503", code)
+	}
+
+	vcl, err := cp.Client.CoreV1().ConfigMaps(ns).Create(ctx, vclConfigMap(gw, mainVCL(ghostPath, "cm-1")), metav1.CreateOptions{})
+	must(t, err)
+	c.waitFor("ready", 90*time.Second, func() bool { code, _ := c.health("/readyz"); return code == 200 })
+	c.wantTraffic("K", "cm-1")
 	programmed(metav1.ConditionTrue, "Programmed")
 
 	// A VCL edit in the ConfigMap takes effect.
