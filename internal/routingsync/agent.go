@@ -100,7 +100,7 @@ func (a *Agent) Run(ctx context.Context, env agent.Env) error {
 	defer cancel()
 	vclDone := make(chan error, 1)
 	go func() {
-		vclDone <- a.VCL.Run(ctx, env.LoadVCL, func(st VCLStatus) {
+		err := a.VCL.Run(ctx, env.LoadVCL, func(st VCLStatus) {
 			a.mu.Lock()
 			a.vclStatus = &st
 			a.mu.Unlock()
@@ -112,6 +112,10 @@ func (a *Agent) Run(ctx context.Context, env agent.Env) error {
 			}
 			a.setStatus()
 		})
+		if err != nil {
+			cancel() // stop the routing too: Run reports the error
+		}
+		vclDone <- err
 	}()
 	err = s.Run(ctx)
 	cancel()
