@@ -93,7 +93,7 @@ func Run(ctx context.Context, cfg *Config, routing agent.Routing, logger *slog.L
 	reg := metrics.NewRegistry()
 	c.metrics = metrics.NewChaperone(reg)
 	c.stats = &varnishstat.Poller{
-		Reader:   varnishstat.Reader{Bin: cfg.VarnishstatBin, WorkDir: cfg.WorkDir},
+		Reader:   varnishstat.Reader{Bin: cfg.VarnishstatBin, WorkDir: cfg.WorkDir, Exclude: cfg.StatsExclude},
 		Interval: cfg.StatsInterval,
 		Logger:   logger,
 	}

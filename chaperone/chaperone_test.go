@@ -25,6 +25,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/routing"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/testenv"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/varnishd/varnishdtest"
 )
 
@@ -32,30 +33,56 @@ import (
 var chaperoneBin, ghostVMOD string
 
 func TestMain(m *testing.M) {
-	os.Exit(func() int {
-		dir, err := os.MkdirTemp("", "chaperone-test-")
+	if err := buildOnce(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	// testenv.Main exits: the build directory of this run is removed by
+	// the next run (removeStaleBuildDirs).
+	testenv.Main(m)
+}
+
+// buildPrefix starts the name of each test run's build directory; the
+// process ID follows.
+const buildPrefix = "chaperone-test-"
+
+// buildOnce builds the ghost VMOD and the chaperone binary into a new
+// world-readable directory (varnishd compiles VCL as user vcache).
+func buildOnce() error {
+	removeStaleBuildDirs()
+	dir := filepath.Join(os.TempDir(), buildPrefix+strconv.Itoa(os.Getpid()))
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	os.Chmod(dir, 0o755)
+	var err error
+	if ghostVMOD, err = varnishdtest.BuildGhost(dir); err != nil {
+		return fmt.Errorf("build the ghost VMOD (run make setup for its build dependencies): %w", err)
+	}
+	chaperoneBin = filepath.Join(dir, "chaperone")
+	build := []string{"build", "-o", chaperoneBin}
+	if raceBuild {
+		build = append(build, "-race")
+	}
+	if out, err := exec.Command("go", append(build, ".")...).CombinedOutput(); err != nil {
+		return fmt.Errorf("build the chaperone: %w\n%s", err, out)
+	}
+	return nil
+}
+
+// removeStaleBuildDirs removes the build directories of earlier test runs
+// whose process is gone.
+func removeStaleBuildDirs() {
+	dirs, _ := filepath.Glob(filepath.Join(os.TempDir(), buildPrefix+"*"))
+	for _, d := range dirs {
+		pid, err := strconv.Atoi(strings.TrimPrefix(filepath.Base(d), buildPrefix))
 		if err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			return 1
+			continue
 		}
-		defer os.RemoveAll(dir)
-		os.Chmod(dir, 0o755)
-		// varnishd compiles VCL as user vcache: the VMOD must be readable.
-		if ghostVMOD, err = varnishdtest.BuildGhost(dir); err != nil {
-			fmt.Fprintf(os.Stderr, "build the ghost VMOD (run make setup for its build dependencies): %v\n", err)
-			return 1
+		if _, err := os.Stat(fmt.Sprintf("/proc/%d", pid)); os.IsNotExist(err) {
+			os.RemoveAll(d)
 		}
-		chaperoneBin = filepath.Join(dir, "chaperone")
-		build := []string{"build", "-o", chaperoneBin}
-		if raceBuild {
-			build = append(build, "-race")
-		}
-		if out, err := exec.Command("go", append(build, ".")...).CombinedOutput(); err != nil {
-			fmt.Fprintf(os.Stderr, "build the chaperone: %v\n%s", err, out)
-			return 1
-		}
-		return m.Run()
-	}())
+	}
 }
 
 // mainVCL is the main.vcl of the tests: ghost routes everything, and
@@ -123,7 +150,21 @@ func startChaperone(t testing.TB, be *httptest.Server, extra ...string) *chapero
 // startChaperoneAt is startChaperone with the listener on listenAddr.
 func startChaperoneAt(t testing.TB, be *httptest.Server, listenAddr string, extra ...string) *chaperone {
 	t.Helper()
-	dir := varnishdtest.Dir(t)
+	return startChaperoneIn(t, varnishdtest.Dir(t), be, listenAddr, extra...)
+}
+
+// startChaperoneIn is startChaperoneAt with main.vcl and ghost.json in dir
+// (world-readable).
+func startChaperoneIn(t testing.TB, dir string, be *httptest.Server, listenAddr string, extra ...string) *chaperone {
+	t.Helper()
+	c := launchChaperone(t, dir, be, listenAddr, extra...)
+	c.waitFor("ready", 90*time.Second, func() bool { code, _ := c.health("/readyz"); return code == 200 })
+	return c
+}
+
+// launchChaperone is startChaperoneIn without waiting for readiness.
+func launchChaperone(t testing.TB, dir string, be *httptest.Server, listenAddr string, extra ...string) *chaperone {
+	t.Helper()
 	c := &chaperone{
 		t: t, dir: dir,
 		listenAddr: listenAddr,
@@ -167,7 +208,6 @@ func startChaperoneAt(t testing.TB, be *httptest.Server, listenAddr string, extr
 			t.Logf("chaperone output:\n%s", c.out.String())
 		}
 	})
-	c.waitFor("ready", 90*time.Second, func() bool { code, _ := c.health("/readyz"); return code == 200 })
 	return c
 }
 

@@ -51,7 +51,9 @@ type Config struct {
 	ThreadPoolStack string
 	DrainTimeout    time.Duration
 	StatsInterval   time.Duration
-	LogLevel        slog.Level
+	// StatsExclude are varnishstat field globs not read (varnishstat -X).
+	StatsExclude []string
+	LogLevel     slog.Level
 
 	// RoutingSource is where ghost.json comes from: RoutingFile (written by
 	// someone else), RoutingKubernetes (the Gateway's fragments and
@@ -97,7 +99,7 @@ func ParseConfig(args, env []string, out io.Writer) (*Config, error) {
 	c := &Config{}
 	fs := flag.NewFlagSet("chaperone", flag.ContinueOnError)
 	fs.SetOutput(out)
-	var ports, storage, params []string
+	var ports, storage, params, statsExclude []string
 	var logLevel string
 	fs.StringVar(&c.Mode, "mode", ModeSupervise, "supervise: run varnishd as a child; sidecar: steer a varnishd another container runs")
 	fs.StringVar(&c.WorkDir, "workdir", "/var/lib/varnishgw/varnishd", "varnishd working directory (varnishd -n); shared with the varnish container in sidecar mode")
@@ -117,6 +119,7 @@ func ParseConfig(args, env []string, out io.Writer) (*Config, error) {
 	fs.StringVar(&c.ThreadPoolStack, "thread-pool-stack", "", "varnishd thread_pool_stack (empty: varnishd's default)")
 	fs.DurationVar(&c.DrainTimeout, "drain-timeout", 5*time.Minute, "longest wait for client sessions to close on SIGTERM (keep below terminationGracePeriodSeconds)")
 	fs.DurationVar(&c.StatsInterval, "stats-interval", 2*time.Second, "time between varnishstat reads (metrics, child restart detection)")
+	fs.Var(listFlag{&statsExclude}, "stats-exclude", "varnishstat field glob not read for metrics (varnishstat -X), repeated; default VBE.* (per-endpoint counters); empty: read all")
 	fs.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.StringVar(&c.RoutingSource, "routing", RoutingFile, "where routing comes from: file (ghost.json written by someone else), kubernetes (the Gateway's routing fragments and endpoints) or dir (a standalone directory, see docs/routing-sync.md)")
 	fs.StringVar(&c.Gateway, "gateway", "", "the Gateway this pod serves, namespace/name (--routing=kubernetes)")
@@ -150,7 +153,7 @@ func ParseConfig(args, env []string, out io.Writer) (*Config, error) {
 		return nil, err
 	}
 	// A flag replaces the environment's list instead of adding to it.
-	envPorts, envStorage, envParams := len(ports), len(storage), len(params)
+	envPorts, envStorage, envParams, envExclude := len(ports), len(storage), len(params), len(statsExclude)
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
@@ -160,6 +163,20 @@ func ParseConfig(args, env []string, out io.Writer) (*Config, error) {
 	ports = dropEnvIfFlagged(ports, envPorts)
 	storage = dropEnvIfFlagged(storage, envStorage)
 	params = dropEnvIfFlagged(params, envParams)
+	statsExclude = dropEnvIfFlagged(statsExclude, envExclude)
+	excludeSet := false
+	fs.Visit(func(f *flag.Flag) { excludeSet = excludeSet || f.Name == "stats-exclude" })
+	if _, ok := envMap[envName("stats-exclude")]; ok {
+		excludeSet = true
+	}
+	if !excludeSet {
+		statsExclude = []string{"VBE.*"}
+	}
+	for _, g := range statsExclude {
+		if g = strings.TrimSpace(g); g != "" {
+			c.StatsExclude = append(c.StatsExclude, g)
+		}
+	}
 	if len(storage) == 0 {
 		storage = []string{"malloc,256m"}
 	}

@@ -49,6 +49,21 @@ func TestParseConfig(t *testing.T) {
 					t.Errorf("DrainTimeout = %s, want 1m", c.DrainTimeout)
 				}
 			}},
+		{name: "stats exclude default", args: []string{"--listen=80"}, check: func(t *testing.T, c *Config) {
+			if !slices.Equal(c.StatsExclude, []string{"VBE.*"}) {
+				t.Errorf("StatsExclude = %q, want VBE.*", c.StatsExclude)
+			}
+		}},
+		{name: "stats exclude empty reads all", args: []string{"--listen=80", "--stats-exclude="}, check: func(t *testing.T, c *Config) {
+			if len(c.StatsExclude) != 0 {
+				t.Errorf("StatsExclude = %q, want none", c.StatsExclude)
+			}
+		}},
+		{name: "stats exclude from env", env: []string{"VARNISHGW_LISTEN=80", "VARNISHGW_STATS_EXCLUDE=VBE.* LCK.*"}, check: func(t *testing.T, c *Config) {
+			if !slices.Equal(c.StatsExclude, []string{"VBE.*", "LCK.*"}) {
+				t.Errorf("StatsExclude = %q", c.StatsExclude)
+			}
+		}},
 		{name: "sidecar needs no ports", args: []string{"--mode=sidecar", "--secret-file=/s"}},
 		{name: "no port", wantErr: "--listen is empty"},
 		{name: "bad port", args: []string{"--listen=80,http"}, wantErr: `"http" is not a port number`},

@@ -29,7 +29,9 @@ import (
 
 // newRouting builds the routing half --routing names: agent.FileRouting
 // (ghost.json written by someone else), or a routingsync.Agent fed by the
-// Gateway's objects through informers or by a standalone directory.
+// Gateway's objects through informers or by a standalone directory. With
+// --routing=kubernetes and --vcl="" the Agent also loads main.vcl from the
+// Gateway's VCL ConfigMap (routing.VCLConfigMapName).
 func newRouting(cfg *Config, logger *slog.Logger) (agent.Routing, error) {
 	log := logger.With("component", "routing")
 	switch cfg.RoutingSource {
@@ -51,7 +53,13 @@ func newRouting(cfg *Config, logger *slog.Logger) (agent.Routing, error) {
 		if err != nil {
 			return nil, fmt.Errorf("watch Gateway %s: %w", cfg.Gateway, err)
 		}
-		return &routingsync.Agent{Source: src, Status: gatewaystatus.NewWriter(gw, ns, name, log)}, nil
+		a := &routingsync.Agent{Source: src, Status: gatewaystatus.NewWriter(gw, ns, name, log)}
+		if cfg.VCLPath == "" {
+			// main.vcl from the Gateway's VCL ConfigMap, through the API
+			// (no kubelet volume delay).
+			a.VCL = &routingsync.KubeVCL{Client: kube, Namespace: ns, Name: name, Logger: log}
+		}
+		return a, nil
 	case RoutingDir:
 		return &routingsync.Agent{Source: routingsync.NewDirSource(cfg.RoutingDir, log)}, nil
 	default:

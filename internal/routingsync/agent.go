@@ -3,9 +3,13 @@ package routingsync
 import (
 	"context"
 	"errors"
+	"fmt"
+	"sync"
 	"sync/atomic"
 
 	"github.com/prometheus/client_golang/prometheus"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/agent"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/gatewaystatus"
@@ -16,19 +20,40 @@ import (
 // it writes ghost.json from Source, reloads ghost, counts reloads in the
 // chaperone's metrics, marks routing loaded for /readyz, sets the Gateway's
 // Programmed condition when Status is set, and resyncs after a child restart.
+// With VCL set it also feeds varnishd the main VCL from the Gateway's VCL
+// ConfigMap, and Programmed is True only when that VCL is active and the
+// routing loaded.
 type Agent struct {
 	// Source is the routing state (KubeSource or DirSource).
 	Source Source
 	// Status, if set, receives the Programmed condition (Kubernetes only).
 	Status *gatewaystatus.Writer
+	// VCL, if set, is where main.vcl comes from (the chaperone runs with
+	// --vcl=""); nil when the chaperone loads a --vcl file itself.
+	VCL *KubeVCL
 
 	syncer atomic.Pointer[Syncer]
+
+	mu         sync.Mutex
+	env        agent.Env
+	routingRes *routingState // nil until a sync knew the Gateway
+	vclStatus  *VCLStatus    // nil until the VCL ConfigMap was read
+}
+
+// routingState is what the Programmed condition needs of the last sync.
+type routingState struct {
+	generation int64
+	err        error
+	pending    bool
 }
 
 var _ agent.Routing = (*Agent)(nil)
 
 // Run implements agent.Routing.
 func (a *Agent) Run(ctx context.Context, env agent.Env) error {
+	a.mu.Lock()
+	a.env = env
+	a.mu.Unlock()
 	m := NewMetrics()
 	if env.Metrics != nil {
 		if err := env.Metrics.Register(m); err != nil && !errors.As(err, new(prometheus.AlreadyRegisteredError)) {
@@ -56,8 +81,11 @@ func (a *Agent) Run(ctx context.Context, env agent.Env) error {
 			if s.Loaded() && !loaded.Swap(true) {
 				env.RoutingLoaded()
 			}
-			if a.Status != nil && r.Gateway != nil {
-				a.Status.Set(gatewaystatus.ForError(r.Gateway.Generation, r.Err, r.Outcome == OutcomeError))
+			if r.Gateway != nil {
+				a.mu.Lock()
+				a.routingRes = &routingState{r.Gateway.Generation, r.Err, r.Outcome == OutcomeError}
+				a.mu.Unlock()
+				a.setStatus()
 			}
 		},
 	})
@@ -65,12 +93,94 @@ func (a *Agent) Run(ctx context.Context, env agent.Env) error {
 		return err
 	}
 	a.syncer.Store(s)
-	return s.Run(ctx)
+	if a.VCL == nil {
+		return s.Run(ctx)
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	vclDone := make(chan error, 1)
+	go func() {
+		err := a.VCL.Run(ctx, env.LoadVCL, func(st VCLStatus) {
+			a.mu.Lock()
+			a.vclStatus = &st
+			a.mu.Unlock()
+			if st.Err == nil {
+				// The new VCL's router read ghost.json in vcl_init; sync
+				// now rather than at the next retry if ghost had not
+				// loaded routing yet.
+				s.Changed()
+			}
+			a.setStatus()
+		})
+		if err != nil {
+			cancel() // stop the routing too: Run reports the error
+		}
+		vclDone <- err
+	}()
+	err = s.Run(ctx)
+	cancel()
+	if verr := <-vclDone; verr != nil && err == nil {
+		err = fmt.Errorf("main VCL: %w", verr)
+	}
+	return err
+}
+
+// setStatus applies the Programmed condition of the current routing and
+// VCL states (when both are known, or the routing alone without VCL).
+func (a *Agent) setStatus() {
+	if a.Status == nil {
+		return
+	}
+	a.mu.Lock()
+	r, v := a.routingRes, a.vclStatus
+	a.mu.Unlock()
+	if r == nil || (a.VCL != nil && v == nil) {
+		return
+	}
+	a.Status.Set(programmed(*r, v))
+}
+
+// programmed combines the routing state of a sync and the VCL state (nil
+// without a VCL source) into the Gateway's Programmed condition: True only
+// when both are fine; a VCL that never became active hides the routing's
+// error (ghost cannot be reached without it); otherwise both messages.
+func programmed(r routingState, v *VCLStatus) gatewaystatus.Programmed {
+	p := gatewaystatus.ForError(r.generation, r.err, r.pending)
+	if v == nil {
+		return p
+	}
+	if v.Err == nil {
+		if p.Status == metav1.ConditionTrue {
+			p.Message = "the main VCL is active and ghost loaded the routing of this generation"
+		}
+		return p
+	}
+	reason := gatewayv1.GatewayReasonInvalid
+	if v.Pending {
+		reason = gatewayv1.GatewayReasonPending
+	}
+	msg := v.Err.Error()
+	if v.Active && p.Status != metav1.ConditionTrue {
+		msg += "; routing: " + p.Message
+		if p.Reason == gatewayv1.GatewayReasonInvalid {
+			reason = gatewayv1.GatewayReasonInvalid
+		}
+	}
+	return gatewaystatus.Programmed{Generation: r.generation, Status: metav1.ConditionFalse, Reason: reason, Message: msg}
 }
 
 // ChildStarted implements agent.Routing: the restarted child re-read
-// ghost.json in vcl_init; resync so that it has the newest state.
+// ghost.json in vcl_init; resync so that it has the newest state. With a
+// VCL source, the active VCL is loaded again first if varnishd lost it.
 func (a *Agent) ChildStarted(ctx context.Context) {
+	a.mu.Lock()
+	env := a.env
+	a.mu.Unlock()
+	if a.VCL != nil && env.LoadVCL != nil {
+		if err := a.VCL.Reload(ctx, env.LoadVCL); err != nil && env.Logger != nil {
+			env.Logger.Error("load the main VCL again after a varnishd restart", "error", err)
+		}
+	}
 	if s := a.syncer.Load(); s != nil {
 		if err := s.Resync(ctx); err != nil {
 			s.log.Error("resync after a cache child restart", "error", err)

@@ -7,18 +7,14 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"os"
-	"os/exec"
 	"path/filepath"
-	"runtime"
-	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/testenv"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/varnishd"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/varnishd/varnishdtest"
 )
 
@@ -33,96 +29,36 @@ type ghostVarnish struct {
 	AdminAddr string // socket "ghost-admin"
 }
 
-func freePort(t testing.TB) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
-
-// startGhost starts varnishd with listener sockets port-8080 and
-// ghost-admin on free loopback ports.
+// startGhost starts varnishd (varnishdtest.Start: boot VCL, admin
+// connection, killed when the test ends) with listener sockets port-8080
+// and ghost-admin on free loopback ports, and makes a main.vcl with the
+// ghost VMOD active that reads ghost.json in a world-readable directory.
 func startGhost(t testing.TB) *ghostVarnish {
 	t.Helper()
-	bin, err := exec.LookPath("varnishd")
-	if err != nil {
-		if bin, err = exec.LookPath("/usr/sbin/varnishd"); err != nil {
-			t.Fatal("varnishd not found: run `make setup`")
-		}
-	}
-	_, self, _, _ := runtime.Caller(0)
-	so := filepath.Join(filepath.Dir(self), "..", "..", "ghost", "libvmod_ghost.so")
-	soData, err := os.ReadFile(so)
-	if err != nil {
-		t.Fatalf("ghost VMOD not built (make -C ghost all): %v", err)
-	}
-	// varnishd drops privileges to compile VCL and to read ghost.json:
-	// everything must be world-readable.
-	dir := t.TempDir()
-	for _, d := range []string{filepath.Dir(dir), dir} {
-		if err := os.Chmod(d, 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
-	g := &ghostVarnish{Dir: dir, GhostJSON: filepath.Join(dir, "ghost.json")}
-	if err := os.WriteFile(filepath.Join(dir, "libvmod_ghost.so"), soData, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	vcl := varnishdtest.MainVCL(filepath.Join(dir, "libvmod_ghost.so"), g.GhostJSON)
-	if err := os.WriteFile(filepath.Join(dir, "main.vcl"), []byte(vcl), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	g.HTTPAddr = "127.0.0.1:" + strconv.Itoa(freePort(t))
-	g.AdminAddr = "127.0.0.1:" + strconv.Itoa(freePort(t))
-	cmd := exec.Command(bin, "-F", "-n", filepath.Join(dir, "work"),
-		"-a", "port-8080="+g.HTTPAddr, "-a", "ghost-admin="+g.AdminAddr,
-		"-f", filepath.Join(dir, "main.vcl"),
-		"-p", "thread_pool_min=5", "-p", "thread_pools=1")
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	out := &lockedBuf{}
-	cmd.Stdout, cmd.Stderr = out, out
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("start varnishd: %v", err)
-	}
-	t.Cleanup(func() {
-		syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM)
-		done := make(chan struct{})
-		go func() { cmd.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(10 * time.Second):
-			syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-			<-done
-		}
-		if t.Failed() {
-			t.Logf("varnishd output:\n%s", out.String())
-		}
+	so := varnishdtest.GhostVMOD(t)
+	dir := filepath.Dir(so)
+	g := &ghostVarnish{Dir: dir, GhostJSON: filepath.Join(dir, "ghost.json"),
+		HTTPAddr: varnishdtest.FreeAddr(t), AdminAddr: varnishdtest.FreeAddr(t)}
+	p := varnishdtest.Start(t, varnishd.Config{
+		Listeners:      []varnishd.Listener{{Name: "port-8080", Addr: g.HTTPAddr}},
+		GhostAdminAddr: g.AdminAddr,
 	})
-	eventually(t, 60*time.Second, "varnishd answers", func() error {
-		_, _, err := get(g.HTTPAddr, "nothing.example")
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	if err := p.Admin.VCLInline(ctx, "main", varnishdtest.MainVCL(so, g.GhostJSON)); err != nil {
+		t.Fatalf("load main.vcl: %v", err)
+	}
+	if err := p.Admin.VCLUse(ctx, "main"); err != nil {
+		t.Fatalf("use main.vcl: %v", err)
+	}
+	eventually(t, 60*time.Second, "varnishd answers through main.vcl", func() error {
+		code, body, err := get(g.HTTPAddr, "nothing.example")
+		if err == nil && code == 503 && strings.Contains(body, "starting") {
+			return fmt.Errorf("boot VCL still answers: %d %s", code, body)
+		}
 		return err
 	})
 	return g
-}
-
-type lockedBuf struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *lockedBuf) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuf) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
 
 var plainClient = &http.Client{

@@ -287,9 +287,15 @@ func (k *KubeSource) fragmentsLocked() ([]*routing.Fragment, error) {
 		}
 	}
 	sort.Slice(cms, func(i, j int) bool { return cms[i].Name < cms[j].Name })
+	// The VCL ConfigMap carries the Gateway's runtime labels, which include
+	// the fragment label: it is not a fragment (KubeVCL reads it).
+	vclName := routing.VCLConfigMapName(routing.ObjectRef{Namespace: k.cfg.Namespace, Name: k.cfg.Name})
 	var frags []*routing.Fragment
 	var errs []error
 	for _, cm := range cms {
+		if cm.Name == vclName {
+			continue
+		}
 		data, ok := cm.Data[routing.FragmentDataKey]
 		if !ok {
 			errs = append(errs, fmt.Errorf("fragment ConfigMap %s/%s has no %q key", cm.Namespace, cm.Name, routing.FragmentDataKey))

@@ -101,6 +101,19 @@ type Reader struct {
 	Bin string
 	// WorkDir is varnishd's working directory (varnishd -n).
 	WorkDir string
+	// Exclude are varnishstat field globs left out of every read
+	// (varnishstat -X), e.g. "VBE.*": per-backend counters grow with the
+	// number of endpoints.
+	Exclude []string
+}
+
+// args are varnishstat's arguments for one read.
+func (r Reader) args() []string {
+	args := []string{"-n", r.WorkDir, "-j", "-t", "5"}
+	for _, g := range r.Exclude {
+		args = append(args, "-X", g)
+	}
+	return args
 }
 
 // Read runs `varnishstat -n WorkDir -j` once and parses its output.
@@ -111,7 +124,7 @@ func (r Reader) Read(ctx context.Context) (Snapshot, error) {
 	}
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, bin, "-n", r.WorkDir, "-j", "-t", "5")
+	cmd := exec.CommandContext(ctx, bin, r.args()...)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()

@@ -131,6 +131,20 @@ func TestLiveSessionsAgainstRealConnections(t *testing.T) {
 	}
 	waitLive(0, "idle varnishd")
 
+	// Exclude leaves fields out (varnishstat -X).
+	all, err := r.Read(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	noMain, err := varnishstat.Reader{Bin: r.Bin, WorkDir: r.WorkDir, Exclude: []string{"MAIN.*"}}.Read(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !all.Has("MAIN.sess_conn") || noMain.Has("MAIN.sess_conn") || !noMain.Has("MGT.child_start") {
+		t.Errorf("Exclude MAIN.*: MAIN.sess_conn read without %v, with %v; MGT.child_start with: %v",
+			all.Has("MAIN.sess_conn"), noMain.Has("MAIN.sess_conn"), noMain.Has("MGT.child_start"))
+	}
+
 	// 3 keep-alive connections, each idle after one request, and one that
 	// never sends anything.
 	var conns []net.Conn

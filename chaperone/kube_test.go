@@ -1,0 +1,288 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
+
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/routing"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/testenv"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/varnishd/varnishdtest"
+)
+
+// The chaperone's RBAC as docs/routing-sync.md lists it (the provider
+// creates it): in the Gateway's namespace, and in each backend namespace.
+func gatewayRules(gw string) []rbacv1.PolicyRule {
+	return []rbacv1.PolicyRule{
+		{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"get", "list", "watch"}},
+		{APIGroups: []string{"gateway.networking.k8s.io"}, Resources: []string{"gateways"}, ResourceNames: []string{gw}, Verbs: []string{"get", "list", "watch"}},
+		{APIGroups: []string{"gateway.networking.k8s.io"}, Resources: []string{"gateways/status"}, ResourceNames: []string{gw}, Verbs: []string{"get", "patch"}},
+	}
+}
+
+func backendRules() []rbacv1.PolicyRule {
+	return []rbacv1.PolicyRule{
+		{APIGroups: []string{""}, Resources: []string{"services"}, Verbs: []string{"get", "list", "watch"}},
+		{APIGroups: []string{"discovery.k8s.io"}, Resources: []string{"endpointslices"}, Verbs: []string{"get", "list", "watch"}},
+		{APIGroups: []string{"gateway.networking.k8s.io"}, Resources: []string{"referencegrants"}, Verbs: []string{"get", "list", "watch"}},
+	}
+}
+
+func grantRole(t testing.TB, c kubernetes.Interface, ns, sa, name string, rules []rbacv1.PolicyRule) {
+	t.Helper()
+	ctx := context.Background()
+	if _, err := c.RbacV1().Roles(ns).Create(ctx, &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: name}, Rules: rules}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.RbacV1().RoleBindings(ns).Create(ctx, &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: name},
+		Subjects:   []rbacv1.Subject{{Kind: "ServiceAccount", Namespace: ns, Name: sa}},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// hostIP is a non-loopback IPv4 address of this machine: the API server
+// refuses loopback addresses in EndpointSlices.
+func hostIP(t testing.TB) string {
+	t.Helper()
+	addrs, err := net.InterfaceAddrs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range addrs {
+		if n, ok := a.(*net.IPNet); ok && n.IP.To4() != nil && !n.IP.IsLoopback() && !n.IP.IsLinkLocalUnicast() {
+			return n.IP.String()
+		}
+	}
+	t.Fatal("no non-loopback IPv4 address for test backends")
+	return ""
+}
+
+// hostBackend is an HTTP server on ip answering body.
+func hostBackend(t testing.TB, ip, body string) (string, int32) {
+	t.Helper()
+	l, err := net.Listen("tcp", net.JoinHostPort(ip, "0"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, body) })}
+	go srv.Serve(l)
+	t.Cleanup(func() { srv.Close() })
+	return ip, int32(l.Addr().(*net.TCPAddr).Port)
+}
+
+// kubeGateway is a Gateway with one listener on port, its route's fragment
+// ConfigMap for app.example.com → Service app:80, as the provider writes
+// them.
+func kubeGateway(t testing.TB, ns string, port int) (*gatewayv1.Gateway, *corev1.ConfigMap) {
+	t.Helper()
+	gw := &gatewayv1.Gateway{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "edge"},
+		Spec: gatewayv1.GatewaySpec{
+			GatewayClassName: "varnishgw",
+			Listeners:        []gatewayv1.Listener{{Name: "http", Port: gatewayv1.PortNumber(port), Protocol: gatewayv1.HTTPProtocolType}},
+		},
+	}
+	route := &gatewayv1.HTTPRoute{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "app", CreationTimestamp: metav1.Now()},
+		Spec: gatewayv1.HTTPRouteSpec{
+			CommonRouteSpec: gatewayv1.CommonRouteSpec{ParentRefs: []gatewayv1.ParentReference{{Name: "edge"}}},
+			Hostnames:       []gatewayv1.Hostname{"app.example.com"},
+			Rules: []gatewayv1.HTTPRouteRule{{BackendRefs: []gatewayv1.HTTPBackendRef{{BackendRef: gatewayv1.BackendRef{
+				BackendObjectReference: gatewayv1.BackendObjectReference{Name: "app", Port: ptr(gatewayv1.PortNumber(80))},
+			}}}}},
+		},
+	}
+	return gw, fragmentConfigMap(t, gw, route, appService(ns, "app"))
+}
+
+func fragmentConfigMap(t testing.TB, gw *gatewayv1.Gateway, route *gatewayv1.HTTPRoute, svcs ...*corev1.Service) *corev1.ConfigMap {
+	t.Helper()
+	frag, err := routing.Attach(gw, route, &routing.Objects{Services: svcs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !frag.Accepted() {
+		t.Fatalf("route %s not accepted: %+v", route.Name, frag.Parents)
+	}
+	data, err := routing.MarshalFragment(frag)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gwRef := routing.ObjectRef{Namespace: gw.Namespace, Name: gw.Name}
+	return &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{
+			Namespace: gw.Namespace,
+			Name:      routing.FragmentConfigMapName(gwRef, routing.ObjectRef{Namespace: route.Namespace, Name: route.Name}),
+			Labels:    routing.FragmentLabels(gwRef),
+		},
+		Data: map[string]string{routing.FragmentDataKey: string(data)},
+	}
+}
+
+func appService(ns, name string) *corev1.Service {
+	return &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec:       corev1.ServiceSpec{Ports: []corev1.ServicePort{{Name: "http", Port: 80, Protocol: corev1.ProtocolTCP}}},
+	}
+}
+
+// vclConfigMap is the Gateway's VCL ConfigMap, labelled like the
+// provider's runtime objects (whose labels include the fragment label).
+func vclConfigMap(gw *gatewayv1.Gateway, vcl string) *corev1.ConfigMap {
+	ref := routing.ObjectRef{Namespace: gw.Namespace, Name: gw.Name}
+	return &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Namespace: gw.Namespace, Name: routing.VCLConfigMapName(ref), Labels: routing.RuntimeLabels(ref)},
+		Data:       map[string]string{routing.VCLDataKey: vcl},
+	}
+}
+
+func must(t testing.TB, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestKubernetesRoutingBinary runs the chaperone binary as the provider's
+// Deployment does (--routing=kubernetes --vcl=""), as the Gateway's
+// ServiceAccount with the documented RBAC, against the test API server:
+// without the VCL ConfigMap it is not ready and Programmed is Pending
+// naming it; then main.vcl comes from the VCL ConfigMap and routing from
+// the fragment and EndpointSlice; VCL edits take effect; a VCL that does not compile is
+// reported on the Gateway and traffic stays; SIGTERM drains and exits 0.
+func TestKubernetesRoutingBinary(t *testing.T) {
+	cp := testenv.Get(t)
+	ctx := context.Background()
+	ns := cp.Namespace(t)
+	grantRole(t, cp.Client, ns, "chaperone", "chaperone-gateway", gatewayRules("edge"))
+	grantRole(t, cp.Client, ns, "chaperone", "chaperone-backends", backendRules())
+	kubeconfig, err := cp.ServiceAccountKubeconfig(ctx, ns, "chaperone")
+	must(t, err)
+
+	listen := varnishdtest.FreeAddr(t)
+	dir := varnishdtest.Dir(t)
+	ghostPath := filepath.Join(dir, "ghost.json")
+	gw, frag := kubeGateway(t, ns, varnishdtest.Port(t, listen))
+	gw, err = cp.Gateway.GatewayV1().Gateways(ns).Create(ctx, gw, metav1.CreateOptions{})
+	must(t, err)
+	_, err = cp.Client.CoreV1().ConfigMaps(ns).Create(ctx, frag, metav1.CreateOptions{})
+	must(t, err)
+	_, err = cp.Client.CoreV1().Services(ns).Create(ctx, appService(ns, "app"), metav1.CreateOptions{})
+	must(t, err)
+	ip, port := hostBackend(t, hostIP(t), "K")
+	_, err = cp.Client.DiscoveryV1().EndpointSlices(ns).Create(ctx, &discoveryv1.EndpointSlice{
+		ObjectMeta:  metav1.ObjectMeta{Namespace: ns, Name: "app-1", Labels: map[string]string{discoveryv1.LabelServiceName: "app"}},
+		AddressType: discoveryv1.AddressTypeIPv4,
+		Ports:       []discoveryv1.EndpointPort{{Name: ptr("http"), Port: ptr(port), Protocol: ptr(corev1.ProtocolTCP)}},
+		Endpoints:   []discoveryv1.Endpoint{{Addresses: []string{ip}, Conditions: discoveryv1.EndpointConditions{Ready: ptr(true)}}},
+	}, metav1.CreateOptions{})
+	must(t, err)
+
+	// ghost.json starts out routing to "file": the Gateway's routing must
+	// replace it. The --vcl flag is given empty, as the Deployment does.
+	c := launchChaperone(t, dir, backend(t, "file"), listen,
+		"--routing=kubernetes", "--gateway="+ns+"/edge", "--vcl=", "--kubeconfig="+kubeconfig)
+
+	programmed := func(want metav1.ConditionStatus, reason string, msgs ...string) {
+		t.Helper()
+		var last string
+		c.waitFor("Programmed="+string(want)+"/"+reason, 90*time.Second, func() bool {
+			got, err := cp.Gateway.GatewayV1().Gateways(ns).Get(ctx, "edge", metav1.GetOptions{})
+			if err != nil {
+				last = err.Error()
+				return false
+			}
+			for _, cond := range got.Status.Conditions {
+				if cond.Type != string(gatewayv1.GatewayConditionProgrammed) {
+					continue
+				}
+				last = fmt.Sprintf("%s/%s: %s", cond.Status, cond.Reason, cond.Message)
+				if cond.Status != want || cond.Reason != reason || cond.ObservedGeneration != got.Generation {
+					return false
+				}
+				for _, m := range msgs {
+					if !strings.Contains(cond.Message, m) {
+						return false
+					}
+				}
+				return true
+			}
+			return false
+		})
+		t.Logf("Programmed: %s", last)
+	}
+
+	// No VCL ConfigMap yet: Pending naming it, not ready, and varnishd
+	// still answers with its boot VCL.
+	cmName := routing.VCLConfigMapName(routing.ObjectRef{Namespace: ns, Name: "edge"})
+	programmed(metav1.ConditionFalse, "Pending", ns+"/"+cmName, `"main.vcl"`)
+	if code, body := c.health("/readyz"); code != 503 {
+		t.Errorf("/readyz without a main VCL = %d %s, want 503", code, body)
+	}
+	if code, _, _ := c.get(); code != 503 {
+		t.Errorf("request without a main VCL answered %d, want the boot VCL's 503", code)
+	}
+
+	vcl, err := cp.Client.CoreV1().ConfigMaps(ns).Create(ctx, vclConfigMap(gw, mainVCL(ghostPath, "cm-1")), metav1.CreateOptions{})
+	must(t, err)
+	c.waitFor("ready", 90*time.Second, func() bool { code, _ := c.health("/readyz"); return code == 200 })
+	c.wantTraffic("K", "cm-1")
+	programmed(metav1.ConditionTrue, "Programmed")
+
+	// A VCL edit in the ConfigMap takes effect.
+	vcl.Data[routing.VCLDataKey] = mainVCL(ghostPath, "cm-2")
+	vcl, err = cp.Client.CoreV1().ConfigMaps(ns).Update(ctx, vcl, metav1.UpdateOptions{})
+	must(t, err)
+	c.wantTraffic("K", "cm-2")
+
+	// A VCL that does not compile: Programmed=False/Invalid naming the
+	// ConfigMap and the compiler's error; traffic stays on cm-2.
+	vcl.Data[routing.VCLDataKey] = strings.Replace(mainVCL(ghostPath, "cm-3"), "sub vcl_deliver {", "sub vcl_deliver { set resp.http.X-Broken = ;", 1)
+	vcl, err = cp.Client.CoreV1().ConfigMaps(ns).Update(ctx, vcl, metav1.UpdateOptions{})
+	must(t, err)
+	programmed(metav1.ConditionFalse, "Invalid", vcl.Name, "does not compile", "Unknown token")
+	for range 20 {
+		code, body, h := c.get()
+		if code != 200 || body != "K" || h.Get("X-VCL") != "cm-2" {
+			t.Fatalf("after a broken VCL: %d %q X-VCL=%q, want 200 K from VCL cm-2", code, body, h.Get("X-VCL"))
+		}
+	}
+	if v := c.metric("varnishgw_chaperone_vcl_compile_failures_total"); v < 1 {
+		t.Errorf("varnishgw_chaperone_vcl_compile_failures_total = %v, want 1 or more", v)
+	}
+
+	// Fixed: True again, and the new VCL serves.
+	vcl.Data[routing.VCLDataKey] = mainVCL(ghostPath, "cm-4")
+	_, err = cp.Client.CoreV1().ConfigMaps(ns).Update(ctx, vcl, metav1.UpdateOptions{})
+	must(t, err)
+	c.wantTraffic("K", "cm-4")
+	programmed(metav1.ConditionTrue, "Programmed")
+
+	// SIGTERM drains (no client left) and exits 0.
+	must(t, c.cmd.Process.Signal(syscall.SIGTERM))
+	select {
+	case <-c.exited:
+	case <-time.After(120 * time.Second):
+		t.Fatal("chaperone did not exit within 120 s of SIGTERM")
+	}
+	if c.exitErr != nil {
+		t.Errorf("chaperone exit after SIGTERM: %v, want status 0", c.exitErr)
+	}
+}
