@@ -450,6 +450,10 @@ func (r *httpRouteResource) apply(ctx context.Context, m *httpRouteModel, oldPar
 		fail(action, err.Error())
 		return
 	}
+	if err := r.c.writeBackendBindings(ctx, live, frags, stale); err != nil {
+		fail(action, err.Error())
+		return
+	}
 	if err := r.c.writeStatus(ctx, live, frags); err != nil {
 		fail(action, err.Error())
 		return
@@ -536,6 +540,10 @@ func (r *httpRouteResource) Delete(ctx context.Context, req resource.DeleteReque
 	for _, gw := range gateways {
 		if err := r.c.deleteFragment(ctx, gw, routeRef); err != nil {
 			resp.Diagnostics.AddError("Delete the HTTP route", err.Error()+"\nDelete the ConfigMap by hand or run terraform destroy again.")
+			return
+		}
+		if err := r.c.pruneBackendBindings(ctx, gw, routeRef, nil); err != nil {
+			resp.Diagnostics.AddError("Delete the HTTP route", err.Error()+"\nDelete the RoleBinding by hand or run terraform destroy again.")
 			return
 		}
 	}

@@ -197,6 +197,7 @@ func (p *varnishgwProvider) Resources(context.Context) []func() resource.Resourc
 	return []func() resource.Resource{
 		NewGatewayClassResource,
 		NewHTTPRouteResource,
+		NewGatewayResource,
 	}
 }
 
