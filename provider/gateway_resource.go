@@ -118,7 +118,9 @@ func (r *gatewayResource) Schema(_ context.Context, _ resource.SchemaRequest, re
 			"chaperone running varnishd with the ghost VMOD), a Service with one port per distinct listener port, and " +
 			"a PodDisruptionBudget. VCL changes are hot-reloaded by the pods; only changes to what varnishd reads at " +
 			"start (image, ports, storage, parameters, mode) roll the pods. The provider sets the Gateway's Accepted " +
-			"condition, listener status and addresses; the gateway pods set Programmed.",
+			"condition, listener status and addresses; the gateway pods set Programmed. The GatewayClass parameters are " +
+			"read when the gateway is planned and applied: a class changed in the same apply reaches its gateways with the " +
+			"next apply, whose plan shows the update.",
 		Attributes: map[string]schema.Attribute{
 			"id": schema.StringAttribute{
 				Computed:      true,
@@ -282,14 +284,14 @@ func (r *gatewayResource) Schema(_ context.Context, _ resource.SchemaRequest, re
 			},
 			"main_vcl_sha256": schema.StringAttribute{
 				Computed: true,
-				Description: "The SHA-256 of the rendered main.vcl (ghost preamble, class VCL, gateway VCL). It is computed " +
-					"at plan time from the GatewayClass as it is then, so a change of the class's VCL shows as an update of its gateways.",
+				Description: "The SHA-256 of the rendered main.vcl (ghost preamble, class VCL, gateway VCL) in the VCL ConfigMap. " +
+					"When the class's VCL has changed, the gateway's plan shows an update.",
 			},
 			"start_hash": schema.StringAttribute{
 				Computed: true,
 				Description: "The hash of what the pods read at start (the pod template annotation " + StartHashAnnotation +
-					"); when it changes the pods are rolled. It is computed at plan time from the GatewayClass as it is then, " +
-					"so a change of the class's image, storage, parameters or log level shows as an update of its gateways.",
+					"); when it changes the pods are rolled. When the class's image, storage, parameters or log level have " +
+					"changed, the gateway's plan shows an update.",
 			},
 		},
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
 	"regexp"
 	"slices"
 	"strings"
@@ -359,6 +360,7 @@ func TestAccGatewayRBAC(t *testing.T) {
 	cp := accPreCheck(t)
 	ns := cp.Namespace(t)
 	backends := cp.Namespace(t)
+	moved := cp.Namespace(t)
 	class := "vgw-" + rand.String(6)
 	ctx := context.Background()
 	gw := routing.ObjectRef{Namespace: ns, Name: "edge"}
@@ -375,6 +377,7 @@ resource "varnishgw_http_route" "api" {
   rules = [{ backend_refs = [{ name = "api", namespace = %q, port = 80 }] }]
 }
 `, ns, backends)
+	routeMoved := strings.Replace(route, fmt.Sprintf("namespace = %q, port = 80", backends), fmt.Sprintf("namespace = %q, port = 80", moved), 1)
 
 	var kube kubernetes.Interface
 	var gwc gatewayclient.Interface
@@ -477,18 +480,33 @@ resource "varnishgw_http_route" "api" {
 				},
 			},
 			{
+				// The backend moved to another namespace: the binding moves.
+				Config: routeMoved,
+				Check: func(*terraform.State) error {
+					if !can(moved, "list", "discovery.k8s.io", "endpointslices", "") {
+						return fmt.Errorf("cannot list EndpointSlices in %s, where the backend moved", moved)
+					}
+					if can(backends, "list", "discovery.k8s.io", "endpointslices", "") {
+						return fmt.Errorf("may still list EndpointSlices in %s, which the route no longer references", backends)
+					}
+					return nil
+				},
+			},
+			{
 				// The route gone: its binding is gone too.
 				Config: base,
 				Check: func(*terraform.State) error {
-					if can(backends, "list", "discovery.k8s.io", "endpointslices", "") {
-						return fmt.Errorf("may still list EndpointSlices in %s after the route was destroyed", backends)
+					if can(moved, "list", "discovery.k8s.io", "endpointslices", "") {
+						return fmt.Errorf("may still list EndpointSlices in %s after the route was destroyed", moved)
 					}
-					list, err := cp.Client.RbacV1().RoleBindings(backends).List(ctx, metav1.ListOptions{})
-					if err != nil {
-						return err
-					}
-					if len(list.Items) != 0 {
-						return fmt.Errorf("RoleBindings left in %s: %d", backends, len(list.Items))
+					for _, n := range []string{backends, moved} {
+						list, err := cp.Client.RbacV1().RoleBindings(n).List(ctx, metav1.ListOptions{})
+						if err != nil {
+							return err
+						}
+						if len(list.Items) != 0 {
+							return fmt.Errorf("RoleBindings left in %s: %d", n, len(list.Items))
+						}
 					}
 					return nil
 				},
@@ -601,4 +619,20 @@ func TestAccGatewayValidation(t *testing.T) {
 // space, as terraform wraps long error messages.
 func words(pattern string) *regexp.Regexp {
 	return regexp.MustCompile(strings.ReplaceAll(pattern, " ", `\s+`))
+}
+
+func TestAccGatewayExample(t *testing.T) {
+	cp := accPreCheck(t)
+	example, err := os.ReadFile("../examples/resources/varnishgw_gateway/resource.tf")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resource.Test(t, resource.TestCase{
+		ProtoV6ProviderFactories: protoV6ProviderFactories,
+		Steps: []resource.TestStep{{
+			Config:             providerBlock(cp) + string(example),
+			PlanOnly:           true,
+			ExpectNonEmptyPlan: true,
+		}},
+	})
 }
