@@ -200,10 +200,13 @@ func (r *gatewayResource) Schema(_ context.Context, _ resource.SchemaRequest, re
 					"hot-reloaded by the running pods without a restart; VCL that does not compile leaves the running VCL in place.",
 			},
 			"mode": schema.StringAttribute{
-				Optional:    true,
-				Computed:    true,
-				Default:     stringdefault.StaticString(modeSupervise),
-				Description: "How the pods run varnishd: supervise (the default), the chaperone runs varnishd as its child. Sidecar mode is not available yet.",
+				Optional: true,
+				Computed: true,
+				Default:  stringdefault.StaticString(modeSupervise),
+				Description: "How the pods run varnishd: supervise (the default), the chaperone container runs varnishd as its child; " +
+					"or sidecar, a varnish container runs varnishd and the chaperone container steers it, sharing the work dir and " +
+					"an admin secret (a Secret " + "the provider creates); its preStop hook calls the chaperone's /drain.",
+				Validators: []validator.String{stringvalidator.OneOf(modeSupervise, modeSidecar)},
 			},
 			"replicas": schema.Int64Attribute{
 				Optional:    true,
@@ -306,13 +309,6 @@ func (r *gatewayResource) ValidateConfig(ctx context.Context, req resource.Valid
 	var m gatewayModel
 	if d := req.Config.Get(ctx, &m); d.HasError() {
 		return // unknown values: checked at apply
-	}
-	if m.Mode.ValueString() == modeSidecar {
-		resp.Diagnostics.AddAttributeError(path.Root("mode"), "Unsupported gateway mode",
-			"mode = \"sidecar\" is not implemented by the provider yet; remove mode or set it to \"supervise\".")
-	} else if !m.Mode.IsNull() && !m.Mode.IsUnknown() && m.Mode.ValueString() != modeSupervise {
-		resp.Diagnostics.AddAttributeError(path.Root("mode"), "Invalid gateway mode",
-			fmt.Sprintf("mode = %q: use \"supervise\".", m.Mode.ValueString()))
 	}
 	for i, l := range m.Listeners {
 		if p := l.Protocol.ValueString(); !l.Protocol.IsNull() && !l.Protocol.IsUnknown() && p != "HTTP" {
@@ -730,6 +726,9 @@ func (c *clients) readGateway(ctx context.Context, m *gatewayModel) error {
 		}
 		m.Mode = types.StringValue(modeSupervise)
 		for _, ctr := range d.Spec.Template.Spec.Containers {
+			if ctr.Name == varnishName {
+				m.Resources = readResources(m.Resources, ctr.Resources)
+			}
 			if ctr.Name != chaperoneName {
 				continue
 			}
@@ -743,7 +742,9 @@ func (c *clients) readGateway(ctx context.Context, m *gatewayModel) error {
 					m.Mode = types.StringValue(v)
 				}
 			}
-			m.Resources = readResources(m.Resources, ctr.Resources)
+			if m.Mode.ValueString() != modeSidecar {
+				m.Resources = readResources(m.Resources, ctr.Resources)
+			}
 		}
 	case apierrors.IsNotFound(err):
 		m.Replicas = types.Int64Null() // shows as a change: the next apply recreates it

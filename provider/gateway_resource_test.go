@@ -575,7 +575,7 @@ func TestAccGatewayValidation(t *testing.T) {
 	cp := accPreCheck(t)
 	for _, tc := range []struct{ name, body, want string }{
 		{"https", `listeners = [{ name = "https", port = 443, protocol = "HTTPS" }]`, `Varnish 7.1 has no TLS`},
-		{"sidecar", `listeners = [{ name = "http", port = 80 }]` + "\nmode = \"sidecar\"", `sidecar" is not implemented by the provider yet`},
+		{"bad mode", `listeners = [{ name = "http", port = 80 }]` + "\nmode = \"daemon\"", `value must be one of: \["supervise" "sidecar"\]`},
 		{"duplicate listener", `listeners = [{ name = "a", port = 80 }, { name = "a", port = 81 }]`, `Duplicate value: "a"`},
 		{"bad quantity", `listeners = [{ name = "a", port = 80 }]` + "\nresources = { limits = { memory = \"lots\" } }", `resources.limits\["memory"\] = "lots" is not a Kubernetes quantity`},
 		{"bad pdb", `listeners = [{ name = "a", port = 80 }]` + "\npdb_max_unavailable = \"half\"", `must be a whole number such as 1 or a percentage`},
@@ -634,5 +634,132 @@ func TestAccGatewayExample(t *testing.T) {
 			PlanOnly:           true,
 			ExpectNonEmptyPlan: true,
 		}},
+	})
+}
+
+// TestAccGatewaySidecar checks sidecar mode: a varnish container running
+// varnishd as docs/chaperone.md describes, the chaperone steering it, the
+// shared admin Secret kept across applies, and the switch back to
+// supervise mode.
+func TestAccGatewaySidecar(t *testing.T) {
+	cp := accPreCheck(t)
+	ns := cp.Namespace(t)
+	class := "vgw-" + rand.String(6)
+	ctx := context.Background()
+	gw := routing.ObjectRef{Namespace: ns, Name: "edge"}
+	listeners := `  listeners = [{ name = "http", port = 8080 }, { name = "admin", port = 8080, hostname = "admin.example.com" }, { name = "alt", port = 9090 }]` + "\n"
+	cfg := func(body string) string {
+		return gatewayConfig(cp, ns, class, `  varnishd_params = { thread_pool_min = "20" }`, listeners+body)
+	}
+	var secret []byte
+	resource.Test(t, resource.TestCase{
+		ProtoV6ProviderFactories: protoV6ProviderFactories,
+		CheckDestroy: func(*terraform.State) error {
+			if _, err := cp.Client.CoreV1().Secrets(ns).Get(ctx, adminSecretName(gw), metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+				return fmt.Errorf("admin Secret after destroy: %v, want NotFound", err)
+			}
+			return nil
+		},
+		Steps: []resource.TestStep{
+			{
+				Config: cfg(`  mode = "sidecar"` + "\n" + `  resources = { limits = { memory = "1Gi" } }`),
+				Check: func(*terraform.State) error {
+					d, err := getDeployment(cp, gw)
+					if err != nil {
+						return err
+					}
+					pod := d.Spec.Template.Spec
+					if len(pod.Containers) != 2 || pod.Containers[0].Name != "varnish" || pod.Containers[1].Name != "chaperone" {
+						return fmt.Errorf("containers = %d, want varnish and chaperone", len(pod.Containers))
+					}
+					varnish, chap := pod.Containers[0], pod.Containers[1]
+					wantVarnishd := "-F -n /var/lib/varnishgw/varnishd -a port-8080=:8080 -a port-9090=:9090 -a ghost-admin=127.0.0.1:6084 " +
+						"-M 127.0.0.1:6082 -S /etc/varnishgw/secret/secret -f /etc/varnishgw/boot/boot.vcl -s " + DefaultStorage + " -p thread_pool_min=20"
+					if got := strings.Join(varnish.Args, " "); got != wantVarnishd || len(varnish.Command) != 1 || varnish.Command[0] != "/usr/sbin/varnishd" {
+						return fmt.Errorf("varnish container runs %q %q, want varnishd %q", varnish.Command, got, wantVarnishd)
+					}
+					if varnish.Lifecycle == nil || varnish.Lifecycle.PreStop == nil || varnish.Lifecycle.PreStop.HTTPGet == nil ||
+						varnish.Lifecycle.PreStop.HTTPGet.Path != "/drain" || varnish.Lifecycle.PreStop.HTTPGet.Port.IntValue() != 9091 {
+						return fmt.Errorf("varnish preStop = %+v, want httpGet :9091/drain", varnish.Lifecycle)
+					}
+					if q := varnish.Resources.Limits.Memory(); q.String() != "1Gi" {
+						return fmt.Errorf("varnish memory limit = %s, want 1Gi", q)
+					}
+					for _, want := range []string{"--mode=sidecar", "--secret-file=/etc/varnishgw/secret/secret", "--workdir=/var/lib/varnishgw/varnishd", "--routing=kubernetes", "--vcl="} {
+						if !slices.Contains(chap.Args, want) {
+							return fmt.Errorf("chaperone args %q lack %q", chap.Args, want)
+						}
+					}
+					mounts := func(c corev1.Container) (out []string) {
+						for _, m := range c.VolumeMounts {
+							out = append(out, m.Name+":"+m.MountPath)
+						}
+						return out
+					}
+					for _, m := range []string{"state:/var/lib/varnishgw", "admin-secret:/etc/varnishgw/secret"} {
+						if !slices.Contains(mounts(varnish), m) || !slices.Contains(mounts(chap), m) {
+							return fmt.Errorf("volume mount %s not shared: varnish %v, chaperone %v", m, mounts(varnish), mounts(chap))
+						}
+					}
+					cm, err := cp.Client.CoreV1().ConfigMaps(ns).Get(ctx, routing.VCLConfigMapName(gw), metav1.GetOptions{})
+					if err != nil {
+						return err
+					}
+					if !strings.Contains(cm.Data["boot.vcl"], "varnishgw: starting") {
+						return fmt.Errorf("boot.vcl = %q", cm.Data["boot.vcl"])
+					}
+					sec, err := cp.Client.CoreV1().Secrets(ns).Get(ctx, adminSecretName(gw), metav1.GetOptions{})
+					if err != nil {
+						return err
+					}
+					if len(sec.Data["secret"]) < 32 {
+						return fmt.Errorf("admin secret is %d bytes", len(sec.Data["secret"]))
+					}
+					secret = sec.Data["secret"]
+					return nil
+				},
+			},
+			{
+				ResourceName:            "varnishgw_gateway.test",
+				ImportState:             true,
+				ImportStateId:           ns + "/edge",
+				ImportStateVerify:       true,
+				ImportStateVerifyIgnore: []string{"wait_for_rollout"},
+			},
+			{
+				// Another apply keeps the admin secret (no pod roll).
+				Config: cfg(`  mode = "sidecar"` + "\n" + `  resources = { limits = { memory = "1Gi" } }` + "\n  vcl = \"sub vcl_deliver { }\""),
+				Check: func(*terraform.State) error {
+					sec, err := cp.Client.CoreV1().Secrets(ns).Get(ctx, adminSecretName(gw), metav1.GetOptions{})
+					if err != nil {
+						return err
+					}
+					if string(sec.Data["secret"]) != string(secret) {
+						return fmt.Errorf("an apply changed the admin secret")
+					}
+					return nil
+				},
+			},
+			{
+				// Back to supervise: one container, no Secret.
+				Config: cfg(""),
+				Check: func(*terraform.State) error {
+					d, err := getDeployment(cp, gw)
+					if err != nil {
+						return err
+					}
+					if n := len(d.Spec.Template.Spec.Containers); n != 1 || d.Spec.Template.Spec.Containers[0].Name != "chaperone" {
+						return fmt.Errorf("%d containers after the switch to supervise, want the chaperone only", n)
+					}
+					if !slices.Contains(d.Spec.Template.Spec.Containers[0].Args, "--listen=8080,9090") {
+						return fmt.Errorf("chaperone args = %q, want --listen=8080,9090", d.Spec.Template.Spec.Containers[0].Args)
+					}
+					if _, err := cp.Client.CoreV1().Secrets(ns).Get(ctx, adminSecretName(gw), metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+						return fmt.Errorf("admin Secret in supervise mode: %v, want NotFound", err)
+					}
+					return nil
+				},
+			},
+		},
 	})
 }

@@ -2,6 +2,7 @@ package provider
 
 import (
 	"context"
+	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -29,6 +30,7 @@ import (
 
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/mainvcl"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/routing"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/varnishd"
 )
 
 // The layout of a gateway pod.
@@ -48,6 +50,17 @@ const (
 	healthPortName   = "health"
 	preStopSleep     = 5  // seconds for endpoints to drop the pod before the drain starts
 	graceAfterDrain  = 30 // seconds of terminationGracePeriodSeconds beyond the drain timeout
+	varnishName      = "varnish"
+	workDir          = stateDir + "/varnishd"
+	secretVolume     = "admin-secret"
+	secretDir        = "/etc/varnishgw/secret"
+	secretKey        = "secret"
+	bootVolume       = "boot-vcl"
+	bootDir          = "/etc/varnishgw/boot"
+	bootVCLKey       = "boot.vcl"
+	varnishdBin      = "/usr/sbin/varnishd"
+	adminAddr        = "127.0.0.1:6082"
+	ghostAdminAddr   = "127.0.0.1:6084"
 	modeSupervise    = "supervise"
 	modeSidecar      = "sidecar"
 	rolloutPollEvery = time.Second
@@ -138,12 +151,16 @@ func (s *runtimeSpec) chaperoneArgs() []string {
 		"--routing=kubernetes",
 		"--gateway=" + s.gw.String(),
 		"--vcl=",
-		"--listen=" + strings.Join(ports, ","),
 		"--ghost-json=" + mainvcl.GhostJSON,
-		"--storage=" + s.class.storage,
 	}
-	for _, k := range slices.Sorted(maps.Keys(s.class.params)) {
-		args = append(args, "--param="+k+"="+s.class.params[k])
+	if s.mode == modeSidecar {
+		// varnishd runs in the varnish container (varnishdArgs).
+		args = append(args, "--mode=sidecar", "--secret-file="+secretDir+"/"+secretKey, "--workdir="+workDir)
+	} else {
+		args = append(args, "--listen="+strings.Join(ports, ","), "--storage="+s.class.storage)
+		for _, k := range slices.Sorted(maps.Keys(s.class.params)) {
+			args = append(args, "--param="+k+"="+s.class.params[k])
+		}
 	}
 	return append(args,
 		"--log-level="+s.class.logLevel,
@@ -152,14 +169,36 @@ func (s *runtimeSpec) chaperoneArgs() []string {
 	)
 }
 
+// varnishdArgs is the command line of varnishd in the varnish container
+// of sidecar mode: the sockets, admin connection, secret and boot VCL the
+// chaperone expects (docs/chaperone.md, "sidecar").
+func (s *runtimeSpec) varnishdArgs() []string {
+	cfg := varnishd.Config{WorkDir: workDir, GhostAdminAddr: ghostAdminAddr, Storage: []string{s.class.storage}}
+	for _, p := range s.ports {
+		cfg.Listeners = append(cfg.Listeners, varnishd.Listener{Name: routing.SocketName(gatewayv1.PortNumber(p)), Addr: fmt.Sprintf(":%d", p)})
+	}
+	for _, k := range slices.Sorted(maps.Keys(s.class.params)) {
+		cfg.Params = append(cfg.Params, k+"="+s.class.params[k])
+	}
+	return varnishd.Args(cfg, adminAddr, secretDir+"/"+secretKey, bootDir+"/"+bootVCLKey)
+}
+
+// adminSecretName is the Secret that holds the varnishd admin secret
+// shared by the two containers of sidecar mode.
+func adminSecretName(gw routing.ObjectRef) string { return routing.RuntimeName(gw) + "-admin" }
+
 // startHash is the sha256 of what varnishd and the chaperone read at start:
 // the image, the mode and the command line (ports, storage, parameters, log
 // level, drain timeout). Not the VCL, which the chaperone hot-reloads.
 func (s *runtimeSpec) startHash() string {
+	var varnishdArgs []string
+	if s.mode == modeSidecar {
+		varnishdArgs = s.varnishdArgs()
+	}
 	b, _ := json.Marshal(struct {
-		Image, Mode string
-		Args        []string
-	}{s.class.image, s.mode, s.chaperoneArgs()})
+		Image, Mode        string
+		Args, VarnishdArgs []string
+	}{s.class.image, s.mode, s.chaperoneArgs(), varnishdArgs})
 	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:])
 }
@@ -213,7 +252,7 @@ func (c *clients) applyRuntime(ctx context.Context, s *runtimeSpec) error {
 		return fmt.Errorf("apply ClusterRole %s: %w", routing.BackendClusterRoleName(s.gw), err)
 	}
 
-	data := map[string]string{routing.VCLDataKey: s.mainVCL()}
+	data := map[string]string{routing.VCLDataKey: s.mainVCL(), bootVCLKey: varnishd.BootVCL}
 	if s.gatewayVCL != nil {
 		data[gatewayVCLKey] = *s.gatewayVCL
 	}
@@ -235,6 +274,9 @@ func (c *clients) applyRuntime(ctx context.Context, s *runtimeSpec) error {
 		return fmt.Errorf("apply Service %s/%s: %w", ns, name, err)
 	}
 
+	if err := c.ensureAdminSecret(ctx, s); err != nil {
+		return err
+	}
 	if _, err := c.kube.AppsV1().Deployments(ns).Apply(ctx, s.deployment(), opts); err != nil {
 		return fmt.Errorf("apply Deployment %s/%s: %w", ns, name, err)
 	}
@@ -248,8 +290,41 @@ func (c *clients) applyRuntime(ctx context.Context, s *runtimeSpec) error {
 	return nil
 }
 
-// deployment is the gateway's Deployment in supervise mode: one chaperone
-// container that runs varnishd as its child.
+// ensureAdminSecret creates, in sidecar mode, the Secret with the admin
+// secret of varnishd (32 random bytes, hex encoded) unless it exists: it is
+// not rewritten, so applies do not roll the pods. In supervise mode the
+// chaperone makes a secret of its own and the Secret is not needed.
+func (c *clients) ensureAdminSecret(ctx context.Context, s *runtimeSpec) error {
+	ns, name := s.gw.Namespace, adminSecretName(s.gw)
+	if s.mode != modeSidecar {
+		old, err := c.kube.CoreV1().Secrets(ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil || old.Labels[routing.GatewayNamespaceLabel] != ns || old.Labels["app.kubernetes.io/managed-by"] != managedLabels["app.kubernetes.io/managed-by"] {
+			return nil // none, or not ours
+		}
+		err = c.kube.CoreV1().Secrets(ns).Delete(ctx, name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &old.UID}})
+		if err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("delete Secret %s/%s, which supervise mode does not use: %w", ns, name, err)
+		}
+		return nil
+	}
+	buf := make([]byte, 32)
+	if _, err := rand.Read(buf); err != nil {
+		return fmt.Errorf("make the varnishd admin secret: %w", err)
+	}
+	sec := &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: runtimeLabels(s.gw)},
+		Data:       map[string][]byte{secretKey: []byte(hex.EncodeToString(buf) + "\n")},
+	}
+	if _, err := c.kube.CoreV1().Secrets(ns).Create(ctx, sec, metav1.CreateOptions{FieldManager: FieldManager}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("create Secret %s/%s with the varnishd admin secret: %w", ns, name, err)
+	}
+	return nil
+}
+
+// deployment is the gateway's Deployment. In supervise mode one chaperone
+// container runs varnishd as its child; in sidecar mode a varnish
+// container runs varnishd and the chaperone steers it through the admin
+// connection, sharing the work dir (and ghost.json) and the admin secret.
 func (s *runtimeSpec) deployment() *appsv1apply.DeploymentApplyConfiguration {
 	name, ns := s.name(), s.gw.Namespace
 	ctr := corev1apply.Container().
@@ -278,6 +353,49 @@ func (s *runtimeSpec) deployment() *appsv1apply.DeploymentApplyConfiguration {
 		}
 		ctr.WithResources(rr)
 	}
+	containers := []*corev1apply.ContainerApplyConfiguration{ctr}
+	volumes := []*corev1apply.VolumeApplyConfiguration{
+		corev1apply.Volume().WithName(stateVolume).WithEmptyDir(corev1apply.EmptyDirVolumeSource()),
+	}
+	if s.mode == modeSidecar {
+		// The listener ports and the drain move to the varnish container.
+		ctr.Ports = ctr.Ports[len(ctr.Ports)-1:]
+		ctr.Lifecycle = nil
+		ctr.Resources = nil
+		secretMount := corev1apply.VolumeMount().WithName(secretVolume).WithMountPath(secretDir).WithReadOnly(true)
+		ctr.WithVolumeMounts(secretMount)
+		varnish := corev1apply.Container().
+			WithName(varnishName).
+			WithImage(s.class.image).
+			WithCommand(varnishdBin).
+			WithArgs(s.varnishdArgs()...).
+			WithVolumeMounts(
+				corev1apply.VolumeMount().WithName(stateVolume).WithMountPath(stateDir),
+				secretMount,
+				corev1apply.VolumeMount().WithName(bootVolume).WithMountPath(bootDir).WithReadOnly(true)).
+			WithLifecycle(corev1apply.Lifecycle().WithPreStop(corev1apply.LifecycleHandler().
+				WithHTTPGet(corev1apply.HTTPGetAction().WithPath("/drain").WithPort(intstr.FromInt32(healthPort)))))
+		for _, p := range s.ports {
+			varnish.WithPorts(corev1apply.ContainerPort().WithName(routing.SocketName(gatewayv1.PortNumber(p))).
+				WithContainerPort(p).WithProtocol(corev1.ProtocolTCP))
+		}
+		if len(s.requests) > 0 || len(s.limits) > 0 {
+			rr := corev1apply.ResourceRequirements()
+			if len(s.requests) > 0 {
+				rr.WithRequests(s.requests)
+			}
+			if len(s.limits) > 0 {
+				rr.WithLimits(s.limits)
+			}
+			varnish.WithResources(rr)
+		}
+		containers = []*corev1apply.ContainerApplyConfiguration{varnish, ctr}
+		volumes = append(volumes,
+			corev1apply.Volume().WithName(secretVolume).WithSecret(corev1apply.SecretVolumeSource().
+				WithSecretName(adminSecretName(s.gw)).WithDefaultMode(0o400)),
+			corev1apply.Volume().WithName(bootVolume).WithConfigMap(corev1apply.ConfigMapVolumeSource().
+				WithName(routing.VCLConfigMapName(s.gw)).WithItems(corev1apply.KeyToPath().WithKey(bootVCLKey).WithPath(bootVCLKey))))
+	}
 	pod := corev1apply.PodTemplateSpec().
 		WithLabels(routing.RuntimeLabels(s.gw)).
 		WithAnnotations(map[string]string{StartHashAnnotation: s.startHash()}).
@@ -285,8 +403,8 @@ func (s *runtimeSpec) deployment() *appsv1apply.DeploymentApplyConfiguration {
 			WithServiceAccountName(name).
 			WithAutomountServiceAccountToken(true).
 			WithTerminationGracePeriodSeconds(s.drainTimeout + preStopSleep + graceAfterDrain).
-			WithContainers(ctr).
-			WithVolumes(corev1apply.Volume().WithName(stateVolume).WithEmptyDir(corev1apply.EmptyDirVolumeSource())))
+			WithContainers(containers...).
+			WithVolumes(volumes...))
 	return appsv1apply.Deployment(name, ns).WithLabels(runtimeLabels(s.gw)).WithSpec(appsv1apply.DeploymentSpec().
 		WithReplicas(s.replicas).
 		WithSelector(metav1apply.LabelSelector().WithMatchLabels(routing.RuntimeLabels(s.gw))).
@@ -489,6 +607,13 @@ func (c *clients) deleteRuntime(ctx context.Context, gw routing.ObjectRef) error
 			},
 			func(o metav1.DeleteOptions) error {
 				return c.kube.RbacV1().ClusterRoles().Delete(ctx, routing.BackendClusterRoleName(gw), o)
+			}},
+		{"Secret " + ns + "/" + adminSecretName(gw),
+			func() (metav1.Object, error) {
+				return c.kube.CoreV1().Secrets(ns).Get(ctx, adminSecretName(gw), metav1.GetOptions{})
+			},
+			func(o metav1.DeleteOptions) error {
+				return c.kube.CoreV1().Secrets(ns).Delete(ctx, adminSecretName(gw), o)
 			}},
 		{"ServiceAccount " + ns + "/" + name,
 			func() (metav1.Object, error) {
