@@ -450,11 +450,13 @@ func (m *gatewayModel) runtimeSpec(class *classDefaults) (*runtimeSpec, error) {
 	return s, nil
 }
 
-// ModifyPlan shows a change of the GatewayClass as an update of the
-// gateway: when the plan has no other change (start_hash and
-// main_vcl_sha256 still hold the state's values) but the class as the
-// cluster has it now gives other hashes, they and the other computed
-// attributes become unknown, so the gateway is updated. Known values are
+// ModifyPlan shows a change of the GatewayClass, and out-of-band changes
+// of runtime objects that no attribute reflects (a deleted Role, edited
+// container arguments), as an update of the gateway: when the plan has no
+// other change (start_hash and main_vcl_sha256 still hold the state's
+// values) but the class as the cluster has it now gives other hashes, or
+// the runtime differs, they and the other computed attributes become
+// unknown, so the gateway is updated. Known values are
 // never planned: the class may change in the same apply, and apply
 // computes them.
 func (r *gatewayResource) ModifyPlan(ctx context.Context, req resource.ModifyPlanRequest, resp *resource.ModifyPlanResponse) {
@@ -477,7 +479,16 @@ func (r *gatewayResource) ModifyPlan(ctx context.Context, req resource.ModifyPla
 		return
 	}
 	if plan.StartHash.ValueString() == spec.startHash() && plan.MainVCLSHA256.ValueString() == spec.mainVCLHash() {
-		return
+		drift, err := r.c.runtimeDrift(ctx, spec)
+		if err != nil {
+			resp.Diagnostics.AddWarning("Check the gateway runtime", err.Error()+"\nThe plan may miss changes made outside Terraform.")
+			return
+		}
+		if drift == "" {
+			return
+		}
+		resp.Diagnostics.AddWarning("The gateway runtime changed outside Terraform",
+			fmt.Sprintf("Gateway %s: %s. The next apply restores it.", spec.gw, drift))
 	}
 	for a, v := range map[string]attr.Value{
 		"start_hash":               types.StringUnknown(),

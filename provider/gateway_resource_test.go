@@ -12,8 +12,10 @@ import (
 	"time"
 
 	"github.com/hashicorp/terraform-plugin-testing/helper/resource"
+	"github.com/hashicorp/terraform-plugin-testing/knownvalue"
 	"github.com/hashicorp/terraform-plugin-testing/plancheck"
 	"github.com/hashicorp/terraform-plugin-testing/terraform"
+	"github.com/hashicorp/terraform-plugin-testing/tfjsonpath"
 	appsv1 "k8s.io/api/apps/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -317,12 +319,55 @@ func TestAccGateway(t *testing.T) {
 				},
 				Config: gatewayConfig(cp, ns, class, `  varnishd_params = { thread_pool_min = "20" }`+"\n  storage = \"malloc,512m\"", twoListeners+`  vcl = "sub vcl_deliver { set resp.http.x-v = \"2\"; }"`),
 				ConfigPlanChecks: resource.ConfigPlanChecks{
-					PreApply: []plancheck.PlanCheck{plancheck.ExpectResourceAction(addr, plancheck.ResourceActionUpdate)},
+					PreApply: []plancheck.PlanCheck{
+						plancheck.ExpectResourceAction(addr, plancheck.ResourceActionUpdate),
+						plancheck.ExpectKnownValue(addr, tfjsonpath.New("replicas"), knownvalue.Int64Exact(1)),
+					},
 				},
 				Check: func(*terraform.State) error {
 					d, err := getDeployment(cp, gw)
 					if err != nil {
 						return err
+					}
+					g, err := cp.Gateway.GatewayV1().Gateways(ns).Get(ctx, "edge", metav1.GetOptions{})
+					if err != nil {
+						return err
+					}
+					if *d.Spec.Replicas != 1 || g.Spec.Listeners[1].Port != 9090 {
+						return fmt.Errorf("replicas %d, port %d after apply: want the drift corrected to 1 and 9090", *d.Spec.Replicas, g.Spec.Listeners[1].Port)
+					}
+					return nil
+				},
+			},
+			{
+				// Drift no attribute shows: a deleted Role, an edited image.
+				PreConfig: func() {
+					if err := cp.Client.RbacV1().Roles(ns).Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
+						t.Fatal(err)
+					}
+					d, err := getDeployment(cp, gw)
+					if err != nil {
+						t.Fatal(err)
+					}
+					d.Spec.Template.Spec.Containers[0].Image = "example.com/other:1"
+					if _, err := cp.Client.AppsV1().Deployments(ns).Update(ctx, d, metav1.UpdateOptions{}); err != nil {
+						t.Fatal(err)
+					}
+				},
+				Config: gatewayConfig(cp, ns, class, `  varnishd_params = { thread_pool_min = "20" }`+"\n  storage = \"malloc,512m\"", twoListeners+`  vcl = "sub vcl_deliver { set resp.http.x-v = \"2\"; }"`),
+				ConfigPlanChecks: resource.ConfigPlanChecks{
+					PreApply: []plancheck.PlanCheck{plancheck.ExpectResourceAction(addr, plancheck.ResourceActionUpdate)},
+				},
+				Check: func(*terraform.State) error {
+					if _, err := cp.Client.RbacV1().Roles(ns).Get(ctx, name, metav1.GetOptions{}); err != nil {
+						return fmt.Errorf("Role not restored: %v", err)
+					}
+					d, err := getDeployment(cp, gw)
+					if err != nil {
+						return err
+					}
+					if d.Spec.Template.Spec.Containers[0].Image != DefaultImage {
+						return fmt.Errorf("image = %q, want the drift corrected", d.Spec.Template.Spec.Containers[0].Image)
 					}
 					if *d.Spec.Replicas != 1 {
 						return fmt.Errorf("replicas after apply = %d, want the drift corrected to 1", *d.Spec.Replicas)

@@ -15,6 +15,8 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -216,6 +218,106 @@ func sha256Hex(s string) string {
 	return hex.EncodeToString(sum[:])
 }
 
+// roleRules are the chaperone's rights in the Gateway's namespace
+// (docs/routing-sync.md): read ConfigMaps, read its own Gateway, patch its
+// own Gateway's status.
+func roleRules(gw routing.ObjectRef) []rbacv1.PolicyRule {
+	return []rbacv1.PolicyRule{
+		{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"get", "list", "watch"}},
+		{APIGroups: []string{gatewayv1.GroupName}, Resources: []string{"gateways"}, ResourceNames: []string{gw.Name}, Verbs: []string{"get", "list", "watch"}},
+		{APIGroups: []string{gatewayv1.GroupName}, Resources: []string{"gateways/status"}, ResourceNames: []string{gw.Name}, Verbs: []string{"get", "patch"}},
+	}
+}
+
+// backendRules are the rules of the backend ClusterRole, which routes
+// bind in the namespaces of their backends.
+var backendRules = []rbacv1.PolicyRule{
+	{APIGroups: []string{""}, Resources: []string{"services"}, Verbs: []string{"get", "list", "watch"}},
+	{APIGroups: []string{"discovery.k8s.io"}, Resources: []string{"endpointslices"}, Verbs: []string{"get", "list", "watch"}},
+	{APIGroups: []string{gatewayv1.GroupName}, Resources: []string{"referencegrants"}, Verbs: []string{"get", "list", "watch"}},
+}
+
+func policyRulesApply(rules []rbacv1.PolicyRule) []*rbacv1apply.PolicyRuleApplyConfiguration {
+	out := make([]*rbacv1apply.PolicyRuleApplyConfiguration, len(rules))
+	for i, r := range rules {
+		out[i] = rbacv1apply.PolicyRule().WithAPIGroups(r.APIGroups...).WithResources(r.Resources...).WithVerbs(r.Verbs...)
+		if len(r.ResourceNames) > 0 {
+			out[i].WithResourceNames(r.ResourceNames...)
+		}
+	}
+	return out
+}
+
+// runtimeDrift compares the runtime objects in the cluster with s and
+// says what differs: a missing object, changed RBAC rules, changed
+// containers or Service ports. Empty when the runtime is intact.
+func (c *clients) runtimeDrift(ctx context.Context, s *runtimeSpec) (string, error) {
+	ns, name := s.gw.Namespace, s.name()
+	missing := func(what string, err error) (string, error) {
+		if apierrors.IsNotFound(err) {
+			return what + " is missing", nil
+		}
+		return "", fmt.Errorf("get %s: %w", what, err)
+	}
+	if _, err := c.kube.CoreV1().ServiceAccounts(ns).Get(ctx, name, metav1.GetOptions{}); err != nil {
+		return missing("ServiceAccount "+ns+"/"+name, err)
+	}
+	role, err := c.kube.RbacV1().Roles(ns).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return missing("Role "+ns+"/"+name, err)
+	}
+	if !equality.Semantic.DeepEqual(role.Rules, roleRules(s.gw)) {
+		return "the rules of Role " + ns + "/" + name + " changed", nil
+	}
+	rb, err := c.kube.RbacV1().RoleBindings(ns).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return missing("RoleBinding "+ns+"/"+name, err)
+	}
+	if rb.RoleRef.Name != name || len(rb.Subjects) != 1 || rb.Subjects[0].Name != name || rb.Subjects[0].Namespace != ns {
+		return "RoleBinding " + ns + "/" + name + " changed", nil
+	}
+	cr, err := c.kube.RbacV1().ClusterRoles().Get(ctx, routing.BackendClusterRoleName(s.gw), metav1.GetOptions{})
+	if err != nil {
+		return missing("ClusterRole "+routing.BackendClusterRoleName(s.gw), err)
+	}
+	if !equality.Semantic.DeepEqual(cr.Rules, backendRules) {
+		return "the rules of ClusterRole " + cr.Name + " changed", nil
+	}
+	d, err := c.kube.AppsV1().Deployments(ns).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return missing("Deployment "+ns+"/"+name, err)
+	}
+	want := map[string][]string{chaperoneName: s.chaperoneArgs()}
+	if s.mode == modeSidecar {
+		want[varnishName] = s.varnishdArgs()
+	}
+	if len(d.Spec.Template.Spec.Containers) != len(want) || d.Spec.Template.Spec.ServiceAccountName != name {
+		return "the pod template of Deployment " + ns + "/" + name + " changed", nil
+	}
+	for _, ctr := range d.Spec.Template.Spec.Containers {
+		if args, ok := want[ctr.Name]; !ok || ctr.Image != s.class.image || !slices.Equal(ctr.Args, args) {
+			return "container " + ctr.Name + " of Deployment " + ns + "/" + name + " changed", nil
+		}
+	}
+	svc, err := c.kube.CoreV1().Services(ns).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return missing("Service "+ns+"/"+name, err)
+	}
+	var ports []int32
+	for _, p := range svc.Spec.Ports {
+		ports = append(ports, p.Port)
+	}
+	if !slices.Equal(ports, s.ports) || !equality.Semantic.DeepEqual(svc.Spec.Selector, routing.RuntimeLabels(s.gw)) {
+		return "the ports or selector of Service " + ns + "/" + name + " changed", nil
+	}
+	if s.mode == modeSidecar {
+		if _, err := c.kube.CoreV1().Secrets(ns).Get(ctx, adminSecretName(s.gw), metav1.GetOptions{}); err != nil {
+			return missing("Secret "+ns+"/"+adminSecretName(s.gw), err)
+		}
+	}
+	return "", nil
+}
+
 // applyRuntime writes the gateway's runtime: ServiceAccount, RBAC, the VCL
 // ConfigMap, Service, Deployment and PodDisruptionBudget.
 func (c *clients) applyRuntime(ctx context.Context, s *runtimeSpec) error {
@@ -227,13 +329,7 @@ func (c *clients) applyRuntime(ctx context.Context, s *runtimeSpec) error {
 		corev1apply.ServiceAccount(name, ns).WithLabels(lbl).WithAutomountServiceAccountToken(true), opts); err != nil {
 		return fmt.Errorf("apply ServiceAccount %s/%s: %w", ns, name, err)
 	}
-	role := rbacv1apply.Role(name, ns).WithLabels(lbl).WithRules(
-		rbacv1apply.PolicyRule().WithAPIGroups("").WithResources("configmaps").WithVerbs("get", "list", "watch"),
-		rbacv1apply.PolicyRule().WithAPIGroups(gatewayv1.GroupName).WithResources("gateways").
-			WithResourceNames(s.gw.Name).WithVerbs("get", "list", "watch"),
-		rbacv1apply.PolicyRule().WithAPIGroups(gatewayv1.GroupName).WithResources("gateways/status").
-			WithResourceNames(s.gw.Name).WithVerbs("get", "patch"),
-	)
+	role := rbacv1apply.Role(name, ns).WithLabels(lbl).WithRules(policyRulesApply(roleRules(s.gw))...)
 	if _, err := c.kube.RbacV1().Roles(ns).Apply(ctx, role, opts); err != nil {
 		return fmt.Errorf("apply Role %s/%s: %w", ns, name, err)
 	}
@@ -243,11 +339,7 @@ func (c *clients) applyRuntime(ctx context.Context, s *runtimeSpec) error {
 	if _, err := c.kube.RbacV1().RoleBindings(ns).Apply(ctx, rb, opts); err != nil {
 		return fmt.Errorf("apply RoleBinding %s/%s: %w", ns, name, err)
 	}
-	cr := rbacv1apply.ClusterRole(routing.BackendClusterRoleName(s.gw)).WithLabels(lbl).WithRules(
-		rbacv1apply.PolicyRule().WithAPIGroups("").WithResources("services").WithVerbs("get", "list", "watch"),
-		rbacv1apply.PolicyRule().WithAPIGroups("discovery.k8s.io").WithResources("endpointslices").WithVerbs("get", "list", "watch"),
-		rbacv1apply.PolicyRule().WithAPIGroups(gatewayv1.GroupName).WithResources("referencegrants").WithVerbs("get", "list", "watch"),
-	)
+	cr := rbacv1apply.ClusterRole(routing.BackendClusterRoleName(s.gw)).WithLabels(lbl).WithRules(policyRulesApply(backendRules)...)
 	if _, err := c.kube.RbacV1().ClusterRoles().Apply(ctx, cr, opts); err != nil {
 		return fmt.Errorf("apply ClusterRole %s: %w", routing.BackendClusterRoleName(s.gw), err)
 	}
