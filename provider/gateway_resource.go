@@ -724,7 +724,8 @@ func (c *clients) readGateway(ctx context.Context, m *gatewayModel) error {
 			m.VCL = types.StringNull()
 		}
 	case apierrors.IsNotFound(err):
-		m.VCL = types.StringValue("(the VCL ConfigMap is missing)")
+		// Keep vcl: main_vcl_sha256 becomes null, and the plan shows the
+		// update that writes the ConfigMap again.
 	default:
 		return fmt.Errorf("get ConfigMap %s/%s: %w", ns, routing.VCLConfigMapName(ref), err)
 	}

@@ -20,11 +20,14 @@ import (
 	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/rand"
+	metav1apply "k8s.io/client-go/applyconfigurations/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
+	gatewayv1apply "sigs.k8s.io/gateway-api/applyconfiguration/apis/v1"
 	gatewayclient "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned"
 
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/routing"
@@ -206,6 +209,15 @@ func TestAccGateway(t *testing.T) {
 			},
 			{
 				// VCL changed: the ConfigMap changes, the pod template does not.
+				// The chaperone's Programmed condition survives the apply.
+				PreConfig: func() {
+					programmed := gatewayv1apply.Gateway("edge", ns).WithStatus(gatewayv1apply.GatewayStatus().WithConditions(
+						metav1apply.Condition().WithType("Programmed").WithStatus(metav1.ConditionTrue).WithReason("Programmed").
+							WithMessage("by the chaperone").WithLastTransitionTime(metav1.Now()).WithObservedGeneration(1)))
+					if _, err := cp.Gateway.GatewayV1().Gateways(ns).ApplyStatus(ctx, programmed, metav1.ApplyOptions{FieldManager: "varnishgw-chaperone"}); err != nil {
+						t.Fatal(err)
+					}
+				},
 				Config: gatewayConfig(cp, ns, class, `  varnishd_params = { thread_pool_min = "20" }`, oneListener+`  vcl = "sub vcl_deliver { set resp.http.x-v = \"2\"; }"`),
 				ConfigPlanChecks: resource.ConfigPlanChecks{
 					PreApply: []plancheck.PlanCheck{plancheck.ExpectResourceAction(addr, plancheck.ResourceActionUpdate)},
@@ -213,6 +225,16 @@ func TestAccGateway(t *testing.T) {
 				Check: func(*terraform.State) error {
 					cm, err := cp.Client.CoreV1().ConfigMaps(ns).Get(ctx, routing.VCLConfigMapName(gw), metav1.GetOptions{})
 					if err != nil {
+						return err
+					}
+					g, err := cp.Gateway.GatewayV1().Gateways(ns).Get(ctx, "edge", metav1.GetOptions{})
+					if err != nil {
+						return err
+					}
+					if c := meta.FindStatusCondition(g.Status.Conditions, "Programmed"); c == nil || c.Message != "by the chaperone" {
+						return fmt.Errorf("the apply lost the chaperone's Programmed condition: %+v", g.Status.Conditions)
+					}
+					if err := checkGatewayAccepted(g); err != nil {
 						return err
 					}
 					if !strings.Contains(cm.Data[routing.VCLDataKey], `x-v = "2"`) {
@@ -340,9 +362,13 @@ func TestAccGateway(t *testing.T) {
 				},
 			},
 			{
-				// Drift no attribute shows: a deleted Role, an edited image.
+				// Drift no attribute shows: a deleted Role and VCL
+				// ConfigMap, an edited image.
 				PreConfig: func() {
 					if err := cp.Client.RbacV1().Roles(ns).Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
+						t.Fatal(err)
+					}
+					if err := cp.Client.CoreV1().ConfigMaps(ns).Delete(ctx, routing.VCLConfigMapName(gw), metav1.DeleteOptions{}); err != nil {
 						t.Fatal(err)
 					}
 					d, err := getDeployment(cp, gw)
@@ -361,6 +387,9 @@ func TestAccGateway(t *testing.T) {
 				Check: func(*terraform.State) error {
 					if _, err := cp.Client.RbacV1().Roles(ns).Get(ctx, name, metav1.GetOptions{}); err != nil {
 						return fmt.Errorf("Role not restored: %v", err)
+					}
+					if cm, err := cp.Client.CoreV1().ConfigMaps(ns).Get(ctx, routing.VCLConfigMapName(gw), metav1.GetOptions{}); err != nil || !strings.Contains(cm.Data[routing.VCLDataKey], `x-v = "2"`) {
+						return fmt.Errorf("VCL ConfigMap not restored: %v", err)
 					}
 					d, err := getDeployment(cp, gw)
 					if err != nil {
