@@ -117,8 +117,9 @@ func (r *httpRouteResource) Schema(_ context.Context, _ resource.SchemaRequest, 
 			"in snake_case. The provider validates the route at plan time as the gateways will apply it, writes the " +
 			"HTTPRoute with its status (Accepted, ResolvedRefs) for every parent Gateway whose GatewayClass is served " +
 			"by varnishgw, and stores what the route contributes to each such Gateway in a routing fragment ConfigMap " +
-			"in the Gateway's namespace, which the gateway pods load. The computed routing attribute shows that " +
-			"contribution in the plan.",
+			"in the Gateway's namespace, which the gateway pods load. In every namespace its backends live in, it writes a " +
+			"RoleBinding that lets each such Gateway's pods read Services, EndpointSlices and ReferenceGrants there, and " +
+			"removes it when no longer needed. The computed routing attribute shows that contribution in the plan.",
 		Attributes: map[string]schema.Attribute{
 			"id": schema.StringAttribute{
 				Computed:      true,
@@ -450,6 +451,10 @@ func (r *httpRouteResource) apply(ctx context.Context, m *httpRouteModel, oldPar
 		fail(action, err.Error())
 		return
 	}
+	if err := r.c.writeBackendBindings(ctx, live, frags, stale); err != nil {
+		fail(action, err.Error())
+		return
+	}
 	if err := r.c.writeStatus(ctx, live, frags); err != nil {
 		fail(action, err.Error())
 		return
@@ -536,6 +541,10 @@ func (r *httpRouteResource) Delete(ctx context.Context, req resource.DeleteReque
 	for _, gw := range gateways {
 		if err := r.c.deleteFragment(ctx, gw, routeRef); err != nil {
 			resp.Diagnostics.AddError("Delete the HTTP route", err.Error()+"\nDelete the ConfigMap by hand or run terraform destroy again.")
+			return
+		}
+		if err := r.c.pruneBackendBindings(ctx, gw, routeRef, nil); err != nil {
+			resp.Diagnostics.AddError("Delete the HTTP route", err.Error()+"\nDelete the RoleBinding by hand or run terraform destroy again.")
 			return
 		}
 	}

@@ -12,6 +12,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	corev1apply "k8s.io/client-go/applyconfigurations/core/v1"
+	rbacv1apply "k8s.io/client-go/applyconfigurations/rbac/v1"
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 	gatewayv1apply "sigs.k8s.io/gateway-api/applyconfiguration/apis/v1"
 
@@ -433,4 +434,105 @@ func (c *clients) applyRoute(ctx context.Context, route *gatewayv1.HTTPRoute, dr
 		opts.DryRun = []string{metav1.DryRunAll}
 	}
 	return c.gateway.GatewayV1().HTTPRoutes(route.Namespace).Apply(ctx, ac, opts)
+}
+
+// backendBindingLabel marks the RoleBindings a route writes so that the
+// chaperone of each parent Gateway can read the route's backends.
+const backendBindingLabel = "varnishgw.dev/backend-binding"
+
+// backendNamespaces are the namespaces of the Services the route's
+// backendRefs and mirror backends name.
+func backendNamespaces(route *gatewayv1.HTTPRoute) map[string]bool {
+	out := map[string]bool{}
+	add := func(ref gatewayv1.BackendObjectReference) {
+		if ref.Kind != nil && *ref.Kind != "Service" || ref.Group != nil && *ref.Group != "" {
+			return
+		}
+		ns := route.Namespace
+		if ref.Namespace != nil {
+			ns = string(*ref.Namespace)
+		}
+		out[ns] = true
+	}
+	for _, r := range route.Spec.Rules {
+		for _, b := range r.BackendRefs {
+			add(b.BackendObjectReference)
+		}
+		for _, f := range r.Filters {
+			if f.RequestMirror != nil {
+				add(f.RequestMirror.BackendRef)
+			}
+		}
+	}
+	return out
+}
+
+// writeBackendBindings writes, for every varnishgw parent Gateway of the
+// route (one per fragment) and every namespace its backends live in, the
+// RoleBinding routing.BackendRoleBindingName(gw, route) that binds the
+// Gateway's backend ClusterRole to its ServiceAccount there. It deletes
+// the route's bindings that are no longer needed: namespaces no longer
+// referenced, and Gateways in stale that are parents no more.
+func (c *clients) writeBackendBindings(ctx context.Context, route *gatewayv1.HTTPRoute, frags []*routing.Fragment, stale []routing.ObjectRef) error {
+	routeRef := routing.ObjectRef{Namespace: route.Namespace, Name: route.Name}
+	want := map[routing.ObjectRef]map[string]bool{}
+	namespaces := backendNamespaces(route)
+	for _, f := range frags {
+		want[f.Gateway] = namespaces
+		name := routing.BackendRoleBindingName(f.Gateway, routeRef)
+		lbl := routing.FragmentLabels(f.Gateway)
+		lbl[routing.GatewayNamespaceLabel] = f.Gateway.Namespace
+		lbl[backendBindingLabel] = "true"
+		for k, v := range managedLabels {
+			lbl[k] = v
+		}
+		for _, ns := range slices.Sorted(mapsKeys(namespaces)) {
+			rb := rbacv1apply.RoleBinding(name, ns).
+				WithLabels(lbl).
+				WithAnnotations(map[string]string{fragmentRouteAnnotation: routeRef.String()}).
+				WithRoleRef(rbacv1apply.RoleRef().WithAPIGroup("rbac.authorization.k8s.io").WithKind("ClusterRole").
+					WithName(routing.BackendClusterRoleName(f.Gateway))).
+				WithSubjects(rbacv1apply.Subject().WithKind("ServiceAccount").
+					WithName(routing.RuntimeName(f.Gateway)).WithNamespace(f.Gateway.Namespace))
+			if _, err := c.kube.RbacV1().RoleBindings(ns).Apply(ctx, rb, applyOptions()); err != nil {
+				return fmt.Errorf("apply RoleBinding %s/%s that lets Gateway %s read the backends of the route: %w", ns, name, f.Gateway, err)
+			}
+		}
+	}
+	gateways := map[routing.ObjectRef]bool{}
+	for _, gw := range stale {
+		gateways[gw] = true
+	}
+	for gw := range want {
+		gateways[gw] = true
+	}
+	for _, gw := range sortedRefs(gateways) {
+		if err := c.pruneBackendBindings(ctx, gw, routeRef, want[gw]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// pruneBackendBindings deletes the RoleBindings of route for gw in every
+// namespace not in keep, if they are the ones the route wrote.
+func (c *clients) pruneBackendBindings(ctx context.Context, gw, route routing.ObjectRef, keep map[string]bool) error {
+	name := routing.BackendRoleBindingName(gw, route)
+	list, err := c.kube.RbacV1().RoleBindings("").List(ctx, metav1.ListOptions{
+		FieldSelector: "metadata.name=" + name,
+		LabelSelector: backendBindingLabel + "=true",
+	})
+	if err != nil {
+		return fmt.Errorf("list the RoleBindings %s of the route for Gateway %s: %w", name, gw, err)
+	}
+	for _, rb := range list.Items {
+		if keep[rb.Namespace] || rb.Annotations[fragmentRouteAnnotation] != route.String() {
+			continue
+		}
+		err := c.kube.RbacV1().RoleBindings(rb.Namespace).Delete(ctx, rb.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &rb.UID}})
+		if err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("delete RoleBinding %s/%s: %w", rb.Namespace, rb.Name, err)
+		}
+	}
+	return nil
 }

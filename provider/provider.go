@@ -203,6 +203,7 @@ func (p *varnishgwProvider) Resources(context.Context) []func() resource.Resourc
 	return []func() resource.Resource{
 		NewGatewayClassResource,
 		NewHTTPRouteResource,
+		NewGatewayResource,
 	}
 }
 

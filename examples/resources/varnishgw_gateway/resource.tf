@@ -1,0 +1,49 @@
+# A gateway of the class "varnish" in the namespace "gateways": a Gateway
+# with two HTTP listeners, two gateway pods behind a LoadBalancer Service,
+# and a little VCL of its own that caches static files for a minute.
+resource "varnishgw_gateway" "public" {
+  namespace          = "gateways"
+  name               = "public"
+  gateway_class_name = "varnish"
+
+  listeners = [
+    {
+      # Routes from every namespace may attach to the main listener.
+      name           = "http"
+      port           = 80
+      allowed_routes = { namespaces = "All" }
+    },
+    {
+      # Only routes in namespaces labelled team=internal, only for this host.
+      name     = "internal"
+      port     = 8080
+      hostname = "internal.example.com"
+      allowed_routes = {
+        namespaces = "Selector"
+        selector   = { team = "internal" }
+      }
+    },
+  ]
+
+  # Hot-reloaded by the running pods: changing it does not restart them.
+  vcl = <<-VCL
+    sub vcl_backend_response {
+      if (bereq.url ~ "\.(css|js|png|svg)$") {
+        set beresp.ttl = 1m;
+      }
+    }
+  VCL
+
+  replicas            = 2
+  service_type        = "LoadBalancer"
+  service_annotations = { "service.beta.kubernetes.io/aws-load-balancer-type" = "nlb" }
+  resources = {
+    requests = { cpu = "500m", memory = "512Mi" }
+    limits   = { memory = "1Gi" }
+  }
+  rollout_timeout = "5m"
+}
+
+output "gateway_addresses" {
+  value = varnishgw_gateway.public.addresses
+}

@@ -1,0 +1,103 @@
+// Package mainvcl renders a gateway's main.vcl: the ghost preamble, then the
+// GatewayClass's user VCL, then the Gateway's own VCL. The provider stores
+// the result in the Gateway's VCL ConfigMap (routing.VCLConfigMapName, key
+// routing.VCLDataKey), which the chaperone watches and hot-reloads.
+package mainvcl
+
+import (
+	"fmt"
+	"strings"
+)
+
+// Defaults of the pod layout that the preamble refers to.
+const (
+	// GhostJSON is where the chaperone writes ghost.json in a gateway pod.
+	GhostJSON = "/var/lib/varnishgw/ghost.json"
+	// AdminSocket is the name of ghost's loopback admin socket
+	// (varnishd -a ghost-admin=127.0.0.1:PORT).
+	AdminSocket = "ghost-admin"
+)
+
+// Options are the inputs of Render.
+type Options struct {
+	// ClassVCL is the GatewayClass's user VCL (class parameter user.vcl).
+	ClassVCL string
+	// GatewayVCL is the Gateway's own VCL (the vcl attribute).
+	GatewayVCL string
+	// GhostJSON is the ghost.json path; GhostJSON (the constant) when empty.
+	GhostJSON string
+	// VMOD is the path of libvmod_ghost.so for `import ghost from`; empty
+	// imports ghost from varnishd's vmod_path, as in a gateway image.
+	VMOD string
+}
+
+// Render returns main.vcl for o. User VCL is appended verbatim after the
+// preamble, class first: VCL concatenates subroutines defined more than
+// once, so both may define, for example, vcl_backend_response. A leading
+// "vcl 4.x;" line in user VCL would be a second version declaration and is
+// dropped.
+func Render(o Options) string {
+	ghostJSON := o.GhostJSON
+	if ghostJSON == "" {
+		ghostJSON = GhostJSON
+	}
+	imp := "import ghost;"
+	if o.VMOD != "" {
+		imp = fmt.Sprintf("import ghost from %q;", o.VMOD)
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, `vcl 4.1;
+
+# varnishgw main.vcl, rendered by the provider: the ghost preamble, then the
+# GatewayClass VCL, then the Gateway VCL. Do not edit: the next apply
+# overwrites it.
+
+%s
+
+backend default none;
+
+sub vcl_init {
+	new router = ghost.router(%q, admin_socket = %q);
+}
+
+sub vcl_recv {
+	if (!router.recv()) {
+		return (synth(router.status()));
+	}
+	return (pass);
+}
+
+sub vcl_synth {
+	router.synth();
+	return (deliver);
+}
+
+sub vcl_deliver {
+	router.deliver();
+}
+`, imp, ghostJSON, AdminSocket)
+	section := func(title, src string) {
+		src = stripVersion(src)
+		if strings.TrimSpace(src) == "" {
+			return
+		}
+		fmt.Fprintf(&b, "\n# --- %s ---\n\n%s", title, src)
+		if !strings.HasSuffix(src, "\n") {
+			b.WriteString("\n")
+		}
+	}
+	section("GatewayClass VCL", o.ClassVCL)
+	section("Gateway VCL", o.GatewayVCL)
+	return b.String()
+}
+
+// stripVersion drops a leading "vcl 4.0;" or "vcl 4.1;" declaration.
+func stripVersion(src string) string {
+	trimmed := strings.TrimLeft(src, " \t\r\n")
+	for _, v := range []string{"vcl 4.0;", "vcl 4.1;"} {
+		if strings.HasPrefix(trimmed, v) {
+			return strings.TrimLeft(trimmed[len(v):], " \t\r\n")
+		}
+	}
+	return src
+}

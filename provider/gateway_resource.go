@@ -1,0 +1,916 @@
+package provider
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/hashicorp/terraform-plugin-framework-validators/int64validator"
+	"github.com/hashicorp/terraform-plugin-framework-validators/listvalidator"
+	"github.com/hashicorp/terraform-plugin-framework-validators/stringvalidator"
+	"github.com/hashicorp/terraform-plugin-framework/attr"
+	"github.com/hashicorp/terraform-plugin-framework/diag"
+	"github.com/hashicorp/terraform-plugin-framework/path"
+	"github.com/hashicorp/terraform-plugin-framework/resource"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/booldefault"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/int64default"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/objectdefault"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/planmodifier"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/stringdefault"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/stringplanmodifier"
+	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
+	"github.com/hashicorp/terraform-plugin-framework/tfsdk"
+	"github.com/hashicorp/terraform-plugin-framework/types"
+	"github.com/hashicorp/terraform-plugin-framework/types/basetypes"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	k8sresource "k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	metav1apply "k8s.io/client-go/applyconfigurations/meta/v1"
+	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
+	gatewayv1apply "sigs.k8s.io/gateway-api/applyconfiguration/apis/v1"
+
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/routing"
+)
+
+var (
+	_ resource.Resource                   = (*gatewayResource)(nil)
+	_ resource.ResourceWithConfigure      = (*gatewayResource)(nil)
+	_ resource.ResourceWithImportState    = (*gatewayResource)(nil)
+	_ resource.ResourceWithValidateConfig = (*gatewayResource)(nil)
+	_ resource.ResourceWithModifyPlan     = (*gatewayResource)(nil)
+)
+
+// NewGatewayResource is the varnishgw_gateway resource.
+func NewGatewayResource() resource.Resource { return &gatewayResource{} }
+
+type gatewayResource struct{ c *clients }
+
+type gatewayModel struct {
+	ID                     types.String    `tfsdk:"id"`
+	Namespace              types.String    `tfsdk:"namespace"`
+	Name                   types.String    `tfsdk:"name"`
+	GatewayClassName       types.String    `tfsdk:"gateway_class_name"`
+	Listeners              []listenerModel `tfsdk:"listeners"`
+	VCL                    types.String    `tfsdk:"vcl"`
+	Mode                   types.String    `tfsdk:"mode"`
+	Replicas               types.Int64     `tfsdk:"replicas"`
+	DrainTimeoutSeconds    types.Int64     `tfsdk:"drain_timeout_seconds"`
+	Resources              *resourcesModel `tfsdk:"resources"`
+	ServiceType            types.String    `tfsdk:"service_type"`
+	ServiceAnnotations     types.Map       `tfsdk:"service_annotations"`
+	PDBMaxUnavailable      types.String    `tfsdk:"pdb_max_unavailable"`
+	WaitForRollout         types.Bool      `tfsdk:"wait_for_rollout"`
+	RolloutTimeout         types.String    `tfsdk:"rollout_timeout"`
+	Addresses              types.List      `tfsdk:"addresses"`
+	Conditions             types.List      `tfsdk:"conditions"`
+	ListenerAttachedRoutes types.Map       `tfsdk:"listener_attached_routes"`
+	StartHash              types.String    `tfsdk:"start_hash"`
+	MainVCLSHA256          types.String    `tfsdk:"main_vcl_sha256"`
+}
+
+type listenerModel struct {
+	Name          types.String `tfsdk:"name"`
+	Port          types.Int64  `tfsdk:"port"`
+	Protocol      types.String `tfsdk:"protocol"`
+	Hostname      types.String `tfsdk:"hostname"`
+	AllowedRoutes types.Object `tfsdk:"allowed_routes"`
+}
+
+type allowedRoutesModel struct {
+	Namespaces types.String `tfsdk:"namespaces"`
+	Selector   types.Map    `tfsdk:"selector"`
+}
+
+var allowedRoutesTypes = map[string]attr.Type{
+	"namespaces": types.StringType,
+	"selector":   types.MapType{ElemType: types.StringType},
+}
+
+type resourcesModel struct {
+	Requests types.Map `tfsdk:"requests"`
+	Limits   types.Map `tfsdk:"limits"`
+}
+
+var conditionType = types.ObjectType{AttrTypes: map[string]attr.Type{
+	"type": types.StringType, "status": types.StringType, "reason": types.StringType, "message": types.StringType,
+}}
+
+func (r *gatewayResource) Metadata(_ context.Context, req resource.MetadataRequest, resp *resource.MetadataResponse) {
+	resp.TypeName = req.ProviderTypeName + "_gateway"
+}
+
+func (r *gatewayResource) Schema(_ context.Context, _ resource.SchemaRequest, resp *resource.SchemaResponse) {
+	defaultAllowed := types.ObjectValueMust(allowedRoutesTypes, map[string]attr.Value{
+		"namespaces": types.StringValue("Same"),
+		"selector":   types.MapNull(types.StringType),
+	})
+	resp.Schema = schema.Schema{
+		Description: "A Gateway API Gateway served by varnishgw, and its runtime in the Gateway's namespace: a " +
+			"ServiceAccount with least-privilege RBAC, a ConfigMap with main.vcl, a Deployment of gateway pods (the " +
+			"chaperone running varnishd with the ghost VMOD), a Service with one port per distinct listener port, and " +
+			"a PodDisruptionBudget. VCL changes are hot-reloaded by the pods; only changes to what varnishd reads at " +
+			"start (image, ports, storage, parameters, mode) roll the pods. The provider sets the Gateway's Accepted " +
+			"condition, listener status and addresses; the gateway pods set Programmed. The GatewayClass parameters are " +
+			"read when the gateway is planned and applied: a class changed in the same apply reaches its gateways with the " +
+			"next apply, whose plan shows the update.",
+		Attributes: map[string]schema.Attribute{
+			"id": schema.StringAttribute{
+				Computed:      true,
+				Description:   "The Gateway's namespace/name.",
+				PlanModifiers: []planmodifier.String{stringplanmodifier.UseStateForUnknown()},
+			},
+			"namespace": schema.StringAttribute{
+				Required:      true,
+				Description:   "The namespace of the Gateway and its runtime objects. It must exist. Changing it replaces the gateway.",
+				PlanModifiers: []planmodifier.String{stringplanmodifier.RequiresReplace()},
+				Validators:    []validator.String{stringvalidator.RegexMatches(dnsLabel, "must be a namespace name (a DNS label)")},
+			},
+			"name": schema.StringAttribute{
+				Required:      true,
+				Description:   "The name of the Gateway, a DNS subdomain. Changing it replaces the gateway.",
+				PlanModifiers: []planmodifier.String{stringplanmodifier.RequiresReplace()},
+				Validators: []validator.String{
+					stringvalidator.LengthBetween(1, 253),
+					stringvalidator.RegexMatches(dnsSubdomain, "must be a lower-case DNS subdomain, for example public"),
+				},
+			},
+			"gateway_class_name": schema.StringAttribute{
+				Required: true,
+				Description: "The GatewayClass of the gateway. It must be served by varnishgw (controllerName " + ControllerName +
+					"); its parameters (image, storage, varnishd parameters, VCL, log level) apply to the gateway.",
+				Validators: []validator.String{stringvalidator.RegexMatches(dnsSubdomain, "must be a GatewayClass name (a DNS subdomain)")},
+			},
+			"listeners": schema.ListNestedAttribute{
+				Required:    true,
+				Description: "The listeners: where the gateway accepts HTTP requests. Listeners on the same port share one varnishd socket and one Service port.",
+				Validators:  []validator.List{listvalidator.SizeBetween(1, 64)},
+				NestedObject: schema.NestedAttributeObject{Attributes: map[string]schema.Attribute{
+					"name": schema.StringAttribute{
+						Required:    true,
+						Description: "The listener name, a DNS label unique in the gateway; routes select it with section_name.",
+					},
+					"port": schema.Int64Attribute{
+						Required:    true,
+						Description: "The port the listener accepts connections on.",
+						Validators:  portValidators,
+					},
+					"protocol": schema.StringAttribute{
+						Optional:    true,
+						Computed:    true,
+						Default:     stringdefault.StaticString("HTTP"),
+						Description: "The protocol, HTTP. Varnish 7.1 has no TLS: terminate TLS in front of the gateway (for example at a load balancer).",
+					},
+					"hostname": schema.StringAttribute{
+						Optional:    true,
+						Description: "The hostname the listener serves, such as www.example.com or *.example.com; every hostname when unset.",
+					},
+					"allowed_routes": schema.SingleNestedAttribute{
+						Optional:    true,
+						Computed:    true,
+						Default:     objectdefault.StaticValue(defaultAllowed),
+						Description: "Which namespaces may attach routes to the listener; the Gateway's own namespace when unset.",
+						Attributes: map[string]schema.Attribute{
+							"namespaces": schema.StringAttribute{
+								Optional:    true,
+								Computed:    true,
+								Default:     stringdefault.StaticString("Same"),
+								Description: "Same (the Gateway's namespace, the default), All, or Selector (namespaces whose labels match selector).",
+								Validators:  []validator.String{stringvalidator.OneOf("Same", "All", "Selector")},
+							},
+							"selector": schema.MapAttribute{
+								Optional:    true,
+								ElementType: types.StringType,
+								Description: "The labels a route's namespace must have, with namespaces = \"Selector\".",
+							},
+						},
+					},
+				}},
+			},
+			"vcl": schema.StringAttribute{
+				Optional: true,
+				Description: "VCL of this gateway, added after the ghost preamble and the class VCL in main.vcl. Changes are " +
+					"hot-reloaded by the running pods without a restart; VCL that does not compile leaves the running VCL in place.",
+			},
+			"mode": schema.StringAttribute{
+				Optional: true,
+				Computed: true,
+				Default:  stringdefault.StaticString(modeSupervise),
+				Description: "How the pods run varnishd: supervise (the default), the chaperone container runs varnishd as its child; " +
+					"or sidecar, a varnish container runs varnishd and the chaperone container steers it, sharing the work dir and " +
+					"an admin secret (a Secret " + "the provider creates); its preStop hook calls the chaperone's /drain.",
+				Validators: []validator.String{stringvalidator.OneOf(modeSupervise, modeSidecar)},
+			},
+			"replicas": schema.Int64Attribute{
+				Optional:    true,
+				Computed:    true,
+				Default:     int64default.StaticInt64(1),
+				Description: "The number of gateway pods.",
+				Validators:  []validator.Int64{int64validator.Between(0, 1000)},
+			},
+			"drain_timeout_seconds": schema.Int64Attribute{
+				Optional:    true,
+				Computed:    true,
+				Default:     int64default.StaticInt64(300),
+				Description: "How long a stopping pod waits for client sessions to close (the chaperone's --drain-timeout). The pod's terminationGracePeriodSeconds is this plus 35 seconds.",
+				Validators:  []validator.Int64{int64validator.Between(0, 86400)},
+			},
+			"resources": schema.SingleNestedAttribute{
+				Optional:    true,
+				Description: "Compute resources of the gateway container, as Kubernetes quantities.",
+				Attributes: map[string]schema.Attribute{
+					"requests": schema.MapAttribute{
+						Optional:    true,
+						ElementType: types.StringType,
+						Description: "Requested resources, for example { cpu = \"500m\", memory = \"512Mi\" }.",
+					},
+					"limits": schema.MapAttribute{
+						Optional:    true,
+						ElementType: types.StringType,
+						Description: "Resource limits, for example { memory = \"1Gi\" }. Leave room above the storage size for varnishd's overhead.",
+					},
+				},
+			},
+			"service_type": schema.StringAttribute{
+				Optional:    true,
+				Computed:    true,
+				Default:     stringdefault.StaticString(string(corev1.ServiceTypeClusterIP)),
+				Description: "The type of the gateway's Service: ClusterIP (the default), NodePort or LoadBalancer.",
+				Validators:  []validator.String{stringvalidator.OneOf("ClusterIP", "NodePort", "LoadBalancer")},
+			},
+			"service_annotations": schema.MapAttribute{
+				Optional:    true,
+				ElementType: types.StringType,
+				Description: "Annotations of the gateway's Service, for example for a cloud load balancer.",
+			},
+			"pdb_max_unavailable": schema.StringAttribute{
+				Optional:    true,
+				Computed:    true,
+				Default:     stringdefault.StaticString("1"),
+				Description: "The PodDisruptionBudget's maxUnavailable: a number of pods such as 1 (the default) or a percentage such as 25%.",
+				Validators:  []validator.String{stringvalidator.RegexMatches(intOrPercent, "must be a whole number such as 1 or a percentage such as 25%")},
+			},
+			"wait_for_rollout": schema.BoolAttribute{
+				Optional:    true,
+				Computed:    true,
+				Default:     booldefault.StaticBool(true),
+				Description: "Whether create and update wait until the Deployment has rolled out (all replicas updated and available).",
+			},
+			"rollout_timeout": schema.StringAttribute{
+				Optional:    true,
+				Computed:    true,
+				Default:     stringdefault.StaticString("10m"),
+				Description: "How long to wait for the rollout, a Go duration such as 10m.",
+				Validators:  []validator.String{durationValidator{}},
+			},
+			"addresses": schema.ListAttribute{
+				Computed:    true,
+				ElementType: types.StringType,
+				Description: "The gateway's addresses: the Service's load balancer IPs or hostnames, or else its cluster IP.",
+			},
+			"conditions": schema.ListAttribute{
+				Computed:    true,
+				ElementType: conditionType,
+				Description: "The Gateway's status conditions (type, status, reason, message): Accepted from the provider, Programmed from the gateway pods.",
+			},
+			"listener_attached_routes": schema.MapAttribute{
+				Computed:    true,
+				ElementType: types.Int64Type,
+				Description: "The number of accepted routes attached to each listener, by listener name, counted from the routes' routing fragments.",
+			},
+			"main_vcl_sha256": schema.StringAttribute{
+				Computed: true,
+				Description: "The SHA-256 of the rendered main.vcl (ghost preamble, class VCL, gateway VCL) in the VCL ConfigMap. " +
+					"When the class's VCL has changed, the gateway's plan shows an update.",
+			},
+			"start_hash": schema.StringAttribute{
+				Computed: true,
+				Description: "The hash of what the pods read at start (the pod template annotation " + StartHashAnnotation +
+					"); when it changes the pods are rolled. When the class's image, storage, parameters or log level have " +
+					"changed, the gateway's plan shows an update.",
+			},
+		},
+	}
+}
+
+func (r *gatewayResource) Configure(_ context.Context, req resource.ConfigureRequest, resp *resource.ConfigureResponse) {
+	r.c = configureClients(req.ProviderData, &resp.Diagnostics)
+}
+
+// ValidateConfig checks the listeners as the gateway pods will serve them.
+func (r *gatewayResource) ValidateConfig(ctx context.Context, req resource.ValidateConfigRequest, resp *resource.ValidateConfigResponse) {
+	var m gatewayModel
+	if d := req.Config.Get(ctx, &m); d.HasError() {
+		return // unknown values: checked at apply
+	}
+	for i, l := range m.Listeners {
+		if p := l.Protocol.ValueString(); !l.Protocol.IsNull() && !l.Protocol.IsUnknown() && p != "HTTP" {
+			resp.Diagnostics.AddAttributeError(path.Root("listeners").AtListIndex(i).AtName("protocol"), "Unsupported listener protocol",
+				fmt.Sprintf("listener %q: protocol %q is not served: Varnish 7.1 has no TLS, so varnishgw serves HTTP only. "+
+					"Terminate TLS in front of the gateway (for example at a LoadBalancer) and set protocol = \"HTTP\".", l.Name.ValueString(), p))
+		}
+	}
+	if resp.Diagnostics.HasError() || !req.Config.Raw.IsFullyKnown() {
+		return
+	}
+	gw, err := m.toGateway(ctx)
+	if err != nil {
+		resp.Diagnostics.AddError("Invalid gateway", err.Error())
+		return
+	}
+	for _, e := range routing.ValidateGateway(gw) {
+		if e.Field == "" {
+			continue
+		}
+		resp.Diagnostics.AddAttributeError(listenerPath(e.Field), "Invalid gateway listener", e.Error())
+	}
+	if m.Resources != nil {
+		for attr, v := range map[string]types.Map{"resources.requests": m.Resources.Requests, "resources.limits": m.Resources.Limits} {
+			if _, err := parseResources(attr, stringMap(v)); err != nil {
+				resp.Diagnostics.AddAttributeError(path.Root("resources"), "Invalid gateway resources", err.Error())
+			}
+		}
+	}
+}
+
+// listenerPath maps a field path of routing.ValidateGateway
+// (spec.listeners[2].hostname) to the attribute path.
+func listenerPath(field string) path.Path {
+	p := path.Root("listeners")
+	rest, ok := strings.CutPrefix(field, "spec.listeners[")
+	if !ok {
+		return p
+	}
+	idx, after, ok := strings.Cut(rest, "]")
+	n, err := strconv.Atoi(idx)
+	if !ok || err != nil {
+		return p
+	}
+	p = p.AtListIndex(n)
+	switch {
+	case strings.HasPrefix(after, ".name"):
+		return p.AtName("name")
+	case strings.HasPrefix(after, ".port"):
+		return p.AtName("port")
+	case strings.HasPrefix(after, ".protocol"):
+		return p.AtName("protocol")
+	case strings.HasPrefix(after, ".hostname"):
+		return p.AtName("hostname")
+	case strings.HasPrefix(after, ".allowedRoutes"):
+		return p.AtName("allowed_routes")
+	}
+	return p
+}
+
+func (m *gatewayModel) ref() routing.ObjectRef {
+	return routing.ObjectRef{Namespace: m.Namespace.ValueString(), Name: m.Name.ValueString()}
+}
+
+// toGateway is the Gateway the model describes.
+func (m *gatewayModel) toGateway(ctx context.Context) (*gatewayv1.Gateway, error) {
+	gw := &gatewayv1.Gateway{
+		TypeMeta:   metav1.TypeMeta{APIVersion: gatewayv1.GroupVersion.String(), Kind: "Gateway"},
+		ObjectMeta: metav1.ObjectMeta{Namespace: m.Namespace.ValueString(), Name: m.Name.ValueString(), Labels: managedLabels},
+		Spec:       gatewayv1.GatewaySpec{GatewayClassName: gatewayv1.ObjectName(m.GatewayClassName.ValueString())},
+	}
+	for _, l := range m.Listeners {
+		gl := gatewayv1.Listener{
+			Name:     gatewayv1.SectionName(l.Name.ValueString()),
+			Port:     gatewayv1.PortNumber(l.Port.ValueInt64()),
+			Protocol: gatewayv1.ProtocolType(l.Protocol.ValueString()),
+		}
+		if gl.Protocol == "" {
+			gl.Protocol = gatewayv1.HTTPProtocolType
+		}
+		if !l.Hostname.IsNull() {
+			h := gatewayv1.Hostname(l.Hostname.ValueString())
+			gl.Hostname = &h
+		}
+		from := gatewayv1.NamespacesFromSame
+		ar := allowedRoutesModel{}
+		if !l.AllowedRoutes.IsNull() && !l.AllowedRoutes.IsUnknown() {
+			if d := l.AllowedRoutes.As(ctx, &ar, objectAsOptions); d.HasError() {
+				return nil, fmt.Errorf("listener %s: allowed_routes: %v", l.Name.ValueString(), d)
+			}
+			if v := ar.Namespaces.ValueString(); v != "" {
+				from = gatewayv1.FromNamespaces(v)
+			}
+		}
+		gl.AllowedRoutes = &gatewayv1.AllowedRoutes{Namespaces: &gatewayv1.RouteNamespaces{From: &from}}
+		if sel := stringMap(ar.Selector); len(sel) > 0 || from == gatewayv1.NamespacesFromSelector {
+			gl.AllowedRoutes.Namespaces.Selector = &metav1.LabelSelector{MatchLabels: sel}
+		}
+		gw.Spec.Listeners = append(gw.Spec.Listeners, gl)
+	}
+	return gw, nil
+}
+
+// runtimeSpec builds the runtime's description from the model and the
+// class defaults.
+func (m *gatewayModel) runtimeSpec(class *classDefaults) (*runtimeSpec, error) {
+	s := &runtimeSpec{
+		gw:           m.ref(),
+		class:        class,
+		replicas:     int32(m.Replicas.ValueInt64()),
+		mode:         m.Mode.ValueString(),
+		drainTimeout: m.DrainTimeoutSeconds.ValueInt64(),
+		serviceType:  corev1.ServiceType(m.ServiceType.ValueString()),
+		annotations:  stringMap(m.ServiceAnnotations),
+		maxUnavail:   intstr.Parse(m.PDBMaxUnavailable.ValueString()),
+	}
+	if !m.VCL.IsNull() {
+		v := m.VCL.ValueString()
+		s.gatewayVCL = &v
+	}
+	seen := map[int32]bool{}
+	for _, l := range m.Listeners {
+		p := int32(l.Port.ValueInt64())
+		if !seen[p] {
+			seen[p] = true
+			s.ports = append(s.ports, p)
+		}
+	}
+	slices.Sort(s.ports)
+	if m.Resources != nil {
+		var err error
+		if s.requests, err = parseResources("resources.requests", stringMap(m.Resources.Requests)); err != nil {
+			return nil, err
+		}
+		if s.limits, err = parseResources("resources.limits", stringMap(m.Resources.Limits)); err != nil {
+			return nil, err
+		}
+	}
+	return s, nil
+}
+
+// ModifyPlan shows a change of the GatewayClass, and out-of-band changes
+// of runtime objects that no attribute reflects (a deleted Role, edited
+// container arguments), as an update of the gateway: when the plan has no
+// other change (start_hash and main_vcl_sha256 still hold the state's
+// values) but the class as the cluster has it now gives other hashes, or
+// the runtime differs, they and the other computed attributes become
+// unknown, so the gateway is updated. Known values are
+// never planned: the class may change in the same apply, and apply
+// computes them.
+func (r *gatewayResource) ModifyPlan(ctx context.Context, req resource.ModifyPlanRequest, resp *resource.ModifyPlanResponse) {
+	if req.Plan.Raw.IsNull() || req.State.Raw.IsNull() || r.c == nil || !req.Config.Raw.IsFullyKnown() {
+		return
+	}
+	var plan gatewayModel
+	if resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...); resp.Diagnostics.HasError() {
+		return
+	}
+	if plan.StartHash.IsUnknown() || plan.MainVCLSHA256.IsUnknown() {
+		return // already an update
+	}
+	class, err := r.c.gatewayClassDefaults(ctx, plan.GatewayClassName.ValueString())
+	if err != nil {
+		return // apply reports it
+	}
+	spec, err := plan.runtimeSpec(class)
+	if err != nil {
+		return
+	}
+	if plan.StartHash.ValueString() == spec.startHash() && plan.MainVCLSHA256.ValueString() == spec.mainVCLHash() {
+		drift, err := r.c.runtimeDrift(ctx, spec)
+		if err != nil {
+			resp.Diagnostics.AddWarning("Check the gateway runtime", err.Error()+"\nThe plan may miss changes made outside Terraform.")
+			return
+		}
+		if drift == "" {
+			return
+		}
+		resp.Diagnostics.AddWarning("The gateway runtime changed outside Terraform",
+			fmt.Sprintf("Gateway %s: %s. The next apply restores it.", spec.gw, drift))
+	}
+	for a, v := range map[string]attr.Value{
+		"start_hash":               types.StringUnknown(),
+		"main_vcl_sha256":          types.StringUnknown(),
+		"addresses":                types.ListUnknown(types.StringType),
+		"conditions":               types.ListUnknown(conditionType),
+		"listener_attached_routes": types.MapUnknown(types.Int64Type),
+	} {
+		resp.Diagnostics.Append(resp.Plan.SetAttribute(ctx, path.Root(a), v)...)
+	}
+}
+
+func (r *gatewayResource) Create(ctx context.Context, req resource.CreateRequest, resp *resource.CreateResponse) {
+	var plan gatewayModel
+	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
+	if resp.Diagnostics.HasError() || !requireClients(r.c, &resp.Diagnostics) {
+		return
+	}
+	r.apply(ctx, &plan, "Create the gateway", &resp.Diagnostics, &resp.State)
+}
+
+func (r *gatewayResource) Update(ctx context.Context, req resource.UpdateRequest, resp *resource.UpdateResponse) {
+	var plan gatewayModel
+	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
+	if resp.Diagnostics.HasError() || !requireClients(r.c, &resp.Diagnostics) {
+		return
+	}
+	r.apply(ctx, &plan, "Update the gateway", &resp.Diagnostics, &resp.State)
+}
+
+// apply writes the Gateway, its runtime and its status, then optionally
+// waits for the rollout. Everything is checked before the first write, so
+// an invalid configuration never replaces a working one.
+func (r *gatewayResource) apply(ctx context.Context, m *gatewayModel, action string, diags *diag.Diagnostics, state *tfsdk.State) {
+	setState := func() bool { diags.Append(state.Set(ctx, m)...); return !diags.HasError() }
+	fail := func(format string, a ...any) { diags.AddError(action, fmt.Sprintf(format, a...)) }
+
+	timeout, err := time.ParseDuration(m.RolloutTimeout.ValueString())
+	if err != nil {
+		fail("rollout_timeout = %q: %v; use a Go duration such as 10m", m.RolloutTimeout.ValueString(), err)
+		return
+	}
+	gw, err := m.toGateway(ctx)
+	if err != nil {
+		fail("%v", err)
+		return
+	}
+	if errs := routing.ValidateGateway(gw); len(errs) > 0 {
+		fail("the listeners are invalid: %v", errs.ToAggregate())
+		return
+	}
+	class, err := r.c.gatewayClassDefaults(ctx, m.GatewayClassName.ValueString())
+	if err != nil {
+		fail("%v", err)
+		return
+	}
+	spec, err := m.runtimeSpec(class)
+	if err != nil {
+		fail("%v", err)
+		return
+	}
+
+	live, err := r.c.applyGateway(ctx, gw)
+	if err != nil {
+		fail("%v", err)
+		return
+	}
+	if err := r.c.applyRuntime(ctx, spec); err != nil {
+		fail("%v\nFix the cause and apply again: the objects written so far are kept.", err)
+		return
+	}
+	svc, err := r.c.kube.CoreV1().Services(gw.Namespace).Get(ctx, spec.name(), metav1.GetOptions{})
+	if err != nil {
+		fail("get Service %s/%s: %v", gw.Namespace, spec.name(), err)
+		return
+	}
+	if err := r.c.writeGatewayStatus(ctx, live, svc); err != nil {
+		fail("%v", err)
+		return
+	}
+	m.ID = types.StringValue(gw.Namespace + "/" + gw.Name)
+	if err := r.c.readComputed(ctx, m); err != nil {
+		fail("%v", err)
+		return
+	}
+	if !setState() {
+		return
+	}
+	if m.WaitForRollout.ValueBool() {
+		if err := r.c.waitRollout(ctx, spec.gw, timeout); err != nil {
+			diags.AddError("Wait for the gateway rollout", err.Error())
+		}
+	}
+}
+
+// applyGateway writes the Gateway spec and returns the stored Gateway.
+func (c *clients) applyGateway(ctx context.Context, gw *gatewayv1.Gateway) (*gatewayv1.Gateway, error) {
+	spec := gatewayv1apply.GatewaySpec().WithGatewayClassName(gw.Spec.GatewayClassName)
+	for _, l := range gw.Spec.Listeners {
+		la := gatewayv1apply.Listener().WithName(l.Name).WithPort(l.Port).WithProtocol(l.Protocol)
+		if l.Hostname != nil {
+			la.WithHostname(*l.Hostname)
+		}
+		ns := gatewayv1apply.RouteNamespaces().WithFrom(*l.AllowedRoutes.Namespaces.From)
+		if sel := l.AllowedRoutes.Namespaces.Selector; sel != nil {
+			ns.WithSelector(metav1apply.LabelSelector().WithMatchLabels(sel.MatchLabels))
+		}
+		la.WithAllowedRoutes(gatewayv1apply.AllowedRoutes().WithNamespaces(ns))
+		spec.WithListeners(la)
+	}
+	ac := gatewayv1apply.Gateway(gw.Name, gw.Namespace).WithLabels(managedLabels).WithSpec(spec)
+	live, err := c.gateway.GatewayV1().Gateways(gw.Namespace).Apply(ctx, ac, applyOptions())
+	if err != nil {
+		return nil, fmt.Errorf("apply Gateway %s/%s: %w", gw.Namespace, gw.Name, err)
+	}
+	return live, nil
+}
+
+// readComputed sets the computed attributes from the cluster.
+func (c *clients) readComputed(ctx context.Context, m *gatewayModel) error {
+	ref := m.ref()
+	gw, err := c.gateway.GatewayV1().Gateways(ref.Namespace).Get(ctx, ref.Name, metav1.GetOptions{})
+	if err != nil {
+		return fmt.Errorf("get Gateway %s: %w", ref, err)
+	}
+	var addrs []attr.Value
+	if svc, err := c.kube.CoreV1().Services(ref.Namespace).Get(ctx, routing.RuntimeName(ref), metav1.GetOptions{}); err == nil {
+		for _, a := range serviceAddresses(svc) {
+			addrs = append(addrs, types.StringValue(a.Value))
+		}
+	} else if !apierrors.IsNotFound(err) {
+		return fmt.Errorf("get Service %s/%s: %w", ref.Namespace, routing.RuntimeName(ref), err)
+	}
+	m.Addresses = types.ListValueMust(types.StringType, nonNil(addrs))
+	var conds []attr.Value
+	for _, cd := range gw.Status.Conditions {
+		conds = append(conds, types.ObjectValueMust(conditionType.AttrTypes, map[string]attr.Value{
+			"type": types.StringValue(cd.Type), "status": types.StringValue(string(cd.Status)),
+			"reason": types.StringValue(cd.Reason), "message": types.StringValue(cd.Message),
+		}))
+	}
+	m.Conditions = types.ListValueMust(conditionType, nonNil(conds))
+	attached, err := c.attachedRoutes(ctx, gw)
+	if err != nil {
+		return err
+	}
+	counts := map[string]attr.Value{}
+	for k, v := range attached {
+		counts[k] = types.Int64Value(int64(v))
+	}
+	m.ListenerAttachedRoutes = types.MapValueMust(types.Int64Type, counts)
+	m.MainVCLSHA256 = types.StringNull()
+	if cm, err := c.kube.CoreV1().ConfigMaps(ref.Namespace).Get(ctx, routing.VCLConfigMapName(ref), metav1.GetOptions{}); err == nil {
+		m.MainVCLSHA256 = types.StringValue(sha256Hex(cm.Data[routing.VCLDataKey]))
+	} else if !apierrors.IsNotFound(err) {
+		return fmt.Errorf("get ConfigMap %s/%s: %w", ref.Namespace, routing.VCLConfigMapName(ref), err)
+	}
+	m.StartHash = types.StringNull()
+	if d, err := c.kube.AppsV1().Deployments(ref.Namespace).Get(ctx, routing.RuntimeName(ref), metav1.GetOptions{}); err == nil {
+		if h, ok := d.Spec.Template.Annotations[StartHashAnnotation]; ok {
+			m.StartHash = types.StringValue(h)
+		}
+	} else if !apierrors.IsNotFound(err) {
+		return fmt.Errorf("get Deployment %s/%s: %w", ref.Namespace, routing.RuntimeName(ref), err)
+	}
+	return nil
+}
+
+func (r *gatewayResource) Read(ctx context.Context, req resource.ReadRequest, resp *resource.ReadResponse) {
+	var state gatewayModel
+	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
+	if resp.Diagnostics.HasError() || !requireClients(r.c, &resp.Diagnostics) {
+		return
+	}
+	if err := r.c.readGateway(ctx, &state); err != nil {
+		if apierrors.IsNotFound(err) {
+			resp.State.RemoveResource(ctx)
+			return
+		}
+		resp.Diagnostics.AddError("Read the gateway", err.Error())
+		return
+	}
+	resp.Diagnostics.Append(resp.State.Set(ctx, &state)...)
+}
+
+// readGateway refreshes m from the cluster: the Gateway spec, the gateway
+// VCL and the managed fields of the Deployment, Service and PDB, so that
+// an out-of-band change shows in the next plan. It returns a NotFound
+// error when the Gateway is gone.
+func (c *clients) readGateway(ctx context.Context, m *gatewayModel) error {
+	ref := m.ref()
+	gw, err := c.gateway.GatewayV1().Gateways(ref.Namespace).Get(ctx, ref.Name, metav1.GetOptions{})
+	if err != nil {
+		if apierrors.IsNotFound(err) {
+			return err
+		}
+		return fmt.Errorf("get Gateway %s: %w", ref, err)
+	}
+	imported := m.Listeners == nil
+	m.ID = types.StringValue(ref.String())
+	m.GatewayClassName = types.StringValue(string(gw.Spec.GatewayClassName))
+	m.Listeners = nil
+	for _, l := range gw.Spec.Listeners {
+		lm := listenerModel{
+			Name:     types.StringValue(string(l.Name)),
+			Port:     types.Int64Value(int64(l.Port)),
+			Protocol: types.StringValue(string(l.Protocol)),
+			Hostname: types.StringNull(),
+		}
+		if l.Hostname != nil {
+			lm.Hostname = types.StringValue(string(*l.Hostname))
+		}
+		from, sel := "Same", types.MapNull(types.StringType)
+		if ar := l.AllowedRoutes; ar != nil && ar.Namespaces != nil {
+			if ar.Namespaces.From != nil {
+				from = string(*ar.Namespaces.From)
+			}
+			if ar.Namespaces.Selector != nil && len(ar.Namespaces.Selector.MatchLabels) > 0 {
+				sel = stringMapValue(ar.Namespaces.Selector.MatchLabels)
+			}
+		}
+		lm.AllowedRoutes = types.ObjectValueMust(allowedRoutesTypes, map[string]attr.Value{"namespaces": types.StringValue(from), "selector": sel})
+		m.Listeners = append(m.Listeners, lm)
+	}
+
+	ns, name := ref.Namespace, routing.RuntimeName(ref)
+	cm, err := c.kube.CoreV1().ConfigMaps(ns).Get(ctx, routing.VCLConfigMapName(ref), metav1.GetOptions{})
+	switch {
+	case err == nil:
+		if v, ok := cm.Data[gatewayVCLKey]; ok {
+			m.VCL = types.StringValue(v)
+		} else {
+			m.VCL = types.StringNull()
+		}
+	case apierrors.IsNotFound(err):
+		// Keep vcl: main_vcl_sha256 becomes null, and the plan shows the
+		// update that writes the ConfigMap again.
+	default:
+		return fmt.Errorf("get ConfigMap %s/%s: %w", ns, routing.VCLConfigMapName(ref), err)
+	}
+
+	d, err := c.kube.AppsV1().Deployments(ns).Get(ctx, name, metav1.GetOptions{})
+	switch {
+	case err == nil:
+		if d.Spec.Replicas != nil {
+			m.Replicas = types.Int64Value(int64(*d.Spec.Replicas))
+		}
+		m.Mode = types.StringValue(modeSupervise)
+		for _, ctr := range d.Spec.Template.Spec.Containers {
+			if ctr.Name == varnishName {
+				m.Resources = readResources(m.Resources, ctr.Resources)
+			}
+			if ctr.Name != chaperoneName {
+				continue
+			}
+			for _, a := range ctr.Args {
+				if v, ok := strings.CutPrefix(a, "--drain-timeout="); ok {
+					if dur, err := time.ParseDuration(v); err == nil {
+						m.DrainTimeoutSeconds = types.Int64Value(int64(dur / time.Second))
+					}
+				}
+				if v, ok := strings.CutPrefix(a, "--mode="); ok {
+					m.Mode = types.StringValue(v)
+				}
+			}
+			if m.Mode.ValueString() != modeSidecar {
+				m.Resources = readResources(m.Resources, ctr.Resources)
+			}
+		}
+	case apierrors.IsNotFound(err):
+		m.Replicas = types.Int64Null() // shows as a change: the next apply recreates it
+	default:
+		return fmt.Errorf("get Deployment %s/%s: %w", ns, name, err)
+	}
+
+	svc, err := c.kube.CoreV1().Services(ns).Get(ctx, name, metav1.GetOptions{})
+	switch {
+	case err == nil:
+		m.ServiceType = types.StringValue(string(svc.Spec.Type))
+		// Only the annotations the configuration sets are the provider's;
+		// on import, all of them.
+		ann := map[string]string{}
+		want := stringMap(m.ServiceAnnotations)
+		for k, v := range svc.Annotations {
+			if _, ok := want[k]; ok || imported {
+				ann[k] = v
+			}
+		}
+		if len(ann) == 0 && m.ServiceAnnotations.IsNull() {
+			m.ServiceAnnotations = types.MapNull(types.StringType)
+		} else {
+			m.ServiceAnnotations = stringMapValue(ann)
+		}
+	case apierrors.IsNotFound(err):
+		m.ServiceType = types.StringNull()
+	default:
+		return fmt.Errorf("get Service %s/%s: %w", ns, name, err)
+	}
+
+	pdb, err := c.kube.PolicyV1().PodDisruptionBudgets(ns).Get(ctx, name, metav1.GetOptions{})
+	switch {
+	case err == nil:
+		if pdb.Spec.MaxUnavailable != nil {
+			m.PDBMaxUnavailable = types.StringValue(pdb.Spec.MaxUnavailable.String())
+		} else {
+			m.PDBMaxUnavailable = types.StringNull()
+		}
+	case apierrors.IsNotFound(err):
+		m.PDBMaxUnavailable = types.StringNull()
+	default:
+		return fmt.Errorf("get PodDisruptionBudget %s/%s: %w", ns, name, err)
+	}
+
+	if m.WaitForRollout.IsNull() {
+		m.WaitForRollout = types.BoolValue(true)
+	}
+	if m.RolloutTimeout.IsNull() {
+		m.RolloutTimeout = types.StringValue("10m")
+	}
+	return c.readComputed(ctx, m)
+}
+
+// readResources reads the container's resources, keeping the configured
+// spelling of quantities equal to the stored ones ("0.5" and "500m").
+func readResources(prior *resourcesModel, rr corev1.ResourceRequirements) *resourcesModel {
+	if len(rr.Requests) == 0 && len(rr.Limits) == 0 {
+		return nil
+	}
+	read := func(list corev1.ResourceList, prior types.Map) types.Map {
+		if len(list) == 0 {
+			return types.MapNull(types.StringType)
+		}
+		was := stringMap(prior)
+		out := map[string]string{}
+		for k, q := range list {
+			out[string(k)] = q.String()
+			if p, err := k8sresource.ParseQuantity(was[string(k)]); err == nil && p.Cmp(q) == 0 {
+				out[string(k)] = was[string(k)]
+			}
+		}
+		return stringMapValue(out)
+	}
+	out := &resourcesModel{}
+	if prior == nil {
+		prior = &resourcesModel{Requests: types.MapNull(types.StringType), Limits: types.MapNull(types.StringType)}
+	}
+	out.Requests = read(rr.Requests, prior.Requests)
+	out.Limits = read(rr.Limits, prior.Limits)
+	return out
+}
+
+func (r *gatewayResource) Delete(ctx context.Context, req resource.DeleteRequest, resp *resource.DeleteResponse) {
+	var state gatewayModel
+	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
+	if resp.Diagnostics.HasError() || !requireClients(r.c, &resp.Diagnostics) {
+		return
+	}
+	ref := state.ref()
+	gw, err := r.c.gateway.GatewayV1().Gateways(ref.Namespace).Get(ctx, ref.Name, metav1.GetOptions{})
+	if err == nil && gw.Labels["app.kubernetes.io/managed-by"] == managedLabels["app.kubernetes.io/managed-by"] {
+		err = r.c.gateway.GatewayV1().Gateways(ref.Namespace).Delete(ctx, ref.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &gw.UID}})
+	}
+	if err != nil && !apierrors.IsNotFound(err) {
+		resp.Diagnostics.AddError("Delete the gateway", fmt.Sprintf("delete Gateway %s: %v", ref, err))
+		return
+	}
+	if err := r.c.deleteRuntime(ctx, ref); err != nil {
+		resp.Diagnostics.AddError("Delete the gateway", err.Error()+"\nRun terraform destroy again, or delete the object by hand.")
+	}
+}
+
+func (r *gatewayResource) ImportState(ctx context.Context, req resource.ImportStateRequest, resp *resource.ImportStateResponse) {
+	ns, name, ok := strings.Cut(req.ID, "/")
+	if !ok || !dnsLabel.MatchString(ns) || !dnsSubdomain.MatchString(name) {
+		resp.Diagnostics.AddError("Import the gateway",
+			fmt.Sprintf("the import ID %q is not namespace/name; import a Gateway by its namespace and name, for example: terraform import varnishgw_gateway.public edge/public", req.ID))
+		return
+	}
+	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("id"), req.ID)...)
+	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("namespace"), ns)...)
+	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("name"), name)...)
+}
+
+func stringMap(m types.Map) map[string]string {
+	if m.IsNull() || m.IsUnknown() {
+		return nil
+	}
+	out := map[string]string{}
+	for k, v := range m.Elements() {
+		if s, ok := v.(types.String); ok {
+			out[k] = s.ValueString()
+		}
+	}
+	return out
+}
+
+func stringMapValue(m map[string]string) types.Map {
+	vals := map[string]attr.Value{}
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		vals[k] = types.StringValue(m[k])
+	}
+	return types.MapValueMust(types.StringType, vals)
+}
+
+var objectAsOptions = basetypes.ObjectAsOptions{UnhandledNullAsEmpty: true, UnhandledUnknownAsEmpty: true}
+
+// intOrPercent is a PodDisruptionBudget maxUnavailable value.
+var intOrPercent = regexp.MustCompile(`^([0-9]+|[0-9]{1,3}%)$`)
+
+// durationValidator checks a Go duration such as 10m.
+type durationValidator struct{}
+
+func (durationValidator) Description(context.Context) string {
+	return "a Go duration such as 30s or 10m"
+}
+func (v durationValidator) MarkdownDescription(ctx context.Context) string { return v.Description(ctx) }
+func (durationValidator) ValidateString(_ context.Context, req validator.StringRequest, resp *validator.StringResponse) {
+	if req.ConfigValue.IsNull() || req.ConfigValue.IsUnknown() {
+		return
+	}
+	if d, err := time.ParseDuration(req.ConfigValue.ValueString()); err != nil || d <= 0 {
+		resp.Diagnostics.AddAttributeError(req.Path, "Invalid duration",
+			fmt.Sprintf("%q is not a positive Go duration; use for example 30s, 10m or 1h", req.ConfigValue.ValueString()))
+	}
+}

@@ -1,0 +1,758 @@
+package provider
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	appsv1apply "k8s.io/client-go/applyconfigurations/apps/v1"
+	corev1apply "k8s.io/client-go/applyconfigurations/core/v1"
+	metav1apply "k8s.io/client-go/applyconfigurations/meta/v1"
+	policyv1apply "k8s.io/client-go/applyconfigurations/policy/v1"
+	rbacv1apply "k8s.io/client-go/applyconfigurations/rbac/v1"
+	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
+	gatewayv1apply "sigs.k8s.io/gateway-api/applyconfiguration/apis/v1"
+
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/mainvcl"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/routing"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/varnishd"
+)
+
+// The layout of a gateway pod.
+const (
+	// StartHashAnnotation on the pod template is a hash of what varnishd and
+	// the chaperone read at start; VCL and routing are not part of it, so
+	// only start-time changes roll the pods.
+	StartHashAnnotation = "varnishgw.dev/start-hash"
+	// gatewayVCLKey keeps the Gateway's own vcl attribute in the VCL
+	// ConfigMap beside main.vcl, so that import and drift detection can
+	// read it back.
+	gatewayVCLKey    = "gateway.vcl"
+	chaperoneName    = "chaperone"
+	stateVolume      = "state"
+	stateDir         = "/var/lib/varnishgw"
+	healthPort       = 9091
+	healthPortName   = "health"
+	preStopSleep     = 5  // seconds for endpoints to drop the pod before the drain starts
+	graceAfterDrain  = 30 // seconds of terminationGracePeriodSeconds beyond the drain timeout
+	varnishName      = "varnish"
+	workDir          = stateDir + "/varnishd"
+	secretVolume     = "admin-secret"
+	secretDir        = "/etc/varnishgw/secret"
+	secretKey        = "secret"
+	bootVolume       = "boot-vcl"
+	bootDir          = "/etc/varnishgw/boot"
+	bootVCLKey       = "boot.vcl"
+	varnishdBin      = "/usr/sbin/varnishd"
+	adminAddr        = "127.0.0.1:6082"
+	ghostAdminAddr   = "127.0.0.1:6084"
+	modeSupervise    = "supervise"
+	modeSidecar      = "sidecar"
+	rolloutPollEvery = time.Second
+)
+
+// classDefaults are the GatewayClass parameters a gateway inherits.
+type classDefaults struct {
+	image, storage, vcl, logLevel string
+	params                        map[string]string
+}
+
+// gatewayClassDefaults reads the GatewayClass name and its parameters
+// ConfigMap. The class must be served by varnishgw.
+func (c *clients) gatewayClassDefaults(ctx context.Context, name string) (*classDefaults, error) {
+	gc, err := c.gateway.GatewayV1().GatewayClasses().Get(ctx, name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil, fmt.Errorf("gateway_class_name %q: the GatewayClass does not exist; create it first (resource varnishgw_gateway_class) or fix the name", name)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("get GatewayClass %s: %w", name, err)
+	}
+	if gc.Spec.ControllerName != ControllerName {
+		return nil, fmt.Errorf("gateway_class_name %q: the GatewayClass has controllerName %q, not %q, so varnishgw does not serve it; use a class created by varnishgw_gateway_class",
+			name, gc.Spec.ControllerName, ControllerName)
+	}
+	d := &classDefaults{image: DefaultImage, storage: DefaultStorage, logLevel: "info", params: map[string]string{}}
+	ref := gc.Spec.ParametersRef
+	if ref == nil {
+		return d, nil
+	}
+	if ref.Kind != "ConfigMap" || ref.Group != "" || ref.Namespace == nil {
+		return nil, fmt.Errorf("GatewayClass %s: parametersRef %s/%s is not a namespaced core ConfigMap; apply its varnishgw_gateway_class again", name, ref.Kind, ref.Name)
+	}
+	cm, err := c.kube.CoreV1().ConfigMaps(string(*ref.Namespace)).Get(ctx, ref.Name, metav1.GetOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("get the parameters ConfigMap %s/%s of GatewayClass %s: %w", *ref.Namespace, ref.Name, name, err)
+	}
+	set := func(dst *string, key string) {
+		if v := cm.Data[key]; v != "" {
+			*dst = v
+		}
+	}
+	set(&d.image, classKeyImage)
+	set(&d.storage, classKeyStorage)
+	set(&d.logLevel, classKeyLogLevel)
+	d.vcl = cm.Data[classKeyVCL]
+	if raw := cm.Data[classKeyParams]; raw != "" {
+		if err := json.Unmarshal([]byte(raw), &d.params); err != nil {
+			return nil, fmt.Errorf("GatewayClass %s: parameters ConfigMap key %s is not a JSON object of strings (%v); apply its varnishgw_gateway_class again", name, classKeyParams, err)
+		}
+	}
+	return d, nil
+}
+
+// runtimeSpec is everything the gateway's runtime objects are built from.
+type runtimeSpec struct {
+	gw           routing.ObjectRef
+	class        *classDefaults
+	gatewayVCL   *string
+	ports        []int32 // distinct, sorted
+	replicas     int32
+	mode         string
+	drainTimeout int64 // seconds
+	serviceType  corev1.ServiceType
+	annotations  map[string]string
+	maxUnavail   intstr.IntOrString
+	requests     corev1.ResourceList
+	limits       corev1.ResourceList
+}
+
+func (s *runtimeSpec) name() string { return routing.RuntimeName(s.gw) }
+
+// labels are the runtime objects' labels: routing.RuntimeLabels plus the
+// provider's managedLabels.
+func runtimeLabels(gw routing.ObjectRef) map[string]string {
+	l := routing.RuntimeLabels(gw)
+	maps.Copy(l, managedLabels)
+	return l
+}
+
+// chaperoneArgs are the chaperone's command line (see docs/chaperone.md).
+func (s *runtimeSpec) chaperoneArgs() []string {
+	ports := make([]string, len(s.ports))
+	for i, p := range s.ports {
+		ports[i] = strconv.Itoa(int(p))
+	}
+	args := []string{
+		"--routing=kubernetes",
+		"--gateway=" + s.gw.String(),
+		"--vcl=",
+		"--ghost-json=" + mainvcl.GhostJSON,
+	}
+	if s.mode == modeSidecar {
+		// varnishd runs in the varnish container (varnishdArgs).
+		args = append(args, "--mode=sidecar", "--secret-file="+secretDir+"/"+secretKey, "--workdir="+workDir)
+	} else {
+		args = append(args, "--listen="+strings.Join(ports, ","), "--storage="+s.class.storage)
+		for _, k := range slices.Sorted(maps.Keys(s.class.params)) {
+			args = append(args, "--param="+k+"="+s.class.params[k])
+		}
+	}
+	return append(args,
+		"--log-level="+s.class.logLevel,
+		fmt.Sprintf("--drain-timeout=%ds", s.drainTimeout),
+		fmt.Sprintf("--health-addr=:%d", healthPort),
+	)
+}
+
+// varnishdArgs is the command line of varnishd in the varnish container
+// of sidecar mode: the sockets, admin connection, secret and boot VCL the
+// chaperone expects (docs/chaperone.md, "sidecar").
+func (s *runtimeSpec) varnishdArgs() []string {
+	cfg := varnishd.Config{WorkDir: workDir, GhostAdminAddr: ghostAdminAddr, Storage: []string{s.class.storage}}
+	for _, p := range s.ports {
+		cfg.Listeners = append(cfg.Listeners, varnishd.Listener{Name: routing.SocketName(gatewayv1.PortNumber(p)), Addr: fmt.Sprintf(":%d", p)})
+	}
+	for _, k := range slices.Sorted(maps.Keys(s.class.params)) {
+		cfg.Params = append(cfg.Params, k+"="+s.class.params[k])
+	}
+	return varnishd.Args(cfg, adminAddr, secretDir+"/"+secretKey, bootDir+"/"+bootVCLKey)
+}
+
+// adminSecretName is the Secret that holds the varnishd admin secret
+// shared by the two containers of sidecar mode.
+func adminSecretName(gw routing.ObjectRef) string { return routing.RuntimeName(gw) + "-admin" }
+
+// startHash is the sha256 of what varnishd and the chaperone read at start:
+// the image, the mode and the command line (ports, storage, parameters, log
+// level, drain timeout). Not the VCL, which the chaperone hot-reloads.
+func (s *runtimeSpec) startHash() string {
+	var varnishdArgs []string
+	if s.mode == modeSidecar {
+		varnishdArgs = s.varnishdArgs()
+	}
+	b, _ := json.Marshal(struct {
+		Image, Mode        string
+		Args, VarnishdArgs []string
+	}{s.class.image, s.mode, s.chaperoneArgs(), varnishdArgs})
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])
+}
+
+// mainVCL is the gateway's rendered main.vcl.
+func (s *runtimeSpec) mainVCL() string {
+	return mainvcl.Render(mainvcl.Options{ClassVCL: s.class.vcl, GatewayVCL: deref(s.gatewayVCL)})
+}
+
+// mainVCLHash is the SHA-256 of mainVCL, hex encoded.
+func (s *runtimeSpec) mainVCLHash() string { return sha256Hex(s.mainVCL()) }
+
+func sha256Hex(s string) string {
+	sum := sha256.Sum256([]byte(s))
+	return hex.EncodeToString(sum[:])
+}
+
+// roleRules are the chaperone's rights in the Gateway's namespace
+// (docs/routing-sync.md): read ConfigMaps, read its own Gateway, patch its
+// own Gateway's status.
+func roleRules(gw routing.ObjectRef) []rbacv1.PolicyRule {
+	return []rbacv1.PolicyRule{
+		{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"get", "list", "watch"}},
+		{APIGroups: []string{gatewayv1.GroupName}, Resources: []string{"gateways"}, ResourceNames: []string{gw.Name}, Verbs: []string{"get", "list", "watch"}},
+		{APIGroups: []string{gatewayv1.GroupName}, Resources: []string{"gateways/status"}, ResourceNames: []string{gw.Name}, Verbs: []string{"get", "patch"}},
+	}
+}
+
+// backendRules are the rules of the backend ClusterRole, which routes
+// bind in the namespaces of their backends.
+var backendRules = []rbacv1.PolicyRule{
+	{APIGroups: []string{""}, Resources: []string{"services"}, Verbs: []string{"get", "list", "watch"}},
+	{APIGroups: []string{"discovery.k8s.io"}, Resources: []string{"endpointslices"}, Verbs: []string{"get", "list", "watch"}},
+	{APIGroups: []string{gatewayv1.GroupName}, Resources: []string{"referencegrants"}, Verbs: []string{"get", "list", "watch"}},
+}
+
+func policyRulesApply(rules []rbacv1.PolicyRule) []*rbacv1apply.PolicyRuleApplyConfiguration {
+	out := make([]*rbacv1apply.PolicyRuleApplyConfiguration, len(rules))
+	for i, r := range rules {
+		out[i] = rbacv1apply.PolicyRule().WithAPIGroups(r.APIGroups...).WithResources(r.Resources...).WithVerbs(r.Verbs...)
+		if len(r.ResourceNames) > 0 {
+			out[i].WithResourceNames(r.ResourceNames...)
+		}
+	}
+	return out
+}
+
+// runtimeDrift compares the runtime objects in the cluster with s and
+// says what differs: a missing object, changed RBAC rules, changed
+// containers or Service ports. Empty when the runtime is intact.
+func (c *clients) runtimeDrift(ctx context.Context, s *runtimeSpec) (string, error) {
+	ns, name := s.gw.Namespace, s.name()
+	missing := func(what string, err error) (string, error) {
+		if apierrors.IsNotFound(err) {
+			return what + " is missing", nil
+		}
+		return "", fmt.Errorf("get %s: %w", what, err)
+	}
+	if _, err := c.kube.CoreV1().ServiceAccounts(ns).Get(ctx, name, metav1.GetOptions{}); err != nil {
+		return missing("ServiceAccount "+ns+"/"+name, err)
+	}
+	role, err := c.kube.RbacV1().Roles(ns).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return missing("Role "+ns+"/"+name, err)
+	}
+	if !equality.Semantic.DeepEqual(role.Rules, roleRules(s.gw)) {
+		return "the rules of Role " + ns + "/" + name + " changed", nil
+	}
+	rb, err := c.kube.RbacV1().RoleBindings(ns).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return missing("RoleBinding "+ns+"/"+name, err)
+	}
+	if rb.RoleRef.Name != name || len(rb.Subjects) != 1 || rb.Subjects[0].Name != name || rb.Subjects[0].Namespace != ns {
+		return "RoleBinding " + ns + "/" + name + " changed", nil
+	}
+	cr, err := c.kube.RbacV1().ClusterRoles().Get(ctx, routing.BackendClusterRoleName(s.gw), metav1.GetOptions{})
+	if err != nil {
+		return missing("ClusterRole "+routing.BackendClusterRoleName(s.gw), err)
+	}
+	if !equality.Semantic.DeepEqual(cr.Rules, backendRules) {
+		return "the rules of ClusterRole " + cr.Name + " changed", nil
+	}
+	d, err := c.kube.AppsV1().Deployments(ns).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return missing("Deployment "+ns+"/"+name, err)
+	}
+	want := map[string][]string{chaperoneName: s.chaperoneArgs()}
+	if s.mode == modeSidecar {
+		want[varnishName] = s.varnishdArgs()
+	}
+	if len(d.Spec.Template.Spec.Containers) != len(want) || d.Spec.Template.Spec.ServiceAccountName != name {
+		return "the pod template of Deployment " + ns + "/" + name + " changed", nil
+	}
+	for _, ctr := range d.Spec.Template.Spec.Containers {
+		if args, ok := want[ctr.Name]; !ok || ctr.Image != s.class.image || !slices.Equal(ctr.Args, args) {
+			return "container " + ctr.Name + " of Deployment " + ns + "/" + name + " changed", nil
+		}
+	}
+	svc, err := c.kube.CoreV1().Services(ns).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return missing("Service "+ns+"/"+name, err)
+	}
+	var ports []int32
+	for _, p := range svc.Spec.Ports {
+		ports = append(ports, p.Port)
+	}
+	if !slices.Equal(ports, s.ports) || !equality.Semantic.DeepEqual(svc.Spec.Selector, routing.RuntimeLabels(s.gw)) {
+		return "the ports or selector of Service " + ns + "/" + name + " changed", nil
+	}
+	if s.mode == modeSidecar {
+		if _, err := c.kube.CoreV1().Secrets(ns).Get(ctx, adminSecretName(s.gw), metav1.GetOptions{}); err != nil {
+			return missing("Secret "+ns+"/"+adminSecretName(s.gw), err)
+		}
+	}
+	return "", nil
+}
+
+// applyRuntime writes the gateway's runtime: ServiceAccount, RBAC, the VCL
+// ConfigMap, Service, Deployment and PodDisruptionBudget.
+func (c *clients) applyRuntime(ctx context.Context, s *runtimeSpec) error {
+	ns, name := s.gw.Namespace, s.name()
+	lbl := runtimeLabels(s.gw)
+	opts := applyOptions()
+
+	if _, err := c.kube.CoreV1().ServiceAccounts(ns).Apply(ctx,
+		corev1apply.ServiceAccount(name, ns).WithLabels(lbl).WithAutomountServiceAccountToken(true), opts); err != nil {
+		return fmt.Errorf("apply ServiceAccount %s/%s: %w", ns, name, err)
+	}
+	role := rbacv1apply.Role(name, ns).WithLabels(lbl).WithRules(policyRulesApply(roleRules(s.gw))...)
+	if _, err := c.kube.RbacV1().Roles(ns).Apply(ctx, role, opts); err != nil {
+		return fmt.Errorf("apply Role %s/%s: %w", ns, name, err)
+	}
+	rb := rbacv1apply.RoleBinding(name, ns).WithLabels(lbl).
+		WithRoleRef(rbacv1apply.RoleRef().WithAPIGroup("rbac.authorization.k8s.io").WithKind("Role").WithName(name)).
+		WithSubjects(rbacv1apply.Subject().WithKind("ServiceAccount").WithName(name).WithNamespace(ns))
+	if _, err := c.kube.RbacV1().RoleBindings(ns).Apply(ctx, rb, opts); err != nil {
+		return fmt.Errorf("apply RoleBinding %s/%s: %w", ns, name, err)
+	}
+	cr := rbacv1apply.ClusterRole(routing.BackendClusterRoleName(s.gw)).WithLabels(lbl).WithRules(policyRulesApply(backendRules)...)
+	if _, err := c.kube.RbacV1().ClusterRoles().Apply(ctx, cr, opts); err != nil {
+		return fmt.Errorf("apply ClusterRole %s: %w", routing.BackendClusterRoleName(s.gw), err)
+	}
+
+	data := map[string]string{routing.VCLDataKey: s.mainVCL(), bootVCLKey: varnishd.BootVCL}
+	if s.gatewayVCL != nil {
+		data[gatewayVCLKey] = *s.gatewayVCL
+	}
+	vclName := routing.VCLConfigMapName(s.gw)
+	if _, err := c.kube.CoreV1().ConfigMaps(ns).Apply(ctx, corev1apply.ConfigMap(vclName, ns).WithLabels(lbl).WithData(data), opts); err != nil {
+		return fmt.Errorf("apply the VCL ConfigMap %s/%s: %w", ns, vclName, err)
+	}
+
+	svc := corev1apply.ServiceSpec().WithType(s.serviceType).WithSelector(routing.RuntimeLabels(s.gw))
+	for _, p := range s.ports {
+		svc.WithPorts(corev1apply.ServicePort().WithName(routing.SocketName(gatewayv1.PortNumber(p))).
+			WithProtocol(corev1.ProtocolTCP).WithPort(p).WithTargetPort(intstr.FromInt32(p)))
+	}
+	svcAC := corev1apply.Service(name, ns).WithLabels(lbl).WithSpec(svc)
+	if len(s.annotations) > 0 {
+		svcAC.WithAnnotations(s.annotations)
+	}
+	if _, err := c.kube.CoreV1().Services(ns).Apply(ctx, svcAC, opts); err != nil {
+		return fmt.Errorf("apply Service %s/%s: %w", ns, name, err)
+	}
+
+	if err := c.ensureAdminSecret(ctx, s); err != nil {
+		return err
+	}
+	if _, err := c.kube.AppsV1().Deployments(ns).Apply(ctx, s.deployment(), opts); err != nil {
+		return fmt.Errorf("apply Deployment %s/%s: %w", ns, name, err)
+	}
+
+	pdb := policyv1apply.PodDisruptionBudget(name, ns).WithLabels(lbl).WithSpec(policyv1apply.PodDisruptionBudgetSpec().
+		WithMaxUnavailable(s.maxUnavail).
+		WithSelector(metav1apply.LabelSelector().WithMatchLabels(routing.RuntimeLabels(s.gw))))
+	if _, err := c.kube.PolicyV1().PodDisruptionBudgets(ns).Apply(ctx, pdb, opts); err != nil {
+		return fmt.Errorf("apply PodDisruptionBudget %s/%s: %w", ns, name, err)
+	}
+	return nil
+}
+
+// ensureAdminSecret creates, in sidecar mode, the Secret with the admin
+// secret of varnishd (32 random bytes, hex encoded) unless it exists: it is
+// not rewritten, so applies do not roll the pods. In supervise mode the
+// chaperone makes a secret of its own and the Secret is not needed.
+func (c *clients) ensureAdminSecret(ctx context.Context, s *runtimeSpec) error {
+	ns, name := s.gw.Namespace, adminSecretName(s.gw)
+	if s.mode != modeSidecar {
+		old, err := c.kube.CoreV1().Secrets(ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil || old.Labels[routing.GatewayNamespaceLabel] != ns || old.Labels["app.kubernetes.io/managed-by"] != managedLabels["app.kubernetes.io/managed-by"] {
+			return nil // none, or not ours
+		}
+		err = c.kube.CoreV1().Secrets(ns).Delete(ctx, name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &old.UID}})
+		if err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("delete Secret %s/%s, which supervise mode does not use: %w", ns, name, err)
+		}
+		return nil
+	}
+	buf := make([]byte, 32)
+	if _, err := rand.Read(buf); err != nil {
+		return fmt.Errorf("make the varnishd admin secret: %w", err)
+	}
+	sec := &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: runtimeLabels(s.gw)},
+		Data:       map[string][]byte{secretKey: []byte(hex.EncodeToString(buf) + "\n")},
+	}
+	if _, err := c.kube.CoreV1().Secrets(ns).Create(ctx, sec, metav1.CreateOptions{FieldManager: FieldManager}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("create Secret %s/%s with the varnishd admin secret: %w", ns, name, err)
+	}
+	return nil
+}
+
+// deployment is the gateway's Deployment. In supervise mode one chaperone
+// container runs varnishd as its child; in sidecar mode a varnish
+// container runs varnishd and the chaperone steers it through the admin
+// connection, sharing the work dir (and ghost.json) and the admin secret.
+func (s *runtimeSpec) deployment() *appsv1apply.DeploymentApplyConfiguration {
+	name, ns := s.name(), s.gw.Namespace
+	ctr := corev1apply.Container().
+		WithName(chaperoneName).
+		WithImage(s.class.image).
+		WithArgs(s.chaperoneArgs()...).
+		WithVolumeMounts(corev1apply.VolumeMount().WithName(stateVolume).WithMountPath(stateDir)).
+		WithReadinessProbe(corev1apply.Probe().WithHTTPGet(corev1apply.HTTPGetAction().
+			WithPath("/readyz").WithPort(intstr.FromString(healthPortName))).WithPeriodSeconds(2).WithFailureThreshold(2)).
+		WithLivenessProbe(corev1apply.Probe().WithHTTPGet(corev1apply.HTTPGetAction().
+			WithPath("/healthz").WithPort(intstr.FromString(healthPortName))).WithInitialDelaySeconds(10).WithPeriodSeconds(10)).
+		WithLifecycle(corev1apply.Lifecycle().WithPreStop(corev1apply.LifecycleHandler().
+			WithSleep(corev1apply.SleepAction().WithSeconds(preStopSleep))))
+	for _, p := range s.ports {
+		ctr.WithPorts(corev1apply.ContainerPort().WithName(routing.SocketName(gatewayv1.PortNumber(p))).
+			WithContainerPort(p).WithProtocol(corev1.ProtocolTCP))
+	}
+	ctr.WithPorts(corev1apply.ContainerPort().WithName(healthPortName).WithContainerPort(healthPort).WithProtocol(corev1.ProtocolTCP))
+	if len(s.requests) > 0 || len(s.limits) > 0 {
+		rr := corev1apply.ResourceRequirements()
+		if len(s.requests) > 0 {
+			rr.WithRequests(s.requests)
+		}
+		if len(s.limits) > 0 {
+			rr.WithLimits(s.limits)
+		}
+		ctr.WithResources(rr)
+	}
+	containers := []*corev1apply.ContainerApplyConfiguration{ctr}
+	volumes := []*corev1apply.VolumeApplyConfiguration{
+		corev1apply.Volume().WithName(stateVolume).WithEmptyDir(corev1apply.EmptyDirVolumeSource()),
+	}
+	if s.mode == modeSidecar {
+		// The listener ports and the drain move to the varnish container.
+		ctr.Ports = ctr.Ports[len(ctr.Ports)-1:]
+		ctr.Lifecycle = nil
+		ctr.Resources = nil
+		secretMount := corev1apply.VolumeMount().WithName(secretVolume).WithMountPath(secretDir).WithReadOnly(true)
+		ctr.WithVolumeMounts(secretMount)
+		varnish := corev1apply.Container().
+			WithName(varnishName).
+			WithImage(s.class.image).
+			WithCommand(varnishdBin).
+			WithArgs(s.varnishdArgs()...).
+			WithVolumeMounts(
+				corev1apply.VolumeMount().WithName(stateVolume).WithMountPath(stateDir),
+				secretMount,
+				corev1apply.VolumeMount().WithName(bootVolume).WithMountPath(bootDir).WithReadOnly(true)).
+			WithLifecycle(corev1apply.Lifecycle().WithPreStop(corev1apply.LifecycleHandler().
+				WithHTTPGet(corev1apply.HTTPGetAction().WithPath("/drain").WithPort(intstr.FromInt32(healthPort)))))
+		for _, p := range s.ports {
+			varnish.WithPorts(corev1apply.ContainerPort().WithName(routing.SocketName(gatewayv1.PortNumber(p))).
+				WithContainerPort(p).WithProtocol(corev1.ProtocolTCP))
+		}
+		if len(s.requests) > 0 || len(s.limits) > 0 {
+			rr := corev1apply.ResourceRequirements()
+			if len(s.requests) > 0 {
+				rr.WithRequests(s.requests)
+			}
+			if len(s.limits) > 0 {
+				rr.WithLimits(s.limits)
+			}
+			varnish.WithResources(rr)
+		}
+		containers = []*corev1apply.ContainerApplyConfiguration{varnish, ctr}
+		volumes = append(volumes,
+			corev1apply.Volume().WithName(secretVolume).WithSecret(corev1apply.SecretVolumeSource().
+				WithSecretName(adminSecretName(s.gw)).WithDefaultMode(0o400)),
+			corev1apply.Volume().WithName(bootVolume).WithConfigMap(corev1apply.ConfigMapVolumeSource().
+				WithName(routing.VCLConfigMapName(s.gw)).WithItems(corev1apply.KeyToPath().WithKey(bootVCLKey).WithPath(bootVCLKey))))
+	}
+	pod := corev1apply.PodTemplateSpec().
+		WithLabels(routing.RuntimeLabels(s.gw)).
+		WithAnnotations(map[string]string{StartHashAnnotation: s.startHash()}).
+		WithSpec(corev1apply.PodSpec().
+			WithServiceAccountName(name).
+			WithAutomountServiceAccountToken(true).
+			WithTerminationGracePeriodSeconds(s.drainTimeout + preStopSleep + graceAfterDrain).
+			WithContainers(containers...).
+			WithVolumes(volumes...))
+	return appsv1apply.Deployment(name, ns).WithLabels(runtimeLabels(s.gw)).WithSpec(appsv1apply.DeploymentSpec().
+		WithReplicas(s.replicas).
+		WithSelector(metav1apply.LabelSelector().WithMatchLabels(routing.RuntimeLabels(s.gw))).
+		WithStrategy(appsv1apply.DeploymentStrategy().WithType(appsv1.RollingUpdateDeploymentStrategyType).
+			WithRollingUpdate(appsv1apply.RollingUpdateDeployment().WithMaxUnavailable(intstr.FromInt32(0)).WithMaxSurge(intstr.FromInt32(1)))).
+		WithTemplate(pod))
+}
+
+// rolledOut reports whether d has rolled out its current template, as
+// kubectl rollout status decides it.
+func rolledOut(d *appsv1.Deployment) (bool, string) {
+	want := int32(1)
+	if d.Spec.Replicas != nil {
+		want = *d.Spec.Replicas
+	}
+	st := d.Status
+	switch {
+	case st.ObservedGeneration < d.Generation:
+		return false, "the Deployment controller has not observed the latest spec"
+	case st.UpdatedReplicas < want:
+		return false, fmt.Sprintf("%d of %d replicas updated", st.UpdatedReplicas, want)
+	case st.Replicas > st.UpdatedReplicas:
+		return false, fmt.Sprintf("%d old replicas pending termination", st.Replicas-st.UpdatedReplicas)
+	case st.AvailableReplicas < st.UpdatedReplicas:
+		return false, fmt.Sprintf("%d of %d updated replicas available", st.AvailableReplicas, st.UpdatedReplicas)
+	}
+	return true, ""
+}
+
+// waitRollout polls the gateway's Deployment until it has rolled out or
+// timeout passes.
+func (c *clients) waitRollout(ctx context.Context, gw routing.ObjectRef, timeout time.Duration) error {
+	ns, name := gw.Namespace, routing.RuntimeName(gw)
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	last := "not read yet"
+	for {
+		d, err := c.kube.AppsV1().Deployments(ns).Get(ctx, name, metav1.GetOptions{})
+		if err == nil {
+			var done bool
+			if done, last = rolledOut(d); done {
+				return nil
+			}
+		} else if ctx.Err() == nil {
+			last = err.Error()
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("the Deployment %s/%s did not roll out within rollout_timeout (%s): %s.\n"+
+				"Check its pods (kubectl -n %s describe deployment %s), raise rollout_timeout, or set wait_for_rollout = false",
+				ns, name, timeout, last, ns, name)
+		case <-time.After(rolloutPollEvery):
+		}
+	}
+}
+
+// serviceAddresses are the Service's addresses: the LoadBalancer ingress
+// IPs and hostnames, or else its cluster IPs.
+func serviceAddresses(svc *corev1.Service) []gatewayv1.GatewayStatusAddress {
+	var out []gatewayv1.GatewayStatusAddress
+	ip, host := gatewayv1.IPAddressType, gatewayv1.HostnameAddressType
+	for _, in := range svc.Status.LoadBalancer.Ingress {
+		if in.IP != "" {
+			out = append(out, gatewayv1.GatewayStatusAddress{Type: &ip, Value: in.IP})
+		} else if in.Hostname != "" {
+			out = append(out, gatewayv1.GatewayStatusAddress{Type: &host, Value: in.Hostname})
+		}
+	}
+	if len(out) > 0 {
+		return out
+	}
+	ips := svc.Spec.ClusterIPs
+	if len(ips) == 0 && svc.Spec.ClusterIP != "" {
+		ips = []string{svc.Spec.ClusterIP}
+	}
+	for _, a := range ips {
+		if a != corev1.ClusterIPNone {
+			out = append(out, gatewayv1.GatewayStatusAddress{Type: &ip, Value: a})
+		}
+	}
+	return out
+}
+
+// attachedRoutes counts the accepted routes per listener of gw from its
+// routing fragment ConfigMaps; every listener of gw has an entry.
+func (c *clients) attachedRoutes(ctx context.Context, gw *gatewayv1.Gateway) (map[string]int32, error) {
+	ref := routing.ObjectRef{Namespace: gw.Namespace, Name: gw.Name}
+	list, err := c.kube.CoreV1().ConfigMaps(gw.Namespace).List(ctx, metav1.ListOptions{
+		LabelSelector: labels.SelectorFromSet(routing.FragmentLabels(ref)).String(),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list the routing fragments of Gateway %s: %w", ref, err)
+	}
+	var frags []*routing.Fragment
+	for _, cm := range list.Items {
+		f, err := routing.UnmarshalFragment([]byte(cm.Data[routing.FragmentDataKey]))
+		if err != nil || f.Gateway != ref {
+			continue
+		}
+		frags = append(frags, f)
+	}
+	counts := routing.ListenerAttachedRoutes(frags)
+	out := map[string]int32{}
+	for _, l := range gw.Spec.Listeners {
+		out[string(l.Name)] = counts[string(l.Name)]
+	}
+	return out, nil
+}
+
+// writeGatewayStatus sets the provider's part of the Gateway status with
+// field manager FieldManager: Accepted, the listeners (supported kinds,
+// attached routes, Accepted and ResolvedRefs) and the addresses. The
+// chaperone's Programmed condition (another field manager) is left alone.
+func (c *clients) writeGatewayStatus(ctx context.Context, gw *gatewayv1.Gateway, svc *corev1.Service) error {
+	attached, err := c.attachedRoutes(ctx, gw)
+	if err != nil {
+		return err
+	}
+	st := gatewayv1apply.GatewayStatus().WithConditions(condition(gw.Status.Conditions, string(gatewayv1.GatewayConditionAccepted),
+		metav1.ConditionTrue, string(gatewayv1.GatewayReasonAccepted), "Accepted by the varnishgw provider.", gw.Generation))
+	for _, a := range serviceAddresses(svc) {
+		st.WithAddresses(gatewayv1apply.GatewayStatusAddress().WithType(*a.Type).WithValue(a.Value))
+	}
+	for _, l := range gw.Spec.Listeners {
+		var old []metav1.Condition
+		for _, ls := range gw.Status.Listeners {
+			if ls.Name == l.Name {
+				old = ls.Conditions
+			}
+		}
+		st.WithListeners(gatewayv1apply.ListenerStatus().
+			WithName(l.Name).
+			WithSupportedKinds(gatewayv1apply.RouteGroupKind().WithGroup(gatewayv1.GroupName).WithKind("HTTPRoute")).
+			WithAttachedRoutes(attached[string(l.Name)]).
+			WithConditions(
+				condition(old, string(gatewayv1.ListenerConditionAccepted), metav1.ConditionTrue, string(gatewayv1.ListenerReasonAccepted), "Served on varnishd socket "+routing.SocketName(l.Port)+".", gw.Generation),
+				condition(old, string(gatewayv1.ListenerConditionResolvedRefs), metav1.ConditionTrue, string(gatewayv1.ListenerReasonResolvedRefs), "Listener references resolved.", gw.Generation),
+			))
+	}
+	ac := gatewayv1apply.Gateway(gw.Name, gw.Namespace).WithStatus(st)
+	if _, err := c.gateway.GatewayV1().Gateways(gw.Namespace).ApplyStatus(ctx, ac, applyOptions()); err != nil {
+		return fmt.Errorf("set the status of Gateway %s/%s: %w", gw.Namespace, gw.Name, err)
+	}
+	return nil
+}
+
+// deleteRuntime deletes every object the gateway resource created, each
+// only if it carries the gateway's runtime labels (never an object of the
+// same name that someone else made).
+func (c *clients) deleteRuntime(ctx context.Context, gw routing.ObjectRef) error {
+	ns, name := gw.Namespace, routing.RuntimeName(gw)
+	want := runtimeLabels(gw)
+	ours := func(o metav1.Object) bool {
+		for k, v := range want {
+			if o.GetLabels()[k] != v {
+				return false
+			}
+		}
+		return true
+	}
+	type target struct {
+		what string
+		get  func() (metav1.Object, error)
+		del  func(metav1.DeleteOptions) error
+	}
+	targets := []target{
+		{"Deployment " + ns + "/" + name,
+			func() (metav1.Object, error) {
+				return c.kube.AppsV1().Deployments(ns).Get(ctx, name, metav1.GetOptions{})
+			},
+			func(o metav1.DeleteOptions) error { return c.kube.AppsV1().Deployments(ns).Delete(ctx, name, o) }},
+		{"PodDisruptionBudget " + ns + "/" + name,
+			func() (metav1.Object, error) {
+				return c.kube.PolicyV1().PodDisruptionBudgets(ns).Get(ctx, name, metav1.GetOptions{})
+			},
+			func(o metav1.DeleteOptions) error {
+				return c.kube.PolicyV1().PodDisruptionBudgets(ns).Delete(ctx, name, o)
+			}},
+		{"Service " + ns + "/" + name,
+			func() (metav1.Object, error) { return c.kube.CoreV1().Services(ns).Get(ctx, name, metav1.GetOptions{}) },
+			func(o metav1.DeleteOptions) error { return c.kube.CoreV1().Services(ns).Delete(ctx, name, o) }},
+		{"ConfigMap " + ns + "/" + routing.VCLConfigMapName(gw),
+			func() (metav1.Object, error) {
+				return c.kube.CoreV1().ConfigMaps(ns).Get(ctx, routing.VCLConfigMapName(gw), metav1.GetOptions{})
+			},
+			func(o metav1.DeleteOptions) error {
+				return c.kube.CoreV1().ConfigMaps(ns).Delete(ctx, routing.VCLConfigMapName(gw), o)
+			}},
+		{"RoleBinding " + ns + "/" + name,
+			func() (metav1.Object, error) {
+				return c.kube.RbacV1().RoleBindings(ns).Get(ctx, name, metav1.GetOptions{})
+			},
+			func(o metav1.DeleteOptions) error { return c.kube.RbacV1().RoleBindings(ns).Delete(ctx, name, o) }},
+		{"Role " + ns + "/" + name,
+			func() (metav1.Object, error) { return c.kube.RbacV1().Roles(ns).Get(ctx, name, metav1.GetOptions{}) },
+			func(o metav1.DeleteOptions) error { return c.kube.RbacV1().Roles(ns).Delete(ctx, name, o) }},
+		{"ClusterRole " + routing.BackendClusterRoleName(gw),
+			func() (metav1.Object, error) {
+				return c.kube.RbacV1().ClusterRoles().Get(ctx, routing.BackendClusterRoleName(gw), metav1.GetOptions{})
+			},
+			func(o metav1.DeleteOptions) error {
+				return c.kube.RbacV1().ClusterRoles().Delete(ctx, routing.BackendClusterRoleName(gw), o)
+			}},
+		{"Secret " + ns + "/" + adminSecretName(gw),
+			func() (metav1.Object, error) {
+				return c.kube.CoreV1().Secrets(ns).Get(ctx, adminSecretName(gw), metav1.GetOptions{})
+			},
+			func(o metav1.DeleteOptions) error {
+				return c.kube.CoreV1().Secrets(ns).Delete(ctx, adminSecretName(gw), o)
+			}},
+		{"ServiceAccount " + ns + "/" + name,
+			func() (metav1.Object, error) {
+				return c.kube.CoreV1().ServiceAccounts(ns).Get(ctx, name, metav1.GetOptions{})
+			},
+			func(o metav1.DeleteOptions) error { return c.kube.CoreV1().ServiceAccounts(ns).Delete(ctx, name, o) }},
+	}
+	for _, t := range targets {
+		o, err := t.get()
+		if apierrors.IsNotFound(err) {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("get %s: %w", t.what, err)
+		}
+		if !ours(o) {
+			continue
+		}
+		uid := o.GetUID()
+		bg := metav1.DeletePropagationBackground
+		if err := t.del(metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}, PropagationPolicy: &bg}); err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("delete %s: %w", t.what, err)
+		}
+	}
+	return nil
+}
+
+// parseResources turns a map of resource names to quantities into a
+// ResourceList, naming the attribute in errors.
+func parseResources(attr string, m map[string]string) (corev1.ResourceList, error) {
+	if len(m) == 0 {
+		return nil, nil
+	}
+	out := corev1.ResourceList{}
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		q, err := resource.ParseQuantity(m[k])
+		if err != nil {
+			return nil, fmt.Errorf("%s[%q] = %q is not a Kubernetes quantity (%v); use for example \"500m\" for CPU or \"256Mi\" for memory", attr, k, m[k], err)
+		}
+		out[corev1.ResourceName(k)] = q
+	}
+	return out, nil
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}

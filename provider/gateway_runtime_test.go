@@ -1,0 +1,168 @@
+package provider
+
+import (
+	"slices"
+	"strings"
+	"testing"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/routing"
+)
+
+func testSpec() *runtimeSpec {
+	vcl := "sub vcl_deliver { }"
+	return &runtimeSpec{
+		gw:           routing.ObjectRef{Namespace: "edge", Name: "public"},
+		class:        &classDefaults{image: "img:1", storage: "malloc,1g", logLevel: "info", params: map[string]string{"b": "2", "a": "1"}, vcl: "sub vcl_recv { }"},
+		gatewayVCL:   &vcl,
+		ports:        []int32{80, 8080},
+		replicas:     2,
+		mode:         modeSupervise,
+		drainTimeout: 60,
+	}
+}
+
+func TestStartHash(t *testing.T) {
+	base := testSpec().startHash()
+	for _, tc := range []struct {
+		name   string
+		change func(*runtimeSpec)
+		rolls  bool
+	}{
+		{"gateway VCL", func(s *runtimeSpec) { v := "other"; s.gatewayVCL = &v }, false},
+		{"class VCL", func(s *runtimeSpec) { s.class.vcl = "other" }, false},
+		{"replicas", func(s *runtimeSpec) { s.replicas = 5 }, false},
+		{"parameter order", func(s *runtimeSpec) { s.class.params = map[string]string{"a": "1", "b": "2"} }, false},
+		{"storage", func(s *runtimeSpec) { s.class.storage = "malloc,2g" }, true},
+		{"image", func(s *runtimeSpec) { s.class.image = "img:2" }, true},
+		{"a port", func(s *runtimeSpec) { s.ports = []int32{80} }, true},
+		{"a parameter", func(s *runtimeSpec) { s.class.params["a"] = "3" }, true},
+		{"mode", func(s *runtimeSpec) { s.mode = modeSidecar }, true},
+		{"drain timeout", func(s *runtimeSpec) { s.drainTimeout = 61 }, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := testSpec()
+			tc.change(s)
+			if rolled := s.startHash() != base; rolled != tc.rolls {
+				t.Errorf("changing %s changes the start hash: %v, want %v", tc.name, rolled, tc.rolls)
+			}
+		})
+	}
+}
+
+func TestChaperoneArgs(t *testing.T) {
+	s := testSpec()
+	want := []string{"--routing=kubernetes", "--gateway=edge/public", "--vcl=", "--ghost-json=/var/lib/varnishgw/ghost.json",
+		"--listen=80,8080", "--storage=malloc,1g", "--param=a=1", "--param=b=2", "--log-level=info", "--drain-timeout=60s", "--health-addr=:9091"}
+	if got := s.chaperoneArgs(); !slices.Equal(got, want) {
+		t.Errorf("supervise args = %q\nwant %q", got, want)
+	}
+	s.mode = modeSidecar
+	want = []string{"--routing=kubernetes", "--gateway=edge/public", "--vcl=", "--ghost-json=/var/lib/varnishgw/ghost.json",
+		"--mode=sidecar", "--secret-file=/etc/varnishgw/secret/secret", "--workdir=/var/lib/varnishgw/varnishd",
+		"--log-level=info", "--drain-timeout=60s", "--health-addr=:9091"}
+	if got := s.chaperoneArgs(); !slices.Equal(got, want) {
+		t.Errorf("sidecar args = %q\nwant %q", got, want)
+	}
+	wantVarnishd := []string{"-F", "-n", "/var/lib/varnishgw/varnishd", "-a", "port-80=:80", "-a", "port-8080=:8080",
+		"-a", "ghost-admin=127.0.0.1:6084", "-M", "127.0.0.1:6082", "-S", "/etc/varnishgw/secret/secret",
+		"-f", "/etc/varnishgw/boot/boot.vcl", "-s", "malloc,1g", "-p", "a=1", "-p", "b=2"}
+	if got := s.varnishdArgs(); !slices.Equal(got, wantVarnishd) {
+		t.Errorf("varnishd args = %q\nwant %q", got, wantVarnishd)
+	}
+}
+
+func TestRolledOut(t *testing.T) {
+	two := int32(2)
+	for _, tc := range []struct {
+		name string
+		gen  int64
+		st   appsv1.DeploymentStatus
+		want bool
+	}{
+		{"not observed", 2, appsv1.DeploymentStatus{ObservedGeneration: 1, Replicas: 2, UpdatedReplicas: 2, AvailableReplicas: 2}, false},
+		{"not all updated", 1, appsv1.DeploymentStatus{ObservedGeneration: 1, Replicas: 2, UpdatedReplicas: 1, AvailableReplicas: 2}, false},
+		{"old replicas left", 1, appsv1.DeploymentStatus{ObservedGeneration: 1, Replicas: 3, UpdatedReplicas: 2, AvailableReplicas: 2}, false},
+		{"not available", 1, appsv1.DeploymentStatus{ObservedGeneration: 1, Replicas: 2, UpdatedReplicas: 2, AvailableReplicas: 1}, false},
+		{"done", 1, appsv1.DeploymentStatus{ObservedGeneration: 1, Replicas: 2, UpdatedReplicas: 2, AvailableReplicas: 2}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Generation: tc.gen}, Spec: appsv1.DeploymentSpec{Replicas: &two}, Status: tc.st}
+			if got, why := rolledOut(d); got != tc.want {
+				t.Errorf("rolledOut = %v (%s), want %v", got, why, tc.want)
+			}
+		})
+	}
+}
+
+func TestServiceAddresses(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		svc  corev1.Service
+		want []string
+	}{
+		{"cluster IP", corev1.Service{Spec: corev1.ServiceSpec{ClusterIP: "10.0.0.1", ClusterIPs: []string{"10.0.0.1", "fd00::1"}}}, []string{"10.0.0.1", "fd00::1"}},
+		{"headless", corev1.Service{Spec: corev1.ServiceSpec{ClusterIP: "None"}}, nil},
+		{"load balancer wins", corev1.Service{
+			Spec:   corev1.ServiceSpec{ClusterIP: "10.0.0.1"},
+			Status: corev1.ServiceStatus{LoadBalancer: corev1.LoadBalancerStatus{Ingress: []corev1.LoadBalancerIngress{{IP: "203.0.113.7"}, {Hostname: "lb.example.com"}}}},
+		}, []string{"203.0.113.7", "lb.example.com"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var got []string
+			for _, a := range serviceAddresses(&tc.svc) {
+				got = append(got, a.Value)
+			}
+			if !slices.Equal(got, tc.want) {
+				t.Errorf("addresses = %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestListenerPath(t *testing.T) {
+	for field, want := range map[string]string{
+		"spec.listeners[2].hostname":                          "listeners[2].hostname",
+		"spec.listeners[0].name":                              "listeners[0].name",
+		"spec.listeners[1].allowedRoutes.namespaces.selector": "listeners[1].allowed_routes",
+		"spec.listeners":                                      "listeners",
+	} {
+		if got := listenerPath(field).String(); got != want {
+			t.Errorf("listenerPath(%q) = %s, want %s", field, got, want)
+		}
+	}
+}
+
+func TestReadResourcesKeepsSpelling(t *testing.T) {
+	prior := &resourcesModel{Requests: stringMapValue(map[string]string{"cpu": "0.5"}), Limits: stringMapValue(map[string]string{"memory": "1Gi"})}
+	rr := corev1.ResourceRequirements{
+		Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("500m")},
+		Limits:   corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("2Gi")},
+	}
+	got := readResources(prior, rr)
+	if v := stringMap(got.Requests)["cpu"]; v != "0.5" {
+		t.Errorf("cpu request = %q, want the configured spelling 0.5 of the same quantity", v)
+	}
+	if v := stringMap(got.Limits)["memory"]; v != "2Gi" {
+		t.Errorf("memory limit = %q, want the changed value 2Gi", v)
+	}
+	if readResources(prior, corev1.ResourceRequirements{}) != nil {
+		t.Error("no resources in the cluster should read as null")
+	}
+}
+
+func TestParseResources(t *testing.T) {
+	_, err := parseResources("resources.limits", map[string]string{"memory": "lots"})
+	if err == nil || !strings.Contains(err.Error(), `resources.limits["memory"] = "lots" is not a Kubernetes quantity`) ||
+		!strings.Contains(err.Error(), `use for example "500m" for CPU or "256Mi" for memory`) {
+		t.Errorf("parseResources error = %v, want the field, the value and the fix", err)
+	}
+	got, err := parseResources("resources.requests", map[string]string{"cpu": "250m"})
+	if err != nil || got.Cpu().MilliValue() != 250 {
+		t.Errorf("parseResources = %v, %v", got, err)
+	}
+}
