@@ -131,8 +131,9 @@ func (r *gatewayClassResource) Schema(_ context.Context, _ resource.SchemaReques
 			},
 			"vcl": schema.StringAttribute{
 				Optional: true,
-				Description: "User VCL added after the ghost preamble of every gateway of the class, for example to cache " +
-					"responses. Without it gateways pass every request to the backends.",
+				Description: "User VCL added after the ghost preamble of every gateway of the class. Its vcl_recv runs " +
+					"for routed requests after ghost's routing and may return (hash) to cache responses; without that, " +
+					"gateways pass every request to the backends.",
 			},
 			"log_level": schema.StringAttribute{
 				Optional:    true,

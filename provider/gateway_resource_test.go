@@ -147,7 +147,7 @@ func TestAccGateway(t *testing.T) {
 							return err
 						}
 						vcl := cm.Data[routing.VCLDataKey]
-						for _, want := range []string{`ghost.router("/var/lib/varnishgw/ghost.json", admin_socket = "ghost-admin")`, `set resp.http.x-v = "1";`} {
+						for _, want := range []string{`ghost.router("ghost.json", admin_socket = "ghost-admin")`, `set resp.http.x-v = "1";`} {
 							if !strings.Contains(vcl, want) {
 								return fmt.Errorf("main.vcl lacks %q:\n%s", want, vcl)
 							}
@@ -162,7 +162,7 @@ func TestAccGateway(t *testing.T) {
 						}
 						args := pod.Spec.Containers[0].Args
 						for _, want := range []string{"--routing=kubernetes", "--gateway=" + ns + "/edge", "--vcl=", "--listen=8080",
-							"--ghost-json=/var/lib/varnishgw/ghost.json", "--storage=" + DefaultStorage, "--param=thread_pool_min=20", "--log-level=info", "--drain-timeout=300s"} {
+							"--workdir=/var/lib/varnishgw/varnishd", "--ghost-json=/var/lib/varnishgw/varnishd/ghost.json", "--storage=" + DefaultStorage, "--param=thread_pool_min=20", "--log-level=info", "--drain-timeout=300s"} {
 							if !slices.Contains(args, want) {
 								return fmt.Errorf("chaperone args %q lack %q", args, want)
 							}
@@ -759,7 +759,7 @@ func TestAccGatewaySidecar(t *testing.T) {
 					if q := varnish.Resources.Limits.Memory(); q.String() != "1Gi" {
 						return fmt.Errorf("varnish memory limit = %s, want 1Gi", q)
 					}
-					for _, want := range []string{"--mode=sidecar", "--secret-file=/etc/varnishgw/secret/secret", "--workdir=/var/lib/varnishgw/varnishd", "--routing=kubernetes", "--vcl="} {
+					for _, want := range []string{"--mode=sidecar", "--secret-file=/etc/varnishgw/secret/secret", "--routing=kubernetes", "--vcl="} {
 						if !slices.Contains(chap.Args, want) {
 							return fmt.Errorf("chaperone args %q lack %q", chap.Args, want)
 						}

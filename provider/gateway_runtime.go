@@ -153,11 +153,13 @@ func (s *runtimeSpec) chaperoneArgs() []string {
 		"--routing=kubernetes",
 		"--gateway=" + s.gw.String(),
 		"--vcl=",
-		"--ghost-json=" + mainvcl.GhostJSON,
+		// main.vcl names ghost.json relative to varnishd's work dir.
+		"--workdir=" + workDir,
+		"--ghost-json=" + workDir + "/" + mainvcl.GhostJSON,
 	}
 	if s.mode == modeSidecar {
 		// varnishd runs in the varnish container (varnishdArgs).
-		args = append(args, "--mode=sidecar", "--secret-file="+secretDir+"/"+secretKey, "--workdir="+workDir)
+		args = append(args, "--mode=sidecar", "--secret-file="+secretDir+"/"+secretKey)
 	} else {
 		args = append(args, "--listen="+strings.Join(ports, ","), "--storage="+s.class.storage)
 		for _, k := range slices.Sorted(maps.Keys(s.class.params)) {

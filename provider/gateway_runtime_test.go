@@ -56,14 +56,14 @@ func TestStartHash(t *testing.T) {
 
 func TestChaperoneArgs(t *testing.T) {
 	s := testSpec()
-	want := []string{"--routing=kubernetes", "--gateway=edge/public", "--vcl=", "--ghost-json=/var/lib/varnishgw/ghost.json",
+	want := []string{"--routing=kubernetes", "--gateway=edge/public", "--vcl=", "--workdir=/var/lib/varnishgw/varnishd", "--ghost-json=/var/lib/varnishgw/varnishd/ghost.json",
 		"--listen=80,8080", "--storage=malloc,1g", "--param=a=1", "--param=b=2", "--log-level=info", "--drain-timeout=60s", "--health-addr=:9091"}
 	if got := s.chaperoneArgs(); !slices.Equal(got, want) {
 		t.Errorf("supervise args = %q\nwant %q", got, want)
 	}
 	s.mode = modeSidecar
-	want = []string{"--routing=kubernetes", "--gateway=edge/public", "--vcl=", "--ghost-json=/var/lib/varnishgw/ghost.json",
-		"--mode=sidecar", "--secret-file=/etc/varnishgw/secret/secret", "--workdir=/var/lib/varnishgw/varnishd",
+	want = []string{"--routing=kubernetes", "--gateway=edge/public", "--vcl=", "--workdir=/var/lib/varnishgw/varnishd", "--ghost-json=/var/lib/varnishgw/varnishd/ghost.json",
+		"--mode=sidecar", "--secret-file=/etc/varnishgw/secret/secret",
 		"--log-level=info", "--drain-timeout=60s", "--health-addr=:9091"}
 	if got := s.chaperoneArgs(); !slices.Equal(got, want) {
 		t.Errorf("sidecar args = %q\nwant %q", got, want)

@@ -216,7 +216,7 @@ func (r *httpRouteResource) Schema(_ context.Context, _ resource.SchemaRequest, 
 									"hostname":    schema.StringAttribute{Optional: true, Description: "The hostname of the location."},
 									"port":        schema.Int64Attribute{Optional: true, Description: "The port of the location.", Validators: portValidators},
 									"path":        pathModifierAttribute("How the location's path is built from the request path."),
-									"status_code": schema.Int64Attribute{Optional: true, Description: "The status code, 301 or 302 (the default)."},
+									"status_code": schema.Int64Attribute{Optional: true, Description: "The status code: 301, 302 (the default), 303, 307 or 308."},
 								},
 							},
 							"url_rewrite": schema.SingleNestedAttribute{

@@ -11,8 +11,13 @@ import (
 
 // Defaults of the pod layout that the preamble refers to.
 const (
-	// GhostJSON is where the chaperone writes ghost.json in a gateway pod.
-	GhostJSON = "/var/lib/varnishgw/ghost.json"
+	// GhostJSON is the ghost.json path main.vcl gives ghost. It is
+	// relative: varnishd runs in its working directory (-n, the
+	// chaperone's --workdir), so ghost reads WORKDIR/ghost.json, where the
+	// chaperone writes it (--ghost-json=WORKDIR/ghost.json). One main.vcl
+	// thus serves a supervising pod, a sidecar pod (the work dir is the
+	// shared volume) and a chaperone run outside a pod (make demo).
+	GhostJSON = "ghost.json"
 	// AdminSocket is the name of ghost's loopback admin socket
 	// (varnishd -a ghost-admin=127.0.0.1:PORT).
 	AdminSocket = "ghost-admin"
@@ -36,6 +41,13 @@ type Options struct {
 // once, so both may define, for example, vcl_backend_response. A leading
 // "vcl 4.x;" line in user VCL would be a second version declaration and is
 // dropped.
+//
+// The preamble's vcl_recv routes and returns only for requests ghost
+// answers itself (404, 500, redirects, its admin endpoints); for routed
+// requests it falls through to the user VCL, which may return (hash) to
+// cache. The default, after all user VCL, is pass: without user VCL a
+// gateway caches nothing. Likewise the user's vcl_synth runs after ghost
+// has written its answer, before the final deliver.
 func Render(o Options) string {
 	ghostJSON := o.GhostJSON
 	if ghostJSON == "" {
@@ -64,12 +76,12 @@ sub vcl_recv {
 	if (!router.recv()) {
 		return (synth(router.status()));
 	}
-	return (pass);
+	# Routed: req.backend_hint is the endpoint ghost chose. User VCL below
+	# may return (hash) to cache; otherwise the default at the end passes.
 }
 
 sub vcl_synth {
 	router.synth();
-	return (deliver);
 }
 
 sub vcl_deliver {
@@ -88,6 +100,17 @@ sub vcl_deliver {
 	}
 	section("GatewayClass VCL", o.ClassVCL)
 	section("Gateway VCL", o.GatewayVCL)
+	b.WriteString(`
+# --- varnishgw defaults: pass what user VCL did not decide, deliver ghost's answers ---
+
+sub vcl_recv {
+	return (pass);
+}
+
+sub vcl_synth {
+	return (deliver);
+}
+`)
 	return b.String()
 }
 

@@ -20,7 +20,7 @@ func TestRender(t *testing.T) {
 		{
 			name: "preamble only",
 			opts: Options{},
-			want: []string{"vcl 4.1;", "import ghost;", `ghost.router("/var/lib/varnishgw/ghost.json", admin_socket = "ghost-admin")`, "router.deliver();"},
+			want: []string{"vcl 4.1;", "import ghost;", `ghost.router("ghost.json", admin_socket = "ghost-admin")`, "router.deliver();"},
 			not:  []string{"# --- GatewayClass VCL", "# --- Gateway VCL"},
 		},
 		{
@@ -37,7 +37,7 @@ func TestRender(t *testing.T) {
 		{
 			name: "blank user VCL adds nothing",
 			opts: Options{ClassVCL: " \n", GatewayVCL: ""},
-			not:  []string{"# ---"},
+			not:  []string{"# --- GatewayClass VCL", "# --- Gateway VCL"},
 		},
 		{
 			name: "explicit VMOD and ghost.json",

@@ -10,8 +10,15 @@ resource "varnishgw_gateway_class" "varnish" {
     thread_pool_min = "50"
   }
 
-  # Cache what the backends allow; without vcl every request is passed.
+  # Cache anonymous GET and HEAD requests for what the backends allow;
+  # without vcl every request is passed.
   vcl = <<-VCL
+    sub vcl_recv {
+      if ((req.method == "GET" || req.method == "HEAD") && !req.http.Authorization && !req.http.Cookie) {
+        return (hash);
+      }
+    }
+
     sub vcl_backend_response {
       if (beresp.ttl <= 0s) {
         set beresp.ttl = 10s;

@@ -1,0 +1,104 @@
+package mainvcl
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/varnishd"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/varnishd/varnishdtest"
+)
+
+// TestRenderServes runs rendered main.vcl in a real varnishd with ghost:
+// ghost reads the relative GhostJSON from varnishd's work dir, routes the
+// request, and user VCL decides caching: without it every request is
+// passed; a vcl_recv returning hash caches; ghost's own answers (404) and
+// a user vcl_synth both reach the client.
+func TestRenderServes(t *testing.T) {
+	var hits atomic.Int64
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		hits.Add(1)
+		w.Header().Set("Cache-Control", "max-age=60")
+		fmt.Fprintln(w, "hello")
+	})}
+	go srv.Serve(l)
+	t.Cleanup(func() { srv.Close() })
+	port := l.Addr().(*net.TCPAddr).Port
+	ghostJSON := fmt.Sprintf(`{"version":1,"vhosts":[{"hostname":"cache.test","routes":[{"name":"r","match":{"path":{"type":"PathPrefix","value":"/"}},"backends":[{"endpoints":[{"address":"127.0.0.1","port":%d}]}]}]}]}`, port)
+
+	vmod := varnishdtest.GhostVMOD(t)
+	for _, tc := range []struct {
+		name      string
+		opts      Options
+		wantHits  int64 // backend requests for 3 client requests
+		synthMark string
+	}{
+		{name: "default passes", opts: Options{}, wantHits: 3},
+		{name: "user VCL caches", wantHits: 1, opts: Options{
+			ClassVCL:   "sub vcl_recv { if (req.method == \"GET\") { return (hash); } }",
+			GatewayVCL: "sub vcl_synth { set resp.http.x-synth = \"user\"; }",
+		}, synthMark: "user"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			hits.Store(0)
+			work := filepath.Join(varnishdtest.Dir(t), "work")
+			if err := os.MkdirAll(work, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(work, GhostJSON), []byte(ghostJSON), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			listen := varnishdtest.FreeAddr(t)
+			p := varnishdtest.Start(t, varnishd.Config{
+				WorkDir:        work,
+				Listeners:      []varnishd.Listener{{Name: "port-" + strconv.Itoa(varnishdtest.Port(t, listen)), Addr: listen}},
+				GhostAdminAddr: varnishdtest.FreeAddr(t),
+			})
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			tc.opts.VMOD = vmod
+			if err := p.Admin.VCLInline(ctx, "main", Render(tc.opts)); err != nil {
+				t.Fatalf("vcl.inline: %v", err)
+			}
+			if err := p.Admin.VCLUse(ctx, "main"); err != nil {
+				t.Fatal(err)
+			}
+			get := func(host string) *http.Response {
+				t.Helper()
+				req, _ := http.NewRequest("GET", "http://"+listen+"/x", nil)
+				req.Host = host
+				resp, err := http.DefaultClient.Do(req)
+				if err != nil {
+					t.Fatal(err)
+				}
+				io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				return resp
+			}
+			for range 3 {
+				if r := get("cache.test"); r.StatusCode != 200 {
+					t.Fatalf("routed request: %d", r.StatusCode)
+				}
+			}
+			if got := hits.Load(); got != tc.wantHits {
+				t.Errorf("backend saw %d requests for 3, want %d", got, tc.wantHits)
+			}
+			r := get("unknown.test")
+			if r.StatusCode != 404 || r.Header.Get("x-synth") != tc.synthMark {
+				t.Errorf("unknown host: %d x-synth=%q, want 404 x-synth=%q", r.StatusCode, r.Header.Get("x-synth"), tc.synthMark)
+			}
+		})
+	}
+}
