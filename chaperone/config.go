@@ -259,6 +259,9 @@ func (c *Config) validate() error {
 	default:
 		return fmt.Errorf("--routing=%q: want %s, %s or %s", c.RoutingSource, RoutingFile, RoutingKubernetes, RoutingDir)
 	}
+	if c.VCLPath == "" && c.RoutingSource != RoutingKubernetes {
+		return fmt.Errorf("--vcl is empty with --routing=%s: only --routing=kubernetes brings main.vcl (from the Gateway's VCL ConfigMap); give the main VCL file, e.g. --vcl=/etc/varnishgw/main.vcl", c.RoutingSource)
+	}
 	for _, p := range c.Params {
 		if name, _, ok := strings.Cut(p, "="); !ok || name == "" {
 			return fmt.Errorf("--param=%q: want NAME=VALUE, e.g. --param=timeout_idle=10", p)

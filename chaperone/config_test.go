@@ -64,6 +64,12 @@ func TestParseConfig(t *testing.T) {
 				t.Errorf("StatsExclude = %q", c.StatsExclude)
 			}
 		}},
+		{name: "empty vcl without kubernetes", args: []string{"--listen=80", "--vcl="}, wantErr: "--vcl is empty with --routing=file"},
+		{name: "empty vcl with kubernetes", args: []string{"--listen=80", "--vcl=", "--routing=kubernetes", "--gateway=edge/public"}, check: func(t *testing.T, c *Config) {
+			if c.VCLPath != "" {
+				t.Errorf("VCLPath = %q, want empty", c.VCLPath)
+			}
+		}},
 		{name: "sidecar needs no ports", args: []string{"--mode=sidecar", "--secret-file=/s"}},
 		{name: "no port", wantErr: "--listen is empty"},
 		{name: "bad port", args: []string{"--listen=80,http"}, wantErr: `"http" is not a port number`},

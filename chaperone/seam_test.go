@@ -60,7 +60,7 @@ func TestRunWithARoutingHalf(t *testing.T) {
 		"--workdir", filepath.Join(dir, "work"),
 		"--listen", strconv.Itoa(varnishdtest.Port(t, listen)), "--listen-host", "127.0.0.1",
 		"--admin-addr", "127.0.0.1:0", "--ghost-admin-addr", ghostAdmin, "--health-addr", health,
-		"--vcl", "", "--ghost-json", ghostPath,
+		"--ghost-json", ghostPath,
 		"--varnishd", varnishdtest.Bin(t), "--varnishstat", varnishdtest.StatBin(t),
 		"--storage", "malloc,32m", "--param", "thread_pool_min=5", "--param", "thread_pools=1",
 		"--stats-interval", "500ms",
@@ -68,6 +68,9 @@ func TestRunWithARoutingHalf(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// No VCL file: the routing half pushes it (the command line allows an
+	// empty --vcl only with --routing=kubernetes, whose half does so).
+	cfg.VCLPath = ""
 	r := &pushRouting{vcl: mainVCL(ghostPath, "pushed"), ghost: ghostJSON(be.URL)}
 	sig := make(chan os.Signal, 1)
 	ctx, cancel := context.WithCancel(context.Background())

@@ -152,7 +152,7 @@ func TestSidecarSIGTERMBeforeVarnishdConnects(t *testing.T) {
 	healthAddr := varnishdtest.FreeAddr(t)
 	cmd := exec.Command(chaperoneBin, "--mode=sidecar", "--secret-file", secretFile,
 		"--workdir", filepath.Join(dir, "work"), "--admin-addr", varnishdtest.FreeAddr(t),
-		"--health-addr", healthAddr, "--vcl", "")
+		"--health-addr", healthAddr, "--vcl", filepath.Join(dir, "main.vcl"))
 	out := &syncBuffer{}
 	cmd.Stdout, cmd.Stderr = out, out
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
