@@ -294,7 +294,7 @@ func TestPlatformTeamDay(t *testing.T) {
 	if err != nil {
 		out += err.Error() // the diagnostics are on standard error
 	}
-	if err == nil || !strings.Contains(out, "/(unclosed") || !strings.Contains(strings.ToLower(out), "regular expression") {
+	if err == nil || !strings.Contains(out, "/(unclosed") || !strings.Contains(out, "path.value") || !strings.Contains(out, "missing closing )") {
 		t.Fatalf("plan with a bad regex: err=%v\n%s", err, out)
 	}
 	expect(www, 200, "web-next-1")

@@ -386,10 +386,23 @@ func (r *httpRouteResource) ModifyPlan(ctx context.Context, req resource.ModifyP
 		// For example the namespace does not exist yet: plan with the
 		// route as configured.
 	}
-	_, frags, err := r.c.attachAll(ctx, route)
+	parents, frags, err := r.c.attachAll(ctx, route)
 	if err != nil {
 		resp.Diagnostics.AddError("Plan the HTTP route", err.Error()+"\nCheck that the provider can read Gateways, GatewayClasses, Services and ReferenceGrants.")
 		return
+	}
+	if req.State.Raw.IsNull() {
+		// A new route whose parent Gateway (or its class) does not exist
+		// yet is usually applied together with it: its routing is known
+		// only once they exist, so it is "known after apply" rather than
+		// an empty list that apply would contradict.
+		for _, p := range parents {
+			if p.gateway == nil || !p.ours {
+				resp.Diagnostics.Append(resp.Plan.SetAttribute(ctx, path.Root("routing"), types.StringUnknown())...)
+				resp.Diagnostics.Append(resp.Plan.SetAttribute(ctx, path.Root("id"), plan.Namespace.ValueString()+"/"+plan.Name.ValueString())...)
+				return
+			}
+		}
 	}
 	rj, err := routingJSON(frags)
 	if err != nil {

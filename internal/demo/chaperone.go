@@ -25,7 +25,8 @@ import (
 const ChaperoneContainer = "chaperone"
 
 // PodCommand is the chaperone container of gw's Deployment as the provider
-// wrote it: its command line (command then args) and its environment
+// wrote it: its arguments (after the command, or the image's entrypoint
+// when the container has none) and its environment
 // (literal values; the downward API fields a pod would resolve for
 // metadata.name and metadata.namespace are resolved to podName and gw's
 // namespace).
@@ -44,9 +45,13 @@ func PodCommand(ctx context.Context, kube kubernetes.Interface, gw routing.Objec
 	if c == nil {
 		return nil, nil, fmt.Errorf("the Deployment %s/%s has no container named %q", gw.Namespace, name, ChaperoneContainer)
 	}
-	argv := append(append([]string{}, c.Command...), c.Args...)
+	var argv []string
+	if len(c.Command) > 1 {
+		argv = append(argv, c.Command[1:]...)
+	}
+	argv = append(argv, c.Args...)
 	if len(argv) == 0 {
-		return nil, nil, fmt.Errorf("the chaperone container of Deployment %s/%s has neither command nor args", gw.Namespace, name)
+		return nil, nil, fmt.Errorf("the chaperone container of Deployment %s/%s has no arguments", gw.Namespace, name)
 	}
 	var env []string
 	for _, e := range c.Env {
@@ -108,7 +113,7 @@ func StartChaperone(ctx context.Context, kube kubernetes.Interface, opts Chapero
 		vmodPath += ":" + strings.TrimSpace(string(out))
 	}
 	workdir := filepath.Join(opts.Dir, "varnishd")
-	args := append(argv[1:],
+	args := append(argv,
 		"--kubeconfig="+opts.Kubeconfig,
 		"--workdir="+workdir,
 		"--ghost-json="+filepath.Join(workdir, "ghost.json"),

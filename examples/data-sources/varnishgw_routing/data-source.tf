@@ -1,10 +1,10 @@
 # The merged routing of the Gateway "public" in the namespace "gateways",
-# as its chaperone will serve it. Depend on the routes so that it is read
-# after they are applied.
+# as its chaperone will serve it. In a configuration that also declares the
+# routes, add depends_on = [varnishgw_http_route.shop, ...] so that it is
+# read after they are applied.
 data "varnishgw_routing" "public" {
-  namespace  = "gateways"
-  name       = "public"
-  depends_on = [varnishgw_http_route.shop]
+  namespace = "gateways"
+  name      = "public"
 }
 
 # Fail the run when the routing has conflicts or an unreadable fragment.
