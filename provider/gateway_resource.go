@@ -317,6 +317,24 @@ func (r *gatewayResource) ValidateConfig(ctx context.Context, req resource.Valid
 					"Terminate TLS in front of the gateway (for example at a LoadBalancer) and set protocol = \"HTTP\".", l.Name.ValueString(), p))
 		}
 	}
+	for i, l := range m.Listeners {
+		if l.AllowedRoutes.IsNull() || l.AllowedRoutes.IsUnknown() {
+			continue
+		}
+		var ar allowedRoutesModel
+		if d := l.AllowedRoutes.As(ctx, &ar, objectAsOptions); d.HasError() || ar.Namespaces.IsUnknown() || ar.Selector.IsUnknown() {
+			continue
+		}
+		p := path.Root("listeners").AtListIndex(i).AtName("allowed_routes")
+		switch hasSelector := len(stringMap(ar.Selector)) > 0; {
+		case ar.Namespaces.ValueString() == "Selector" && !hasSelector:
+			resp.Diagnostics.AddAttributeError(p.AtName("selector"), "Invalid allowed routes",
+				fmt.Sprintf("listener %q: namespaces = \"Selector\" needs selector, the labels a route's namespace must have, for example selector = { team = \"shop\" }", l.Name.ValueString()))
+		case ar.Namespaces.ValueString() != "Selector" && hasSelector:
+			resp.Diagnostics.AddAttributeError(p.AtName("selector"), "Invalid allowed routes",
+				fmt.Sprintf("listener %q: selector is used only with namespaces = \"Selector\" (namespaces is %q); set namespaces = \"Selector\" or remove selector", l.Name.ValueString(), ar.Namespaces.ValueString()))
+		}
+	}
 	if resp.Diagnostics.HasError() || !req.Config.Raw.IsFullyKnown() {
 		return
 	}

@@ -451,6 +451,17 @@ resource "varnishgw_http_route" "api" {
   rules = [{ backend_refs = [{ name = "api", namespace = %q, port = 80 }] }]
 }
 `, ns, backends)
+	// A route the Gateway does not accept (its listener allows routes
+	// from its own namespace only) gets no binding for its backends.
+	foreign := cp.Namespace(t)
+	route += fmt.Sprintf(`
+resource "varnishgw_http_route" "foreign" {
+  namespace   = %q
+  name        = "foreign"
+  parent_refs = [{ name = varnishgw_gateway.test.name, namespace = %q }]
+  rules = [{ backend_refs = [{ name = "api", namespace = %q, port = 80 }] }]
+}
+`, backends, ns, foreign)
 	routeMoved := strings.Replace(route, fmt.Sprintf("namespace = %q, port = 80", backends), fmt.Sprintf("namespace = %q, port = 80", moved), 1)
 
 	var kube kubernetes.Interface
@@ -546,6 +557,9 @@ resource "varnishgw_http_route" "api" {
 					}
 					if can(ns, "list", "discovery.k8s.io", "endpointslices", "") {
 						return fmt.Errorf("may list EndpointSlices in %s, where the route has no backend", ns)
+					}
+					if can(foreign, "list", "discovery.k8s.io", "endpointslices", "") {
+						return fmt.Errorf("may list EndpointSlices in %s, the backend namespace of a route the Gateway does not accept", foreign)
 					}
 					if can(backends, "list", "", "secrets", "") || can(backends, "update", "", "services", "api") {
 						return fmt.Errorf("the backend binding grants more than read access to services, endpointslices and referencegrants")
@@ -652,6 +666,8 @@ func TestAccGatewayValidation(t *testing.T) {
 		{"bad mode", `listeners = [{ name = "http", port = 80 }]` + "\nmode = \"daemon\"", `value must be one of: \["supervise" "sidecar"\]`},
 		{"duplicate listener", `listeners = [{ name = "a", port = 80 }, { name = "a", port = 81 }]`, `Duplicate value: "a"`},
 		{"bad quantity", `listeners = [{ name = "a", port = 80 }]` + "\nresources = { limits = { memory = \"lots\" } }", `resources.limits\["memory"\] = "lots" is not a Kubernetes quantity`},
+		{"selector without Selector", `listeners = [{ name = "a", port = 80, allowed_routes = { namespaces = "All", selector = { team = "x" } } }]`, `selector is used only with namespaces = "Selector"`},
+		{"Selector without selector", `listeners = [{ name = "a", port = 80, allowed_routes = { namespaces = "Selector" } }]`, `namespaces = "Selector" needs selector`},
 		{"bad pdb", `listeners = [{ name = "a", port = 80 }]` + "\npdb_max_unavailable = \"half\"", `must be a whole number such as 1 or a percentage`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

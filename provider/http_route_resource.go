@@ -118,8 +118,9 @@ func (r *httpRouteResource) Schema(_ context.Context, _ resource.SchemaRequest, 
 			"HTTPRoute with its status (Accepted, ResolvedRefs) for every parent Gateway whose GatewayClass is served " +
 			"by varnishgw, and stores what the route contributes to each such Gateway in a routing fragment ConfigMap " +
 			"in the Gateway's namespace, which the gateway pods load. In every namespace its backends live in, it writes a " +
-			"RoleBinding that lets each such Gateway's pods read Services, EndpointSlices and ReferenceGrants there, and " +
-			"removes it when no longer needed. The computed routing attribute shows that contribution in the plan.",
+			"RoleBinding that lets the pods of each such Gateway that accepts the route read Services, EndpointSlices and " +
+			"ReferenceGrants there, and removes it when no longer needed. The computed routing attribute shows that " +
+			"contribution in the plan.",
 		Attributes: map[string]schema.Attribute{
 			"id": schema.StringAttribute{
 				Computed:      true,

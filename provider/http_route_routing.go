@@ -467,8 +467,8 @@ func backendNamespaces(route *gatewayv1.HTTPRoute) map[string]bool {
 	return out
 }
 
-// writeBackendBindings writes, for every varnishgw parent Gateway of the
-// route (one per fragment) and every namespace its backends live in, the
+// writeBackendBindings writes, for every varnishgw parent Gateway that
+// accepts the route (one per accepted fragment) and every namespace its backends live in, the
 // RoleBinding routing.BackendRoleBindingName(gw, route) that binds the
 // Gateway's backend ClusterRole to its ServiceAccount there. It deletes
 // the route's bindings that are no longer needed: namespaces no longer
@@ -478,6 +478,9 @@ func (c *clients) writeBackendBindings(ctx context.Context, route *gatewayv1.HTT
 	want := map[routing.ObjectRef]map[string]bool{}
 	namespaces := backendNamespaces(route)
 	for _, f := range frags {
+		if !f.Accepted() {
+			continue // the Gateway does not serve the route: its pods need not read the backends
+		}
 		want[f.Gateway] = namespaces
 		name := routing.BackendRoleBindingName(f.Gateway, routeRef)
 		lbl := routing.FragmentLabels(f.Gateway)
