@@ -858,11 +858,11 @@ path_modify(VRT_CTX, const struct gh_route *r, const struct gh_pathmod *pm,
 
 static const char *
 redirect_location(VRT_CTX, const struct gh_route *r, const char *host,
-    const char *hosthdr, const char *path, size_t pl, const char *q,
-    size_t ql)
+    const char *path, size_t pl, const char *q, size_t ql)
 {
 	const struct gh_redirect *rd = r->redirect;
-	const char *scheme, *p, *np;
+	const char *scheme, *np;
+	VCL_IP local;
 	unsigned port = 0;
 	char ports[8] = "";
 
@@ -871,11 +871,15 @@ redirect_location(VRT_CTX, const struct gh_route *r, const char *host,
 		host = rd->hostname;
 	if (rd->port > 0)
 		port = rd->port;
-	else if (rd->scheme == NULL && hosthdr != NULL) {
-		/* the port the client used */
-		p = strrchr(hosthdr, ':');
-		if (p != NULL && strchr(p, ']') == NULL)
-			port = (unsigned)strtoul(p + 1, NULL, 10);
+	else if (rd->scheme == NULL) {
+		/*
+		 * Gateway API: without port and scheme, the port of the
+		 * listener the request came in on (the local port of the
+		 * connection), whatever the Host header says.
+		 */
+		local = VRT_r_local_ip(ctx);
+		if (local != NULL)
+			port = (unsigned)VSA_Port(local);
 	}
 	if (port > 0 && port < 65536 &&
 	    !(port == 80 && !strcmp(scheme, "http")) &&
@@ -1091,8 +1095,8 @@ vmod_router_recv(VRT_CTX, struct VPFX(ghost_router) *rt)
 	}
 	t->route = r;
 	if (r->redirect != NULL) {
-		t->location = redirect_location(ctx, r, host, hosthdr, path,
-		    pl, q, ql);
+		t->location = redirect_location(ctx, r, host, path, pl, q,
+		    ql);
 		if (t->location == NULL) {
 			VRT_fail(ctx, "ghost: out of workspace");
 			return (0);
