@@ -67,6 +67,7 @@ struct gh_arena {
 void gh_chunkpool_init(struct gh_chunkpool *cp);
 void gh_chunkpool_fini(struct gh_chunkpool *cp);
 void gh_chunkpool_keep(struct gh_chunkpool *cp, unsigned keep);
+int gh_chunkpool_fill_one(struct gh_chunkpool *cp);
 void *gh_arena_alloc(struct gh_arena *a, size_t n);	/* not zeroed */
 int gh_arena_owns(const struct gh_arena *a, const void *p);
 void gh_arena_release(struct gh_arena *a);

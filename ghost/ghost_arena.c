@@ -77,6 +77,51 @@ gh_chunkpool_keep(struct gh_chunkpool *cp, unsigned keep)
 	}
 }
 
+#ifdef GH_ARENA_MALLOC
+
+void *
+gh_arena_alloc(struct gh_arena *a, size_t n)
+{
+	struct gh_chunk *c;
+
+	c = malloc(HDR + n);
+	if (c == NULL)
+		return (NULL);
+	c->size = HDR + n;
+	c->next = a->head;
+	a->head = c;
+	return ((char *)c + HDR);
+}
+
+int
+gh_chunkpool_fill_one(struct gh_chunkpool *cp)
+{
+	(void)cp;
+	return (0);
+}
+
+int
+gh_arena_owns(const struct gh_arena *a, const void *p)
+{
+	(void)a;
+	(void)p;
+	return (0);	/* jansson does not use the arena in this build */
+}
+
+void
+gh_arena_release(struct gh_arena *a)
+{
+	struct gh_chunk *c;
+
+	while ((c = a->head) != NULL) {
+		a->head = c->next;
+		free(c);
+	}
+	a->nchunk = 0;
+}
+
+#else
+
 static struct gh_chunk *
 chunk_get(struct gh_chunkpool *cp, size_t need)
 {
@@ -108,43 +153,40 @@ chunk_get(struct gh_chunkpool *cp, size_t need)
 	return (c);
 }
 
-#ifdef GH_ARENA_MALLOC
-
-void *
-gh_arena_alloc(struct gh_arena *a, size_t n)
-{
-	struct gh_chunk *c;
-
-	c = malloc(HDR + n);
-	if (c == NULL)
-		return (NULL);
-	c->size = HDR + n;
-	c->next = a->head;
-	a->head = c;
-	return ((char *)c + HDR);
-}
-
+/*
+ * Add one chunk, its pages touched, if the pool holds fewer than it
+ * keeps: run outside reloads (by the reaper), so that the next reload
+ * finds all its memory warm. Returns 1 if a chunk was added.
+ */
 int
-gh_arena_owns(const struct gh_arena *a, const void *p)
-{
-	(void)a;
-	(void)p;
-	return (0);	/* jansson does not use the arena in this build */
-}
-
-void
-gh_arena_release(struct gh_arena *a)
+gh_chunkpool_fill_one(struct gh_chunkpool *cp)
 {
 	struct gh_chunk *c;
+	unsigned want;
 
-	while ((c = a->head) != NULL) {
-		a->head = c->next;
-		free(c);
+	(void)pthread_mutex_lock(&cp->mtx);
+	want = cp->nfree < cp->keep;
+	(void)pthread_mutex_unlock(&cp->mtx);
+	if (!want)
+		return (0);
+	c = chunk_get(NULL, 0);
+	if (c == NULL)
+		return (0);
+	memset((char *)c + HDR, 0, c->size - HDR);
+	(void)pthread_mutex_lock(&cp->mtx);
+	if (cp->nfree < cp->keep) {
+		c->next = cp->free;
+		cp->free = c;
+		cp->nfree++;
+		c = NULL;
 	}
-	a->nchunk = 0;
+	(void)pthread_mutex_unlock(&cp->mtx);
+	if (c != NULL) {
+		chunk_unmap(c);
+		return (0);
+	}
+	return (1);
 }
-
-#else
 
 void *
 gh_arena_alloc(struct gh_arena *a, size_t n)

@@ -266,7 +266,7 @@ reaper(void *priv)
 {
 	struct VPFX(ghost_router) *rt;
 	struct timespec ts;
-	int stop;
+	int stop, n;
 
 	CAST_OBJ_NOTNULL(rt, priv, GH_ROUTER_MAGIC);
 	for (;;) {
@@ -283,6 +283,17 @@ reaper(void *priv)
 		(void)reap_once(rt);
 		if (stop)
 			break;
+		/*
+		 * Between reloads, bring the chunk pool up to the size of
+		 * the last load, so the next reload does not page-fault.
+		 * One chunk at a time, never while a reload runs.
+		 */
+		while (pthread_mutex_trylock(&rt->reload_mtx) == 0) {
+			n = gh_chunkpool_fill_one(&rt->cpool);
+			PTOK(pthread_mutex_unlock(&rt->reload_mtx));
+			if (!n)
+				break;
+		}
 	}
 	return (NULL);
 }
