@@ -194,6 +194,8 @@ gh_arena_alloc(struct gh_arena *a, size_t n)
 	struct gh_chunk *c = a->head;
 	void *p;
 
+	if (n > SIZE_MAX / 2)
+		return (NULL);
 	n = (n + 15) & ~(size_t)15;
 	if (n == 0)
 		n = 16;
