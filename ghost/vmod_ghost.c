@@ -286,11 +286,12 @@ reaper(void *priv)
 		/*
 		 * Between reloads, bring the chunk pool up to the size of
 		 * the last load, so the next reload does not page-fault.
-		 * One chunk at a time, never while a reload runs.
+		 * One chunk at a time, and only while no reload runs (a
+		 * reload is never made to wait for this).
 		 */
 		while (pthread_mutex_trylock(&rt->reload_mtx) == 0) {
-			n = gh_chunkpool_fill_one(&rt->cpool);
 			PTOK(pthread_mutex_unlock(&rt->reload_mtx));
+			n = gh_chunkpool_fill_one(&rt->cpool);
 			if (!n)
 				break;
 		}
