@@ -9,6 +9,7 @@
  * regex hooks gh_re_*(), so the loader can be fuzzed outside varnishd.
  */
 
+#include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -27,6 +28,49 @@ struct vre;
 #define GH_VERSION	1
 #define GH_MAX_FILE	(64 * 1024 * 1024)
 #define GH_MAX_DEPTH	32
+
+/*
+ * Arena (ghost_arena.c): bump allocation in chunks of GH_CHUNK bytes,
+ * freed all at once. Released chunks go back to a gh_chunkpool (one per
+ * router), which keeps up to `keep` of them for the next load.
+ */
+#define GH_CHUNK	(2 * 1024 * 1024)
+
+/*
+ * Under AddressSanitizer (make test-asan, make fuzz) every arena
+ * allocation is its own malloc block, so overflows are still caught, and
+ * jansson keeps plain malloc.
+ */
+#if defined(__SANITIZE_ADDRESS__)
+#  define GH_ARENA_MALLOC 1
+#elif defined(__has_feature)
+#  if __has_feature(address_sanitizer)
+#    define GH_ARENA_MALLOC 1
+#  endif
+#endif
+
+struct gh_chunk;
+
+struct gh_chunkpool {
+	pthread_mutex_t		mtx;
+	struct gh_chunk		*free;
+	unsigned		nfree;
+	unsigned		keep;
+};
+
+struct gh_arena {
+	struct gh_chunkpool	*pool;		/* NULL: no cache */
+	struct gh_chunk		*head;
+	unsigned		nchunk;
+};
+
+void gh_chunkpool_init(struct gh_chunkpool *cp);
+void gh_chunkpool_fini(struct gh_chunkpool *cp);
+void gh_chunkpool_keep(struct gh_chunkpool *cp, unsigned keep);
+int gh_chunkpool_fill_one(struct gh_chunkpool *cp);
+void *gh_arena_alloc(struct gh_arena *a, size_t n);	/* not zeroed */
+int gh_arena_owns(const struct gh_arena *a, const void *p);
+void gh_arena_release(struct gh_arena *a);
 
 /* An endpoint of a backend group. */
 struct gh_endpoint {
@@ -156,6 +200,7 @@ struct gh_state {
 	struct gh_htab		*tab;		/* named sockets */
 	struct gh_htab		deftab;		/* other sockets */
 	void			*priv;		/* for the VMOD */
+	struct gh_arena		arena;		/* holds everything above */
 };
 
 /* regex hooks (ghost_re.c in varnishd, fuzz_re.c for the fuzzer) */
@@ -165,7 +210,8 @@ void gh_re_free(struct vre **re);
 
 /* ghost_conf.c */
 struct gh_state *gh_conf_load(const char *buf, size_t len,
-    const char *admin_socket, char *err, size_t errlen);
+    const char *admin_socket, struct gh_chunkpool *cp, char *err,
+    size_t errlen);
 void gh_state_free(struct gh_state *st);
 const struct gh_htab *gh_htab_find(const struct gh_state *st,
     const char *socket, const char *admin_socket);

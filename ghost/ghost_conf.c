@@ -11,6 +11,7 @@
 #include <arpa/inet.h>
 #include <ctype.h>
 #include <errno.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,6 +26,7 @@ struct pc {
 	char		*err;
 	size_t		errlen;
 	const char	*admin;
+	struct gh_arena	*arena;		/* the state's */
 };
 
 #define PATHLEN 384
@@ -249,14 +251,27 @@ get_array(struct pc *pc, const char *parent, const json_t *obj,
 	return (0);
 }
 
+/* state memory: from the state's arena, freed with the state */
+static void *
+salloc(struct pc *pc, const char *path, size_t n)
+{
+	void *p;
+
+	p = gh_arena_alloc(pc->arena, n);
+	if (p == NULL)
+		(void)fail(pc, path, "out of memory");
+	return (p);
+}
+
 static char *
 sdup(struct pc *pc, const char *path, const char *s)
 {
+	size_t l = strlen(s) + 1;
 	char *p;
 
-	p = strdup(s);
-	if (p == NULL)
-		(void)fail(pc, path, "out of memory");
+	p = salloc(pc, path, l);
+	if (p != NULL)
+		memcpy(p, s, l);
 	return (p);
 }
 
@@ -267,9 +282,13 @@ zalloc(struct pc *pc, const char *path, size_t n, size_t sz)
 
 	if (n == 0)
 		n = 1;
-	p = calloc(n, sz);
-	if (p == NULL)
+	if (sz != 0 && n > SIZE_MAX / sz) {
 		(void)fail(pc, path, "out of memory");
+		return (NULL);
+	}
+	p = salloc(pc, path, n * sz);
+	if (p != NULL)
+		memset(p, 0, n * sz);
 	return (p);
 }
 
@@ -358,11 +377,9 @@ mkhdr(struct pc *pc, const char *path, const char *name)
 		    "ghost handles header names up to 254 characters", l);
 		return (NULL);
 	}
-	p = malloc(l + 3);
-	if (p == NULL) {
-		(void)fail(pc, path, "out of memory");
+	p = salloc(pc, path, l + 3);
+	if (p == NULL)
 		return (NULL);
-	}
 	p[0] = (char)(l + 1);
 	memcpy(p + 1, name, l);
 	p[l + 1] = ':';
@@ -442,6 +459,31 @@ load_vmatch(struct pc *pc, const char *path, const json_t *j,
 	return (0);
 }
 
+/* match.headers or match.queryParams: up to 16 matches, all must hold */
+static int
+load_vmatch_list(struct pc *pc, const char *mpath, const json_t *m,
+    const char *key, int is_header, struct gh_vmatch **out, unsigned *n)
+{
+	json_t *a, *e;
+	size_t i;
+	char p[PATHLEN];
+
+	if (get_array(pc, mpath, m, key, 0, 16, &a))
+		return (-1);
+	if (a == NULL || json_array_size(a) == 0)
+		return (0);
+	*out = zalloc(pc, mpath, json_array_size(a), sizeof **out);
+	if (*out == NULL)
+		return (-1);
+	*n = json_array_size(a);
+	json_array_foreach(a, i, e) {
+		SUB(p, mpath, ".%s[%zu]", key, i);
+		if (load_vmatch(pc, p, e, &(*out)[i], is_header))
+			return (-1);
+	}
+	return (0);
+}
+
 static const char * const hval_fields[] = {"name", "value", NULL};
 static const char * const hmod_fields[] = {"set", "add", "remove", NULL};
 
@@ -483,9 +525,10 @@ load_hval_list(struct pc *pc, const char *path, const json_t *j,
 		(*out)[i].hdr = mkhdr(pc, p, name);
 		if ((*out)[i].hdr == NULL)
 			return (-1);
-		(*out)[i].line = malloc(strlen(name) + strlen(value) + 3);
+		(*out)[i].line = salloc(pc, p, strlen(name) + strlen(value) +
+		    3);
 		if ((*out)[i].line == NULL)
-			return (fail(pc, p, "out of memory"));
+			return (-1);
 		sprintf((*out)[i].line, "%s: %s", name, value);
 	}
 	return (0);
@@ -876,32 +919,9 @@ load_route(struct pc *pc, const char *path, const json_t *j,
 		if (r->method == NULL)
 			return (-1);
 	}
-	if (get_array(pc, mp, m, "headers", 0, 16, &a))
+	if (load_vmatch_list(pc, mp, m, "headers", 1, &r->hdr, &r->nhdr) ||
+	    load_vmatch_list(pc, mp, m, "queryParams", 0, &r->qry, &r->nqry))
 		return (-1);
-	if (a != NULL && json_array_size(a) > 0) {
-		r->hdr = zalloc(pc, mp, json_array_size(a), sizeof *r->hdr);
-		if (r->hdr == NULL)
-			return (-1);
-		r->nhdr = json_array_size(a);
-		json_array_foreach(a, i, e) {
-			SUB(p, mp, ".headers[%zu]", i);
-			if (load_vmatch(pc, p, e, &r->hdr[i], 1))
-				return (-1);
-		}
-	}
-	if (get_array(pc, mp, m, "queryParams", 0, 16, &a))
-		return (-1);
-	if (a != NULL && json_array_size(a) > 0) {
-		r->qry = zalloc(pc, mp, json_array_size(a), sizeof *r->qry);
-		if (r->qry == NULL)
-			return (-1);
-		r->nqry = json_array_size(a);
-		json_array_foreach(a, i, e) {
-			SUB(p, mp, ".queryParams[%zu]", i);
-			if (load_vmatch(pc, p, e, &r->qry[i], 0))
-				return (-1);
-		}
-	}
 
 	/* filters */
 	if (get_array(pc, path, j, "filters", 0, 64, &a))
@@ -1189,9 +1209,9 @@ load_vhost(struct pc *pc, const json_t *j, struct gh_vhost *vh,
 			kl += strlen(s) + 1;
 		}
 	}
-	vh->key = malloc(kl);
+	vh->key = salloc(pc, path, kl);
 	if (vh->key == NULL)
-		return (fail(pc, path, "out of memory"));
+		return (-1);
 	strcpy(vh->key, vh->hostname);
 	for (u = 0; u < vh->nlisteners; u++) {
 		strcat(vh->key, u == 0 ? "@" : "+");
@@ -1297,9 +1317,9 @@ build_tables(struct pc *pc, struct gh_state *st)
 			return (-1);
 	for (w = 0; w < nn; w++) {
 		t = &st->tab[w];
-		t->socket = strdup(names[w]);
+		t->socket = sdup(pc, "vhosts", names[w]);
 		if (t->socket == NULL)
-			return (fail(pc, "vhosts", "out of memory"));
+			return (-1);
 		if (pc->admin != NULL && !strcmp(pc->admin, t->socket))
 			cnt = 0;	/* admin socket: explicit vhosts only */
 		else {
@@ -1337,41 +1357,67 @@ build_tables(struct pc *pc, struct gh_state *st)
 	return (0);
 }
 
-struct gh_state *
-gh_conf_load(const char *buf, size_t len, const char *admin, char *err,
-    size_t errlen)
+/*
+ * jansson's document lives in an arena too: jansson allocates through
+ * these hooks (set once, process-wide), which use the arena of the load
+ * running on this thread and plain malloc everywhere else. The document
+ * is never freed object by object: the arena goes back to the pool.
+ */
+#ifndef GH_ARENA_MALLOC
+static __thread struct gh_arena *json_arena;
+
+static void *
+json_alloc(size_t n)
 {
-	struct pc pc[1];
-	json_t *root = NULL, *a, *e;
+	if (json_arena != NULL)
+		return (gh_arena_alloc(json_arena, n));
+	return (malloc(n));
+}
+
+static void
+json_release(void *p)
+{
+	if (p == NULL)
+		return;
+	if (json_arena != NULL && gh_arena_owns(json_arena, p))
+		return;
+	free(p);
+}
+
+static pthread_once_t json_once = PTHREAD_ONCE_INIT;
+
+static void
+json_hooks(void)
+{
+	json_set_alloc_funcs(json_alloc, json_release);
+}
+#endif
+
+static int
+conf_load(struct pc *pc, const char *buf, size_t len,
+    struct gh_state **stp, json_t **rootp)
+{
+	json_t *root, *a, *e;
 	json_error_t je;
-	struct gh_state *st = NULL;
+	struct gh_state *st;
 	long long ver;
 	size_t i;
 
-	pc->err = err;
-	pc->errlen = errlen;
-	pc->admin = admin;
-	err[0] = '\0';
-
-	if (len > GH_MAX_FILE) {
-		(void)fail(pc, "(file)", "file is %zu bytes; the maximum is "
-		    "%d bytes", len, GH_MAX_FILE);
-		return (NULL);
-	}
 	if (check_depth(pc, buf, len))
-		return (NULL);
+		return (-1);
 	root = json_loadb(buf, len, JSON_REJECT_DUPLICATES, &je);
 	if (root == NULL) {
 		(void)fail(pc, "(file)", "invalid JSON at line %d column %d: "
 		    "%s; fix the syntax", je.line, je.column, je.text);
-		return (NULL);
+		return (-1);
 	}
+	*rootp = root;
 	if (check_object(pc, "(top level)", root, top_fields))
-		goto err;
+		return (-1);
 	if (json_object_get(root, "version") == NULL) {
 		(void)fail(pc, "version", "missing required field; add "
 		    "\"version\": %d", GH_VERSION);
-		goto err;
+		return (-1);
 	}
 	if (!json_is_integer(json_object_get(root, "version")) ||
 	    json_integer_value(json_object_get(root, "version")) !=
@@ -1390,150 +1436,120 @@ gh_conf_load(const char *buf, size_t len, const char *admin, char *err,
 			(void)fail(pc, "version", "expected the integer %d, "
 			    "got %s; write \"version\": %d", GH_VERSION,
 			    jtype(e), GH_VERSION);
-		goto err;
+		return (-1);
 	}
 	if (get_array(pc, "", root, "vhosts", 1, 100000, &a))
-		goto err;
+		return (-1);
 
 	st = zalloc(pc, "(state)", 1, sizeof *st);
 	if (st == NULL)
-		goto err;
+		return (-1);
+	*stp = st;
 	st->magic = GH_STATE_MAGIC;
 	st->vhost = zalloc(pc, "vhosts", json_array_size(a),
 	    sizeof *st->vhost);
 	if (st->vhost == NULL)
-		goto err;
+		return (-1);
 	st->nvhost = json_array_size(a);
 	json_array_foreach(a, i, e) {
 		st->vhost[i].index = i;
 		if (load_vhost(pc, e, &st->vhost[i], &st->nroute,
 		    &st->nendpoint))
-			goto err;
+			return (-1);
 	}
-	if (build_tables(pc, st))
-		goto err;
-	json_decref(root);
-	return (st);
-  err:
-	json_decref(root);
-	if (st != NULL)
+	return (build_tables(pc, st));
+}
+
+struct gh_state *
+gh_conf_load(const char *buf, size_t len, const char *admin,
+    struct gh_chunkpool *cp, char *err, size_t errlen)
+{
+	struct pc pc[1];
+	struct gh_arena sa, ja;
+	struct gh_state *st;
+	json_t *root = NULL;
+	int i;
+
+	pc->err = err;
+	pc->errlen = errlen;
+	pc->admin = admin;
+	pc->arena = &sa;
+	err[0] = '\0';
+
+	if (len > GH_MAX_FILE) {
+		(void)fail(pc, "(file)", "file is %zu bytes; the maximum is "
+		    "%d bytes", len, GH_MAX_FILE);
+		return (NULL);
+	}
+#ifndef GH_ARENA_MALLOC
+	(void)pthread_once(&json_once, json_hooks);
+#endif
+	memset(&sa, 0, sizeof sa);
+	memset(&ja, 0, sizeof ja);
+	sa.pool = cp;
+	ja.pool = cp;
+	st = NULL;
+#ifndef GH_ARENA_MALLOC
+	json_arena = &ja;
+	i = conf_load(pc, buf, len, &st, &root);
+	json_arena = NULL;
+#else
+	i = conf_load(pc, buf, len, &st, &root);
+	if (root != NULL)
+		json_decref(root);
+#endif
+	if (i == 0) {
+		/* keep enough chunks for the next load of this size */
+		if (cp != NULL)
+			gh_chunkpool_keep(cp, sa.nchunk + ja.nchunk);
+		gh_arena_release(&ja);
+		st->arena = sa;
+		return (st);
+	}
+	gh_arena_release(&ja);
+	if (st != NULL) {
+		st->arena = sa;
 		gh_state_free(st);
+	} else
+		gh_arena_release(&sa);
 	if (err[0] == '\0')
 		(void)snprintf(err, errlen, "(file): rejected");
 	return (NULL);
 }
 
 /*--------------------------------------------------------------------
- * free
+ * free: the compiled regexes, then the arena with everything else
  */
-
-static void
-free_group(struct gh_group *g)
-{
-	unsigned u;
-
-	free(g->name);
-	for (u = 0; g->ep != NULL && u < g->nep; u++)
-		free(g->ep[u].address);
-	free(g->ep);
-}
-
-static void
-free_hmod(struct gh_hmod *h)
-{
-	unsigned u;
-
-	if (h == NULL)
-		return;
-	for (u = 0; h->set != NULL && u < h->nset; u++) {
-		free(h->set[u].hdr);
-		free(h->set[u].line);
-	}
-	for (u = 0; h->add != NULL && u < h->nadd; u++) {
-		free(h->add[u].hdr);
-		free(h->add[u].line);
-	}
-	for (u = 0; h->remove != NULL && u < h->nremove; u++)
-		free(h->remove[u]);
-	free(h->set);
-	free(h->add);
-	free(h->remove);
-	free(h);
-}
 
 static void
 free_vmatch(struct gh_vmatch *m, unsigned n)
 {
 	unsigned u;
 
-	for (u = 0; m != NULL && u < n; u++) {
-		free(m[u].name);
-		free(m[u].hdr);
-		free(m[u].value);
+	for (u = 0; m != NULL && u < n; u++)
 		if (m[u].re != NULL)
 			gh_re_free(&m[u].re);
-	}
-	free(m);
-}
-
-static void
-free_route(struct gh_route *r)
-{
-	unsigned u;
-
-	free(r->name);
-	free(r->pvalue);
-	if (r->pre != NULL)
-		gh_re_free(&r->pre);
-	free(r->method);
-	free_vmatch(r->hdr, r->nhdr);
-	free_vmatch(r->qry, r->nqry);
-	free_hmod(r->reqhdr);
-	free_hmod(r->resphdr);
-	if (r->redirect != NULL) {
-		free(r->redirect->scheme);
-		free(r->redirect->hostname);
-		free(r->redirect->path.value);
-		free(r->redirect);
-	}
-	if (r->rewrite != NULL) {
-		free(r->rewrite->hostname);
-		free(r->rewrite->path.value);
-		free(r->rewrite);
-	}
-	for (u = 0; r->mirror != NULL && u < r->nmirror; u++)
-		free_group(&r->mirror[u].group);
-	free(r->mirror);
-	for (u = 0; r->group != NULL && u < r->ngroup; u++)
-		free_group(&r->group[u]);
-	free(r->group);
 }
 
 void
 gh_state_free(struct gh_state *st)
 {
+	struct gh_arena a;
+	struct gh_route *r;
 	unsigned u, v;
-	struct gh_vhost *vh;
 
 	if (st == NULL)
 		return;
 	for (u = 0; st->vhost != NULL && u < st->nvhost; u++) {
-		vh = &st->vhost[u];
-		free(vh->hostname);
-		for (v = 0; vh->listeners != NULL && v < vh->nlisteners; v++)
-			free(vh->listeners[v]);
-		free(vh->listeners);
-		free(vh->key);
-		for (v = 0; vh->route != NULL && v < vh->nroute; v++)
-			free_route(&vh->route[v]);
-		free(vh->route);
+		for (v = 0; st->vhost[u].route != NULL &&
+		    v < st->vhost[u].nroute; v++) {
+			r = &st->vhost[u].route[v];
+			if (r->pre != NULL)
+				gh_re_free(&r->pre);
+			free_vmatch(r->hdr, r->nhdr);
+			free_vmatch(r->qry, r->nqry);
+		}
 	}
-	free(st->vhost);
-	for (u = 0; st->tab != NULL && u < st->ntab; u++) {
-		free(st->tab[u].socket);
-		free(st->tab[u].slot);
-	}
-	free(st->tab);
-	free(st->deftab.slot);
-	free(st);
+	a = st->arena;		/* st lives in its own arena */
+	gh_arena_release(&a);
 }

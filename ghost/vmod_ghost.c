@@ -126,6 +126,7 @@ struct VPFX(ghost_router) {
 	unsigned		nbackends;
 
 	struct gh_mirror_q	mq;
+	struct gh_chunkpool	cpool;		/* memory for loads */
 };
 
 struct gh_vcl {
@@ -265,7 +266,7 @@ reaper(void *priv)
 {
 	struct VPFX(ghost_router) *rt;
 	struct timespec ts;
-	int stop;
+	int stop, n;
 
 	CAST_OBJ_NOTNULL(rt, priv, GH_ROUTER_MAGIC);
 	for (;;) {
@@ -282,6 +283,18 @@ reaper(void *priv)
 		(void)reap_once(rt);
 		if (stop)
 			break;
+		/*
+		 * Between reloads, bring the chunk pool up to the size of
+		 * the last load, so the next reload does not page-fault.
+		 * One chunk at a time, and only while no reload runs (a
+		 * reload is never made to wait for this).
+		 */
+		while (pthread_mutex_trylock(&rt->reload_mtx) == 0) {
+			PTOK(pthread_mutex_unlock(&rt->reload_mtx));
+			n = gh_chunkpool_fill_one(&rt->cpool);
+			if (!n)
+				break;
+		}
 	}
 	return (NULL);
 }
@@ -468,20 +481,27 @@ do_reload(VRT_CTX, struct VPFX(ghost_router) *rt, struct reload_result *res)
 	struct gh_state *st, *old;
 	char *buf;
 	size_t len;
-	double t0;
+	double t0, t1, t2, t3;
+	struct timespec c0, c1;
 
 	memset(res, 0, sizeof *res);
 	PTOK(pthread_mutex_lock(&rt->reload_mtx));
 	t0 = VTIM_mono();
+	AZ(clock_gettime(CLOCK_THREAD_CPUTIME_ID, &c0));
 	buf = read_file(rt->path, &len, res->err, sizeof res->err);
 	st = NULL;
+	t1 = t2 = t0;
 	if (buf != NULL) {
-		st = gh_conf_load(buf, len, rt->admin, res->err,
+		t1 = VTIM_mono();
+		st = gh_conf_load(buf, len, rt->admin, &rt->cpool, res->err,
 		    sizeof res->err);
+		t2 = VTIM_mono();
 		free(buf);
 	}
+	t3 = t2;
 	if (st != NULL) {
 		st->refcnt = 1;
+		t3 = VTIM_mono();
 		if (st_attach(ctx, rt, st, res->err, sizeof res->err)) {
 			st_unref(rt, &st);
 			st = NULL;
@@ -509,6 +529,13 @@ do_reload(VRT_CTX, struct VPFX(ghost_router) *rt, struct reload_result *res)
 	res->nbackend = rt->nbackends;
 	res->ms = (VTIM_mono() - t0) * 1e3;
 	rt->last_reload_ms = res->ms;
+	AZ(clock_gettime(CLOCK_THREAD_CPUTIME_ID, &c1));
+	VSL(SLT_Debug, 0, "ghost: %s reload %ju: read %.1f ms, parse and "
+	    "build %.1f ms, backends and counters %.1f ms, total %.1f ms "
+	    "(thread CPU %.1f ms)", rt->vcl_name,
+	    (uintmax_t)st->generation, (t1 - t0) * 1e3, (t2 - t1) * 1e3,
+	    (VTIM_mono() - t3) * 1e3, res->ms,
+	    (c1.tv_sec - c0.tv_sec) * 1e3 + (c1.tv_nsec - c0.tv_nsec) / 1e6);
 	if (rt->rvsc != NULL)
 		rt->rvsc->reloads++;
 	PTOK(pthread_mutex_unlock(&rt->reload_mtx));
@@ -575,6 +602,7 @@ vmod_router__init(VRT_CTX, struct VPFX(ghost_router) **rtp,
 	PTOK(pthread_cond_init(&rt->reap_cond, NULL));
 	VRBT_INIT(&rt->pool);
 	VRBT_INIT(&rt->stats);
+	gh_chunkpool_init(&rt->cpool);
 	VTAILQ_INIT(&rt->reapq);
 	rt->rvsc = VSC_ghostrouter_New(NULL, &rt->rseg, "%s.%s",
 	    VCL_Name(ctx->vcl), vcl_name);
@@ -591,8 +619,8 @@ vmod_router__init(VRT_CTX, struct VPFX(ghost_router) **rtp,
 
 		static const char empty[] = "{\"version\":1,\"vhosts\":[]}";
 
-		st = gh_conf_load(empty, strlen(empty), rt->admin, e,
-		    sizeof e);
+		st = gh_conf_load(empty, strlen(empty), rt->admin,
+		    &rt->cpool, e, sizeof e);
 		AN(st);
 		st->refcnt = 1;
 		st->generation = ++rt->generation;
@@ -645,6 +673,7 @@ vmod_router__fini(struct VPFX(ghost_router) **rtp)
 	PTOK(pthread_mutex_destroy(&rt->reload_mtx));
 	PTOK(pthread_mutex_destroy(&rt->pool_mtx));
 	PTOK(pthread_cond_destroy(&rt->reap_cond));
+	gh_chunkpool_fini(&rt->cpool);
 	free(rt->vcl_name);
 	free(rt->path);
 	free(rt->admin);

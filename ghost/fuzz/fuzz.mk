@@ -3,7 +3,7 @@ CLANG        ?= clang-14
 FUZZ_SECONDS ?= 60
 F            := $(B)/fuzz
 SRC          := $(GHOST)/fuzz/fuzz_conf.c $(GHOST)/fuzz/fuzz_re.c \
-		$(GHOST)/ghost_conf.c
+		$(GHOST)/ghost_conf.c $(GHOST)/ghost_arena.c
 
 .PHONY: run
 run: $(F)/fuzz_conf

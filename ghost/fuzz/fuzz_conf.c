@@ -28,8 +28,16 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	static const char * const socks[] = {"http", "ghost-admin", "x", NULL};
 	const char * const *s;
 
-	st = gh_conf_load((const char *)data, size, "ghost-admin", err,
-	    sizeof err);
+	static struct gh_chunkpool cp;
+	static int cp_init;
+
+	if (!cp_init) {
+		gh_chunkpool_init(&cp);
+		cp_init = 1;
+	}
+	/* both the cached (a router's) and the uncached arena path */
+	st = gh_conf_load((const char *)data, size, "ghost-admin",
+	    (size & 1) ? &cp : NULL, err, sizeof err);
 	if (st == NULL) {
 		/* every rejection has a message naming a place */
 		if (err[0] == '\0' || strchr(err, ':') == NULL)
