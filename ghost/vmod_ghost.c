@@ -110,6 +110,7 @@ struct VPFX(ghost_router) {
 	struct gh_state		*cur;
 
 	pthread_mutex_t		reload_mtx;	/* reloads, stats tree */
+	unsigned		stats_pending;	/* stats without a VSC yet */
 	uint64_t		generation;
 	double			last_reload_ms;
 	struct gh_stat_tree	stats;
@@ -377,9 +378,16 @@ pool_get(VRT_CTX, struct VPFX(ghost_router) *rt, const struct gh_endpoint *ep,
 	return (be);
 }
 
-/* reload_mtx held */
+/*
+ * reload_mtx held. The vhost's counters, or NULL for a vhost seen for the
+ * first time: its entry is added without a VSC segment, which
+ * stats_create() makes after the swap. Creating a VSC segment costs about
+ * a quarter of a millisecond (a shared memory segment of its own), so a
+ * reload that brings 1,000 new vhosts would otherwise serve its routing
+ * a quarter of a second later.
+ */
 static struct VSC_ghost *
-stat_get(VRT_CTX, struct VPFX(ghost_router) *rt, const char *k)
+stat_get(struct VPFX(ghost_router) *rt, const char *k)
 {
 	struct gh_stat *s, key;
 
@@ -391,11 +399,46 @@ stat_get(VRT_CTX, struct VPFX(ghost_router) *rt, const char *k)
 	ALLOC_OBJ(s, GH_STAT_MAGIC);
 	AN(s);
 	REPLACE(s->key, k);
-	s->vsc = VSC_ghost_New(NULL, &s->seg, "%s.%s.%s",
-	    VCL_Name(ctx->vcl), rt->vcl_name, k);
-	AN(s->vsc);
 	AZ(VRBT_INSERT(gh_stat_tree, &rt->stats, s));
-	return (s->vsc);
+	rt->stats_pending++;
+	return (NULL);
+}
+
+/*
+ * reload_mtx held. Make the VSC segments stat_get() left pending and, when
+ * st is not NULL, hand them to st's vhosts, which requests may be counting
+ * with already (a vhost without counters counts nothing).
+ */
+static void
+stats_create(VRT_CTX, struct VPFX(ghost_router) *rt, struct gh_state *st)
+{
+	struct gh_stat *s, key;
+	struct gh_vhost *vh;
+	unsigned u;
+
+	if (rt->stats_pending == 0)
+		return;
+	VRBT_FOREACH(s, gh_stat_tree, &rt->stats) {
+		CHECK_OBJ_NOTNULL(s, GH_STAT_MAGIC);
+		if (s->vsc != NULL)
+			continue;
+		s->vsc = VSC_ghost_New(NULL, &s->seg, "%s.%s.%s",
+		    VCL_Name(ctx->vcl), rt->vcl_name, s->key);
+		AN(s->vsc);
+	}
+	rt->stats_pending = 0;
+	if (st == NULL)
+		return;
+	INIT_OBJ(&key, GH_STAT_MAGIC);
+	for (u = 0; u < st->nvhost; u++) {
+		vh = &st->vhost[u];
+		if (__atomic_load_n(&vh->stats, __ATOMIC_RELAXED) != NULL)
+			continue;
+		key.key = TRUST_ME(vh->key);
+		s = VRBT_FIND(gh_stat_tree, &rt->stats, &key);
+		CHECK_OBJ_NOTNULL(s, GH_STAT_MAGIC);
+		__atomic_store_n(&vh->stats, s->vsc, __ATOMIC_RELEASE);
+	}
 }
 
 static int
@@ -408,7 +451,7 @@ st_attach(VRT_CTX, struct VPFX(ghost_router) *rt, struct gh_state *st,
 
 	for (u = 0; u < st->nvhost; u++) {
 		vh = &st->vhost[u];
-		vh->stats = stat_get(ctx, rt, vh->key);
+		vh->stats = stat_get(rt, vh->key);
 		for (v = 0; v < vh->nroute; v++) {
 			r = &vh->route[v];
 			if (r->redirect != NULL)
@@ -481,7 +524,7 @@ do_reload(VRT_CTX, struct VPFX(ghost_router) *rt, struct reload_result *res)
 	struct gh_state *st, *old;
 	char *buf;
 	size_t len;
-	double t0, t1, t2, t3;
+	double t0, t1, t2, t3, t4;
 	struct timespec c0, c1;
 
 	memset(res, 0, sizeof *res);
@@ -508,6 +551,7 @@ do_reload(VRT_CTX, struct VPFX(ghost_router) *rt, struct reload_result *res)
 		}
 	}
 	if (st == NULL) {
+		stats_create(ctx, rt, NULL);
 		res->generation = rt->generation;
 		if (rt->rvsc != NULL)
 			rt->rvsc->reload_failures++;
@@ -527,14 +571,17 @@ do_reload(VRT_CTX, struct VPFX(ghost_router) *rt, struct reload_result *res)
 	res->nroute = st->nroute;
 	res->nendpoint = st->nendpoint;
 	res->nbackend = rt->nbackends;
-	res->ms = (VTIM_mono() - t0) * 1e3;
+	/* the new routing serves from here on: that is the reload time */
+	t4 = VTIM_mono();
+	res->ms = (t4 - t0) * 1e3;
 	rt->last_reload_ms = res->ms;
+	stats_create(ctx, rt, st);
 	AZ(clock_gettime(CLOCK_THREAD_CPUTIME_ID, &c1));
 	VSL(SLT_Debug, 0, "ghost: %s reload %ju: read %.1f ms, parse and "
-	    "build %.1f ms, backends and counters %.1f ms, total %.1f ms "
-	    "(thread CPU %.1f ms)", rt->vcl_name,
+	    "build %.1f ms, backends %.1f ms, total %.1f ms; then new "
+	    "vhost counters %.1f ms (thread CPU %.1f ms)", rt->vcl_name,
 	    (uintmax_t)st->generation, (t1 - t0) * 1e3, (t2 - t1) * 1e3,
-	    (VTIM_mono() - t3) * 1e3, res->ms,
+	    (t4 - t3) * 1e3, res->ms, (VTIM_mono() - t4) * 1e3,
 	    (c1.tv_sec - c0.tv_sec) * 1e3 + (c1.tv_nsec - c0.tv_nsec) / 1e6);
 	if (rt->rvsc != NULL)
 		rt->rvsc->reloads++;
@@ -1025,9 +1072,12 @@ admin(VRT_CTX, struct VPFX(ghost_router) *rt, struct gh_task *t, int kind)
  * VCL methods
  */
 
+/* a vhost new in this reload gets its counters just after the swap */
 #define COUNT(vh, f) do {						\
-		if ((vh)->stats != NULL)				\
-			(void)__atomic_add_fetch(&(vh)->stats->f, 1,	\
+		struct VSC_ghost *vsc_ =				\
+		    __atomic_load_n(&(vh)->stats, __ATOMIC_ACQUIRE);	\
+		if (vsc_ != NULL)					\
+			(void)__atomic_add_fetch(&vsc_->f, 1,		\
 			    __ATOMIC_RELAXED);				\
 	} while (0)
 
@@ -1248,7 +1298,7 @@ stats_body(struct VPFX(ghost_router) *rt, const struct gh_state *st,
 	VSB_cat(vsb, "\"vhost\":[");
 	for (u = 0; u < st->nvhost; u++) {
 		vh = &st->vhost[u];
-		c = vh->stats;
+		c = __atomic_load_n(&vh->stats, __ATOMIC_ACQUIRE);
 		VSB_cat(vsb, u > 0 ? ",\n" : "\n");
 		VSB_cat(vsb, "{\"hostname\":");
 		json_str(vsb, vh->hostname);
