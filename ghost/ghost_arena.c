@@ -142,7 +142,7 @@ chunk_get(struct gh_chunkpool *cp, size_t need)
 		if (need + HDR > sz)
 			sz = (need + HDR + 4095) & ~(size_t)4095;
 		p = mmap(NULL, sz, PROT_READ | PROT_WRITE,
-		    MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		    MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
 		if (p == MAP_FAILED)
 			return (NULL);
 		c = p;

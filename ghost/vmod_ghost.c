@@ -25,6 +25,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <arpa/inet.h>
 #include <sys/stat.h>
@@ -111,6 +112,8 @@ struct VPFX(ghost_router) {
 
 	pthread_mutex_t		reload_mtx;	/* reloads, stats tree */
 	unsigned		stats_pending;	/* stats without a VSC yet */
+	char			*rbuf;		/* read buffer, reload_mtx */
+	size_t			rbuf_len;
 	uint64_t		generation;
 	double			last_reload_ms;
 	struct gh_stat_tree	stats;
@@ -474,30 +477,55 @@ st_attach(VRT_CTX, struct VPFX(ghost_router) *rt, struct gh_state *st,
  * load / reload
  */
 
+/*
+ * reload_mtx held. Read path into the router's read buffer, which is kept
+ * between reloads and grown (mapped with its pages populated in one call)
+ * when the file is larger: a reload of a large file into fresh memory
+ * would otherwise take a page fault per page (10 to 18 ms for 3.5 MB
+ * here), and a reload of the same size reuses warm pages.
+ */
 static char *
-read_file(const char *path, size_t *len, char *err, size_t errlen)
+read_file(struct VPFX(ghost_router) *rt, size_t *len, char *err,
+    size_t errlen)
 {
 	int fd;
 	struct stat stt;
 	char *buf;
 	ssize_t n;
-	size_t o = 0;
+	size_t o = 0, need;
 
-	fd = open(path, O_RDONLY | O_CLOEXEC);
+	fd = open(rt->path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0) {
 		(void)snprintf(err, errlen, "(file): cannot open %s: %s; "
-		    "check that the chaperone wrote it", path,
+		    "check that the chaperone wrote it", rt->path,
 		    strerror(errno));
 		return (NULL);
 	}
 	if (fstat(fd, &stt) || stt.st_size > GH_MAX_FILE) {
 		(void)snprintf(err, errlen, "(file): %s is larger than %d "
-		    "bytes or unreadable", path, GH_MAX_FILE);
+		    "bytes or unreadable", rt->path, GH_MAX_FILE);
 		(void)close(fd);
 		return (NULL);
 	}
-	buf = malloc(stt.st_size + 1);
-	AN(buf);
+	need = stt.st_size + 1;
+	if (need > rt->rbuf_len) {
+		if (rt->rbuf != NULL)
+			AZ(munmap(rt->rbuf, rt->rbuf_len));
+		need = (need + 65535) & ~(size_t)65535;
+		rt->rbuf = mmap(NULL, need, PROT_READ | PROT_WRITE,
+		    MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
+		if (rt->rbuf == MAP_FAILED) {
+			rt->rbuf = NULL;
+			rt->rbuf_len = 0;
+			(void)snprintf(err, errlen, "(file): cannot map %zu "
+			    "bytes for %s: %s", need, rt->path,
+			    strerror(errno));
+			(void)close(fd);
+			return (NULL);
+		}
+		rt->rbuf_len = need;
+	}
+	buf = rt->rbuf;
 	while (o < (size_t)stt.st_size) {
 		n = read(fd, buf + o, stt.st_size - o);
 		if (n <= 0)
@@ -531,7 +559,7 @@ do_reload(VRT_CTX, struct VPFX(ghost_router) *rt, struct reload_result *res)
 	PTOK(pthread_mutex_lock(&rt->reload_mtx));
 	t0 = VTIM_mono();
 	AZ(clock_gettime(CLOCK_THREAD_CPUTIME_ID, &c0));
-	buf = read_file(rt->path, &len, res->err, sizeof res->err);
+	buf = read_file(rt, &len, res->err, sizeof res->err);
 	st = NULL;
 	t1 = t2 = t0;
 	if (buf != NULL) {
@@ -539,7 +567,6 @@ do_reload(VRT_CTX, struct VPFX(ghost_router) *rt, struct reload_result *res)
 		st = gh_conf_load(buf, len, rt->admin, &rt->cpool, res->err,
 		    sizeof res->err);
 		t2 = VTIM_mono();
-		free(buf);
 	}
 	t3 = t2;
 	if (st != NULL) {
@@ -721,6 +748,8 @@ vmod_router__fini(struct VPFX(ghost_router) **rtp)
 	PTOK(pthread_mutex_destroy(&rt->pool_mtx));
 	PTOK(pthread_cond_destroy(&rt->reap_cond));
 	gh_chunkpool_fini(&rt->cpool);
+	if (rt->rbuf != NULL)
+		AZ(munmap(rt->rbuf, rt->rbuf_len));
 	free(rt->vcl_name);
 	free(rt->path);
 	free(rt->admin);
