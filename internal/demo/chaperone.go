@@ -18,6 +18,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/routing"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/varnishd/varnishdtest"
 )
 
 // ChaperoneContainer is the name of the chaperone's container in a gateway
@@ -187,9 +188,16 @@ func (c *Chaperone) Stop(timeout time.Duration) error {
 	}
 }
 
-// Kill ends the chaperone and everything it started at once.
+// Kill ends the chaperone and everything it started at once, varnishd
+// included (its manager leaves the chaperone's process group and drops the
+// parent-death signal, so the whole process tree is killed).
 func (c *Chaperone) Kill() {
-	_ = syscall.Kill(-c.cmd.Process.Pid, syscall.SIGKILL)
+	select {
+	case <-c.done:
+		return
+	default:
+	}
+	varnishdtest.KillTree(c.cmd.Process.Pid)
 	<-c.done
 }
 
