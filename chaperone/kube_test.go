@@ -14,65 +14,13 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/routing"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/testenv"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/varnishd/varnishdtest"
 )
-
-// The chaperone's RBAC as docs/routing-sync.md lists it (the provider
-// creates it): in the Gateway's namespace, and in each backend namespace.
-func gatewayRules(gw string) []rbacv1.PolicyRule {
-	return []rbacv1.PolicyRule{
-		{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"get", "list", "watch"}},
-		{APIGroups: []string{"gateway.networking.k8s.io"}, Resources: []string{"gateways"}, ResourceNames: []string{gw}, Verbs: []string{"get", "list", "watch"}},
-		{APIGroups: []string{"gateway.networking.k8s.io"}, Resources: []string{"gateways/status"}, ResourceNames: []string{gw}, Verbs: []string{"get", "patch"}},
-	}
-}
-
-func backendRules() []rbacv1.PolicyRule {
-	return []rbacv1.PolicyRule{
-		{APIGroups: []string{""}, Resources: []string{"services"}, Verbs: []string{"get", "list", "watch"}},
-		{APIGroups: []string{"discovery.k8s.io"}, Resources: []string{"endpointslices"}, Verbs: []string{"get", "list", "watch"}},
-		{APIGroups: []string{"gateway.networking.k8s.io"}, Resources: []string{"referencegrants"}, Verbs: []string{"get", "list", "watch"}},
-	}
-}
-
-func grantRole(t testing.TB, c kubernetes.Interface, ns, sa, name string, rules []rbacv1.PolicyRule) {
-	t.Helper()
-	ctx := context.Background()
-	if _, err := c.RbacV1().Roles(ns).Create(ctx, &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: name}, Rules: rules}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := c.RbacV1().RoleBindings(ns).Create(ctx, &rbacv1.RoleBinding{
-		ObjectMeta: metav1.ObjectMeta{Name: name},
-		RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: name},
-		Subjects:   []rbacv1.Subject{{Kind: "ServiceAccount", Namespace: ns, Name: sa}},
-	}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-}
-
-// hostIP is a non-loopback IPv4 address of this machine: the API server
-// refuses loopback addresses in EndpointSlices.
-func hostIP(t testing.TB) string {
-	t.Helper()
-	addrs, err := net.InterfaceAddrs()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, a := range addrs {
-		if n, ok := a.(*net.IPNet); ok && n.IP.To4() != nil && !n.IP.IsLoopback() && !n.IP.IsLinkLocalUnicast() {
-			return n.IP.String()
-		}
-	}
-	t.Fatal("no non-loopback IPv4 address for test backends")
-	return ""
-}
 
 // hostBackend is an HTTP server on ip answering body.
 func hostBackend(t testing.TB, ip, body string) (string, int32) {
@@ -171,8 +119,8 @@ func TestKubernetesRoutingBinary(t *testing.T) {
 	cp := testenv.Get(t)
 	ctx := context.Background()
 	ns := cp.Namespace(t)
-	grantRole(t, cp.Client, ns, "chaperone", "chaperone-gateway", gatewayRules("edge"))
-	grantRole(t, cp.Client, ns, "chaperone", "chaperone-backends", backendRules())
+	cp.GrantRole(t, ns, "chaperone-gateway", ns, "chaperone", routing.GatewayRules(routing.ObjectRef{Namespace: ns, Name: "edge"}))
+	cp.GrantRole(t, ns, "chaperone-backends", ns, "chaperone", routing.BackendRules())
 	kubeconfig, err := cp.ServiceAccountKubeconfig(ctx, ns, "chaperone")
 	must(t, err)
 
@@ -186,7 +134,7 @@ func TestKubernetesRoutingBinary(t *testing.T) {
 	must(t, err)
 	_, err = cp.Client.CoreV1().Services(ns).Create(ctx, appService(ns, "app"), metav1.CreateOptions{})
 	must(t, err)
-	ip, port := hostBackend(t, hostIP(t), "K")
+	ip, port := hostBackend(t, varnishdtest.HostIP(t), "K")
 	_, err = cp.Client.DiscoveryV1().EndpointSlices(ns).Create(ctx, &discoveryv1.EndpointSlice{
 		ObjectMeta:  metav1.ObjectMeta{Namespace: ns, Name: "app-1", Labels: map[string]string{discoveryv1.LabelServiceName: "app"}},
 		AddressType: discoveryv1.AddressTypeIPv4,

@@ -101,7 +101,7 @@ func TestPlatformTeamDay(t *testing.T) {
 	ns := cp.Namespace(t)
 	gw := routing.ObjectRef{Namespace: ns, Name: "day"}
 
-	ip, err := demo.HostIP()
+	ip, err := varnishdtest.FindHostIP()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -220,25 +220,6 @@ func sha256Hex(s string) string {
 	return hex.EncodeToString(sum[:])
 }
 
-// roleRules are the chaperone's rights in the Gateway's namespace
-// (docs/routing-sync.md): read ConfigMaps, read its own Gateway, patch its
-// own Gateway's status.
-func roleRules(gw routing.ObjectRef) []rbacv1.PolicyRule {
-	return []rbacv1.PolicyRule{
-		{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"get", "list", "watch"}},
-		{APIGroups: []string{gatewayv1.GroupName}, Resources: []string{"gateways"}, ResourceNames: []string{gw.Name}, Verbs: []string{"get", "list", "watch"}},
-		{APIGroups: []string{gatewayv1.GroupName}, Resources: []string{"gateways/status"}, ResourceNames: []string{gw.Name}, Verbs: []string{"get", "patch"}},
-	}
-}
-
-// backendRules are the rules of the backend ClusterRole, which routes
-// bind in the namespaces of their backends.
-var backendRules = []rbacv1.PolicyRule{
-	{APIGroups: []string{""}, Resources: []string{"services"}, Verbs: []string{"get", "list", "watch"}},
-	{APIGroups: []string{"discovery.k8s.io"}, Resources: []string{"endpointslices"}, Verbs: []string{"get", "list", "watch"}},
-	{APIGroups: []string{gatewayv1.GroupName}, Resources: []string{"referencegrants"}, Verbs: []string{"get", "list", "watch"}},
-}
-
 func policyRulesApply(rules []rbacv1.PolicyRule) []*rbacv1apply.PolicyRuleApplyConfiguration {
 	out := make([]*rbacv1apply.PolicyRuleApplyConfiguration, len(rules))
 	for i, r := range rules {
@@ -268,7 +249,7 @@ func (c *clients) runtimeDrift(ctx context.Context, s *runtimeSpec) (string, err
 	if err != nil {
 		return missing("Role "+ns+"/"+name, err)
 	}
-	if !equality.Semantic.DeepEqual(role.Rules, roleRules(s.gw)) {
+	if !equality.Semantic.DeepEqual(role.Rules, routing.GatewayRules(s.gw)) {
 		return "the rules of Role " + ns + "/" + name + " changed", nil
 	}
 	rb, err := c.kube.RbacV1().RoleBindings(ns).Get(ctx, name, metav1.GetOptions{})
@@ -282,7 +263,7 @@ func (c *clients) runtimeDrift(ctx context.Context, s *runtimeSpec) (string, err
 	if err != nil {
 		return missing("ClusterRole "+routing.BackendClusterRoleName(s.gw), err)
 	}
-	if !equality.Semantic.DeepEqual(cr.Rules, backendRules) {
+	if !equality.Semantic.DeepEqual(cr.Rules, routing.BackendRules()) {
 		return "the rules of ClusterRole " + cr.Name + " changed", nil
 	}
 	d, err := c.kube.AppsV1().Deployments(ns).Get(ctx, name, metav1.GetOptions{})
@@ -331,7 +312,7 @@ func (c *clients) applyRuntime(ctx context.Context, s *runtimeSpec) error {
 		corev1apply.ServiceAccount(name, ns).WithLabels(lbl).WithAutomountServiceAccountToken(true), opts); err != nil {
 		return fmt.Errorf("apply ServiceAccount %s/%s: %w", ns, name, err)
 	}
-	role := rbacv1apply.Role(name, ns).WithLabels(lbl).WithRules(policyRulesApply(roleRules(s.gw))...)
+	role := rbacv1apply.Role(name, ns).WithLabels(lbl).WithRules(policyRulesApply(routing.GatewayRules(s.gw))...)
 	if _, err := c.kube.RbacV1().Roles(ns).Apply(ctx, role, opts); err != nil {
 		return fmt.Errorf("apply Role %s/%s: %w", ns, name, err)
 	}
@@ -341,7 +322,7 @@ func (c *clients) applyRuntime(ctx context.Context, s *runtimeSpec) error {
 	if _, err := c.kube.RbacV1().RoleBindings(ns).Apply(ctx, rb, opts); err != nil {
 		return fmt.Errorf("apply RoleBinding %s/%s: %w", ns, name, err)
 	}
-	cr := rbacv1apply.ClusterRole(routing.BackendClusterRoleName(s.gw)).WithLabels(lbl).WithRules(policyRulesApply(backendRules)...)
+	cr := rbacv1apply.ClusterRole(routing.BackendClusterRoleName(s.gw)).WithLabels(lbl).WithRules(policyRulesApply(routing.BackendRules())...)
 	if _, err := c.kube.RbacV1().ClusterRoles().Apply(ctx, cr, opts); err != nil {
 		return fmt.Errorf("apply ClusterRole %s: %w", routing.BackendClusterRoleName(s.gw), err)
 	}

@@ -65,17 +65,3 @@ func (b *Backend) Close() error {
 	defer cancel()
 	return b.srv.Shutdown(ctx)
 }
-
-// HostIP is the machine's first non-loopback, non-link-local IPv4 address.
-func HostIP() (string, error) {
-	addrs, err := net.InterfaceAddrs()
-	if err != nil {
-		return "", fmt.Errorf("list interface addresses: %w", err)
-	}
-	for _, a := range addrs {
-		if n, ok := a.(*net.IPNet); ok && n.IP.To4() != nil && !n.IP.IsLoopback() && !n.IP.IsLinkLocalUnicast() {
-			return n.IP.String(), nil
-		}
-	}
-	return "", errors.New("this machine has no non-loopback IPv4 address; the API server refuses loopback addresses in EndpointSlices, so local backends need one (add one, for example to a dummy interface)")
-}

@@ -5,7 +5,9 @@ import (
 	"encoding/hex"
 	"strings"
 
+	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
+	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 )
 
 // How a Gateway's runtime objects are named, so that the provider (which
@@ -81,4 +83,26 @@ func hashedName(prefix, name string, max int) string {
 		readable += "-"
 	}
 	return prefix + readable + hex.EncodeToString(sum[:5])
+}
+
+// GatewayRules are the chaperone's rights in gw's namespace (the Role
+// RuntimeName(gw)): read ConfigMaps (fragments and main.vcl), read its own
+// Gateway, patch its own Gateway's status. docs/routing-sync.md lists them.
+func GatewayRules(gw ObjectRef) []rbacv1.PolicyRule {
+	return []rbacv1.PolicyRule{
+		{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"get", "list", "watch"}},
+		{APIGroups: []string{gatewayv1.GroupName}, Resources: []string{"gateways"}, ResourceNames: []string{gw.Name}, Verbs: []string{"get", "list", "watch"}},
+		{APIGroups: []string{gatewayv1.GroupName}, Resources: []string{"gateways/status"}, ResourceNames: []string{gw.Name}, Verbs: []string{"get", "patch"}},
+	}
+}
+
+// BackendRules are the chaperone's rights in each namespace its routes'
+// backends live in (the ClusterRole BackendClusterRoleName(gw), bound
+// there by the routes): read Services, EndpointSlices and ReferenceGrants.
+func BackendRules() []rbacv1.PolicyRule {
+	return []rbacv1.PolicyRule{
+		{APIGroups: []string{""}, Resources: []string{"services"}, Verbs: []string{"get", "list", "watch"}},
+		{APIGroups: []string{"discovery.k8s.io"}, Resources: []string{"endpointslices"}, Verbs: []string{"get", "list", "watch"}},
+		{APIGroups: []string{gatewayv1.GroupName}, Resources: []string{"referencegrants"}, Verbs: []string{"get", "list", "watch"}},
+	}
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/ghostjson"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/routing"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/testenv"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/varnishd/varnishdtest"
 )
 
 // benchState is one Gateway with 1,000 HTTPRoutes (one hostname each), each
@@ -85,9 +86,9 @@ func BenchmarkEndpointUpdateToTraffic(b *testing.B) {
 	ctx := context.Background()
 	ns := cp.Namespace(b)
 	g := startGhost(b)
-	be := backends(b, hostIP(b), "A", "B")
-	grantRole(b, cp.Client, ns, ns, "chaperone", "chaperone-gateway", gatewayRules("gw"))
-	grantRole(b, cp.Client, ns, ns, "chaperone", "chaperone-backends", backendRules())
+	be := backends(b, varnishdtest.HostIP(b), "A", "B")
+	cp.GrantRole(b, ns, "chaperone-gateway", ns, "chaperone", routing.GatewayRules(routing.ObjectRef{Namespace: ns, Name: "gw"}))
+	cp.GrantRole(b, ns, "chaperone-backends", ns, "chaperone", routing.BackendRules())
 	cfg, err := cp.ServiceAccountConfig(ctx, ns, "chaperone")
 	if err != nil {
 		b.Fatal(err)

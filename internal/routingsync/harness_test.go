@@ -149,23 +149,6 @@ type backend struct {
 	Port int32
 }
 
-// hostIP is a non-loopback IPv4 address of this machine: the API server
-// refuses loopback addresses in EndpointSlices.
-func hostIP(t testing.TB) string {
-	t.Helper()
-	addrs, err := net.InterfaceAddrs()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, a := range addrs {
-		if n, ok := a.(*net.IPNet); ok && n.IP.To4() != nil && !n.IP.IsLoopback() && !n.IP.IsLinkLocalUnicast() {
-			return n.IP.String()
-		}
-	}
-	t.Fatal("no non-loopback IPv4 address for test backends")
-	return ""
-}
-
 // backends starts one HTTP server per name on ip; each answers its name.
 func backends(t testing.TB, ip string, names ...string) map[string]backend {
 	t.Helper()

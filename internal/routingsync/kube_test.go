@@ -9,7 +9,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
@@ -21,42 +20,8 @@ import (
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/gatewaystatus"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/routing"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/testenv"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/varnishd/varnishdtest"
 )
-
-// ChaperoneRules are the least-privilege RBAC rules of the chaperone in the
-// Gateway's namespace (gatewayRules) and in every namespace its routes
-// reference (backendRules). The provider creates them; docs/routing-sync.md
-// lists them.
-func gatewayRules(gwName string) []rbacv1.PolicyRule {
-	return []rbacv1.PolicyRule{
-		{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"get", "list", "watch"}},
-		{APIGroups: []string{"gateway.networking.k8s.io"}, Resources: []string{"gateways"}, ResourceNames: []string{gwName}, Verbs: []string{"get", "list", "watch"}},
-		{APIGroups: []string{"gateway.networking.k8s.io"}, Resources: []string{"gateways/status"}, ResourceNames: []string{gwName}, Verbs: []string{"get", "patch"}},
-	}
-}
-
-func backendRules() []rbacv1.PolicyRule {
-	return []rbacv1.PolicyRule{
-		{APIGroups: []string{""}, Resources: []string{"services"}, Verbs: []string{"get", "list", "watch"}},
-		{APIGroups: []string{"discovery.k8s.io"}, Resources: []string{"endpointslices"}, Verbs: []string{"get", "list", "watch"}},
-		{APIGroups: []string{"gateway.networking.k8s.io"}, Resources: []string{"referencegrants"}, Verbs: []string{"get", "list", "watch"}},
-	}
-}
-
-func grantRole(t testing.TB, c kubernetes.Interface, ns, saNS, sa, name string, rules []rbacv1.PolicyRule) {
-	t.Helper()
-	ctx := context.Background()
-	if _, err := c.RbacV1().Roles(ns).Create(ctx, &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: name}, Rules: rules}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := c.RbacV1().RoleBindings(ns).Create(ctx, &rbacv1.RoleBinding{
-		ObjectMeta: metav1.ObjectMeta{Name: name},
-		RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: name},
-		Subjects:   []rbacv1.Subject{{Kind: "ServiceAccount", Namespace: saNS, Name: sa}},
-	}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-}
 
 func testGateway(ns string) *gatewayv1.Gateway {
 	return &gatewayv1.Gateway{
@@ -139,11 +104,11 @@ func TestKubeTrafficMoves(t *testing.T) {
 	ctx := context.Background()
 	ns, other := cp.Namespace(t), cp.Namespace(t)
 	g := startGhost(t)
-	be := backends(t, hostIP(t), "be1", "be2", "shared")
+	be := backends(t, varnishdtest.HostIP(t), "be1", "be2", "shared")
 
-	grantRole(t, cp.Client, ns, ns, "chaperone", "chaperone-gateway", gatewayRules("gw"))
-	grantRole(t, cp.Client, ns, ns, "chaperone", "chaperone-backends", backendRules())
-	grantRole(t, cp.Client, other, ns, "chaperone", "chaperone-backends", backendRules())
+	cp.GrantRole(t, ns, "chaperone-gateway", ns, "chaperone", routing.GatewayRules(routing.ObjectRef{Namespace: ns, Name: "gw"}))
+	cp.GrantRole(t, ns, "chaperone-backends", ns, "chaperone", routing.BackendRules())
+	cp.GrantRole(t, other, "chaperone-backends", ns, "chaperone", routing.BackendRules())
 	cfg, err := cp.ServiceAccountConfig(ctx, ns, "chaperone")
 	if err != nil {
 		t.Fatal(err)
@@ -355,9 +320,9 @@ func TestKubeUnreadableNamespace(t *testing.T) {
 	ctx := context.Background()
 	ns, forbidden := cp.Namespace(t), cp.Namespace(t)
 	g := startGhost(t)
-	be := backends(t, hostIP(t), "be1")
-	grantRole(t, cp.Client, ns, ns, "chaperone", "chaperone-gateway", gatewayRules("gw"))
-	grantRole(t, cp.Client, ns, ns, "chaperone", "chaperone-backends", backendRules())
+	be := backends(t, varnishdtest.HostIP(t), "be1")
+	cp.GrantRole(t, ns, "chaperone-gateway", ns, "chaperone", routing.GatewayRules(routing.ObjectRef{Namespace: ns, Name: "gw"}))
+	cp.GrantRole(t, ns, "chaperone-backends", ns, "chaperone", routing.BackendRules())
 	cfg, err := cp.ServiceAccountConfig(ctx, ns, "chaperone")
 	if err != nil {
 		t.Fatal(err)

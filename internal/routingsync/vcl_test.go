@@ -131,7 +131,7 @@ func TestKubeVCLFollowsTheConfigMap(t *testing.T) {
 	cp := testenv.Get(t)
 	ctx := context.Background()
 	ns := cp.Namespace(t)
-	grantRole(t, cp.Client, ns, ns, "chaperone", "chaperone-gateway", gatewayRules("gw"))
+	cp.GrantRole(t, ns, "chaperone-gateway", ns, "chaperone", routing.GatewayRules(routing.ObjectRef{Namespace: ns, Name: "gw"}))
 	cfg, err := cp.ServiceAccountConfig(ctx, ns, "chaperone")
 	if err != nil {
 		t.Fatal(err)

@@ -10,6 +10,7 @@ import (
 
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/rand"
@@ -84,4 +85,21 @@ func (cp *ControlPlane) ServiceAccountKubeconfig(ctx context.Context, namespace,
 		return "", err
 	}
 	return path, nil
+}
+
+// GrantRole creates Role ns/name with rules and binds it to ServiceAccount
+// saNamespace/sa, failing the test on error.
+func (cp *ControlPlane) GrantRole(t testing.TB, ns, name, saNamespace, sa string, rules []rbacv1.PolicyRule) {
+	t.Helper()
+	ctx := context.Background()
+	if _, err := cp.Client.RbacV1().Roles(ns).Create(ctx, &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: name}, Rules: rules}, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("create Role %s/%s: %v", ns, name, err)
+	}
+	if _, err := cp.Client.RbacV1().RoleBindings(ns).Create(ctx, &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: name},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: saNamespace, Name: sa}},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("create RoleBinding %s/%s: %v", ns, name, err)
+	}
 }

@@ -4,6 +4,7 @@ package varnishdtest
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
@@ -178,4 +179,30 @@ func descendants(pid int) []int {
 		}
 	}
 	return out
+}
+
+// FindHostIP is the machine's first non-loopback, non-link-local IPv4
+// address, for test backends whose address goes into an EndpointSlice: the
+// API server refuses loopback addresses there.
+func FindHostIP() (string, error) {
+	addrs, err := net.InterfaceAddrs()
+	if err != nil {
+		return "", fmt.Errorf("list interface addresses: %w", err)
+	}
+	for _, a := range addrs {
+		if n, ok := a.(*net.IPNet); ok && n.IP.To4() != nil && !n.IP.IsLoopback() && !n.IP.IsLinkLocalUnicast() {
+			return n.IP.String(), nil
+		}
+	}
+	return "", errors.New("this machine has no non-loopback IPv4 address; the API server refuses loopback addresses in EndpointSlices, so local backends need one (add one, for example to a dummy interface)")
+}
+
+// HostIP is FindHostIP for tests: it fails the test when there is none.
+func HostIP(t testing.TB) string {
+	t.Helper()
+	ip, err := FindHostIP()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ip
 }

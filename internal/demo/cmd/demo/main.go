@@ -73,7 +73,7 @@ func run(ctx context.Context, bin, example string, port int, once bool, ports de
 
 	const ns = "demo"
 	step("starting echo backends and registering them as Services and EndpointSlices in namespace %s", ns)
-	ip, err := demo.HostIP()
+	ip, err := varnishdtest.FindHostIP()
 	if err != nil {
 		return err
 	}
