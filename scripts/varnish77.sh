@@ -10,6 +10,7 @@
 #                   wrappers that run the trixie binaries through trixie's own
 #                   loader with trixie's libraries (the binaries need glibc 2.38;
 #                   Debian 12 has 2.36)
+#   D/loader        symlinks to that loader named like the programs
 #   D/packages.txt  the package versions in D/root
 #
 # The packages come from the Debian archive through a private apt configuration
@@ -18,7 +19,7 @@
 # verified with /usr/share/keyrings/debian-archive-keyring.gpg, which on Debian 12
 # holds the trixie keys.
 #
-# D is <dir>/varnish-<version>-<hash of the package list>, <dir> being
+# D is <dir>/varnish-<version>-<hash of the package list and this script>, <dir> being
 # $VARNISHGW_CACHE/varnish77 (default ~/.cache/varnishgw/varnish77). varnishd
 # started as root runs its VCL compiler and cache process as the users varnish
 # and vcache, which must read D/root: when they cannot reach the tool cache (root's
@@ -74,7 +75,7 @@ if [ -z "$parent" ]; then
 		parent=/var/cache/varnishgw/varnish77
 	fi
 fi
-key=varnish-$varnish_version-$(sha256sum "$list" | cut -c1-12)
+key=varnish-$varnish_version-$(cat "$list" "${BASH_SOURCE[0]}" | sha256sum | cut -c1-12)
 dest=$parent/$key
 if [ -f "$dest/ok" ]; then
 	echo "$dest"
@@ -167,22 +168,28 @@ done
 sort -o "$work/packages.txt" "$work/packages.txt"
 rm -rf "$a" "$work/debs"
 
-# Wrappers. varnishd and varnishtest get trixie's vmod directory (their built-in
-# default is the Debian 12 package's), before the caller's own -p.
+# Wrappers. Each runs trixie's loader through a symlink named like the program
+# (D/loader/varnishd -> ld-linux-x86-64.so.2), so the process is called varnishd
+# (/proc/PID/comm, ps, pgrep), not ld-linux-x86-64. varnishd and varnishtest get
+# trixie's vmod directory (their built-in default is the Debian 12 package's),
+# before the caller's own -p.
+mkdir -p "$work/loader"
 for path in "$work"/root/usr/sbin/varnish* "$work"/root/usr/bin/varnish*; do
 	name=$(basename "$path")
 	rel=${path#"$work"/root/}
+	ln -s "../root/usr/lib/$triplet/$loader" "$work/loader/$name"
 	case $name in
 	varnishd) extra=' -p "vmod_path=$lib/varnish/vmods" -p "vcl_path=$r/etc/varnish:$r/usr/share/varnish/vcl"' ;;
 	varnishtest) extra=' -p "vmod_path=$lib/varnish/vmods"' ;;
 	*) extra= ;;
 	esac
-	run="\"\$lib/$loader\" --library-path \"\$lib\" \"\$r/$rel\""
+	run="\"\$d/loader/$name\" --library-path \"\$lib\" \"\$r/$rel\""
 	{
 		printf '#!/bin/sh\n'
 		printf '# %s from Debian %s (%s), run by its own loader and libraries.\n' "$name" "$suite" "$varnish_version"
 		printf '# Made by scripts/varnish77.sh.\n'
-		printf 'r=%q\n' "$dest/root"
+		printf 'd=%q\n' "$dest"
+		printf 'r=$d/root\n'
 		printf 'lib=$r/usr/lib/%s\n' "$triplet"
 		if [ -n "$extra" ]; then
 			printf 'case "$1" in -V|-x|-\\?) exec %s "$@" ;; esac # these must come first\n' "$run"
