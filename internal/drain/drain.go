@@ -56,7 +56,6 @@ type Drainer struct {
 	err        error
 	mu         sync.Mutex
 	closeAgain atomic.Bool
-	running    atomic.Bool
 }
 
 // TimeoutError is the result of a drain that the timeout ended with client
@@ -72,11 +71,9 @@ func (e *TimeoutError) Error() string {
 
 // CloseAgain makes a running drain call CloseConnections again: after a
 // cache child restart (or, in sidecar mode, a new varnishd) the new child
-// does not know about the drain. Nothing happens when no drain runs.
+// does not know about the drain. Before a drain it changes nothing: a drain
+// calls CloseConnections first thing anyway.
 func (d *Drainer) CloseAgain() { d.closeAgain.Store(true) }
-
-// Started reports whether the drain has started.
-func (d *Drainer) Started() bool { return d.running.Load() }
 
 func (d *Drainer) init() {
 	d.mu.Lock()
@@ -99,7 +96,7 @@ func (d *Drainer) Done() <-chan struct{} {
 // varnishd.
 func (d *Drainer) Drain(ctx context.Context) error {
 	d.init()
-	d.once.Do(func() { d.running.Store(true); go d.run() })
+	d.once.Do(func() { go d.run() })
 	select {
 	case <-d.done:
 		return d.err
