@@ -307,3 +307,7 @@ func HostIP(t testing.TB) string {
 	}
 	return ip
 }
+
+// Descendants returns the process IDs below pid (children, their children,
+// ...), read from /proc.
+func Descendants(pid int) []int { return descendants(pid) }
