@@ -527,3 +527,41 @@ func TestAccGatewayParametersRef(t *testing.T) {
 		},
 	})
 }
+
+// TestAccGatewayInvalidPodTemplate checks that what only the API server
+// knows to be invalid in the pod template (here an affinity operator) is
+// reported, naming the field, before anything is written: by the plan
+// that apply makes once the class is created in the same apply, and by
+// the plan once the class exists.
+func TestAccGatewayInvalidPodTemplate(t *testing.T) {
+	cp := accPreCheck(t)
+	ctx := context.Background()
+	ns := cp.Namespace(t)
+	class := "vgw-" + rand.String(6)
+	listeners := `  listeners = [{ name = "http", port = 8080 }]` + "\n"
+	affinity := func(op string) string {
+		return fmt.Sprintf(`  pod = { affinity = jsonencode({ nodeAffinity = { requiredDuringSchedulingIgnoredDuringExecution = { nodeSelectorTerms = [{ matchExpressions = [{ key = "kubernetes.io/arch", operator = %q, values = ["amd64"] }] }] } } }) }`+"\n", op)
+	}
+	resource.Test(t, resource.TestCase{
+		ProtoV6ProviderFactories: protoV6ProviderFactories,
+		Steps: []resource.TestStep{
+			{
+				Config:      gatewayConfig(cp, ns, class, "", listeners+affinity("Sometimes")),
+				ExpectError: words(`(?s)Invalid gateway pod template.*spec.template.spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms\[0\].matchExpressions\[0\].operator: Invalid value: "Sometimes": not a valid selector operator`),
+			},
+			{
+				PreConfig: func() {
+					if _, err := cp.Gateway.GatewayV1().Gateways(ns).Get(ctx, "edge", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+						t.Fatalf("Gateway after a rejected pod template: %v, want NotFound", err)
+					}
+				},
+				Config: gatewayConfig(cp, ns, class, "", listeners+affinity("In")),
+			},
+			{
+				Config:      gatewayConfig(cp, ns, class, "", listeners+affinity("Sometimes")),
+				PlanOnly:    true,
+				ExpectError: words(`(?s)Invalid gateway pod template.*operator: Invalid value: "Sometimes"`),
+			},
+		},
+	})
+}
