@@ -44,7 +44,7 @@ func infrastructureSchema() schema.Attribute {
 			"labels": schema.MapAttribute{
 				Optional:    true,
 				ElementType: types.StringType,
-				Description: "Labels of the Gateway's infrastructure (at most 8). The selector labels and the prefixes varnishgw.dev/ and gateway.networking.k8s.io/ are reserved.",
+				Description: "Labels of the Gateway's infrastructure (at most 8). The labels the provider sets (app.kubernetes.io/name, app.kubernetes.io/instance, app.kubernetes.io/managed-by, pod-template-hash) and the prefixes varnishgw.dev/ and gateway.networking.k8s.io/ are reserved.",
 				Validators: []validator.Map{
 					mapvalidator.SizeBetween(1, 8),
 					mapvalidator.KeysAre(k8sName{"a label key", validation.IsQualifiedName}, reservedKey{}),

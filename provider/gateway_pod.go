@@ -407,7 +407,7 @@ func podSchema() schema.Attribute {
 			"labels": schema.MapAttribute{
 				Optional:    true,
 				ElementType: types.StringType,
-				Description: "Extra labels of the pods. The selector labels (app.kubernetes.io/name, app.kubernetes.io/instance) and the prefixes varnishgw.dev/ and gateway.networking.k8s.io/ are reserved.",
+				Description: "Extra labels of the pods. The labels the provider sets (app.kubernetes.io/name, app.kubernetes.io/instance, app.kubernetes.io/managed-by, pod-template-hash) and the prefixes varnishgw.dev/ and gateway.networking.k8s.io/ are reserved.",
 				Validators: []validator.Map{
 					mapvalidator.SizeAtLeast(1),
 					mapvalidator.KeysAre(k8sName{"a label key", validation.IsQualifiedName}, reservedKey{}),

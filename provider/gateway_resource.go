@@ -119,7 +119,8 @@ func (r *gatewayResource) Schema(_ context.Context, _ resource.SchemaRequest, re
 			"ServiceAccount with least-privilege RBAC, a ConfigMap with main.vcl, a Deployment of gateway pods (the " +
 			"chaperone running varnishd with the ghost VMOD), a Service with one port per distinct listener port, and " +
 			"a PodDisruptionBudget. VCL changes are hot-reloaded by the pods; only changes to what varnishd reads at " +
-			"start (image, ports, storage, parameters, mode) roll the pods. The provider sets the Gateway's Accepted " +
+			"start (image, ports, storage, parameters, mode) and to the pod settings roll the pods. The pods run as a " +
+			"non-root user and meet Pod Security \"restricted\". The provider sets the Gateway's Accepted " +
 			"condition, listener status and addresses; the gateway pods set Programmed. The GatewayClass parameters are " +
 			"read when the gateway is planned and applied: a class changed in the same apply reaches its gateways with the " +
 			"next apply, whose plan shows the update.",
@@ -147,7 +148,8 @@ func (r *gatewayResource) Schema(_ context.Context, _ resource.SchemaRequest, re
 			"gateway_class_name": schema.StringAttribute{
 				Required: true,
 				Description: "The GatewayClass of the gateway. It must be served by varnishgw (controllerName " + ControllerName +
-					"); its parameters (image, storage, varnishd parameters, VCL, log level) apply to the gateway.",
+					"); its parameters (image and pull policy, storage, varnishd parameters, VCL, log level) apply to the gateway, " +
+					"overridden by infrastructure.parameters_ref.",
 				Validators: []validator.String{stringvalidator.RegexMatches(dnsSubdomain, "must be a GatewayClass name (a DNS subdomain)")},
 			},
 			"listeners": schema.ListNestedAttribute{
@@ -296,9 +298,9 @@ func (r *gatewayResource) Schema(_ context.Context, _ resource.SchemaRequest, re
 			},
 			"start_hash": schema.StringAttribute{
 				Computed: true,
-				Description: "The hash of what the pods read at start (the pod template annotation " + StartHashAnnotation +
-					"); when it changes the pods are rolled. When the class's image, storage, parameters or log level have " +
-					"changed, the gateway's plan shows an update.",
+				Description: "The hash of what the pods are started with (the pod template annotation " + StartHashAnnotation +
+					"); when it changes the pods are rolled. When the class's image, pull policy, storage, parameters or log " +
+					"level, or the ConfigMap of infrastructure.parameters_ref, have changed, the gateway's plan shows an update.",
 			},
 		},
 	}
