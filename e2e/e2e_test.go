@@ -40,6 +40,7 @@ provider "varnishgw" {
 resource "varnishgw_gateway_class" "day" {
   name                 = %[3]q
   parameters_namespace = %[1]q
+  image                = "localhost/varnishgw/gateway:test"
 }
 
 resource "varnishgw_gateway" "day" {

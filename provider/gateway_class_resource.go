@@ -26,19 +26,22 @@ import (
 	gatewayv1apply "sigs.k8s.io/gateway-api/applyconfiguration/apis/v1"
 )
 
-// Defaults of a gateway class.
+// Defaults of a gateway class. The image has none: no image is published,
+// and a default that names a missing image fails in the cluster instead of
+// at plan time.
 const (
-	DefaultImage   = "ghcr.io/varnishgw/gateway:latest"
-	DefaultStorage = "malloc,256m"
+	DefaultStorage         = "malloc,256m"
+	DefaultImagePullPolicy = string(corev1.PullIfNotPresent)
 )
 
 // Keys of the class parameters ConfigMap.
 const (
-	classKeyImage    = "image"
-	classKeyStorage  = "storage"
-	classKeyParams   = "varnishd-params.json"
-	classKeyVCL      = "user.vcl"
-	classKeyLogLevel = "log-level"
+	classKeyImage           = "image"
+	classKeyImagePullPolicy = "image-pull-policy"
+	classKeyStorage         = "storage"
+	classKeyParams          = "varnishd-params.json"
+	classKeyVCL             = "user.vcl"
+	classKeyLogLevel        = "log-level"
 )
 
 var (
@@ -48,9 +51,10 @@ var (
 )
 
 var (
-	_ resource.Resource                = (*gatewayClassResource)(nil)
-	_ resource.ResourceWithConfigure   = (*gatewayClassResource)(nil)
-	_ resource.ResourceWithImportState = (*gatewayClassResource)(nil)
+	_ resource.Resource                   = (*gatewayClassResource)(nil)
+	_ resource.ResourceWithConfigure      = (*gatewayClassResource)(nil)
+	_ resource.ResourceWithImportState    = (*gatewayClassResource)(nil)
+	_ resource.ResourceWithValidateConfig = (*gatewayClassResource)(nil)
 )
 
 // NewGatewayClassResource is the varnishgw_gateway_class resource.
@@ -64,6 +68,7 @@ type gatewayClassModel struct {
 	Description         types.String `tfsdk:"description"`
 	ParametersNamespace types.String `tfsdk:"parameters_namespace"`
 	Image               types.String `tfsdk:"image"`
+	ImagePullPolicy     types.String `tfsdk:"image_pull_policy"`
 	Storage             types.String `tfsdk:"storage"`
 	VarnishdParams      types.Map    `tfsdk:"varnishd_params"`
 	VCL                 types.String `tfsdk:"vcl"`
@@ -110,11 +115,23 @@ func (r *gatewayClassResource) Schema(_ context.Context, _ resource.SchemaReques
 				Validators:    []validator.String{stringvalidator.RegexMatches(dnsLabel, "must be a namespace name (a DNS label)")},
 			},
 			"image": schema.StringAttribute{
-				Optional:    true,
-				Computed:    true,
-				Default:     stringdefault.StaticString(DefaultImage),
-				Description: "The container image of gateway pods (chaperone, varnishd and the ghost VMOD).",
-				Validators:  []validator.String{stringvalidator.LengthAtLeast(1)},
+				Required: true,
+				Description: "The container image of the gateway pods (the chaperone, varnishd and the ghost VMOD), " +
+					"as the kubelet pulls it, for example registry.example.com/varnishgw/gateway:1.4.0. No image is " +
+					"published: make image builds one (localhost/varnishgw/gateway:VERSION) to push to a registry the " +
+					"cluster pulls from or to import into the nodes. Give every build its own tag or a digest: a changed " +
+					"image rolls the gateways' pods, a new build under the same name does not.",
+				Validators: []validator.String{imageValidator{}},
+			},
+			"image_pull_policy": schema.StringAttribute{
+				Optional: true,
+				Computed: true,
+				Default:  stringdefault.StaticString(DefaultImagePullPolicy),
+				Description: "When the kubelet pulls the image (the containers' imagePullPolicy): IfNotPresent (the " +
+					"default) pulls an image the node lacks, which suits both pushed images with a tag per build and images " +
+					"imported into the nodes; Always asks the registry at every pod start; Never only uses images already " +
+					"on the node. Changing it rolls the gateways' pods.",
+				Validators: []validator.String{stringvalidator.OneOf(string(corev1.PullIfNotPresent), string(corev1.PullAlways), string(corev1.PullNever))},
 			},
 			"storage": schema.StringAttribute{
 				Optional:    true,
@@ -148,6 +165,23 @@ func (r *gatewayClassResource) Schema(_ context.Context, _ resource.SchemaReques
 				PlanModifiers: []planmodifier.String{stringplanmodifier.UseStateForUnknown()},
 			},
 		},
+	}
+}
+
+// ValidateConfig warns about an image whose tag does not name one build.
+func (r *gatewayClassResource) ValidateConfig(ctx context.Context, req resource.ValidateConfigRequest, resp *resource.ValidateConfigResponse) {
+	var image, policy types.String
+	resp.Diagnostics.Append(req.Config.GetAttribute(ctx, path.Root("image"), &image)...)
+	resp.Diagnostics.Append(req.Config.GetAttribute(ctx, path.Root("image_pull_policy"), &policy)...)
+	if resp.Diagnostics.HasError() || image.IsNull() || image.IsUnknown() || policy.IsUnknown() {
+		return
+	}
+	p := DefaultImagePullPolicy
+	if !policy.IsNull() {
+		p = policy.ValueString()
+	}
+	if w := imageTagWarning(image.ValueString(), p); w != "" {
+		resp.Diagnostics.AddAttributeWarning(path.Root("image"), "Gateway image without a version tag", w)
 	}
 }
 
@@ -195,10 +229,11 @@ func (r *gatewayClassResource) apply(ctx context.Context, m *gatewayClassModel) 
 		return fmt.Errorf("encode varnishd_params: %w", err)
 	}
 	data := map[string]string{
-		classKeyImage:    m.Image.ValueString(),
-		classKeyStorage:  m.Storage.ValueString(),
-		classKeyParams:   string(paramsJSON),
-		classKeyLogLevel: m.LogLevel.ValueString(),
+		classKeyImage:           m.Image.ValueString(),
+		classKeyImagePullPolicy: m.ImagePullPolicy.ValueString(),
+		classKeyStorage:         m.Storage.ValueString(),
+		classKeyParams:          string(paramsJSON),
+		classKeyLogLevel:        m.LogLevel.ValueString(),
 	}
 	if !m.VCL.IsNull() {
 		data[classKeyVCL] = m.VCL.ValueString()
@@ -288,6 +323,7 @@ func (m *gatewayClassModel) readParameters(ctx context.Context, data map[string]
 		return types.StringNull()
 	}
 	m.Image = str(classKeyImage)
+	m.ImagePullPolicy = str(classKeyImagePullPolicy)
 	m.Storage = str(classKeyStorage)
 	m.VCL = str(classKeyVCL)
 	m.LogLevel = str(classKeyLogLevel)

@@ -3,7 +3,6 @@ package provider
 import (
 	"context"
 	"fmt"
-	"regexp"
 	"testing"
 
 	"github.com/hashicorp/terraform-plugin-testing/helper/resource"
@@ -47,11 +46,13 @@ resource "varnishgw_gateway_class" "test" {
 		},
 		Steps: []resource.TestStep{
 			{
-				Config: config(`  description = "Varnish gateways"`),
+				Config: config(`  description = "Varnish gateways"
+  image       = "localhost/varnishgw/gateway:1.0"`),
 				Check: resource.ComposeAggregateTestCheckFunc(
 					resource.TestCheckResourceAttr("varnishgw_gateway_class.test", "id", name),
 					resource.TestCheckResourceAttr("varnishgw_gateway_class.test", "controller_name", ControllerName),
-					resource.TestCheckResourceAttr("varnishgw_gateway_class.test", "image", DefaultImage),
+					resource.TestCheckResourceAttr("varnishgw_gateway_class.test", "image", "localhost/varnishgw/gateway:1.0"),
+					resource.TestCheckResourceAttr("varnishgw_gateway_class.test", "image_pull_policy", "IfNotPresent"),
 					resource.TestCheckResourceAttr("varnishgw_gateway_class.test", "storage", DefaultStorage),
 					resource.TestCheckResourceAttr("varnishgw_gateway_class.test", "log_level", "info"),
 					func(*terraform.State) error {
@@ -74,6 +75,8 @@ resource "varnishgw_gateway_class" "test" {
 				// An update changes the defaults in place: same object.
 				Config: config(`
   description     = "Varnish gateways"
+  image           = "registry.example.com/varnishgw/gateway@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+  image_pull_policy = "Always"
   storage         = "malloc,1g"
   varnishd_params = { thread_pool_min = "50" }
   vcl             = "sub vcl_backend_response { set beresp.ttl = 10s; }"
@@ -90,10 +93,12 @@ resource "varnishgw_gateway_class" "test" {
 						return err
 					}
 					want := map[string]string{
-						classKeyStorage:  "malloc,1g",
-						classKeyParams:   `{"thread_pool_min":"50"}`,
-						classKeyVCL:      "sub vcl_backend_response { set beresp.ttl = 10s; }",
-						classKeyLogLevel: "debug",
+						classKeyImage:           "registry.example.com/varnishgw/gateway@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef",
+						classKeyImagePullPolicy: "Always",
+						classKeyStorage:         "malloc,1g",
+						classKeyParams:          `{"thread_pool_min":"50"}`,
+						classKeyVCL:             "sub vcl_backend_response { set beresp.ttl = 10s; }",
+						classKeyLogLevel:        "debug",
 					}
 					for k, v := range want {
 						if cm.Data[k] != v {
@@ -117,12 +122,15 @@ resource "varnishgw_gateway_class" "test" {
 						t.Fatal(err)
 					}
 					cm.Data[classKeyStorage] = "file,/tmp/x,1g"
+					cm.Data[classKeyImagePullPolicy] = "Never"
 					if _, err := cp.Client.CoreV1().ConfigMaps(ns).Update(ctx, cm, metav1.UpdateOptions{}); err != nil {
 						t.Fatal(err)
 					}
 				},
 				Config: config(`
   description     = "Varnish gateways"
+  image           = "registry.example.com/varnishgw/gateway@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+  image_pull_policy = "Always"
   storage         = "malloc,1g"
   varnishd_params = { thread_pool_min = "50" }
   vcl             = "sub vcl_backend_response { set beresp.ttl = 10s; }"
@@ -135,8 +143,8 @@ resource "varnishgw_gateway_class" "test" {
 					if err != nil {
 						return err
 					}
-					if cm.Data[classKeyStorage] != "malloc,1g" {
-						return fmt.Errorf("storage after apply = %q, want the drift corrected to malloc,1g", cm.Data[classKeyStorage])
+					if cm.Data[classKeyStorage] != "malloc,1g" || cm.Data[classKeyImagePullPolicy] != "Always" {
+						return fmt.Errorf("storage, pull policy after apply = %q, %q, want the drift corrected to malloc,1g and Always", cm.Data[classKeyStorage], cm.Data[classKeyImagePullPolicy])
 					}
 					return nil
 				},
@@ -147,10 +155,14 @@ resource "varnishgw_gateway_class" "test" {
 
 func TestAccGatewayClassValidation(t *testing.T) {
 	cp := accPreCheck(t)
+	const img = "\nimage = \"localhost/varnishgw/gateway:1\"\n"
 	for _, tc := range []struct{ name, body, want string }{
-		{"bad name", `name = "Not_A_Name"`, `must be a lower-case DNS subdomain`},
-		{"bad log level", `name = "ok"` + "\n" + `log_level = "loud"`, `value must be one of`},
-		{"bad param name", `name = "ok"` + "\n" + `varnishd_params = { "Thread-Pool" = "1" }`, `"Thread-Pool" is not a varnishd parameter name`},
+		{"bad name", `name = "Not_A_Name"` + img, `must be a lower-case DNS subdomain`},
+		{"bad log level", `name = "ok"` + img + `log_level = "loud"`, `value must be one of`},
+		{"bad param name", `name = "ok"` + img + `varnishd_params = { "Thread-Pool" = "1" }`, `"Thread-Pool" is not a varnishd parameter name`},
+		{"no image", `name = "ok"`, `The argument "image" is required`},
+		{"bad image", `name = "ok"` + "\n" + `image = "Registry.example.com/Gateway:1"`, `image = "Registry.example.com/Gateway:1" is not a container image reference \(invalid reference format: repository name \(Gateway\) must be lowercase\)`},
+		{"bad pull policy", `name = "ok"` + img + `image_pull_policy = "Sometimes"`, `value must be one of: \["IfNotPresent" "Always" "Never"\]`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			resource.Test(t, resource.TestCase{
@@ -158,7 +170,7 @@ func TestAccGatewayClassValidation(t *testing.T) {
 				Steps: []resource.TestStep{{
 					Config:      providerBlock(cp) + "resource \"varnishgw_gateway_class\" \"bad\" {\n" + tc.body + "\n}\n",
 					PlanOnly:    true,
-					ExpectError: regexp.MustCompile(tc.want),
+					ExpectError: words(tc.want),
 				}},
 			})
 		})

@@ -54,26 +54,28 @@ func NewGatewayResource() resource.Resource { return &gatewayResource{} }
 type gatewayResource struct{ c *clients }
 
 type gatewayModel struct {
-	ID                     types.String    `tfsdk:"id"`
-	Namespace              types.String    `tfsdk:"namespace"`
-	Name                   types.String    `tfsdk:"name"`
-	GatewayClassName       types.String    `tfsdk:"gateway_class_name"`
-	Listeners              []listenerModel `tfsdk:"listeners"`
-	VCL                    types.String    `tfsdk:"vcl"`
-	Mode                   types.String    `tfsdk:"mode"`
-	Replicas               types.Int64     `tfsdk:"replicas"`
-	DrainTimeoutSeconds    types.Int64     `tfsdk:"drain_timeout_seconds"`
-	Resources              *resourcesModel `tfsdk:"resources"`
-	ServiceType            types.String    `tfsdk:"service_type"`
-	ServiceAnnotations     types.Map       `tfsdk:"service_annotations"`
-	PDBMaxUnavailable      types.String    `tfsdk:"pdb_max_unavailable"`
-	WaitForRollout         types.Bool      `tfsdk:"wait_for_rollout"`
-	RolloutTimeout         types.String    `tfsdk:"rollout_timeout"`
-	Addresses              types.List      `tfsdk:"addresses"`
-	Conditions             types.List      `tfsdk:"conditions"`
-	ListenerAttachedRoutes types.Map       `tfsdk:"listener_attached_routes"`
-	StartHash              types.String    `tfsdk:"start_hash"`
-	MainVCLSHA256          types.String    `tfsdk:"main_vcl_sha256"`
+	ID                     types.String         `tfsdk:"id"`
+	Namespace              types.String         `tfsdk:"namespace"`
+	Name                   types.String         `tfsdk:"name"`
+	GatewayClassName       types.String         `tfsdk:"gateway_class_name"`
+	Listeners              []listenerModel      `tfsdk:"listeners"`
+	VCL                    types.String         `tfsdk:"vcl"`
+	Mode                   types.String         `tfsdk:"mode"`
+	Replicas               types.Int64          `tfsdk:"replicas"`
+	DrainTimeoutSeconds    types.Int64          `tfsdk:"drain_timeout_seconds"`
+	Resources              *resourcesModel      `tfsdk:"resources"`
+	Pod                    *podModel            `tfsdk:"pod"`
+	Infrastructure         *infrastructureModel `tfsdk:"infrastructure"`
+	ServiceType            types.String         `tfsdk:"service_type"`
+	ServiceAnnotations     types.Map            `tfsdk:"service_annotations"`
+	PDBMaxUnavailable      types.String         `tfsdk:"pdb_max_unavailable"`
+	WaitForRollout         types.Bool           `tfsdk:"wait_for_rollout"`
+	RolloutTimeout         types.String         `tfsdk:"rollout_timeout"`
+	Addresses              types.List           `tfsdk:"addresses"`
+	Conditions             types.List           `tfsdk:"conditions"`
+	ListenerAttachedRoutes types.Map            `tfsdk:"listener_attached_routes"`
+	StartHash              types.String         `tfsdk:"start_hash"`
+	MainVCLSHA256          types.String         `tfsdk:"main_vcl_sha256"`
 }
 
 type listenerModel struct {
@@ -117,7 +119,8 @@ func (r *gatewayResource) Schema(_ context.Context, _ resource.SchemaRequest, re
 			"ServiceAccount with least-privilege RBAC, a ConfigMap with main.vcl, a Deployment of gateway pods (the " +
 			"chaperone running varnishd with the ghost VMOD), a Service with one port per distinct listener port, and " +
 			"a PodDisruptionBudget. VCL changes are hot-reloaded by the pods; only changes to what varnishd reads at " +
-			"start (image, ports, storage, parameters, mode) roll the pods. The provider sets the Gateway's Accepted " +
+			"start (image, ports, storage, parameters, mode) and to the pod settings roll the pods. The pods run as a " +
+			"non-root user and meet Pod Security \"restricted\". The provider sets the Gateway's Accepted " +
 			"condition, listener status and addresses; the gateway pods set Programmed. The GatewayClass parameters are " +
 			"read when the gateway is planned and applied: a class changed in the same apply reaches its gateways with the " +
 			"next apply, whose plan shows the update.",
@@ -145,7 +148,8 @@ func (r *gatewayResource) Schema(_ context.Context, _ resource.SchemaRequest, re
 			"gateway_class_name": schema.StringAttribute{
 				Required: true,
 				Description: "The GatewayClass of the gateway. It must be served by varnishgw (controllerName " + ControllerName +
-					"); its parameters (image, storage, varnishd parameters, VCL, log level) apply to the gateway.",
+					"); its parameters (image and pull policy, storage, varnishd parameters, VCL, log level) apply to the gateway, " +
+					"overridden by infrastructure.parameters_ref.",
 				Validators: []validator.String{stringvalidator.RegexMatches(dnsSubdomain, "must be a GatewayClass name (a DNS subdomain)")},
 			},
 			"listeners": schema.ListNestedAttribute{
@@ -239,6 +243,8 @@ func (r *gatewayResource) Schema(_ context.Context, _ resource.SchemaRequest, re
 					},
 				},
 			},
+			"pod":            podSchema(),
+			"infrastructure": infrastructureSchema(),
 			"service_type": schema.StringAttribute{
 				Optional:    true,
 				Computed:    true,
@@ -293,9 +299,9 @@ func (r *gatewayResource) Schema(_ context.Context, _ resource.SchemaRequest, re
 			},
 			"start_hash": schema.StringAttribute{
 				Computed: true,
-				Description: "The hash of what the pods read at start (the pod template annotation " + StartHashAnnotation +
-					"); when it changes the pods are rolled. When the class's image, storage, parameters or log level have " +
-					"changed, the gateway's plan shows an update.",
+				Description: "The hash of what the pods are started with (the pod template annotation " + StartHashAnnotation +
+					"); when it changes the pods are rolled. When the class's image, pull policy, storage, parameters or log " +
+					"level, or the ConfigMap of infrastructure.parameters_ref, have changed, the gateway's plan shows an update.",
 			},
 		},
 	}
@@ -336,6 +342,8 @@ func (r *gatewayResource) ValidateConfig(ctx context.Context, req resource.Valid
 				fmt.Sprintf("listener %q: selector is used only with namespaces = \"Selector\" (namespaces is %q); set namespaces = \"Selector\" or remove selector", l.Name.ValueString(), ar.Namespaces.ValueString()))
 		}
 	}
+	m.Pod.validate(&resp.Diagnostics)
+	m.validateMetadataKeys(&resp.Diagnostics)
 	if resp.Diagnostics.HasError() || !req.Config.Raw.IsFullyKnown() {
 		return
 	}
@@ -355,6 +363,37 @@ func (r *gatewayResource) ValidateConfig(ctx context.Context, req resource.Valid
 			if _, err := parseResources(attr, stringMap(v)); err != nil {
 				resp.Diagnostics.AddAttributeError(path.Root("resources"), "Invalid gateway resources", err.Error())
 			}
+		}
+	}
+}
+
+// validateMetadataKeys rejects a label or annotation key set in two
+// attributes that reach the same object, where one would silently win.
+func (m *gatewayModel) validateMetadataKeys(diags *diag.Diagnostics) {
+	if m.Infrastructure == nil {
+		return
+	}
+	infraLabels, infraAnn := stringMap(m.Infrastructure.Labels), stringMap(m.Infrastructure.Annotations)
+	twice := func(p path.Path, kind, key, other string) {
+		diags.AddAttributeError(p, "Key set twice",
+			fmt.Sprintf("the %s %q is set in infrastructure.%ss, which apply to every object generated for the gateway, and in %s; "+
+				"set it in one place", kind, key, kind, other))
+	}
+	if m.Pod != nil {
+		for _, k := range slices.Sorted(maps.Keys(stringMap(m.Pod.Labels))) {
+			if _, ok := infraLabels[k]; ok {
+				twice(path.Root("pod").AtName("labels").AtMapKey(k), "label", k, "pod.labels")
+			}
+		}
+		for _, k := range slices.Sorted(maps.Keys(stringMap(m.Pod.Annotations))) {
+			if _, ok := infraAnn[k]; ok {
+				twice(path.Root("pod").AtName("annotations").AtMapKey(k), "annotation", k, "pod.annotations")
+			}
+		}
+	}
+	for _, k := range slices.Sorted(maps.Keys(stringMap(m.ServiceAnnotations))) {
+		if _, ok := infraAnn[k]; ok {
+			twice(path.Root("service_annotations").AtMapKey(k), "annotation", k, "service_annotations")
 		}
 	}
 }
@@ -397,7 +436,10 @@ func (m *gatewayModel) toGateway(ctx context.Context) (*gatewayv1.Gateway, error
 	gw := &gatewayv1.Gateway{
 		TypeMeta:   metav1.TypeMeta{APIVersion: gatewayv1.GroupVersion.String(), Kind: "Gateway"},
 		ObjectMeta: metav1.ObjectMeta{Namespace: m.Namespace.ValueString(), Name: m.Name.ValueString(), Labels: managedLabels},
-		Spec:       gatewayv1.GatewaySpec{GatewayClassName: gatewayv1.ObjectName(m.GatewayClassName.ValueString())},
+		Spec: gatewayv1.GatewaySpec{
+			GatewayClassName: gatewayv1.ObjectName(m.GatewayClassName.ValueString()),
+			Infrastructure:   m.Infrastructure.settings().gatewayInfrastructure(),
+		},
 	}
 	for _, l := range m.Listeners {
 		gl := gatewayv1.Listener{
@@ -434,9 +476,16 @@ func (m *gatewayModel) toGateway(ctx context.Context) (*gatewayv1.Gateway, error
 // runtimeSpec builds the runtime's description from the model and the
 // class defaults.
 func (m *gatewayModel) runtimeSpec(class *classDefaults) (*runtimeSpec, error) {
+	pod, err := m.Pod.settings()
+	if err != nil {
+		return nil, err
+	}
 	s := &runtimeSpec{
 		gw:           m.ref(),
+		className:    m.GatewayClassName.ValueString(),
 		class:        class,
+		pod:          pod,
+		infra:        m.Infrastructure.settings(),
 		replicas:     int32(m.Replicas.ValueInt64()),
 		mode:         m.Mode.ValueString(),
 		drainTimeout: m.DrainTimeoutSeconds.ValueInt64(),
@@ -458,7 +507,6 @@ func (m *gatewayModel) runtimeSpec(class *classDefaults) (*runtimeSpec, error) {
 	}
 	slices.Sort(s.ports)
 	if m.Resources != nil {
-		var err error
 		if s.requests, err = parseResources("resources.requests", stringMap(m.Resources.Requests)); err != nil {
 			return nil, err
 		}
@@ -469,27 +517,47 @@ func (m *gatewayModel) runtimeSpec(class *classDefaults) (*runtimeSpec, error) {
 	return s, nil
 }
 
-// ModifyPlan shows a change of the GatewayClass, and out-of-band changes
-// of runtime objects that no attribute reflects (a deleted Role, edited
-// container arguments), as an update of the gateway: when the plan has no
+// ModifyPlan checks the gateway's pod template with a server-side dry run
+// when it can be built (the class exists), so that the API server's
+// errors show at plan time. For an existing gateway it also shows a change
+// of the GatewayClass or of the ConfigMap of infrastructure.parameters_ref,
+// and out-of-band changes of runtime objects that no attribute reflects (a
+// deleted Role, an edited pod template), as an update: when the plan has no
 // other change (start_hash and main_vcl_sha256 still hold the state's
-// values) but the class as the cluster has it now gives other hashes, or
-// the runtime differs, they and the other computed attributes become
-// unknown, so the gateway is updated. Known values are
-// never planned: the class may change in the same apply, and apply
-// computes them.
+// values) but the parameters as the cluster has them now give other
+// hashes, or the runtime differs, they and the other computed attributes
+// become unknown, so the gateway is updated. Known values are never
+// planned: the class may change in the same apply, and apply computes them.
 func (r *gatewayResource) ModifyPlan(ctx context.Context, req resource.ModifyPlanRequest, resp *resource.ModifyPlanResponse) {
-	if req.Plan.Raw.IsNull() || req.State.Raw.IsNull() || r.c == nil || !req.Config.Raw.IsFullyKnown() {
+	if req.Plan.Raw.IsNull() || r.c == nil || !req.Config.Raw.IsFullyKnown() {
 		return
 	}
 	var plan gatewayModel
 	if resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...); resp.Diagnostics.HasError() {
 		return
 	}
-	if plan.StartHash.IsUnknown() || plan.MainVCLSHA256.IsUnknown() {
-		return // already an update
+	create := req.State.Raw.IsNull()
+	update := func() {
+		for a, v := range map[string]attr.Value{
+			"start_hash":               types.StringUnknown(),
+			"main_vcl_sha256":          types.StringUnknown(),
+			"addresses":                types.ListUnknown(types.StringType),
+			"conditions":               types.ListUnknown(conditionType),
+			"listener_attached_routes": types.MapUnknown(types.Int64Type),
+		} {
+			resp.Diagnostics.Append(resp.Plan.SetAttribute(ctx, path.Root(a), v)...)
+		}
 	}
-	class, err := r.c.gatewayClassDefaults(ctx, plan.GatewayClassName.ValueString())
+	class, err := r.c.gatewayDefaults(ctx, plan.GatewayClassName.ValueString(), plan.Namespace.ValueString(), plan.Infrastructure.settings())
+	if isInvalidParameters(err) {
+		resp.Diagnostics.AddAttributeWarning(path.Root("infrastructure").AtName("parameters_ref"), "The gateway's parameters cannot be used",
+			fmt.Sprintf("%v. Unless this changes before apply (for example because this configuration creates the ConfigMap), apply fails "+
+				"and sets the Gateway's Accepted condition to False with reason InvalidParameters.", err))
+		if !create {
+			update()
+		}
+		return
+	}
 	if err != nil {
 		return // apply reports it
 	}
@@ -497,8 +565,20 @@ func (r *gatewayResource) ModifyPlan(ctx context.Context, req resource.ModifyPla
 	if err != nil {
 		return
 	}
+	dry, dryErr := r.c.dryRunDeployment(ctx, spec)
+	if apierrors.IsInvalid(dryErr) {
+		resp.Diagnostics.AddError("Invalid gateway pod template",
+			fmt.Sprintf("The API server rejects the gateway's Deployment: %v\nFix the attribute the field belongs to (pod, or the class's parameters).", dryErr))
+		return
+	}
+	if create || plan.StartHash.IsUnknown() || plan.MainVCLSHA256.IsUnknown() {
+		return // nothing to add: created or already updated
+	}
 	if plan.StartHash.ValueString() == spec.startHash() && plan.MainVCLSHA256.ValueString() == spec.mainVCLHash() {
-		drift, err := r.c.runtimeDrift(ctx, spec)
+		drift, err := "", dryErr
+		if err == nil {
+			drift, err = r.c.runtimeDrift(ctx, spec, dry)
+		}
 		if err != nil {
 			resp.Diagnostics.AddWarning("Check the gateway runtime", err.Error()+"\nThe plan may miss changes made outside Terraform.")
 			return
@@ -509,15 +589,7 @@ func (r *gatewayResource) ModifyPlan(ctx context.Context, req resource.ModifyPla
 		resp.Diagnostics.AddWarning("The gateway runtime changed outside Terraform",
 			fmt.Sprintf("Gateway %s: %s. The next apply restores it.", spec.gw, drift))
 	}
-	for a, v := range map[string]attr.Value{
-		"start_hash":               types.StringUnknown(),
-		"main_vcl_sha256":          types.StringUnknown(),
-		"addresses":                types.ListUnknown(types.StringType),
-		"conditions":               types.ListUnknown(conditionType),
-		"listener_attached_routes": types.MapUnknown(types.Int64Type),
-	} {
-		resp.Diagnostics.Append(resp.Plan.SetAttribute(ctx, path.Root(a), v)...)
-	}
+	update()
 }
 
 func (r *gatewayResource) Create(ctx context.Context, req resource.CreateRequest, resp *resource.CreateResponse) {
@@ -559,7 +631,13 @@ func (r *gatewayResource) apply(ctx context.Context, m *gatewayModel, action str
 		fail("the listeners are invalid: %v", errs.ToAggregate())
 		return
 	}
-	class, err := r.c.gatewayClassDefaults(ctx, m.GatewayClassName.ValueString())
+	class, err := r.c.gatewayDefaults(ctx, m.GatewayClassName.ValueString(), gw.Namespace, m.Infrastructure.settings())
+	if isInvalidParameters(err) {
+		// As the Gateway API asks: the Gateway is written and not
+		// accepted; its runtime is left as it is.
+		r.rejectGateway(ctx, gw, err, fail)
+		return
+	}
 	if err != nil {
 		fail("%v", err)
 		return
@@ -567,6 +645,11 @@ func (r *gatewayResource) apply(ctx context.Context, m *gatewayModel, action str
 	spec, err := m.runtimeSpec(class)
 	if err != nil {
 		fail("%v", err)
+		return
+	}
+	// The API server checks the pod template before anything is written.
+	if _, err := r.c.dryRunDeployment(ctx, spec); apierrors.IsInvalid(err) {
+		fail("the gateway's pod template is invalid: %v\nFix the attribute the field belongs to (pod, or the class's parameters); nothing was written.", err)
 		return
 	}
 
@@ -584,7 +667,7 @@ func (r *gatewayResource) apply(ctx context.Context, m *gatewayModel, action str
 		fail("get Service %s/%s: %v", gw.Namespace, spec.name(), err)
 		return
 	}
-	if err := r.c.writeGatewayStatus(ctx, live, svc); err != nil {
+	if err := r.c.writeGatewayStatus(ctx, live, svc, nil); err != nil {
 		fail("%v", err)
 		return
 	}
@@ -603,6 +686,26 @@ func (r *gatewayResource) apply(ctx context.Context, m *gatewayModel, action str
 	}
 }
 
+// rejectGateway writes the Gateway and its status with Accepted False,
+// reason InvalidParameters, and reports why.
+func (r *gatewayResource) rejectGateway(ctx context.Context, gw *gatewayv1.Gateway, why error, fail func(string, ...any)) {
+	live, err := r.c.applyGateway(ctx, gw)
+	if err != nil {
+		fail("%v", err)
+		return
+	}
+	svc, err := r.c.kube.CoreV1().Services(gw.Namespace).Get(ctx, routing.RuntimeName(routing.ObjectRef{Namespace: gw.Namespace, Name: gw.Name}), metav1.GetOptions{})
+	if err != nil {
+		svc = nil // not created yet: no addresses
+	}
+	if err := r.c.writeGatewayStatus(ctx, live, svc, why); err != nil {
+		fail("%v", err)
+		return
+	}
+	fail("%v.\nThe Gateway is not accepted (condition Accepted is False, reason InvalidParameters) and its pods were not changed; "+
+		"fix the ConfigMap or parameters_ref and apply again.", why)
+}
+
 // applyGateway writes the Gateway spec and returns the stored Gateway.
 func (c *clients) applyGateway(ctx context.Context, gw *gatewayv1.Gateway) (*gatewayv1.Gateway, error) {
 	spec := gatewayv1apply.GatewaySpec().WithGatewayClassName(gw.Spec.GatewayClassName)
@@ -617,6 +720,9 @@ func (c *clients) applyGateway(ctx context.Context, gw *gatewayv1.Gateway) (*gat
 		}
 		la.WithAllowedRoutes(gatewayv1apply.AllowedRoutes().WithNamespaces(ns))
 		spec.WithListeners(la)
+	}
+	if gw.Spec.Infrastructure != nil {
+		spec.WithInfrastructure(infrastructureApply(gw.Spec.Infrastructure))
 	}
 	ac := gatewayv1apply.Gateway(gw.Name, gw.Namespace).WithLabels(managedLabels).WithSpec(spec)
 	live, err := c.gateway.GatewayV1().Gateways(gw.Namespace).Apply(ctx, ac, applyOptions())
@@ -732,6 +838,7 @@ func (c *clients) readGateway(ctx context.Context, m *gatewayModel) error {
 		lm.AllowedRoutes = types.ObjectValueMust(allowedRoutesTypes, map[string]attr.Value{"namespaces": types.StringValue(from), "selector": sel})
 		m.Listeners = append(m.Listeners, lm)
 	}
+	m.Infrastructure = readInfrastructure(m.Infrastructure, gw)
 
 	ns, name := ref.Namespace, routing.RuntimeName(ref)
 	cm, err := c.kube.CoreV1().ConfigMaps(ns).Get(ctx, routing.VCLConfigMapName(ref), metav1.GetOptions{})
@@ -756,6 +863,7 @@ func (c *clients) readGateway(ctx context.Context, m *gatewayModel) error {
 			m.Replicas = types.Int64Value(int64(*d.Spec.Replicas))
 		}
 		m.Mode = types.StringValue(modeSupervise)
+		m.Pod = readPod(m.Pod, d.Spec.Template, infraFromGateway(gw), imported)
 		for _, ctr := range d.Spec.Template.Spec.Containers {
 			if ctr.Name == varnishName {
 				m.Resources = readResources(m.Resources, ctr.Resources)
@@ -788,11 +896,13 @@ func (c *clients) readGateway(ctx context.Context, m *gatewayModel) error {
 	case err == nil:
 		m.ServiceType = types.StringValue(string(svc.Spec.Type))
 		// Only the annotations the configuration sets are the provider's;
-		// on import, all of them.
+		// on import, all but the infrastructure's.
 		ann := map[string]string{}
 		want := stringMap(m.ServiceAnnotations)
+		infraAnn := infraFromGateway(gw).Annotations
 		for k, v := range svc.Annotations {
-			if _, ok := want[k]; ok || imported {
+			_, fromInfra := infraAnn[k]
+			if _, ok := want[k]; ok || (imported && !fromInfra && reservedKeyPrefix(k) == "") {
 				ann[k] = v
 			}
 		}

@@ -34,13 +34,18 @@ import (
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/testenv"
 )
 
-// gatewayConfig is a class and a gateway named "edge" in ns; classBody and
-// gwBody are added to the resources.
+// testImage is the class image of the tests. No kubelet pulls it: the test
+// control plane has none.
+const testImage = "localhost/varnishgw/gateway:test"
+
+// gatewayConfig is a class with image testImage and a gateway named "edge"
+// in ns; classBody and gwBody are added to the resources.
 func gatewayConfig(cp *testenv.ControlPlane, ns, class, classBody, gwBody string) string {
 	return providerBlock(cp) + fmt.Sprintf(`
 resource "varnishgw_gateway_class" "test" {
   name                 = %q
   parameters_namespace = %q
+  image                = %q
 %s
 }
 
@@ -51,7 +56,7 @@ resource "varnishgw_gateway" "test" {
   wait_for_rollout   = false
 %s
 }
-`, class, ns, classBody, ns, gwBody)
+`, class, ns, testImage, classBody, ns, gwBody)
 }
 
 func getDeployment(cp *testenv.ControlPlane, gw routing.ObjectRef) (*appsv1.Deployment, error) {
@@ -167,7 +172,7 @@ func TestAccGateway(t *testing.T) {
 								return fmt.Errorf("chaperone args %q lack %q", args, want)
 							}
 						}
-						if pod.Spec.Containers[0].Image != DefaultImage || pod.Annotations[StartHashAnnotation] == "" {
+						if pod.Spec.Containers[0].Image != testImage || pod.Annotations[StartHashAnnotation] == "" {
 							return fmt.Errorf("image %q, start hash %q", pod.Spec.Containers[0].Image, pod.Annotations[StartHashAnnotation])
 						}
 						if g := pod.Spec.TerminationGracePeriodSeconds; g == nil || *g != 335 {
@@ -176,8 +181,8 @@ func TestAccGateway(t *testing.T) {
 						if c := pod.Spec.Containers[0]; c.ReadinessProbe == nil || c.LivenessProbe == nil || c.Lifecycle == nil || c.Lifecycle.PreStop == nil {
 							return fmt.Errorf("container lacks probes or preStop: %+v", c)
 						}
-						if len(pod.Spec.Volumes) != 1 || pod.Spec.Volumes[0].EmptyDir == nil {
-							return fmt.Errorf("volumes = %+v, want one emptyDir", pod.Spec.Volumes)
+						if len(pod.Spec.Volumes) != 2 || pod.Spec.Volumes[0].EmptyDir == nil || pod.Spec.Volumes[1].Name != "tmp" || pod.Spec.Volumes[1].EmptyDir == nil {
+							return fmt.Errorf("volumes = %+v, want the emptyDirs state and tmp", pod.Spec.Volumes)
 						}
 						for k, v := range routing.RuntimeLabels(gw) {
 							if d.Spec.Selector.MatchLabels[k] != v || pod.Labels[k] != v || d.Labels[k] != v {
@@ -395,7 +400,7 @@ func TestAccGateway(t *testing.T) {
 					if err != nil {
 						return err
 					}
-					if d.Spec.Template.Spec.Containers[0].Image != DefaultImage {
+					if d.Spec.Template.Spec.Containers[0].Image != testImage {
 						return fmt.Errorf("image = %q, want the drift corrected", d.Spec.Template.Spec.Containers[0].Image)
 					}
 					if *d.Spec.Replicas != 1 {

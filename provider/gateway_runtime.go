@@ -72,12 +72,12 @@ const (
 
 // classDefaults are the GatewayClass parameters a gateway inherits.
 type classDefaults struct {
-	image, storage, vcl, logLevel string
-	params                        map[string]string
+	image, pullPolicy, storage, vcl, logLevel string
+	params                                    map[string]string
 }
 
 // gatewayClassDefaults reads the GatewayClass name and its parameters
-// ConfigMap. The class must be served by varnishgw.
+// ConfigMap. The class must be served by varnishgw and name an image.
 func (c *clients) gatewayClassDefaults(ctx context.Context, name string) (*classDefaults, error) {
 	gc, err := c.gateway.GatewayV1().GatewayClasses().Get(ctx, name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
@@ -90,10 +90,9 @@ func (c *clients) gatewayClassDefaults(ctx context.Context, name string) (*class
 		return nil, fmt.Errorf("gateway_class_name %q: the GatewayClass has controllerName %q, not %q, so varnishgw does not serve it; use a class created by varnishgw_gateway_class",
 			name, gc.Spec.ControllerName, ControllerName)
 	}
-	d := &classDefaults{image: DefaultImage, storage: DefaultStorage, logLevel: "info", params: map[string]string{}}
 	ref := gc.Spec.ParametersRef
 	if ref == nil {
-		return d, nil
+		return nil, fmt.Errorf("GatewayClass %s has no parametersRef, so its gateways have no image; apply its varnishgw_gateway_class again", name)
 	}
 	if ref.Kind != "ConfigMap" || ref.Group != "" || ref.Namespace == nil {
 		return nil, fmt.Errorf("GatewayClass %s: parametersRef %s/%s is not a namespaced core ConfigMap; apply its varnishgw_gateway_class again", name, ref.Kind, ref.Name)
@@ -102,27 +101,81 @@ func (c *clients) gatewayClassDefaults(ctx context.Context, name string) (*class
 	if err != nil {
 		return nil, fmt.Errorf("get the parameters ConfigMap %s/%s of GatewayClass %s: %w", *ref.Namespace, ref.Name, name, err)
 	}
-	set := func(dst *string, key string) {
-		if v := cm.Data[key]; v != "" {
-			*dst = v
-		}
+	d := &classDefaults{storage: DefaultStorage, pullPolicy: DefaultImagePullPolicy, logLevel: "info", params: map[string]string{}}
+	if err := d.merge(cm.Data, true); err != nil {
+		return nil, fmt.Errorf("GatewayClass %s: parameters ConfigMap %s/%s: %w; apply its varnishgw_gateway_class again", name, *ref.Namespace, ref.Name, err)
 	}
-	set(&d.image, classKeyImage)
-	set(&d.storage, classKeyStorage)
-	set(&d.logLevel, classKeyLogLevel)
-	d.vcl = cm.Data[classKeyVCL]
-	if raw := cm.Data[classKeyParams]; raw != "" {
-		if err := json.Unmarshal([]byte(raw), &d.params); err != nil {
-			return nil, fmt.Errorf("GatewayClass %s: parameters ConfigMap key %s is not a JSON object of strings (%v); apply its varnishgw_gateway_class again", name, classKeyParams, err)
-		}
+	if d.image == "" {
+		return nil, fmt.Errorf("GatewayClass %s: parameters ConfigMap %s/%s has no %s, so its gateways have no image; set image on its varnishgw_gateway_class and apply it",
+			name, *ref.Namespace, ref.Name, classKeyImage)
 	}
 	return d, nil
+}
+
+// merge sets d from the data of a parameters ConfigMap: each key present
+// replaces d's value, and varnishd parameters are merged by name. A
+// class's ConfigMap (class true) may hold user.vcl; anything else, or a
+// value the pods could not use, is an error naming the key.
+func (d *classDefaults) merge(data map[string]string, class bool) error {
+	for _, k := range slices.Sorted(maps.Keys(data)) {
+		v := data[k]
+		switch k {
+		case classKeyImage:
+			if _, err := parseImage(v); err != nil {
+				return fmt.Errorf("key %s: %w", k, err)
+			}
+			d.image = v
+		case classKeyImagePullPolicy:
+			switch corev1.PullPolicy(v) {
+			case corev1.PullAlways, corev1.PullIfNotPresent, corev1.PullNever:
+			default:
+				return fmt.Errorf("key %s is %q, not Always, IfNotPresent or Never", k, v)
+			}
+			d.pullPolicy = v
+		case classKeyStorage:
+			if v == "" {
+				return fmt.Errorf("key %s is empty; give a varnishd storage such as malloc,1g", k)
+			}
+			d.storage = v
+		case classKeyLogLevel:
+			if !slices.Contains([]string{"debug", "info", "warn", "error"}, v) {
+				return fmt.Errorf("key %s is %q, not debug, info, warn or error", k, v)
+			}
+			d.logLevel = v
+		case classKeyParams:
+			params := map[string]string{}
+			if err := json.Unmarshal([]byte(v), &params); err != nil {
+				return fmt.Errorf("key %s is not a JSON object of strings (%v)", k, err)
+			}
+			for name, pv := range params {
+				if !paramName.MatchString(name) {
+					return fmt.Errorf("key %s: %q is not a varnishd parameter name", k, name)
+				}
+				d.params[name] = pv
+			}
+		case classKeyVCL:
+			if !class {
+				return fmt.Errorf("key %s is a class parameter only; set the gateway's own VCL with the vcl attribute of varnishgw_gateway", k)
+			}
+			d.vcl = v
+		default:
+			if class {
+				continue // written by another version of the provider
+			}
+			return fmt.Errorf("key %q is not a gateway parameter; the keys are %s, %s, %s, %s and %s",
+				k, classKeyImage, classKeyImagePullPolicy, classKeyStorage, classKeyParams, classKeyLogLevel)
+		}
+	}
+	return nil
 }
 
 // runtimeSpec is everything the gateway's runtime objects are built from.
 type runtimeSpec struct {
 	gw           routing.ObjectRef
-	class        *classDefaults
+	className    string
+	class        *classDefaults // with the gateway's parametersRef applied
+	pod          podSettings
+	infra        infraSettings
 	gatewayVCL   *string
 	ports        []int32 // distinct, sorted
 	replicas     int32
@@ -193,18 +246,21 @@ func (s *runtimeSpec) varnishdArgs() []string {
 // shared by the two containers of sidecar mode.
 func adminSecretName(gw routing.ObjectRef) string { return routing.RuntimeName(gw) + "-admin" }
 
-// startHash is the sha256 of what varnishd and the chaperone read at start:
-// the image, the mode and the command line (ports, storage, parameters, log
-// level, drain timeout). Not the VCL, which the chaperone hot-reloads.
+// startHash is the sha256 of what the pods are started with: the image and
+// its pull policy, the mode, the command line (ports, storage, parameters,
+// log level, drain timeout), the pod settings and the infrastructure's
+// labels and annotations. Not the VCL, which the chaperone hot-reloads.
 func (s *runtimeSpec) startHash() string {
 	var varnishdArgs []string
 	if s.mode == modeSidecar {
 		varnishdArgs = s.varnishdArgs()
 	}
 	b, _ := json.Marshal(struct {
-		Image, Mode        string
-		Args, VarnishdArgs []string
-	}{s.class.image, s.mode, s.chaperoneArgs(), varnishdArgs})
+		Image, PullPolicy, Mode string
+		Args, VarnishdArgs      []string
+		Pod                     podSettings
+		Infra                   infraSettings
+	}{s.class.image, s.class.pullPolicy, s.mode, s.chaperoneArgs(), varnishdArgs, s.pod, s.infra})
 	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:])
 }
@@ -234,18 +290,31 @@ func policyRulesApply(rules []rbacv1.PolicyRule) []*rbacv1apply.PolicyRuleApplyC
 }
 
 // runtimeDrift compares the runtime objects in the cluster with s and
-// says what differs: a missing object, changed RBAC rules, changed
-// containers or Service ports. Empty when the runtime is intact.
-func (c *clients) runtimeDrift(ctx context.Context, s *runtimeSpec) (string, error) {
+// says what differs: a missing object, changed RBAC rules, missing labels
+// or annotations, a Deployment that the provider's apply would change (dry
+// is its dry run, dryRunDeployment), or changed Service ports. Empty when the
+// runtime is intact.
+func (c *clients) runtimeDrift(ctx context.Context, s *runtimeSpec, dry *appsv1.Deployment) (string, error) {
 	ns, name := s.gw.Namespace, s.name()
+	lbl, ann := s.objectLabels(), s.objectAnnotations()
 	missing := func(what string, err error) (string, error) {
 		if apierrors.IsNotFound(err) {
 			return what + " is missing", nil
 		}
 		return "", fmt.Errorf("get %s: %w", what, err)
 	}
-	if _, err := c.kube.CoreV1().ServiceAccounts(ns).Get(ctx, name, metav1.GetOptions{}); err != nil {
+	relabelled := func(what string, o metav1.Object) string {
+		if !hasMetadata(o, lbl, ann) {
+			return "the labels or annotations of " + what + " changed"
+		}
+		return ""
+	}
+	sa, err := c.kube.CoreV1().ServiceAccounts(ns).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
 		return missing("ServiceAccount "+ns+"/"+name, err)
+	}
+	if d := relabelled("ServiceAccount "+ns+"/"+name, sa); d != "" {
+		return d, nil
 	}
 	role, err := c.kube.RbacV1().Roles(ns).Get(ctx, name, metav1.GetOptions{})
 	if err != nil {
@@ -254,12 +323,18 @@ func (c *clients) runtimeDrift(ctx context.Context, s *runtimeSpec) (string, err
 	if !equality.Semantic.DeepEqual(role.Rules, routing.GatewayRules(s.gw)) {
 		return "the rules of Role " + ns + "/" + name + " changed", nil
 	}
+	if d := relabelled("Role "+ns+"/"+name, role); d != "" {
+		return d, nil
+	}
 	rb, err := c.kube.RbacV1().RoleBindings(ns).Get(ctx, name, metav1.GetOptions{})
 	if err != nil {
 		return missing("RoleBinding "+ns+"/"+name, err)
 	}
 	if rb.RoleRef.Name != name || len(rb.Subjects) != 1 || rb.Subjects[0].Name != name || rb.Subjects[0].Namespace != ns {
 		return "RoleBinding " + ns + "/" + name + " changed", nil
+	}
+	if d := relabelled("RoleBinding "+ns+"/"+name, rb); d != "" {
+		return d, nil
 	}
 	cr, err := c.kube.RbacV1().ClusterRoles().Get(ctx, routing.BackendClusterRoleName(s.gw), metav1.GetOptions{})
 	if err != nil {
@@ -268,21 +343,15 @@ func (c *clients) runtimeDrift(ctx context.Context, s *runtimeSpec) (string, err
 	if !equality.Semantic.DeepEqual(cr.Rules, routing.BackendRules()) {
 		return "the rules of ClusterRole " + cr.Name + " changed", nil
 	}
+	if d := relabelled("ClusterRole "+cr.Name, cr); d != "" {
+		return d, nil
+	}
 	d, err := c.kube.AppsV1().Deployments(ns).Get(ctx, name, metav1.GetOptions{})
 	if err != nil {
 		return missing("Deployment "+ns+"/"+name, err)
 	}
-	want := map[string][]string{chaperoneName: s.chaperoneArgs()}
-	if s.mode == modeSidecar {
-		want[varnishName] = s.varnishdArgs()
-	}
-	if len(d.Spec.Template.Spec.Containers) != len(want) || d.Spec.Template.Spec.ServiceAccountName != name {
-		return "the pod template of Deployment " + ns + "/" + name + " changed", nil
-	}
-	for _, ctr := range d.Spec.Template.Spec.Containers {
-		if args, ok := want[ctr.Name]; !ok || ctr.Image != s.class.image || !slices.Equal(ctr.Args, args) {
-			return "container " + ctr.Name + " of Deployment " + ns + "/" + name + " changed", nil
-		}
+	if diff := deploymentDrift(d, dry); diff != "" {
+		return "the Deployment " + ns + "/" + name + " differs from what the provider writes in " + diff, nil
 	}
 	svc, err := c.kube.CoreV1().Services(ns).Get(ctx, name, metav1.GetOptions{})
 	if err != nil {
@@ -295,36 +364,57 @@ func (c *clients) runtimeDrift(ctx context.Context, s *runtimeSpec) (string, err
 	if !slices.Equal(ports, s.ports) || !equality.Semantic.DeepEqual(svc.Spec.Selector, routing.RuntimeLabels(s.gw)) {
 		return "the ports or selector of Service " + ns + "/" + name + " changed", nil
 	}
+	if d := relabelled("Service "+ns+"/"+name, svc); d != "" {
+		return d, nil
+	}
 	if s.mode == modeSidecar {
-		if _, err := c.kube.CoreV1().Secrets(ns).Get(ctx, adminSecretName(s.gw), metav1.GetOptions{}); err != nil {
+		sec, err := c.kube.CoreV1().Secrets(ns).Get(ctx, adminSecretName(s.gw), metav1.GetOptions{})
+		if err != nil {
 			return missing("Secret "+ns+"/"+adminSecretName(s.gw), err)
+		}
+		if d := relabelled("Secret "+ns+"/"+sec.Name, sec); d != "" {
+			return d, nil
 		}
 	}
 	return "", nil
+}
+
+// dryRunDeployment is the gateway's Deployment as the API server would
+// store it after the provider's apply (a server-side dry run): defaults
+// set, and other field managers' fields kept. An invalid pod template is
+// an error the API server words, naming the field.
+func (c *clients) dryRunDeployment(ctx context.Context, s *runtimeSpec) (*appsv1.Deployment, error) {
+	opts := applyOptions()
+	opts.DryRun = []string{metav1.DryRunAll}
+	d, err := c.kube.AppsV1().Deployments(s.gw.Namespace).Apply(ctx, s.deployment(), opts)
+	if err != nil {
+		return nil, fmt.Errorf("dry run of the Deployment %s/%s: %w", s.gw.Namespace, s.name(), err)
+	}
+	return d, nil
 }
 
 // applyRuntime writes the gateway's runtime: ServiceAccount, RBAC, the VCL
 // ConfigMap, Service, Deployment and PodDisruptionBudget.
 func (c *clients) applyRuntime(ctx context.Context, s *runtimeSpec) error {
 	ns, name := s.gw.Namespace, s.name()
-	lbl := runtimeLabels(s.gw)
+	lbl, ann := s.objectLabels(), s.objectAnnotations()
 	opts := applyOptions()
 
 	if _, err := c.kube.CoreV1().ServiceAccounts(ns).Apply(ctx,
-		corev1apply.ServiceAccount(name, ns).WithLabels(lbl).WithAutomountServiceAccountToken(true), opts); err != nil {
+		corev1apply.ServiceAccount(name, ns).WithLabels(lbl).WithAnnotations(ann).WithAutomountServiceAccountToken(true), opts); err != nil {
 		return fmt.Errorf("apply ServiceAccount %s/%s: %w", ns, name, err)
 	}
-	role := rbacv1apply.Role(name, ns).WithLabels(lbl).WithRules(policyRulesApply(routing.GatewayRules(s.gw))...)
+	role := rbacv1apply.Role(name, ns).WithLabels(lbl).WithAnnotations(ann).WithRules(policyRulesApply(routing.GatewayRules(s.gw))...)
 	if _, err := c.kube.RbacV1().Roles(ns).Apply(ctx, role, opts); err != nil {
 		return fmt.Errorf("apply Role %s/%s: %w", ns, name, err)
 	}
-	rb := rbacv1apply.RoleBinding(name, ns).WithLabels(lbl).
+	rb := rbacv1apply.RoleBinding(name, ns).WithLabels(lbl).WithAnnotations(ann).
 		WithRoleRef(rbacv1apply.RoleRef().WithAPIGroup("rbac.authorization.k8s.io").WithKind("Role").WithName(name)).
 		WithSubjects(rbacv1apply.Subject().WithKind("ServiceAccount").WithName(name).WithNamespace(ns))
 	if _, err := c.kube.RbacV1().RoleBindings(ns).Apply(ctx, rb, opts); err != nil {
 		return fmt.Errorf("apply RoleBinding %s/%s: %w", ns, name, err)
 	}
-	cr := rbacv1apply.ClusterRole(routing.BackendClusterRoleName(s.gw)).WithLabels(lbl).WithRules(policyRulesApply(routing.BackendRules())...)
+	cr := rbacv1apply.ClusterRole(routing.BackendClusterRoleName(s.gw)).WithLabels(lbl).WithAnnotations(ann).WithRules(policyRulesApply(routing.BackendRules())...)
 	if _, err := c.kube.RbacV1().ClusterRoles().Apply(ctx, cr, opts); err != nil {
 		return fmt.Errorf("apply ClusterRole %s: %w", routing.BackendClusterRoleName(s.gw), err)
 	}
@@ -334,7 +424,7 @@ func (c *clients) applyRuntime(ctx context.Context, s *runtimeSpec) error {
 		data[gatewayVCLKey] = *s.gatewayVCL
 	}
 	vclName := routing.VCLConfigMapName(s.gw)
-	if _, err := c.kube.CoreV1().ConfigMaps(ns).Apply(ctx, corev1apply.ConfigMap(vclName, ns).WithLabels(lbl).WithData(data), opts); err != nil {
+	if _, err := c.kube.CoreV1().ConfigMaps(ns).Apply(ctx, corev1apply.ConfigMap(vclName, ns).WithLabels(lbl).WithAnnotations(ann).WithData(data), opts); err != nil {
 		return fmt.Errorf("apply the VCL ConfigMap %s/%s: %w", ns, vclName, err)
 	}
 
@@ -343,10 +433,7 @@ func (c *clients) applyRuntime(ctx context.Context, s *runtimeSpec) error {
 		svc.WithPorts(corev1apply.ServicePort().WithName(routing.SocketName(gatewayv1.PortNumber(p))).
 			WithProtocol(corev1.ProtocolTCP).WithPort(p).WithTargetPort(intstr.FromInt32(p)))
 	}
-	svcAC := corev1apply.Service(name, ns).WithLabels(lbl).WithSpec(svc)
-	if len(s.annotations) > 0 {
-		svcAC.WithAnnotations(s.annotations)
-	}
+	svcAC := corev1apply.Service(name, ns).WithLabels(lbl).WithAnnotations(ann).WithAnnotations(s.annotations).WithSpec(svc)
 	if _, err := c.kube.CoreV1().Services(ns).Apply(ctx, svcAC, opts); err != nil {
 		return fmt.Errorf("apply Service %s/%s: %w", ns, name, err)
 	}
@@ -358,7 +445,7 @@ func (c *clients) applyRuntime(ctx context.Context, s *runtimeSpec) error {
 		return fmt.Errorf("apply Deployment %s/%s: %w", ns, name, err)
 	}
 
-	pdb := policyv1apply.PodDisruptionBudget(name, ns).WithLabels(lbl).WithSpec(policyv1apply.PodDisruptionBudgetSpec().
+	pdb := policyv1apply.PodDisruptionBudget(name, ns).WithLabels(lbl).WithAnnotations(ann).WithSpec(policyv1apply.PodDisruptionBudgetSpec().
 		WithMaxUnavailable(s.maxUnavail).
 		WithSelector(metav1apply.LabelSelector().WithMatchLabels(routing.RuntimeLabels(s.gw))))
 	if _, err := c.kube.PolicyV1().PodDisruptionBudgets(ns).Apply(ctx, pdb, opts); err != nil {
@@ -388,14 +475,45 @@ func (c *clients) ensureAdminSecret(ctx context.Context, s *runtimeSpec) error {
 	if _, err := rand.Read(buf); err != nil {
 		return fmt.Errorf("make the varnishd admin secret: %w", err)
 	}
+	// Created once with the runtime labels, then its labels and annotations
+	// are applied: an apply of the metadata alone leaves the data, which
+	// the create wrote, alone, and drops infrastructure labels that are
+	// gone.
 	sec := &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: runtimeLabels(s.gw)},
 		Data:       map[string][]byte{secretKey: []byte(hex.EncodeToString(buf) + "\n")},
 	}
-	if _, err := c.kube.CoreV1().Secrets(ns).Create(ctx, sec, metav1.CreateOptions{FieldManager: FieldManager}); err != nil && !apierrors.IsAlreadyExists(err) {
+	if _, err := c.kube.CoreV1().Secrets(ns).Create(ctx, sec, metav1.CreateOptions{FieldManager: FieldManager}); apierrors.IsAlreadyExists(err) {
+		old, err := c.kube.CoreV1().Secrets(ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return fmt.Errorf("get Secret %s/%s: %w", ns, name, err)
+		}
+		if old.Labels[routing.GatewayNamespaceLabel] != ns || old.Labels["app.kubernetes.io/managed-by"] != managedLabels["app.kubernetes.io/managed-by"] {
+			return nil // not ours: used as it is
+		}
+	} else if err != nil {
 		return fmt.Errorf("create Secret %s/%s with the varnishd admin secret: %w", ns, name, err)
 	}
+	ac := corev1apply.Secret(name, ns).WithLabels(s.objectLabels()).WithAnnotations(s.objectAnnotations())
+	if _, err := c.kube.CoreV1().Secrets(ns).Apply(ctx, ac, applyOptions()); err != nil {
+		return fmt.Errorf("apply the labels and annotations of Secret %s/%s: %w", ns, name, err)
+	}
 	return nil
+}
+
+// hasMetadata reports whether o carries every label and annotation given.
+func hasMetadata(o metav1.Object, labels, annotations map[string]string) bool {
+	for k, v := range labels {
+		if got, ok := o.GetLabels()[k]; !ok || got != v {
+			return false
+		}
+	}
+	for k, v := range annotations {
+		if got, ok := o.GetAnnotations()[k]; !ok || got != v {
+			return false
+		}
+	}
+	return true
 }
 
 // deployment is the gateway's Deployment. In supervise mode one chaperone
@@ -487,12 +605,12 @@ func (s *runtimeSpec) deployment() *appsv1apply.DeploymentApplyConfiguration {
 			WithTerminationGracePeriodSeconds(s.drainTimeout + preStopSleep + graceAfterDrain).
 			WithContainers(containers...).
 			WithVolumes(volumes...))
-	return appsv1apply.Deployment(name, ns).WithLabels(runtimeLabels(s.gw)).WithSpec(appsv1apply.DeploymentSpec().
+	return s.withPodSettings(appsv1apply.Deployment(name, ns).WithLabels(runtimeLabels(s.gw)).WithSpec(appsv1apply.DeploymentSpec().
 		WithReplicas(s.replicas).
 		WithSelector(metav1apply.LabelSelector().WithMatchLabels(routing.RuntimeLabels(s.gw))).
 		WithStrategy(appsv1apply.DeploymentStrategy().WithType(appsv1.RollingUpdateDeploymentStrategyType).
 			WithRollingUpdate(appsv1apply.RollingUpdateDeployment().WithMaxUnavailable(intstr.FromInt32(0)).WithMaxSurge(intstr.FromInt32(1)))).
-		WithTemplate(pod))
+		WithTemplate(pod)))
 }
 
 // rolledOut reports whether d has rolled out its current template, as
@@ -514,33 +632,6 @@ func rolledOut(d *appsv1.Deployment) (bool, string) {
 		return false, fmt.Sprintf("%d of %d updated replicas available", st.AvailableReplicas, st.UpdatedReplicas)
 	}
 	return true, ""
-}
-
-// waitRollout polls the gateway's Deployment until it has rolled out or
-// timeout passes.
-func (c *clients) waitRollout(ctx context.Context, gw routing.ObjectRef, timeout time.Duration) error {
-	ns, name := gw.Namespace, routing.RuntimeName(gw)
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	last := "not read yet"
-	for {
-		d, err := c.kube.AppsV1().Deployments(ns).Get(ctx, name, metav1.GetOptions{})
-		if err == nil {
-			var done bool
-			if done, last = rolledOut(d); done {
-				return nil
-			}
-		} else if ctx.Err() == nil {
-			last = err.Error()
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("the Deployment %s/%s did not roll out within rollout_timeout (%s): %s.\n"+
-				"Check its pods (kubectl -n %s describe deployment %s), raise rollout_timeout, or set wait_for_rollout = false",
-				ns, name, timeout, last, ns, name)
-		case <-time.After(rolloutPollEvery):
-		}
-	}
 }
 
 // serviceAddresses are the Service's addresses: the LoadBalancer ingress
@@ -598,17 +689,26 @@ func (c *clients) attachedRoutes(ctx context.Context, gw *gatewayv1.Gateway) (ma
 
 // writeGatewayStatus sets the provider's part of the Gateway status with
 // field manager FieldManager: Accepted, the listeners (supported kinds,
-// attached routes, Accepted and ResolvedRefs) and the addresses. The
-// chaperone's Programmed condition (another field manager) is left alone.
-func (c *clients) writeGatewayStatus(ctx context.Context, gw *gatewayv1.Gateway, svc *corev1.Service) error {
+// attached routes, Accepted and ResolvedRefs) and the addresses of svc
+// (none when nil). With invalidParams the Gateway is not accepted (reason
+// InvalidParameters, the error as message). The chaperone's Programmed
+// condition (another field manager) is left alone.
+func (c *clients) writeGatewayStatus(ctx context.Context, gw *gatewayv1.Gateway, svc *corev1.Service, invalidParams error) error {
 	attached, err := c.attachedRoutes(ctx, gw)
 	if err != nil {
 		return err
 	}
-	st := gatewayv1apply.GatewayStatus().WithConditions(condition(gw.Status.Conditions, string(gatewayv1.GatewayConditionAccepted),
-		metav1.ConditionTrue, string(gatewayv1.GatewayReasonAccepted), "Accepted by the varnishgw provider.", gw.Generation))
-	for _, a := range serviceAddresses(svc) {
-		st.WithAddresses(gatewayv1apply.GatewayStatusAddress().WithType(*a.Type).WithValue(a.Value))
+	accepted := condition(gw.Status.Conditions, string(gatewayv1.GatewayConditionAccepted),
+		metav1.ConditionTrue, string(gatewayv1.GatewayReasonAccepted), "Accepted by the varnishgw provider.", gw.Generation)
+	if invalidParams != nil {
+		accepted = condition(gw.Status.Conditions, string(gatewayv1.GatewayConditionAccepted),
+			metav1.ConditionFalse, string(gatewayv1.GatewayReasonInvalidParameters), invalidParams.Error(), gw.Generation)
+	}
+	st := gatewayv1apply.GatewayStatus().WithConditions(accepted)
+	if svc != nil {
+		for _, a := range serviceAddresses(svc) {
+			st.WithAddresses(gatewayv1apply.GatewayStatusAddress().WithType(*a.Type).WithValue(a.Value))
+		}
 	}
 	for _, l := range gw.Spec.Listeners {
 		var old []metav1.Condition

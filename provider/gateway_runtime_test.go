@@ -19,7 +19,7 @@ func testSpec() *runtimeSpec {
 	vcl := "sub vcl_deliver { }"
 	return &runtimeSpec{
 		gw:           routing.ObjectRef{Namespace: "edge", Name: "public"},
-		class:        &classDefaults{image: "img:1", storage: "malloc,1g", logLevel: "info", params: map[string]string{"b": "2", "a": "1"}, vcl: "sub vcl_recv { }"},
+		class:        &classDefaults{image: "img:1", pullPolicy: "IfNotPresent", storage: "malloc,1g", logLevel: "info", params: map[string]string{"b": "2", "a": "1"}, vcl: "sub vcl_recv { }"},
 		gatewayVCL:   &vcl,
 		ports:        []int32{80, 8080},
 		replicas:     2,

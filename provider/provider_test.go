@@ -104,7 +104,10 @@ func TestAccProviderConfiguration(t *testing.T) {
 			{
 				// A kubeconfig context that does not exist is an error, not a fallback.
 				Config: fmt.Sprintf("provider \"varnishgw\" {\n  config_path = %q\n  config_context = \"nope\"\n}\n", cp.Kubeconfig) +
-					`resource "varnishgw_gateway_class" "c" { name = "never-created" }`,
+					`resource "varnishgw_gateway_class" "c" {
+  name  = "never-created"
+  image = "localhost/varnishgw/gateway:test"
+}`,
 				ExpectError: regexp.MustCompile(`context "nope" does not exist`),
 			},
 		},

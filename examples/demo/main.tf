@@ -28,6 +28,12 @@ variable "port" {
   default     = 8080
 }
 
+variable "image" {
+  description = "The gateway image, as make image names it."
+  type        = string
+  default     = "localhost/varnishgw/gateway:dev"
+}
+
 variable "wait_for_rollout" {
   description = "Wait for the gateway's pods. The local control plane has no kubelet, so the demo does not."
   type        = bool
@@ -42,6 +48,7 @@ resource "varnishgw_gateway_class" "demo" {
   name                 = "varnishgw-demo"
   description          = "The varnishgw demo"
   parameters_namespace = var.namespace
+  image                = var.image
 }
 
 resource "varnishgw_gateway" "demo" {

@@ -89,7 +89,10 @@ func TestPlanRunsTheBuiltProvider(t *testing.T) {
 	ws := newWorkspace(t)
 	if err := ws.WriteFile("main.tf", RequiredProviders+`
 provider "varnishgw" {}
-resource "varnishgw_gateway_class" "c" { name = "never" }
+resource "varnishgw_gateway_class" "c" {
+  name  = "never"
+  image = "localhost/varnishgw/gateway:test"
+}
 `); err != nil {
 		t.Fatal(err)
 	}
@@ -112,7 +115,10 @@ func TestApplyPlanDestroy(t *testing.T) {
 	class := "tfcli-" + rand.String(6)
 	if err := ws.WriteFile("main.tf", RequiredProviders+fmt.Sprintf(`
 provider "varnishgw" {}
-resource "varnishgw_gateway_class" "c" { name = %q }
+resource "varnishgw_gateway_class" "c" {
+  name  = %q
+  image = "localhost/varnishgw/gateway:test"
+}
 output "name" { value = varnishgw_gateway_class.c.name }
 `, class)); err != nil {
 		t.Fatal(err)

@@ -42,6 +42,30 @@ resource "varnishgw_gateway" "public" {
     limits   = { memory = "1Gi" }
   }
   rollout_timeout = "5m"
+
+  # Where the pods run: dedicated nodes, spread over the zones.
+  pod = {
+    node_selector = { "example.com/pool" = "edge" }
+    tolerations   = [{ key = "dedicated", operator = "Equal", value = "edge", effect = "NoSchedule" }]
+    topology_spread = [
+      { topology_key = "topology.kubernetes.io/zone", max_skew = 1, when_unsatisfiable = "ScheduleAnyway" },
+    ]
+    affinity = jsonencode({
+      podAntiAffinity = {
+        preferredDuringSchedulingIgnoredDuringExecution = [{
+          weight          = 100
+          podAffinityTerm = { topologyKey = "kubernetes.io/hostname", labelSelector = { matchLabels = { "app.kubernetes.io/instance" = "varnishgw-public" } } }
+        }]
+      }
+    })
+    annotations = { "prometheus.io/scrape" = "true", "prometheus.io/port" = "9091" }
+  }
+
+  # The Gateway's spec.infrastructure: these labels and annotations go on the
+  # Gateway and on every object made for it, the pods included.
+  infrastructure = {
+    labels = { "example.com/cost-center" = "web" }
+  }
 }
 
 output "gateway_addresses" {

@@ -2,6 +2,10 @@ resource "varnishgw_gateway_class" "varnish" {
   name        = "varnish"
   description = "Varnish gateways managed by Terraform"
 
+  # No image is published: build one with make image and push it where the
+  # cluster pulls from (or import it into the nodes). A tag per build.
+  image = "localhost/varnishgw/gateway:dev"
+
   # The class defaults live in a ConfigMap in this namespace.
   parameters_namespace = "varnishgw-system"
 

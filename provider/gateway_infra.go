@@ -1,0 +1,240 @@
+package provider
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+
+	"github.com/hashicorp/terraform-plugin-framework-validators/mapvalidator"
+	"github.com/hashicorp/terraform-plugin-framework-validators/stringvalidator"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/stringdefault"
+	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
+	"github.com/hashicorp/terraform-plugin-framework/types"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
+	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
+	gatewayv1apply "sigs.k8s.io/gateway-api/applyconfiguration/apis/v1"
+)
+
+// The infrastructure attribute: the Gateway's spec.infrastructure.
+
+type infrastructureModel struct {
+	Labels        types.Map           `tfsdk:"labels"`
+	Annotations   types.Map           `tfsdk:"annotations"`
+	ParametersRef *parametersRefModel `tfsdk:"parameters_ref"`
+}
+
+type parametersRefModel struct {
+	Group types.String `tfsdk:"group"`
+	Kind  types.String `tfsdk:"kind"`
+	Name  types.String `tfsdk:"name"`
+}
+
+func infrastructureSchema() schema.Attribute {
+	return schema.SingleNestedAttribute{
+		Optional: true,
+		Description: "The Gateway's spec.infrastructure. labels and annotations are written on the Gateway and on every " +
+			"object generated for it (ServiceAccount, RBAC, ConfigMap, Service, Deployment and its pods, " +
+			"PodDisruptionBudget, Secret); as they are on the pods, changing them rolls the pods. parameters_ref names a " +
+			"ConfigMap in the gateway's namespace whose keys override the class's parameters for this gateway.",
+		Attributes: map[string]schema.Attribute{
+			"labels": schema.MapAttribute{
+				Optional:    true,
+				ElementType: types.StringType,
+				Description: "Labels of the Gateway's infrastructure (at most 8). The labels the provider sets (app.kubernetes.io/name, app.kubernetes.io/instance, app.kubernetes.io/managed-by, pod-template-hash) and the prefixes varnishgw.dev/ and gateway.networking.k8s.io/ are reserved.",
+				Validators: []validator.Map{
+					mapvalidator.SizeBetween(1, 8),
+					mapvalidator.KeysAre(k8sName{"a label key", validation.IsQualifiedName}, reservedKey{}),
+					mapvalidator.ValueStringsAre(k8sName{"a label value", validation.IsValidLabelValue}),
+				},
+			},
+			"annotations": schema.MapAttribute{
+				Optional:    true,
+				ElementType: types.StringType,
+				Description: "Annotations of the Gateway's infrastructure (at most 16). The prefixes varnishgw.dev/ and gateway.networking.k8s.io/ are reserved.",
+				Validators: []validator.Map{
+					mapvalidator.SizeBetween(1, 16),
+					mapvalidator.KeysAre(k8sName{"an annotation key", validation.IsQualifiedName}, reservedKey{}),
+				},
+			},
+			"parameters_ref": schema.SingleNestedAttribute{
+				Optional: true,
+				Description: "A ConfigMap in the gateway's namespace with parameters of this gateway, in the keys of the " +
+					"class's parameters ConfigMap: image, image-pull-policy, storage, log-level, and varnishd-params.json " +
+					"(a JSON object of strings, merged with the class's parameters by name). Each key present overrides the " +
+					"class; any other key is an error. The ConfigMap is read when the gateway is planned and applied; when it " +
+					"is missing or invalid, apply fails and the Gateway's Accepted condition is False with reason InvalidParameters.",
+				Attributes: map[string]schema.Attribute{
+					"group": schema.StringAttribute{
+						Optional:    true,
+						Computed:    true,
+						Default:     stringdefault.StaticString(""),
+						Description: "The API group of the referent: \"\" (the core group, the default).",
+						Validators:  []validator.String{stringvalidator.OneOf("")},
+					},
+					"kind": schema.StringAttribute{
+						Optional:    true,
+						Computed:    true,
+						Default:     stringdefault.StaticString("ConfigMap"),
+						Description: "The kind of the referent: ConfigMap (the default), the only kind varnishgw reads.",
+						Validators:  []validator.String{stringvalidator.OneOf("ConfigMap")},
+					},
+					"name": schema.StringAttribute{
+						Required:    true,
+						Description: "The ConfigMap's name.",
+						Validators:  []validator.String{k8sName{"a ConfigMap name", validation.IsDNS1123Subdomain}},
+					},
+				},
+			},
+		},
+	}
+}
+
+// settings are the infrastructure m describes.
+func (m *infrastructureModel) settings() infraSettings {
+	var s infraSettings
+	if m == nil {
+		return s
+	}
+	s.Labels = stringMap(m.Labels)
+	s.Annotations = stringMap(m.Annotations)
+	if r := m.ParametersRef; r != nil {
+		s.ParametersRef = &gatewayv1.LocalParametersReference{
+			Group: gatewayv1.Group(r.Group.ValueString()),
+			Kind:  gatewayv1.Kind(r.Kind.ValueString()),
+			Name:  r.Name.ValueString(),
+		}
+		if s.ParametersRef.Kind == "" {
+			s.ParametersRef.Kind = "ConfigMap"
+		}
+	}
+	return s
+}
+
+// gatewayInfrastructure is the typed spec.infrastructure of s (nil when
+// empty).
+func (s infraSettings) gatewayInfrastructure() *gatewayv1.GatewayInfrastructure {
+	if len(s.Labels) == 0 && len(s.Annotations) == 0 && s.ParametersRef == nil {
+		return nil
+	}
+	gi := &gatewayv1.GatewayInfrastructure{ParametersRef: s.ParametersRef}
+	for k, v := range s.Labels {
+		if gi.Labels == nil {
+			gi.Labels = map[gatewayv1.LabelKey]gatewayv1.LabelValue{}
+		}
+		gi.Labels[gatewayv1.LabelKey(k)] = gatewayv1.LabelValue(v)
+	}
+	for k, v := range s.Annotations {
+		if gi.Annotations == nil {
+			gi.Annotations = map[gatewayv1.AnnotationKey]gatewayv1.AnnotationValue{}
+		}
+		gi.Annotations[gatewayv1.AnnotationKey(k)] = gatewayv1.AnnotationValue(v)
+	}
+	return gi
+}
+
+// infrastructureApply is the apply configuration of gi.
+func infrastructureApply(gi *gatewayv1.GatewayInfrastructure) *gatewayv1apply.GatewayInfrastructureApplyConfiguration {
+	ac := gatewayv1apply.GatewayInfrastructure()
+	if len(gi.Labels) > 0 {
+		ac.WithLabels(gi.Labels)
+	}
+	if len(gi.Annotations) > 0 {
+		ac.WithAnnotations(gi.Annotations)
+	}
+	if r := gi.ParametersRef; r != nil {
+		ac.WithParametersRef(gatewayv1apply.LocalParametersReference().WithGroup(r.Group).WithKind(r.Kind).WithName(r.Name))
+	}
+	return ac
+}
+
+// infraFromGateway reads spec.infrastructure.
+func infraFromGateway(gw *gatewayv1.Gateway) infraSettings {
+	var s infraSettings
+	gi := gw.Spec.Infrastructure
+	if gi == nil {
+		return s
+	}
+	for k, v := range gi.Labels {
+		if s.Labels == nil {
+			s.Labels = map[string]string{}
+		}
+		s.Labels[string(k)] = string(v)
+	}
+	for k, v := range gi.Annotations {
+		if s.Annotations == nil {
+			s.Annotations = map[string]string{}
+		}
+		s.Annotations[string(k)] = string(v)
+	}
+	s.ParametersRef = gi.ParametersRef
+	return s
+}
+
+// readInfrastructure is the attribute for the Gateway's live
+// spec.infrastructure.
+func readInfrastructure(prior *infrastructureModel, gw *gatewayv1.Gateway) *infrastructureModel {
+	s := infraFromGateway(gw)
+	if len(s.Labels) == 0 && len(s.Annotations) == 0 && s.ParametersRef == nil && prior == nil {
+		return nil // infrastructure = {} stays {}, no infrastructure stays null
+	}
+	m := &infrastructureModel{Labels: types.MapNull(types.StringType), Annotations: types.MapNull(types.StringType)}
+	if len(s.Labels) > 0 {
+		m.Labels = stringMapValue(s.Labels)
+	}
+	if len(s.Annotations) > 0 {
+		m.Annotations = stringMapValue(s.Annotations)
+	}
+	if r := s.ParametersRef; r != nil {
+		m.ParametersRef = &parametersRefModel{Group: types.StringValue(string(r.Group)), Kind: types.StringValue(string(r.Kind)), Name: types.StringValue(r.Name)}
+	}
+	return m
+}
+
+// invalidParametersError is a Gateway parametersRef that cannot be used:
+// the Gateway is not accepted (reason InvalidParameters).
+type invalidParametersError struct{ msg string }
+
+func (e *invalidParametersError) Error() string { return e.msg }
+
+// gatewayDefaults are the parameters of a gateway: its class's, overridden
+// by the ConfigMap its infrastructure.parameters_ref names. An unusable
+// reference is an *invalidParametersError.
+func (c *clients) gatewayDefaults(ctx context.Context, className, ns string, infra infraSettings) (*classDefaults, error) {
+	d, err := c.gatewayClassDefaults(ctx, className)
+	if err != nil {
+		return nil, err
+	}
+	ref := infra.ParametersRef
+	if ref == nil {
+		return d, nil
+	}
+	invalid := func(format string, a ...any) error {
+		return &invalidParametersError{fmt.Sprintf("infrastructure.parameters_ref: "+format, a...)}
+	}
+	if ref.Group != "" || ref.Kind != "ConfigMap" {
+		return nil, invalid("%s %q of group %q is not supported; varnishgw reads a ConfigMap (group \"\", kind ConfigMap)", ref.Kind, ref.Name, ref.Group)
+	}
+	cm, err := c.kube.CoreV1().ConfigMaps(ns).Get(ctx, ref.Name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil, invalid("ConfigMap %s/%s does not exist; create it, or remove parameters_ref", ns, ref.Name)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("get the parameters ConfigMap %s/%s of the gateway: %w", ns, ref.Name, err)
+	}
+	merged := *d
+	merged.params = maps.Clone(d.params)
+	if err := merged.merge(cm.Data, false); err != nil {
+		return nil, invalid("ConfigMap %s/%s: %v", ns, ref.Name, err)
+	}
+	return &merged, nil
+}
+
+// isInvalidParameters reports whether err is an *invalidParametersError.
+func isInvalidParameters(err error) bool {
+	var ip *invalidParametersError
+	return errors.As(err, &ip)
+}
