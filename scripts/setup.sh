@@ -52,7 +52,7 @@ kube_bins=(kube-apiserver kube-controller-manager kube-scheduler kubelet kube-pr
 exec 9>"$cache/kubernetes.lock"
 flock 9
 if [ ! -d "$kube_dir" ]; then
-	log "building ${kube_bins[*]} $kube_version (first time only: about 20 minutes on 2 cores)"
+	log "building ${kube_bins[*]} $kube_version (first time only: about 15 minutes on 2 cores)"
 	# Honest versions (`kubelet --version`, the Node's kubeletVersion, /version),
 	# as the release build sets them; the build date is the release's.
 	major_minor=${kube_version#v}
