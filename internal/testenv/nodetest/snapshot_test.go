@@ -26,13 +26,20 @@ var volatileSysctls = regexp.MustCompile(`^(fs\.(dentry-state|file-nr|inode-nr|i
 
 var nftCounters = regexp.MustCompile(`counter packets \d+ bytes \d+`)
 
-// watchedDirs are listed two levels deep: the places a node's components
-// write to besides their own directories.
-var watchedDirs = []string{"/run", "/var/lib", "/var/log", "/etc/cni", "/etc/containerd", "/etc/kubernetes", "/opt", "/usr/libexec", "/var/run/netns"}
+// Directories are listed one level deep under the roots where a node's
+// components could put something, and two levels deep where they do.
+// Tests of other packages may run at the same time (go test ./...), so
+// deeper listings of busy places would see their work.
+var (
+	watchedRoots = []string{"/run", "/var/run", "/var/lib", "/var/log", "/etc", "/opt", "/usr/libexec"}
+	watchedDirs  = []string{"/var/lib/kubelet", "/var/lib/cni", "/var/lib/containerd", "/var/lib/varnishgw-testnode", "/run/containerd", "/run/netns", "/run/runc", "/var/log/containers", "/var/log/pods", "/etc/cni", "/etc/containerd", "/etc/kubernetes", "/opt/cni", "/opt/containerd", "/usr/libexec/kubernetes"}
+)
 
-// unwatched are entries of watchedDirs that other work on this machine
-// changes, and the node lock file, which stays (like any lock file).
-var unwatched = regexp.MustCompile(`^/(var/lib/(apt|dpkg|ucf|systemd)|var/log/(apt|journal)|run/(lock/varnishgw-testnode\.lock|systemd|user|mount|utmp|sshd))(/|$)`)
+// unwatched are what other work on this machine changes: package
+// installs, and mounts under the temporary directory (image builds
+// mount /proc in their chroots); and the node lock file, which stays
+// (like any lock file).
+var unwatched = regexp.MustCompile(`^(path: /(var/lib/(apt|dpkg|ucf|systemd)|var/log/(apt|journal|dpkg\.log|alternatives\.log)|run/(lock/varnishgw-testnode\.lock|systemd|user|mount|utmp|sshd))|mount: /(tmp|var/tmp)/)`)
 
 func takeSnapshot(t *testing.T) snapshot {
 	t.Helper()
@@ -125,22 +132,15 @@ func takeSnapshot(t *testing.T) snapshot {
 			return nil
 		})
 	}
-	for _, dir := range watchedDirs {
+	for _, dir := range append(watchedRoots, watchedDirs...) {
 		entries, _ := os.ReadDir(dir)
 		for _, e := range entries {
-			p := filepath.Join(dir, e.Name())
-			if unwatched.MatchString(p) {
-				continue
-			}
-			s["path: "+p] = true
-			if e.IsDir() {
-				sub, _ := os.ReadDir(p)
-				for _, e2 := range sub {
-					if q := filepath.Join(p, e2.Name()); !unwatched.MatchString(q) {
-						s["path: "+q] = true
-					}
-				}
-			}
+			s["path: "+filepath.Join(dir, e.Name())] = true
+		}
+	}
+	for k := range s {
+		if unwatched.MatchString(k) {
+			delete(s, k)
 		}
 	}
 	return s
