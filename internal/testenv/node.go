@@ -76,8 +76,6 @@ type NodeOptions struct {
 	// LockTimeout bounds the wait for another node on this machine to end
 	// (default 20 minutes).
 	LockTimeout time.Duration
-	// KubeProxyPath is set from KubeBinDir.
-	KubeProxyPath string
 }
 
 func (o NodeOptions) withDefaults() (NodeOptions, error) {
@@ -90,7 +88,6 @@ func (o NodeOptions) withDefaults() (NodeOptions, error) {
 	if err := checkNodeTools(o.KubeBinDir, o.PauseImage); err != nil {
 		return o, err
 	}
-	o.KubeProxyPath = filepath.Join(o.KubeBinDir, "kube-proxy")
 	if o.LockTimeout == 0 {
 		o.LockTimeout = 20 * time.Minute
 	}
@@ -125,6 +122,16 @@ func checkNodeTools(binDir, pause string) error {
 // Kubernetes binaries and pause image that `make setup` builds (from the
 // environment, see EnvKubeBinDir), and no other network on 198.18.0.0/15.
 func NodeSupported() error {
+	err := errors.Join(machineSupportsNode(), checkNodeTools(os.Getenv(EnvKubeBinDir), os.Getenv(EnvPauseImage)))
+	if err != nil {
+		return fmt.Errorf("this machine cannot run a test node: %w", err)
+	}
+	return nil
+}
+
+// machineSupportsNode is NodeSupported without the tools from the
+// environment.
+func machineSupportsNode() error {
 	var errs []error
 	if os.Geteuid() != 0 {
 		errs = append(errs, errors.New("not root: the kubelet and containerd mount file systems and create cgroups and network namespaces, and kube-proxy writes iptables rules"))
@@ -147,7 +154,6 @@ func NodeSupported() error {
 	if len(missing) > 0 {
 		errs = append(errs, fmt.Errorf("missing %s: install the Debian packages of internal/testenv/debian-packages.txt (`make setup` does)", strings.Join(missing, ", ")))
 	}
-	errs = append(errs, checkNodeTools(os.Getenv(EnvKubeBinDir), os.Getenv(EnvPauseImage)))
 	_, block, _ := net.ParseCIDR("198.18.0.0/15")
 	if ifaces, err := net.Interfaces(); err == nil {
 		for _, i := range ifaces {
@@ -159,10 +165,7 @@ func NodeSupported() error {
 			}
 		}
 	}
-	if err := errors.Join(errs...); err != nil {
-		return fmt.Errorf("this machine cannot run a test node: %w", err)
-	}
-	return nil
+	return errors.Join(errs...)
 }
 
 func checkCgroups() error {

@@ -151,8 +151,8 @@ type nodeHost struct {
 // machine's state, starts the janitor and prepares the bridge and the
 // cgroups.
 func acquireNodeHost(ctx context.Context, opts NodeOptions) (_ *nodeHost, err error) {
-	if err := NodeSupported(); err != nil {
-		return nil, err
+	if err := machineSupportsNode(); err != nil {
+		return nil, fmt.Errorf("this machine cannot run a test node: %w", err)
 	}
 	lock, err := lockNode(ctx, opts.LockTimeout)
 	if err != nil {
@@ -173,7 +173,7 @@ func acquireNodeHost(ctx context.Context, opts NodeOptions) (_ *nodeHost, err er
 	if err := os.MkdirAll(nodeBase, 0o755); err != nil {
 		return nil, fmt.Errorf("create %s: %w", nodeBase, err)
 	}
-	state := recordHostState(opts.KubeProxyPath)
+	state := recordHostState(filepath.Join(opts.KubeBinDir, "kube-proxy"))
 	if err := writeHostState(state); err != nil {
 		return nil, err
 	}
