@@ -3,11 +3,14 @@ package nodetest
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	stdlog "log"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -344,4 +347,36 @@ func (b *syncBuffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.buf.String()
+}
+
+// TestOneNodeAtATime starts a second node, in a child test binary, while
+// this binary's node runs: it waits for the node lock, then fails naming
+// this binary as the holder.
+func TestOneNodeAtATime(t *testing.T) {
+	testenv.GetNode(t)
+	cmd := exec.Command(os.Args[0], "-test.run=^TestSecondNodeHelper$", "-test.v")
+	cmd.Env = append(os.Environ(), envHelperMode+"=second")
+	start := time.Now()
+	out, _ := cmd.CombinedOutput()
+	if took := time.Since(start); took < 3*time.Second {
+		t.Errorf("the second node gave up after %v, before its lock timeout of 3s", took)
+	}
+	for _, want := range []string{"another test node runs on this machine", fmt.Sprintf("held by pid %d", os.Getpid()), "one node runs at a time", "--- PASS: TestSecondNodeHelper"} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("the second node's start lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+// TestSecondNodeHelper is the child of TestOneNodeAtATime.
+func TestSecondNodeHelper(t *testing.T) {
+	if os.Getenv(envHelperMode) != "second" {
+		t.Skip("runs only as the child of TestOneNodeAtATime")
+	}
+	cp, err := testenv.Start(context.Background(), testenv.Options{Node: &testenv.NodeOptions{LockTimeout: 3 * time.Second}})
+	if err == nil {
+		cp.Stop()
+		t.Fatal("a second node started")
+	}
+	t.Log(err)
 }
