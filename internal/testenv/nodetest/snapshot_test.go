@@ -17,12 +17,14 @@ import (
 // "kind: item" strings: sysctls with their values, iptables rules and
 // chains (v4 and v6, nf_tables and legacy), the nf_tables ruleset, mount
 // points, network
-// interfaces, cgroups, network namespaces and the entries of the
+// interfaces, addresses, routes and rules, cgroups, network namespaces and the entries of the
 // directories a node uses.
 type snapshot map[string]bool
 
 // volatileSysctls change by themselves.
 var volatileSysctls = regexp.MustCompile(`^(fs\.(dentry-state|file-nr|inode-nr|inode-state|aio-nr|quota\..*)|kernel\.(random\..*|ns_last_pid|pty\.nr|perf_event_max_sample_rate|tainted)|net\.netfilter\.nf_conntrack_count|vm\.(nr_.*|stat_refresh)|net\.ipv[46]\.(route|neigh)\..*)$`)
+
+var lifetimes = regexp.MustCompile(` (valid|preferred)_lft \S+`)
 
 var nftCounters = regexp.MustCompile(`counter packets \d+ bytes \d+`)
 
@@ -122,6 +124,19 @@ func takeSnapshot(t *testing.T) snapshot {
 	links, _ := os.ReadDir("/sys/class/net")
 	for _, l := range links {
 		s["link: "+l.Name()] = true
+	}
+	for _, args := range [][]string{{"-4", "route", "show", "table", "all"}, {"-6", "route", "show", "table", "all"}, {"-o", "addr"}, {"rule"}, {"-6", "rule"}} {
+		out, err := exec.Command("ip", args...).Output()
+		if err != nil {
+			t.Fatalf("ip %v: %v", args, err)
+		}
+		for _, line := range strings.Split(string(out), "\n") {
+			if line = strings.Join(strings.Fields(line), " "); line != "" {
+				// Address lifetimes count down.
+				line = lifetimes.ReplaceAllString(line, "")
+				s["ip "+strings.Join(args, " ")+": "+line] = true
+			}
+		}
 	}
 	cgroupRoots, _ := filepath.Glob("/sys/fs/cgroup/*")
 	for _, root := range cgroupRoots {
