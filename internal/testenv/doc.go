@@ -78,8 +78,9 @@
 //     kernel.panic, kernel.panic_on_oops, ...) and net.ipv4.ip_forward (the
 //     CNI bridge plugin); kube-proxy is told to leave conntrack and
 //     route_localnet alone;
-//   - pods' network namespaces in /run/netns, the CNI result cache in
-//     /var/lib/cni, containerd's shim sockets in /run/containerd, the
+//   - the CNI result cache in /var/lib/cni, containerd's shim sockets in
+//     /run/containerd (the pods' network namespaces are in containerd's
+//     state directory), the
 //     kubelet's device plugin directory /var/lib/kubelet/device-plugins
 //     and container log links in /var/log/containers (places the
 //     components use whatever they are told);
@@ -92,9 +93,11 @@
 // node lock too and waits for the node's owner to stop the node or to end in
 // any way (a normal end, a panic, SIGINT, SIGKILL). The janitor then kills
 // the node's processes and pods (found by an environment mark, by command
-// line and by cgroup), unmounts everything under the node's directory and
-// the pods' network namespaces, runs `kube-proxy --cleanup` and removes
-// every KUBE- and CNI- chain, deletes the bridge and the cgroups, restores
+// line and by cgroup), unmounts everything under the node's directory (the
+// pods' network namespaces and volumes, containers' root file systems, the
+// kubelet's root), runs `kube-proxy --cleanup`, removes every KUBE- and CNI-
+// chain and the nf_tables tables made meanwhile that are left empty,
+// deletes the bridge and the cgroups, restores
 // the sysctls and shared directories, removes the node's directory, and
 // only then lets the lock go. When the janitor itself was killed, the next
 // node start (or [SweepNode]) finds the state file and does the same. A node
@@ -102,8 +105,9 @@
 // chains, which this cleanup would remove. The lock file stays.
 //
 // The package nodetest proves it: it compares a snapshot of the machine
-// (sysctls, iptables-save of both families, mounts, links, cgroups, network
-// namespaces, the shared directories, the node's and pods' processes)
+// (sysctls, iptables-save of both families, the nf_tables ruleset, mounts,
+// links, addresses, routes, cgroups, the shared directories, the node's and
+// pods' processes)
 // before a node and after it stopped normally, by SIGINT, by a panic, by
 // SIGKILL, and by SIGKILL of the test binary and its janitor followed by a
 // sweep.
