@@ -79,7 +79,9 @@ func checkNodeCleanup(t *testing.T, mode string) {
 	}
 	before := takeSnapshot(t)
 
-	cmd := exec.Command(os.Args[0], "-test.run=^TestNodeHelper$", "-test.v", "-test.timeout=15m")
+	// The child may wait for the node lock (another package's node) up to
+	// 20 minutes before its node starts.
+	cmd := exec.Command(os.Args[0], "-test.run=^TestNodeHelper$", "-test.v", "-test.timeout=26m")
 	cmd.Env = append(os.Environ(), envHelperMode+"="+mode, envHelperDir+"="+dir)
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
@@ -97,14 +99,14 @@ func checkNodeCleanup(t *testing.T, mode string) {
 
 	// Wait for the child's pod.
 	readyFile := filepath.Join(dir, "ready")
-	deadline := time.After(10 * time.Minute)
+	deadline := time.After(25 * time.Minute)
 	for ready := false; !ready; {
 		select {
 		case err := <-exited:
 			t.Fatalf("the child ended before its pod was Ready: %v", err)
 		case <-deadline:
 			cmd.Process.Kill()
-			t.Fatal("the child's pod was not Ready within 10 minutes")
+			t.Fatal("the child's pod was not Ready within 25 minutes")
 		case <-time.After(200 * time.Millisecond):
 			_, err := os.Stat(readyFile)
 			ready = err == nil
