@@ -41,8 +41,9 @@ const (
 	NodeIP = "198.18.0.1"
 	// PodCIDR is the pods' address range.
 	PodCIDR = "198.18.0.0/24"
-	// ServiceCIDR is the Services' address range (also without a node).
-	ServiceCIDR = "198.19.0.0/24"
+	// ServiceCIDR is the Services' address range (also without a node):
+	// room for the thousands of Services of the benchmarks.
+	ServiceCIDR = "198.19.0.0/16"
 	// KubernetesServiceIP is the ClusterIP of the default/kubernetes
 	// Service, which kube-proxy forwards to the API server.
 	KubernetesServiceIP = "198.19.0.1"

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -839,9 +840,14 @@ func removeCgroups(timeout time.Duration) error {
 // the Service range through it, so that Service addresses are reachable
 // from this machine whatever its default route.
 func setupBridge() error {
+	_, pods, err := net.ParseCIDR(PodCIDR)
+	if err != nil {
+		return err
+	}
+	ones, _ := pods.Mask.Size()
 	for _, args := range [][]string{
 		{"link", "add", nodeBridge, "type", "bridge"},
-		{"addr", "add", NodeIP + "/24", "dev", nodeBridge},
+		{"addr", "add", NodeIP + "/" + strconv.Itoa(ones), "dev", nodeBridge},
 		{"link", "set", nodeBridge, "up"},
 		{"route", "add", ServiceCIDR, "dev", nodeBridge, "src", NodeIP},
 	} {

@@ -143,7 +143,7 @@ func TestDeployment(t *testing.T) {
 	// Pod IPs, from this machine.
 	names = nil
 	for _, p := range pods {
-		if !strings.HasPrefix(p.Status.PodIP, "198.18.0.") || p.Spec.NodeName != testenv.NodeName {
+		if _, podNet, _ := net.ParseCIDR(testenv.PodCIDR); !podNet.Contains(net.ParseIP(p.Status.PodIP)) || p.Spec.NodeName != testenv.NodeName {
 			t.Errorf("pod %s has IP %q on node %q, want one in %s on %s", p.Name, p.Status.PodIP, p.Spec.NodeName, testenv.PodCIDR, testenv.NodeName)
 		}
 		if got := eventually(t, 10*time.Second, "http://"+p.Status.PodIP+":8080/cgi-bin/hostname"); got != p.Name {
@@ -153,7 +153,7 @@ func TestDeployment(t *testing.T) {
 	}
 
 	// The Service's ClusterIP reaches both pods.
-	if !strings.HasPrefix(svc.Spec.ClusterIP, "198.19.0.") {
+	if _, services, _ := net.ParseCIDR(testenv.ServiceCIDR); !services.Contains(net.ParseIP(svc.Spec.ClusterIP)) {
 		t.Errorf("Service ClusterIP %s, want one in %s", svc.Spec.ClusterIP, testenv.ServiceCIDR)
 	}
 	seen := map[string]bool{}
