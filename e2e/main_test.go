@@ -11,11 +11,11 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	testenv.Main(m, func() {
+	testenv.Main(m, testenv.AfterTests(func() {
 		if buildDir != "" {
 			os.RemoveAll(buildDir)
 		}
-	})
+	}))
 }
 
 var (

@@ -3,8 +3,11 @@
 #
 #   1. Debian packages: scripts/debian-packages.txt and every other
 #      debian-packages.txt in the tree (apt-get, as root).
-#   2. kube-apiserver, built from the k8s.io/kubernetes module (tools/kube-apiserver)
-#      and cached in $VARNISHGW_CACHE (default ~/.cache/varnishgw).
+#   2. kube-apiserver, kube-controller-manager, kube-scheduler, kubelet and
+#      kube-proxy, built with one `go build` from the k8s.io/kubernetes module
+#      (tools/kubernetes) and cached in $VARNISHGW_CACHE (default
+#      ~/.cache/varnishgw), and the test node's pause image, built from the
+#      module's build/pause/linux/pause.c.
 #   3. A Terraform CLI: terraform or tofu from PATH; when neither is there (or when
 #      VARNISHGW_TOFU=1), OpenTofu built from its module (tools/tofu) into bin/.
 #   4. The Gateway API CRDs: located in the module cache at the version in go.mod.
@@ -42,14 +45,46 @@ fi
 
 command -v go >/dev/null || die "go not found on PATH; install Go 1.26 (https://go.dev/dl) and retry"
 
-# 2. kube-apiserver.
-kube_version=$(go list -C tools/kube-apiserver -m -f '{{.Version}}' k8s.io/kubernetes)
-kube_apiserver="$cache/kube-apiserver-$kube_version"
-if [ ! -x "$kube_apiserver" ]; then
-	log "building kube-apiserver $kube_version (first time only: about 7 minutes on 2 cores)"
-	go build -C tools/kube-apiserver -o "$kube_apiserver.tmp" k8s.io/kubernetes/cmd/kube-apiserver
-	mv "$kube_apiserver.tmp" "$kube_apiserver"
+# 2. The Kubernetes binaries and the pause image. One build at a time per
+# cache (flock): a second setup waits for the first instead of building
+# again.
+kube_version=$(go list -C tools/kubernetes -m -f '{{.Version}}' k8s.io/kubernetes)
+kube_time=$(go list -C tools/kubernetes -m -f '{{.Time.UTC.Format "2006-01-02T15:04:05Z"}}' k8s.io/kubernetes)
+kube_dir="$cache/kubernetes-$kube_version"
+kube_bins=(kube-apiserver kube-controller-manager kube-scheduler kubelet kube-proxy)
+exec 9>"$cache/kubernetes.lock"
+flock 9
+if [ ! -d "$kube_dir" ]; then
+	log "building ${kube_bins[*]} $kube_version (first time only: about 15 minutes on 2 cores)"
+	# Honest versions (`kubelet --version`, the Node's kubeletVersion, /version),
+	# as the release build sets them; the build date is the release's.
+	major_minor=${kube_version#v}
+	ldflags=""
+	for pkg in k8s.io/client-go/pkg/version k8s.io/component-base/version; do
+		ldflags+=" -X $pkg.gitVersion=$kube_version -X $pkg.gitMajor=${major_minor%%.*}"
+		ldflags+=" -X $pkg.gitMinor=$(echo "$major_minor" | cut -d. -f2) -X $pkg.buildDate=$kube_time"
+	done
+	rm -rf "$kube_dir.tmp"
+	mkdir -p "$kube_dir.tmp"
+	start=$(date +%s)
+	go build -C tools/kubernetes -ldflags "$ldflags" -o "$kube_dir.tmp/" \
+		$(printf 'k8s.io/kubernetes/cmd/%s ' "${kube_bins[@]}")
+	mv "$kube_dir.tmp" "$kube_dir"
+	log "built in $(( $(date +%s) - start )) s"
 fi
+go mod download -C tools/kubernetes k8s.io/kubernetes
+kube_src=$(go list -C tools/kubernetes -m -f '{{.Dir}}' k8s.io/kubernetes)
+pause_tag=$(sed -n 's/^TAG ?= *//p' "$kube_src/build/pause/Makefile")
+pause_image="$cache/pause-$pause_tag-$kube_version.tar"
+if [ ! -f "$pause_image" ]; then
+	log "building the pause image $pause_tag from $kube_src/build/pause/linux/pause.c"
+	tmp=$(mktemp -d)
+	gcc -Os -Wall -Werror -static -DVERSION="v$pause_tag-$kube_version" -o "$tmp/pause" "$kube_src/build/pause/linux/pause.c"
+	go run ./internal/testenv/cmd/pauseimage -binary "$tmp/pause" -name "localhost/varnishgw/pause:$pause_tag" \
+		-created "$kube_time" -version "$kube_version" -o "$pause_image" >&2
+	rm -rf "$tmp"
+fi
+exec 9>&-
 
 # 3. Terraform CLI.
 tofu_version=$(go list -C tools/tofu -m -f '{{.Version}}' github.com/opentofu/opentofu)
@@ -86,7 +121,9 @@ etcd_path=$(command -v etcd || true)
 varnish77=$("$root/scripts/varnish77.sh") || die "Varnish 7.7 from Debian 13: scripts/varnish77.sh failed (above)"
 
 cat >bin/tools.env <<ENV
-VARNISHGW_KUBE_APISERVER=$kube_apiserver
+VARNISHGW_KUBE_APISERVER=$kube_dir/kube-apiserver
+VARNISHGW_KUBE_BIN_DIR=$kube_dir
+VARNISHGW_PAUSE_IMAGE=$pause_image
 VARNISHGW_ETCD=$etcd_path
 VARNISHGW_GATEWAY_API_CRDS=$crds
 VARNISHGW_TERRAFORM=$terraform_path

@@ -22,7 +22,6 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
-	"k8s.io/client-go/util/cert"
 	"k8s.io/client-go/util/keyutil"
 	gatewayclient "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned"
 )
@@ -47,8 +46,14 @@ type Options struct {
 	EtcdPath          string
 	KubeAPIServerPath string
 	CRDDir            string
-	// StartTimeout bounds the whole start, CRDs included (default 2 minutes).
+	// StartTimeout bounds the whole start, CRDs included (default 2
+	// minutes, 5 with a node, not counting the wait for the node lock).
 	StartTimeout time.Duration
+	// Node, when set, starts a single-node cluster with the control plane:
+	// kube-controller-manager, kube-scheduler, containerd, kubelet and
+	// kube-proxy (see Node). The API server then serves on NodeIP, which
+	// pods reach, instead of 127.0.0.1.
+	Node *NodeOptions
 }
 
 // ControlPlane is a running etcd and kube-apiserver.
@@ -64,17 +69,39 @@ type ControlPlane struct {
 	Client  kubernetes.Interface
 	Gateway gatewayclient.Interface
 
+	// Node is the single-node cluster when Options.Node asked for one,
+	// else nil.
+	Node *Node
+
 	etcd, apiserver *process
 	etcdURL         string
 	caPEM           []byte
+	ca              *authority
+	pki             string
+	apiPort         int
+	host            *nodeHost // the node's hold on this machine, when there is a node
 }
 
 // Start starts etcd and kube-apiserver in a new temporary directory, installs
-// the Gateway API CRDs and waits until they are served. Call Stop when done.
+// the Gateway API CRDs and waits until they are served, then starts the node
+// when Options.Node asks for one. Call Stop when done.
 func Start(ctx context.Context, opts Options) (_ *ControlPlane, err error) {
 	opts, err = opts.withDefaults()
 	if err != nil {
 		return nil, err
+	}
+	var host *nodeHost
+	if opts.Node != nil {
+		// The wait for the machine's node lock is not part of the start
+		// time: it has its own limit.
+		if host, err = acquireNodeHost(ctx, *opts.Node); err != nil {
+			return nil, err
+		}
+		defer func() {
+			if err != nil {
+				host.release()
+			}
+		}()
 	}
 	ctx, cancel := context.WithTimeout(ctx, opts.StartTimeout)
 	defer cancel()
@@ -84,13 +111,16 @@ func Start(ctx context.Context, opts Options) (_ *ControlPlane, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("create control plane dir: %w", err)
 	}
-	cp := &ControlPlane{Dir: dir}
+	cp := &ControlPlane{Dir: dir, host: host}
 	defer func() {
 		if err != nil {
+			cp.host = nil // released above
 			cp.Stop()
 		}
 	}()
-
+	if cp.ca, err = newAuthority(); err != nil {
+		return nil, err
+	}
 	if err := cp.startEtcd(ctx, opts.EtcdPath); err != nil {
 		return nil, err
 	}
@@ -99,6 +129,11 @@ func Start(ctx context.Context, opts Options) (_ *ControlPlane, err error) {
 	}
 	if err := installCRDs(ctx, apiextensionsclient.NewForConfigOrDie(cp.Config), cp.Client, opts.CRDDir); err != nil {
 		return nil, err
+	}
+	if host != nil {
+		if cp.Node, err = startNode(ctx, cp, host, *opts.Node); err != nil {
+			return nil, err
+		}
 	}
 	return cp, nil
 }
@@ -123,18 +158,28 @@ func (o Options) withDefaults() (Options, error) {
 	); err != nil {
 		return o, err
 	}
+	if o.Node != nil {
+		node, err := o.Node.withDefaults()
+		if err != nil {
+			return o, err
+		}
+		o.Node = &node
+	}
 	if o.StartTimeout == 0 {
 		o.StartTimeout = 2 * time.Minute
+		if o.Node != nil {
+			o.StartTimeout = 5 * time.Minute
+		}
 	}
 	return o, nil
 }
 
 func (cp *ControlPlane) startEtcd(ctx context.Context, bin string) error {
-	clientURL := "http://127.0.0.1:" + strconv.Itoa(freePort())
-	peerURL := "http://127.0.0.1:" + strconv.Itoa(freePort())
+	clientURL := "http://127.0.0.1:" + strconv.Itoa(freePort("127.0.0.1"))
+	peerURL := "http://127.0.0.1:" + strconv.Itoa(freePort("127.0.0.1"))
 	cp.etcdURL = clientURL
 	var err error
-	cp.etcd, err = startProcess(cp.Dir, "etcd", bin,
+	cp.etcd, err = startProcess(cp.Dir, "etcd", bin, nil,
 		"--name=testenv",
 		"--data-dir="+filepath.Join(cp.Dir, "etcd"),
 		"--listen-client-urls="+clientURL,
@@ -151,12 +196,20 @@ func (cp *ControlPlane) startEtcd(ctx context.Context, bin string) error {
 }
 
 func (cp *ControlPlane) startAPIServer(ctx context.Context, bin string) error {
-	pki := filepath.Join(cp.Dir, "pki")
-	if err := os.MkdirAll(pki, 0o700); err != nil {
+	cp.pki = filepath.Join(cp.Dir, "pki")
+	if err := os.MkdirAll(cp.pki, 0o700); err != nil {
 		return fmt.Errorf("create pki dir: %w", err)
 	}
-	// A serving certificate for 127.0.0.1 with its own CA in the chain.
-	certPEM, keyPEM, err := cert.GenerateSelfSignedCertKey("127.0.0.1", []net.IP{net.ParseIP("127.0.0.1")}, []string{"localhost"})
+	bind := "127.0.0.1"
+	serving := certSpec{commonName: "kube-apiserver", server: true, ips: []net.IP{net.ParseIP("127.0.0.1")}, dnsNames: []string{"localhost"}}
+	if cp.host != nil {
+		// Pods reach the API server on the node's address, directly or
+		// through the kubernetes Service.
+		bind = NodeIP
+		serving.ips = append(serving.ips, net.ParseIP(NodeIP), net.ParseIP(KubernetesServiceIP))
+		serving.dnsNames = append(serving.dnsNames, "kubernetes", "kubernetes.default", "kubernetes.default.svc", "kubernetes.default.svc.cluster.local")
+	}
+	certPEM, keyPEM, err := cp.ca.issue(serving)
 	if err != nil {
 		return fmt.Errorf("generate serving certificate: %w", err)
 	}
@@ -166,53 +219,67 @@ func (cp *ControlPlane) startAPIServer(ctx context.Context, bin string) error {
 	}
 	token := randomToken()
 	files := map[string][]byte{
+		"ca.crt":      cp.ca.certPEM,
 		"serving.crt": certPEM,
 		"serving.key": keyPEM,
 		"sa.key":      saKey,
 		"tokens.csv":  []byte(token + ",admin,admin,system:masters\n"),
 	}
 	for name, data := range files {
-		if err := os.WriteFile(filepath.Join(pki, name), data, 0o600); err != nil {
+		if err := os.WriteFile(filepath.Join(cp.pki, name), data, 0o600); err != nil {
 			return fmt.Errorf("write %s: %w", name, err)
 		}
 	}
 
-	port := freePort()
-	host := "https://127.0.0.1:" + strconv.Itoa(port)
-	cp.apiserver, err = startProcess(cp.Dir, "kube-apiserver", bin,
-		"--etcd-servers="+cp.etcdURL,
+	cp.apiPort = freePort(bind)
+	host := "https://" + net.JoinHostPort(bind, strconv.Itoa(cp.apiPort))
+	args := []string{
+		"--etcd-servers=" + cp.etcdURL,
 		"--etcd-prefix=/registry",
-		"--bind-address=127.0.0.1",
-		"--advertise-address=127.0.0.1",
-		"--secure-port="+strconv.Itoa(port),
-		"--tls-cert-file="+filepath.Join(pki, "serving.crt"),
-		"--tls-private-key-file="+filepath.Join(pki, "serving.key"),
-		"--cert-dir="+pki,
-		"--authorization-mode=RBAC",
-		"--token-auth-file="+filepath.Join(pki, "tokens.csv"),
+		"--bind-address=" + bind,
+		"--advertise-address=" + bind,
+		"--secure-port=" + strconv.Itoa(cp.apiPort),
+		"--tls-cert-file=" + filepath.Join(cp.pki, "serving.crt"),
+		"--tls-private-key-file=" + filepath.Join(cp.pki, "serving.key"),
+		"--client-ca-file=" + filepath.Join(cp.pki, "ca.crt"),
+		"--cert-dir=" + cp.pki,
+		"--token-auth-file=" + filepath.Join(cp.pki, "tokens.csv"),
 		"--service-account-issuer=https://kubernetes.default.svc.cluster.local",
-		"--service-account-key-file="+filepath.Join(pki, "sa.key"),
-		"--service-account-signing-key-file="+filepath.Join(pki, "sa.key"),
-		"--service-cluster-ip-range=10.96.0.0/16",
-		"--endpoint-reconciler-type=none",
+		"--service-account-key-file=" + filepath.Join(cp.pki, "sa.key"),
+		"--service-account-signing-key-file=" + filepath.Join(cp.pki, "sa.key"),
+		"--service-cluster-ip-range=" + ServiceCIDR,
 		"--enable-priority-and-fairness=false",
 		"--profiling=false",
 		"--v=0",
-	)
+	}
+	if cp.host == nil {
+		args = append(args,
+			"--authorization-mode=RBAC",
+			// The endpoint reconciler refuses a loopback address.
+			"--endpoint-reconciler-type=none",
+		)
+	} else {
+		nodeArgs, err := cp.nodeAPIServerArgs()
+		if err != nil {
+			return err
+		}
+		args = append(args, nodeArgs...)
+	}
+	cp.apiserver, err = startProcess(cp.Dir, "kube-apiserver", bin, nil, args...)
 	if err != nil {
 		return err
 	}
 
-	cp.caPEM = certPEM
+	cp.caPEM = cp.ca.certPEM
 	cp.Config = &rest.Config{
 		Host:            host,
 		BearerToken:     token,
-		TLSClientConfig: rest.TLSClientConfig{CAData: certPEM},
+		TLSClientConfig: rest.TLSClientConfig{CAData: cp.caPEM},
 		QPS:             200,
 		Burst:           400,
 	}
 	cp.Kubeconfig = filepath.Join(cp.Dir, "admin.kubeconfig")
-	if err := writeKubeconfig(cp.Kubeconfig, host, certPEM, "admin", token); err != nil {
+	if err := writeKubeconfig(cp.Kubeconfig, host, cp.caPEM, "admin", token); err != nil {
 		return err
 	}
 	if cp.Client, err = kubernetes.NewForConfig(cp.Config); err != nil {
@@ -230,17 +297,26 @@ func (cp *ControlPlane) startAPIServer(ctx context.Context, bin string) error {
 	})
 }
 
-// Stop stops kube-apiserver and etcd and removes the directory. It is safe to
-// call more than once.
-func (cp *ControlPlane) Stop() {
+// Stop stops the node, when there is one, kube-apiserver and etcd, and
+// removes the directory. With a node it returns an error when the machine
+// could not be restored completely (the next node start tries again). It is
+// safe to call more than once.
+func (cp *ControlPlane) Stop() error {
 	if cp == nil {
-		return
+		return nil
 	}
+	cp.Node.stopDaemons()
 	cp.apiserver.stop()
 	cp.etcd.stop()
+	var err error
+	if cp.host != nil {
+		err = cp.host.release()
+		cp.host = nil
+	}
 	if cp.Dir != "" {
 		os.RemoveAll(cp.Dir)
 	}
+	return err
 }
 
 func writeKubeconfig(path, host string, caPEM []byte, user, token string) error {
@@ -263,20 +339,20 @@ func randomToken() string {
 	return hex.EncodeToString(b)
 }
 
-// freePort returns a free loopback port below the kernel's ephemeral range
+// freePort returns a free port on ip below the kernel's ephemeral range
 // (32768-60999 by default), so that no bind to port 0, in this process or
 // another, is handed the same port before the server binds it. Another test
 // could still pick it at random; the server then fails to start and the
 // error says so.
-func freePort() int {
+func freePort(ip string) int {
 	for range 100 {
 		port := 20000 + mathrand.IntN(12000)
-		if l, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(port)); err == nil {
+		if l, err := net.Listen("tcp", net.JoinHostPort(ip, strconv.Itoa(port))); err == nil {
 			l.Close()
 			return port
 		}
 	}
-	panic("find a free port: none free between 20000 and 32000")
+	panic("find a free port: none free on " + ip + " between 20000 and 32000")
 }
 
 // removeStaleDirs removes control plane directories left behind by test
@@ -303,7 +379,9 @@ type process struct {
 	exitErr error
 }
 
-func startProcess(dir, name, bin string, args ...string) (*process, error) {
+// startProcess starts bin with args, its output in dir/name.log, with the
+// test binary's environment plus env ("KEY=value").
+func startProcess(dir, name, bin string, env []string, args ...string) (*process, error) {
 	logPath := filepath.Join(dir, name+".log")
 	logFile, err := os.Create(logPath)
 	if err != nil {
@@ -311,6 +389,9 @@ func startProcess(dir, name, bin string, args ...string) (*process, error) {
 	}
 	cmd := exec.Command(bin, args...)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
+	if env != nil {
+		cmd.Env = append(os.Environ(), env...)
+	}
 	cmd.SysProcAttr = &syscall.SysProcAttr{
 		Setpgid:   true,            // signals to the test's process group do not reach it twice
 		Pdeathsig: syscall.SIGKILL, // it dies with the test binary, whatever ends it

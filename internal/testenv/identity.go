@@ -18,8 +18,9 @@ import (
 )
 
 // Namespace creates a namespace with a unique name derived from the test's
-// name and deletes it when the test ends. (There is no kube-controller-manager,
-// so a deleted namespace stays Terminating; unique names keep tests apart.)
+// name and deletes it when the test ends. (Without a node there is no
+// kube-controller-manager, so a deleted namespace stays Terminating; unique
+// names keep tests apart. With a node it goes, with what it held.)
 func (cp *ControlPlane) Namespace(t testing.TB) string {
 	t.Helper()
 	base := strings.ToLower(t.Name())

@@ -298,9 +298,4 @@ func waitGone(pid int, d time.Duration) bool {
 	}
 }
 
-func cmdline(pid int) string {
-	data, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
-	return strings.ReplaceAll(string(data), "\x00", " ")
-}
-
 func ptr[T any](v T) *T { return &v }
