@@ -47,6 +47,25 @@
 #ifndef PTOK
 #  define PTOK(e) AZ(e)
 #endif
+
+/*
+ * Varnish 7.1 (VRT 15) and 7.7 (VRT 21) from one source tree:
+ *  - VSL() takes a vxid_t since 7.3; NO_VXID is its "no transaction".
+ *  - VRT_new_backend() takes a "via" backend since VRT 17 (NULL: none).
+ *  - since 7.5 a backend timeout of 0 means zero and "unset" is negative,
+ *    set by VRT_BACKEND_INIT(); before, 0 meant unset.
+ */
+#ifndef NO_VXID
+#  define NO_VXID 0
+#endif
+#if VRT_MAJOR_VERSION >= 17U
+#  define GH_NEW_BACKEND(ctx, vrt) VRT_new_backend(ctx, vrt, NULL)
+#else
+#  define GH_NEW_BACKEND(ctx, vrt) VRT_new_backend(ctx, vrt)
+#endif
+#ifndef VRT_BACKEND_INIT
+#  define VRT_BACKEND_INIT(be) INIT_OBJ(be, VRT_BACKEND_MAGIC)
+#endif
 #include "VSC_ghost.h"
 #include "VSC_ghostrouter.h"
 #include "vcc_ghost_if.h"
@@ -257,7 +276,7 @@ reap_once(struct VPFX(ghost_router) *rt)
 		/* may block in VCP_Rel: no lock held here */
 		t0 = VTIM_mono();
 		VRT_Assign_Backend(&be->be, NULL);
-		VSL(SLT_Debug, 0, "ghost: released backend %s in %.3fs",
+		VSL(SLT_Debug, NO_VXID, "ghost: released backend %s in %.3fs",
 		    be->key, VTIM_mono() - t0);
 		FREE_OBJ(be);
 		n++;
@@ -356,14 +375,17 @@ pool_get(VRT_CTX, struct VPFX(ghost_router) *rt, const struct gh_endpoint *ep,
 		vep.ipv4 = sua;
 	else
 		vep.ipv6 = sua;
-	INIT_OBJ(&vrt, VRT_BACKEND_MAGIC);
+	VRT_BACKEND_INIT(&vrt);
 	vrt.endpoint = &vep;
 	bprintf(name, "%s.%s", rt->vcl_name, key.key);
 	vrt.vcl_name = name;
-	vrt.connect_timeout = tmo;
-	vrt.first_byte_timeout = tmo;
-	vrt.between_bytes_timeout = tmo;
-	b = VRT_new_backend(ctx, &vrt);
+	if (tmo > 0) {
+		/* otherwise unset: the timeout parameters apply */
+		vrt.connect_timeout = tmo;
+		vrt.first_byte_timeout = tmo;
+		vrt.between_bytes_timeout = tmo;
+	}
+	b = GH_NEW_BACKEND(ctx, &vrt);
 	if (b == NULL) {
 		(void)snprintf(err, errlen, "varnishd refused to create "
 		    "backend %s (VCL not warm?)", key.key);
@@ -604,7 +626,7 @@ do_reload(VRT_CTX, struct VPFX(ghost_router) *rt, struct reload_result *res)
 	rt->last_reload_ms = res->ms;
 	stats_create(ctx, rt, st);
 	AZ(clock_gettime(CLOCK_THREAD_CPUTIME_ID, &c1));
-	VSL(SLT_Debug, 0, "ghost: %s reload %ju: read %.1f ms, parse and "
+	VSL(SLT_Debug, NO_VXID, "ghost: %s reload %ju: read %.1f ms, parse and "
 	    "build %.1f ms, backends %.1f ms, total %.1f ms; then new "
 	    "vhost counters %.1f ms (thread CPU %.1f ms)", rt->vcl_name,
 	    (uintmax_t)st->generation, (t1 - t0) * 1e3, (t2 - t1) * 1e3,
@@ -699,7 +721,7 @@ vmod_router__init(VRT_CTX, struct VPFX(ghost_router) **rtp,
 		st->refcnt = 1;
 		st->generation = ++rt->generation;
 		rt->cur = st;
-		VSL(SLT_VCL_Log, 0, "ghost.router(%s): %s does not exist, "
+		VSL(SLT_VCL_Log, NO_VXID, "ghost.router(%s): %s does not exist, "
 		    "starting with no routes", vcl_name, path);
 		return;
 	}

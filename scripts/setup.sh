@@ -8,6 +8,9 @@
 #   3. A Terraform CLI: terraform or tofu from PATH; when neither is there (or when
 #      VARNISHGW_TOFU=1), OpenTofu built from its module (tools/tofu) into bin/.
 #   4. The Gateway API CRDs: located in the module cache at the version in go.mod.
+#   5. Varnish 7.7 from Debian 13, the gateway image's, unpacked beside this machine's
+#      7.1 by scripts/varnish77.sh (cached; see there) for ghost's and the Go tests'
+#      second run.
 #
 # It writes bin/tools.env (KEY=value lines) that the GNUmakefile exports to tests.
 set -euo pipefail
@@ -79,6 +82,9 @@ ls "$crds"/*.yaml >/dev/null 2>&1 || die "no Gateway API CRDs in $crds"
 etcd_path=$(command -v etcd || true)
 [ -n "$etcd_path" ] || die "etcd not found after installing etcd-server"
 
+# 5. Varnish 7.7 (Debian 13) beside the machine's 7.1.
+varnish77=$("$root/scripts/varnish77.sh") || die "Varnish 7.7 from Debian 13: scripts/varnish77.sh failed (above)"
+
 cat >bin/tools.env <<ENV
 VARNISHGW_KUBE_APISERVER=$kube_apiserver
 VARNISHGW_ETCD=$etcd_path
@@ -86,5 +92,7 @@ VARNISHGW_GATEWAY_API_CRDS=$crds
 VARNISHGW_TERRAFORM=$terraform_path
 VARNISHGW_TOFU_PATH=$tofu_path
 TF_ACC_TERRAFORM_PATH=$terraform_path
+VARNISHGW_VARNISH77_BIN=$varnish77/bin
+VARNISHGW_VARNISH77_ROOT=$varnish77/root
 ENV
-log "ready: kube-apiserver $kube_version, $("$etcd_path" --version | head -n1), $("$terraform_path" version 2>/dev/null | head -n1)"
+log "ready: kube-apiserver $kube_version, $("$etcd_path" --version | head -n1), $("$terraform_path" version 2>/dev/null | head -n1) and Varnish 7.7 in $varnish77"

@@ -23,6 +23,7 @@ if [ -n "$preload" ]; then
 	chmod +x "$out/bin/varnishd"
 	export PATH="$out/bin:$PATH"
 fi
+echo "varnishtest runs $(command -v varnishd): $(varnishd -V 2>&1 | head -n1)"
 export GHOST_SO=$so GHOST_TDIR=$tdir GHOST_OUT=$out GHOST_TMO=$tmo \
     GHOST_PRELOAD=$preload
 run_one() {
