@@ -2,7 +2,7 @@
 // end-to-end tests on a real node. It answers every request with its name
 // (the pod name, from $HOSTNAME, or -name) in the body's first line and the
 // X-Backend header, followed by the request it saw as JSON: the same answer
-// as the demo's backends (demo.EchoHandler).
+// as the demo's backends (echo.Handler).
 //
 //	echo-backend -listen :8080
 //
@@ -22,7 +22,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/varnishgw/terraform-provider-varnishgw/internal/demo"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/echo"
 )
 
 func main() {
@@ -52,7 +52,7 @@ func main() {
 
 // serve answers on l until ctx ends, then shuts down gracefully.
 func serve(ctx context.Context, l net.Listener, name string) error {
-	srv := &http.Server{Handler: demo.EchoHandler(name), ReadHeaderTimeout: 10 * time.Second}
+	srv := &http.Server{Handler: echo.Handler(name), ReadHeaderTimeout: 10 * time.Second}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(l) }()
 	select {

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/varnishgw/terraform-provider-varnishgw/internal/demo"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/echo"
 )
 
 func TestServe(t *testing.T) {
@@ -36,7 +36,7 @@ func TestServe(t *testing.T) {
 	if !sc.Scan() || sc.Text() != "web-7d9f-abcde" {
 		t.Fatalf("first line %q, want the name", sc.Text())
 	}
-	var e demo.Echo
+	var e echo.Answer
 	if !sc.Scan() {
 		t.Fatal("no JSON line")
 	}
