@@ -200,3 +200,16 @@ func tail(path string) string {
 	}
 	return strings.Join(lines, "\n")
 }
+
+// Skopeo runs Debian's skopeo with args (5 minutes at most) and returns its
+// output, trimmed; it fails the test when skopeo fails.
+func Skopeo(t testing.TB, args ...string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, "skopeo", args...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("skopeo %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return strings.TrimSpace(string(out))
+}

@@ -1,10 +1,7 @@
 package registrytest_test
 
 import (
-	"context"
-	"os/exec"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
@@ -33,8 +30,8 @@ func TestPushAndPull(t *testing.T) {
 		t.Fatal(err)
 	}
 	ref := reg.Host + "/varnishgw/small:1"
-	Skopeo(t, "copy", "--dest-tls-verify=false", "oci-archive:"+archive, "docker://"+ref)
-	if got := Skopeo(t, "inspect", "--tls-verify=false", "--format", "{{.Digest}}", "docker://"+ref); got != res.Digest {
+	registrytest.Skopeo(t, "copy", "--dest-tls-verify=false", "oci-archive:"+archive, "docker://"+ref)
+	if got := registrytest.Skopeo(t, "inspect", "--tls-verify=false", "--format", "{{.Digest}}", "docker://"+ref); got != res.Digest {
 		t.Errorf("skopeo inspect: digest %s, pushed %s", got, res.Digest)
 	}
 	r, err := name.ParseReference(ref, name.Insecure)
@@ -54,16 +51,4 @@ func TestPushAndPull(t *testing.T) {
 	if _, err := remote.Get(r); err == nil {
 		t.Error("the registry still answers after Stop")
 	}
-}
-
-// Skopeo runs skopeo with args and returns its trimmed output.
-func Skopeo(t *testing.T, args ...string) string {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	out, err := exec.CommandContext(ctx, "skopeo", args...).CombinedOutput()
-	if err != nil {
-		t.Fatalf("skopeo %s: %v\n%s", strings.Join(args, " "), err, out)
-	}
-	return strings.TrimSpace(string(out))
 }
