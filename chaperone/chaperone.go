@@ -16,6 +16,7 @@ import (
 
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/agent"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/drain"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/ghostadmin"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/health"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/metrics"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/varnishadm"
@@ -75,6 +76,7 @@ type Chaperone struct {
 	drainer  *drain.Drainer
 
 	varnishUp     atomic.Bool
+	connected     atomic.Bool // varnishd's admin connection was taken once
 	routingLoaded atomic.Bool
 	vclErr        atomic.Pointer[error]
 }
@@ -98,7 +100,7 @@ func Run(ctx context.Context, cfg *Config, routing agent.Routing, logger *slog.L
 		Logger:   logger,
 	}
 	reg.MustRegister(varnishstat.Collector{Poller: c.stats})
-	c.reloader = &vclreload.Reloader{Admin: &c.admin, Keep: cfg.VCLKeep, Logger: logger, Observer: c.metrics}
+	c.reloader = &vclreload.Reloader{Admin: &c.admin, Keep: cfg.VCLKeep, Logger: logger, Observer: reloadObserver{c}}
 	c.checker = &health.Checker{VarnishReady: c.varnishUp.Load, RoutingLoaded: c.routingLoaded.Load}
 	c.drainer = &drain.Drainer{
 		LiveSessions: c.liveSessions,
@@ -114,20 +116,52 @@ func Run(ctx context.Context, cfg *Config, routing agent.Routing, logger *slog.L
 			c.metrics.SetDraining(true)
 		},
 		OnCount: c.metrics.SetLiveSessions,
-		Timeout: cfg.DrainTimeout,
-		Logger:  logger,
+		// ghost sets Connection: close on every response from now on.
+		CloseConnections: func(ctx context.Context) error {
+			if !c.connected.Load() {
+				return nil // no varnishd yet: no connection to close
+			}
+			return ghostadmin.Drain(ctx, cfg.GhostAdminAddr)
+		},
+		OnClosing: func() { c.metrics.SetClosingConnections(true) },
+		Timeout:   cfg.DrainTimeout,
+		Logger:    logger,
 	}
 
-	// Probes, metrics and /drain first: Kubernetes sees the pod alive while
-	// varnishd starts. /drain only in sidecar mode: anyone who reaches
-	// --health-addr can call it.
+	// Probes and metrics first: Kubernetes sees the pod alive while
+	// varnishd starts. The health server is read only: nothing on it
+	// changes state, it may be reachable from the network.
 	mux := http.NewServeMux()
 	c.checker.Register(mux)
 	mux.Handle("GET /metrics", metrics.Handler(reg))
-	if cfg.Mode == ModeSidecar {
-		// For the varnish container's preStop hook (an httpGet hook is a GET).
-		mux.Handle("POST /drain", c.drainer.Handler())
-		mux.Handle("GET /drain", c.drainer.Handler())
+	// A drain is started by SIGTERM or through the drain socket, a Unix
+	// socket of mode 0600 that only a process of the pod can reach (the
+	// varnish container's preStop hook, chaperone drain).
+	if cfg.DrainSocket != "" {
+		dl, err := drain.Listen(cfg.DrainSocket)
+		if err != nil {
+			return fmt.Errorf("--drain-socket=%s: %w", cfg.DrainSocket, err)
+		}
+		dmux := http.NewServeMux()
+		dmux.Handle("POST "+drain.Path, c.drainer.Handler())
+		dctx, dcancel := context.WithCancel(context.Background())
+		dsrv := &http.Server{Handler: dmux, ReadHeaderTimeout: 10 * time.Second, BaseContext: func(net.Listener) context.Context { return dctx }}
+		go dsrv.Serve(dl)
+		defer func() {
+			// Drained: the waiting requests get their answer before the
+			// chaperone exits. Not drained (exiting on an error): they
+			// end without one, which chaperone drain reports.
+			select {
+			case <-c.drainer.Done():
+			default:
+				dcancel()
+			}
+			sctx, scancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer scancel()
+			dsrv.Shutdown(sctx)
+			dcancel()
+		}()
+		logger.Info("drain socket ready", "path", cfg.DrainSocket)
 	}
 	hl, err := net.Listen("tcp", cfg.HealthAddr)
 	if err != nil {
@@ -143,7 +177,8 @@ func Run(ctx context.Context, cfg *Config, routing agent.Routing, logger *slog.L
 	logger.Info("chaperone started", "mode", cfg.Mode, "health_addr", hl.Addr().String())
 
 	// A signal while varnishd starts (or, in sidecar mode, before it has
-	// connected) ends the start: there is nothing to drain yet.
+	// connected) ends the start: there is nothing to drain yet. So does a
+	// drain request: it finds no session (liveSessions) and ends at once.
 	startCtx, startCancel := context.WithCancel(ctx)
 	started := make(chan struct{})
 	var startSignal atomic.Bool
@@ -151,6 +186,10 @@ func Run(ctx context.Context, cfg *Config, routing agent.Routing, logger *slog.L
 		select {
 		case s := <-sig:
 			logger.Info("signal before varnishd was up: exiting", "signal", s.String())
+			startSignal.Store(true)
+			startCancel()
+		case <-c.drainer.Done():
+			logger.Info("drained before varnishd was up: exiting")
 			startSignal.Store(true)
 			startCancel()
 		case <-started:
@@ -171,6 +210,7 @@ func Run(ctx context.Context, cfg *Config, routing agent.Routing, logger *slog.L
 	if c.proc != nil {
 		defer c.proc.Stop(30 * time.Second)
 	}
+	c.connected.Store(true)
 	c.varnishUp.Store(true)
 
 	var restarted varnishd.ChildWatch
@@ -222,14 +262,13 @@ func Run(ctx context.Context, cfg *Config, routing agent.Routing, logger *slog.L
 			logger.Info("signal: draining", "signal", s.String())
 			go c.drainer.Drain(context.Background())
 		case <-drainDone:
-			if err := c.drainer.Drain(ctx); err != nil {
+			var timeout *drain.TimeoutError
+			if err := c.drainer.Drain(ctx); err != nil && !errors.As(err, &timeout) {
 				return err
 			}
+			// After a timeout varnishd was stopped all the same: exit 0
+			// (the drain socket's caller is told about the timeout).
 			logger.Info("drained, exiting")
-			if c.cfg.Mode == ModeSidecar {
-				// Let the /drain callers get their answer before exiting.
-				time.Sleep(500 * time.Millisecond)
-			}
 			return nil
 		case <-varnishDone:
 			if c.checker.Draining() {
@@ -332,6 +371,8 @@ func (c *Chaperone) watchVarnish(ctx context.Context) {
 func (c *Chaperone) childRestarted(ctx context.Context) {
 	c.logger.Warn("varnishd's cache child was restarted; pushing VCL and routing again")
 	c.metrics.ObserveChildRestart()
+	// The new child's ghost does not know about a running drain.
+	c.drainer.CloseAgain()
 	if c.cfg.VCLPath != "" {
 		vcls, err := c.admin.get().VCLList(ctx)
 		active := ""
@@ -350,9 +391,26 @@ func (c *Chaperone) childRestarted(ctx context.Context) {
 
 func (c *Chaperone) setVCLErr(err error) { c.vclErr.Store(&err) }
 
+// reloadObserver counts VCL reloads and, while draining, tells the new
+// VCL's ghost about the drain too. ghost's drain flag belongs to the VMOD
+// file every VCL shares, so this only matters for a VCL that imports
+// another copy of ghost; it costs one loopback request.
+type reloadObserver struct{ c *Chaperone }
+
+func (o reloadObserver) ObserveReload(kind string, err error) {
+	o.c.metrics.ObserveReload(kind, err)
+	if err == nil {
+		o.c.drainer.CloseAgain()
+	}
+}
+
 // liveSessions reads the counters now (not the cached snapshot) and returns
 // the number of open client sessions.
 func (c *Chaperone) liveSessions(ctx context.Context) (uint64, error) {
+	if !c.connected.Load() {
+		// sidecar: a drain before varnishd connected; nothing to wait for
+		return 0, nil
+	}
 	s, err := c.stats.Poll(ctx)
 	if err != nil {
 		return 0, err

@@ -380,7 +380,7 @@ func TestBrokenVCLKeepsTrafficAndGhostJSONReloads(t *testing.T) {
 	c.wantTraffic("A", "v1")
 
 	if code, _ := c.health("/drain"); code != 404 {
-		t.Errorf("GET /drain in supervise mode = %d, want 404 (sidecar only)", code)
+		t.Errorf("GET /drain = %d, want 404 (no drain over TCP)", code)
 	}
 
 	// Requests run all through the failed reload; none may fail.

@@ -15,6 +15,7 @@ import (
 
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/drain"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/routing"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/varnishd"
 )
@@ -25,22 +26,25 @@ const (
 	// varnishd as its child.
 	ModeSupervise = "supervise"
 	// ModeSidecar: another container runs varnishd (-M to the chaperone,
-	// -n on a shared volume); the chaperone steers it and serves /drain for
-	// that container's preStop hook.
+	// -n on a shared volume); the chaperone steers it and serves the drain
+	// socket for that container's preStop hook (chaperone drain).
 	ModeSidecar = "sidecar"
 )
 
 // Config is the chaperone's configuration, from flags and VARNISHGW_*
 // environment variables (a flag wins over its variable).
 type Config struct {
-	Mode            string
-	WorkDir         string
-	ListenHost      string
-	Ports           []int
-	AdminAddr       string
-	SecretFile      string
-	GhostAdminAddr  string
-	HealthAddr      string
+	Mode           string
+	WorkDir        string
+	ListenHost     string
+	Ports          []int
+	AdminAddr      string
+	SecretFile     string
+	GhostAdminAddr string
+	HealthAddr     string
+	// DrainSocket is the Unix socket `chaperone drain` starts a drain
+	// through; empty: none (supervise mode's default: SIGTERM drains).
+	DrainSocket     string
 	VCLPath         string
 	VCLKeep         int
 	GhostJSONPath   string
@@ -108,7 +112,8 @@ func ParseConfig(args, env []string, out io.Writer) (*Config, error) {
 	fs.StringVar(&c.AdminAddr, "admin-addr", "127.0.0.1:6082", "loopback address the chaperone listens on for varnishd's reverse admin connection (varnishd -M)")
 	fs.StringVar(&c.SecretFile, "secret-file", "", "admin secret file shared with the varnish container (sidecar; supervise writes a new one)")
 	fs.StringVar(&c.GhostAdminAddr, "ghost-admin-addr", "127.0.0.1:6084", "ghost's loopback admin socket (-a ghost-admin=ADDR)")
-	fs.StringVar(&c.HealthAddr, "health-addr", ":9091", "address of /healthz, /readyz, /metrics and /drain")
+	fs.StringVar(&c.HealthAddr, "health-addr", ":9091", "address of /healthz, /readyz and /metrics (read only)")
+	fs.StringVar(&c.DrainSocket, "drain-socket", "", "Unix socket (mode 0600) through which `chaperone drain` starts a drain, for the varnish container's preStop hook; default "+drain.DefaultSocket+" in sidecar mode, none in supervise mode (SIGTERM drains)")
 	fs.StringVar(&c.VCLPath, "vcl", "/etc/varnishgw/main.vcl", "main VCL file, reloaded when it changes (empty: VCL comes from the routing source)")
 	fs.IntVar(&c.VCLKeep, "vcl-keep", 3, "loaded main VCLs to keep, the active one included")
 	fs.StringVar(&c.GhostJSONPath, "ghost-json", "/var/lib/varnishgw/ghost.json", "ghost.json path, reloaded when it changes")
@@ -164,10 +169,19 @@ func ParseConfig(args, env []string, out io.Writer) (*Config, error) {
 	storage = dropEnvIfFlagged(storage, envStorage)
 	params = dropEnvIfFlagged(params, envParams)
 	statsExclude = dropEnvIfFlagged(statsExclude, envExclude)
-	excludeSet := false
-	fs.Visit(func(f *flag.Flag) { excludeSet = excludeSet || f.Name == "stats-exclude" })
+	excludeSet, drainSocketSet := false, false
+	fs.Visit(func(f *flag.Flag) {
+		excludeSet = excludeSet || f.Name == "stats-exclude"
+		drainSocketSet = drainSocketSet || f.Name == "drain-socket"
+	})
 	if _, ok := envMap[envName("stats-exclude")]; ok {
 		excludeSet = true
+	}
+	if _, ok := envMap[envName("drain-socket")]; ok {
+		drainSocketSet = true
+	}
+	if !drainSocketSet && c.Mode == ModeSidecar {
+		c.DrainSocket = drain.DefaultSocket
 	}
 	if !excludeSet {
 		statsExclude = []string{"VBE.*"}
@@ -219,6 +233,9 @@ func (c *Config) validate() error {
 		if c.SecretFile == "" {
 			return errors.New("--secret-file is empty: sidecar mode needs the admin secret file the varnish container passes to varnishd -S")
 		}
+		if c.DrainSocket == "" {
+			return fmt.Errorf("--drain-socket is empty: sidecar mode needs the drain socket for the varnish container's preStop hook (chaperone drain); leave the flag out for %s", drain.DefaultSocket)
+		}
 	default:
 		return fmt.Errorf("--mode=%q: want %s or %s", c.Mode, ModeSupervise, ModeSidecar)
 	}
@@ -230,6 +247,11 @@ func (c *Config) validate() error {
 	}
 	if err := loopback("--ghost-admin-addr", c.GhostAdminAddr); err != nil {
 		return err
+	}
+	if c.DrainSocket != "" {
+		if err := drain.CheckSocketPath(c.DrainSocket); err != nil {
+			return fmt.Errorf("--drain-socket=%q: %v; use an absolute path on the volume the varnish container shares, e.g. --drain-socket=%s", c.DrainSocket, err, drain.DefaultSocket)
+		}
 	}
 	if _, _, err := net.SplitHostPort(c.HealthAddr); err != nil {
 		return fmt.Errorf("--health-addr=%q: %v; use host:port, e.g. --health-addr=:9091", c.HealthAddr, err)

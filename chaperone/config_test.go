@@ -70,7 +70,29 @@ func TestParseConfig(t *testing.T) {
 				t.Errorf("VCLPath = %q, want empty", c.VCLPath)
 			}
 		}},
-		{name: "sidecar needs no ports", args: []string{"--mode=sidecar", "--secret-file=/s"}},
+		{name: "sidecar needs no ports", args: []string{"--mode=sidecar", "--secret-file=/s"}, check: func(t *testing.T, c *Config) {
+			if c.DrainSocket != "/var/lib/varnishgw/drain.sock" {
+				t.Errorf("sidecar DrainSocket = %q, want the default /var/lib/varnishgw/drain.sock", c.DrainSocket)
+			}
+		}},
+		{name: "supervise has no drain socket by default", args: []string{"--listen=80"}, check: func(t *testing.T, c *Config) {
+			if c.DrainSocket != "" {
+				t.Errorf("supervise DrainSocket = %q, want none", c.DrainSocket)
+			}
+		}},
+		{name: "drain socket from env", args: []string{"--mode=sidecar", "--secret-file=/s"}, env: []string{"VARNISHGW_DRAIN_SOCKET=/run/d.sock"}, check: func(t *testing.T, c *Config) {
+			if c.DrainSocket != "/run/d.sock" {
+				t.Errorf("DrainSocket = %q, want /run/d.sock", c.DrainSocket)
+			}
+		}},
+		{name: "drain socket in supervise mode", args: []string{"--listen=80", "--drain-socket=/run/d.sock"}, check: func(t *testing.T, c *Config) {
+			if c.DrainSocket != "/run/d.sock" {
+				t.Errorf("DrainSocket = %q, want /run/d.sock", c.DrainSocket)
+			}
+		}},
+		{name: "sidecar without drain socket", args: []string{"--mode=sidecar", "--secret-file=/s", "--drain-socket="}, wantErr: "--drain-socket is empty: sidecar mode needs the drain socket"},
+		{name: "relative drain socket", args: []string{"--listen=80", "--drain-socket=drain.sock"}, wantErr: `--drain-socket="drain.sock": not an absolute path`},
+		{name: "drain socket path too long", args: []string{"--listen=80", "--drain-socket=/" + strings.Repeat("d", 110)}, wantErr: "a Unix socket path has at most 107"},
 		{name: "no port", wantErr: "--listen is empty"},
 		{name: "bad port", args: []string{"--listen=80,http"}, wantErr: `"http" is not a port number`},
 		{name: "port out of range", args: []string{"--listen=70000"}, wantErr: "not a port number"},

@@ -1,8 +1,12 @@
 // Command chaperone is varnishgw's in-pod agent: it runs and steers varnishd
 // (supervise mode, the default: it is the container's entrypoint) or steers
 // a varnishd another container runs (sidecar mode). It hot-reloads main.vcl,
-// serves /healthz, /readyz, /metrics and /drain, notices cache child
-// restarts, and on SIGTERM drains client sessions before stopping varnishd.
+// serves /healthz, /readyz and /metrics, notices cache child restarts, and
+// on SIGTERM (or, in sidecar mode, a request on its drain socket) drains
+// client sessions before stopping varnishd.
+//
+// `chaperone drain` is the client of the drain socket: the preStop hook of
+// the varnish container in sidecar mode.
 //
 // The routing half (ghost.json from Gateway API objects, ghost reloads,
 // Gateway status) plugs in through the agent.Routing interface
@@ -84,6 +88,9 @@ func kubeConfig(path string) (*rest.Config, error) {
 }
 
 func main() {
+	if len(os.Args) > 1 && os.Args[1] == "drain" {
+		os.Exit(drainCommand(os.Args[2:], os.Environ(), os.Stdout, os.Stderr))
+	}
 	cfg, err := ParseConfig(os.Args[1:], os.Environ(), os.Stderr)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "chaperone:", err)

@@ -1,8 +1,11 @@
 package main
 
 import (
+	"bufio"
+	"bytes"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -18,10 +21,13 @@ import (
 )
 
 // TestSidecarSteersAnotherVarnishdAndDrainsOnPreStop runs the chaperone in
-// sidecar mode beside a varnishd the test starts (as the varnish container
-// would): shared work dir and secret, -M to the chaperone. /drain, as the
-// varnish container's preStop hook calls it, answers only when the last
-// client has gone.
+// sidecar mode beside a varnishd the test starts with the command line the
+// provider gives the varnish container (varnishd.Args): shared work dir and
+// secret, -M to the chaperone, listener and health port on every address.
+// The drain cannot be started over TCP nor by another user; the preStop
+// hook, `chaperone drain`, starts it through the drain socket, keep-alive
+// connections then close after their next response, and the hook exits 0
+// only once the last client has gone.
 func TestSidecarSteersAnotherVarnishdAndDrainsOnPreStop(t *testing.T) {
 	be := backend(t, "S")
 	dir := varnishdtest.Dir(t)
@@ -31,10 +37,13 @@ func TestSidecarSteersAnotherVarnishdAndDrainsOnPreStop(t *testing.T) {
 		t.Fatal(err)
 	}
 	workDir := filepath.Join(dir, "work")
+	listenPort := varnishdtest.Port(t, varnishdtest.FreeAddr(t))
+	healthPort := varnishdtest.Port(t, varnishdtest.FreeAddr(t))
+	drainSocket := filepath.Join(dir, "drain.sock")
 	c := &chaperone{
 		t: t, dir: dir,
-		listenAddr: varnishdtest.FreeAddr(t),
-		healthAddr: varnishdtest.FreeAddr(t),
+		listenAddr: "127.0.0.1:" + strconv.Itoa(listenPort),
+		healthAddr: "127.0.0.1:" + strconv.Itoa(healthPort),
 		ghostAdmin: varnishdtest.FreeAddr(t),
 		vclPath:    filepath.Join(dir, "main.vcl"),
 		ghostPath:  filepath.Join(dir, "ghost.json"),
@@ -48,7 +57,8 @@ func TestSidecarSteersAnotherVarnishdAndDrainsOnPreStop(t *testing.T) {
 	c.cmd = exec.Command(chaperoneBin,
 		"--mode=sidecar", "--secret-file", secretFile, "--workdir", workDir,
 		"--admin-addr", adminAddr, "--ghost-admin-addr", c.ghostAdmin,
-		"--health-addr", c.healthAddr, "--vcl", c.vclPath, "--ghost-json", c.ghostPath,
+		"--health-addr", ":"+strconv.Itoa(healthPort), "--drain-socket", drainSocket,
+		"--vcl", c.vclPath, "--ghost-json", c.ghostPath,
 		"--varnishstat", varnishdtest.StatBin(t), "--stats-interval", "500ms")
 	c.cmd.Env = []string{"PATH=" + os.Getenv("PATH")}
 	c.cmd.Stdout, c.cmd.Stderr = c.out, c.out
@@ -65,13 +75,16 @@ func TestSidecarSteersAnotherVarnishdAndDrainsOnPreStop(t *testing.T) {
 		}
 	})
 
-	// The "varnish container".
+	// The "varnish container", with the provider's command line.
 	varnishContainer := func() *exec.Cmd {
-		vd := exec.Command(varnishdtest.Bin(t), "-F", "-n", workDir,
-			"-a", "port-"+strconv.Itoa(varnishdtest.Port(t, c.listenAddr))+"="+c.listenAddr,
-			"-a", varnishd.GhostAdminSocket+"="+c.ghostAdmin,
-			"-M", adminAddr, "-S", secretFile, "-f", bootFile,
-			"-s", "malloc,32m", "-p", "thread_pool_min=5", "-p", "thread_pools=1", "-p", "timeout_idle=120")
+		cfg := varnishd.Config{
+			WorkDir:        workDir,
+			Listeners:      []varnishd.Listener{{Name: "port-" + strconv.Itoa(listenPort), Addr: ":" + strconv.Itoa(listenPort)}},
+			GhostAdminAddr: c.ghostAdmin,
+			Storage:        []string{"malloc,32m"},
+			Params:         []string{"thread_pool_min=5", "thread_pools=1", "timeout_idle=120"},
+		}
+		vd := exec.Command(varnishdtest.Bin(t), varnishd.Args(cfg, adminAddr, secretFile, bootFile)...)
 		vdOut := &syncBuffer{}
 		vd.Stdout, vd.Stderr = vdOut, vdOut
 		vd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
@@ -79,7 +92,7 @@ func TestSidecarSteersAnotherVarnishdAndDrainsOnPreStop(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() {
-			syscall.Kill(-vd.Process.Pid, syscall.SIGKILL)
+			varnishdtest.KillTree(vd.Process.Pid)
 			vd.Wait()
 			if t.Failed() {
 				t.Logf("varnishd output:\n%s", vdOut.String())
@@ -97,48 +110,188 @@ func TestSidecarSteersAnotherVarnishdAndDrainsOnPreStop(t *testing.T) {
 
 	// The varnish container restarts: the chaperone takes the new admin
 	// connection and loads main.vcl and routing into the new varnishd.
-	syscall.Kill(-vd.Process.Pid, syscall.SIGKILL)
+	varnishdtest.KillTree(vd.Process.Pid)
 	vd.Wait()
-	varnishContainer()
+	c.waitFor("the old cache child to release the listener", 90*time.Second, func() bool {
+		l, err := net.Listen("tcp", ":"+strconv.Itoa(listenPort))
+		if err == nil {
+			l.Close()
+		}
+		return err == nil
+	})
+	vd = varnishContainer()
 	c.waitFor("the chaperone to accept the new varnishd", 90*time.Second, func() bool {
 		return strings.Contains(c.out.String(), "varnishd connected again")
 	})
 	c.wantTraffic("S", "side")
 
-	conn := c.keepAlive()
-	drained := make(chan string, 1)
-	go func() {
-		resp, err := http.Post("http://"+c.healthAddr+"/drain", "", nil)
-		if err != nil {
-			drained <- err.Error()
-			return
+	// What faces the network: the listener and the health port only; the
+	// admin connection, varnishd's -T and ghost's admin socket are on
+	// loopback.
+	for who, root := range map[string]int{"chaperone": c.cmd.Process.Pid, "varnish container": vd.Process.Pid} {
+		socks := listeningTCP(t, append([]int{root}, varnishdtest.Descendants(root)...))
+		for _, s := range socks {
+			if !s.Addr().IsLoopback() && int(s.Port()) != listenPort && int(s.Port()) != healthPort {
+				t.Errorf("the %s listens on %s, not loopback (all: %v)", who, s, socks)
+			}
 		}
-		b, _ := io.ReadAll(resp.Body)
+	}
+
+	// No drain over TCP: the health port has no /drain.
+	for _, method := range []string{"GET", "POST"} {
+		req, _ := http.NewRequest(method, "http://"+c.healthAddr+"/drain", nil)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
 		resp.Body.Close()
-		drained <- fmt.Sprintf("%d %s", resp.StatusCode, strings.TrimSpace(string(b)))
-	}()
+		if resp.StatusCode != 404 {
+			t.Errorf("%s /drain on the health port = %d, want 404", method, resp.StatusCode)
+		}
+	}
+	// The hook fails clearly when it cannot reach the chaperone.
+	if code, _, stderr := runDrain(t, nil, "--socket", filepath.Join(dir, "elsewhere.sock")); code != 1 || !strings.Contains(stderr, "no drain socket at "+filepath.Join(dir, "elsewhere.sock")) {
+		t.Errorf("chaperone drain with a wrong socket: exit %d, %q; want 1 and no drain socket at ...", code, stderr)
+	}
+	// Another user cannot start a drain (mode 0600).
+	if os.Geteuid() == 0 {
+		code, _, stderr := runDrain(t, &syscall.Credential{Uid: 65534, Gid: 65534}, "--socket", drainSocket)
+		if code != 1 || !strings.Contains(stderr, "not allowed to connect to the drain socket") {
+			t.Errorf("chaperone drain as uid 65534: exit %d, %q; want 1 and not allowed to connect", code, stderr)
+		}
+	} else {
+		t.Log("not root: the check that another user cannot connect is skipped")
+	}
+	time.Sleep(time.Second) // a drain would turn readiness 503 within the chaperone's first count
+	if code, body := c.health("/readyz"); code != 200 {
+		t.Fatalf("/readyz = %d %s after the refused drain attempts, want 200", code, body)
+	}
+	if code, _, h := c.get(); code != 200 || h.Get("Connection") == "close" {
+		t.Fatalf("traffic after the refused drain attempts: %d Connection %q, want 200, keep-alive", code, h.Get("Connection"))
+	}
+
+	// The preStop hook.
+	conn := c.keepAlive()
+	defer conn.Close()
+	hook := exec.Command(chaperoneBin, "drain", "--socket", drainSocket)
+	hookOut, hookErr := &syncBuffer{}, &syncBuffer{}
+	hook.Stdout, hook.Stderr = hookOut, hookErr
+	if err := hook.Start(); err != nil {
+		t.Fatal(err)
+	}
+	hookDone := make(chan error, 1)
+	go func() { hookDone <- hook.Wait() }()
+	t.Cleanup(func() { hook.Process.Kill() })
 	c.waitFor("readiness 503", 90*time.Second, func() bool { code, _ := c.health("/readyz"); return code == 503 })
+	c.waitFor("ghost told about the drain", 90*time.Second, func() bool {
+		return c.metric("varnishgw_chaperone_drain_closing_connections") == 1
+	})
 	select {
-	case got := <-drained:
-		t.Fatalf("/drain answered %q with a client connected", got)
+	case err := <-hookDone:
+		t.Fatalf("chaperone drain ended (%v) with a client connected: %s %s", err, hookOut, hookErr)
 	case <-time.After(3 * time.Second):
 	}
-	conn.Close()
+	// The keep-alive client's next request gets its answer, and then
+	// varnishd closes the connection.
+	fmt.Fprintf(conn, "GET / HTTP/1.1\r\nHost: app.example.com\r\n\r\n")
+	conn.SetDeadline(time.Now().Add(60 * time.Second))
+	br := bufio.NewReader(conn)
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil {
+		t.Fatalf("request on the kept connection during the drain: %v", err)
+	}
+	io.Copy(io.Discard, resp.Body)
+	if resp.StatusCode != 200 || !resp.Close {
+		t.Errorf("during the drain: %d, Connection: close %v; want 200, true", resp.StatusCode, resp.Close)
+	}
+	if _, err := br.ReadByte(); err != io.EOF {
+		t.Errorf("after the answer: read %v, want EOF (varnishd closes the connection)", err)
+	}
 	select {
-	case got := <-drained:
-		if got != "200 drained" {
-			t.Errorf("/drain = %q, want 200 drained", got)
+	case err := <-hookDone:
+		if err != nil || !strings.Contains(hookOut.String(), "chaperone drain: drained in ") {
+			t.Errorf("chaperone drain: %v, stdout %q, stderr %q; want exit 0 and drained", err, hookOut, hookErr)
 		}
 	case <-time.After(120 * time.Second):
-		t.Fatal("/drain did not answer within 60 s after the client left")
+		t.Fatal("chaperone drain did not end within 120 s after the client left")
 	}
 	select {
 	case <-c.exited:
 	case <-time.After(90 * time.Second):
-		t.Fatal("sidecar chaperone still runs 30 s after the drain")
+		t.Fatal("sidecar chaperone still runs 90 s after the drain")
 	}
 	if c.exitErr != nil {
 		t.Errorf("sidecar exit: %v, want status 0", c.exitErr)
+	}
+	// The chaperone removed its socket: the hook now says so.
+	if code, _, stderr := runDrain(t, nil, "--socket", drainSocket); code != 1 || !strings.Contains(stderr, "no drain socket at") {
+		t.Errorf("chaperone drain after the chaperone exited: exit %d, %q; want 1 and no drain socket", code, stderr)
+	}
+}
+
+// runDrain runs `chaperone drain args...`, as cred's user when not nil.
+func runDrain(t *testing.T, cred *syscall.Credential, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
+	cmd := exec.Command(chaperoneBin, append([]string{"drain"}, args...)...)
+	var out, errOut bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	if cred != nil {
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
+	}
+	done := make(chan error, 1)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { done <- cmd.Wait() }()
+	select {
+	case <-done:
+	case <-time.After(60 * time.Second):
+		cmd.Process.Kill()
+		<-done
+		t.Fatalf("chaperone drain %v still runs after 60 s", args)
+	}
+	return cmd.ProcessState.ExitCode(), out.String(), errOut.String()
+}
+
+// TestSidecarDrainBeforeVarnishdConnects: the hook before varnishd has
+// connected finds nothing to drain: it exits 0 at once, and so does the
+// chaperone.
+func TestSidecarDrainBeforeVarnishdConnects(t *testing.T) {
+	dir := varnishdtest.Dir(t)
+	secretFile, _, _, err := varnishd.PrepareWorkDir(filepath.Join(dir, "shared"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	drainSocket := filepath.Join(dir, "drain.sock")
+	cmd := exec.Command(chaperoneBin, "--mode=sidecar", "--secret-file", secretFile,
+		"--workdir", filepath.Join(dir, "work"), "--admin-addr", varnishdtest.FreeAddr(t),
+		"--health-addr", varnishdtest.FreeAddr(t), "--drain-socket", drainSocket, "--vcl", filepath.Join(dir, "main.vcl"))
+	out := &syncBuffer{}
+	cmd.Stdout, cmd.Stderr = out, out
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	t.Cleanup(func() { varnishdtest.KillTree(cmd.Process.Pid) })
+	deadline := time.Now().Add(90 * time.Second)
+	for !strings.Contains(out.String(), "drain socket ready") {
+		if time.Now().After(deadline) {
+			t.Fatalf("no drain socket:\n%s", out.String())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if code, stdout, stderr := runDrain(t, nil, "--socket", drainSocket); code != 0 || !strings.Contains(stdout, "drained") {
+		t.Errorf("chaperone drain before varnishd connected: exit %d, %q %q; want 0, drained", code, stdout, stderr)
+	}
+	select {
+	case err := <-exited:
+		if err != nil {
+			t.Errorf("exit: %v, want status 0\n%s", err, out.String())
+		}
+	case <-time.After(90 * time.Second):
+		t.Fatalf("still running 90 s after the drain\n%s", out.String())
 	}
 }
 
@@ -152,7 +305,7 @@ func TestSidecarSIGTERMBeforeVarnishdConnects(t *testing.T) {
 	healthAddr := varnishdtest.FreeAddr(t)
 	cmd := exec.Command(chaperoneBin, "--mode=sidecar", "--secret-file", secretFile,
 		"--workdir", filepath.Join(dir, "work"), "--admin-addr", varnishdtest.FreeAddr(t),
-		"--health-addr", healthAddr, "--vcl", filepath.Join(dir, "main.vcl"))
+		"--health-addr", healthAddr, "--drain-socket", filepath.Join(dir, "drain.sock"), "--vcl", filepath.Join(dir, "main.vcl"))
 	out := &syncBuffer{}
 	cmd.Stdout, cmd.Stderr = out, out
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}

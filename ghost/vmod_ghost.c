@@ -72,6 +72,21 @@
 
 #define ADMIN_RELOAD	"/.varnish-ghost/reload"
 #define ADMIN_STATS	"/.varnish-ghost/stats"
+#define ADMIN_DRAIN	"/.varnish-ghost/drain"
+
+/*
+ * Set by POST /.varnish-ghost/drain, never cleared: varnishd is about to
+ * stop, so every response from now on says "Connection: close" and each
+ * HTTP/1 client connection closes after its current response. One flag
+ * per varnishd child: every VCL that imports this libvmod_ghost.so shares
+ * it (varnishd loads one copy of the file), so it survives routing
+ * reloads and VCL reloads; a new cache child starts without it.
+ */
+static unsigned gh_draining;
+
+#ifndef NO_VXID
+#  define NO_VXID 0	/* VSL() takes a vxid_t since Varnish 7.3 */
+#endif
 
 /*--------------------------------------------------------------------*/
 
@@ -162,6 +177,7 @@ struct gh_vcl {
 #define TASK_RELOAD	1
 #define TASK_STATS	2
 #define TASK_ADMINERR	3
+#define TASK_DRAIN	4
 
 struct gh_task {
 	unsigned		magic;
@@ -1089,6 +1105,20 @@ admin(VRT_CTX, struct VPFX(ghost_router) *rt, struct gh_task *t, int kind)
 		t->st = st_ref(rt);
 		return (0);
 	}
+	if (kind == TASK_DRAIN) {
+		if (strcmp(method, "POST")) {
+			t->kind = TASK_ADMINERR;
+			t->status = 405;
+			t->body = "{\"status\":\"error\",\"error\":\"use POST: "
+			    "the drain cannot be undone\"}\n";
+			return (0);
+		}
+		if (!__atomic_exchange_n(&gh_draining, 1, __ATOMIC_SEQ_CST))
+			VSL(SLT_VCL_Log, NO_VXID, "ghost: draining: responses "
+			    "close their connection from now on");
+		t->body = "{\"status\":\"ok\",\"draining\":true}\n";
+		return (0);
+	}
 	do_reload(ctx, rt, res);
 	u = WS_ReserveAll(ctx->ws);
 	buf = WS_Reservation(ctx->ws);
@@ -1194,6 +1224,9 @@ vmod_router_recv(VRT_CTX, struct VPFX(ghost_router) *rt)
 		if (pl == strlen(ADMIN_STATS) &&
 		    !memcmp(path, ADMIN_STATS, pl))
 			return (admin(ctx, rt, t, TASK_STATS));
+		if (pl == strlen(ADMIN_DRAIN) &&
+		    !memcmp(path, ADMIN_DRAIN, pl))
+			return (admin(ctx, rt, t, TASK_DRAIN));
 	}
 
 	t->st = st_ref(rt);
@@ -1334,18 +1367,21 @@ stats_body(struct VPFX(ghost_router) *rt, const struct gh_state *st,
 	const struct VSC_ghost *c;
 
 	VSB_printf(vsb, "{\"generation\":%ju,\"vhosts\":%u,\"routes\":%u,"
-	    "\"endpoints\":%u,\"backends\":%u,\"last_reload_ms\":%.3f,",
+	    "\"endpoints\":%u,\"backends\":%u,\"last_reload_ms\":%.3f,"
+	    "\"draining\":%s,",
 	    (uintmax_t)st->generation, st->nvhost, st->nroute,
-	    st->nendpoint, rt->nbackends, rt->last_reload_ms);
+	    st->nendpoint, rt->nbackends, rt->last_reload_ms,
+	    __atomic_load_n(&gh_draining, __ATOMIC_RELAXED) ? "true" : "false");
 	if (rt->rvsc != NULL)
 		VSB_printf(vsb, "\"reloads\":%ju,\"reload_failures\":%ju,"
 		    "\"unknown_host\":%ju,\"mirrored\":%ju,"
-		    "\"mirror_dropped\":%ju,",
+		    "\"mirror_dropped\":%ju,\"drain_closes\":%ju,",
 		    (uintmax_t)rt->rvsc->reloads,
 		    (uintmax_t)rt->rvsc->reload_failures,
 		    (uintmax_t)rt->rvsc->unknown_host,
 		    (uintmax_t)rt->rvsc->mirrored,
-		    (uintmax_t)rt->rvsc->mirror_dropped);
+		    (uintmax_t)rt->rvsc->mirror_dropped,
+		    (uintmax_t)rt->rvsc->drain_closes);
 	VSB_cat(vsb, "\"vhost\":[");
 	for (u = 0; u < st->nvhost; u++) {
 		vh = &st->vhost[u];
@@ -1372,6 +1408,25 @@ stats_body(struct VPFX(ghost_router) *rt, const struct gh_state *st,
 	VSB_cat(vsb, "]}\n");
 }
 
+/*
+ * While varnishd drains, every response closes its connection: varnishd
+ * ends an HTTP/1 session after a response with "Connection: close"
+ * (V1D_Deliver, cnt_synth), so keep-alive clients reconnect, through the
+ * Service, to another pod. HTTP/2 drops the header (connection-specific)
+ * and keeps the session.
+ */
+static void
+drain_close(VRT_CTX, struct VPFX(ghost_router) *rt)
+{
+
+	if (!__atomic_load_n(&gh_draining, __ATOMIC_RELAXED))
+		return;
+	http_ForceHeader(ctx->http_resp, H_Connection, "close");
+	if (rt->rvsc != NULL)
+		(void)__atomic_add_fetch(&rt->rvsc->drain_closes, 1,
+		    __ATOMIC_RELAXED);
+}
+
 VCL_VOID
 vmod_router_synth(VRT_CTX, struct VPFX(ghost_router) *rt)
 {
@@ -1385,6 +1440,7 @@ vmod_router_synth(VRT_CTX, struct VPFX(ghost_router) *rt)
 		    "vcl_synth", rt->vcl_name);
 		return;
 	}
+	drain_close(ctx, rt);
 	t = task_get(ctx, rt, 0);
 	if (t == NULL || t->status == 0 ||
 	    ctx->http_resp->status != t->status)
@@ -1392,6 +1448,7 @@ vmod_router_synth(VRT_CTX, struct VPFX(ghost_router) *rt)
 	CAST_OBJ_NOTNULL(body, ctx->specific, VSB_MAGIC);
 	switch (t->kind) {
 	case TASK_RELOAD:
+	case TASK_DRAIN:
 	case TASK_ADMINERR:
 		http_Unset(ctx->http_resp, H_Content_Type);
 		http_SetHeader(ctx->http_resp,
@@ -1439,6 +1496,7 @@ vmod_router_deliver(VRT_CTX, struct VPFX(ghost_router) *rt)
 		    "vcl_deliver", rt->vcl_name);
 		return;
 	}
+	drain_close(ctx, rt);
 	t = task_get(ctx, rt, 0);
 	if (t == NULL || t->route == NULL || t->status != 0)
 		return;

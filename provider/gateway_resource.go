@@ -205,7 +205,8 @@ func (r *gatewayResource) Schema(_ context.Context, _ resource.SchemaRequest, re
 				Default:  stringdefault.StaticString(modeSupervise),
 				Description: "How the pods run varnishd: supervise (the default), the chaperone container runs varnishd as its child; " +
 					"or sidecar, a varnish container runs varnishd and the chaperone container steers it, sharing the work dir and " +
-					"an admin secret (a Secret " + "the provider creates); its preStop hook calls the chaperone's /drain.",
+					"an admin secret (a Secret " + "the provider creates); its preStop hook runs `chaperone drain`, which drains varnishd through " +
+					"the chaperone's drain socket, a Unix socket of mode 0600 on the volume the two containers share.",
 				Validators: []validator.String{stringvalidator.OneOf(modeSupervise, modeSidecar)},
 			},
 			"replicas": schema.Int64Attribute{

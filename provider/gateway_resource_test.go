@@ -768,9 +768,13 @@ func TestAccGatewaySidecar(t *testing.T) {
 					if got := strings.Join(varnish.Args, " "); got != wantVarnishd || len(varnish.Command) != 1 || varnish.Command[0] != "/usr/sbin/varnishd" {
 						return fmt.Errorf("varnish container runs %q %q, want varnishd %q", varnish.Command, got, wantVarnishd)
 					}
-					if varnish.Lifecycle == nil || varnish.Lifecycle.PreStop == nil || varnish.Lifecycle.PreStop.HTTPGet == nil ||
-						varnish.Lifecycle.PreStop.HTTPGet.Path != "/drain" || varnish.Lifecycle.PreStop.HTTPGet.Port.IntValue() != 9091 {
-						return fmt.Errorf("varnish preStop = %+v, want httpGet :9091/drain", varnish.Lifecycle)
+					wantHook := []string{"/usr/local/bin/chaperone", "drain", "--socket=/var/lib/varnishgw/drain.sock", "--delay=5s"}
+					if varnish.Lifecycle == nil || varnish.Lifecycle.PreStop == nil || varnish.Lifecycle.PreStop.Exec == nil ||
+						varnish.Lifecycle.PreStop.HTTPGet != nil || !slices.Equal(varnish.Lifecycle.PreStop.Exec.Command, wantHook) {
+						return fmt.Errorf("varnish preStop = %+v, want exec %q", varnish.Lifecycle, wantHook)
+					}
+					if chap.Lifecycle == nil || chap.Lifecycle.PreStop == nil || chap.Lifecycle.PreStop.Sleep == nil || chap.Lifecycle.PreStop.Sleep.Seconds != 5 {
+						return fmt.Errorf("chaperone preStop = %+v, want sleep 5 s (its SIGTERM drains too)", chap.Lifecycle)
 					}
 					if q := varnish.Resources.Limits.Memory(); q.String() != "1Gi" {
 						return fmt.Errorf("varnish memory limit = %s, want 1Gi", q)

@@ -30,6 +30,7 @@ import (
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 	gatewayv1apply "sigs.k8s.io/gateway-api/applyconfiguration/apis/v1"
 
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/drain"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/mainvcl"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/routing"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/varnishd"
@@ -61,6 +62,7 @@ const (
 	bootDir          = "/etc/varnishgw/boot"
 	bootVCLKey       = "boot.vcl"
 	varnishdBin      = "/usr/sbin/varnishd"
+	chaperoneBin     = "/usr/local/bin/chaperone" // in the gateway image, beside varnishd
 	adminAddr        = "127.0.0.1:6082"
 	ghostAdminAddr   = "127.0.0.1:6084"
 	modeSupervise    = "supervise"
@@ -433,9 +435,9 @@ func (s *runtimeSpec) deployment() *appsv1apply.DeploymentApplyConfiguration {
 		corev1apply.Volume().WithName(stateVolume).WithEmptyDir(corev1apply.EmptyDirVolumeSource()),
 	}
 	if s.mode == modeSidecar {
-		// The listener ports and the drain move to the varnish container.
+		// The listener ports move to the varnish container. The chaperone
+		// keeps its preStop pause: its SIGTERM starts the drain too.
 		ctr.Ports = ctr.Ports[len(ctr.Ports)-1:]
-		ctr.Lifecycle = nil
 		ctr.Resources = nil
 		secretMount := corev1apply.VolumeMount().WithName(secretVolume).WithMountPath(secretDir).WithReadOnly(true)
 		ctr.WithVolumeMounts(secretMount)
@@ -448,8 +450,13 @@ func (s *runtimeSpec) deployment() *appsv1apply.DeploymentApplyConfiguration {
 				corev1apply.VolumeMount().WithName(stateVolume).WithMountPath(stateDir),
 				secretMount,
 				corev1apply.VolumeMount().WithName(bootVolume).WithMountPath(bootDir).WithReadOnly(true)).
+			// preStop: after the same pause, the chaperone drains varnishd;
+			// the hook returns once it is done. It talks to the chaperone
+			// over its drain socket (mode 0600) on the shared state volume:
+			// nothing reachable over the network can start a drain.
 			WithLifecycle(corev1apply.Lifecycle().WithPreStop(corev1apply.LifecycleHandler().
-				WithHTTPGet(corev1apply.HTTPGetAction().WithPath("/drain").WithPort(intstr.FromInt32(healthPort)))))
+				WithExec(corev1apply.ExecAction().WithCommand(chaperoneBin, "drain",
+					"--socket="+drain.DefaultSocket, fmt.Sprintf("--delay=%ds", preStopSleep)))))
 		for _, p := range s.ports {
 			varnish.WithPorts(corev1apply.ContainerPort().WithName(routing.SocketName(gatewayv1.PortNumber(p))).
 				WithContainerPort(p).WithProtocol(corev1.ProtocolTCP))

@@ -1,6 +1,7 @@
 package provider
 
 import (
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -10,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/drain"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/routing"
 )
 
@@ -164,5 +166,31 @@ func TestParseResources(t *testing.T) {
 	got, err := parseResources("resources.requests", map[string]string{"cpu": "250m"})
 	if err != nil || got.Cpu().MilliValue() != 250 {
 		t.Errorf("parseResources = %v, %v", got, err)
+	}
+}
+
+// The sidecar's preStop hook reaches the chaperone's drain socket on the
+// state volume both containers mount, where the chaperone creates it by
+// default in sidecar mode.
+func TestSidecarDrainSocketOnTheSharedVolume(t *testing.T) {
+	if filepath.Dir(drain.DefaultSocket) != stateDir {
+		t.Errorf("drain socket %s is not on the state volume %s", drain.DefaultSocket, stateDir)
+	}
+	s := testSpec()
+	s.mode = modeSidecar
+	d := s.deployment()
+	for _, c := range d.Spec.Template.Spec.Containers {
+		mounted := false
+		for _, m := range c.VolumeMounts {
+			mounted = mounted || (*m.Name == stateVolume && *m.MountPath == stateDir)
+		}
+		if !mounted {
+			t.Errorf("container %s does not mount the state volume at %s", *c.Name, stateDir)
+		}
+	}
+	for _, a := range s.chaperoneArgs() {
+		if strings.HasPrefix(a, "--drain-socket") {
+			t.Errorf("chaperone arg %q: the hook assumes the default drain socket", a)
+		}
 	}
 }

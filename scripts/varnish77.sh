@@ -27,6 +27,7 @@
 # VARNISHGW_VARNISH77_DIR sets <dir>; VARNISHGW_DEBIAN_MIRROR and
 # VARNISHGW_DEBIAN_SECURITY_MIRROR the archive (http_proxy is honoured).
 set -euo pipefail
+umask 022 # the jail users read the tree
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 list=$root/scripts/varnish77-packages.txt
@@ -83,7 +84,6 @@ if [ -f "$dest/ok" ]; then
 fi
 
 mkdir -p "$parent"
-chmod 755 "$parent"
 exec 9>"$parent/.lock"
 flock 9
 if [ -f "$dest/ok" ]; then # another setup made it while this one waited

@@ -1,8 +1,14 @@
 // Package drain empties varnishd before the pod goes away: once started
-// (SIGTERM, or /drain from the varnish container's preStop hook in sidecar
-// mode) it counts the live client sessions every second, logs progress every
-// 10 seconds, and when none is left (or the timeout has passed) stops the
-// cache child through the admin connection.
+// (SIGTERM, or a request on the drain socket from the varnish container's
+// preStop hook in sidecar mode) it has varnishd close every client
+// connection after its current response, counts the live client sessions
+// every second, logs progress every 10 seconds, and when none is left (or
+// the timeout has passed) stops the cache child through the admin
+// connection.
+//
+// The drain socket (Listen, Request) is a Unix socket of mode 0600 on the
+// pod's shared state volume: only a process of the pod, as the chaperone's
+// user, can start a drain. Nothing reachable over the network can.
 package drain
 
 import (
@@ -12,6 +18,7 @@ import (
 	"log/slog"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -27,6 +34,15 @@ type Drainer struct {
 	OnStart func()
 	// OnCount gets every count (for a metric); may be nil.
 	OnCount func(n uint64)
+	// CloseConnections has varnishd close every client connection after
+	// its current response (ghost's POST /.varnish-ghost/drain), so
+	// keep-alive clients move to other pods at once. It is called when
+	// the drain starts and again before every count until it succeeds,
+	// and once more after CloseAgain. May be nil.
+	CloseConnections func(ctx context.Context) error
+	// OnClosing is called each time CloseConnections succeeds (for a
+	// metric); may be nil.
+	OnClosing func()
 	// PollInterval is the time between counts (default 1 s).
 	PollInterval time.Duration
 	// ProgressInterval is the time between progress logs (default 10 s).
@@ -35,11 +51,29 @@ type Drainer struct {
 	Timeout time.Duration
 	Logger  *slog.Logger
 
-	once sync.Once
-	done chan struct{}
-	err  error
-	mu   sync.Mutex
+	once       sync.Once
+	done       chan struct{}
+	err        error
+	mu         sync.Mutex
+	closeAgain atomic.Bool
 }
+
+// TimeoutError is the result of a drain that the timeout ended with client
+// sessions still open; varnishd was stopped all the same.
+type TimeoutError struct {
+	Sessions uint64
+	Timeout  time.Duration
+}
+
+func (e *TimeoutError) Error() string {
+	return fmt.Sprintf("drain timeout: %d client sessions were still open after %s; varnishd was stopped with them (raise --drain-timeout, and terminationGracePeriodSeconds with it, for longer requests)", e.Sessions, e.Timeout)
+}
+
+// CloseAgain makes a running drain call CloseConnections again: after a
+// cache child restart (or, in sidecar mode, a new varnishd) the new child
+// does not know about the drain. Before a drain it changes nothing: a drain
+// calls CloseConnections first thing anyway.
+func (d *Drainer) CloseAgain() { d.closeAgain.Store(true) }
 
 func (d *Drainer) init() {
 	d.mu.Lock()
@@ -57,7 +91,9 @@ func (d *Drainer) Done() <-chan struct{} {
 
 // Drain starts the drain if it is not running and waits until it ends or ctx
 // ends. The drain itself runs with its own lifetime (a caller going away
-// does not stop it).
+// does not stop it). The result is nil when no session was left, a
+// *TimeoutError when the timeout ended the wait, or the error of stopping
+// varnishd.
 func (d *Drainer) Drain(ctx context.Context) error {
 	d.init()
 	d.once.Do(func() { go d.run() })
@@ -94,7 +130,29 @@ func (d *Drainer) run() {
 	}
 	logger.Info("draining: waiting for client sessions to close", "timeout", d.Timeout.String())
 	lastLog := time.Now()
+	closing, lastCloseWarn := d.CloseConnections == nil, time.Time{}
 	for {
+		if d.closeAgain.Swap(false) && d.CloseConnections != nil {
+			closing = false
+		}
+		if !closing {
+			cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			err := d.CloseConnections(cctx)
+			cancel()
+			switch {
+			case err == nil:
+				closing = true
+				logger.Info("draining: client connections close after their current response")
+				if d.OnClosing != nil {
+					d.OnClosing()
+				}
+			case time.Since(lastCloseWarn) >= progress:
+				// e.g. main.vcl (with ghost) not loaded yet: tried again
+				// before every count
+				logger.Warn("draining: cannot make client connections close after their response yet; keep-alive clients stay until they close", "error", err)
+				lastCloseWarn = time.Now()
+			}
+		}
 		n, err := d.LiveSessions(ctx)
 		if err == nil && d.OnCount != nil {
 			d.OnCount(n)
@@ -114,6 +172,9 @@ func (d *Drainer) run() {
 		case <-ctx.Done():
 			logger.Warn("draining: timeout, stopping with sessions open", "sessions", n, "timeout", d.Timeout.String())
 			d.err = d.stop(logger)
+			if d.err == nil {
+				d.err = &TimeoutError{Sessions: n, Timeout: d.Timeout}
+			}
 			return
 		case <-time.After(poll):
 		}
@@ -131,18 +192,22 @@ func (d *Drainer) stop(logger *slog.Logger) error {
 	return nil
 }
 
-// Handler serves /drain: it starts the drain (if not running) and answers
-// 200 only when it is done, 500 if stopping varnishd failed. The varnish
-// container's preStop hook calls it in sidecar mode.
+// Handler serves a drain request: it starts the drain (if not running) and
+// answers 200 "drained" only when it is done, 504 when the timeout ended it
+// with sessions open, 500 if stopping varnishd failed. It is served on the
+// drain socket only (Listen), never on a TCP port.
 func (d *Drainer) Handler() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if err := d.Drain(r.Context()); err != nil {
-			if errors.Is(err, context.Canceled) {
-				return
-			}
+		err := d.Drain(r.Context())
+		var te *TimeoutError
+		switch {
+		case err == nil:
+			fmt.Fprintln(w, "drained")
+		case errors.Is(err, context.Canceled):
+		case errors.As(err, &te):
+			http.Error(w, err.Error(), http.StatusGatewayTimeout)
+		default:
 			http.Error(w, err.Error(), http.StatusInternalServerError)
-			return
 		}
-		fmt.Fprintln(w, "drained")
 	})
 }

@@ -3,6 +3,7 @@ package drain_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -36,12 +37,12 @@ func TestDrainWaitsForSessionsThenStops(t *testing.T) {
 		timeout  time.Duration
 		lower    bool
 		stopErr  error
-		wantErr  bool
+		wantErr  string // "" for nil
 	}{
-		{"no session", 0, 0, false, nil, false},
-		{"sessions close", 3, 0, true, nil, false},
-		{"timeout with sessions open", 3, 300 * time.Millisecond, false, nil, false},
-		{"stop fails", 0, 0, false, errors.New("no"), true},
+		{"no session", 0, 0, false, nil, ""},
+		{"sessions close", 3, 0, true, nil, ""},
+		{"timeout with sessions open", 3, 300 * time.Millisecond, false, nil, "drain timeout: 3 client sessions were still open after 300ms; varnishd was stopped with them"},
+		{"stop fails", 0, 0, false, errors.New("no"), "stop varnishd after draining: no"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := &fakeVarnish{stopErr: tc.stopErr}
@@ -63,8 +64,12 @@ func TestDrainWaitsForSessionsThenStops(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
 			err := d.Drain(ctx)
-			if (err != nil) != tc.wantErr {
-				t.Fatalf("Drain = %v, wantErr %v", err, tc.wantErr)
+			if got := fmt.Sprint(err); (err == nil) != (tc.wantErr == "") || err != nil && !strings.Contains(got, tc.wantErr) {
+				t.Fatalf("Drain = %v, want %q", err, tc.wantErr)
+			}
+			var te *drain.TimeoutError
+			if tc.timeout > 0 && (!errors.As(err, &te) || te.Sessions != 3) {
+				t.Errorf("Drain = %#v, want a *TimeoutError with 3 sessions", err)
 			}
 			if !started.Load() || f.stops.Load() != 1 {
 				t.Errorf("started %v, %d stops; want true, 1", started.Load(), f.stops.Load())
@@ -162,4 +167,77 @@ func (s *syncBuf) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.String()
+}
+
+// CloseConnections is called when the drain starts, retried before every
+// count until it succeeds, and called again after CloseAgain.
+func TestDrainClosesConnectionsAndRetries(t *testing.T) {
+	f := &fakeVarnish{}
+	f.sessions.Store(1)
+	var calls, fails, closings atomic.Int32
+	fails.Store(3)
+	d := &drain.Drainer{
+		LiveSessions: f.live, Stop: f.stop, PollInterval: 10 * time.Millisecond,
+		CloseConnections: func(context.Context) error {
+			calls.Add(1)
+			if fails.Add(-1) >= 0 {
+				return errors.New("main.vcl not loaded yet")
+			}
+			return nil
+		},
+		OnClosing: func() { closings.Add(1) },
+	}
+	go d.Drain(context.Background())
+	waitUntil(t, "CloseConnections to succeed", func() bool { return closings.Load() == 1 })
+	if n := calls.Load(); n != 4 {
+		t.Errorf("CloseConnections called %d times, want 4 (3 failures, then success)", n)
+	}
+	time.Sleep(50 * time.Millisecond)
+	if n := calls.Load(); n != 4 {
+		t.Errorf("CloseConnections called %d times after its success, want still 4", n)
+	}
+	d.CloseAgain() // a cache child restart
+	waitUntil(t, "CloseConnections again", func() bool { return closings.Load() == 2 })
+	f.sessions.Store(0)
+	if err := d.Drain(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if n := calls.Load(); n != 5 {
+		t.Errorf("CloseConnections called %d times, want 5", n)
+	}
+}
+
+func TestHandlerAnswers(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		sessions int64
+		stopErr  error
+		want     string
+	}{
+		{"drained", 0, nil, "200 drained"},
+		{"timeout", 2, nil, "504 drain timeout: 2 client sessions were still open after 50ms"},
+		{"stop fails", 0, errors.New("admin connection gone"), "500 stop varnishd after draining: admin connection gone"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := &fakeVarnish{stopErr: tc.stopErr}
+			f.sessions.Store(tc.sessions)
+			d := &drain.Drainer{LiveSessions: f.live, Stop: f.stop, PollInterval: 10 * time.Millisecond, Timeout: 50 * time.Millisecond}
+			rec := httptest.NewRecorder()
+			d.Handler().ServeHTTP(rec, httptest.NewRequest("POST", "/drain", nil))
+			if got := fmt.Sprintf("%d %s", rec.Code, strings.TrimSpace(rec.Body.String())); !strings.HasPrefix(got, tc.want) {
+				t.Errorf("answer %q, want %q...", got, tc.want)
+			}
+		})
+	}
+}
+
+func waitUntil(t *testing.T, what string, ok func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !ok() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
 }

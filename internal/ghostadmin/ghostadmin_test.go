@@ -3,6 +3,7 @@ package ghostadmin_test
 import (
 	"context"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -78,5 +79,66 @@ func TestReloadAgainstGhost(t *testing.T) {
 	// Nothing listening: an error naming the reload.
 	if _, err := ghostadmin.Reload(ctx, varnishdtest.FreeAddr(t)); err == nil || !strings.Contains(err.Error(), "ghost reload") {
 		t.Errorf("Reload with nothing listening = %v, want a ghost reload error", err)
+	}
+}
+
+func TestDrainAgainstGhost(t *testing.T) {
+	vmod := varnishdtest.GhostVMOD(t)
+	be := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { fmt.Fprint(w, "A") }))
+	defer be.Close()
+	host, port, _ := net.SplitHostPort(strings.TrimPrefix(be.URL, "http://"))
+	dir := varnishdtest.Dir(t)
+	ghostJSON := filepath.Join(dir, "ghost.json")
+	if err := os.WriteFile(ghostJSON, []byte(fmt.Sprintf(`{"version": 1, "vhosts": [{"hostname": "a.example.com", "routes": [
+	  {"name": "a", "match": {"path": {"type": "PathPrefix", "value": "/"}},
+	   "backends": [{"endpoints": [{"address": %q, "port": %s}]}]}]}]}`, host, port)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	adminAddr, listenAddr := varnishdtest.FreeAddr(t), varnishdtest.FreeAddr(t)
+	p := varnishdtest.Start(t, varnishd.Config{
+		Listeners:      []varnishd.Listener{{Name: "port-test", Addr: listenAddr}},
+		GhostAdminAddr: adminAddr,
+	})
+	ctx := context.Background()
+
+	// The boot VCL has no ghost: an error naming the drain.
+	if err := ghostadmin.Drain(ctx, adminAddr); err == nil || !strings.Contains(err.Error(), "ghost drain answered 503") {
+		t.Errorf("Drain under the boot VCL = %v, want ghost drain answered 503", err)
+	}
+	if err := p.Admin.VCLInline(ctx, "main", varnishdtest.MainVCL(vmod, ghostJSON)); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Admin.VCLUse(ctx, "main"); err != nil {
+		t.Fatal(err)
+	}
+	get := func() (string, error) {
+		req, _ := http.NewRequest("GET", "http://"+listenAddr+"/", nil)
+		req.Host = "a.example.com"
+		resp, err := http.DefaultTransport.RoundTrip(req)
+		if err != nil {
+			return "", err
+		}
+		defer resp.Body.Close()
+		io.Copy(io.Discard, resp.Body)
+		if resp.Close {
+			return "close", nil
+		}
+		return "keep-alive", nil
+	}
+	if got, err := get(); got != "keep-alive" {
+		t.Fatalf("before the drain: %q %v, want keep-alive", got, err)
+	}
+	if err := ghostadmin.Drain(ctx, adminAddr); err != nil {
+		t.Fatalf("Drain: %v", err)
+	}
+	if got, err := get(); got != "close" {
+		t.Errorf("after the drain: %q %v, want close", got, err)
+	}
+	// Again: still ok (nothing to undo).
+	if err := ghostadmin.Drain(ctx, adminAddr); err != nil {
+		t.Errorf("second Drain: %v", err)
+	}
+	if err := ghostadmin.Drain(ctx, varnishdtest.FreeAddr(t)); err == nil || !strings.Contains(err.Error(), "ghost drain") {
+		t.Errorf("Drain with nothing listening = %v, want a ghost drain error", err)
 	}
 }

@@ -1,7 +1,8 @@
 // Package metrics holds the chaperone's own Prometheus metrics and the
 // registry /metrics serves: reloads by kind and result, the time of the
-// last successful reload, VCL compile failures, cache child restarts and
-// whether the pod is draining. The varnishd counters come from
+// last successful reload, VCL compile failures, cache child restarts,
+// whether the pod is draining and whether client connections then close
+// after their response. The varnishd counters come from
 // varnishstat.Collector; the routing half registers its own collectors
 // (endpoints per service, ...) on the same registry.
 package metrics
@@ -31,6 +32,7 @@ type Chaperone struct {
 	vclCompileFailures prometheus.Counter
 	childRestarts      prometheus.Counter
 	draining           prometheus.Gauge
+	closing            prometheus.Gauge
 	liveSessions       prometheus.Gauge
 }
 
@@ -69,6 +71,10 @@ func NewChaperone(reg prometheus.Registerer) *Chaperone {
 			Name: "varnishgw_chaperone_draining",
 			Help: "1 while the chaperone drains client sessions before stopping.",
 		}),
+		closing: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "varnishgw_chaperone_drain_closing_connections",
+			Help: "1 once ghost, told about the drain, closes every client connection after its current response.",
+		}),
 		liveSessions: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "varnishgw_chaperone_live_sessions",
 			Help: "Open client sessions at the last count (sum of MEMPOOL.sess*.live).",
@@ -79,7 +85,7 @@ func NewChaperone(reg prometheus.Registerer) *Chaperone {
 			m.reloads.WithLabelValues(kind, result)
 		}
 	}
-	reg.MustRegister(m.reloads, m.lastSuccess, m.vclCompileFailures, m.childRestarts, m.draining, m.liveSessions)
+	reg.MustRegister(m.reloads, m.lastSuccess, m.vclCompileFailures, m.childRestarts, m.draining, m.closing, m.liveSessions)
 	return m
 }
 
@@ -107,6 +113,16 @@ func (m *Chaperone) SetDraining(on bool) {
 		m.draining.Set(1)
 	} else {
 		m.draining.Set(0)
+	}
+}
+
+// SetClosingConnections sets the gauge that says client connections close
+// after their current response.
+func (m *Chaperone) SetClosingConnections(on bool) {
+	if on {
+		m.closing.Set(1)
+	} else {
+		m.closing.Set(0)
 	}
 }
 

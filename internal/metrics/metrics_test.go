@@ -23,6 +23,7 @@ func TestChaperoneMetrics(t *testing.T) {
 	m.ObserveReload(metrics.KindGhost, nil)
 	m.ObserveChildRestart()
 	m.SetDraining(true)
+	m.SetClosingConnections(true)
 	m.SetLiveSessions(4)
 
 	want := `
@@ -41,13 +42,16 @@ varnishgw_chaperone_child_restarts_total 1
 # HELP varnishgw_chaperone_draining 1 while the chaperone drains client sessions before stopping.
 # TYPE varnishgw_chaperone_draining gauge
 varnishgw_chaperone_draining 1
+# HELP varnishgw_chaperone_drain_closing_connections 1 once ghost, told about the drain, closes every client connection after its current response.
+# TYPE varnishgw_chaperone_drain_closing_connections gauge
+varnishgw_chaperone_drain_closing_connections 1
 # HELP varnishgw_chaperone_live_sessions Open client sessions at the last count (sum of MEMPOOL.sess*.live).
 # TYPE varnishgw_chaperone_live_sessions gauge
 varnishgw_chaperone_live_sessions 4
 `
 	if err := testutil.GatherAndCompare(reg, strings.NewReader(want),
 		"varnishgw_chaperone_reloads_total", "varnishgw_chaperone_vcl_compile_failures_total",
-		"varnishgw_chaperone_child_restarts_total", "varnishgw_chaperone_draining",
+		"varnishgw_chaperone_child_restarts_total", "varnishgw_chaperone_draining", "varnishgw_chaperone_drain_closing_connections",
 		"varnishgw_chaperone_live_sessions"); err != nil {
 		t.Error(err)
 	}

@@ -5,6 +5,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -16,6 +17,24 @@ import (
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/varnishd/varnishdtest"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/varnishstat"
 )
+
+// TestSelectedVarnish: the programs the tests run are the selected Varnish's
+// (varnishdtest.EnvVarnish; make test runs this package with this machine's
+// and with Debian 13's 7.7).
+func TestSelectedVarnish(t *testing.T) {
+	want := varnishdtest.VersionString(t)
+	for _, bin := range []string{varnishdtest.Bin(t), varnishdtest.StatBin(t)} {
+		out, err := exec.Command(bin, "-V").CombinedOutput()
+		if err != nil {
+			t.Fatalf("%s -V: %v\n%s", bin, err, out)
+		}
+		first, _, _ := strings.Cut(string(out), "\n")
+		if !strings.Contains(first, "("+want) {
+			t.Errorf("%s -V = %q, want %q", bin, first, want)
+		}
+		t.Logf("%s: %s", bin, first)
+	}
+}
 
 func TestArgs(t *testing.T) {
 	cfg := varnishd.Config{

@@ -17,8 +17,9 @@ var (
 	ghostErr   error
 )
 
-// GhostVMOD builds the ghost VMOD (make -C ghost all, once per test binary,
-// serialized across test binaries with a lock file) and returns a copy of
+// GhostVMOD builds the ghost VMOD for the selected Varnish (EnvVarnish; make
+// -C ghost all, with VARNISH=7.7 for 7.7, once per test binary, serialized
+// across test binaries with a lock file) and returns a copy of
 // libvmod_ghost.so in a directory of the test that user vcache can read.
 // It fails the test when the build fails.
 func GhostVMOD(t testing.TB) string {
@@ -59,10 +60,21 @@ func buildGhost() (string, error) {
 		return "", fmt.Errorf("lock the ghost build: %w", err)
 	}
 	defer syscall.Flock(int(lock.Fd()), syscall.LOCK_UN)
-	if out, err := exec.Command("make", "-C", filepath.Join(root, "ghost"), "all").CombinedOutput(); err != nil {
-		return "", fmt.Errorf("make -C ghost all: %w\n%s", err, out)
+	sel, err := selectVarnish()
+	if err != nil {
+		return "", err
 	}
-	return filepath.Join(root, "ghost", "libvmod_ghost.so"), nil
+	args := []string{"-C", filepath.Join(root, "ghost"), "all"}
+	so := filepath.Join(root, "ghost", "libvmod_ghost.so")
+	if sel.version != "" {
+		// $ABI strict: one build per varnishd
+		args = append(args, "VARNISH="+sel.version)
+		so = filepath.Join(root, "ghost", "build-"+sel.version, "libvmod_ghost.so")
+	}
+	if out, err := exec.Command("make", args...).CombinedOutput(); err != nil {
+		return "", fmt.Errorf("make %s: %w\n%s", strings.Join(args, " "), err, out)
+	}
+	return so, nil
 }
 
 // repoRoot is the directory of go.mod above the working directory.

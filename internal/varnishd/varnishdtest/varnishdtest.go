@@ -22,19 +22,120 @@ import (
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/varnishd"
 )
 
-// Bin returns the path of varnishd or fails the test.
+// EnvVarnish is the environment variable that selects the Varnish the tests
+// run against:
+//   - empty: this machine's (Debian 12: 7.1), varnishd and varnishstat from
+//     PATH or /usr/sbin, ghost built by make -C ghost all;
+//   - "7.7": Debian 13's, the gateway image's, unpacked by scripts/varnish77.sh:
+//     the programs from VARNISHGW_VARNISH77_BIN (the environment, else
+//     bin/tools.env), ghost built by make -C ghost all VARNISH=7.7.
+//
+// make test runs the packages that talk to varnishd once with each
+// (the GNUmakefile's test-go-77).
+const EnvVarnish = "VARNISHGW_TEST_VARNISH"
+
+type selection struct {
+	version string // "" (this machine's) or "7.7"
+	binDir  string // "" (PATH, /usr/sbin) or the wrappers' directory
+}
+
+var (
+	selectOnce sync.Once
+	selected   selection
+	selectErr  error
+)
+
+func selectVarnish() (selection, error) {
+	selectOnce.Do(func() { selected, selectErr = readSelection() })
+	return selected, selectErr
+}
+
+func readSelection() (selection, error) {
+	switch v := os.Getenv(EnvVarnish); v {
+	case "":
+		return selection{}, nil
+	case "7.7":
+		const key = "VARNISHGW_VARNISH77_BIN"
+		dir := os.Getenv(key)
+		if dir == "" {
+			dir = toolsEnv(key)
+		}
+		if dir == "" {
+			return selection{}, fmt.Errorf("%s=7.7, but %s is neither in the environment nor in bin/tools.env: run make setup (scripts/varnish77.sh unpacks Debian 13's Varnish 7.7)", EnvVarnish, key)
+		}
+		if _, err := os.Stat(filepath.Join(dir, "varnishd")); err != nil {
+			return selection{}, fmt.Errorf("%s=7.7: %s=%s has no varnishd (%v): run make setup", EnvVarnish, key, dir, err)
+		}
+		return selection{version: v, binDir: dir}, nil
+	default:
+		return selection{}, fmt.Errorf("%s=%q: want empty (this machine's Varnish) or 7.7", EnvVarnish, v)
+	}
+}
+
+// toolsEnv is key's value in the repository's bin/tools.env (written by make
+// setup), or "".
+func toolsEnv(key string) string {
+	root, err := repoRoot()
+	if err != nil {
+		return ""
+	}
+	data, err := os.ReadFile(filepath.Join(root, "bin", "tools.env"))
+	if err != nil {
+		return ""
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if v, ok := strings.CutPrefix(line, key+"="); ok {
+			return v
+		}
+	}
+	return ""
+}
+
+// Varnish returns the Varnish version the tests run against (EnvVarnish):
+// "" for this machine's, or "7.7".
+func Varnish(t testing.TB) string {
+	t.Helper()
+	s, err := selectVarnish()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s.version
+}
+
+// VersionString is what `varnishd -V` and the CLI banner of the selected
+// Varnish contain: "varnish-7.7." for 7.7, "varnish-7." for this machine's.
+func VersionString(t testing.TB) string {
+	t.Helper()
+	if v := Varnish(t); v != "" {
+		return "varnish-" + v + "."
+	}
+	return "varnish-7."
+}
+
+// Bin returns the path of the selected varnishd or fails the test.
 func Bin(t testing.TB) string {
 	t.Helper()
 	return find(t, "varnishd")
 }
 
-// StatBin returns the path of varnishstat or fails the test.
+// StatBin returns the path of the selected varnishstat or fails the test.
 func StatBin(t testing.TB) string {
 	t.Helper()
 	return find(t, "varnishstat")
 }
 
 func find(t testing.TB, name string) string {
+	s, err := selectVarnish()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.binDir != "" {
+		p := filepath.Join(s.binDir, name)
+		if _, err := os.Stat(p); err != nil {
+			t.Fatalf("Varnish %s: %v: run `make setup`", s.version, err)
+		}
+		return p
+	}
 	if p, err := exec.LookPath(name); err == nil {
 		return p
 	}
@@ -206,3 +307,7 @@ func HostIP(t testing.TB) string {
 	}
 	return ip
 }
+
+// Descendants returns the process IDs below pid (children, their children,
+// ...), read from /proc.
+func Descendants(pid int) []int { return descendants(pid) }

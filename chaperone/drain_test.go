@@ -1,0 +1,430 @@
+package main
+
+import (
+	"bufio"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/varnishd/varnishdtest"
+)
+
+// keepAliveClient sends requests one after the other over one HTTP/1.1
+// connection, as long as the server keeps it; when a response says
+// "Connection: close" it checks that the server closes the connection and
+// sends the next request on a new one.
+type keepAliveClient struct {
+	addr string
+
+	mu        sync.Mutex
+	responses []kaResponse
+	errs      []string
+	stop      chan struct{}
+	done      chan struct{}
+}
+
+type kaResponse struct {
+	conn         int    // 1 for the first connection
+	close        bool   // Connection: close
+	serverClosed bool   // the server closed the connection after it
+	vcl          string // X-VCL
+}
+
+func startKeepAliveClient(t *testing.T, addr string) *keepAliveClient {
+	k := &keepAliveClient{addr: addr, stop: make(chan struct{}), done: make(chan struct{})}
+	go k.run()
+	t.Cleanup(k.Stop)
+	return k
+}
+
+func (k *keepAliveClient) run() {
+	defer close(k.done)
+	var conn net.Conn
+	var br *bufio.Reader
+	conns := 0
+	fail := func(format string, a ...any) {
+		k.mu.Lock()
+		k.errs = append(k.errs, fmt.Sprintf(format, a...))
+		k.mu.Unlock()
+		if conn != nil {
+			conn.Close()
+			conn = nil
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	for {
+		select {
+		case <-k.stop:
+			if conn != nil {
+				conn.Close()
+			}
+			return
+		default:
+		}
+		if conn == nil {
+			c, err := net.Dial("tcp", k.addr)
+			if err != nil {
+				fail("dial: %v", err)
+				continue
+			}
+			conn, br = c, bufio.NewReader(c)
+			conns++
+		}
+		conn.SetDeadline(time.Now().Add(30 * time.Second))
+		if _, err := fmt.Fprintf(conn, "GET / HTTP/1.1\r\nHost: app.example.com\r\n\r\n"); err != nil {
+			fail("request on connection %d: %v", conns, err)
+			continue
+		}
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil {
+			fail("response on connection %d: %v", conns, err)
+			continue
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			fail("status %d on connection %d", resp.StatusCode, conns)
+			continue
+		}
+		r := kaResponse{conn: conns, close: resp.Close, vcl: resp.Header.Get("X-VCL")}
+		if r.close {
+			// varnishd closes its end: the next read sees EOF.
+			conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+			_, err := br.ReadByte()
+			r.serverClosed = err == io.EOF
+			conn.Close()
+			conn = nil
+		}
+		k.mu.Lock()
+		k.responses = append(k.responses, r)
+		k.mu.Unlock()
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// Stop ends the client and closes its connection.
+func (k *keepAliveClient) Stop() {
+	select {
+	case <-k.stop:
+	default:
+		close(k.stop)
+	}
+	<-k.done
+}
+
+func (k *keepAliveClient) snapshot() ([]kaResponse, []string) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return slices.Clone(k.responses), slices.Clone(k.errs)
+}
+
+// TestDrainClosesKeepAliveConnections: once SIGTERM starts the drain, a
+// keep-alive client that sends continuously gets "Connection: close",
+// varnishd closes the connection after that response and the next request
+// goes on a new connection; a request in flight completes; it holds across
+// a VCL reload and a routing reload. No request fails.
+func TestDrainClosesKeepAliveConnections(t *testing.T) {
+	release := make(chan struct{})
+	slowArrived := make(chan struct{}, 1)
+	be := backendFunc(t, func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/slow" {
+			slowArrived <- struct{}{}
+			<-release
+			fmt.Fprint(w, "slow")
+			return
+		}
+		fmt.Fprint(w, "A")
+	})
+	c := startChaperone(t, be, "--param", "timeout_idle=120")
+	c.wantTraffic("A", "v1")
+
+	k := startKeepAliveClient(t, c.listenAddr)
+	c.waitFor("keep-alive traffic", 90*time.Second, func() bool { rs, _ := k.snapshot(); return len(rs) >= 20 })
+	if rs, errs := k.snapshot(); len(errs) > 0 || slices.ContainsFunc(rs, func(r kaResponse) bool { return r.conn != 1 || r.close }) {
+		t.Fatalf("before the drain: %d responses not all on one kept connection, errors %v", len(rs), errs)
+	}
+
+	// An idle keep-alive connection holds the drain open while the test
+	// runs (the continuous client alone reconnects, and a count between
+	// two of its connections may find no session and end the drain).
+	idle := c.keepAlive()
+	defer idle.Close()
+
+	// A request in flight when the drain starts.
+	inflight, err := net.Dial("tcp", c.listenAddr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer inflight.Close()
+	fmt.Fprintf(inflight, "GET /slow HTTP/1.1\r\nHost: app.example.com\r\n\r\n")
+	select {
+	case <-slowArrived:
+	case <-time.After(60 * time.Second):
+		t.Fatal("the slow request did not reach the backend")
+	}
+
+	c.cmd.Process.Signal(syscall.SIGTERM)
+	c.waitFor("readiness 503", 90*time.Second, func() bool { code, _ := c.health("/readyz"); return code == 503 })
+	c.waitFor("ghost told about the drain", 90*time.Second, func() bool {
+		return c.metric("varnishgw_chaperone_drain_closing_connections") == 1
+	})
+
+	close(release)
+	inflight.SetDeadline(time.Now().Add(60 * time.Second))
+	br := bufio.NewReader(inflight)
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil {
+		t.Fatalf("the request in flight: %v", err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != 200 || string(body) != "slow" || !resp.Close {
+		t.Errorf("the request in flight: %d %q Connection: close %v, want 200 slow true", resp.StatusCode, body, resp.Close)
+	}
+	if _, err := br.ReadByte(); err != io.EOF {
+		t.Errorf("after the answer to the request in flight: read %v, want EOF (varnishd closes)", err)
+	}
+
+	// The continuous client: from some response on, every response closes
+	// its connection, varnishd closes it, and the next request is on a
+	// new connection.
+	nAtDrain := 0
+	c.waitFor("5 answers with Connection: close", 90*time.Second, func() bool {
+		rs, _ := k.snapshot()
+		closes := 0
+		for i, r := range rs {
+			if r.close {
+				if closes == 0 {
+					nAtDrain = i
+				}
+				closes++
+			}
+		}
+		return closes >= 5
+	})
+	checkClosing := func(what string, from int) []kaResponse {
+		t.Helper()
+		rs, errs := k.snapshot()
+		if len(errs) > 0 {
+			t.Errorf("%s: failed requests: %v", what, errs)
+		}
+		for i := from; i < len(rs); i++ {
+			r := rs[i]
+			if !r.close || !r.serverClosed {
+				t.Errorf("%s: response %d: Connection: close %v, closed by varnishd %v; want both", what, i, r.close, r.serverClosed)
+			}
+			if i > from && r.conn != rs[i-1].conn+1 {
+				t.Errorf("%s: response %d on connection %d after one on connection %d, want a new connection", what, i, r.conn, rs[i-1].conn)
+			}
+		}
+		return rs
+	}
+	checkClosing("after the drain started", nAtDrain)
+
+	// A VCL reload during the drain.
+	writeFile(t, c.vclPath, mainVCL(c.ghostPath, "v2"))
+	c.waitFor("answers from the new VCL", 90*time.Second, func() bool {
+		rs, _ := k.snapshot()
+		n := 0
+		for _, r := range rs {
+			if r.vcl == "v2" {
+				n++
+			}
+		}
+		return n >= 3
+	})
+	checkClosing("after a VCL reload", nAtDrain)
+	// ghost's flag is the VMOD's, which both VCLs share; the chaperone
+	// tells the new VCL's ghost all the same (it would matter for a VCL
+	// that imports another copy of ghost, and does after a cache child
+	// restart).
+	c.waitFor("the drain told again after the VCL reload", 30*time.Second, func() bool {
+		return strings.Count(c.out.String(), "draining: client connections close after their current response") >= 2
+	})
+
+	// A routing reload during the drain.
+	reloads := c.metric(`varnishgw_chaperone_reloads_total{kind="ghost",result="ok"}`)
+	writeFile(t, c.ghostPath, strings.Replace(ghostJSON(be.URL), `"vhosts": [`, `"vhosts": [{"hostname": "other.example.com", "routes": []},`, 1))
+	c.waitFor("a ghost reload", 90*time.Second, func() bool {
+		return c.metric(`varnishgw_chaperone_reloads_total{kind="ghost",result="ok"}`) > reloads
+	})
+	rs, _ := k.snapshot()
+	c.waitFor("3 more answers", 90*time.Second, func() bool { more, _ := k.snapshot(); return len(more) >= len(rs)+3 })
+	checkClosing("after a routing reload", nAtDrain)
+	k.Stop()
+	c.waitFor("ghost's drain_closes counter in /metrics", 90*time.Second, func() bool {
+		_, m := c.health("/metrics")
+		return strings.Contains(m, "varnish_ghostrouter_drain_closes_total{")
+	})
+
+	// No client left: the drain ends.
+	idle.Close()
+	select {
+	case <-c.exited:
+	case <-time.After(120 * time.Second):
+		t.Fatal("chaperone did not exit after the clients left")
+	}
+	if c.exitErr != nil {
+		t.Errorf("chaperone exit: %v, want status 0", c.exitErr)
+	}
+}
+
+func backendFunc(t testing.TB, h http.HandlerFunc) *httptest.Server {
+	s := httptest.NewServer(h)
+	t.Cleanup(s.Close)
+	return s
+}
+
+// TestOnlyListenersAndProbesFaceTheNetwork: with the Gateway listener and
+// the health port on every address, every other TCP socket the chaperone
+// and varnishd listen on (the admin connection's -M listener, varnishd's
+// -T, ghost's admin socket) is bound to loopback, and the health port has
+// nothing that changes state: no /drain, whatever the method.
+func TestOnlyListenersAndProbesFaceTheNetwork(t *testing.T) {
+	listenPort := varnishdtest.Port(t, varnishdtest.FreeAddr(t))
+	healthPort := varnishdtest.Port(t, varnishdtest.FreeAddr(t))
+	c := launchChaperone(t, varnishdtest.Dir(t), backend(t, "A"), "127.0.0.1:"+strconv.Itoa(listenPort),
+		"--listen-host=", "--health-addr", ":"+strconv.Itoa(healthPort))
+	c.healthAddr = "127.0.0.1:" + strconv.Itoa(healthPort)
+	c.waitFor("ready", 90*time.Second, func() bool { code, _ := c.health("/readyz"); return code == 200 })
+	c.wantTraffic("A", "v1")
+
+	pids := append([]int{c.cmd.Process.Pid}, varnishdtest.Descendants(c.cmd.Process.Pid)...)
+	socks := listeningTCP(t, pids)
+	t.Logf("listening sockets: %v", socks)
+	var public []int
+	loopbackPorts := map[int]bool{} // port: seen on loopback
+	for _, s := range socks {
+		if s.Addr().IsLoopback() {
+			loopbackPorts[int(s.Port())] = true
+			continue
+		}
+		public = append(public, int(s.Port()))
+	}
+	slices.Sort(public)
+	public = slices.Compact(public)
+	want := []int{listenPort, healthPort}
+	slices.Sort(want)
+	if !slices.Equal(public, want) {
+		t.Errorf("ports on non-loopback addresses %v (all sockets %v), want only the listener and the health port %v", public, socks, want)
+	}
+	// On loopback: ghost's admin socket, varnishd's -T (localhost:0) and
+	// the -M listener the chaperone closes once varnishd has connected.
+	if ghostPort := varnishdtest.Port(t, c.ghostAdmin); !loopbackPorts[ghostPort] {
+		t.Errorf("ghost's admin port %d is not among the loopback sockets %v", ghostPort, socks)
+	}
+	// varnishd's manager listens on its -T (localhost:0 when not given):
+	// a loopback socket that is neither the listener nor ghost's.
+	manager := childrenOf(t, c.cmd.Process.Pid, "varnishd")
+	if len(manager) != 1 {
+		t.Fatalf("chaperone children = %v, want varnishd's manager only", manager)
+	}
+	cli := 0
+	for _, s := range listeningTCP(t, manager) {
+		if p := int(s.Port()); p != listenPort && p != varnishdtest.Port(t, c.ghostAdmin) {
+			cli++
+			if !s.Addr().IsLoopback() {
+				t.Errorf("varnishd's CLI listener (-T) on %s, want loopback", s)
+			}
+		}
+	}
+	if cli == 0 {
+		t.Error("no CLI listener (-T) of varnishd's manager found; the check above would not see it")
+	}
+
+	// The health port changes nothing.
+	for _, method := range []string{"GET", "POST", "PUT", "DELETE"} {
+		for _, path := range []string{"/drain", "/stop", "/quit", "/.varnish-ghost/drain", "/.varnish-ghost/reload"} {
+			req, _ := http.NewRequest(method, "http://"+c.healthAddr+path, nil)
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if resp.StatusCode != 404 && resp.StatusCode != 405 {
+				t.Errorf("%s %s on the health port = %d, want 404 or 405", method, path, resp.StatusCode)
+			}
+		}
+	}
+	if code, body := c.health("/readyz"); code != 200 {
+		t.Errorf("/readyz after the requests = %d %s, want 200 (not draining)", code, body)
+	}
+	if code, _, h := c.get(); code != 200 || h.Get("Connection") == "close" {
+		t.Errorf("traffic after the requests: %d Connection %q, want 200 keep-alive", code, h.Get("Connection"))
+	}
+}
+
+// listeningTCP returns the TCP sockets in state LISTEN that the processes
+// pids hold, from /proc/PID/fd and /proc/net/tcp{,6}.
+func listeningTCP(t *testing.T, pids []int) []netip.AddrPort {
+	t.Helper()
+	inodes := map[string]bool{}
+	for _, pid := range pids {
+		fds, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
+		if err != nil {
+			if os.IsNotExist(err) {
+				continue // a short-lived child (varnishstat) ended
+			}
+			t.Fatalf("read the sockets of pid %d (the test needs root to read varnishd's): %v", pid, err)
+		}
+		for _, fd := range fds {
+			link, _ := os.Readlink(filepath.Join(fmt.Sprintf("/proc/%d/fd", pid), fd.Name()))
+			if ino, ok := strings.CutPrefix(link, "socket:["); ok {
+				inodes[strings.TrimSuffix(ino, "]")] = true
+			}
+		}
+	}
+	var out []netip.AddrPort
+	for _, file := range []string{"/proc/net/tcp", "/proc/net/tcp6"} {
+		data, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, line := range strings.Split(string(data), "\n")[1:] {
+			f := strings.Fields(line)
+			if len(f) < 10 || f[3] != "0A" || !inodes[f[9]] {
+				continue
+			}
+			ap, err := parseProcAddr(f[1])
+			if err != nil {
+				t.Fatalf("%s: %q: %v", file, f[1], err)
+			}
+			out = append(out, ap)
+		}
+	}
+	return out
+}
+
+// parseProcAddr parses "0100007F:1F90": the address in 32-bit words of host
+// (little-endian) byte order, the port in hex.
+func parseProcAddr(s string) (netip.AddrPort, error) {
+	a, p, ok := strings.Cut(s, ":")
+	if !ok {
+		return netip.AddrPort{}, fmt.Errorf("no port")
+	}
+	raw, err := hex.DecodeString(a)
+	if err != nil || (len(raw) != 4 && len(raw) != 16) {
+		return netip.AddrPort{}, fmt.Errorf("bad address")
+	}
+	for i := 0; i < len(raw); i += 4 {
+		raw[i], raw[i+1], raw[i+2], raw[i+3] = raw[i+3], raw[i+2], raw[i+1], raw[i]
+	}
+	port, err := strconv.ParseUint(p, 16, 16)
+	if err != nil {
+		return netip.AddrPort{}, err
+	}
+	addr, _ := netip.AddrFromSlice(raw)
+	return netip.AddrPortFrom(addr.Unmap(), uint16(port)), nil
+}
