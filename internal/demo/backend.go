@@ -2,13 +2,14 @@ package demo
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
 	"net/http"
 	"strconv"
 	"time"
+
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/echo"
 )
 
 // Backend is an HTTP echo server standing in for a pod of a Service. It
@@ -23,13 +24,7 @@ type Backend struct {
 }
 
 // Echo is the JSON part of a Backend's answer.
-type Echo struct {
-	Backend string              `json:"backend"`
-	Method  string              `json:"method"`
-	Host    string              `json:"host"`
-	Path    string              `json:"path"`
-	Headers map[string][]string `json:"headers"`
-}
+type Echo = echo.Answer
 
 // StartBackend starts a Backend named name on ip and a free port.
 func StartBackend(name, ip string) (*Backend, error) {
@@ -38,16 +33,7 @@ func StartBackend(name, ip string) (*Backend, error) {
 		return nil, fmt.Errorf("start backend %s: %w", name, err)
 	}
 	b := &Backend{Name: name, IP: ip, Port: int32(l.Addr().(*net.TCPAddr).Port)}
-	b.srv = &http.Server{
-		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			w.Header().Set("X-Backend", name)
-			w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-			e := Echo{Backend: name, Method: r.Method, Host: r.Host, Path: r.URL.RequestURI(), Headers: r.Header}
-			body, _ := json.Marshal(e)
-			fmt.Fprintf(w, "%s\n%s\n", name, body)
-		}),
-		ReadHeaderTimeout: 10 * time.Second,
-	}
+	b.srv = &http.Server{Handler: echo.Handler(name), ReadHeaderTimeout: 10 * time.Second}
 	go func() {
 		if err := b.srv.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			panic(fmt.Sprintf("backend %s: %v", name, err))

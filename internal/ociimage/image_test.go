@@ -268,3 +268,36 @@ func TestBadInput(t *testing.T) {
 		})
 	}
 }
+
+func TestReadArchiveAndDiff(t *testing.T) {
+	dir := t.TempDir()
+	a, b := filepath.Join(dir, "a.tar"), filepath.Join(dir, "b.tar")
+	tr := tree(t)
+	if _, err := ociimage.WriteFile(a, image(tr)); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(tr, "etc/passwd"), []byte("changed\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ociimage.WriteFile(b, image(tr)); err != nil {
+		t.Fatal(err)
+	}
+	ia, err := ociimage.ReadArchive(a, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ib, err := ociimage.ReadArchive(b, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d, err := ociimage.Diff(ia, ia, 10); err != nil || d != "" {
+		t.Errorf("an image differs from itself: %q, %v", d, err)
+	}
+	d, err := ociimage.Diff(ia, ib, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(d, "layer 0 etc/passwd:") || strings.Contains(d, "usr/bin/hello") {
+		t.Errorf("diff names more or less than etc/passwd:\n%s", d)
+	}
+}
