@@ -461,11 +461,14 @@ func (r *httpRouteResource) apply(ctx context.Context, m *httpRouteModel, oldPar
 		return
 	}
 	stale := append(oldParents, parentRefs(live)...)
-	if err := r.c.writeFragments(ctx, live, frags, stale); err != nil {
+	// The RoleBindings first: a gateway pod starts watching a backend
+	// namespace as soon as a fragment names it, and a watch refused for
+	// lack of a binding backs off for seconds before it tries again.
+	if err := r.c.writeBackendBindings(ctx, live, frags, stale); err != nil {
 		fail(action, err.Error())
 		return
 	}
-	if err := r.c.writeBackendBindings(ctx, live, frags, stale); err != nil {
+	if err := r.c.writeFragments(ctx, live, frags, stale); err != nil {
 		fail(action, err.Error())
 		return
 	}

@@ -1,0 +1,9 @@
+package cluster
+
+import (
+	"testing"
+
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/testenv"
+)
+
+func TestMain(m *testing.M) { testenv.Main(m, testenv.WithNode()) }
