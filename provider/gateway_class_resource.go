@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/hashicorp/terraform-plugin-framework/attr"
 	"maps"
 	"regexp"
 	"slices"
@@ -55,6 +56,7 @@ var (
 	_ resource.ResourceWithConfigure      = (*gatewayClassResource)(nil)
 	_ resource.ResourceWithImportState    = (*gatewayClassResource)(nil)
 	_ resource.ResourceWithValidateConfig = (*gatewayClassResource)(nil)
+	_ resource.ResourceWithModifyPlan     = (*gatewayClassResource)(nil)
 )
 
 // NewGatewayClassResource is the varnishgw_gateway_class resource.
@@ -182,6 +184,41 @@ func (r *gatewayClassResource) ValidateConfig(ctx context.Context, req resource.
 	}
 	if w := imageTagWarning(image.ValueString(), p); w != "" {
 		resp.Diagnostics.AddAttributeWarning(path.Root("image"), "Gateway image without a version tag", w)
+	}
+}
+
+// ModifyPlan records, for the plans of the class's gateways, which
+// attributes that their pods or main.vcl are made from change (see
+// classChanges): the gateways are then updated in the same apply.
+func (r *gatewayClassResource) ModifyPlan(ctx context.Context, req resource.ModifyPlanRequest, resp *resource.ModifyPlanResponse) {
+	if r.c == nil || req.State.Raw.IsNull() || req.Plan.Raw.IsNull() {
+		return
+	}
+	var state, plan gatewayClassModel
+	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
+	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
+	if resp.Diagnostics.HasError() || !plan.Name.Equal(state.Name) {
+		return // a new name is a new class: its gateways' gateway_class_name changes
+	}
+	var changed []string
+	for _, a := range []struct {
+		name        string
+		old, future attr.Value
+	}{
+		{"image", state.Image, plan.Image},
+		{"image_pull_policy", state.ImagePullPolicy, plan.ImagePullPolicy},
+		{"storage", state.Storage, plan.Storage},
+		{"varnishd_params", state.VarnishdParams, plan.VarnishdParams},
+		{"vcl", state.VCL, plan.VCL},
+		{"log_level", state.LogLevel, plan.LogLevel},
+		{"parameters_namespace", state.ParametersNamespace, plan.ParametersNamespace},
+	} {
+		if !a.old.Equal(a.future) {
+			changed = append(changed, a.name)
+		}
+	}
+	if len(changed) > 0 {
+		r.c.classChanges.note(plan.Name.ValueString(), changed)
 	}
 }
 

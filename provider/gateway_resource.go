@@ -3,6 +3,7 @@ package provider
 import (
 	"context"
 	"fmt"
+	"github.com/hashicorp/terraform-plugin-log/tflog"
 	"maps"
 	"regexp"
 	"slices"
@@ -573,6 +574,14 @@ func (r *gatewayResource) ModifyPlan(ctx context.Context, req resource.ModifyPla
 	}
 	if create || plan.StartHash.IsUnknown() || plan.MainVCLSHA256.IsUnknown() {
 		return // nothing to add: created or already updated
+	}
+	if changed := r.c.classChanges.of(plan.GatewayClassName.ValueString()); len(changed) > 0 {
+		// The class changes in this apply: the pods and main.vcl are
+		// made again from what it will be.
+		tflog.Info(ctx, "the gateway's class changes in this plan; the gateway is updated after it",
+			map[string]any{"class": plan.GatewayClassName.ValueString(), "attributes": changed})
+		update()
+		return
 	}
 	if plan.StartHash.ValueString() == spec.startHash() && plan.MainVCLSHA256.ValueString() == spec.mainVCLHash() {
 		drift, err := "", dryErr

@@ -290,16 +290,15 @@ func TestAccGateway(t *testing.T) {
 				),
 			},
 			{
-				// Storage changed in the class: the gateway's plan shows it
-				// and the pod template's start hash changes. The class is
-				// read at plan time, so the gateway follows on the next plan.
-				Config:             gatewayConfig(cp, ns, class, `  varnishd_params = { thread_pool_min = "20" }`+"\n  storage = \"malloc,512m\"", twoListeners+`  vcl = "sub vcl_deliver { set resp.http.x-v = \"2\"; }"`),
-				ExpectNonEmptyPlan: true,
-			},
-			{
+				// Storage changed in the class: the same plan updates the
+				// gateway after the class, and its pods' start hash changes.
 				Config: gatewayConfig(cp, ns, class, `  varnishd_params = { thread_pool_min = "20" }`+"\n  storage = \"malloc,512m\"", twoListeners+`  vcl = "sub vcl_deliver { set resp.http.x-v = \"2\"; }"`),
 				ConfigPlanChecks: resource.ConfigPlanChecks{
-					PreApply: []plancheck.PlanCheck{plancheck.ExpectResourceAction(addr, plancheck.ResourceActionUpdate)},
+					PreApply: []plancheck.PlanCheck{
+						plancheck.ExpectResourceAction("varnishgw_gateway_class.test", plancheck.ResourceActionUpdate),
+						plancheck.ExpectResourceAction(addr, plancheck.ResourceActionUpdate),
+						plancheck.ExpectUnknownValue(addr, tfjsonpath.New("start_hash")),
+					},
 				},
 				Check: func(*terraform.State) error {
 					d, err := getDeployment(cp, gw)

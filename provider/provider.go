@@ -54,6 +54,11 @@ type clients struct {
 	kube    kubernetes.Interface
 	gateway gatewayclient.Interface
 	host    string
+
+	// classChanges are the classes whose plan, in this run, changes what
+	// their gateways are started or configured with (see
+	// gatewayClassResource.ModifyPlan).
+	classChanges classChanges
 }
 
 func (p *varnishgwProvider) Metadata(_ context.Context, _ provider.MetadataRequest, resp *provider.MetadataResponse) {
