@@ -3,6 +3,10 @@ package cluster
 import (
 	"fmt"
 	"net"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"strings"
 	"testing"
 	"time"
@@ -169,4 +173,136 @@ func TestGatewayPods(t *testing.T) {
 	if api < 150 || canary < 5 || api+canary != 200 {
 		t.Fatalf("90/10 split over 200 requests: %v", counts)
 	}
+
+	// A backend scales up and down under load: traffic follows the
+	// EndpointSlices Kubernetes writes, and no request fails.
+	l := startLoad(4, svc, www)
+	c.echo("web", 4)
+	web = c.echo("web", 4)
+	waitBackends(t, l, 30*time.Second, podNames(web), false)
+	c.echo("web", 1)
+	web = c.echo("web", 1)
+	waitBackends(t, l, 30*time.Second, podNames(web), true)
+	l.end(t, "web scaled 2 → 4 → 1")
+	if t.Failed() {
+		return
+	}
+
+	// A change that rolls the gateway's pods (a varnishd parameter), with 4
+	// keep-alive clients sending all along through the Service: the old
+	// pods drain (their connections are closed after a response, and the
+	// clients reconnect to the new pods) and no request fails.
+	l = startLoad(4, svc, www)
+	time.Sleep(time.Second)
+	tf.write(c.gatewayHCL(c.images.Gateway.Name, "supervise", 2, `{ default_grace = "20" }`, ""))
+	tf.mustRun("apply")
+	old := map[string]bool{}
+	for _, p := range pods {
+		old[p.Name] = true
+	}
+	deadline = time.Now().Add(2 * time.Minute)
+	for {
+		all, err := c.cp.Client.CoreV1().Pods(c.ns).List(c.ctx, metav1.ListOptions{LabelSelector: labels.SelectorFromSet(routing.RuntimeLabels(gw)).String()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		left := 0
+		for _, p := range all.Items {
+			if old[p.Name] {
+				left++
+			}
+		}
+		if left == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d old gateway pods still there 2 minutes after the rollout", left)
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	time.Sleep(time.Second)
+	l.end(t, "the gateway's pods rolled")
+	if l.newConns.Load() < 8 {
+		t.Errorf("the clients opened %d connections in all: the drain did not move them to the new pods", l.newConns.Load())
+	}
+	pods = c.gatewayPods(gw)
+	if len(pods) != 2 || old[pods[0].Name] || old[pods[1].Name] {
+		t.Fatalf("gateway pods after the roll: %v", podNames(pods))
+	}
+	if t.Failed() {
+		return
+	}
+
+	// One gateway pod is killed: the other keeps serving, and the
+	// replacement becomes Ready and routes.
+	survivor := net.JoinHostPort(pods[1].Status.PodIP, "80")
+	l = startLoad(4, survivor, www)
+	zero := int64(0)
+	if err := c.cp.Client.CoreV1().Pods(c.ns).Delete(c.ctx, pods[0].Name, metav1.DeleteOptions{GracePeriodSeconds: &zero}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.node.WaitPodsReady(c.ctx, c.ns, labels.SelectorFromSet(routing.RuntimeLabels(gw)).String(), 2); err != nil {
+		t.Fatal(err)
+	}
+	var replacement *corev1.Pod
+	for _, p := range c.gatewayPods(gw) {
+		if p.Name != pods[0].Name && p.Name != pods[1].Name {
+			replacement = &p
+		}
+	}
+	if replacement == nil {
+		t.Fatalf("no replacement gateway pod: %v", podNames(c.gatewayPods(gw)))
+	}
+	eventually(t, 10*time.Second, net.JoinHostPort(replacement.Status.PodIP, "80"), www, 200, "web-")
+	l.end(t, "the other pod while one was killed")
+	if t.Failed() {
+		return
+	}
+
+	// Destroy leaves nothing behind.
+	tf.mustRun("destroy")
+	c.expectNothingLeft(2*time.Minute, "app")
+}
+
+// waitBackends waits until l has seen every backend in want answer (after
+// the call) and, when only is set, none other in the last second.
+func waitBackends(t *testing.T, l *load, timeout time.Duration, want []string, only bool) {
+	t.Helper()
+	start := time.Now()
+	base := l.seen()
+	for {
+		time.Sleep(time.Second)
+		now := l.seen()
+		got := map[string]int{}
+		for b, n := range now {
+			if d := n - base[b]; d > 0 {
+				got[b] = d
+			}
+		}
+		ok := true
+		for _, b := range want {
+			if got[b] == 0 {
+				ok = false
+			}
+		}
+		if ok && only && len(got) != len(want) {
+			ok = false
+		}
+		if ok {
+			t.Logf("traffic reached %v within %s", want, time.Since(start).Round(100*time.Millisecond))
+			return
+		}
+		if time.Since(start) > timeout {
+			t.Fatalf("after %s the last second's traffic went to %v, want %v (only: %v)", timeout, got, want, only)
+		}
+		base = now
+	}
+}
+
+func podNames(pods []corev1.Pod) []string {
+	var out []string
+	for _, p := range pods {
+		out = append(out, p.Name)
+	}
+	return out
 }

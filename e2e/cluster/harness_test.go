@@ -3,18 +3,29 @@ package cluster
 import (
 	"context"
 	"fmt"
+	"io"
+	"maps"
 	"net"
+	"net/http"
+	"net/http/httptrace"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/dynamic"
 
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/demo"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/routing"
@@ -198,5 +209,180 @@ func (c *cluster) dumpPods() {
 			b = b[len(b)-20000:]
 		}
 		c.t.Logf("kubelet log (tail):\n%s", b)
+	}
+}
+
+// load is clients sending requests continuously, each on its own keep-alive
+// connection (reopened when the gateway closes it), and what they saw.
+type load struct {
+	stop     chan struct{}
+	wg       sync.WaitGroup
+	sent     atomic.Int64
+	failed   atomic.Int64
+	newConns atomic.Int64
+	mu       sync.Mutex
+	failures []string
+	backends map[string]int
+}
+
+// startLoad starts n clients sending r to addr until stop.
+func startLoad(n int, addr string, r demo.Request) *load {
+	l := &load{stop: make(chan struct{}), backends: map[string]int{}}
+	for i := 0; i < n; i++ {
+		l.wg.Add(1)
+		go func() {
+			defer l.wg.Done()
+			tr := &http.Transport{MaxIdleConnsPerHost: 1, DisableCompression: true}
+			defer tr.CloseIdleConnections()
+			client := &http.Client{Transport: tr, Timeout: 10 * time.Second,
+				CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+			trace := &httptrace.ClientTrace{GotConn: func(info httptrace.GotConnInfo) {
+				if !info.Reused {
+					l.newConns.Add(1)
+				}
+			}}
+			for {
+				select {
+				case <-l.stop:
+					return
+				default:
+				}
+				req, _ := http.NewRequestWithContext(httptrace.WithClientTrace(context.Background(), trace), "GET", "http://"+addr+r.Path, nil)
+				req.Host = r.Host
+				resp, err := client.Do(req)
+				l.sent.Add(1)
+				if err == nil {
+					_, err = io.Copy(io.Discard, resp.Body)
+					resp.Body.Close()
+				}
+				switch {
+				case err != nil:
+					l.fail(err.Error())
+				case resp.StatusCode != http.StatusOK:
+					l.fail(resp.Status)
+				default:
+					l.mu.Lock()
+					l.backends[resp.Header.Get("X-Backend")]++
+					l.mu.Unlock()
+				}
+				time.Sleep(5 * time.Millisecond)
+			}
+		}()
+	}
+	return l
+}
+
+func (l *load) fail(what string) {
+	l.failed.Add(1)
+	l.mu.Lock()
+	if len(l.failures) < 10 {
+		l.failures = append(l.failures, time.Now().Format("15:04:05.000")+" "+what)
+	}
+	l.mu.Unlock()
+}
+
+// seen returns a copy of the answers per backend so far.
+func (l *load) seen() map[string]int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return maps.Clone(l.backends)
+}
+
+// end stops the clients and fails t if a request failed or too few were
+// sent.
+func (l *load) end(t *testing.T, what string) {
+	t.Helper()
+	close(l.stop)
+	l.wg.Wait()
+	t.Logf("%s: %d requests, %d failed, %d connections opened, backends %v", what, l.sent.Load(), l.failed.Load(), l.newConns.Load(), l.backends)
+	if l.failed.Load() > 0 {
+		t.Errorf("%s: %d of %d requests failed; first failures:\n%s", what, l.failed.Load(), l.sent.Load(), strings.Join(l.failures, "\n"))
+	}
+	if l.sent.Load() < 20 {
+		t.Errorf("%s: only %d requests sent", what, l.sent.Load())
+	}
+}
+
+// expectNothingLeft waits until the namespace holds only what the test made
+// itself (objects labelled keepLabel, their ReplicaSets, Pods and
+// EndpointSlices, and what Kubernetes puts in every namespace) and no
+// cluster-scoped object names the namespace, and fails the test with what
+// is left after timeout.
+func (c *cluster) expectNothingLeft(timeout time.Duration, keepLabel string) {
+	c.t.Helper()
+	dc, err := discovery.NewDiscoveryClientForConfig(c.cp.Config)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	dyn, err := dynamic.NewForConfig(c.cp.Config)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	lists, err := dc.ServerPreferredResources()
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	type res struct {
+		gvr        schema.GroupVersionResource
+		namespaced bool
+	}
+	var all []res
+	for _, l := range lists {
+		gv, err := schema.ParseGroupVersion(l.GroupVersion)
+		if err != nil {
+			c.t.Fatal(err)
+		}
+		for _, r := range l.APIResources {
+			if !slices.Contains(r.Verbs, "list") || r.Name == "events" {
+				continue
+			}
+			all = append(all, res{gv.WithResource(r.Name), r.Namespaced})
+		}
+	}
+	kept := func(o unstructured.Unstructured) bool {
+		if _, ok := o.GetLabels()[keepLabel]; ok {
+			return true
+		}
+		switch o.GetKind() {
+		case "ServiceAccount":
+			return o.GetName() == "default"
+		case "ConfigMap":
+			return o.GetName() == "kube-root-ca.crt"
+		case "EndpointSlice":
+			_, ok := o.GetLabels()[discoveryv1.LabelServiceName]
+			return ok && !strings.HasPrefix(o.GetLabels()[discoveryv1.LabelServiceName], "varnishgw-")
+		}
+		return false
+	}
+	start := time.Now()
+	for {
+		var left []string
+		for _, r := range all {
+			var list *unstructured.UnstructuredList
+			if r.namespaced {
+				list, err = dyn.Resource(r.gvr).Namespace(c.ns).List(c.ctx, metav1.ListOptions{})
+			} else {
+				list, err = dyn.Resource(r.gvr).List(c.ctx, metav1.ListOptions{})
+			}
+			if err != nil {
+				continue // not listable as admin (e.g. review APIs)
+			}
+			for _, o := range list.Items {
+				switch {
+				case r.namespaced && !kept(o):
+					left = append(left, o.GetKind()+" "+o.GetName())
+				case !r.namespaced && o.GetKind() != "Namespace" && strings.Contains(o.GetName(), c.ns):
+					left = append(left, o.GetKind()+" "+o.GetName()+" (cluster-scoped)")
+				}
+			}
+		}
+		if len(left) == 0 {
+			c.t.Logf("nothing left in namespace %s %s after destroy", c.ns, time.Since(start).Round(100*time.Millisecond))
+			return
+		}
+		if time.Since(start) > timeout {
+			c.t.Fatalf("%s after destroy, still there: %s", timeout, strings.Join(left, ", "))
+		}
+		time.Sleep(time.Second)
 	}
 }
