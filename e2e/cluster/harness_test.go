@@ -95,6 +95,8 @@ func (c *cluster) echo(name string, replicas int32) []corev1.Pod {
 type terraform struct {
 	c  *cluster
 	ws *tfcli.Workspace
+	// noKubeconfigVar: the configuration names its kubeconfig itself.
+	noKubeconfigVar bool
 }
 
 func (c *cluster) terraform() *terraform {
@@ -114,7 +116,10 @@ func (tf *terraform) write(hcl string) {
 }
 
 func (tf *terraform) run(args ...string) (string, error) {
-	args = append(args, "-no-color", "-input=false", "-var", "kubeconfig="+tf.c.cp.Kubeconfig)
+	args = append(args, "-no-color", "-input=false")
+	if !tf.noKubeconfigVar {
+		args = append(args, "-var", "kubeconfig="+tf.c.cp.Kubeconfig)
+	}
 	if args[0] != "plan" {
 		args = append(args, "-auto-approve")
 	}

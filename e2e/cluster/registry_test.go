@@ -2,22 +2,28 @@ package cluster
 
 import (
 	"net"
+	"os"
+	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/demo"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/registrytest"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/routing"
 )
 
-// TestImageFromRegistry follows the README: the image make image built is
-// pushed to a registry with skopeo and the node pulls it from there. A
-// class image the registry does not have fails the apply within a minute,
-// naming the container, the image and the reason, instead of waiting for
-// rollout_timeout; setting the pushed image then rolls the gateway out.
+// TestImageFromRegistry follows the README's "In a cluster": the image make
+// image built is pushed to a registry with skopeo, and the README's
+// configuration, given that image, serves through pods whose image the node
+// pulled from the registry. Before that, a class image the registry does
+// not have fails the apply within a minute, naming the container, the
+// image and the reason, instead of waiting for rollout_timeout.
 func TestImageFromRegistry(t *testing.T) {
 	c := newCluster(t)
 	c.echo("web", 1)
@@ -54,8 +60,32 @@ func TestImageFromRegistry(t *testing.T) {
 		t.Errorf("the apply took %s to fail; a missing image must fail it within a minute of the pods' creation", took)
 	}
 
-	tf.write(c.gatewayHCL(pushed, "supervise", 1, "", ""))
-	tf.mustRun("apply")
+	tf.mustRun("destroy")
+
+	// The README's "In a cluster" configuration, with the image just pushed
+	// and this cluster's kubeconfig.
+	readmeHCL := readmeTerraform(t)
+	for old, repl := range map[string]string{
+		`"registry.example.com/varnishgw/gateway:dev"`: strconv.Quote(pushed),
+		`"~/.kube/config"`: strconv.Quote(c.cp.Kubeconfig),
+	} {
+		if !strings.Contains(readmeHCL, old) {
+			t.Fatalf("the README's configuration no longer has %s; update this test:\n%s", old, readmeHCL)
+		}
+		readmeHCL = strings.ReplaceAll(readmeHCL, old, repl)
+	}
+	for _, ns := range []string{"gateways", "shop"} {
+		if err := demo.EnsureNamespace(c.ctx, c.cp.Client, ns); err != nil {
+			t.Fatal(err)
+		}
+	}
+	shop := *c
+	shop.ns = "shop"
+	shop.echo("web", 1)
+	readme := c.terraform()
+	readme.noKubeconfigVar = true
+	readme.write(readmeHCL)
+	readme.mustRun("apply")
 	images, err := c.node.Images(c.ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -63,11 +93,46 @@ func TestImageFromRegistry(t *testing.T) {
 	if !slices.Contains(images, pushed) {
 		t.Errorf("the node's images %v do not include %s, pulled from the registry", images, pushed)
 	}
-	gw := routing.ObjectRef{Namespace: c.ns, Name: "node"}
-	pods := c.gatewayPods(gw)
+	gw := routing.ObjectRef{Namespace: "gateways", Name: "public"}
+	gwc := *c
+	gwc.ns = gw.Namespace
+	pods := gwc.gatewayPods(gw)
 	if len(pods) != 1 || pods[0].Spec.Containers[0].Image != pushed {
 		t.Fatalf("gateway pods %v, want one of image %s", podNames(pods), pushed)
 	}
-	eventually(t, 10*time.Second, net.JoinHostPort(pods[0].Status.PodIP, "80"), demo.Request{Host: "www.node.test", Path: "/"}, 200, "web-")
-	tf.mustRun("destroy")
+	shopReq := demo.Request{Host: "shop.example.com", Path: "/"}
+	eventually(t, 10*time.Second, net.JoinHostPort(pods[0].Status.PodIP, "80"), shopReq, 200, "web-")
+	eventually(t, 10*time.Second, gwc.serviceAddr(routing.RuntimeName(gw), 80), shopReq, 200, "web-")
+	readme.mustRun("destroy")
+	for _, ns := range []string{"gateways", "shop"} {
+		if err := c.cp.Client.CoreV1().Namespaces().Delete(c.ctx, ns, metav1.DeleteOptions{}); err != nil {
+			t.Error(err)
+		}
+	}
+}
+
+// readmeTerraform is the Terraform configuration in the README's "In a
+// cluster" section.
+func readmeTerraform(t *testing.T) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := string(b)
+	i := strings.Index(s, "\n## In a cluster\n")
+	if i < 0 {
+		t.Fatal(`README.md has no section "## In a cluster"`)
+	}
+	s = s[i:]
+	j := strings.Index(s, "```terraform\n")
+	if j < 0 {
+		t.Fatal(`README.md's "In a cluster" has no terraform block`)
+	}
+	s = s[j+len("```terraform\n"):]
+	k := strings.Index(s, "```")
+	if k < 0 {
+		t.Fatal("README.md: the terraform block does not end")
+	}
+	return s[:k]
 }
