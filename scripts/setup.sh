@@ -3,8 +3,8 @@
 #
 #   1. Debian packages: scripts/debian-packages.txt and every other
 #      debian-packages.txt in the tree (apt-get, as root).
-#   2. kube-apiserver, kube-controller-manager, kube-scheduler, kubelet and
-#      kube-proxy, built with one `go build` from the k8s.io/kubernetes module
+#   2. kube-apiserver, kube-controller-manager, kube-scheduler, kubelet,
+#      kube-proxy and kubectl, built with one `go build` from the k8s.io/kubernetes module
 #      (tools/kubernetes) and cached in $VARNISHGW_CACHE (default
 #      ~/.cache/varnishgw), and the test node's pause image, built from the
 #      module's build/pause/linux/pause.c.
@@ -51,10 +51,12 @@ command -v go >/dev/null || die "go not found on PATH; install Go 1.26 (https://
 kube_version=$(go list -C tools/kubernetes -m -f '{{.Version}}' k8s.io/kubernetes)
 kube_time=$(go list -C tools/kubernetes -m -f '{{.Time.UTC.Format "2006-01-02T15:04:05Z"}}' k8s.io/kubernetes)
 kube_dir="$cache/kubernetes-$kube_version"
-kube_bins=(kube-apiserver kube-controller-manager kube-scheduler kubelet kube-proxy)
+kube_bins=(kube-apiserver kube-controller-manager kube-scheduler kubelet kube-proxy kubectl)
 exec 9>"$cache/kubernetes.lock"
 flock 9
-if [ ! -d "$kube_dir" ]; then
+kube_missing=0
+for b in "${kube_bins[@]}"; do [ -x "$kube_dir/$b" ] || kube_missing=1; done
+if [ "$kube_missing" = 1 ]; then
 	log "building ${kube_bins[*]} $kube_version (first time only: about 15 minutes on 2 cores)"
 	# Honest versions (`kubelet --version`, the Node's kubeletVersion, /version),
 	# as the release build sets them; the build date is the release's.
@@ -69,6 +71,7 @@ if [ ! -d "$kube_dir" ]; then
 	start=$(date +%s)
 	go build -C tools/kubernetes -ldflags "$ldflags" -o "$kube_dir.tmp/" \
 		$(printf 'k8s.io/kubernetes/cmd/%s ' "${kube_bins[@]}")
+	rm -rf "$kube_dir"
 	mv "$kube_dir.tmp" "$kube_dir"
 	log "built in $(( $(date +%s) - start )) s"
 fi

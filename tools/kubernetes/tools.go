@@ -1,8 +1,9 @@
 //go:build tools
 
 // Package tools pins the Kubernetes binaries of the local test control plane
-// and test node, all from one k8s.io/kubernetes release: scripts/setup.sh
-// builds them with one `go build`.
+// and test node, and the kubectl that `make demo` tells users to run, all
+// from one k8s.io/kubernetes release: scripts/setup.sh builds them with one
+// `go build`.
 package tools
 
 import (
@@ -10,5 +11,6 @@ import (
 	_ "k8s.io/kubernetes/cmd/kube-controller-manager"
 	_ "k8s.io/kubernetes/cmd/kube-proxy"
 	_ "k8s.io/kubernetes/cmd/kube-scheduler"
+	_ "k8s.io/kubernetes/cmd/kubectl"
 	_ "k8s.io/kubernetes/cmd/kubelet"
 )
