@@ -551,6 +551,14 @@ func (n *Node) startKubelet() error {
 		// out of room.
 		"imageGCHighThresholdPercent": 100,
 		"imageGCLowThresholdPercent":  99,
+		// Kubernetes 1.35 verifies pull credentials for images the kubelet
+		// pulled (KubeletEnsureSecretPulledImages, beta): once it has pulled
+		// an image's digest from a registry under one name, an imported
+		// image of the same digest under another name no longer counts as
+		// preloaded and is pulled again, which an import cannot be. Tests
+		// import images and pull the same ones from a registry, so the
+		// node never re-verifies.
+		"imagePullCredentialsVerificationPolicy": "NeverVerify",
 		"evictionHard": map[string]string{
 			"memory.available":  "100Mi",
 			"nodefs.available":  "1%",
