@@ -51,7 +51,8 @@ func buildGhost() (string, error) {
 	if err != nil {
 		return "", err
 	}
-	lock, err := os.OpenFile(filepath.Join(os.TempDir(), "varnishgw-ghost-build.lock"), os.O_CREATE|os.O_RDWR, 0o644)
+	// Read-only: flock needs no write access, and another user (root) may own the file.
+	lock, err := os.OpenFile(filepath.Join(os.TempDir(), "varnishgw-ghost-build.lock"), os.O_CREATE|os.O_RDONLY, 0o644)
 	if err != nil {
 		return "", err
 	}
