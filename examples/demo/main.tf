@@ -1,7 +1,8 @@
 # The gateway of `make demo`: a class, a gateway with one HTTP listener and
 # routes that show host routing, a path plus header match, a redirect and a
 # 90/10 weighted split. The demo creates the backend Services (web, api,
-# api-canary, api-beta) in var.namespace before it applies this.
+# api-canary, api-beta) in var.namespace before it applies this, and sets
+# image, replicas and wait_for_rollout when the gateway runs as real pods.
 
 terraform {
   required_providers {
@@ -29,13 +30,19 @@ variable "port" {
 }
 
 variable "image" {
-  description = "The gateway image, as make image names it."
+  description = "The gateway image, as make image names it (bin/images/gateway.json)."
   type        = string
   default     = "localhost/varnishgw/gateway:dev"
 }
 
+variable "replicas" {
+  description = "Number of gateway pods."
+  type        = number
+  default     = 1
+}
+
 variable "wait_for_rollout" {
-  description = "Wait for the gateway's pods. The local control plane has no kubelet, so the demo does not."
+  description = "Wait until the gateway's pods are Ready. The demo sets it on its node; in host mode there is no kubelet to run pods."
   type        = bool
   default     = false
 }
@@ -62,6 +69,7 @@ resource "varnishgw_gateway" "demo" {
     protocol = "HTTP"
   }]
 
+  replicas         = var.replicas
   wait_for_rollout = var.wait_for_rollout
 }
 

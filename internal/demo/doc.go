@@ -1,9 +1,14 @@
-// Package demo runs a varnishgw gateway on one machine the way a cluster
-// would, for `make demo` and the end-to-end test.
+// Package demo runs a varnishgw gateway on one machine, for `make demo`
+// (cmd/demo) and the end-to-end tests.
 //
-// There is no kubelet, scheduler or controller-manager on the local control
-// plane (package testenv), so the package stands in for the parts of a
-// cluster that would otherwise run the gateway:
+// Where the machine can run a test node (package testenv), the gateway runs
+// as real pods: LoadImages reads the images `make image` built, DeployEcho
+// runs echo backend pods of the echo image behind a Service, and Kubernetes'
+// own controllers write the EndpointSlices.
+//
+// Elsewhere (host mode) the package stands in for the parts of a cluster
+// that would run the gateway, with only the control plane (etcd and
+// kube-apiserver):
 //
 //   - backends are small HTTP echo servers (StartBackend) whose addresses
 //     are registered as a Service and an EndpointSlice (RegisterService),
@@ -17,6 +22,7 @@
 //     loopback ports, and the VMOD path (in the image ghost is installed in
 //     varnishd's vmod directory; here it is the one built from ghost/).
 //
-// Backends listen on the machine's first non-loopback IPv4 address
-// (HostIP): the API server refuses loopback addresses in EndpointSlices.
+// Host-mode backends listen on the machine's first non-loopback IPv4
+// address (HostIP): the API server refuses loopback addresses in
+// EndpointSlices. Both kinds of backend answer with package echo's answer.
 package demo

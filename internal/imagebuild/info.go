@@ -35,6 +35,20 @@ type Info struct {
 	Dir string `json:"-"`
 }
 
+// DefaultCache is the cache of Debian roots, package lists and downloads
+// that make image uses: $VARNISHGW_CACHE/image, else varnishgw/image in the
+// user's cache directory.
+func DefaultCache() string {
+	if d := os.Getenv("VARNISHGW_CACHE"); d != "" {
+		return filepath.Join(d, "image")
+	}
+	d, err := os.UserCacheDir()
+	if err != nil {
+		d = os.TempDir()
+	}
+	return filepath.Join(d, "varnishgw", "image")
+}
+
 // ArchivePath is the archive's path.
 func (i Info) ArchivePath() string { return filepath.Join(i.Dir, i.Archive) }
 

@@ -23,7 +23,7 @@ import (
 
 func main() {
 	out := flag.String("out", "bin/images", "directory of the image archives and their descriptions")
-	cache := flag.String("cache", defaultCache(), "cache of Debian roots, package lists and downloads")
+	cache := flag.String("cache", imagebuild.DefaultCache(), "cache of Debian roots, package lists and downloads")
 	check := flag.Bool("check", false, "build again without the cached roots, compare digests with -out's, check the size and smoke-test the images")
 	maxSize := flag.Int64("max-size", imagebuild.MaxGatewaySize, "size limit of the gateway image, uncompressed, in bytes")
 	flag.Parse()
@@ -50,17 +50,6 @@ func main() {
 		fmt.Printf("%s\t%s\t%s\t%.1f MB\n", filepath.Join(*out, i.Archive), i.Name, i.Digest, float64(i.Size)/1e6)
 	}
 	fmt.Fprintf(os.Stderr, "image: done in %s\n", time.Since(start).Round(time.Second))
-}
-
-func defaultCache() string {
-	if d := os.Getenv("VARNISHGW_CACHE"); d != "" {
-		return filepath.Join(d, "image")
-	}
-	d, err := os.UserCacheDir()
-	if err != nil {
-		d = os.TempDir()
-	}
-	return filepath.Join(d, "varnishgw", "image")
 }
 
 func fail(err error) {
