@@ -57,7 +57,7 @@ flock 9
 kube_missing=0
 for b in "${kube_bins[@]}"; do [ -x "$kube_dir/$b" ] || kube_missing=1; done
 if [ "$kube_missing" = 1 ]; then
-	log "building ${kube_bins[*]} $kube_version (first time only: about 15 minutes on 2 cores)"
+	log "building ${kube_bins[*]} $kube_version (first time only: 5 to 15 minutes on 2 cores)"
 	# Honest versions (`kubelet --version`, the Node's kubeletVersion, /version),
 	# as the release build sets them; the build date is the release's.
 	major_minor=${kube_version#v}
