@@ -151,7 +151,6 @@ func withDesc(p apiextensionsv1.JSONSchemaProps, d string) apiextensionsv1.JSONS
 
 func ptr[T any](v T) *T { return &v }
 
-
 // EnsureCRDs installs or updates the CRDs with server-side apply and waits
 // until the API server serves them. CRDs of a higher CRDRevision are left
 // as they are. It never deletes anything.
