@@ -66,6 +66,9 @@ type Config struct {
 	Gateway       string // namespace/name, RoutingKubernetes
 	Kubeconfig    string // empty: in-cluster, RoutingKubernetes
 	RoutingDir    string // RoutingDir
+	// PodName and PodUID name the pod in its GatewayPodReport
+	// (RoutingKubernetes); the UID makes the Pod the report's owner.
+	PodName, PodUID string
 }
 
 // Routing sources.
@@ -130,6 +133,8 @@ func ParseConfig(args, env []string, out io.Writer) (*Config, error) {
 	fs.StringVar(&c.Gateway, "gateway", "", "the Gateway this pod serves, namespace/name (--routing=kubernetes)")
 	fs.StringVar(&c.Kubeconfig, "kubeconfig", "", "kubeconfig file (--routing=kubernetes; empty: the pod's service account)")
 	fs.StringVar(&c.RoutingDir, "routing-dir", "", "directory with gateway.yaml, *.fragment.json and endpoints.yaml (--routing=dir)")
+	fs.StringVar(&c.PodName, "pod-name", "", "the pod's name, which names its GatewayPodReport (--routing=kubernetes; default: the host name)")
+	fs.StringVar(&c.PodUID, "pod-uid", "", "the pod's UID: its GatewayPodReport is deleted with the pod (--routing=kubernetes; empty: no owner)")
 
 	// Environment first, flags override.
 	envMap := map[string]string{}
@@ -193,6 +198,9 @@ func ParseConfig(args, env []string, out io.Writer) (*Config, error) {
 	}
 	if len(storage) == 0 {
 		storage = []string{"malloc,256m"}
+	}
+	if c.PodName == "" {
+		c.PodName, _ = os.Hostname()
 	}
 	c.Storage, c.Params = storage, params
 	if err := c.LogLevel.UnmarshalText([]byte(logLevel)); err != nil {

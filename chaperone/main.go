@@ -21,6 +21,7 @@ import (
 
 	"strings"
 
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -28,7 +29,9 @@ import (
 
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/agent"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/gatewaystatus"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/routing"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/routingsync"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/vgwapi"
 )
 
 // newRouting builds the routing half --routing names: agent.FileRouting
@@ -52,12 +55,21 @@ func newRouting(cfg *Config, logger *slog.Logger) (agent.Routing, error) {
 		if err != nil {
 			return nil, fmt.Errorf("gateway API client: %w", err)
 		}
+		dyn, err := dynamic.NewForConfig(rc)
+		if err != nil {
+			return nil, fmt.Errorf("dynamic client: %w", err)
+		}
 		ns, name, _ := strings.Cut(cfg.Gateway, "/")
-		src, err := routingsync.NewKubeSource(routingsync.KubeConfig{Client: kube, Gateway: gw, Namespace: ns, Name: name, Logger: log})
+		src, err := routingsync.NewKubeSource(routingsync.KubeConfig{Client: kube, Gateway: gw, Dynamic: dyn, Namespace: ns, Name: name, Logger: log})
 		if err != nil {
 			return nil, fmt.Errorf("watch Gateway %s: %w", cfg.Gateway, err)
 		}
-		a := &routingsync.Agent{Source: src, Status: gatewaystatus.NewWriter(gw, ns, name, log)}
+		gwRef := routing.ObjectRef{Namespace: ns, Name: name}
+		a := &routingsync.Agent{
+			Source:   src,
+			Status:   gatewaystatus.NewWriter(gw, ns, name, log),
+			Reporter: vgwapi.NewReporter(dyn, gwRef, vgwapi.Pod{Name: cfg.PodName, UID: cfg.PodUID}, log.With("component", "report")),
+		}
 		if cfg.VCLPath == "" {
 			// main.vcl from the Gateway's VCL ConfigMap, through the API
 			// (no kubelet volume delay).

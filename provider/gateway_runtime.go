@@ -20,7 +20,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	appsv1apply "k8s.io/client-go/applyconfigurations/apps/v1"
 	corev1apply "k8s.io/client-go/applyconfigurations/core/v1"
@@ -516,6 +515,13 @@ func hasMetadata(o metav1.Object, labels, annotations map[string]string) bool {
 	return true
 }
 
+// fieldEnv is an environment variable set from a field of the pod (the
+// downward API).
+func fieldEnv(name, fieldPath string) *corev1apply.EnvVarApplyConfiguration {
+	return corev1apply.EnvVar().WithName(name).WithValueFrom(corev1apply.EnvVarSource().
+		WithFieldRef(corev1apply.ObjectFieldSelector().WithFieldPath(fieldPath)))
+}
+
 // deployment is the gateway's Deployment. In supervise mode one chaperone
 // container runs varnishd as its child; in sidecar mode a varnish
 // container runs varnishd and the chaperone steers it through the admin
@@ -526,6 +532,9 @@ func (s *runtimeSpec) deployment() *appsv1apply.DeploymentApplyConfiguration {
 		WithName(chaperoneName).
 		WithImage(s.class.image).
 		WithArgs(s.chaperoneArgs()...).
+		// The pod's name and UID name its GatewayPodReport and make the
+		// Pod its owner (chaperone --pod-name, --pod-uid).
+		WithEnv(fieldEnv("VARNISHGW_POD_NAME", "metadata.name"), fieldEnv("VARNISHGW_POD_UID", "metadata.uid")).
 		WithVolumeMounts(corev1apply.VolumeMount().WithName(stateVolume).WithMountPath(stateDir)).
 		WithReadinessProbe(corev1apply.Probe().WithHTTPGet(corev1apply.HTTPGetAction().
 			WithPath("/readyz").WithPort(intstr.FromString(healthPortName))).WithPeriodSeconds(2).WithFailureThreshold(2)).
@@ -662,22 +671,12 @@ func serviceAddresses(svc *corev1.Service) []gatewayv1.GatewayStatusAddress {
 }
 
 // attachedRoutes counts the accepted routes per listener of gw from its
-// routing fragment ConfigMaps; every listener of gw has an entry.
+// RoutingFragments (the ones the gateway pods accept); every listener of gw
+// has an entry.
 func (c *clients) attachedRoutes(ctx context.Context, gw *gatewayv1.Gateway) (map[string]int32, error) {
-	ref := routing.ObjectRef{Namespace: gw.Namespace, Name: gw.Name}
-	list, err := c.kube.CoreV1().ConfigMaps(gw.Namespace).List(ctx, metav1.ListOptions{
-		LabelSelector: labels.SelectorFromSet(routing.FragmentLabels(ref)).String(),
-	})
+	frags, _, err := c.gatewayFragments(ctx, routing.ObjectRef{Namespace: gw.Namespace, Name: gw.Name})
 	if err != nil {
-		return nil, fmt.Errorf("list the routing fragments of Gateway %s: %w", ref, err)
-	}
-	var frags []*routing.Fragment
-	for _, cm := range list.Items {
-		f, err := routing.UnmarshalFragment([]byte(cm.Data[routing.FragmentDataKey]))
-		if err != nil || f.Gateway != ref {
-			continue
-		}
-		frags = append(frags, f)
+		return nil, err
 	}
 	counts := routing.ListenerAttachedRoutes(frags)
 	out := map[string]int32{}

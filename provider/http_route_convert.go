@@ -24,6 +24,9 @@ type httpRouteModel struct {
 	Hostnames  []types.String   `tfsdk:"hostnames"`
 	Rules      []ruleModel      `tfsdk:"rules"`
 	Routing    types.String     `tfsdk:"routing"`
+
+	WaitForServed types.Bool   `tfsdk:"wait_for_served"`
+	ServedTimeout types.String `tfsdk:"served_timeout"`
 }
 
 type parentRefModel struct {

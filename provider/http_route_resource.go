@@ -2,8 +2,10 @@ package provider
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/hashicorp/terraform-plugin-framework-validators/int64validator"
 	"github.com/hashicorp/terraform-plugin-framework-validators/listvalidator"
@@ -11,6 +13,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/resource"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/booldefault"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/int64default"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/planmodifier"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/stringdefault"
@@ -116,8 +119,8 @@ func (r *httpRouteResource) Schema(_ context.Context, _ resource.SchemaRequest, 
 		Description: "A Gateway API HTTPRoute attached to varnishgw Gateways. The attributes mirror the HTTPRoute spec " +
 			"in snake_case. The provider validates the route at plan time as the gateways will apply it, writes the " +
 			"HTTPRoute with its status (Accepted, ResolvedRefs) for every parent Gateway whose GatewayClass is served " +
-			"by varnishgw, and stores what the route contributes to each such Gateway in a routing fragment ConfigMap " +
-			"in the Gateway's namespace, which the gateway pods load. In every namespace its backends live in, it writes a " +
+			"by varnishgw, and stores what the route contributes to each such Gateway in a RoutingFragment (varnishgw.dev) " +
+			"in the Gateway's namespace, which the gateway pods load; by default it waits until they serve it. In every namespace its backends live in, it writes a " +
 			"RoleBinding that lets the pods of each such Gateway that accepts the route read Services, EndpointSlices and " +
 			"ReferenceGrants there, and removes it when no longer needed. The computed routing attribute shows that " +
 			"contribution in the plan.",
@@ -275,6 +278,22 @@ func (r *httpRouteResource) Schema(_ context.Context, _ resource.SchemaRequest, 
 						},
 					},
 				}},
+			},
+			"wait_for_served": schema.BoolAttribute{
+				Optional: true,
+				Computed: true,
+				Default:  booldefault.StaticBool(true),
+				Description: "Whether create, update and destroy wait until every Ready pod of each parent Gateway reports " +
+					"that it serves the route's new routing (its GatewayPodReport). A pod that rejects the routing fails the " +
+					"apply with the pod's reason and sets the route's Accepted condition to False. Gateways without Ready " +
+					"pods are not waited for.",
+			},
+			"served_timeout": schema.StringAttribute{
+				Optional:    true,
+				Computed:    true,
+				Default:     stringdefault.StaticString("1m"),
+				Description: "How long to wait for the gateway pods to serve the routing, a Go duration such as 1m.",
+				Validators:  []validator.String{durationValidator{}},
 			},
 			"routing": schema.StringAttribute{
 				Computed: true,
@@ -468,12 +487,26 @@ func (r *httpRouteResource) apply(ctx context.Context, m *httpRouteModel, oldPar
 		fail(action, err.Error())
 		return
 	}
-	if err := r.c.writeFragments(ctx, live, frags, stale); err != nil {
+	writes, err := r.c.writeFragments(ctx, live, frags, stale)
+	if err != nil {
 		fail(action, err.Error())
 		return
 	}
+	var served error
+	if m.WaitForServed.ValueBool() {
+		timeout, _ := time.ParseDuration(m.ServedTimeout.ValueString())
+		served = r.c.waitServed(ctx, writes, timeout)
+	}
+	var rejected *servedError
+	if errors.As(served, &rejected) {
+		frags = rejectedByPod(frags, rejected)
+	}
 	if err := r.c.writeStatus(ctx, live, frags); err != nil {
 		fail(action, err.Error())
+		return
+	}
+	if served != nil {
+		fail(action, served.Error())
 		return
 	}
 	rj, err := routingJSON(frags)
@@ -555,11 +588,26 @@ func (r *httpRouteResource) Delete(ctx context.Context, req resource.DeleteReque
 		return
 	}
 	routeRef := routing.ObjectRef{Namespace: route.Namespace, Name: route.Name}
+	var writes []fragmentWrite
 	for _, gw := range gateways {
-		if err := r.c.deleteFragment(ctx, gw, routeRef); err != nil {
-			resp.Diagnostics.AddError("Delete the HTTP route", err.Error()+"\nDelete the ConfigMap by hand or run terraform destroy again.")
+		w, err := r.c.deleteFragment(ctx, gw, routeRef)
+		if err != nil {
+			resp.Diagnostics.AddError("Delete the HTTP route", err.Error()+"\nDelete the RoutingFragment by hand or run terraform destroy again.")
 			return
 		}
+		if w != nil {
+			writes = append(writes, *w)
+		}
+	}
+	if state.WaitForServed.ValueBool() {
+		// The pods stop serving the route before its backends' RoleBindings go.
+		timeout, _ := time.ParseDuration(state.ServedTimeout.ValueString())
+		if err := r.c.waitServed(ctx, writes, timeout); err != nil {
+			resp.Diagnostics.AddError("Delete the HTTP route", err.Error())
+			return
+		}
+	}
+	for _, gw := range gateways {
 		if err := r.c.pruneBackendBindings(ctx, gw, routeRef, nil); err != nil {
 			resp.Diagnostics.AddError("Delete the HTTP route", err.Error()+"\nDelete the RoleBinding by hand or run terraform destroy again.")
 			return

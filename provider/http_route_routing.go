@@ -11,7 +11,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	corev1apply "k8s.io/client-go/applyconfigurations/core/v1"
 	rbacv1apply "k8s.io/client-go/applyconfigurations/rbac/v1"
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 	gatewayv1apply "sigs.k8s.io/gateway-api/applyconfiguration/apis/v1"
@@ -233,89 +232,10 @@ func routingJSON(frags []*routing.Fragment) (string, error) {
 	return string(out), err
 }
 
-// writeFragments stores one fragment ConfigMap per parent Gateway and
-// deletes the fragment ConfigMaps of Gateways that are no longer parents
-// (or no longer served by varnishgw); stale lists Gateways of the prior
-// state.
-func (c *clients) writeFragments(ctx context.Context, route *gatewayv1.HTTPRoute, frags []*routing.Fragment, stale []routing.ObjectRef) error {
-	routeRef := routing.ObjectRef{Namespace: route.Namespace, Name: route.Name}
-	keep := map[routing.ObjectRef]bool{}
-	for _, f := range frags {
-		data, err := routing.MarshalFragment(f)
-		if err != nil {
-			return fmt.Errorf("encode the fragment for Gateway %s: %w", f.Gateway, err)
-		}
-		name := routing.FragmentConfigMapName(f.Gateway, routeRef)
-		labels := routing.FragmentLabels(f.Gateway)
-		for k, v := range managedLabels {
-			labels[k] = v
-		}
-		cm := corev1apply.ConfigMap(name, f.Gateway.Namespace).
-			WithLabels(labels).
-			WithAnnotations(map[string]string{fragmentRouteAnnotation: routeRef.String()}).
-			WithData(map[string]string{routing.FragmentDataKey: string(data)})
-		if _, err := c.kube.CoreV1().ConfigMaps(f.Gateway.Namespace).Apply(ctx, cm, applyOptions()); err != nil {
-			return fmt.Errorf("apply the fragment ConfigMap %s/%s for Gateway %s: %w", f.Gateway.Namespace, name, f.Gateway, err)
-		}
-		keep[f.Gateway] = true
-	}
-	for _, gw := range stale {
-		if keep[gw] {
-			continue
-		}
-		if err := c.deleteFragment(ctx, gw, routeRef); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// fragmentRouteAnnotation records which route a fragment ConfigMap belongs to.
+// fragmentRouteAnnotation records which route an object the provider
+// writes for it belongs to (backend RoleBindings; fragment ConfigMaps of
+// earlier releases).
 const fragmentRouteAnnotation = "varnishgw.dev/route"
-
-// deleteFragment deletes the fragment ConfigMap of route for gw, if it is
-// one the provider wrote for this route.
-func (c *clients) deleteFragment(ctx context.Context, gw, route routing.ObjectRef) error {
-	name := routing.FragmentConfigMapName(gw, route)
-	cm, err := c.kube.CoreV1().ConfigMaps(gw.Namespace).Get(ctx, name, metav1.GetOptions{})
-	if apierrors.IsNotFound(err) {
-		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("get the fragment ConfigMap %s/%s: %w", gw.Namespace, name, err)
-	}
-	if cm.Annotations[fragmentRouteAnnotation] != route.String() {
-		return nil // not ours: never delete what another writer owns
-	}
-	err = c.kube.CoreV1().ConfigMaps(gw.Namespace).Delete(ctx, name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &cm.UID}})
-	if err != nil && !apierrors.IsNotFound(err) {
-		return fmt.Errorf("delete the fragment ConfigMap %s/%s: %w", gw.Namespace, name, err)
-	}
-	return nil
-}
-
-// readFragments reads the stored fragments of route for the Gateways its
-// parentRefs name.
-func (c *clients) readFragments(ctx context.Context, route *gatewayv1.HTTPRoute) ([]*routing.Fragment, error) {
-	routeRef := routing.ObjectRef{Namespace: route.Namespace, Name: route.Name}
-	var out []*routing.Fragment
-	for _, gw := range parentRefs(route) {
-		name := routing.FragmentConfigMapName(gw, routeRef)
-		cm, err := c.kube.CoreV1().ConfigMaps(gw.Namespace).Get(ctx, name, metav1.GetOptions{})
-		if apierrors.IsNotFound(err) {
-			continue
-		}
-		if err != nil {
-			return nil, fmt.Errorf("get the fragment ConfigMap %s/%s: %w", gw.Namespace, name, err)
-		}
-		f, err := routing.UnmarshalFragment([]byte(cm.Data[routing.FragmentDataKey]))
-		if err != nil {
-			continue // corrupt: shows as a change, the next apply rewrites it
-		}
-		out = append(out, f)
-	}
-	return out, nil
-}
 
 // parentRefs are the distinct Gateways a route's parentRefs name.
 func parentRefs(route *gatewayv1.HTTPRoute) []routing.ObjectRef {

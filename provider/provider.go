@@ -8,6 +8,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"sync"
 
 	"github.com/hashicorp/terraform-plugin-framework/datasource"
 	"github.com/hashicorp/terraform-plugin-framework/path"
@@ -15,7 +16,9 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/provider/schema"
 	"github.com/hashicorp/terraform-plugin-framework/resource"
 	"github.com/hashicorp/terraform-plugin-framework/types"
+	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	gatewayclient "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned"
 )
@@ -53,7 +56,13 @@ func New(version string) func() provider.Provider {
 type clients struct {
 	kube    kubernetes.Interface
 	gateway gatewayclient.Interface
+	dynamic dynamic.Interface
+	ext     apiextensionsclient.Interface
 	host    string
+
+	// apiReady is set once ensureAPI installed the varnishgw.dev CRDs.
+	apiMu    sync.Mutex
+	apiReady bool
 
 	// classChanges are the classes whose plan, in this run, changes what
 	// their gateways are started or configured with (see
@@ -172,6 +181,14 @@ func (p *varnishgwProvider) Configure(ctx context.Context, req provider.Configur
 	}
 	if c.gateway, err = gatewayclient.NewForConfig(cfg); err != nil {
 		resp.Diagnostics.AddError("Create the Gateway API client", err.Error())
+		return
+	}
+	if c.dynamic, err = dynamic.NewForConfig(cfg); err != nil {
+		resp.Diagnostics.AddError("Create the dynamic Kubernetes client", err.Error())
+		return
+	}
+	if c.ext, err = apiextensionsclient.NewForConfig(cfg); err != nil {
+		resp.Diagnostics.AddError("Create the CustomResourceDefinition client", err.Error())
 		return
 	}
 	if err := checkGatewayAPI(c.kube); err != nil {

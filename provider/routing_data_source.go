@@ -3,15 +3,14 @@ package provider
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
-	"sort"
 
 	"github.com/hashicorp/terraform-plugin-framework-validators/stringvalidator"
 	"github.com/hashicorp/terraform-plugin-framework/datasource"
 	"github.com/hashicorp/terraform-plugin-framework/datasource/schema"
 	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
 	"github.com/hashicorp/terraform-plugin-framework/types"
-	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -20,6 +19,7 @@ import (
 
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/ghostjson"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/routing"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/vgwapi"
 )
 
 var (
@@ -42,6 +42,7 @@ type routingDataModel struct {
 	VHosts            []routingVHostModel     `tfsdk:"vhosts"`
 	Conflicts         []routingConflictModel  `tfsdk:"conflicts"`
 	RejectedFragments []rejectedFragmentModel `tfsdk:"rejected_fragments"`
+	Pods              []routingPodModel       `tfsdk:"pods"`
 }
 
 type routingVHostModel struct {
@@ -78,8 +79,38 @@ type routingConflictModel struct {
 }
 
 type rejectedFragmentModel struct {
-	ConfigMap types.String `tfsdk:"config_map"`
-	Error     types.String `tfsdk:"error"`
+	Fragment        types.String `tfsdk:"fragment"`
+	ResourceVersion types.String `tfsdk:"resource_version"`
+	Reason          types.String `tfsdk:"reason"`
+	Kept            types.String `tfsdk:"kept"`
+}
+
+type routingPodModel struct {
+	Name                     types.String            `tfsdk:"name"`
+	FragmentsResourceVersion types.String            `tfsdk:"fragments_resource_version"`
+	GatewayGeneration        types.Int64             `tfsdk:"gateway_generation"`
+	Fragments                types.Int64             `tfsdk:"fragments"`
+	RejectedFragments        []rejectedFragmentModel `tfsdk:"rejected_fragments"`
+}
+
+func rejectedFragmentModels(ns string, rs []vgwapi.Rejection) []rejectedFragmentModel {
+	out := []rejectedFragmentModel{}
+	for _, r := range rs {
+		out = append(out, rejectedFragmentModel{
+			Fragment: types.StringValue(ns + "/" + r.Name), ResourceVersion: types.StringValue(r.ResourceVersion),
+			Reason: types.StringValue(r.Reason), Kept: types.StringValue(r.Kept),
+		})
+	}
+	return out
+}
+
+func rejectedFragmentAttributes(kept string) map[string]schema.Attribute {
+	return map[string]schema.Attribute{
+		"fragment":         schema.StringAttribute{Computed: true, Description: "The RoutingFragment as namespace/name."},
+		"resource_version": schema.StringAttribute{Computed: true, Description: "The resource version that was rejected."},
+		"reason":           schema.StringAttribute{Computed: true, Description: "Why it was rejected, and what to do."},
+		"kept":             schema.StringAttribute{Computed: true, Description: kept},
+	}
 }
 
 func (d *routingDataSource) Metadata(_ context.Context, req datasource.MetadataRequest, resp *datasource.MetadataResponse) {
@@ -118,9 +149,10 @@ func (d *routingDataSource) Schema(_ context.Context, _ datasource.SchemaRequest
 	}
 	attrs["valid"] = schema.BoolAttribute{
 		Computed: true,
-		Description: "Whether the chaperone would apply this routing: false when a fragment ConfigMap of the Gateway is " +
-			"invalid (see rejected_fragments), in which case the chaperone keeps serving its last good routing. " +
-			"The other attributes then show the routing of the valid fragments.",
+		Description: "Whether every RoutingFragment of the Gateway can be read: false when one is rejected (see " +
+			"rejected_fragments). The gateway pods then serve the other routes as usual, and the rejected fragment's " +
+			"route with its last accepted version where a pod has one. The other attributes show the routing of the " +
+			"readable fragments.",
 	}
 	attrs["ghost_json"] = schema.StringAttribute{
 		Computed: true,
@@ -173,17 +205,33 @@ func (d *routingDataSource) Schema(_ context.Context, _ datasource.SchemaRequest
 		}},
 	}
 	attrs["rejected_fragments"] = schema.ListNestedAttribute{
-		Computed:    true,
-		Description: "Fragment ConfigMaps of the Gateway that cannot be read (missing key, corrupt or hand-edited JSON, another fragment version).",
+		Computed: true,
+		Description: "RoutingFragments of the Gateway that cannot be read (corrupt or hand-edited, for another Gateway or " +
+			"route than their name says, another fragment version), read with the gateway pods' own reader.",
+		NestedObject: schema.NestedAttributeObject{Attributes: rejectedFragmentAttributes("Always empty here (the data source keeps no earlier versions); see pods.")},
+	}
+	attrs["pods"] = schema.ListNestedAttribute{
+		Computed: true,
+		Description: "What each gateway pod reports it serves (its GatewayPodReport), sorted by pod name: how far its view of " +
+			"the RoutingFragments goes, and the fragments it rejected.",
 		NestedObject: schema.NestedAttributeObject{Attributes: map[string]schema.Attribute{
-			"config_map": schema.StringAttribute{Computed: true, Description: "The ConfigMap as namespace/name."},
-			"error":      schema.StringAttribute{Computed: true, Description: "Why it was rejected."},
+			"name": schema.StringAttribute{Computed: true, Description: "The pod's name."},
+			"fragments_resource_version": schema.StringAttribute{Computed: true,
+				Description: "Every RoutingFragment write up to this resource version is served by the pod, or rejected."},
+			"gateway_generation": schema.Int64Attribute{Computed: true, Description: "The Gateway generation of the routing it serves."},
+			"fragments":          schema.Int64Attribute{Computed: true, Description: "The number of fragments it serves."},
+			"rejected_fragments": schema.ListNestedAttribute{
+				Computed:     true,
+				Description:  "The fragments the pod rejected.",
+				NestedObject: schema.NestedAttributeObject{Attributes: rejectedFragmentAttributes("The resource version of the fragment's last accepted version the pod serves instead; empty when it serves none (the route's hosts answer 404 there).")},
+			},
 		}},
 	}
 	resp.Schema = schema.Schema{
-		Description: "The merged routing table of a Gateway as its chaperone sees it: the provider reads the Gateway " +
-			"and its route fragment ConfigMaps and merges them with the same code as the chaperone, conflicts and " +
-			"rejected fragments included. Use it to check what a gateway will serve before or without looking at a pod.",
+		Description: "The merged routing table of a Gateway as its pods see it: the provider reads the Gateway and its " +
+			"RoutingFragments and merges them with the same code as the chaperone, conflicts and rejected fragments " +
+			"included, and reads what each pod reports it serves. Use it to check what a gateway will serve before or " +
+			"without looking at a pod.",
 		Attributes: attrs,
 	}
 }
@@ -204,9 +252,14 @@ func (d *routingDataSource) Read(ctx context.Context, req datasource.ReadRequest
 		resp.Diagnostics.AddError("Read the Gateway "+ref.String(), gatewayDataReadDetail(ref, err))
 		return
 	}
-	frags, rejected, err := d.c.routingFragments(ctx, ref)
+	frags, rejected, err := d.c.gatewayFragments(ctx, ref)
 	if err != nil {
 		resp.Diagnostics.AddError("Read the route fragments of Gateway "+ref.String(), err.Error())
+		return
+	}
+	pods, err := d.c.routingPods(ctx, ref)
+	if err != nil {
+		resp.Diagnostics.AddError("Read the GatewayPodReports of Gateway "+ref.String(), err.Error())
 		return
 	}
 	table, err := routing.Merge(gw, frags)
@@ -235,7 +288,8 @@ func (d *routingDataSource) Read(ctx context.Context, req datasource.ReadRequest
 	m.ID = types.StringValue(ref.String())
 	m.Valid = types.BoolValue(len(rejected) == 0)
 	m.GhostJSON = types.StringValue(string(data))
-	m.RejectedFragments = rejected
+	m.RejectedFragments = rejectedFragmentModels(ref.Namespace, rejected)
+	m.Pods = pods
 	m.VHosts = routingVHostModels(table)
 	m.Conflicts = []routingConflictModel{}
 	for _, c := range table.Conflicts {
@@ -294,40 +348,28 @@ func gatewayDataReadDetail(ref routing.ObjectRef, err error) string {
 	return fmt.Sprintf("get Gateway %s: %v", ref, err)
 }
 
-// routingFragments reads the fragment ConfigMaps of gw as the chaperone
-// does: by label in the Gateway's namespace, sorted by name. ConfigMaps that
-// do not hold a valid fragment are returned as rejected, never as an error.
-func (c *clients) routingFragments(ctx context.Context, gw routing.ObjectRef) ([]*routing.Fragment, []rejectedFragmentModel, error) {
-	sel := labels.SelectorFromSet(routing.FragmentLabels(gw)).String()
-	list, err := c.kube.CoreV1().ConfigMaps(gw.Namespace).List(ctx, metav1.ListOptions{LabelSelector: sel})
+// routingPods reads the GatewayPodReports of gw, sorted by pod name.
+func (c *clients) routingPods(ctx context.Context, gw routing.ObjectRef) ([]routingPodModel, error) {
+	reports, err := vgwapi.ReadReports(ctx, c.dynamic, gw)
+	if apierrors.IsNotFound(err) {
+		return []routingPodModel{}, nil // the CRD is not installed yet
+	}
 	if err != nil {
-		return nil, nil, fmt.Errorf("list ConfigMaps in namespace %s with label %s: %w", gw.Namespace, sel, err)
+		return nil, err
 	}
-	cms := list.Items
-	sort.Slice(cms, func(i, j int) bool { return cms[i].Name < cms[j].Name })
-	frags := []*routing.Fragment{}
-	rejected := []rejectedFragmentModel{}
-	reject := func(cm *corev1.ConfigMap, msg string) {
-		rejected = append(rejected, rejectedFragmentModel{
-			ConfigMap: types.StringValue(cm.Namespace + "/" + cm.Name),
-			Error:     types.StringValue(msg),
-		})
-	}
-	for i := range cms {
-		cm := &cms[i]
-		data, ok := cm.Data[routing.FragmentDataKey]
-		if !ok {
-			reject(cm, fmt.Sprintf("the ConfigMap has no %q key; delete it or re-apply the route that wrote it", routing.FragmentDataKey))
-			continue
+	out := []routingPodModel{}
+	for _, pod := range slices.Sorted(maps.Keys(reports)) {
+		m := routingPodModel{Name: types.StringValue(pod), FragmentsResourceVersion: types.StringValue(""),
+			RejectedFragments: []rejectedFragmentModel{}}
+		if r := reports[pod].Status.Routing; r != nil {
+			m.FragmentsResourceVersion = types.StringValue(r.FragmentsResourceVersion)
+			m.GatewayGeneration = types.Int64Value(r.GatewayGeneration)
+			m.Fragments = types.Int64Value(int64(r.Fragments))
+			m.RejectedFragments = rejectedFragmentModels(gw.Namespace, r.Rejected)
 		}
-		f, err := routing.UnmarshalFragment([]byte(data))
-		if err != nil {
-			reject(cm, err.Error()+"; re-apply the route that wrote it")
-			continue
-		}
-		frags = append(frags, f)
+		out = append(out, m)
 	}
-	return frags, rejected, nil
+	return out, nil
 }
 
 // routingBackendObjects reads what Resolve needs for the backends the fragments

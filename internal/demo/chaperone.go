@@ -30,7 +30,7 @@ const ChaperoneContainer = "chaperone"
 // when the container has none) and its environment
 // (literal values; the downward API fields a pod would resolve for
 // metadata.name and metadata.namespace are resolved to podName and gw's
-// namespace).
+// namespace, and metadata.uid is left out: there is no Pod object).
 func PodCommand(ctx context.Context, kube kubernetes.Interface, gw routing.ObjectRef, podName string) ([]string, []string, error) {
 	name := routing.RuntimeName(gw)
 	dep, err := kube.AppsV1().Deployments(gw.Namespace).Get(ctx, name, metav1.GetOptions{})
@@ -63,6 +63,8 @@ func PodCommand(ctx context.Context, kube kubernetes.Interface, gw routing.Objec
 			env = append(env, e.Name+"="+podName)
 		case e.ValueFrom.FieldRef != nil && e.ValueFrom.FieldRef.FieldPath == "metadata.namespace":
 			env = append(env, e.Name+"="+gw.Namespace)
+		case e.ValueFrom.FieldRef != nil && e.ValueFrom.FieldRef.FieldPath == "metadata.uid":
+			// No Pod object: the chaperone's report has no owner.
 		}
 	}
 	return argv, env, nil

@@ -86,11 +86,14 @@ func hashedName(prefix, name string, max int) string {
 }
 
 // GatewayRules are the chaperone's rights in gw's namespace (the Role
-// RuntimeName(gw)): read ConfigMaps (fragments and main.vcl), read its own
+// RuntimeName(gw)): read its own main.vcl ConfigMap (no other ConfigMap),
+// read RoutingFragments, write its pod's GatewayPodReport, read its own
 // Gateway, patch its own Gateway's status. docs/routing-sync.md lists them.
 func GatewayRules(gw ObjectRef) []rbacv1.PolicyRule {
 	return []rbacv1.PolicyRule{
-		{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"get", "list", "watch"}},
+		{APIGroups: []string{""}, Resources: []string{"configmaps"}, ResourceNames: []string{VCLConfigMapName(gw)}, Verbs: []string{"get", "list", "watch"}},
+		{APIGroups: []string{"varnishgw.dev"}, Resources: []string{"routingfragments"}, Verbs: []string{"get", "list", "watch"}},
+		{APIGroups: []string{"varnishgw.dev"}, Resources: []string{"gatewaypodreports"}, Verbs: []string{"get", "create", "patch"}},
 		{APIGroups: []string{gatewayv1.GroupName}, Resources: []string{"gateways"}, ResourceNames: []string{gw.Name}, Verbs: []string{"get", "list", "watch"}},
 		{APIGroups: []string{gatewayv1.GroupName}, Resources: []string{"gateways/status"}, ResourceNames: []string{gw.Name}, Verbs: []string{"get", "patch"}},
 	}

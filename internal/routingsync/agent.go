@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -14,6 +15,7 @@ import (
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/agent"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/gatewaystatus"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/metrics"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/vgwapi"
 )
 
 // Agent is the chaperone's routing half (agent.Routing) built on a Syncer:
@@ -28,6 +30,9 @@ type Agent struct {
 	Source Source
 	// Status, if set, receives the Programmed condition (Kubernetes only).
 	Status *gatewaystatus.Writer
+	// Reporter, if set, receives the routing the pod serves after every
+	// sync that loaded it (Kubernetes only): the pod's GatewayPodReport.
+	Reporter *vgwapi.Reporter
 	// VCL, if set, is where main.vcl comes from (the chaperone runs with
 	// --vcl=""); nil when the chaperone loads a --vcl file itself.
 	VCL *KubeVCL
@@ -45,6 +50,7 @@ type routingState struct {
 	generation int64
 	err        error
 	pending    bool
+	rejected   []vgwapi.Rejection
 }
 
 var _ agent.Routing = (*Agent)(nil)
@@ -62,6 +68,9 @@ func (a *Agent) Run(ctx context.Context, env agent.Env) error {
 	}
 	if a.Status != nil {
 		go a.Status.Run(ctx)
+	}
+	if a.Reporter != nil {
+		go a.Reporter.Run(ctx)
 	}
 	var loaded atomic.Bool
 	var s *Syncer
@@ -83,9 +92,16 @@ func (a *Agent) Run(ctx context.Context, env agent.Env) error {
 			}
 			if r.Gateway != nil {
 				a.mu.Lock()
-				a.routingRes = &routingState{r.Gateway.Generation, r.Err, r.Outcome == OutcomeError}
+				a.routingRes = &routingState{r.Gateway.Generation, r.Err, r.Outcome == OutcomeError, r.Rejected}
 				a.mu.Unlock()
 				a.setStatus()
+			}
+			served := r.Outcome == OutcomeReloaded || r.Outcome == OutcomeUnchanged
+			if a.Reporter != nil && served && r.Gateway != nil && r.FragmentsResourceVersion != "" {
+				a.Reporter.SetRouting(vgwapi.RoutingReport{
+					FragmentsResourceVersion: r.FragmentsResourceVersion, GatewayGeneration: r.Gateway.Generation,
+					Fragments: r.Fragments, Rejected: r.Rejected, Time: metav1.Now(),
+				})
 			}
 		},
 	})
@@ -146,12 +162,16 @@ func (a *Agent) setStatus() {
 // error (ghost cannot be reached without it); otherwise both messages.
 func programmed(r routingState, v *VCLStatus) gatewaystatus.Programmed {
 	p := gatewaystatus.ForError(r.generation, r.err, r.pending)
+	if p.Status == metav1.ConditionTrue && len(r.rejected) > 0 {
+		p.Message += fmt.Sprintf("; %d routing fragment(s) rejected, their routes keep their last accepted routing or are not served: %s",
+			len(r.rejected), rejectedNames(r.rejected))
+	}
 	if v == nil {
 		return p
 	}
 	if v.Err == nil {
 		if p.Status == metav1.ConditionTrue {
-			p.Message = "the main VCL is active and ghost loaded the routing of this generation"
+			p.Message = "the main VCL is active and " + p.Message
 		}
 		return p
 	}
@@ -167,6 +187,16 @@ func programmed(r routingState, v *VCLStatus) gatewaystatus.Programmed {
 		}
 	}
 	return gatewaystatus.Programmed{Generation: r.generation, Status: metav1.ConditionFalse, Reason: reason, Message: msg}
+}
+
+// rejectedNames lists rejected fragments for a condition message: the
+// GatewayPodReports have their reasons.
+func rejectedNames(rs []vgwapi.Rejection) string {
+	names := make([]string, 0, len(rs))
+	for _, r := range rs {
+		names = append(names, r.Name)
+	}
+	return strings.Join(names, ", ") + " (reasons in the GatewayPodReports: kubectl get gatewaypodreports -o yaml)"
 }
 
 // ChildStarted implements agent.Routing: the restarted child re-read

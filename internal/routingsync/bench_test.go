@@ -14,9 +14,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
-	gatewayclient "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned"
 
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/ghostjson"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/routing"
@@ -105,14 +103,8 @@ func BenchmarkEndpointUpdateToTraffic(b *testing.B) {
 		b.Fatal(err)
 	}
 	objs := &routing.Objects{Services: []*corev1.Service{service(ns, "app")}}
-	if _, err := cp.Client.CoreV1().ConfigMaps(ns).Create(ctx, fragmentConfigMap(b, gw, testRoute(ns, "a", "a.example.com", ns, "app"), objs), metav1.CreateOptions{}); err != nil {
-		b.Fatal(err)
-	}
-	src, err := NewKubeSource(KubeConfig{Client: kubernetes.NewForConfigOrDie(cfg), Gateway: gatewayclient.NewForConfigOrDie(cfg),
-		Namespace: ns, Name: "gw", Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		b.Fatal(err)
-	}
+	putFragment(b, fragments(b, cp, ns), fragmentObject(b, gw, testRoute(ns, "a", "a.example.com", ns, "app"), objs))
+	src := kubeSource(b, cfg, ns, 0)
 	s, err := New(Config{Source: src, Path: g.GhostJSON, Reloader: NewReloader(ReloaderConfig{Addr: g.AdminAddr}),
 		Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {

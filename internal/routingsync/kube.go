@@ -14,9 +14,12 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/selection"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
@@ -25,14 +28,17 @@ import (
 	gwinformers "sigs.k8s.io/gateway-api/pkg/client/informers/externalversions"
 
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/routing"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/vgwapi"
 )
 
 // KubeConfig configures a KubeSource.
 type KubeConfig struct {
-	// Client and Gateway are clients acting as the chaperone's
-	// ServiceAccount (see docs/routing-sync.md for the RBAC it needs).
+	// Client, Gateway and Dynamic (for RoutingFragments) are clients
+	// acting as the chaperone's ServiceAccount (see docs/routing-sync.md
+	// for the RBAC it needs).
 	Client  kubernetes.Interface
 	Gateway gatewayclient.Interface
+	Dynamic dynamic.Interface
 	// Namespace and Name name the Gateway this chaperone serves.
 	Namespace, Name string
 	// PendingTimeout is how long a sync waits for the caches of a newly
@@ -42,12 +48,16 @@ type KubeConfig struct {
 	Logger         *slog.Logger
 }
 
-// KubeSource watches, through informers, the fragment ConfigMaps of one
+// KubeSource watches, through informers, the RoutingFragments of one
 // Gateway (by label, in the Gateway's namespace), the Gateway itself (by
 // name), and in each namespace the fragments reference: the
 // EndpointSlices of exactly the referenced Services (label
 // kubernetes.io/service-name), the Services and the ReferenceGrants. The
 // set of watched namespaces and Services follows the fragments.
+//
+// A fragment it cannot read (vgwapi.ReadFragment) is rejected alone: its
+// route keeps the last version of the fragment this source accepted, or is
+// left out when there is none, and the other routes are unaffected.
 type KubeSource struct {
 	cfg KubeConfig
 	log *slog.Logger
@@ -56,10 +66,18 @@ type KubeSource struct {
 	ctx        context.Context
 	changed    func()
 	baseSynced bool
-	cms        cache.Store
+	frags      cache.SharedIndexInformer
 	gws        cache.Store
-	active     map[string]*nsWatch // namespace → synced watch
-	pending    map[string]*nsWatch // namespace → watch waiting for its caches
+	// lastGood is the last accepted version of each fragment, by object
+	// name, with its resource version.
+	lastGood map[string]acceptedFragment
+	active   map[string]*nsWatch // namespace → synced watch
+	pending  map[string]*nsWatch // namespace → watch waiting for its caches
+}
+
+type acceptedFragment struct {
+	fragment        *routing.Fragment
+	resourceVersion string
 }
 
 // nsWatch holds the informers of one referenced namespace.
@@ -79,8 +97,8 @@ type nsWatch struct {
 
 // NewKubeSource returns a Source for the Gateway cfg.Namespace/cfg.Name.
 func NewKubeSource(cfg KubeConfig) (*KubeSource, error) {
-	if cfg.Client == nil || cfg.Gateway == nil || cfg.Namespace == "" || cfg.Name == "" {
-		return nil, errors.New("routingsync: KubeConfig needs Client, Gateway, Namespace and Name")
+	if cfg.Client == nil || cfg.Gateway == nil || cfg.Dynamic == nil || cfg.Namespace == "" || cfg.Name == "" {
+		return nil, errors.New("routingsync: KubeConfig needs Client, Gateway, Dynamic, Namespace and Name")
 	}
 	if cfg.PendingTimeout <= 0 {
 		cfg.PendingTimeout = 10 * time.Second
@@ -90,10 +108,11 @@ func NewKubeSource(cfg KubeConfig) (*KubeSource, error) {
 		log = slog.Default()
 	}
 	return &KubeSource{
-		cfg:     cfg,
-		log:     log.With("component", "routingsync", "gateway", cfg.Namespace+"/"+cfg.Name),
-		active:  map[string]*nsWatch{},
-		pending: map[string]*nsWatch{},
+		cfg:      cfg,
+		log:      log.With("component", "routingsync", "gateway", cfg.Namespace+"/"+cfg.Name),
+		active:   map[string]*nsWatch{},
+		pending:  map[string]*nsWatch{},
+		lastGood: map[string]acceptedFragment{},
 	}, nil
 }
 
@@ -111,37 +130,38 @@ func (k *KubeSource) Run(ctx context.Context, changed func()) error {
 	defer cancel()
 	gwRef := routing.ObjectRef{Namespace: k.cfg.Namespace, Name: k.cfg.Name}
 	sel := labels.SelectorFromSet(routing.FragmentLabels(gwRef)).String()
-	kf := informers.NewSharedInformerFactoryWithOptions(k.cfg.Client, 0,
-		informers.WithNamespace(k.cfg.Namespace),
-		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = sel }),
-		informers.WithTransform(cache.TransformFunc(stripManagedFields)))
+	ff := dynamicinformer.NewFilteredDynamicSharedInformerFactory(k.cfg.Dynamic, 0, k.cfg.Namespace,
+		func(o *metav1.ListOptions) { o.LabelSelector = sel })
 	gf := gwinformers.NewSharedInformerFactoryWithOptions(k.cfg.Gateway, 0,
 		gwinformers.WithNamespace(k.cfg.Namespace),
 		gwinformers.WithTweakListOptions(func(o *metav1.ListOptions) {
 			o.FieldSelector = fields.OneTermEqualSelector("metadata.name", k.cfg.Name).String()
 		}),
 		gwinformers.WithTransform(cache.TransformFunc(stripManagedFields)))
-	cmInf := kf.Core().V1().ConfigMaps().Informer()
+	fragInf := ff.ForResource(vgwapi.RoutingFragments).Informer()
+	if err := fragInf.SetTransform(cache.TransformFunc(stripManagedFields)); err != nil {
+		return fmt.Errorf("watch RoutingFragments: %w", err)
+	}
 	gwInf := gf.Gateway().V1().Gateways().Informer()
 	onFragments := func() {
 		k.reconcile()
 		changed()
 	}
-	if _, err := cmInf.AddEventHandler(handler(onFragments)); err != nil {
-		return fmt.Errorf("watch fragment ConfigMaps: %w", err)
+	if _, err := fragInf.AddEventHandler(handler(onFragments)); err != nil {
+		return fmt.Errorf("watch RoutingFragments: %w", err)
 	}
 	if _, err := gwInf.AddEventHandler(handler(changed)); err != nil {
 		return fmt.Errorf("watch Gateway: %w", err)
 	}
 	k.mu.Lock()
 	k.ctx, k.changed = ctx, changed
-	k.cms, k.gws = cmInf.GetStore(), gwInf.GetStore()
+	k.frags, k.gws = fragInf, gwInf.GetStore()
 	k.mu.Unlock()
-	kf.Start(ctx.Done())
+	ff.Start(ctx.Done())
 	gf.Start(ctx.Done())
 	defer func() {
 		cancel()
-		kf.Shutdown()
+		ff.Shutdown()
 		gf.Shutdown()
 		k.mu.Lock()
 		for _, w := range k.active {
@@ -153,7 +173,7 @@ func (k *KubeSource) Run(ctx context.Context, changed func()) error {
 		k.active, k.pending = map[string]*nsWatch{}, map[string]*nsWatch{}
 		k.mu.Unlock()
 	}()
-	if !cache.WaitForCacheSync(ctx.Done(), cmInf.HasSynced, gwInf.HasSynced) {
+	if !cache.WaitForCacheSync(ctx.Done(), fragInf.HasSynced, gwInf.HasSynced) {
 		return nil // ctx ended
 	}
 	k.mu.Lock()
@@ -168,10 +188,10 @@ func (k *KubeSource) Run(ctx context.Context, changed func()) error {
 func (k *KubeSource) reconcile() {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	if k.cms == nil || k.ctx == nil || k.ctx.Err() != nil {
+	if k.frags == nil || k.ctx == nil || k.ctx.Err() != nil {
 		return
 	}
-	frags, _ := k.fragmentsLocked()
+	frags, _, _ := k.fragmentsLocked()
 	want := referencedBackends(frags)
 	for ns, w := range k.active {
 		if _, ok := want[ns]; !ok {
@@ -277,38 +297,44 @@ func (k *KubeSource) awaitSync(w *nsWatch) {
 	k.changed()
 }
 
-// fragmentsLocked parses the fragment ConfigMaps, sorted by name. Invalid
-// ones are skipped and reported in the error.
-func (k *KubeSource) fragmentsLocked() ([]*routing.Fragment, error) {
-	var cms []*corev1.ConfigMap
-	for _, o := range k.cms.List() {
-		if cm, ok := o.(*corev1.ConfigMap); ok {
-			cms = append(cms, cm)
+// fragmentsLocked reads the RoutingFragments, sorted by name, with the
+// resource version the informer had reached before it listed them (every
+// fragment write up to it is in the list). A fragment that cannot be read
+// is rejected; its last accepted version, if any, takes its place.
+func (k *KubeSource) fragmentsLocked() ([]*routing.Fragment, []vgwapi.Rejection, string) {
+	rv := k.frags.LastSyncResourceVersion()
+	var objs []*unstructured.Unstructured
+	for _, o := range k.frags.GetStore().List() {
+		if u, ok := o.(*unstructured.Unstructured); ok {
+			objs = append(objs, u)
 		}
 	}
-	sort.Slice(cms, func(i, j int) bool { return cms[i].Name < cms[j].Name })
-	// The VCL ConfigMap carries the Gateway's runtime labels, which include
-	// the fragment label: it is not a fragment (KubeVCL reads it).
-	vclName := routing.VCLConfigMapName(routing.ObjectRef{Namespace: k.cfg.Namespace, Name: k.cfg.Name})
+	sort.Slice(objs, func(i, j int) bool { return objs[i].GetName() < objs[j].GetName() })
+	gw := routing.ObjectRef{Namespace: k.cfg.Namespace, Name: k.cfg.Name}
 	var frags []*routing.Fragment
-	var errs []error
-	for _, cm := range cms {
-		if cm.Name == vclName {
+	var rejected []vgwapi.Rejection
+	present := map[string]bool{}
+	for _, o := range objs {
+		present[o.GetName()] = true
+		f, err := vgwapi.ReadFragment(gw, o)
+		if err == nil {
+			k.lastGood[o.GetName()] = acceptedFragment{f, o.GetResourceVersion()}
+			frags = append(frags, f)
 			continue
 		}
-		data, ok := cm.Data[routing.FragmentDataKey]
-		if !ok {
-			errs = append(errs, fmt.Errorf("fragment ConfigMap %s/%s has no %q key", cm.Namespace, cm.Name, routing.FragmentDataKey))
-			continue
+		rej := vgwapi.Rejection{Name: o.GetName(), ResourceVersion: o.GetResourceVersion(), Reason: vgwapi.RejectionReason(err)}
+		if good, ok := k.lastGood[o.GetName()]; ok {
+			rej.Kept = good.resourceVersion
+			frags = append(frags, good.fragment)
 		}
-		f, err := routing.UnmarshalFragment([]byte(data))
-		if err != nil {
-			errs = append(errs, fmt.Errorf("fragment ConfigMap %s/%s: %w", cm.Namespace, cm.Name, err))
-			continue
-		}
-		frags = append(frags, f)
+		rejected = append(rejected, rej)
 	}
-	return frags, errors.Join(errs...)
+	for name := range k.lastGood {
+		if !present[name] {
+			delete(k.lastGood, name)
+		}
+	}
+	return frags, rejected, rv
 }
 
 // State implements Source.
@@ -327,10 +353,7 @@ func (k *KubeSource) State() (*State, error) {
 			apierrors.NewNotFound(gatewayv1.Resource("gateways"), k.cfg.Name))
 	}
 	gw := obj.(*gatewayv1.Gateway)
-	frags, err := k.fragmentsLocked()
-	if err != nil {
-		return &State{Gateway: gw}, err
-	}
+	frags, rejected, rv := k.fragmentsLocked()
 	// Wait (bounded) for the caches of newly referenced namespaces and
 	// Services rather than answer 500 for them.
 	for _, w := range k.pending {
@@ -356,7 +379,7 @@ func (k *KubeSource) State() (*State, error) {
 			objs.ReferenceGrants = append(objs.ReferenceGrants, o.(*gatewayv1.ReferenceGrant))
 		}
 	}
-	return &State{Gateway: gw, Fragments: frags, Objects: objs}, nil
+	return &State{Gateway: gw, Fragments: frags, Rejected: rejected, FragmentsResourceVersion: rv, Objects: objs}, nil
 }
 
 // cachedEndpointSlices counts the EndpointSlices in the informer caches

@@ -9,8 +9,12 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 	gatewayclient "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned"
@@ -21,6 +25,7 @@ import (
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/routing"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/testenv"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/varnishd/varnishdtest"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/vgwapi"
 )
 
 func testGateway(ns string) *gatewayv1.Gateway {
@@ -50,9 +55,9 @@ func testRoute(ns, name, host, svcNS, svc string) *gatewayv1.HTTPRoute {
 	}
 }
 
-// fragmentConfigMap attaches route to gw the way the provider does and
-// returns the ConfigMap the provider writes.
-func fragmentConfigMap(t testing.TB, gw *gatewayv1.Gateway, route *gatewayv1.HTTPRoute, objs *routing.Objects) *corev1.ConfigMap {
+// fragmentObject attaches route to gw the way the provider does and
+// returns the RoutingFragment the provider writes.
+func fragmentObject(t testing.TB, gw *gatewayv1.Gateway, route *gatewayv1.HTTPRoute, objs *routing.Objects) *unstructured.Unstructured {
 	t.Helper()
 	f, err := routing.Attach(gw, route, objs)
 	if err != nil {
@@ -61,19 +66,44 @@ func fragmentConfigMap(t testing.TB, gw *gatewayv1.Gateway, route *gatewayv1.HTT
 	if !f.Accepted() {
 		t.Fatalf("route not accepted: %+v", f.Parents)
 	}
-	data, err := routing.MarshalFragment(f)
+	obj, err := vgwapi.NewFragment(f)
 	if err != nil {
 		t.Fatal(err)
 	}
-	gwRef := routing.ObjectRef{Namespace: gw.Namespace, Name: gw.Name}
-	return &corev1.ConfigMap{
-		ObjectMeta: metav1.ObjectMeta{
-			Namespace: gw.Namespace,
-			Name:      routing.FragmentConfigMapName(gwRef, routing.ObjectRef{Namespace: route.Namespace, Name: route.Name}),
-			Labels:    routing.FragmentLabels(gwRef),
-		},
-		Data: map[string]string{routing.FragmentDataKey: string(data)},
+	return obj
+}
+
+// fragments installs the varnishgw.dev CRDs and returns an admin client of
+// the namespace's RoutingFragments.
+func fragments(t testing.TB, cp *testenv.ControlPlane, ns string) dynamic.ResourceInterface {
+	t.Helper()
+	if err := vgwapi.EnsureCRDs(context.Background(), apiextensionsclient.NewForConfigOrDie(cp.Config)); err != nil {
+		t.Fatal(err)
 	}
+	return dynamic.NewForConfigOrDie(cp.Config).Resource(vgwapi.RoutingFragments).Namespace(ns)
+}
+
+// putFragment creates or replaces a RoutingFragment and returns it as stored.
+func putFragment(t testing.TB, frags dynamic.ResourceInterface, obj *unstructured.Unstructured) *unstructured.Unstructured {
+	t.Helper()
+	got, err := frags.Apply(context.Background(), obj.GetName(), obj, metav1.ApplyOptions{FieldManager: "test", Force: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return got
+}
+
+// kubeSource is a KubeSource acting as the ServiceAccount of cfg.
+func kubeSource(t testing.TB, cfg *rest.Config, ns string, pending time.Duration) *KubeSource {
+	t.Helper()
+	src, err := NewKubeSource(KubeConfig{
+		Client: kubernetes.NewForConfigOrDie(cfg), Gateway: gatewayclient.NewForConfigOrDie(cfg), Dynamic: dynamic.NewForConfigOrDie(cfg),
+		Namespace: ns, Name: "gw", Logger: testLogger(t), PendingTimeout: pending,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return src
 }
 
 func service(ns, name string) *corev1.Service {
@@ -137,15 +167,10 @@ func TestKubeTrafficMoves(t *testing.T) {
 		return err
 	})
 
-	src, err := NewKubeSource(KubeConfig{
-		Client: kubernetes.NewForConfigOrDie(cfg), Gateway: gatewayclient.NewForConfigOrDie(cfg),
-		Namespace: ns, Name: "gw", Logger: testLogger(t),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	// The wiring of chaperone/main.go: results feed the metrics and the
-	// Programmed condition.
+	frags := fragments(t, cp, ns)
+	src := kubeSource(t, cfg, ns, 0)
+	// The wiring of Agent: results feed the metrics and the Programmed
+	// condition.
 	var res results
 	metrics := NewMetrics()
 	status := gatewaystatus.NewWriter(gatewayclient.NewForConfigOrDie(cfg), ns, "gw", testLogger(t))
@@ -160,7 +185,7 @@ func TestKubeTrafficMoves(t *testing.T) {
 			res.add(r)
 			metrics.Observe(r)
 			if r.Gateway != nil {
-				status.Set(gatewaystatus.ForError(r.Gateway.Generation, r.Err, r.Outcome == OutcomeError))
+				status.Set(programmed(routingState{r.Gateway.Generation, r.Err, r.Outcome == OutcomeError, r.Rejected}, nil))
 			}
 		},
 	})
@@ -196,12 +221,9 @@ func TestKubeTrafficMoves(t *testing.T) {
 	})
 	answers(t, g.HTTPAddr, "a.example.com", 404)
 
-	// Fragment ConfigMap created → host routed.
+	// RoutingFragment created → host routed.
 	objs := &routing.Objects{Services: []*corev1.Service{service(ns, "app"), service(other, "shared")}}
-	mustCreate(t, func() error {
-		_, err := cp.Client.CoreV1().ConfigMaps(ns).Create(ctx, fragmentConfigMap(t, gw, testRoute(ns, "a", "a.example.com", ns, "app"), objs), metav1.CreateOptions{})
-		return err
-	})
+	goodA := putFragment(t, frags, fragmentObject(t, gw, testRoute(ns, "a", "a.example.com", ns, "app"), objs))
 	servedBy(t, g.HTTPAddr, "a.example.com", "be1")
 	programmed(metav1.ConditionTrue, "Programmed", "")
 	res.waitFor(t, "endpoint count reported", func(r Result) bool {
@@ -244,10 +266,7 @@ func TestKubeTrafficMoves(t *testing.T) {
 		return err
 	})
 	objs.ReferenceGrants = []*gatewayv1.ReferenceGrant{grant}
-	mustCreate(t, func() error {
-		_, err := cp.Client.CoreV1().ConfigMaps(ns).Create(ctx, fragmentConfigMap(t, gw, testRoute(ns, "b", "b.example.com", other, "shared"), objs), metav1.CreateOptions{})
-		return err
-	})
+	putFragment(t, frags, fragmentObject(t, gw, testRoute(ns, "b", "b.example.com", other, "shared"), objs))
 	servedBy(t, g.HTTPAddr, "b.example.com", "shared")
 
 	// Only the EndpointSlices of referenced Services are cached.
@@ -263,40 +282,72 @@ func TestKubeTrafficMoves(t *testing.T) {
 	answers(t, g.HTTPAddr, "b.example.com", 500)
 	servedBy(t, g.HTTPAddr, "a.example.com", "be2")
 
-	// Invalid fragment → the previous routing keeps serving, the error is
-	// reported.
-	bad := fragmentConfigMap(t, gw, testRoute(ns, "c", "c.example.com", ns, "app"), objs)
-	bad.Data[routing.FragmentDataKey] = `{"version": 1, "gateway": {"namespace": "x"}, "bogus": true}`
-	mustCreate(t, func() error {
-		_, err := cp.Client.CoreV1().ConfigMaps(ns).Create(ctx, bad, metav1.CreateOptions{})
-		return err
-	})
-	r := res.waitFor(t, "invalid fragment reported", func(r Result) bool { return r.Outcome == OutcomeInvalid })
-	if !strings.Contains(r.Err.Error(), bad.Name) {
-		t.Errorf("error %q does not name the ConfigMap %s", r.Err, bad.Name)
-	}
-	servedBy(t, g.HTTPAddr, "a.example.com", "be2")
-	if !s.Loaded() {
-		t.Error("Loaded() false after an invalid fragment")
-	}
-	programmed(metav1.ConditionFalse, "Invalid", bad.Name)
-	if v := testutil.ToFloat64(metrics.syncs.WithLabelValues("invalid")); v < 1 {
-		t.Errorf("invalid syncs counted: %v", v)
-	}
-	if v := testutil.ToFloat64(metrics.endpoints.WithLabelValues(ns + "/app:80")); v != 1 {
-		t.Errorf("endpoints of app: %v, want 1", v)
-	}
-
-	// Resync forces a reload (the child restarted) even when unchanged;
-	// with the invalid fragment still there it reports the error.
-	if err := s.Resync(ctx); err == nil {
-		t.Error("Resync with an invalid fragment: no error")
-	}
-	if err := cp.Client.CoreV1().ConfigMaps(ns).Delete(ctx, bad.Name, metav1.DeleteOptions{}); err != nil {
+	// A corrupt fragment of a new route is rejected alone: its host is not
+	// served, every other route keeps flowing, Programmed stays True and
+	// names it.
+	bad := fragmentObject(t, gw, testRoute(ns, "c", "c.example.com", ns, "app"), objs)
+	if err := unstructured.SetNestedField(bad.Object, true, "spec", "fragment", "bogus"); err != nil {
 		t.Fatal(err)
 	}
+	bad = putFragment(t, frags, bad)
+	r := res.waitFor(t, "rejection reported", func(r Result) bool { return len(r.Rejected) == 1 && r.Outcome != OutcomeInvalid })
+	if rej := r.Rejected[0]; rej.Name != bad.GetName() || rej.ResourceVersion != bad.GetResourceVersion() || rej.Kept != "" ||
+		!strings.Contains(rej.Reason, `unknown field "bogus"`) {
+		t.Errorf("rejection %+v, want %s at %s, nothing kept, naming the unknown field", rej, bad.GetName(), bad.GetResourceVersion())
+	}
+	answers(t, g.HTTPAddr, "c.example.com", 404)
+	servedBy(t, g.HTTPAddr, "a.example.com", "be2")
+	programmed(metav1.ConditionTrue, "Programmed", bad.GetName())
+
+	// A corrupt update of route a's fragment: route a keeps its last
+	// accepted version, and its endpoints still follow the cluster.
+	corruptA := goodA.DeepCopy()
+	corruptA.SetResourceVersion("")
+	corruptA.SetManagedFields(nil)
+	if err := unstructured.SetNestedField(corruptA.Object, int64(99), "spec", "fragment", "version"); err != nil {
+		t.Fatal(err)
+	}
+	corruptA = putFragment(t, frags, corruptA)
+	r = res.waitFor(t, "second rejection", func(r Result) bool { return len(r.Rejected) == 2 })
+	for _, rej := range r.Rejected {
+		if rej.Name == corruptA.GetName() && (rej.Kept != goodA.GetResourceVersion() || !strings.Contains(rej.Reason, "version is 99")) {
+			t.Errorf("rejection %+v, want the version named and %s kept", rej, goodA.GetResourceVersion())
+		}
+	}
+	if r.FragmentsResourceVersion == "" {
+		t.Error("no fragments resource version in the result")
+	}
+	mustCreate(t, func() error {
+		_, err := cp.Client.DiscoveryV1().EndpointSlices(ns).Update(ctx, endpointSlice(ns, "app-1", "app", be["be1"], true), metav1.UpdateOptions{})
+		return err
+	})
+	servedBy(t, g.HTTPAddr, "a.example.com", "be1", "be2")
+	if !s.Loaded() {
+		t.Error("Loaded() false after rejected fragments")
+	}
+	if v := testutil.ToFloat64(metrics.endpoints.WithLabelValues(ns + "/app:80")); v != 2 {
+		t.Errorf("endpoints of app: %v, want 2", v)
+	}
+
+	// Fixed: the rejections go, Programmed no longer names them.
+	if err := frags.Delete(ctx, bad.GetName(), metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	goodA.SetResourceVersion("")
+	goodA.SetManagedFields(nil)
+	putFragment(t, frags, goodA)
+	res.waitFor(t, "no rejection", func(r Result) bool { return len(r.Rejected) == 0 && r.Outcome == OutcomeUnchanged })
 	eventually(t, 60*time.Second, "Resync after the fix", func() error { return s.Resync(ctx) })
-	programmed(metav1.ConditionTrue, "Programmed", "")
+	programmed(metav1.ConditionTrue, "Programmed", "ghost loaded the routing of this generation")
+	got, err := cp.Gateway.GatewayV1().Gateways(ns).Get(ctx, "gw", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range got.Status.Conditions {
+		if c.Type == "Programmed" && strings.Contains(c.Message, "rejected") {
+			t.Errorf("Programmed still names a rejection: %s", c.Message)
+		}
+	}
 }
 
 var errNotYet = stringErr("not yet")
@@ -347,22 +398,10 @@ func TestKubeUnreadableNamespace(t *testing.T) {
 		},
 	}
 	objs := &routing.Objects{Services: []*corev1.Service{service(ns, "app"), service(forbidden, "x")}, ReferenceGrants: []*gatewayv1.ReferenceGrant{grant}}
-	for _, cm := range []*corev1.ConfigMap{
-		fragmentConfigMap(t, gw, testRoute(ns, "a", "a.example.com", ns, "app"), objs),
-		fragmentConfigMap(t, gw, testRoute(ns, "b", "b.example.com", forbidden, "x"), objs),
-	} {
-		mustCreate(t, func() error {
-			_, err := cp.Client.CoreV1().ConfigMaps(ns).Create(ctx, cm, metav1.CreateOptions{})
-			return err
-		})
-	}
-	src, err := NewKubeSource(KubeConfig{
-		Client: kubernetes.NewForConfigOrDie(cfg), Gateway: gatewayclient.NewForConfigOrDie(cfg),
-		Namespace: ns, Name: "gw", Logger: testLogger(t), PendingTimeout: 2 * time.Second,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	frags := fragments(t, cp, ns)
+	putFragment(t, frags, fragmentObject(t, gw, testRoute(ns, "a", "a.example.com", ns, "app"), objs))
+	putFragment(t, frags, fragmentObject(t, gw, testRoute(ns, "b", "b.example.com", forbidden, "x"), objs))
+	src := kubeSource(t, cfg, ns, 2*time.Second)
 	s, err := New(Config{Source: src, Path: g.GhostJSON, Logger: testLogger(t), Reloader: NewReloader(ReloaderConfig{Addr: g.AdminAddr})})
 	if err != nil {
 		t.Fatal(err)

@@ -17,6 +17,7 @@ import (
 
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/ghostjson"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/routing"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/vgwapi"
 )
 
 // State is everything a ghost.json is built from, as a Source sees it now.
@@ -26,6 +27,13 @@ type State struct {
 	Gateway *gatewayv1.Gateway
 	// Fragments are the routing fragments of the Gateway.
 	Fragments []*routing.Fragment
+	// Rejected are the fragments the source could not read; for each, the
+	// last version it accepted, if any, is in Fragments.
+	Rejected []vgwapi.Rejection
+	// FragmentsResourceVersion is the RoutingFragment resource version the
+	// source's view had reached when it listed Fragments (KubeSource; empty
+	// for other sources).
+	FragmentsResourceVersion string
 	// Objects are the Services, EndpointSlices and ReferenceGrants of the
 	// namespaces the fragments reference.
 	Objects *routing.Objects
@@ -80,6 +88,12 @@ type Result struct {
 	Endpoints map[string]int
 	// Conflicts are what Merge reported.
 	Conflicts []routing.Conflict
+	// Fragments counts the fragments the routing was built from (accepted
+	// ones and the last accepted versions of rejected ones).
+	Fragments int
+	// Rejected and FragmentsResourceVersion are the State's.
+	Rejected                 []vgwapi.Rejection
+	FragmentsResourceVersion string
 	// Duration is the time the sync took, build to reload answer.
 	Duration time.Duration
 }
@@ -116,6 +130,8 @@ type Syncer struct {
 	mu      sync.Mutex
 	lastSum [sha256.Size]byte // of the file ghost loaded last
 	loaded  bool
+	// rejected are the rejections logged last, so each is logged once.
+	rejected map[vgwapi.Rejection]bool
 }
 
 // New returns a Syncer; call Run to start it.
@@ -287,7 +303,9 @@ func (s *Syncer) syncOnce(ctx context.Context, force bool) Result {
 		}
 		return res
 	}
-	res := Result{Gateway: st.Gateway}
+	res := Result{Gateway: st.Gateway, Fragments: len(st.Fragments), Rejected: st.Rejected,
+		FragmentsResourceVersion: st.FragmentsResourceVersion}
+	s.logRejections(st.Rejected)
 	table, doc, err := Build(st)
 	if table != nil {
 		res.Conflicts = table.Conflicts
@@ -298,6 +316,25 @@ func (s *Syncer) syncOnce(ctx context.Context, force bool) Result {
 	}
 	res.Endpoints = EndpointCounts(doc)
 	return s.apply(ctx, func(w io.Writer) error { return ghostjson.Encode(w, doc) }, force, res)
+}
+
+// logRejections logs each fragment rejection once, when it first appears.
+func (s *Syncer) logRejections(rs []vgwapi.Rejection) {
+	now := make(map[vgwapi.Rejection]bool, len(rs))
+	for _, r := range rs {
+		now[r] = true
+		if s.rejected[r] {
+			continue
+		}
+		if r.Kept != "" {
+			s.log.Warn("routing fragment rejected; its route keeps its last accepted version", "fragment", r.Name,
+				"resource_version", r.ResourceVersion, "kept", r.Kept, "reason", r.Reason)
+		} else {
+			s.log.Warn("routing fragment rejected; its route is not served", "fragment", r.Name,
+				"resource_version", r.ResourceVersion, "reason", r.Reason)
+		}
+	}
+	s.rejected = now
 }
 
 // goodPath is the hard link to the last file ghost loaded, kept to

@@ -15,6 +15,7 @@ import (
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/routing"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/testenv"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/vclreload"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/vgwapi"
 )
 
 func TestFirstLines(t *testing.T) {
@@ -48,14 +49,15 @@ func TestProgrammedCombinesVCLAndRouting(t *testing.T) {
 		message []string
 		absent  string
 	}{
-		{"no VCL source, loaded", routingState{3, nil, false}, nil, "True", "Programmed", []string{"ghost loaded"}, ""},
-		{"no VCL source, invalid", routingState{3, invalid, false}, nil, "False", "Invalid", []string{"fragment ConfigMap x"}, ""},
-		{"VCL active, loaded", routingState{3, nil, false}, &VCLStatus{Active: true}, "True", "Programmed", []string{"main VCL is active"}, ""},
-		{"VCL active, routing invalid", routingState{3, invalid, false}, &VCLStatus{Active: true}, "False", "Invalid", []string{"fragment ConfigMap x"}, ""},
-		{"ConfigMap missing hides ghost's 503", routingState{3, unreachable, true}, &VCLStatus{Err: waiting, Pending: true}, "False", "Pending", []string{"waiting for ConfigMap"}, "503"},
-		{"first VCL does not compile", routingState{3, unreachable, true}, &VCLStatus{Err: vclBad}, "False", "Invalid", []string{"does not compile"}, "503"},
-		{"later VCL does not compile, routing fine", routingState{3, nil, false}, &VCLStatus{Active: true, Err: vclBad}, "False", "Invalid", []string{"does not compile"}, "routing:"},
-		{"both broken", routingState{3, invalid, false}, &VCLStatus{Active: true, Err: waiting, Pending: true}, "False", "Invalid", []string{"waiting for ConfigMap", "routing: fragment ConfigMap x"}, ""},
+		{"no VCL source, loaded", routingState{generation: 3, err: nil, pending: false}, nil, "True", "Programmed", []string{"ghost loaded"}, ""},
+		{"no VCL source, invalid", routingState{generation: 3, err: invalid, pending: false}, nil, "False", "Invalid", []string{"fragment ConfigMap x"}, ""},
+		{"VCL active, loaded", routingState{generation: 3, err: nil, pending: false}, &VCLStatus{Active: true}, "True", "Programmed", []string{"main VCL is active"}, ""},
+		{"VCL active, routing invalid", routingState{generation: 3, err: invalid, pending: false}, &VCLStatus{Active: true}, "False", "Invalid", []string{"fragment ConfigMap x"}, ""},
+		{"ConfigMap missing hides ghost's 503", routingState{generation: 3, err: unreachable, pending: true}, &VCLStatus{Err: waiting, Pending: true}, "False", "Pending", []string{"waiting for ConfigMap"}, "503"},
+		{"first VCL does not compile", routingState{generation: 3, err: unreachable, pending: true}, &VCLStatus{Err: vclBad}, "False", "Invalid", []string{"does not compile"}, "503"},
+		{"later VCL does not compile, routing fine", routingState{generation: 3, err: nil, pending: false}, &VCLStatus{Active: true, Err: vclBad}, "False", "Invalid", []string{"does not compile"}, "routing:"},
+		{"fragments rejected", routingState{generation: 3, rejected: []vgwapi.Rejection{{Name: "vgw-x", ResourceVersion: "7"}}}, &VCLStatus{Active: true}, "True", "Programmed", []string{"main VCL is active", "1 routing fragment(s) rejected", "vgw-x", "kubectl get gatewaypodreports"}, ""},
+		{"both broken", routingState{generation: 3, err: invalid, pending: false}, &VCLStatus{Active: true, Err: waiting, Pending: true}, "False", "Invalid", []string{"waiting for ConfigMap", "routing: fragment ConfigMap x"}, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p := programmed(tc.r, tc.v)

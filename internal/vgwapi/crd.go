@@ -27,8 +27,8 @@ const CRDRevision = 1
 const CRDRevisionAnnotation = "varnishgw.dev/crd-revision"
 
 // FieldManager is the server-side apply field manager of the provider's
-// writes of varnishgw.dev objects and CRDs.
-const FieldManager = "varnishgw-provider"
+// writes (the provider package's FieldManager).
+const FieldManager = "varnishgw"
 
 // CRDs are the CustomResourceDefinitions of RoutingFragment and
 // GatewayPodReport.

@@ -1,0 +1,344 @@
+package provider
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/util/wait"
+	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
+
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/routing"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/vgwapi"
+)
+
+// How the provider stores a route's routing: one RoutingFragment per
+// (route, parent Gateway) in the Gateway's namespace (package vgwapi), and
+// how it learns that the Gateway's pods serve it (their GatewayPodReports).
+
+// fragmentWrite is one write of a RoutingFragment: the resource version
+// that the gateway pods must reach to serve it.
+type fragmentWrite struct {
+	gw              routing.ObjectRef
+	name            string
+	resourceVersion string
+	deleted         bool
+}
+
+// ensureAPI installs or updates the varnishgw.dev CRDs once per provider
+// run (vgwapi.EnsureCRDs).
+func (c *clients) ensureAPI(ctx context.Context) error {
+	c.apiMu.Lock()
+	defer c.apiMu.Unlock()
+	if c.apiReady {
+		return nil
+	}
+	if err := vgwapi.EnsureCRDs(ctx, c.ext); err != nil {
+		if apierrors.IsForbidden(err) {
+			return fmt.Errorf("%w\nThe provider installs the CustomResourceDefinitions of %s (RoutingFragment, GatewayPodReport) "+
+				"and needs get, create and patch on customresourcedefinitions for that: grant its identity the provider role "+
+				"of the security guide, or have a cluster administrator apply the provider once", err, vgwapi.Group)
+		}
+		return err
+	}
+	c.apiReady = true
+	return nil
+}
+
+// writeFragments stores one RoutingFragment per parent Gateway and deletes
+// the fragments of Gateways that are no longer parents (or no longer served
+// by varnishgw); stale lists Gateways of the prior state. Fragment
+// ConfigMaps of earlier releases are deleted once the RoutingFragment is
+// written. It returns the writes, for waitServed.
+func (c *clients) writeFragments(ctx context.Context, route *gatewayv1.HTTPRoute, frags []*routing.Fragment, stale []routing.ObjectRef) ([]fragmentWrite, error) {
+	routeRef := routing.ObjectRef{Namespace: route.Namespace, Name: route.Name}
+	if len(frags) > 0 {
+		if err := c.ensureAPI(ctx); err != nil {
+			return nil, err
+		}
+	}
+	var writes []fragmentWrite
+	keep := map[routing.ObjectRef]bool{}
+	for _, f := range frags {
+		obj, err := vgwapi.NewFragment(f)
+		if err != nil {
+			return nil, err
+		}
+		lbl := obj.GetLabels()
+		for k, v := range managedLabels {
+			lbl[k] = v
+		}
+		obj.SetLabels(lbl)
+		got, err := c.dynamic.Resource(vgwapi.RoutingFragments).Namespace(f.Gateway.Namespace).Apply(ctx, obj.GetName(), obj, applyOptions())
+		if err != nil {
+			return nil, fmt.Errorf("apply the RoutingFragment %s/%s for Gateway %s: %w", f.Gateway.Namespace, obj.GetName(), f.Gateway, err)
+		}
+		writes = append(writes, fragmentWrite{gw: f.Gateway, name: got.GetName(), resourceVersion: got.GetResourceVersion()})
+		if err := c.deleteLegacyFragment(ctx, f.Gateway, routeRef); err != nil {
+			return nil, err
+		}
+		keep[f.Gateway] = true
+	}
+	for _, gw := range stale {
+		if keep[gw] {
+			continue
+		}
+		w, err := c.deleteFragment(ctx, gw, routeRef)
+		if err != nil {
+			return nil, err
+		}
+		if w != nil {
+			writes = append(writes, *w)
+		}
+	}
+	return writes, nil
+}
+
+// deleteFragment deletes the RoutingFragment (and a fragment ConfigMap of
+// an earlier release) of route for gw. It returns the deletion, or nil when
+// there was nothing to delete.
+func (c *clients) deleteFragment(ctx context.Context, gw, route routing.ObjectRef) (*fragmentWrite, error) {
+	if err := c.deleteLegacyFragment(ctx, gw, route); err != nil {
+		return nil, err
+	}
+	name := vgwapi.FragmentName(gw, route)
+	// The API server answers a delete with the object at the deletion's
+	// resource version, which the pods' watches see too; the dynamic
+	// client drops that answer, so the request is made directly.
+	path := fmt.Sprintf("/apis/%s/namespaces/%s/%s/%s", vgwapi.GroupVersion, gw.Namespace, vgwapi.RoutingFragmentResource, name)
+	raw, err := c.kube.Discovery().RESTClient().Delete().AbsPath(path).Do(ctx).Raw()
+	if apierrors.IsNotFound(err) {
+		return nil, nil // also when the CRD is not installed: nothing to delete
+	}
+	if err != nil {
+		return nil, fmt.Errorf("delete the RoutingFragment %s/%s: %w", gw.Namespace, name, err)
+	}
+	var deleted unstructured.Unstructured
+	if err := json.Unmarshal(raw, &deleted.Object); err != nil {
+		return nil, fmt.Errorf("delete the RoutingFragment %s/%s: read the answer: %w", gw.Namespace, name, err)
+	}
+	return &fragmentWrite{gw: gw, name: name, resourceVersion: deleted.GetResourceVersion(), deleted: true}, nil
+}
+
+// deleteLegacyFragment deletes the fragment ConfigMap an earlier release
+// wrote for route and gw, if there is one it wrote.
+func (c *clients) deleteLegacyFragment(ctx context.Context, gw, route routing.ObjectRef) error {
+	name := vgwapi.FragmentName(gw, route)
+	cm, err := c.kube.CoreV1().ConfigMaps(gw.Namespace).Get(ctx, name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("get the fragment ConfigMap %s/%s of an earlier release: %w", gw.Namespace, name, err)
+	}
+	if cm.Annotations[fragmentRouteAnnotation] != route.String() {
+		return nil // not ours: never delete what another writer owns
+	}
+	err = c.kube.CoreV1().ConfigMaps(gw.Namespace).Delete(ctx, name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &cm.UID}})
+	if err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("delete the fragment ConfigMap %s/%s of an earlier release: %w", gw.Namespace, name, err)
+	}
+	return nil
+}
+
+// readFragments reads the stored fragments of route for the Gateways its
+// parentRefs name. A fragment that cannot be read is left out: the plan
+// then shows the route's routing as a change, and the apply rewrites it.
+func (c *clients) readFragments(ctx context.Context, route *gatewayv1.HTTPRoute) ([]*routing.Fragment, error) {
+	routeRef := routing.ObjectRef{Namespace: route.Namespace, Name: route.Name}
+	var out []*routing.Fragment
+	for _, gw := range parentRefs(route) {
+		name := vgwapi.FragmentName(gw, routeRef)
+		obj, err := c.dynamic.Resource(vgwapi.RoutingFragments).Namespace(gw.Namespace).Get(ctx, name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("get the RoutingFragment %s/%s: %w", gw.Namespace, name, err)
+		}
+		if f, err := vgwapi.ReadFragment(gw, obj); err == nil {
+			out = append(out, f)
+		}
+	}
+	return out, nil
+}
+
+// gatewayFragments reads every RoutingFragment of gw with the reader the
+// gateway pods use: the fragments they would accept and the ones they
+// would reject.
+func (c *clients) gatewayFragments(ctx context.Context, gw routing.ObjectRef) ([]*routing.Fragment, []vgwapi.Rejection, error) {
+	list, err := c.dynamic.Resource(vgwapi.RoutingFragments).Namespace(gw.Namespace).List(ctx, metav1.ListOptions{
+		LabelSelector: labels.SelectorFromSet(routing.FragmentLabels(gw)).String(),
+	})
+	if apierrors.IsNotFound(err) {
+		return []*routing.Fragment{}, nil, nil // the CRD is not installed yet: no route was applied
+	}
+	if err != nil {
+		return nil, nil, fmt.Errorf("list the RoutingFragments of Gateway %s: %w", gw, err)
+	}
+	objs := make([]*unstructured.Unstructured, len(list.Items))
+	for i := range list.Items {
+		objs[i] = &list.Items[i]
+	}
+	frags, rejected := vgwapi.ReadFragments(gw, objs)
+	return frags, rejected, nil
+}
+
+// servedPods are the pods whose GatewayPodReports a wait checks: the Ready
+// pods of gw that are not terminating.
+func (c *clients) servedPods(ctx context.Context, gw routing.ObjectRef) ([]string, error) {
+	list, err := c.kube.CoreV1().Pods(gw.Namespace).List(ctx, metav1.ListOptions{
+		LabelSelector: labels.SelectorFromSet(routing.RuntimeLabels(gw)).String(),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list the pods of Gateway %s: %w", gw, err)
+	}
+	var out []string
+	for _, p := range list.Items {
+		if p.DeletionTimestamp == nil && podIsReady(&p) {
+			out = append(out, p.Name)
+		}
+	}
+	sort.Strings(out)
+	return out, nil
+}
+
+func podIsReady(p *corev1.Pod) bool {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+// servedError is a wait that ended because a pod rejected a fragment.
+type servedError struct {
+	w   fragmentWrite
+	pod string
+	rej vgwapi.Rejection
+}
+
+func (e *servedError) Error() string {
+	kept := "the route is not served by that pod"
+	if e.rej.Kept != "" {
+		kept = "the pod keeps serving the route's previous routing (resource version " + e.rej.Kept + ")"
+	}
+	return fmt.Sprintf("gateway pod %s/%s rejected the routing fragment %s (resource version %s): %s; %s",
+		e.w.gw.Namespace, e.pod, e.w.name, e.w.resourceVersion, e.rej.Reason, kept)
+}
+
+// waitServed waits until every Ready pod of each written fragment's
+// Gateway reports that it serves the write (vgwapi.GatewayPodReport.Served),
+// within timeout. A Gateway without Ready pods has nothing to wait for. A
+// pod's rejection ends the wait with a *servedError.
+func (c *clients) waitServed(ctx context.Context, writes []fragmentWrite, timeout time.Duration) error {
+	if len(writes) == 0 {
+		return nil
+	}
+	start := time.Now()
+	var pending []string
+	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+		pending = pending[:0]
+		for _, gw := range writtenGateways(writes) {
+			pods, err := c.servedPods(ctx, gw)
+			if err != nil {
+				return false, err
+			}
+			if len(pods) == 0 {
+				continue
+			}
+			reports, err := vgwapi.ReadReports(ctx, c.dynamic, gw)
+			if err != nil {
+				return false, err
+			}
+			for _, w := range writes {
+				if w.gw != gw {
+					continue
+				}
+				for _, pod := range pods {
+					served, rej := reports[pod].Served(w.name, w.resourceVersion)
+					if rej != nil {
+						return false, &servedError{w: w, pod: pod, rej: *rej}
+					}
+					if !served {
+						pending = append(pending, fmt.Sprintf("%s/%s (%s)", gw.Namespace, pod, reportState(reports[pod])))
+					}
+				}
+			}
+		}
+		return len(pending) == 0, nil
+	})
+	if err == nil {
+		return nil
+	}
+	if _, ok := err.(*servedError); ok {
+		return err
+	}
+	if ctx.Err() == nil && wait.Interrupted(err) {
+		slices.Sort(pending)
+		pending = slices.Compact(pending)
+		return fmt.Errorf("the gateway pods did not report serving the new routing within %s: %s. Their chaperone logs "+
+			"say why (kubectl logs -c chaperone); raise served_timeout, or set wait_for_served = false to skip the wait",
+			time.Since(start).Round(time.Second), strings.Join(pending, ", "))
+	}
+	return fmt.Errorf("wait for the gateway pods to serve the new routing: %w", err)
+}
+
+func writtenGateways(writes []fragmentWrite) []routing.ObjectRef {
+	seen := map[routing.ObjectRef]bool{}
+	for _, w := range writes {
+		seen[w.gw] = true
+	}
+	return sortedRefs(seen)
+}
+
+// reportState describes how far a pod's report is, for a timeout message.
+func reportState(r *vgwapi.GatewayPodReport) string {
+	switch {
+	case r == nil:
+		return "no GatewayPodReport yet"
+	case r.Status.Routing == nil:
+		return "has not loaded routing yet"
+	default:
+		return "serves fragments up to resource version " + r.Status.Routing.FragmentsResourceVersion
+	}
+}
+
+// rejectedByPod is frags with the parents of the rejected fragment's
+// Gateway marked not accepted, with the pod's reason, for the route's
+// status.
+func rejectedByPod(frags []*routing.Fragment, e *servedError) []*routing.Fragment {
+	out := make([]*routing.Fragment, len(frags))
+	for i, f := range frags {
+		out[i] = f
+		if f.Gateway != e.w.gw {
+			continue
+		}
+		c := *f
+		c.Parents = make([]routing.ParentStatus, len(f.Parents))
+		for j, p := range f.Parents {
+			p.Conditions = slices.Clone(p.Conditions)
+			for k := range p.Conditions {
+				if p.Conditions[k].Type == string(gatewayv1.RouteConditionAccepted) {
+					p.Conditions[k] = routing.Condition{
+						Type: string(gatewayv1.RouteConditionAccepted), Status: string(metav1.ConditionFalse),
+						Reason: string(gatewayv1.RouteReasonUnsupportedValue), Message: e.Error(),
+					}
+				}
+			}
+			c.Parents[j] = p
+		}
+		out[i] = &c
+	}
+	return out
+}
