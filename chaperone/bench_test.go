@@ -15,6 +15,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 
@@ -59,8 +60,8 @@ func procStatusKB(b *testing.B, pid int, field string) float64 {
 
 // BenchmarkKubeRSS reports the resident memory of the chaperone binary
 // (not varnishd) run as in the pod (--routing=kubernetes --vcl=) against
-// the test API server, for one Gateway with 1,000 HTTPRoutes (fragment
-// ConfigMaps), each to its own Service with one EndpointSlice of 10 ready
+// the test API server, for one Gateway with 1,000 HTTPRoutes
+// (RoutingFragments), each to its own Service with one EndpointSlice of 10 ready
 // endpoints: 1,000 referenced Services, 10,000 endpoints. The figures are
 // read from /proc/PID/status once ghost has loaded all of them and
 // /metrics has been scraped: VmRSS then (rss-kB) and the peak VmHWM
@@ -92,6 +93,7 @@ func benchKubeRSS(b *testing.B, extra ...string) {
 		_, err = cp.Client.CoreV1().ConfigMaps(ns).Create(ctx, vclConfigMap(gw, mainVCL(ghostPath, "bench")), metav1.CreateOptions{})
 		must(b, err)
 
+		frags := fragmentClient(b, cp, ns)
 		start := time.Now()
 		var wg sync.WaitGroup
 		errs := make(chan error, services)
@@ -101,7 +103,7 @@ func benchKubeRSS(b *testing.B, extra ...string) {
 			go func() {
 				defer wg.Done()
 				for i := range work {
-					errs <- createBackend(b, cp.Client, gw, i, perSlice)
+					errs <- createBackend(b, cp.Client, frags, gw, i, perSlice)
 				}
 			}()
 		}
@@ -114,7 +116,7 @@ func benchKubeRSS(b *testing.B, extra ...string) {
 		for err := range errs {
 			must(b, err)
 		}
-		b.Logf("created %d Services, EndpointSlices and fragment ConfigMaps in %s", services, time.Since(start).Round(time.Millisecond))
+		b.Logf("created %d Services, EndpointSlices and RoutingFragments in %s", services, time.Since(start).Round(time.Millisecond))
 
 		loaded := time.Now()
 		c := startChaperoneIn(b, dir, backend(b, "file"), listen, append([]string{
@@ -144,9 +146,9 @@ func benchKubeRSS(b *testing.B, extra ...string) {
 }
 
 // createBackend creates Service svc-I with one EndpointSlice of n ready
-// endpoints on documentation addresses, and the fragment ConfigMap of an
+// endpoints on documentation addresses, and the RoutingFragment of an
 // HTTPRoute hI.example.com → svc-I:80.
-func createBackend(b *testing.B, c kubernetes.Interface, gw *gatewayv1.Gateway, i, n int) error {
+func createBackend(b *testing.B, c kubernetes.Interface, frags dynamic.ResourceInterface, gw *gatewayv1.Gateway, i, n int) error {
 	ctx := context.Background()
 	ns := gw.Namespace
 	name := fmt.Sprintf("svc-%04d", i)
@@ -178,6 +180,6 @@ func createBackend(b *testing.B, c kubernetes.Interface, gw *gatewayv1.Gateway, 
 			}}}}},
 		},
 	}
-	_, err := c.CoreV1().ConfigMaps(ns).Create(ctx, fragmentConfigMap(b, gw, route, svc), metav1.CreateOptions{})
+	_, err := frags.Create(ctx, fragmentObject(b, gw, route, svc), metav1.CreateOptions{})
 	return err
 }

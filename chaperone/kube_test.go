@@ -14,12 +14,16 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/dynamic"
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/routing"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/testenv"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/varnishd/varnishdtest"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/vgwapi"
 )
 
 // hostBackend is an HTTP server on ip answering body.
@@ -35,10 +39,10 @@ func hostBackend(t testing.TB, ip, body string) (string, int32) {
 	return ip, int32(l.Addr().(*net.TCPAddr).Port)
 }
 
-// kubeGateway is a Gateway with one listener on port, its route's fragment
-// ConfigMap for app.example.com → Service app:80, as the provider writes
-// them.
-func kubeGateway(t testing.TB, ns string, port int) (*gatewayv1.Gateway, *corev1.ConfigMap) {
+// kubeGateway is a Gateway with one listener on port, its route's
+// RoutingFragment for app.example.com → Service app:80, as the provider
+// writes them.
+func kubeGateway(t testing.TB, ns string, port int) (*gatewayv1.Gateway, *unstructured.Unstructured) {
 	t.Helper()
 	gw := &gatewayv1.Gateway{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "edge"},
@@ -57,10 +61,11 @@ func kubeGateway(t testing.TB, ns string, port int) (*gatewayv1.Gateway, *corev1
 			}}}}},
 		},
 	}
-	return gw, fragmentConfigMap(t, gw, route, appService(ns, "app"))
+	return gw, fragmentObject(t, gw, route, appService(ns, "app"))
 }
 
-func fragmentConfigMap(t testing.TB, gw *gatewayv1.Gateway, route *gatewayv1.HTTPRoute, svcs ...*corev1.Service) *corev1.ConfigMap {
+// fragmentObject is the RoutingFragment the provider writes for route and gw.
+func fragmentObject(t testing.TB, gw *gatewayv1.Gateway, route *gatewayv1.HTTPRoute, svcs ...*corev1.Service) *unstructured.Unstructured {
 	t.Helper()
 	frag, err := routing.Attach(gw, route, &routing.Objects{Services: svcs})
 	if err != nil {
@@ -69,19 +74,21 @@ func fragmentConfigMap(t testing.TB, gw *gatewayv1.Gateway, route *gatewayv1.HTT
 	if !frag.Accepted() {
 		t.Fatalf("route %s not accepted: %+v", route.Name, frag.Parents)
 	}
-	data, err := routing.MarshalFragment(frag)
+	obj, err := vgwapi.NewFragment(frag)
 	if err != nil {
 		t.Fatal(err)
 	}
-	gwRef := routing.ObjectRef{Namespace: gw.Namespace, Name: gw.Name}
-	return &corev1.ConfigMap{
-		ObjectMeta: metav1.ObjectMeta{
-			Namespace: gw.Namespace,
-			Name:      routing.FragmentConfigMapName(gwRef, routing.ObjectRef{Namespace: route.Namespace, Name: route.Name}),
-			Labels:    routing.FragmentLabels(gwRef),
-		},
-		Data: map[string]string{routing.FragmentDataKey: string(data)},
+	return obj
+}
+
+// fragmentClient installs the varnishgw.dev CRDs and returns an admin
+// client of the namespace's RoutingFragments.
+func fragmentClient(t testing.TB, cp *testenv.ControlPlane, ns string) dynamic.ResourceInterface {
+	t.Helper()
+	if err := vgwapi.EnsureCRDs(context.Background(), apiextensionsclient.NewForConfigOrDie(cp.Config)); err != nil {
+		t.Fatal(err)
 	}
+	return dynamic.NewForConfigOrDie(cp.Config).Resource(vgwapi.RoutingFragments).Namespace(ns)
 }
 
 func appService(ns, name string) *corev1.Service {
@@ -130,7 +137,7 @@ func TestKubernetesRoutingBinary(t *testing.T) {
 	gw, frag := kubeGateway(t, ns, varnishdtest.Port(t, listen))
 	gw, err = cp.Gateway.GatewayV1().Gateways(ns).Create(ctx, gw, metav1.CreateOptions{})
 	must(t, err)
-	_, err = cp.Client.CoreV1().ConfigMaps(ns).Create(ctx, frag, metav1.CreateOptions{})
+	frag, err = fragmentClient(t, cp, ns).Create(ctx, frag, metav1.CreateOptions{})
 	must(t, err)
 	_, err = cp.Client.CoreV1().Services(ns).Create(ctx, appService(ns, "app"), metav1.CreateOptions{})
 	must(t, err)
@@ -146,7 +153,7 @@ func TestKubernetesRoutingBinary(t *testing.T) {
 	// ghost.json starts out routing to "file": the Gateway's routing must
 	// replace it. The --vcl flag is given empty, as the Deployment does.
 	c := launchChaperone(t, dir, backend(t, "file"), listen,
-		"--routing=kubernetes", "--gateway="+ns+"/edge", "--vcl=", "--kubeconfig="+kubeconfig)
+		"--routing=kubernetes", "--gateway="+ns+"/edge", "--vcl=", "--kubeconfig="+kubeconfig, "--pod-name=edge-pod-1")
 
 	programmed := func(want metav1.ConditionStatus, reason string, msgs ...string) {
 		t.Helper()
@@ -193,6 +200,18 @@ func TestKubernetesRoutingBinary(t *testing.T) {
 	c.waitFor("ready", 90*time.Second, func() bool { code, _ := c.health("/readyz"); return code == 200 })
 	c.wantTraffic("K", "cm-1")
 	programmed(metav1.ConditionTrue, "Programmed")
+
+	// The pod reports, as its ServiceAccount, that it serves the fragment.
+	dyn := dynamic.NewForConfigOrDie(cp.Config)
+	gwRef := routing.ObjectRef{Namespace: ns, Name: "edge"}
+	c.waitFor("GatewayPodReport serving the fragment", 30*time.Second, func() bool {
+		reports, err := vgwapi.ReadReports(ctx, dyn, gwRef)
+		if err != nil {
+			return false
+		}
+		served, rej := reports["edge-pod-1"].Served(frag.GetName(), frag.GetResourceVersion())
+		return served && rej == nil && reports["edge-pod-1"].Status.Routing.Fragments == 1
+	})
 
 	// A VCL edit in the ConfigMap takes effect.
 	vcl.Data[routing.VCLDataKey] = mainVCL(ghostPath, "cm-2")
