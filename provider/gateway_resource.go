@@ -656,6 +656,11 @@ func (r *gatewayResource) apply(ctx context.Context, m *gatewayModel, action str
 		fail("%v", err)
 		return
 	}
+	// The gateway pods watch RoutingFragments and write GatewayPodReports.
+	if err := r.c.ensureAPI(ctx); err != nil {
+		fail("%v", err)
+		return
+	}
 	// The API server checks the pod template before anything is written.
 	if _, err := r.c.dryRunDeployment(ctx, spec); apierrors.IsInvalid(err) {
 		fail("the gateway's pod template is invalid: %v\nFix the attribute the field belongs to (pod, or the class's parameters); nothing was written.", err)

@@ -25,6 +25,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/rand"
 	metav1apply "k8s.io/client-go/applyconfigurations/meta/v1"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 	gatewayv1apply "sigs.k8s.io/gateway-api/applyconfiguration/apis/v1"
@@ -32,6 +33,7 @@ import (
 
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/routing"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/testenv"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/vgwapi"
 )
 
 // testImage is the class image of the tests. No kubelet pulls it: the test
@@ -469,6 +471,7 @@ resource "varnishgw_http_route" "foreign" {
 	routeMoved := strings.Replace(route, fmt.Sprintf("namespace = %q, port = 80", backends), fmt.Sprintf("namespace = %q, port = 80", moved), 1)
 
 	var kube kubernetes.Interface
+	var dyn dynamic.Interface
 	var gwc gatewayclient.Interface
 	login := func() error {
 		cfg, err := cp.ServiceAccountConfig(ctx, ns, routing.RuntimeName(gw))
@@ -476,6 +479,9 @@ resource "varnishgw_http_route" "foreign" {
 			return err
 		}
 		if kube, err = kubernetes.NewForConfig(cfg); err != nil {
+			return err
+		}
+		if dyn, err = dynamic.NewForConfig(cfg); err != nil {
 			return err
 		}
 		gwc, err = gatewayclient.NewForConfig(cfg)
@@ -502,11 +508,18 @@ resource "varnishgw_http_route" "foreign" {
 						return err
 					}
 					// Real requests: what the chaperone does.
-					if _, err := kube.CoreV1().ConfigMaps(ns).List(ctx, metav1.ListOptions{}); err != nil {
-						return fmt.Errorf("list configmaps: %v", err)
+					vclOnly := metav1.ListOptions{FieldSelector: "metadata.name=" + routing.VCLConfigMapName(gw)}
+					if _, err := kube.CoreV1().ConfigMaps(ns).List(ctx, vclOnly); err != nil {
+						return fmt.Errorf("list its VCL ConfigMap by name: %v", err)
 					}
 					if _, err := kube.CoreV1().ConfigMaps(ns).Get(ctx, routing.VCLConfigMapName(gw), metav1.GetOptions{}); err != nil {
 						return fmt.Errorf("get the VCL ConfigMap: %v", err)
+					}
+					if _, err := dyn.Resource(vgwapi.RoutingFragments).Namespace(ns).List(ctx, metav1.ListOptions{}); err != nil {
+						return fmt.Errorf("list RoutingFragments: %v", err)
+					}
+					if !can(ns, "create", vgwapi.Group, vgwapi.GatewayPodReportResource, "") || !can(ns, "patch", vgwapi.Group, vgwapi.GatewayPodReportResource, "x") {
+						return fmt.Errorf("cannot create and patch its pods' GatewayPodReports")
 					}
 					if _, err := gwc.GatewayV1().Gateways(ns).Get(ctx, "edge", metav1.GetOptions{}); err != nil {
 						return fmt.Errorf("get its Gateway: %v", err)
@@ -527,8 +540,15 @@ resource "varnishgw_http_route" "foreign" {
 					if _, err := kube.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "x"}}, metav1.CreateOptions{}); !apierrors.IsForbidden(err) {
 						return fmt.Errorf("create a ConfigMap: %v, want Forbidden", err)
 					}
+					if _, err := kube.CoreV1().ConfigMaps(ns).List(ctx, metav1.ListOptions{}); !apierrors.IsForbidden(err) {
+						return fmt.Errorf("list every ConfigMap: %v, want Forbidden", err)
+					}
 					for _, denied := range []struct{ ns, verb, group, res, name string }{
 						{ns, "update", "", "configmaps", routing.VCLConfigMapName(gw)},
+						{ns, "get", "", "configmaps", "bystander"},
+						{ns, "create", vgwapi.Group, vgwapi.RoutingFragmentResource, ""},
+						{ns, "patch", vgwapi.Group, vgwapi.RoutingFragmentResource, "x"},
+						{ns, "delete", vgwapi.Group, vgwapi.GatewayPodReportResource, "x"},
 						{ns, "delete", "", "configmaps", routing.VCLConfigMapName(gw)},
 						{ns, "update", gatewayv1.GroupName, "gateways", "edge"},
 						{ns, "list", "", "secrets", ""},

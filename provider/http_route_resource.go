@@ -625,4 +625,8 @@ func (r *httpRouteResource) ImportState(ctx context.Context, req resource.Import
 	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("id"), req.ID)...)
 	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("namespace"), ns)...)
 	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("name"), name)...)
+	// The provider's own settings take their defaults, so that the plan
+	// after an import is empty.
+	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("wait_for_served"), true)...)
+	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("served_timeout"), "1m")...)
 }

@@ -16,11 +16,14 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/rand"
+	"k8s.io/client-go/dynamic"
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/routing"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/testenv"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/vgwapi"
 )
 
 // routeFixture creates, with the admin client, a varnishgw GatewayClass, a
@@ -106,16 +109,21 @@ func checkRouteCondition(cp *testenv.ControlPlane, ns, name, gw, typ string, sta
 	}
 }
 
-// fragment reads the stored fragment of route ns/name for Gateway ns/gw.
-func fragment(cp *testenv.ControlPlane, ns, gw, name string) (*corev1.ConfigMap, *routing.Fragment, error) {
-	gwRef := routing.ObjectRef{Namespace: ns, Name: gw}
-	cmName := routing.FragmentConfigMapName(gwRef, routing.ObjectRef{Namespace: ns, Name: name})
-	cm, err := cp.Client.CoreV1().ConfigMaps(ns).Get(context.Background(), cmName, metav1.GetOptions{})
+// fragment reads the stored RoutingFragment of route ns/name for Gateway
+// ns/gw.
+func fragment(cp *testenv.ControlPlane, ns, gw, name string) (*unstructured.Unstructured, *routing.Fragment, error) {
+	return fragmentOf(cp, routing.ObjectRef{Namespace: ns, Name: gw}, routing.ObjectRef{Namespace: ns, Name: name})
+}
+
+// fragmentOf reads the stored RoutingFragment of route for gw.
+func fragmentOf(cp *testenv.ControlPlane, gw, route routing.ObjectRef) (*unstructured.Unstructured, *routing.Fragment, error) {
+	obj, err := dynamic.NewForConfigOrDie(cp.Config).Resource(vgwapi.RoutingFragments).Namespace(gw.Namespace).
+		Get(context.Background(), vgwapi.FragmentName(gw, route), metav1.GetOptions{})
 	if err != nil {
 		return nil, nil, err
 	}
-	f, err := routing.UnmarshalFragment([]byte(cm.Data[routing.FragmentDataKey]))
-	return cm, f, err
+	f, err := vgwapi.ReadFragment(gw, obj)
+	return obj, f, err
 }
 
 // routingKnown fails when the planned routing attribute is unknown or does
@@ -155,6 +163,15 @@ func TestAccHTTPRoute(t *testing.T) {
 	foreign := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "vgw-foreign", Namespace: ns,
 		Labels: map[string]string{routing.FragmentGatewayLabel: gw, "app.kubernetes.io/managed-by": "varnishgw"}}}
 	if _, err := cp.Client.CoreV1().ConfigMaps(ns).Create(ctx, foreign, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// The fragment ConfigMap an earlier release wrote for this route: the
+	// apply replaces it with a RoutingFragment and deletes it.
+	legacyName := vgwapi.FragmentName(routing.ObjectRef{Namespace: ns, Name: gw}, routing.ObjectRef{Namespace: ns, Name: "web"})
+	legacy := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: legacyName, Namespace: ns,
+		Labels:      map[string]string{routing.FragmentGatewayLabel: gw, "app.kubernetes.io/managed-by": "varnishgw"},
+		Annotations: map[string]string{"varnishgw.dev/route": ns + "/web"}}}
+	if _, err := cp.Client.CoreV1().ConfigMaps(ns).Create(ctx, legacy, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 
@@ -197,7 +214,7 @@ resource "varnishgw_http_route" "test" {
 				return fmt.Errorf("HTTPRoute after destroy: %v, want NotFound", err)
 			}
 			if _, _, err := fragment(cp, ns, gw, "web"); !apierrors.IsNotFound(err) {
-				return fmt.Errorf("fragment ConfigMap after destroy: %v, want NotFound", err)
+				return fmt.Errorf("RoutingFragment after destroy: %v, want NotFound", err)
 			}
 			if _, err := cp.Client.CoreV1().ConfigMaps(ns).Get(ctx, "vgw-foreign", metav1.GetOptions{}); err != nil {
 				return fmt.Errorf("the foreign ConfigMap did not survive destroy: %v", err)
@@ -227,14 +244,17 @@ resource "varnishgw_http_route" "test" {
 						if route.Labels["app.kubernetes.io/managed-by"] != "varnishgw" {
 							return fmt.Errorf("route labels = %v", route.Labels)
 						}
-						cm, f, err := fragment(cp, ns, gw, "web")
+						obj, f, err := fragment(cp, ns, gw, "web")
 						if err != nil {
 							return fmt.Errorf("fragment: %w", err)
 						}
 						for k, v := range routing.FragmentLabels(routing.ObjectRef{Namespace: ns, Name: gw}) {
-							if cm.Labels[k] != v {
-								return fmt.Errorf("fragment labels = %v, want %s=%s", cm.Labels, k, v)
+							if obj.GetLabels()[k] != v {
+								return fmt.Errorf("fragment labels = %v, want %s=%s", obj.GetLabels(), k, v)
 							}
+						}
+						if _, err := cp.Client.CoreV1().ConfigMaps(ns).Get(ctx, legacyName, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+							return fmt.Errorf("the earlier release's fragment ConfigMap after apply: %v, want NotFound", err)
 						}
 						if !f.Accepted() || len(f.Rules) != 2 || len(f.Rules[0].Backends) != 2 {
 							return fmt.Errorf("fragment = %+v, want accepted with 2 rules and a 2-backend split", f)
@@ -308,11 +328,12 @@ resource "varnishgw_http_route" "test" {
 				// A fragment deleted out of band shows as a routing change
 				// and the apply writes it again.
 				PreConfig: func() {
-					cm, _, err := fragment(cp, ns, gw, "web")
+					obj, _, err := fragment(cp, ns, gw, "web")
 					if err != nil {
 						t.Fatal(err)
 					}
-					if err := cp.Client.CoreV1().ConfigMaps(ns).Delete(ctx, cm.Name, metav1.DeleteOptions{}); err != nil {
+					if err := dynamic.NewForConfigOrDie(cp.Config).Resource(vgwapi.RoutingFragments).Namespace(ns).
+						Delete(ctx, obj.GetName(), metav1.DeleteOptions{}); err != nil {
 						t.Fatal(err)
 					}
 				},
@@ -683,8 +704,7 @@ resource "varnishgw_http_route" "other" {
 				func(*terraform.State) error {
 					// Both fragments live in the Gateway's namespace.
 					for _, ns := range []string{teamNS, otherNS} {
-						name := routing.FragmentConfigMapName(routing.ObjectRef{Namespace: gwNS, Name: "shared"}, routing.ObjectRef{Namespace: ns, Name: "web"})
-						if _, err := cp.Client.CoreV1().ConfigMaps(gwNS).Get(ctx, name, metav1.GetOptions{}); err != nil {
+						if _, _, err := fragmentOf(cp, routing.ObjectRef{Namespace: gwNS, Name: "shared"}, routing.ObjectRef{Namespace: ns, Name: "web"}); err != nil {
 							return fmt.Errorf("fragment of %s/web: %w", ns, err)
 						}
 					}

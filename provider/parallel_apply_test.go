@@ -6,11 +6,14 @@ import (
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/dynamic"
 
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/routing"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/testenv"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/tfcli"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/vgwapi"
 )
 
 // mergedRoutingOf reads and merges the fragments of Gateway ns/gw as the
@@ -19,17 +22,18 @@ func mergedRoutingOf(t *testing.T, cp *testenv.ControlPlane, ns, gw string) ([]*
 	t.Helper()
 	ctx := context.Background()
 	ref := routing.ObjectRef{Namespace: ns, Name: gw}
-	list, err := cp.Client.CoreV1().ConfigMaps(ns).List(ctx, metav1.ListOptions{LabelSelector: labels.SelectorFromSet(routing.FragmentLabels(ref)).String()})
+	list, err := dynamic.NewForConfigOrDie(cp.Config).Resource(vgwapi.RoutingFragments).Namespace(ns).
+		List(ctx, metav1.ListOptions{LabelSelector: labels.SelectorFromSet(routing.FragmentLabels(ref)).String()})
 	if err != nil {
 		t.Fatal(err)
 	}
-	var frags []*routing.Fragment
-	for _, cm := range list.Items {
-		f, err := routing.UnmarshalFragment([]byte(cm.Data[routing.FragmentDataKey]))
-		if err != nil {
-			t.Fatalf("fragment ConfigMap %s: %v", cm.Name, err)
-		}
-		frags = append(frags, f)
+	objs := make([]*unstructured.Unstructured, len(list.Items))
+	for i := range list.Items {
+		objs[i] = &list.Items[i]
+	}
+	frags, rejected := vgwapi.ReadFragments(ref, objs)
+	if len(rejected) > 0 {
+		t.Fatalf("rejected fragments: %+v", rejected)
 	}
 	g, err := cp.Gateway.GatewayV1().Gateways(ns).Get(ctx, gw, metav1.GetOptions{})
 	if err != nil {
@@ -85,7 +89,7 @@ resource "varnishgw_http_route" "r" {
 
 	frags, table := mergedRoutingOf(t, cp, ns, gw)
 	if len(frags) != n {
-		t.Errorf("%d fragment ConfigMaps, want %d", len(frags), n)
+		t.Errorf("%d RoutingFragments, want %d", len(frags), n)
 	}
 	routes := map[string]bool{}
 	for _, v := range table.VHosts {

@@ -2,7 +2,7 @@ package provider
 
 import (
 	"context"
-	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"sort"
@@ -13,8 +13,10 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/apimachinery/pkg/watch"
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/routing"
@@ -111,22 +113,43 @@ func (c *clients) deleteFragment(ctx context.Context, gw, route routing.ObjectRe
 		return nil, err
 	}
 	name := vgwapi.FragmentName(gw, route)
-	// The API server answers a delete with the object at the deletion's
-	// resource version, which the pods' watches see too; the dynamic
-	// client drops that answer, so the request is made directly.
-	path := fmt.Sprintf("/apis/%s/namespaces/%s/%s/%s", vgwapi.GroupVersion, gw.Namespace, vgwapi.RoutingFragmentResource, name)
-	raw, err := c.kube.Discovery().RESTClient().Delete().AbsPath(path).Do(ctx).Raw()
+	frags := c.dynamic.Resource(vgwapi.RoutingFragments).Namespace(gw.Namespace)
+	cur, err := frags.Get(ctx, name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
 		return nil, nil // also when the CRD is not installed: nothing to delete
 	}
 	if err != nil {
+		return nil, fmt.Errorf("get the RoutingFragment %s/%s: %w", gw.Namespace, name, err)
+	}
+	// The API server answers the delete of a custom resource with a
+	// Status, not with the deletion's resource version, which the pods'
+	// caches reach: a watch from the current version sees the deletion.
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	w, err := frags.Watch(ctx, metav1.ListOptions{
+		FieldSelector: fields.OneTermEqualSelector("metadata.name", name).String(), ResourceVersion: cur.GetResourceVersion(),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("watch the RoutingFragment %s/%s for its deletion: %w", gw.Namespace, name, err)
+	}
+	defer w.Stop()
+	uid := cur.GetUID()
+	err = frags.Delete(ctx, name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}})
+	if apierrors.IsNotFound(err) {
+		return nil, nil
+	}
+	if err != nil {
 		return nil, fmt.Errorf("delete the RoutingFragment %s/%s: %w", gw.Namespace, name, err)
 	}
-	var deleted unstructured.Unstructured
-	if err := json.Unmarshal(raw, &deleted.Object); err != nil {
-		return nil, fmt.Errorf("delete the RoutingFragment %s/%s: read the answer: %w", gw.Namespace, name, err)
+	for ev := range w.ResultChan() {
+		if ev.Type != watch.Deleted {
+			continue
+		}
+		if u, ok := ev.Object.(*unstructured.Unstructured); ok && u.GetUID() == uid {
+			return &fragmentWrite{gw: gw, name: name, resourceVersion: u.GetResourceVersion(), deleted: true}, nil
+		}
 	}
-	return &fragmentWrite{gw: gw, name: name, resourceVersion: deleted.GetResourceVersion(), deleted: true}, nil
+	return nil, fmt.Errorf("delete the RoutingFragment %s/%s: the deletion was not seen within 30s: %w", gw.Namespace, name, context.Cause(ctx))
 }
 
 // deleteLegacyFragment deletes the fragment ConfigMap an earlier release
@@ -246,52 +269,73 @@ func (c *clients) waitServed(ctx context.Context, writes []fragmentWrite, timeou
 		return nil
 	}
 	start := time.Now()
-	var pending []string
+	var pending []string // of the last complete check
+	var lastErr error
 	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
-		pending = pending[:0]
-		for _, gw := range writtenGateways(writes) {
-			pods, err := c.servedPods(ctx, gw)
-			if err != nil {
-				return false, err
-			}
-			if len(pods) == 0 {
-				continue
-			}
-			reports, err := vgwapi.ReadReports(ctx, c.dynamic, gw)
-			if err != nil {
-				return false, err
-			}
-			for _, w := range writes {
-				if w.gw != gw {
-					continue
-				}
-				for _, pod := range pods {
-					served, rej := reports[pod].Served(w.name, w.resourceVersion)
-					if rej != nil {
-						return false, &servedError{w: w, pod: pod, rej: *rej}
-					}
-					if !served {
-						pending = append(pending, fmt.Sprintf("%s/%s (%s)", gw.Namespace, pod, reportState(reports[pod])))
-					}
-				}
-			}
+		now, err := c.notServed(ctx, writes)
+		var rejected *servedError
+		switch {
+		case errors.As(err, &rejected):
+			return false, err
+		case err != nil:
+			lastErr = err // the API may be briefly unavailable: try again
+			return false, nil
 		}
+		pending, lastErr = now, nil
 		return len(pending) == 0, nil
 	})
 	if err == nil {
 		return nil
 	}
-	if _, ok := err.(*servedError); ok {
+	var rejected *servedError
+	if errors.As(err, &rejected) {
 		return err
 	}
 	if ctx.Err() == nil && wait.Interrupted(err) {
-		slices.Sort(pending)
-		pending = slices.Compact(pending)
+		detail := strings.Join(pending, ", ")
+		if lastErr != nil {
+			detail += fmt.Sprintf(" (the last check failed: %v)", lastErr)
+		}
 		return fmt.Errorf("the gateway pods did not report serving the new routing within %s: %s. Their chaperone logs "+
 			"say why (kubectl logs -c chaperone); raise served_timeout, or set wait_for_served = false to skip the wait",
-			time.Since(start).Round(time.Second), strings.Join(pending, ", "))
+			time.Since(start).Round(time.Second), detail)
 	}
 	return fmt.Errorf("wait for the gateway pods to serve the new routing: %w", err)
+}
+
+// notServed lists the Ready pods (with how far they are) that do not serve
+// the writes yet; a pod's rejection of a write is a *servedError.
+func (c *clients) notServed(ctx context.Context, writes []fragmentWrite) ([]string, error) {
+	var pending []string
+	for _, gw := range writtenGateways(writes) {
+		pods, err := c.servedPods(ctx, gw)
+		if err != nil {
+			return nil, err
+		}
+		if len(pods) == 0 {
+			continue
+		}
+		reports, err := vgwapi.ReadReports(ctx, c.dynamic, gw)
+		if err != nil {
+			return nil, err
+		}
+		for _, pod := range pods {
+			for _, w := range writes {
+				if w.gw != gw {
+					continue
+				}
+				served, rej := reports[pod].Served(w.name, w.resourceVersion)
+				if rej != nil {
+					return nil, &servedError{w: w, pod: pod, rej: *rej}
+				}
+				if !served {
+					pending = append(pending, fmt.Sprintf("%s/%s (%s)", gw.Namespace, pod, reportState(reports[pod])))
+					break
+				}
+			}
+		}
+	}
+	return pending, nil
 }
 
 func writtenGateways(writes []fragmentWrite) []routing.ObjectRef {

@@ -7,11 +7,13 @@ import (
 	"testing"
 
 	"github.com/hashicorp/terraform-plugin-testing/helper/resource"
-	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/dynamic"
 
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/routing"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/vgwapi"
 )
 
 func TestAccRoutingDataSource(t *testing.T) {
@@ -118,15 +120,29 @@ data "varnishgw_routing" "gw" {
 				),
 			},
 			{
-				// A corrupt fragment ConfigMap: the chaperone would keep its
-				// last good routing, the data source says so and names it.
+				// A corrupt RoutingFragment: the pods reject it alone, the
+				// data source says so and names it; a pod's report shows.
 				PreConfig: func() {
-					cm := &corev1.ConfigMap{
-						ObjectMeta: metav1.ObjectMeta{Name: "vgw-corrupt", Namespace: ns,
-							Labels: routing.FragmentLabels(routing.ObjectRef{Namespace: ns, Name: gw})},
-						Data: map[string]string{routing.FragmentDataKey: `{"version": 1, "gateway": {}}`},
+					dyn := dynamic.NewForConfigOrDie(cp.Config)
+					corrupt := &unstructured.Unstructured{Object: map[string]any{
+						"apiVersion": vgwapi.GroupVersion.String(), "kind": vgwapi.RoutingFragmentKind,
+						"metadata": map[string]any{"name": "vgw-corrupt", "namespace": ns,
+							"labels": map[string]any{routing.FragmentGatewayLabel: gw}},
+						"spec": map[string]any{"gateway": gw, "route": ns + "/corrupt",
+							"fragment": map[string]any{"version": int64(1), "gateway": map[string]any{}}},
+					}}
+					if _, err := dyn.Resource(vgwapi.RoutingFragments).Namespace(ns).Create(ctx, corrupt, metav1.CreateOptions{}); err != nil {
+						t.Fatal(err)
 					}
-					if _, err := cp.Client.CoreV1().ConfigMaps(ns).Create(ctx, cm, metav1.CreateOptions{}); err != nil {
+					report, err := vgwapi.NewReport(routing.ObjectRef{Namespace: ns, Name: gw}, vgwapi.Pod{Name: gw + "-pod-1"}, vgwapi.ReportStatus{
+						Routing: &vgwapi.RoutingReport{FragmentsResourceVersion: "12345", GatewayGeneration: 1, Fragments: 3,
+							Rejected: []vgwapi.Rejection{{Name: "vgw-corrupt", ResourceVersion: "12000", Reason: "corrupt"}},
+							Time:     metav1.Now()},
+					})
+					if err != nil {
+						t.Fatal(err)
+					}
+					if err := vgwapi.ApplyReport(ctx, dyn, report); err != nil {
 						t.Fatal(err)
 					}
 				},
@@ -134,9 +150,15 @@ data "varnishgw_routing" "gw" {
 				Check: resource.ComposeAggregateTestCheckFunc(
 					resource.TestCheckResourceAttr(addr, "valid", "false"),
 					resource.TestCheckResourceAttr(addr, "rejected_fragments.#", "1"),
-					resource.TestCheckResourceAttr(addr, "rejected_fragments.0.config_map", ns+"/vgw-corrupt"),
-					resource.TestMatchResourceAttr(addr, "rejected_fragments.0.error", regexp.MustCompile(`gateway.namespace: Required value.*re-apply the route`)),
+					resource.TestCheckResourceAttr(addr, "rejected_fragments.0.fragment", ns+"/vgw-corrupt"),
+					resource.TestMatchResourceAttr(addr, "rejected_fragments.0.reason", regexp.MustCompile(`gateway.namespace: Required value.*re-apply the route`)),
 					resource.TestCheckResourceAttr(addr, "vhosts.0.routes.#", "3"),
+					resource.TestCheckResourceAttr(addr, "pods.#", "1"),
+					resource.TestCheckResourceAttr(addr, "pods.0.name", gw+"-pod-1"),
+					resource.TestCheckResourceAttr(addr, "pods.0.fragments_resource_version", "12345"),
+					resource.TestCheckResourceAttr(addr, "pods.0.fragments", "3"),
+					resource.TestCheckResourceAttr(addr, "pods.0.rejected_fragments.0.fragment", ns+"/vgw-corrupt"),
+					resource.TestCheckResourceAttr(addr, "pods.0.rejected_fragments.0.reason", "corrupt"),
 				),
 			},
 		},

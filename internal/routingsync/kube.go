@@ -298,11 +298,15 @@ func (k *KubeSource) awaitSync(w *nsWatch) {
 }
 
 // fragmentsLocked reads the RoutingFragments, sorted by name, with the
-// resource version the informer had reached before it listed them (every
-// fragment write up to it is in the list). A fragment that cannot be read
-// is rejected; its last accepted version, if any, takes its place.
+// resource version their cache had reached before it listed them: every
+// fragment write (or deletion) up to it is in the list. The cache's own
+// resource version (client-go's AtomicFIFO, on by default) moves with the
+// cache's contents, list, watch events and bookmarks alike; the reflector's
+// LastSyncResourceVersion would not do, as it runs ahead of the cache. A
+// fragment that cannot be read is rejected; its last accepted version, if
+// any, takes its place.
 func (k *KubeSource) fragmentsLocked() ([]*routing.Fragment, []vgwapi.Rejection, string) {
-	rv := k.frags.LastSyncResourceVersion()
+	rv := k.frags.GetStore().LastStoreSyncResourceVersion()
 	var objs []*unstructured.Unstructured
 	for _, o := range k.frags.GetStore().List() {
 		if u, ok := o.(*unstructured.Unstructured); ok {
