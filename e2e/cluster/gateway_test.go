@@ -4,15 +4,18 @@ import (
 	"fmt"
 	"net"
 
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	"strings"
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/dynamic"
+
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/demo"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/routing"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/vgwapi"
 )
 
 // gatewayHCL is a class, a gateway and routes; %[1]s is the namespace,
@@ -137,11 +140,23 @@ func TestGatewayPods(t *testing.T) {
 		t.Fatalf("%d gateway pods after apply, want 2", len(pods))
 	}
 	www := demo.Request{Host: "www.node.test", Path: "/"}
+	// Apply means served: the apply returned once every gateway pod
+	// reported serving the routes (its GatewayPodReport, owned by the pod),
+	// so each pod routes them at once.
+	reports, err := vgwapi.ReadReports(c.ctx, dynamic.NewForConfigOrDie(c.cp.Config), gw)
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, p := range pods {
 		addr := net.JoinHostPort(p.Status.PodIP, "80")
-		t.Logf("pod %s routes www.node.test %s after apply", p.Name,
-			eventually(t, 10*time.Second, addr, www, 200, "web-").Round(time.Millisecond))
+		expect(t, addr, www, 200, "web-")
+		expect(t, addr, demo.Request{Host: "api.node.test", Path: "/"}, 200, "api")
 		expect(t, addr, demo.Request{Host: "nowhere.node.test", Path: "/"}, 404, "")
+		r := reports[p.Name]
+		if r == nil || r.Status.Routing == nil || r.Status.Routing.Fragments != 2 || len(r.Status.Routing.Rejected) != 0 ||
+			len(r.OwnerReferences) != 1 || r.OwnerReferences[0].UID != p.UID {
+			t.Errorf("pod %s: GatewayPodReport %+v, want 2 fragments served, none rejected, owned by the pod", p.Name, r)
+		}
 	}
 	svc := c.serviceAddr(routing.RuntimeName(gw), 80)
 	seen := map[string]int{}
