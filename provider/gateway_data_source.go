@@ -89,7 +89,7 @@ func (d *gatewayDataSource) Schema(_ context.Context, _ datasource.SchemaRequest
 			"attached_routes": schema.Int64Attribute{Computed: true,
 				Description: "The number of routes attached to the listener as the Gateway status reports it, or null when the status has no entry for the listener."},
 			"fragment_routes": schema.Int64Attribute{Computed: true,
-				Description: "The number of accepted routes attached to the listener, counted now from the route fragment ConfigMaps the chaperone reads. It can be ahead of attached_routes until the status is written."},
+				Description: "The number of accepted routes attached to the listener, counted now from the RoutingFragments the gateway pods read. It can be ahead of attached_routes until the status is written."},
 			"conditions": conditionsDataAttribute("listener"),
 		}},
 	}
@@ -104,8 +104,8 @@ func (d *gatewayDataSource) Schema(_ context.Context, _ datasource.SchemaRequest
 	attrs["conditions"] = conditionsDataAttribute("Gateway")
 	resp.Schema = schema.Schema{
 		Description: "A Gateway API Gateway with its status: class, listeners with their attached routes, addresses " +
-			"and conditions. It reads any Gateway, whoever manages it; the per-listener route counts from fragment " +
-			"ConfigMaps are only non-zero for Gateways served by varnishgw.",
+			"and conditions. It reads any Gateway, whoever manages it; the per-listener route counts from RoutingFragments " +
+			"are only non-zero for Gateways served by varnishgw.",
 		Attributes: attrs,
 	}
 }

@@ -13,7 +13,7 @@ check "public_routing" {
     condition = data.varnishgw_routing.public.valid && length(data.varnishgw_routing.public.conflicts) == 0
     error_message = join("\n", concat(
       [for c in data.varnishgw_routing.public.conflicts : "${c.route}: ${c.message}"],
-      [for r in data.varnishgw_routing.public.rejected_fragments : "${r.config_map}: ${r.error}"],
+      [for r in data.varnishgw_routing.public.rejected_fragments : "${r.fragment}: ${r.reason}"],
     ))
   }
 }
