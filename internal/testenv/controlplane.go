@@ -265,6 +265,11 @@ func (cp *ControlPlane) startAPIServer(ctx context.Context, bin string) error {
 		}
 		args = append(args, nodeArgs...)
 	}
+	audit, err := auditArgs(cp.Dir)
+	if err != nil {
+		return err
+	}
+	args = append(args, audit...)
 	cp.apiserver, err = startProcess(cp.Dir, "kube-apiserver", bin, nil, args...)
 	if err != nil {
 		return err

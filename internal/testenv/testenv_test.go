@@ -299,3 +299,39 @@ func waitGone(pid int, d time.Duration) bool {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// TestAuditEvents: the requests of a ServiceAccount, and only its own, are
+// in the audit log with verb, resource and answer.
+func TestAuditEvents(t *testing.T) {
+	cp := Get(t)
+	ctx := context.Background()
+	ns := cp.Namespace(t)
+	cfg, err := cp.ServiceAccountConfig(ctx, ns, "auditee")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sa := kubernetes.NewForConfigOrDie(cfg)
+	if _, err := sa.CoreV1().ConfigMaps(ns).Get(ctx, "secret-stuff", metav1.GetOptions{}); !apierrors.IsForbidden(err) {
+		t.Fatalf("get a ConfigMap without rights: %v, want Forbidden", err)
+	}
+	if _, err := cp.Client.CoreV1().ConfigMaps(ns).List(ctx, metav1.ListOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	events, err := cp.AuditEvents(ns, "auditee")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var found bool
+	for _, e := range events {
+		if e.ObjectRef != nil && e.Verb == "get" && e.ObjectRef.Resource == "configmaps" && e.ObjectRef.Name == "secret-stuff" &&
+			e.ObjectRef.Namespace == ns && e.ResponseStatus != nil && e.ResponseStatus.Code == 403 {
+			found = true
+		}
+		if e.Verb == "list" && e.ObjectRef != nil && e.ObjectRef.Resource == "configmaps" {
+			t.Errorf("the admin's list is among the ServiceAccount's events: %+v", e)
+		}
+	}
+	if !found {
+		t.Errorf("no audit event of the forbidden get among %d events: %+v", len(events), events)
+	}
+}
