@@ -141,7 +141,9 @@ func TestProviderLeastPrivilege(t *testing.T) {
 			t.Fatal(err)
 		}
 		name := roles[i].Name
-		t.Cleanup(func() { _ = c.cp.Client.RbacV1().ClusterRoles().Delete(context.Background(), name, metav1.DeleteOptions{}) })
+		t.Cleanup(func() {
+			_ = c.cp.Client.RbacV1().ClusterRoles().Delete(context.Background(), name, metav1.DeleteOptions{})
+		})
 	}
 	if _, err := c.cp.Client.CoreV1().ServiceAccounts(idNS).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "terraform"}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
@@ -155,7 +157,9 @@ func TestProviderLeastPrivilege(t *testing.T) {
 	if _, err := c.cp.Client.RbacV1().ClusterRoleBindings().Create(ctx, crb, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = c.cp.Client.RbacV1().ClusterRoleBindings().Delete(context.Background(), crb.Name, metav1.DeleteOptions{}) })
+	t.Cleanup(func() {
+		_ = c.cp.Client.RbacV1().ClusterRoleBindings().Delete(context.Background(), crb.Name, metav1.DeleteOptions{})
+	})
 	if _, err := c.cp.Client.RbacV1().RoleBindings(c.ns).Create(ctx, &rbacv1.RoleBinding{
 		ObjectMeta: metav1.ObjectMeta{Name: "terraform-gateways"},
 		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: roles[1].Name},
