@@ -325,9 +325,13 @@ func TestKubeTrafficMoves(t *testing.T) {
 	if !s.Loaded() {
 		t.Error("Loaded() false after rejected fragments")
 	}
-	if v := testutil.ToFloat64(metrics.endpoints.WithLabelValues(ns + "/app:80")); v != 2 {
-		t.Errorf("endpoints of app: %v, want 2", v)
-	}
+	// The metric follows the reload that the traffic already shows.
+	eventually(t, 10*time.Second, "endpoints of app = 2", func() error {
+		if v := testutil.ToFloat64(metrics.endpoints.WithLabelValues(ns + "/app:80")); v != 2 {
+			return fmt.Errorf("endpoints of app: %v, want 2", v)
+		}
+		return nil
+	})
 
 	// Fixed: the rejections go, Programmed no longer names them.
 	if err := frags.Delete(ctx, bad.GetName(), metav1.DeleteOptions{}); err != nil {
