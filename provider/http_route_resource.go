@@ -492,10 +492,16 @@ func (r *httpRouteResource) apply(ctx context.Context, m *httpRouteModel, oldPar
 		fail(action, err.Error())
 		return
 	}
+	timeout, _ := time.ParseDuration(m.ServedTimeout.ValueString())
 	var served error
 	if m.WaitForServed.ValueBool() {
-		timeout, _ := time.ParseDuration(m.ServedTimeout.ValueString())
 		served = r.c.waitServed(ctx, writes, timeout)
+	}
+	if served == nil {
+		if err := r.c.retireLegacyFragments(ctx, routing.ObjectRef{Namespace: live.Namespace, Name: live.Name}, writes, timeout); err != nil {
+			fail(action, err.Error())
+			return
+		}
 	}
 	var rejected *servedError
 	if errors.As(served, &rejected) {

@@ -79,7 +79,6 @@ var GrantOnly = []string{
 	gatewayv1.GroupName + "/referencegrants get",
 	gatewayv1.GroupName + "/referencegrants watch",
 	"/services watch",
-	"/configmaps list",
 	"/configmaps watch",
 	"discovery.k8s.io/endpointslices get",
 	"discovery.k8s.io/endpointslices watch",

@@ -58,9 +58,9 @@ func (c *clients) ensureAPI(ctx context.Context) error {
 
 // writeFragments stores one RoutingFragment per parent Gateway and deletes
 // the fragments of Gateways that are no longer parents (or no longer served
-// by varnishgw); stale lists Gateways of the prior state. Fragment
-// ConfigMaps of earlier releases are deleted once the RoutingFragment is
-// written. It returns the writes, for waitServed.
+// by varnishgw); stale lists Gateways of the prior state. It returns the
+// writes, for waitServed. The fragment ConfigMaps of an earlier release
+// stay until retireLegacyFragments.
 func (c *clients) writeFragments(ctx context.Context, route *gatewayv1.HTTPRoute, frags []*routing.Fragment, stale []routing.ObjectRef) ([]fragmentWrite, error) {
 	routeRef := routing.ObjectRef{Namespace: route.Namespace, Name: route.Name}
 	if len(frags) > 0 {
@@ -85,9 +85,6 @@ func (c *clients) writeFragments(ctx context.Context, route *gatewayv1.HTTPRoute
 			return nil, fmt.Errorf("apply the RoutingFragment %s/%s for Gateway %s: %w", f.Gateway.Namespace, obj.GetName(), f.Gateway, err)
 		}
 		writes = append(writes, fragmentWrite{gw: f.Gateway, name: got.GetName(), resourceVersion: got.GetResourceVersion()})
-		if err := c.deleteLegacyFragment(ctx, f.Gateway, routeRef); err != nil {
-			return nil, err
-		}
 		keep[f.Gateway] = true
 	}
 	for _, gw := range stale {
@@ -350,7 +347,7 @@ func writtenGateways(writes []fragmentWrite) []routing.ObjectRef {
 func reportState(r *vgwapi.GatewayPodReport) string {
 	switch {
 	case r == nil:
-		return "no GatewayPodReport yet"
+		return "no GatewayPodReport: a chaperone of an earlier release writes none; set the class's image to this provider's release"
 	case r.Status.Routing == nil:
 		return "has not loaded routing yet"
 	default:
