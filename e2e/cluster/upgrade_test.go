@@ -181,4 +181,3 @@ func countLegacyFragments(cms []corev1.ConfigMap) int {
 	}
 	return n
 }
-
