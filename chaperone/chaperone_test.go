@@ -204,6 +204,7 @@ func launchChaperone(t testing.TB, dir string, be *httptest.Server, listenAddr s
 	t.Cleanup(func() {
 		varnishdtest.KillTree(c.cmd.Process.Pid)
 		<-c.exited
+		checkLogRecords(t, c.out.String())
 		if t.Failed() {
 			t.Logf("chaperone output:\n%s", c.out.String())
 		}

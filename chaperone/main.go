@@ -37,7 +37,9 @@ import (
 // --routing=kubernetes and --vcl="" the Agent also loads main.vcl from the
 // Gateway's VCL ConfigMap (routing.VCLConfigMapName).
 func newRouting(cfg *Config, logger *slog.Logger) (agent.Routing, error) {
-	log := logger.With("component", "routing")
+	// Each package names its own component (routingsync, vcl,
+	// gatewaystatus).
+	log := logger
 	switch cfg.RoutingSource {
 	case RoutingKubernetes:
 		rc, err := kubeConfig(cfg.Kubeconfig)
@@ -96,7 +98,7 @@ func main() {
 		fmt.Fprintln(os.Stderr, "chaperone:", err)
 		os.Exit(2)
 	}
-	logger := slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: cfg.LogLevel}))
+	logger := slog.New(newLogHandler(os.Stderr, cfg.LogLevel))
 	slog.SetDefault(logger)
 	routing, err := newRouting(cfg, logger)
 	if err != nil {

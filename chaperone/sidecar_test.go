@@ -70,6 +70,7 @@ func TestSidecarSteersAnotherVarnishdAndDrainsOnPreStop(t *testing.T) {
 	t.Cleanup(func() {
 		varnishdtest.KillTree(c.cmd.Process.Pid)
 		<-c.exited
+		checkLogRecords(t, c.out.String())
 		if t.Failed() {
 			t.Logf("chaperone output:\n%s", c.out.String())
 		}
