@@ -11,9 +11,10 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"os/exec"
 	"strings"
 	"time"
+
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/childproc"
 )
 
 // Counter is one entry of `varnishstat -j`.
@@ -124,7 +125,9 @@ func (r Reader) Read(ctx context.Context) (Snapshot, error) {
 	}
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, bin, r.args()...)
+	// A varnishstat waits up to -t 5 s for varnishd's shared memory: it
+	// must not outlive the chaperone if the chaperone dies meanwhile.
+	cmd := childproc.Command(ctx, bin, r.args()...)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
