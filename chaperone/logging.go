@@ -72,3 +72,27 @@ func mergeAttrs(dst, add []slog.Attr) []slog.Attr {
 	}
 	return dst
 }
+
+// atLevel logs every record at one level: client-go's messages, which
+// repeat for every retry of a failed watch, at DEBUG.
+type atLevel struct {
+	slog.Handler
+	level slog.Level
+}
+
+func (h atLevel) Enabled(ctx context.Context, _ slog.Level) bool {
+	return h.Handler.Enabled(ctx, h.level)
+}
+
+func (h atLevel) Handle(ctx context.Context, r slog.Record) error {
+	r.Level = h.level
+	return h.Handler.Handle(ctx, r)
+}
+
+func (h atLevel) WithAttrs(as []slog.Attr) slog.Handler {
+	return atLevel{h.Handler.WithAttrs(as), h.level}
+}
+
+func (h atLevel) WithGroup(name string) slog.Handler {
+	return atLevel{h.Handler.WithGroup(name), h.level}
+}

@@ -26,7 +26,10 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	gatewayclient "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned"
 
+	"k8s.io/klog/v2"
+
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/agent"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/apiwatch"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/gatewaystatus"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/routingsync"
 )
@@ -46,6 +49,11 @@ func newRouting(cfg *Config, logger *slog.Logger) (agent.Routing, error) {
 		if err != nil {
 			return nil, err
 		}
+		// Every request of the clients below goes through the monitor:
+		// a broken watch is logged once, its recovery once, and the sync
+		// age is a metric (docs/chaperone.md, "The Kubernetes API").
+		api := apiwatch.New(logger)
+		rc.Wrap(api.WrapTransport)
 		kube, err := kubernetes.NewForConfig(rc)
 		if err != nil {
 			return nil, fmt.Errorf("kubernetes client: %w", err)
@@ -59,7 +67,7 @@ func newRouting(cfg *Config, logger *slog.Logger) (agent.Routing, error) {
 		if err != nil {
 			return nil, fmt.Errorf("watch Gateway %s: %w", cfg.Gateway, err)
 		}
-		a := &routingsync.Agent{Source: src, Status: gatewaystatus.NewWriter(gw, ns, name, log)}
+		a := &routingsync.Agent{Source: src, Status: gatewaystatus.NewWriter(gw, ns, name, log), API: api}
 		if cfg.VCLPath == "" {
 			// main.vcl from the Gateway's VCL ConfigMap, through the API
 			// (no kubelet volume delay).
@@ -100,6 +108,10 @@ func main() {
 	}
 	logger := slog.New(newLogHandler(os.Stderr, cfg.LogLevel))
 	slog.SetDefault(logger)
+	// client-go logs through klog, in text, once per retry of a failed
+	// watch: as JSON records at DEBUG (the apiwatch monitor says what an
+	// operator needs once).
+	klog.SetSlogLogger(slog.New(atLevel{logger.Handler().WithAttrs([]slog.Attr{slog.String("component", "client-go")}), slog.LevelDebug}))
 	routing, err := newRouting(cfg, logger)
 	if err != nil {
 		logger.Error("chaperone failed", "error", err)
