@@ -51,7 +51,11 @@ type records struct {
 	buf bytes.Buffer
 }
 
-func (r *records) Write(p []byte) (int, error) { r.mu.Lock(); defer r.mu.Unlock(); return r.buf.Write(p) }
+func (r *records) Write(p []byte) (int, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.buf.Write(p)
+}
 
 func (r *records) list(t *testing.T) []map[string]any {
 	r.mu.Lock()
