@@ -136,3 +136,20 @@ func (r Reader) Read(ctx context.Context) (Snapshot, error) {
 	}
 	return Parse(out)
 }
+
+// Version runs `varnishstat -V` and returns its first line, e.g.
+// "varnishstat (varnish-7.1.1 revision 7cee1c5...)".
+func (r Reader) Version(ctx context.Context) (string, error) {
+	bin := r.Bin
+	if bin == "" {
+		bin = "varnishstat"
+	}
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	out, err := childproc.Command(ctx, bin, "-V").CombinedOutput()
+	if err != nil {
+		return "", fmt.Errorf("run %s -V: %w: %s", bin, err, strings.TrimSpace(string(out)))
+	}
+	first, _, _ := strings.Cut(string(out), "\n")
+	return strings.TrimSpace(first), nil
+}
