@@ -2,9 +2,9 @@ package main
 
 import (
 	"fmt"
-	"os"
 	"maps"
 	"net/http"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
