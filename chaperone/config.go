@@ -44,16 +44,16 @@ type Config struct {
 	HealthAddr     string
 	// DrainSocket is the Unix socket `chaperone drain` starts a drain
 	// through; empty: none (supervise mode's default: SIGTERM drains).
-	DrainSocket     string
-	VCLPath         string
-	VCLKeep         int
-	GhostJSONPath   string
-	VarnishdBin     string
-	VarnishstatBin  string
+	DrainSocket    string
+	VCLPath        string
+	VCLKeep        int
+	GhostJSONPath  string
+	VarnishdBin    string
+	VarnishstatBin string
 	// AccessLog writes one JSON line per client request on stdout,
 	// through a varnishncsa the chaperone runs (VarnishncsaBin).
-	AccessLog      bool
-	VarnishncsaBin string
+	AccessLog       bool
+	VarnishncsaBin  string
 	Storage         []string
 	Params          []string
 	ThreadPoolStack string
