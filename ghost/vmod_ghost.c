@@ -1197,8 +1197,10 @@ reqid_ok(const char *p)
 /*
  * Keep or make the request's X-Request-Id: the client's when it is the
  * only one and well formed, else 128 random bits in hex. The request
- * headers are copied to the backend request, so every backend sees it,
- * and varnishncsa's %{X-Request-Id}i logs the final value.
+ * headers are copied to the backend request, so every backend sees it.
+ * It is logged as VCL_Log "ghost.request_id: ..." for the access log:
+ * varnishncsa's %{X-Request-Id}i is the client's header on Varnish 7.7,
+ * not the one set here.
  */
 static void
 request_id(VRT_CTX)
@@ -1216,8 +1218,11 @@ request_id(VRT_CTX)
 	for (u = HTTP_HDR_FIRST; u < hp->nhd; u++)
 		if (http_IsHdr(&hp->hd[u], H_X_Request_Id))
 			n++;
-	if (n == 1 && http_GetHdr(hp, H_X_Request_Id, &p) && reqid_ok(p))
+	if (n == 1 && http_GetHdr(hp, H_X_Request_Id, &p) && reqid_ok(p)) {
+		if (ctx->vsl != NULL)
+			VSLb(ctx->vsl, SLT_VCL_Log, "ghost.request_id: %s", p);
 		return;
+	}
 	if (getrandom(rnd, sizeof rnd, 0) != sizeof rnd) {
 		for (u = 0; u < sizeof rnd; u += sizeof r) {
 			r = (uint32_t)VRND_RandomTestable();
@@ -1231,6 +1236,8 @@ request_id(VRT_CTX)
 	hex[2 * sizeof rnd] = '\0';
 	http_Unset(hp, H_X_Request_Id);
 	http_PrintfHeader(hp, "X-Request-Id: %s", hex);
+	if (ctx->vsl != NULL)
+		VSLb(ctx->vsl, SLT_VCL_Log, "ghost.request_id: %s", hex);
 }
 
 /* The access log's view of the decision (varnishncsa %{VCL_Log:key}x). */

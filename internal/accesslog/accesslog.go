@@ -5,8 +5,8 @@
 // varnishncsa -j reads varnishd's shared memory log (-n WORKDIR) with
 // Format, which takes the route, the backend group and the endpoint from
 // the VCL_Log records ghost writes in vcl_recv (ghost.route, ghost.backend,
-// ghost.endpoint) and the request ID from the X-Request-Id header ghost
-// keeps or sets. Requests on ghost's admin socket (the chaperone's own
+// ghost.endpoint, and ghost.request_id, the X-Request-Id ghost kept or set:
+// %{X-Request-Id}i would be the client's header on Varnish 7.7). Requests on ghost's admin socket (the chaperone's own
 // reloads) are left out.
 //
 // -j escapes quotes, backslashes and control characters, but copies bytes
@@ -43,7 +43,7 @@ import (
 // Numbers are unquoted; everything that comes from the client is quoted
 // (and escaped by -j).
 const Format = `{"time":"%{%Y-%m-%dT%H:%M:%S}t.%{msec_frac}t%{%z}t",` +
-	`"request_id":"%{X-Request-Id}i",` +
+	`"request_id":"%{VCL_Log:ghost.request_id}x",` +
 	`"client":"%h",` +
 	`"method":"%m",` +
 	`"host":"%{Host}i",` +
