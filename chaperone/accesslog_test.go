@@ -28,10 +28,14 @@ import (
 // restarted when it dies, and dies with the chaperone.
 func TestAccessLog(t *testing.T) {
 	var mu sync.Mutex
-	seen := map[string]bool{} // X-Request-Id values the backend received
+	seen := map[string]bool{}    // X-Request-Id values the backend received
+	trace := map[string]string{} // traceparent, tracestate of /kept
 	be := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		mu.Lock()
 		seen[r.Header.Get("X-Request-Id")] = true
+		if r.URL.Path == "/kept" {
+			trace["traceparent"], trace["tracestate"] = r.Header.Get("traceparent"), r.Header.Get("tracestate")
+		}
 		mu.Unlock()
 		time.Sleep(20 * time.Millisecond)
 		io.WriteString(w, "A")
@@ -75,7 +79,8 @@ func TestAccessLog(t *testing.T) {
 		return resp.StatusCode
 	}
 	if code := send("/kept?q=1", "app.example.com", "X-Request-Id", "req-abc-1",
-		"traceparent", "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"); code != 200 {
+		"traceparent", "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+		"tracestate", "congo=t61rcWkgMzE,rojo=00f067aa0ba902b7"); code != 200 {
 		t.Fatalf("GET /kept: %d", code)
 	}
 	if code := send("/made", "app.example.com"); code != 200 {
@@ -155,6 +160,9 @@ func TestAccessLog(t *testing.T) {
 	mu.Lock()
 	if !seen[id] || !seen["req-abc-1"] {
 		t.Errorf("the backend received request IDs %v, want %q and req-abc-1", seen, id)
+	}
+	if trace["traceparent"] != "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01" || trace["tracestate"] != "congo=t61rcWkgMzE,rojo=00f067aa0ba902b7" {
+		t.Errorf("the backend received trace context %v, want the client's unchanged", trace)
 	}
 	mu.Unlock()
 	check("/none", 500, "shop/web/1/0", "shop/gone:80")
