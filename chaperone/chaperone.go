@@ -14,6 +14,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/accesslog"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/agent"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/drain"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/ghostadmin"
@@ -221,6 +222,18 @@ func Run(ctx context.Context, cfg *Config, routing agent.Routing, logger *slog.L
 	})
 	go c.stats.Run(ctx)
 	go c.watchVarnish(ctx)
+	if cfg.AccessLog {
+		// One JSON line per client request on stdout (the container
+		// log), from varnishncsa, in both modes: varnishd's shared
+		// memory is in the work dir (shared with the varnish container
+		// in sidecar mode). It is stopped before Run returns.
+		al := accesslog.New(accesslog.Config{Bin: cfg.VarnishncsaBin, WorkDir: cfg.WorkDir, Out: os.Stdout, Logger: logger})
+		reg.MustRegister(al)
+		alCtx, alCancel := context.WithCancel(ctx)
+		alDone := make(chan struct{})
+		go func() { defer close(alDone); al.Run(alCtx) }()
+		defer func() { alCancel(); <-alDone }()
+	}
 	if cfg.VCLPath != "" {
 		go c.reloader.WatchFile(ctx, cfg.VCLPath, 2*time.Second, c.setVCLErr)
 	}

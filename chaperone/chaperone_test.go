@@ -119,6 +119,7 @@ type chaperone struct {
 	vclPath    string
 	ghostPath  string
 	out        *syncBuffer
+	stdout     *syncBuffer // stdout alone (the access log), also in out
 	exited     chan struct{}
 	exitErr    error
 }
@@ -173,6 +174,7 @@ func launchChaperone(t testing.TB, dir string, be *httptest.Server, listenAddr s
 		vclPath:    filepath.Join(dir, "main.vcl"),
 		ghostPath:  filepath.Join(dir, "ghost.json"),
 		out:        &syncBuffer{},
+		stdout:     &syncBuffer{},
 		exited:     make(chan struct{}),
 	}
 	writeFile(t, c.ghostPath, ghostJSON(be.URL))
@@ -195,7 +197,7 @@ func launchChaperone(t testing.TB, dir string, be *httptest.Server, listenAddr s
 	}
 	c.cmd = exec.Command(chaperoneBin, append(args, extra...)...)
 	c.cmd.Env = []string{"PATH=" + os.Getenv("PATH")}
-	c.cmd.Stdout, c.cmd.Stderr = c.out, c.out
+	c.cmd.Stdout, c.cmd.Stderr = io.MultiWriter(c.stdout, c.out), c.out
 	c.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if err := c.cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -204,6 +206,7 @@ func launchChaperone(t testing.TB, dir string, be *httptest.Server, listenAddr s
 	t.Cleanup(func() {
 		varnishdtest.KillTree(c.cmd.Process.Pid)
 		<-c.exited
+		checkLogRecords(t, c.out.String())
 		if t.Failed() {
 			t.Logf("chaperone output:\n%s", c.out.String())
 		}

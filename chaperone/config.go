@@ -44,12 +44,16 @@ type Config struct {
 	HealthAddr     string
 	// DrainSocket is the Unix socket `chaperone drain` starts a drain
 	// through; empty: none (supervise mode's default: SIGTERM drains).
-	DrainSocket     string
-	VCLPath         string
-	VCLKeep         int
-	GhostJSONPath   string
-	VarnishdBin     string
-	VarnishstatBin  string
+	DrainSocket    string
+	VCLPath        string
+	VCLKeep        int
+	GhostJSONPath  string
+	VarnishdBin    string
+	VarnishstatBin string
+	// AccessLog writes one JSON line per client request on stdout,
+	// through a varnishncsa the chaperone runs (VarnishncsaBin).
+	AccessLog       bool
+	VarnishncsaBin  string
 	Storage         []string
 	Params          []string
 	ThreadPoolStack string
@@ -122,6 +126,8 @@ func ParseConfig(args, env []string, out io.Writer) (*Config, error) {
 	fs.StringVar(&c.GhostJSONPath, "ghost-json", "/var/lib/varnishgw/ghost.json", "ghost.json path, reloaded when it changes")
 	fs.StringVar(&c.VarnishdBin, "varnishd", "/usr/sbin/varnishd", "varnishd executable (supervise)")
 	fs.StringVar(&c.VarnishstatBin, "varnishstat", "varnishstat", "varnishstat executable")
+	fs.BoolVar(&c.AccessLog, "access-log", false, "write an access log on stdout: one JSON line per client request (route, backend, status, timing, request ID), from a varnishncsa the chaperone runs")
+	fs.StringVar(&c.VarnishncsaBin, "varnishncsa", "varnishncsa", "varnishncsa executable (--access-log)")
 	fs.Var(listFlag{&storage}, "storage", "varnishd -s argument, repeated (default malloc,256m)")
 	fs.Var(listFlag{&params}, "param", "varnishd -p NAME=VALUE, repeated")
 	fs.StringVar(&c.ThreadPoolStack, "thread-pool-stack", "", "varnishd thread_pool_stack (empty: varnishd's default)")

@@ -428,3 +428,66 @@ func parseProcAddr(s string) (netip.AddrPort, error) {
 	addr, _ := netip.AddrFromSlice(raw)
 	return netip.AddrPortFrom(addr.Unmap(), uint16(port)), nil
 }
+
+// TestDrainLogsProgress: a drain waiting for a slow request logs the
+// sessions left and the time left at its first count and again 10 seconds
+// later, then completes the request and exits 0.
+func TestDrainLogsProgress(t *testing.T) {
+	release := make(chan struct{})
+	slow := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-release:
+		case <-time.After(60 * time.Second):
+		}
+		io.WriteString(w, "slow")
+	}))
+	t.Cleanup(slow.Close)
+	t.Cleanup(func() {
+		select {
+		case <-release:
+		default:
+			close(release)
+		}
+	})
+	c := startChaperone(t, slow, "--drain-timeout=90s")
+	got := make(chan string, 1)
+	go func() {
+		_, body, _ := c.get()
+		got <- body
+	}()
+	c.waitFor("the slow request in flight", 30*time.Second, func() bool {
+		return c.metric(`varnish_mempool_live{id="sess0"}`) == 1
+	})
+	must(t, c.cmd.Process.Signal(syscall.SIGTERM))
+	progress := func() []string {
+		var lines []string
+		for _, l := range strings.Split(c.out.String(), "\n") {
+			if strings.Contains(l, `"msg":"draining: 1 client sessions still open","sessions":1`) && strings.Contains(l, `"time_left":"`) {
+				lines = append(lines, l)
+			}
+		}
+		return lines
+	}
+	c.waitFor("the first progress line", 30*time.Second, func() bool { return len(progress()) >= 1 })
+	start := time.Now()
+	c.waitFor("a second progress line 10 s later", 30*time.Second, func() bool { return len(progress()) >= 2 })
+	if d := time.Since(start); d < 7*time.Second {
+		t.Errorf("second progress line %s after the first, want about 10 s", d)
+	}
+	lines := progress()
+	if !strings.Contains(lines[1], `"time_left":"1m`) {
+		t.Errorf("second progress line %s, want about 80 s left of the 90 s drain timeout", lines[1])
+	}
+	close(release)
+	if body := <-got; body != "slow" {
+		t.Errorf("the request in flight got %q, want slow", body)
+	}
+	select {
+	case <-c.exited:
+	case <-time.After(60 * time.Second):
+		t.Fatal("chaperone did not exit after the last session")
+	}
+	if c.exitErr != nil {
+		t.Errorf("exit: %v, want status 0", c.exitErr)
+	}
+}

@@ -27,7 +27,10 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	gatewayclient "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned"
 
+	"k8s.io/klog/v2"
+
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/agent"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/apiwatch"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/gatewaystatus"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/routing"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/routingsync"
@@ -40,13 +43,20 @@ import (
 // --routing=kubernetes and --vcl="" the Agent also loads main.vcl from the
 // Gateway's VCL ConfigMap (routing.VCLConfigMapName).
 func newRouting(cfg *Config, logger *slog.Logger) (agent.Routing, error) {
-	log := logger.With("component", "routing")
+	// Each package names its own component (routingsync, vcl,
+	// gatewaystatus).
+	log := logger
 	switch cfg.RoutingSource {
 	case RoutingKubernetes:
 		rc, err := kubeConfig(cfg.Kubeconfig)
 		if err != nil {
 			return nil, err
 		}
+		// Every request of the clients below goes through the monitor:
+		// a broken watch is logged once, its recovery once, and the sync
+		// age is a metric (docs/chaperone.md, "The Kubernetes API").
+		api := apiwatch.New(logger)
+		rc.Wrap(api.WrapTransport)
 		kube, err := kubernetes.NewForConfig(rc)
 		if err != nil {
 			return nil, fmt.Errorf("kubernetes client: %w", err)
@@ -69,6 +79,7 @@ func newRouting(cfg *Config, logger *slog.Logger) (agent.Routing, error) {
 			Source:   src,
 			Status:   gatewaystatus.NewWriter(gw, ns, name, log),
 			Reporter: vgwapi.NewReporter(dyn, gwRef, vgwapi.Pod{Name: cfg.PodName, UID: cfg.PodUID}, log.With("component", "report")),
+			API:      api,
 		}
 		if cfg.VCLPath == "" {
 			// main.vcl from the Gateway's VCL ConfigMap, through the API
@@ -108,8 +119,12 @@ func main() {
 		fmt.Fprintln(os.Stderr, "chaperone:", err)
 		os.Exit(2)
 	}
-	logger := slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: cfg.LogLevel}))
+	logger := slog.New(newLogHandler(os.Stderr, cfg.LogLevel))
 	slog.SetDefault(logger)
+	// client-go logs through klog, in text, once per retry of a failed
+	// watch: as JSON records at DEBUG (the apiwatch monitor says what an
+	// operator needs once).
+	klog.SetSlogLogger(slog.New(atLevel{logger.Handler().WithAttrs([]slog.Attr{slog.String("component", "client-go")}), slog.LevelDebug}))
 	routing, err := newRouting(cfg, logger)
 	if err != nil {
 		logger.Error("chaperone failed", "error", err)

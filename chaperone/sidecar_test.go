@@ -48,6 +48,7 @@ func TestSidecarSteersAnotherVarnishdAndDrainsOnPreStop(t *testing.T) {
 		vclPath:    filepath.Join(dir, "main.vcl"),
 		ghostPath:  filepath.Join(dir, "ghost.json"),
 		out:        &syncBuffer{},
+		stdout:     &syncBuffer{},
 		exited:     make(chan struct{}),
 	}
 	adminAddr := varnishdtest.FreeAddr(t)
@@ -59,9 +60,10 @@ func TestSidecarSteersAnotherVarnishdAndDrainsOnPreStop(t *testing.T) {
 		"--admin-addr", adminAddr, "--ghost-admin-addr", c.ghostAdmin,
 		"--health-addr", ":"+strconv.Itoa(healthPort), "--drain-socket", drainSocket,
 		"--vcl", c.vclPath, "--ghost-json", c.ghostPath,
-		"--varnishstat", varnishdtest.StatBin(t), "--stats-interval", "500ms")
+		"--varnishstat", varnishdtest.StatBin(t), "--stats-interval", "500ms",
+		"--access-log", "--varnishncsa", varnishdtest.NcsaBin(t))
 	c.cmd.Env = []string{"PATH=" + os.Getenv("PATH")}
-	c.cmd.Stdout, c.cmd.Stderr = c.out, c.out
+	c.cmd.Stdout, c.cmd.Stderr = io.MultiWriter(c.stdout, c.out), c.out
 	c.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if err := c.cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -70,6 +72,7 @@ func TestSidecarSteersAnotherVarnishdAndDrainsOnPreStop(t *testing.T) {
 	t.Cleanup(func() {
 		varnishdtest.KillTree(c.cmd.Process.Pid)
 		<-c.exited
+		checkLogRecords(t, c.out.String())
 		if t.Failed() {
 			t.Logf("chaperone output:\n%s", c.out.String())
 		}
@@ -107,6 +110,17 @@ func TestSidecarSteersAnotherVarnishdAndDrainsOnPreStop(t *testing.T) {
 	c.waitFor("varnish counters through the shared work dir", 90*time.Second, func() bool {
 		return c.metric("varnish_main_client_req_total") >= 1
 	})
+	// The access log too: varnishncsa reads the shared work dir.
+	accessLogged := func(what string) {
+		t.Helper()
+		n := strings.Count(c.stdout.String(), `"route":"app"`)
+		c.waitFor(what, 90*time.Second, func() bool {
+			c.get()
+			time.Sleep(200 * time.Millisecond)
+			return strings.Count(c.stdout.String(), `"route":"app"`) > n
+		})
+	}
+	accessLogged("an access log line in sidecar mode")
 
 	// The varnish container restarts: the chaperone takes the new admin
 	// connection and loads main.vcl and routing into the new varnishd.
@@ -124,6 +138,7 @@ func TestSidecarSteersAnotherVarnishdAndDrainsOnPreStop(t *testing.T) {
 		return strings.Contains(c.out.String(), "varnishd connected again")
 	})
 	c.wantTraffic("S", "side")
+	accessLogged("access log lines of the restarted varnishd")
 
 	// What faces the network: the listener and the health port only; the
 	// admin connection, varnishd's -T and ghost's admin socket are on

@@ -8,12 +8,14 @@ import (
 	"maps"
 	"regexp"
 	"slices"
+	"strconv"
 
 	"github.com/hashicorp/terraform-plugin-framework-validators/stringvalidator"
 	"github.com/hashicorp/terraform-plugin-framework/diag"
 	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/resource"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/booldefault"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/planmodifier"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/stringdefault"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/stringplanmodifier"
@@ -43,6 +45,7 @@ const (
 	classKeyParams          = "varnishd-params.json"
 	classKeyVCL             = "user.vcl"
 	classKeyLogLevel        = "log-level"
+	classKeyAccessLog       = "access-log"
 )
 
 var (
@@ -75,6 +78,7 @@ type gatewayClassModel struct {
 	VarnishdParams      types.Map    `tfsdk:"varnishd_params"`
 	VCL                 types.String `tfsdk:"vcl"`
 	LogLevel            types.String `tfsdk:"log_level"`
+	AccessLog           types.Bool   `tfsdk:"access_log"`
 	ControllerName      types.String `tfsdk:"controller_name"`
 }
 
@@ -85,7 +89,7 @@ func (r *gatewayClassResource) Metadata(_ context.Context, req resource.Metadata
 func (r *gatewayClassResource) Schema(_ context.Context, _ resource.SchemaRequest, resp *resource.SchemaResponse) {
 	resp.Schema = schema.Schema{
 		Description: "A Gateway API GatewayClass served by varnishgw, with the defaults its gateways inherit: " +
-			"the container image, varnishd storage and parameters, user VCL and log level. The defaults are " +
+			"the container image, varnishd storage and parameters, user VCL, log level and access log. The defaults are " +
 			"stored in a ConfigMap that the GatewayClass names as its parametersRef. The provider sets the " +
 			"class's Accepted condition.",
 		Attributes: map[string]schema.Attribute{
@@ -161,6 +165,17 @@ func (r *gatewayClassResource) Schema(_ context.Context, _ resource.SchemaReques
 				Description: "The chaperone's log level: debug, info, warn or error.",
 				Validators:  []validator.String{stringvalidator.OneOf("debug", "info", "warn", "error")},
 			},
+			"access_log": schema.BoolAttribute{
+				Optional: true,
+				Computed: true,
+				Default:  booldefault.StaticBool(false),
+				Description: "Whether the gateway pods write an access log: one JSON line per client request on the " +
+					"chaperone container's standard output (the container log), with the time, the request ID (the " +
+					"client's X-Request-Id when well formed, else one made for the request and sent to the backend), " +
+					"the client, method, host, URL, status, bytes, duration, time to first byte, and the route, backend " +
+					"and endpoint that served it; written by a varnishncsa that the chaperone runs. Off by default. " +
+					"Changing it rolls the gateways' pods.",
+			},
 			"controller_name": schema.StringAttribute{
 				Computed:      true,
 				Description:   "The class's controllerName, " + ControllerName + ".",
@@ -211,6 +226,7 @@ func (r *gatewayClassResource) ModifyPlan(ctx context.Context, req resource.Modi
 		{"varnishd_params", state.VarnishdParams, plan.VarnishdParams},
 		{"vcl", state.VCL, plan.VCL},
 		{"log_level", state.LogLevel, plan.LogLevel},
+		{"access_log", state.AccessLog, plan.AccessLog},
 		{"parameters_namespace", state.ParametersNamespace, plan.ParametersNamespace},
 	} {
 		if !a.old.Equal(a.future) {
@@ -271,6 +287,7 @@ func (r *gatewayClassResource) apply(ctx context.Context, m *gatewayClassModel) 
 		classKeyStorage:         m.Storage.ValueString(),
 		classKeyParams:          string(paramsJSON),
 		classKeyLogLevel:        m.LogLevel.ValueString(),
+		classKeyAccessLog:       strconv.FormatBool(m.AccessLog.ValueBool()),
 	}
 	if !m.VCL.IsNull() {
 		data[classKeyVCL] = m.VCL.ValueString()
@@ -364,6 +381,10 @@ func (m *gatewayClassModel) readParameters(ctx context.Context, data map[string]
 	m.Storage = str(classKeyStorage)
 	m.VCL = str(classKeyVCL)
 	m.LogLevel = str(classKeyLogLevel)
+	m.AccessLog = types.BoolValue(false)
+	if v, ok := data[classKeyAccessLog]; ok {
+		m.AccessLog = types.BoolValue(v == "true")
+	}
 
 	params := map[string]string{}
 	if raw, ok := data[classKeyParams]; ok {

@@ -55,6 +55,7 @@ resource "varnishgw_gateway_class" "test" {
 					resource.TestCheckResourceAttr("varnishgw_gateway_class.test", "image_pull_policy", "IfNotPresent"),
 					resource.TestCheckResourceAttr("varnishgw_gateway_class.test", "storage", DefaultStorage),
 					resource.TestCheckResourceAttr("varnishgw_gateway_class.test", "log_level", "info"),
+					resource.TestCheckResourceAttr("varnishgw_gateway_class.test", "access_log", "false"),
 					func(*terraform.State) error {
 						gc := getClass(t, cp, name)
 						uid = string(gc.UID)
@@ -80,7 +81,8 @@ resource "varnishgw_gateway_class" "test" {
   storage         = "malloc,1g"
   varnishd_params = { thread_pool_min = "50" }
   vcl             = "sub vcl_backend_response { set beresp.ttl = 10s; }"
-  log_level       = "debug"`),
+  log_level       = "debug"
+  access_log      = true`),
 				ConfigPlanChecks: resource.ConfigPlanChecks{
 					PreApply: []plancheck.PlanCheck{plancheck.ExpectResourceAction("varnishgw_gateway_class.test", plancheck.ResourceActionUpdate)},
 				},
@@ -99,6 +101,7 @@ resource "varnishgw_gateway_class" "test" {
 						classKeyParams:          `{"thread_pool_min":"50"}`,
 						classKeyVCL:             "sub vcl_backend_response { set beresp.ttl = 10s; }",
 						classKeyLogLevel:        "debug",
+						classKeyAccessLog:       "true",
 					}
 					for k, v := range want {
 						if cm.Data[k] != v {
@@ -134,7 +137,8 @@ resource "varnishgw_gateway_class" "test" {
   storage         = "malloc,1g"
   varnishd_params = { thread_pool_min = "50" }
   vcl             = "sub vcl_backend_response { set beresp.ttl = 10s; }"
-  log_level       = "debug"`),
+  log_level       = "debug"
+  access_log      = true`),
 				ConfigPlanChecks: resource.ConfigPlanChecks{
 					PreApply: []plancheck.PlanCheck{plancheck.ExpectResourceAction("varnishgw_gateway_class.test", plancheck.ResourceActionUpdate)},
 				},

@@ -299,6 +299,7 @@ func TestClassDefaultsMerge(t *testing.T) {
 		`{"varnishd-params.json": "[1]"}`:           "key varnishd-params.json is not a JSON object of strings",
 		`{"varnishd-params.json": "{\"X\":\"1\"}"}`: `"X" is not a varnishd parameter name`,
 		`{"log-level": "loud"}`:                     `key log-level is "loud"`,
+		`{"access-log": "true"}`:                    "key access-log is a class parameter only",
 	} {
 		var m map[string]string
 		if err := json.Unmarshal([]byte(data), &m); err != nil {
@@ -308,6 +309,13 @@ func TestClassDefaultsMerge(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("merge(%s) = %v, want %q", data, err, want)
 		}
+	}
+	d = class()
+	if err := d.merge(map[string]string{"access-log": "true"}, true); err != nil || !d.accessLog {
+		t.Errorf("class merge of access-log = %v, accessLog %v", err, d.accessLog)
+	}
+	if err := class().merge(map[string]string{"access-log": "yes"}, true); err == nil || !strings.Contains(err.Error(), `key access-log is "yes", not true or false`) {
+		t.Errorf("class merge of access-log=yes = %v", err)
 	}
 	// A class's ConfigMap may hold user.vcl and keys of other versions.
 	d = class()

@@ -73,6 +73,7 @@ const (
 type classDefaults struct {
 	image, pullPolicy, storage, vcl, logLevel string
 	params                                    map[string]string
+	accessLog                                 bool
 }
 
 // gatewayClassDefaults reads the GatewayClass name and its parameters
@@ -152,6 +153,16 @@ func (d *classDefaults) merge(data map[string]string, class bool) error {
 				}
 				d.params[name] = pv
 			}
+		case classKeyAccessLog:
+			if !class {
+				return fmt.Errorf("key %s is a class parameter only; set access_log on the varnishgw_gateway_class", k)
+			}
+			switch v {
+			case "true", "false":
+				d.accessLog = v == "true"
+			default:
+				return fmt.Errorf("key %s is %q, not true or false", k, v)
+			}
 		case classKeyVCL:
 			if !class {
 				return fmt.Errorf("key %s is a class parameter only; set the gateway's own VCL with the vcl attribute of varnishgw_gateway", k)
@@ -219,6 +230,10 @@ func (s *runtimeSpec) chaperoneArgs() []string {
 		for _, k := range slices.Sorted(maps.Keys(s.class.params)) {
 			args = append(args, "--param="+k+"="+s.class.params[k])
 		}
+	}
+	if s.class.accessLog {
+		// varnishncsa in the chaperone container, in both modes
+		args = append(args, "--access-log")
 	}
 	return append(args,
 		"--log-level="+s.class.logLevel,

@@ -45,6 +45,7 @@ func TestStartHash(t *testing.T) {
 		{"a parameter", func(s *runtimeSpec) { s.class.params["a"] = "3" }, true},
 		{"mode", func(s *runtimeSpec) { s.mode = modeSidecar }, true},
 		{"drain timeout", func(s *runtimeSpec) { s.drainTimeout = 61 }, true},
+		{"access log", func(s *runtimeSpec) { s.class.accessLog = true }, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := testSpec()
@@ -70,6 +71,12 @@ func TestChaperoneArgs(t *testing.T) {
 	if got := s.chaperoneArgs(); !slices.Equal(got, want) {
 		t.Errorf("sidecar args = %q\nwant %q", got, want)
 	}
+	s.class.accessLog = true
+	want = slices.Insert(want, len(want)-3, "--access-log")
+	if got := s.chaperoneArgs(); !slices.Equal(got, want) {
+		t.Errorf("sidecar args with access_log = %q\nwant %q", got, want)
+	}
+	s.class.accessLog = false
 	wantVarnishd := []string{"-F", "-n", "/var/lib/varnishgw/varnishd", "-a", "port-80=:80", "-a", "port-8080=:8080",
 		"-a", "ghost-admin=127.0.0.1:6084", "-M", "127.0.0.1:6082", "-S", "/etc/varnishgw/secret/secret",
 		"-f", "/etc/varnishgw/boot/boot.vcl", "-s", "malloc,1g", "-p", "a=1", "-p", "b=2"}

@@ -2,7 +2,8 @@
 // (SIGTERM, or a request on the drain socket from the varnish container's
 // preStop hook in sidecar mode) it has varnishd close every client
 // connection after its current response, counts the live client sessions
-// every second, logs progress every 10 seconds, and when none is left (or
+// every second, logs progress at the first count and every 10 seconds
+// (sessions left, time left before the timeout), and when none is left (or
 // the timeout has passed) stops the cache child through the admin
 // connection.
 //
@@ -129,7 +130,7 @@ func (d *Drainer) run() {
 		defer cancel()
 	}
 	logger.Info("draining: waiting for client sessions to close", "timeout", d.Timeout.String())
-	lastLog := time.Now()
+	lastLog, first := time.Now(), true
 	closing, lastCloseWarn := d.CloseConnections == nil, time.Time{}
 	for {
 		if d.closeAgain.Swap(false) && d.CloseConnections != nil {
@@ -164,9 +165,18 @@ func (d *Drainer) run() {
 			logger.Info("draining: no client session left", "elapsed", time.Since(start).Round(time.Millisecond).String())
 			d.err = d.stop(logger)
 			return
-		case err == nil && time.Since(lastLog) >= progress:
-			logger.Info("draining: client sessions still open", "sessions", n, "elapsed", time.Since(start).Round(time.Second).String())
+		case err == nil && (first || time.Since(lastLog) >= progress):
+			// The first count, then every ProgressInterval: how many
+			// sessions are left and how long the drain may still wait.
+			attrs := []any{"sessions", n, "elapsed", time.Since(start).Round(time.Second).String()}
+			if d.Timeout > 0 {
+				attrs = append(attrs, "time_left", max(0, d.Timeout-time.Since(start)).Round(time.Second).String())
+			}
+			logger.Info(fmt.Sprintf("draining: %d client sessions still open", n), attrs...)
 			lastLog = time.Now()
+		}
+		if err == nil {
+			first = false
 		}
 		select {
 		case <-ctx.Done():

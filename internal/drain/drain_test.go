@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"regexp"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -129,7 +130,8 @@ func TestDrainLogsProgress(t *testing.T) {
 		LiveSessions: f.live, Stop: f.stop,
 		OnCount:      func(n uint64) { mu.Lock(); counts = append(counts, n); mu.Unlock() },
 		PollInterval: 10 * time.Millisecond, ProgressInterval: 50 * time.Millisecond,
-		Logger: slog.New(slog.NewJSONHandler(&logs, nil)),
+		Timeout: time.Minute,
+		Logger:  slog.New(slog.NewJSONHandler(&logs, nil)),
 	}
 	go func() {
 		time.Sleep(300 * time.Millisecond)
@@ -139,8 +141,9 @@ func TestDrainLogsProgress(t *testing.T) {
 		t.Fatal(err)
 	}
 	out := logs.String()
-	if !strings.Contains(out, `"msg":"draining: client sessions still open","sessions":2`) {
-		t.Errorf("no progress record with the session count in:\n%s", out)
+	progress := regexp.MustCompile(`"msg":"draining: 2 client sessions still open","sessions":2,"elapsed":"[0-9hms.]+","time_left":"[0-9hms.]+"`)
+	if n := len(progress.FindAllString(out, -1)); n < 2 {
+		t.Errorf("%d progress records with the session count and the time left, want the first count and at least one more:\n%s", n, out)
 	}
 	if !strings.Contains(out, `"msg":"draining: varnishd stopped"`) {
 		t.Errorf("no stop record in:\n%s", out)

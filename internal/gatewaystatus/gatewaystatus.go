@@ -98,6 +98,7 @@ func (w *Writer) Set(p Programmed) {
 func (w *Writer) Run(ctx context.Context) {
 	backoff := 500 * time.Millisecond
 	var retry <-chan time.Time
+	var failingSince time.Time // zero while applies succeed
 	for {
 		select {
 		case <-ctx.Done():
@@ -116,12 +117,23 @@ func (w *Writer) Run(ctx context.Context) {
 			if ctx.Err() != nil {
 				return
 			}
-			w.log.Error("cannot set the Programmed condition", "error", err, "retry_in", backoff)
+			// Once per run of failures (an API server outage retries
+			// for as long as it lasts); the retries at DEBUG.
+			if failingSince.IsZero() {
+				failingSince = w.now()
+				w.log.Warn("cannot set the Programmed condition; retrying until it works", "error", err, "retry_in", backoff)
+			} else {
+				w.log.Debug("cannot set the Programmed condition", "error", err, "retry_in", backoff)
+			}
 			retry = time.After(backoff)
 			backoff = min(2*backoff, 30*time.Second)
 			continue
 		}
 		backoff = 500 * time.Millisecond
+		if !failingSince.IsZero() {
+			w.log.Info("Programmed condition set again", "after", w.now().Sub(failingSince).Round(time.Millisecond).String())
+			failingSince = time.Time{}
+		}
 		w.mu.Lock()
 		w.applied = want
 		w.mu.Unlock()

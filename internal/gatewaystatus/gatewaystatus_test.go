@@ -3,6 +3,9 @@ package gatewaystatus
 import (
 	"context"
 	"errors"
+	"log/slog"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -163,3 +166,48 @@ func TestProgrammedPreservesOtherConditions(t *testing.T) {
 		}
 	}
 }
+
+// TestRunLogsFailuresOnce: while the condition cannot be set (here the
+// Gateway does not exist yet; an API server outage is the same for the
+// writer) Run retries with backoff and logs the first failure at WARN only;
+// when it works again it logs that once at INFO.
+func TestRunLogsFailuresOnce(t *testing.T) {
+	cp := testenv.Get(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	ns := cp.Namespace(t)
+	var logs syncBuf
+	w := NewWriter(cp.Gateway, ns, "late", slog.New(slog.NewJSONHandler(&logs, nil)))
+	go w.Run(ctx)
+	w.Set(ForError(1, nil, false))
+	time.Sleep(4 * time.Second) // 0.5 + 1 + 2 s of backoff: 3 or 4 tries
+	if _, err := cp.Gateway.GatewayV1().Gateways(ns).Create(ctx, &gatewayv1.Gateway{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "late"},
+		Spec: gatewayv1.GatewaySpec{GatewayClassName: "varnishgw", Listeners: []gatewayv1.Listener{
+			{Name: "http", Port: 8080, Protocol: gatewayv1.HTTPProtocolType},
+		}},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for !strings.Contains(logs.String(), "Programmed condition set again") {
+		if time.Now().After(deadline) {
+			t.Fatalf("no record of the condition set again:\n%s", logs.String())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if n := strings.Count(logs.String(), `"level":"WARN","msg":"cannot set the Programmed condition`); n != 1 {
+		t.Errorf("%d WARN records of the failure, want 1:\n%s", n, logs.String())
+	}
+	if strings.Contains(logs.String(), `"level":"ERROR"`) {
+		t.Errorf("ERROR records for a retried failure:\n%s", logs.String())
+	}
+}
+
+type syncBuf struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuf) Write(p []byte) (int, error) { s.mu.Lock(); defer s.mu.Unlock(); return s.b.Write(p) }
+func (s *syncBuf) String() string              { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }

@@ -69,7 +69,8 @@ func Extract(ctx context.Context, archive, dir string) error {
 // Smoke runs the images of dir without a container engine: each image's
 // file system is extracted and its programs run in a chroot as uid 65532,
 // in a private mount namespace with /dev and /proc, as in a pod:
-//   - gateway: the user, home and paths; varnishd -V is the pinned Varnish;
+//   - gateway: the user, home and paths; varnishd -V is the pinned Varnish,
+//     and so are varnishstat and varnishncsa, which the chaperone runs;
 //     varnishd -C compiles a VCL that imports ghost (ghost's $ABI strict
 //     check against this varnishd); varnishd starts with that VCL (the
 //     image's C compiler builds it), ghost routes a request to a backend on
@@ -116,6 +117,17 @@ func Smoke(ctx context.Context, dir string, logw io.Writer) error {
 		return fmt.Errorf("gateway image: varnishd -V says %q, want varnish-%s (package %s)", firstLine(out), upstream, gw.Varnish)
 	}
 	logf("varnishd -V as uid %d: %s", UID, firstLine(out))
+	// The chaperone runs varnishstat (metrics) and, with a class's
+	// access_log, varnishncsa: both come with the varnish package.
+	for _, tool := range []string{"varnishstat", "varnishncsa"} {
+		out, err = inImage(ctx, root, nil, tool, "-V")
+		if err != nil {
+			return fmt.Errorf("gateway image: %s (the chaperone runs it): %w", tool, err)
+		}
+		if !strings.Contains(out, "varnish-"+upstream+" ") {
+			return fmt.Errorf("gateway image: %s -V says %q, want varnish-%s", tool, firstLine(out), upstream)
+		}
+	}
 
 	// A backend on this machine, and ghost's routing to it.
 	backend, err := net.Listen("tcp", "127.0.0.1:0")

@@ -13,6 +13,7 @@ import (
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/agent"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/apiwatch"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/gatewaystatus"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/metrics"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/vgwapi"
@@ -36,6 +37,11 @@ type Agent struct {
 	// VCL, if set, is where main.vcl comes from (the chaperone runs with
 	// --vcl=""); nil when the chaperone loads a --vcl file itself.
 	VCL *KubeVCL
+	// API, if set, follows the connection to the API server (the
+	// transport of the Kubernetes clients is wrapped by it): its metrics
+	// are registered with the chaperone's, and it is in sync once Source
+	// (when it has a Synced method, as KubeSource) has synced.
+	API *apiwatch.Monitor
 
 	syncer atomic.Pointer[Syncer]
 
@@ -64,6 +70,16 @@ func (a *Agent) Run(ctx context.Context, env agent.Env) error {
 	if env.Metrics != nil {
 		if err := env.Metrics.Register(m); err != nil && !errors.As(err, new(prometheus.AlreadyRegisteredError)) {
 			return err
+		}
+	}
+	if a.API != nil {
+		if src, ok := a.Source.(interface{ Synced() bool }); ok {
+			a.API.SetSynced(src.Synced)
+		}
+		if env.Metrics != nil {
+			if err := env.Metrics.Register(a.API); err != nil && !errors.As(err, new(prometheus.AlreadyRegisteredError)) {
+				return err
+			}
 		}
 	}
 	if a.Status != nil {

@@ -184,6 +184,14 @@ func (k *KubeSource) Run(ctx context.Context, changed func()) error {
 	return nil
 }
 
+// Synced reports whether the fragments and the Gateway have been listed
+// once (apiwatch.Monitor.SetSynced: the chaperone was in sync once).
+func (k *KubeSource) Synced() bool {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.baseSynced
+}
+
 // reconcile makes the namespace watches follow the referenced Services.
 func (k *KubeSource) reconcile() {
 	k.mu.Lock()

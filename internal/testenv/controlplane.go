@@ -74,6 +74,9 @@ type ControlPlane struct {
 	Node *Node
 
 	etcd, apiserver *process
+	apiserverBin    string
+	apiserverArgs   []string
+	apiserverStarts int
 	etcdURL         string
 	caPEM           []byte
 	ca              *authority
@@ -270,6 +273,8 @@ func (cp *ControlPlane) startAPIServer(ctx context.Context, bin string) error {
 		return err
 	}
 	args = append(args, audit...)
+	cp.apiserverBin, cp.apiserverArgs = bin, args
+	cp.apiserverStarts = 1
 	cp.apiserver, err = startProcess(cp.Dir, "kube-apiserver", bin, nil, args...)
 	if err != nil {
 		return err
@@ -293,6 +298,11 @@ func (cp *ControlPlane) startAPIServer(ctx context.Context, bin string) error {
 	if cp.Gateway, err = gatewayclient.NewForConfig(cp.Config); err != nil {
 		return fmt.Errorf("admin gateway client: %w", err)
 	}
+	return cp.waitAPIServer(ctx)
+}
+
+// waitAPIServer waits until kube-apiserver answers /readyz.
+func (cp *ControlPlane) waitAPIServer(ctx context.Context) error {
 	return cp.apiserver.wait(ctx, func(ctx context.Context) error {
 		body, err := cp.Client.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(ctx)
 		if err != nil {
@@ -300,6 +310,47 @@ func (cp *ControlPlane) startAPIServer(ctx context.Context, bin string) error {
 		}
 		return nil
 	})
+}
+
+// StopAPIServer stops kube-apiserver as an orderly shutdown does (SIGTERM;
+// SIGKILL after 10 seconds): its clients see their watches end and their
+// connections refused. etcd, the data and the node keep running;
+// StartAPIServer starts it again. For tests of an API server outage: use a
+// control plane of the test's own (Start), not the shared one (Get), whose
+// other users would fail meanwhile.
+func (cp *ControlPlane) StopAPIServer() { cp.apiserver.stop() }
+
+// KillAPIServer kills kube-apiserver with SIGKILL, as a crash does: its
+// clients' connections break without an orderly end.
+func (cp *ControlPlane) KillAPIServer() {
+	select {
+	case <-cp.apiserver.done:
+		return
+	default:
+	}
+	syscall.Kill(-cp.apiserver.cmd.Process.Pid, syscall.SIGKILL)
+	<-cp.apiserver.done
+}
+
+// StartAPIServer starts kube-apiserver again after StopAPIServer or
+// KillAPIServer, with the same port, certificates, tokens and etcd data, so
+// that every client and kubeconfig keeps working, and waits until it is
+// ready. Its output goes to kube-apiserver.N.log in Dir.
+func (cp *ControlPlane) StartAPIServer(ctx context.Context) error {
+	select {
+	case <-cp.apiserver.done:
+	default:
+		return errors.New("start kube-apiserver: it is still running; stop it first")
+	}
+	cp.apiserverStarts++
+	p, err := startProcess(cp.Dir, fmt.Sprintf("kube-apiserver.%d", cp.apiserverStarts), cp.apiserverBin, nil, cp.apiserverArgs...)
+	if err != nil {
+		return err
+	}
+	cp.apiserver = p
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	return cp.waitAPIServer(ctx)
 }
 
 // Stop stops the node, when there is one, kube-apiserver and etcd, and

@@ -335,3 +335,59 @@ func TestAuditEvents(t *testing.T) {
 		t.Errorf("no audit event of the forbidden get among %d events: %+v", len(events), events)
 	}
 }
+
+// TestAPIServerRestart stops and kills kube-apiserver of a control plane of
+// its own and starts it again: meanwhile requests fail; afterwards the same
+// clients and kubeconfig work on the same port and the objects are kept.
+func TestAPIServerRestart(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts another control plane; skipped with -short")
+	}
+	ctx := context.Background()
+	cp, err := Start(ctx, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cp.Stop() })
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "kept"}, Data: map[string]string{"k": "v"}}
+	if _, err := cp.Client.CoreV1().ConfigMaps("default").Create(ctx, cm, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	host := cp.Config.Host
+	for _, stop := range []struct {
+		name string
+		f    func()
+	}{{"StopAPIServer", cp.StopAPIServer}, {"KillAPIServer", cp.KillAPIServer}} {
+		stop.f()
+		short, cancel := context.WithTimeout(ctx, 3*time.Second)
+		_, err := cp.Client.CoreV1().ConfigMaps("default").Get(short, "kept", metav1.GetOptions{})
+		cancel()
+		if err == nil {
+			t.Fatalf("after %s the API server still answers", stop.name)
+		}
+		if err := cp.StartAPIServer(ctx); err != nil {
+			t.Fatalf("start again after %s: %v", stop.name, err)
+		}
+		if cp.Config.Host != host {
+			t.Errorf("after %s the API server moved from %s to %s", stop.name, host, cp.Config.Host)
+		}
+		got, err := cp.Client.CoreV1().ConfigMaps("default").Get(ctx, "kept", metav1.GetOptions{})
+		if err != nil || got.Data["k"] != "v" {
+			t.Fatalf("after %s and a start: %v %v, want the ConfigMap kept", stop.name, got, err)
+		}
+	}
+	kc, err := clientcmd.BuildConfigFromFlags("", cp.Kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	client, err := kubernetes.NewForConfig(kc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := client.CoreV1().ConfigMaps("default").Get(ctx, "kept", metav1.GetOptions{}); err != nil {
+		t.Errorf("the kubeconfig after the restarts: %v", err)
+	}
+	if err := cp.StartAPIServer(ctx); err == nil {
+		t.Error("StartAPIServer on a running API server succeeded, want an error")
+	}
+}

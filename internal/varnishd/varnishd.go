@@ -26,6 +26,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -88,6 +89,9 @@ type Process struct {
 	done    chan struct{}
 	err     error
 	tail    *lineTail
+	// stopping is set when the chaperone stops varnishd (Stop): the
+	// manager's "got SIGTERM" is then expected.
+	stopping atomic.Bool
 }
 
 // Start prepares the work dir, starts varnishd and waits until its manager
@@ -240,6 +244,7 @@ func (p *Process) Kill() { syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL) }
 // Stop ends varnishd: SIGTERM to the manager (which stops the child), then
 // SIGKILL to the process group if it has not exited within timeout.
 func (p *Process) Stop(timeout time.Duration) {
+	p.stopping.Store(true)
 	if p.Admin != nil {
 		p.Admin.Close()
 	}
@@ -282,21 +287,148 @@ func childPids(pid int) ([]int, error) {
 }
 
 func (p *Process) logLines(logger *slog.Logger, stream string, r io.Reader) {
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 64*1024), 1024*1024)
-	for sc.Scan() {
-		line := sc.Text()
-		if strings.TrimSpace(line) == "" {
-			continue
+	lines := make(chan string, 64)
+	go func() {
+		defer close(lines)
+		sc := bufio.NewScanner(r)
+		sc.Buffer(make([]byte, 64*1024), 1024*1024)
+		for sc.Scan() {
+			lines <- sc.Text()
 		}
-		p.tail.add(line)
-		level := slog.LevelInfo
+		io.Copy(io.Discard, r)
+	}()
+	out := &outputLog{logger: logger, stream: stream, stopping: p.stopping.Load}
+	var quiet <-chan time.Time
+	for {
+		select {
+		case line, ok := <-lines:
+			if !ok {
+				out.flush()
+				return
+			}
+			if strings.TrimSpace(line) != "" {
+				p.tail.add(line)
+			}
+			out.line(line)
+			quiet = nil
+			if out.panic != nil {
+				quiet = time.After(panicQuiet)
+			}
+		case <-quiet:
+			// the dump has ended; nothing followed it
+			out.flush()
+			quiet = nil
+		}
+	}
+}
+
+// panicQuiet is how long after its last line a panic dump is taken as
+// complete when no other manager message follows it.
+const panicQuiet = time.Second
+
+// outputLog turns varnishd's output into log records. In the foreground
+// (-F) the manager writes its messages as "Level: text" lines (Error,
+// Info, Debug, ...); their level becomes the record's. A cache child panic
+// is one message of many lines ("Error: Child (N) Panic at: ..." followed
+// by the assertion, backtrace, threads and pools): it becomes one ERROR
+// record whose "panic" attribute holds the whole dump, not one record per
+// line. "Manager got SIGTERM" is INFO when the chaperone asked for the stop
+// (Stop), a WARN otherwise.
+type outputLog struct {
+	logger   *slog.Logger
+	stream   string
+	stopping func() bool
+	panic    []string // the dump being collected, nil when none
+}
+
+// managerLevels maps the manager's message prefixes to log levels.
+var managerLevels = map[string]slog.Level{
+	"Error":    slog.LevelError,
+	"Security": slog.LevelWarn,
+	"Warning":  slog.LevelWarn,
+	"Info":     slog.LevelInfo,
+	"Debug":    slog.LevelInfo, // child starts and stops, version: rare and useful
+	"Cli":      slog.LevelDebug,
+}
+
+// managerMessage splits "Level: text" into its level and text; ok is false
+// for a line without a known prefix.
+func managerMessage(line string) (prefix, text string, ok bool) {
+	prefix, text, found := strings.Cut(line, ": ")
+	if !found {
+		return "", line, false
+	}
+	_, ok = managerLevels[prefix]
+	return prefix, text, ok
+}
+
+func (o *outputLog) line(line string) {
+	prefix, text, managed := managerMessage(line)
+	if o.panic != nil {
+		if !managed {
+			o.panic = append(o.panic, line)
+			return
+		}
+		o.flush()
+	}
+	if strings.TrimSpace(line) == "" {
+		return
+	}
+	if managed && strings.Contains(text, "Panic at:") {
+		o.panic = []string{text}
+		return
+	}
+	attrs := []any{"source", "varnishd", "stream", o.stream}
+	level := slog.LevelInfo
+	switch {
+	case managed:
+		level = managerLevels[prefix]
+		attrs = append(attrs, "varnishd_level", prefix)
+		if strings.HasPrefix(text, "Manager got SIG") {
+			// The manager stops on SIGTERM or SIGINT: the chaperone's
+			// Stop, or someone else.
+			level = slog.LevelWarn
+			if o.stopping() {
+				level = slog.LevelInfo
+			}
+		}
+	default:
+		// Lines without a prefix ("Child launched OK", a start error).
 		if lower := strings.ToLower(line); strings.Contains(lower, "error") || strings.Contains(lower, "panic") || strings.Contains(lower, "died") {
 			level = slog.LevelError
 		}
-		logger.Log(context.Background(), level, line, "source", "varnishd", "stream", stream)
 	}
-	io.Copy(io.Discard, r)
+	o.logger.Log(context.Background(), level, text, attrs...)
+}
+
+// flush logs the collected panic dump as one record.
+func (o *outputLog) flush() {
+	if o.panic == nil {
+		return
+	}
+	dump := strings.TrimRight(strings.Join(o.panic, "\n"), "\n ")
+	o.panic = nil
+	o.logger.Error("varnishd: cache child panic: "+o.panicSummary(dump), "source", "varnishd", "stream", o.stream,
+		"varnishd_level", "Error", "panic", dump)
+}
+
+// panicSummary is the first line of the dump and the assertion below it:
+// "Child (123) Panic at: <date>; Assert error in f(), file line 1:
+// Condition(...) not true."
+func (o *outputLog) panicSummary(dump string) string {
+	lines := strings.Split(dump, "\n")
+	parts := []string{}
+	for _, l := range lines {
+		l = strings.TrimSpace(l)
+		if l == "" || strings.HasPrefix(l, "version =") || strings.HasPrefix(l, "Backtrace:") {
+			break
+		}
+		parts = append(parts, l)
+		if len(parts) == 3 {
+			break
+		}
+	}
+	return strings.Join(parts, " ")
 }
 
 // lineTail keeps the last max lines of output for error messages.

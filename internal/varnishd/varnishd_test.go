@@ -2,13 +2,16 @@ package varnishd_test
 
 import (
 	"context"
+	"encoding/json"
 	"io"
+	"log/slog"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -168,4 +171,94 @@ func waitFor(t *testing.T, what string, ok func() bool) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+}
+
+// TestPanicIsOneRecordAndStopIsInfo makes the cache child panic for real
+// (debug.panic.worker, a CLI command of Varnish 7.1 and 7.7 alike): the
+// manager's dump of about 70 lines becomes one ERROR record with the whole
+// dump, and the manager's "got SIGTERM" when Stop stops it is INFO.
+func TestPanicIsOneRecordAndStopIsInfo(t *testing.T) {
+	var buf syncBuffer
+	logger := slog.New(slog.NewJSONHandler(io.MultiWriter(&buf, testLog{t}), &slog.HandlerOptions{Level: slog.LevelDebug}))
+	p := varnishdtest.Start(t, varnishd.Config{
+		Listeners: []varnishd.Listener{{Name: "port-test", Addr: varnishdtest.FreeAddr(t)}},
+		Logger:    logger,
+	})
+	ctx := context.Background()
+	waitFor(t, "child running", func() bool { s, _ := p.Admin.Status(ctx); return s == "running" })
+	stats := varnishstat.Reader{Bin: varnishdtest.StatBin(t), WorkDir: p.WorkDir()}
+
+	// The CLI command panics the child; its answer is an error.
+	p.Admin.Do(ctx, "debug.panic.worker")
+	waitFor(t, "the child restarted after its panic", func() bool {
+		snap, err := stats.Read(ctx)
+		return err == nil && snap.Value("MGT.child_panic") == 1 && snap.ChildStarts() == 2
+	})
+	waitFor(t, "the panic record", func() bool { return strings.Contains(buf.String(), "cache child panic") })
+
+	p.Stop(15 * time.Second)
+	<-p.Done()
+	time.Sleep(200 * time.Millisecond) // the last lines reach the logger
+
+	var panics []map[string]any
+	for _, line := range strings.Split(strings.TrimSpace(buf.String()), "\n") {
+		var rec map[string]any
+		if err := json.Unmarshal([]byte(line), &rec); err != nil {
+			t.Fatalf("not a JSON record: %q", line)
+		}
+		msg, _ := rec["msg"].(string)
+		dump, _ := rec["panic"].(string)
+		switch {
+		case dump != "":
+			panics = append(panics, rec)
+		case strings.Contains(msg, "Backtrace") || strings.Contains(msg, "Assert error") || strings.Contains(msg, "pthread") || strings.HasPrefix(strings.TrimSpace(msg), "0x"):
+			t.Errorf("a line of the panic dump logged on its own: %s", line)
+		case strings.Contains(msg, "Manager got SIGTERM") && rec["level"] != "INFO":
+			t.Errorf("the manager's SIGTERM on a stop the chaperone asked for logged at %v, want INFO: %s", rec["level"], line)
+		}
+	}
+	if len(panics) != 1 {
+		t.Fatalf("%d panic records, want 1:\n%s", len(panics), buf.String())
+	}
+	rec := panics[0]
+	dump := rec["panic"].(string)
+	if rec["level"] != "ERROR" || !strings.Contains(rec["msg"].(string), "Panic at") || !strings.Contains(rec["msg"].(string), "Assert error in") {
+		t.Errorf("panic record = %v %q, want ERROR naming the panic and its assertion", rec["level"], rec["msg"])
+	}
+	for _, want := range []string{"Panic at:", "Assert error in", "You asked for it", "version = varnish-", "Backtrace:"} {
+		if !strings.Contains(dump, want) {
+			t.Errorf("the panic dump lacks %q:\n%s", want, dump)
+		}
+	}
+	if n := strings.Count(dump, "\n") + 1; n < 20 {
+		t.Errorf("the panic dump has %d lines, want the whole dump (about 70):\n%s", n, dump)
+	}
+	if !strings.Contains(buf.String(), "Manager got SIGTERM") {
+		t.Errorf("no record of the manager's SIGTERM:\n%s", buf.String())
+	}
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// testLog writes to the test log, which -v and failures show.
+type testLog struct{ t *testing.T }
+
+func (w testLog) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimRight(string(p), "\n"))
+	return len(p), nil
 }

@@ -16,6 +16,7 @@ type Poller struct {
 
 	pollMu   sync.Mutex // one Poll at a time: observers see snapshots in order
 	mu       sync.Mutex
+	version  string // first line of varnishstat -V
 	latest   Snapshot
 	err      error
 	observes []func(Snapshot)
@@ -68,16 +69,31 @@ func (p *Poller) Poll(ctx context.Context) (Snapshot, error) {
 	return s, nil
 }
 
-// Run polls every Interval (default 2 seconds) until ctx ends. Read errors
-// are logged at most once per minute and do not stop the loop.
+// Version is the first line of `varnishstat -V` (read once by Run), "" before.
+func (p *Poller) Version() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.version
+}
+
+// Run reads the version once, then polls every Interval (default 2
+// seconds) until ctx ends. Read errors are logged at most once per minute
+// and do not stop the loop.
 func (p *Poller) Run(ctx context.Context) {
-	interval := p.Interval
-	if interval <= 0 {
-		interval = 2 * time.Second
-	}
 	logger := p.Logger
 	if logger == nil {
 		logger = slog.Default()
+	}
+	if v, err := p.Reader.Version(ctx); err == nil {
+		p.mu.Lock()
+		p.version = v
+		p.mu.Unlock()
+	} else if ctx.Err() == nil {
+		logger.Warn("varnishstat -V failed: no varnish_version metric", "error", err)
+	}
+	interval := p.Interval
+	if interval <= 0 {
+		interval = 2 * time.Second
 	}
 	var lastLogged time.Time
 	t := time.NewTicker(interval)

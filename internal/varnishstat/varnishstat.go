@@ -11,9 +11,10 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"os/exec"
 	"strings"
 	"time"
+
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/childproc"
 )
 
 // Counter is one entry of `varnishstat -j`.
@@ -124,7 +125,9 @@ func (r Reader) Read(ctx context.Context) (Snapshot, error) {
 	}
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, bin, r.args()...)
+	// A varnishstat waits up to -t 5 s for varnishd's shared memory: it
+	// must not outlive the chaperone if the chaperone dies meanwhile.
+	cmd := childproc.Command(ctx, bin, r.args()...)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
@@ -132,4 +135,21 @@ func (r Reader) Read(ctx context.Context) (Snapshot, error) {
 		return Snapshot{}, fmt.Errorf("run %s -n %s -j: %w: %s", bin, r.WorkDir, err, strings.TrimSpace(stderr.String()))
 	}
 	return Parse(out)
+}
+
+// Version runs `varnishstat -V` and returns its first line, e.g.
+// "varnishstat (varnish-7.1.1 revision 7cee1c5...)".
+func (r Reader) Version(ctx context.Context) (string, error) {
+	bin := r.Bin
+	if bin == "" {
+		bin = "varnishstat"
+	}
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	out, err := childproc.Command(ctx, bin, "-V").CombinedOutput()
+	if err != nil {
+		return "", fmt.Errorf("run %s -V: %w: %s", bin, err, strings.TrimSpace(string(out)))
+	}
+	first, _, _ := strings.Cut(string(out), "\n")
+	return strings.TrimSpace(first), nil
 }

@@ -311,3 +311,9 @@ func HostIP(t testing.TB) string {
 // Descendants returns the process IDs below pid (children, their children,
 // ...), read from /proc.
 func Descendants(pid int) []int { return descendants(pid) }
+
+// NcsaBin returns the path of the selected varnishncsa or fails the test.
+func NcsaBin(t testing.TB) string {
+	t.Helper()
+	return find(t, "varnishncsa")
+}
