@@ -24,7 +24,8 @@ func TestValidateHTTPRoute(t *testing.T) {
 	}{
 		{"valid", func(*gatewayv1.HTTPRoute) {}, ""},
 		{"wildcard hostname", func(r *gatewayv1.HTTPRoute) { r.Spec.Hostnames = []gatewayv1.Hostname{"*.example.com"} }, ""},
-		{"bad hostname", func(r *gatewayv1.HTTPRoute) { r.Spec.Hostnames = []gatewayv1.Hostname{"Foo_.example.com"} }, "spec.hostnames[0]"},
+		{"bad hostname", func(r *gatewayv1.HTTPRoute) { r.Spec.Hostnames = []gatewayv1.Hostname{"Foo_.example.com"} }, `spec.hostnames[0]: Invalid value: "Foo_.example.com": must be lower case: use "foo_.example.com"`},
+		{"unicode hostname", func(r *gatewayv1.HTTPRoute) { r.Spec.Hostnames = []gatewayv1.Hostname{"bücher.example"} }, `spec.hostnames[0]: Invalid value: "bücher.example": is a Unicode (internationalised) name: use its punycode (xn--...) form "xn--bcher-kva.example"`},
 		{"ip hostname", func(r *gatewayv1.HTTPRoute) { r.Spec.Hostnames = []gatewayv1.Hostname{"10.0.0.1"} }, "not an IP address"},
 		{"relative path", func(r *gatewayv1.HTTPRoute) {
 			r.Spec.Rules[0].Matches = []gatewayv1.HTTPRouteMatch{prefix("/ok"), exact("foo")}
@@ -103,10 +104,10 @@ func TestValidateHTTPRoute(t *testing.T) {
 		}, "spec.rules[0].filters[0].requestHeaderModifier: Required"},
 		{"cors unsupported", func(r *gatewayv1.HTTPRoute) {
 			r.Spec.Rules[0].Filters = []gatewayv1.HTTPRouteFilter{{Type: gatewayv1.HTTPRouteFilterCORS, CORS: &gatewayv1.HTTPCORSFilter{}}}
-		}, `spec.rules[0].filters[0].type: Unsupported value: "CORS"`},
+		}, `spec.rules[0].filters[0].type: Invalid value: "CORS": CORS filters are not supported yet: remove the filter`},
 		{"extensionRef unsupported", func(r *gatewayv1.HTTPRoute) {
 			r.Spec.Rules[0].Filters = []gatewayv1.HTTPRouteFilter{{Type: gatewayv1.HTTPRouteFilterExtensionRef, ExtensionRef: &gatewayv1.LocalObjectReference{Name: "x"}}}
-		}, `Unsupported value: "ExtensionRef"`},
+		}, `Invalid value: "ExtensionRef": ExtensionRef filters are not supported: varnishgw has no filter extensions`},
 		{"mirror fraction", func(r *gatewayv1.HTTPRoute) {
 			r.Spec.Rules[0].Filters = []gatewayv1.HTTPRouteFilter{{Type: gatewayv1.HTTPRouteFilterRequestMirror, RequestMirror: &gatewayv1.HTTPRequestMirrorFilter{
 				BackendRef: gatewayv1.BackendObjectReference{Name: "m", Port: ptr(int32(80))}, Fraction: &gatewayv1.Fraction{Numerator: 1, Denominator: ptr(int32(3))}}}}
