@@ -148,8 +148,12 @@ func hostnameFix(h string, wildcard bool) string {
 	}
 	for i, r := range h {
 		if r >= utf8.RuneSelf {
-			if ascii, err := idna.Lookup.ToASCII(h); err == nil && ascii != h {
-				return fmt.Sprintf("is a Unicode (internationalised) name: use its punycode (xn--...) form %q", ascii)
+			star, name := "", h
+			if wildcard && strings.HasPrefix(h, "*.") {
+				star, name = "*.", h[2:]
+			}
+			if ascii, err := idna.Lookup.ToASCII(name); err == nil && ascii != name {
+				return fmt.Sprintf("is a Unicode (internationalised) name: use its punycode (xn--...) form %q", star+ascii)
 			}
 			return fmt.Sprintf("has the non-ASCII character %q at offset %d: write internationalised names in punycode (xn--...)", r, i)
 		}

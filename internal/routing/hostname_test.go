@@ -73,6 +73,7 @@ func TestHostnameProblem(t *testing.T) {
 		{"WWW.Example.com", false, `must be lower case: use "www.example.com"`},
 		{"Bücher.example", false, `is a Unicode (internationalised) name: use its punycode (xn--...) form "xn--bcher-kva.example"`},
 		{"bücher.example", true, `is a Unicode (internationalised) name: use its punycode (xn--...) form "xn--bcher-kva.example"`},
+		{"*.bücher.example", true, `is a Unicode (internationalised) name: use its punycode (xn--...) form "*.xn--bcher-kva.example"`},
 		{"a\u00a0b.example", false, `has the non-ASCII character '\u00a0' at offset 1: write internationalised names in punycode (xn--...)`},
 		{"https://www.example.com/shop", false, `must be a hostname, not a URL: remove "https://" and use "www.example.com"`},
 		{"www.example.com/shop", false, `must be a hostname without a path: use "www.example.com"`},
