@@ -2,7 +2,9 @@ package provider
 
 import (
 	"context"
+	"maps"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -171,6 +173,79 @@ func appendStep(p path.Path, st path.PathStep) path.Path {
 		return p.AtName(string(s))
 	case path.PathStepElementKeyInt:
 		return p.AtListIndex(int(s))
+	}
+	return p
+}
+
+// firstArgument is the path of the first argument set inside the block at
+// p of the configuration v (depth first, arguments before nested blocks,
+// by name), or p when there is none. Terraform shows the line of an
+// argument for a diagnostic, and for a block nested in another block the
+// block's line, but for a block of the resource itself only the
+// resource's first line: an error about such a block points at an
+// argument in it.
+func firstArgument(v tftypes.Value, p path.Path) path.Path {
+	got, ok := valueAt(v, p)
+	if !ok || got.IsNull() || !got.IsKnown() {
+		return p
+	}
+	switch {
+	case got.Type().Is(tftypes.List{}):
+		var elems []tftypes.Value
+		if err := got.As(&elems); err != nil || len(elems) == 0 {
+			return p
+		}
+		return firstArgument(v, p.AtListIndex(0))
+	case got.Type().Is(tftypes.Object{}):
+		var attrs map[string]tftypes.Value
+		if err := got.As(&attrs); err != nil {
+			return p
+		}
+		var blocks []string
+		for _, name := range slices.Sorted(maps.Keys(attrs)) {
+			a := attrs[name]
+			if a.IsNull() {
+				continue
+			}
+			if isBlockValue(a) {
+				blocks = append(blocks, name)
+				continue
+			}
+			return p.AtName(name)
+		}
+		for _, name := range blocks {
+			if q := firstArgument(v, p.AtName(name)); !q.Equal(p.AtName(name)) {
+				return q
+			}
+		}
+	}
+	return p
+}
+
+// isBlockValue reports whether a configuration value is a block's: an
+// object, or a list of objects.
+func isBlockValue(v tftypes.Value) bool {
+	t := v.Type()
+	if l, ok := t.(tftypes.List); ok {
+		t = l.ElementType
+	}
+	return t.Is(tftypes.Object{})
+}
+
+// diagnosticPath is p, or for a block of the resource itself (or one
+// element of it) the first argument set in it: see firstArgument.
+func diagnosticPath(config tftypes.Value, p path.Path) path.Path {
+	steps := p.Steps()
+	if len(steps) == 0 || len(steps) > 2 {
+		return p
+	}
+	if len(steps) == 2 {
+		if _, ok := steps[1].(path.PathStepElementKeyInt); !ok {
+			return p
+		}
+	}
+	if v, ok := valueAt(config, p); ok && isBlockValue(v) {
+		return firstArgument(config, p)
 	}
 	return p
 }

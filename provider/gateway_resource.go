@@ -125,7 +125,7 @@ func (r *gatewayResource) ValidateConfig(ctx context.Context, req resource.Valid
 	if d := req.Config.Get(ctx, &m); d.HasError() {
 		return // unknown values: checked at apply
 	}
-	rejectUnsupportedGateway(&m, &resp.Diagnostics)
+	rejectUnsupportedGateway(&m, req.Config.Raw, &resp.Diagnostics)
 	reported := map[string]bool{} // attribute paths with an error of the provider's
 	for i, l := range m.Listeners {
 		if p := l.Protocol.ValueString(); !l.Protocol.IsNull() && !l.Protocol.IsUnknown() && p != "HTTP" {
@@ -186,7 +186,7 @@ func (r *gatewayResource) ValidateConfig(ctx context.Context, req resource.Valid
 		case reported[p.String()]:
 			// the provider's own error says it
 		default:
-			resp.Diagnostics.AddAttributeError(p, "Invalid gateway listener", fmt.Sprintf("%s: %s", text, e.ErrorBody()))
+			resp.Diagnostics.AddAttributeError(diagnosticPath(req.Config.Raw, p), "Invalid gateway listener", fmt.Sprintf("%s: %s", text, e.ErrorBody()))
 		}
 	}
 }

@@ -5,6 +5,7 @@ import (
 
 	"github.com/hashicorp/terraform-plugin-framework/diag"
 	"github.com/hashicorp/terraform-plugin-framework/path"
+	"github.com/hashicorp/terraform-plugin-go/tftypes"
 )
 
 // What the provider does with each field of the Gateway API specs it
@@ -185,10 +186,10 @@ var gatewayFields = []apiField{
 }
 
 // rejectUnsupportedGateway reports the fields of the gateway the provider
-// does not support yet.
-func rejectUnsupportedGateway(m *gatewayModel, diags *diag.Diagnostics) {
+// does not support yet; config is the configuration m was read from.
+func rejectUnsupportedGateway(m *gatewayModel, config tftypes.Value, diags *diag.Diagnostics) {
 	if !m.SpecAddresses.IsNull() && !m.SpecAddresses.IsUnknown() && len(m.SpecAddresses.Elements()) > 0 {
-		diags.AddAttributeError(path.Root("address").AtListIndex(0), "Remove the address blocks",
+		diags.AddAttributeError(firstArgument(config, path.Root("address")), "Remove the address blocks",
 			"address is not supported yet: the gateway's addresses are those of its Service, which the computed addresses "+
 				"attribute shows. Remove the address blocks; for a load balancer address set service_type = \"LoadBalancer\", "+
 				"and choose the address with your cloud's service_annotations.")
@@ -201,12 +202,12 @@ func rejectUnsupportedGateway(m *gatewayModel, diags *diag.Diagnostics) {
 		}
 	}
 	if !m.AllowedListeners.IsNull() && !m.AllowedListeners.IsUnknown() {
-		diags.AddAttributeError(path.Root("allowed_listeners"), "Remove allowed_listeners",
+		diags.AddAttributeError(firstArgument(config, path.Root("allowed_listeners")), "Remove allowed_listeners",
 			"allowed_listeners is not supported yet: varnishgw does not serve ListenerSets. Remove the block and declare every "+
 				"listener in a listener block of the gateway.")
 	}
 	if !m.TLS.IsNull() && !m.TLS.IsUnknown() {
-		diags.AddAttributeError(path.Root("tls"), "Remove the tls block",
+		diags.AddAttributeError(firstArgument(config, path.Root("tls")), "Remove the tls block",
 			"tls is not supported yet: varnishgw has no TLS, to clients or to backends. Remove the block and terminate TLS in "+
 				"front of the gateway, for example at a load balancer.")
 	}

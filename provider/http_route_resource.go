@@ -68,7 +68,7 @@ func (r *httpRouteResource) ValidateConfig(ctx context.Context, req resource.Val
 		if insideAbsentBlock(req.Config.Raw, p) {
 			continue // the block is required: its validator reports it
 		}
-		resp.Diagnostics.AddAttributeError(p, "Invalid HTTP route", fmt.Sprintf("%s: %s", text, e.ErrorBody()))
+		resp.Diagnostics.AddAttributeError(diagnosticPath(req.Config.Raw, p), "Invalid HTTP route", fmt.Sprintf("%s: %s", text, e.ErrorBody()))
 	}
 }
 

@@ -335,24 +335,41 @@ func validateFilter(p *field.Path, f *gatewayv1.HTTPRouteFilter, r *gatewayv1.HT
 		gatewayv1.HTTPRouteFilterExternalAuth:           f.ExternalAuth != nil,
 		gatewayv1.HTTPRouteFilterExtensionRef:           f.ExtensionRef != nil,
 	}
+	// The filters of the Gateway API varnishgw does not implement: a
+	// filter of that type, or its field in a filter of another type.
+	unsupported := []struct {
+		typ gatewayv1.HTTPRouteFilterType
+		set bool
+		why string
+	}{
+		{gatewayv1.HTTPRouteFilterCORS, f.CORS != nil, "CORS filters are not supported yet: answer CORS requests in the backend, " +
+			"or set the Access-Control-* response headers with a ResponseHeaderModifier filter"},
+		{gatewayv1.HTTPRouteFilterExternalAuth, f.ExternalAuth != nil, "ExternalAuth filters are not supported yet: authenticate " +
+			"requests in the backend"},
+		{gatewayv1.HTTPRouteFilterExtensionRef, f.ExtensionRef != nil, "ExtensionRef filters are not supported: varnishgw has no " +
+			"filter extensions; custom request handling goes in the gateway's or the class's VCL"},
+	}
+	for _, u := range unsupported {
+		if f.Type == u.typ {
+			return field.ErrorList{field.Invalid(p.Child("type"), f.Type, u.why+"; remove the filter")}
+		}
+	}
 	switch f.Type {
 	case gatewayv1.HTTPRouteFilterRequestHeaderModifier, gatewayv1.HTTPRouteFilterResponseHeaderModifier,
 		gatewayv1.HTTPRouteFilterRequestRedirect, gatewayv1.HTTPRouteFilterURLRewrite, gatewayv1.HTTPRouteFilterRequestMirror:
-	case gatewayv1.HTTPRouteFilterCORS:
-		return field.ErrorList{field.Invalid(p.Child("type"), f.Type, "CORS filters are not supported yet: remove the filter, and answer "+
-			"CORS requests in the backend or set the Access-Control-* response headers with a ResponseHeaderModifier filter")}
-	case gatewayv1.HTTPRouteFilterExternalAuth:
-		return field.ErrorList{field.Invalid(p.Child("type"), f.Type, "ExternalAuth filters are not supported yet: remove the filter and "+
-			"authenticate requests in the backend")}
-	case gatewayv1.HTTPRouteFilterExtensionRef:
-		return field.ErrorList{field.Invalid(p.Child("type"), f.Type, "ExtensionRef filters are not supported: varnishgw has no filter "+
-			"extensions; remove the filter (custom request handling goes in the gateway's or the class's VCL)")}
 	default:
 		return field.ErrorList{field.NotSupported(p.Child("type"), f.Type, supportedFilterTypes)}
 	}
-	for t, ok := range set {
-		if ok != (t == f.Type) {
-			fn := filterFieldName(t)
+	for _, u := range unsupported {
+		if u.set {
+			errs = append(errs, field.Forbidden(p.Child(filterFieldName(u.typ)), u.why+"; remove it"))
+		}
+		delete(set, u.typ)
+	}
+	for _, t := range supportedFilterTypes {
+		ok := set[gatewayv1.HTTPRouteFilterType(t)]
+		if ok != (gatewayv1.HTTPRouteFilterType(t) == f.Type) {
+			fn := filterFieldName(gatewayv1.HTTPRouteFilterType(t))
 			if ok {
 				errs = append(errs, field.Forbidden(p.Child(fn), fmt.Sprintf("must not be set when type is %s", f.Type)))
 			} else {

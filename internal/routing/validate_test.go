@@ -104,7 +104,15 @@ func TestValidateHTTPRoute(t *testing.T) {
 		}, "spec.rules[0].filters[0].requestHeaderModifier: Required"},
 		{"cors unsupported", func(r *gatewayv1.HTTPRoute) {
 			r.Spec.Rules[0].Filters = []gatewayv1.HTTPRouteFilter{{Type: gatewayv1.HTTPRouteFilterCORS, CORS: &gatewayv1.HTTPCORSFilter{}}}
-		}, `spec.rules[0].filters[0].type: Invalid value: "CORS": CORS filters are not supported yet: remove the filter`},
+		}, `spec.rules[0].filters[0].type: Invalid value: "CORS": CORS filters are not supported yet: answer CORS requests in the backend, or set the Access-Control-* response headers with a ResponseHeaderModifier filter; remove the filter`},
+		{"cors in another filter", func(r *gatewayv1.HTTPRoute) {
+			f := headerMod("X-A")
+			f.CORS = &gatewayv1.HTTPCORSFilter{}
+			r.Spec.Rules[0].Filters = []gatewayv1.HTTPRouteFilter{f}
+		}, `spec.rules[0].filters[0].cors: Forbidden: CORS filters are not supported yet: answer CORS requests in the backend, or set the Access-Control-* response headers with a ResponseHeaderModifier filter; remove it`},
+		{"externalAuth unsupported", func(r *gatewayv1.HTTPRoute) {
+			r.Spec.Rules[0].Filters = []gatewayv1.HTTPRouteFilter{{Type: gatewayv1.HTTPRouteFilterExternalAuth, ExternalAuth: &gatewayv1.HTTPExternalAuthFilter{}}}
+		}, `Invalid value: "ExternalAuth": ExternalAuth filters are not supported yet: authenticate requests in the backend; remove the filter`},
 		{"extensionRef unsupported", func(r *gatewayv1.HTTPRoute) {
 			r.Spec.Rules[0].Filters = []gatewayv1.HTTPRouteFilter{{Type: gatewayv1.HTTPRouteFilterExtensionRef, ExtensionRef: &gatewayv1.LocalObjectReference{Name: "x"}}}
 		}, `Invalid value: "ExtensionRef": ExtensionRef filters are not supported: varnishgw has no filter extensions`},
