@@ -219,7 +219,13 @@ func filterBlock(desc string) schema.ListNestedBlock {
 					Blocks: map[string]schema.Block{
 						"backend_ref": schema.SingleNestedBlock{
 							Description: "Not supported yet: the authentication service.",
-							Attributes:  objectRefAttributes(true, "Not supported yet: the service port."),
+							Attributes: map[string]schema.Attribute{
+								"name":      schema.StringAttribute{Optional: true, Description: "Not supported yet: the name of the service."},
+								"namespace": schema.StringAttribute{Optional: true, Description: "Not supported yet: the namespace of the service."},
+								"port":      schema.Int64Attribute{Optional: true, Description: "Not supported yet: the port of the service."},
+								"group":     schema.StringAttribute{Optional: true, Description: "Not supported yet: the API group of the service."},
+								"kind":      schema.StringAttribute{Optional: true, Description: "Not supported yet: the kind of the service."},
+							},
 						},
 						"grpc": schema.SingleNestedBlock{
 							Description: "Not supported yet: settings of a GRPC authentication service.",
