@@ -107,7 +107,7 @@ func (r *httpRouteResource) ModifyPlan(ctx context.Context, req resource.ModifyP
 					resp.Diagnostics.AddError("Plan the HTTP route", fmt.Sprintf("the API server rejects the route: %s: %s", c.Field, c.Message))
 					continue
 				}
-				resp.Diagnostics.AddAttributeError(p, "Plan the HTTP route", fmt.Sprintf("the API server rejects the route: %s: %s", text, c.Message))
+				resp.Diagnostics.AddAttributeError(diagnosticPath(req.Config.Raw, p), "Plan the HTTP route", fmt.Sprintf("the API server rejects the route: %s: %s", text, c.Message))
 			}
 		} else {
 			resp.Diagnostics.AddError("Plan the HTTP route", "the API server rejects the route: "+err.Error())

@@ -514,6 +514,15 @@ func TestAccHTTPRouteValidation(t *testing.T) {
       port = 70000
     }
   }`, `port = 70000`, `rule\[0\]\.backend_ref\[0\]\.port: Invalid value: 70000: must be a port number from 1 to 65535`},
+		{"mirror without backend", `
+  rule {
+    filter {
+      type = "RequestMirror"
+      request_mirror {
+        percent = 10
+      }
+    }
+  }`, `request_mirror {`, `Attribute "rule\[0\]\.filter\[0\]\.request_mirror\.backend_ref" must be specified when "rule\[0\]\.filter\[0\]\.request_mirror" is specified`},
 		{"hostname", `
   hostnames = ["www.example.com", "Shop.Example.com"]`, `hostnames = \["www.example.com", "Shop.Example.com"\]`,
 			`hostnames\[1\]: Invalid value: "Shop.Example.com": must be lower case: use "shop.example.com"`},
@@ -558,6 +567,63 @@ const noError = `(?:[^E]|E[^r]|Er[^r]|Err[^o]|Erro[^r]|Error[^:])*`
 func onlyError(line, want string) *regexp.Regexp {
 	return regexp.MustCompile(`(?s)^` + noError + `Error: [^\n]*\n` + noError + `\n\s*\d+: +` + line + `\n` + noError +
 		strings.ReplaceAll(want, " ", `\s+`) + noError + `$`)
+}
+
+// TestAccHTTPRouteBackendKind: a backend of another kind than Service is
+// accepted, as the Gateway API asks: it gets the 500 share and the route's
+// ResolvedRefs condition is False with reason InvalidKind; group and kind
+// read back on import.
+func TestAccHTTPRouteBackendKind(t *testing.T) {
+	cp := accPreCheck(t)
+	ns := cp.Namespace(t)
+	gw := routeFixture(t, cp, ns, "")
+	const addr = "varnishgw_http_route.kinds"
+	resource.Test(t, resource.TestCase{
+		ProtoV6ProviderFactories: protoV6ProviderFactories,
+		Steps: []resource.TestStep{
+			{
+				Config: providerBlock(cp) + fmt.Sprintf(`
+resource "varnishgw_http_route" "kinds" {
+  namespace = %[1]q
+  name      = "kinds"
+  parent_ref {
+    name = %[2]q
+    kind = "Gateway"
+  }
+  rule {
+    backend_ref {
+      name = "web"
+      port = 80
+    }
+    backend_ref {
+      group = "storage.example.com"
+      kind  = "Bucket"
+      name  = "assets"
+    }
+  }
+}
+`, ns, gw),
+				Check: resource.ComposeAggregateTestCheckFunc(
+					checkRouteCondition(cp, ns, "kinds", gw, "Accepted", metav1.ConditionTrue, "Accepted"),
+					checkRouteCondition(cp, ns, "kinds", gw, "ResolvedRefs", metav1.ConditionFalse, "InvalidKind"),
+					resource.TestMatchResourceAttr(addr, "routing", regexp.MustCompile(`"name":"assets","port":[0-9]+,"weight":1,"unresolved":"InvalidKind"`)),
+					resource.TestCheckResourceAttr(addr, "rule.0.backend_ref.1.kind", "Bucket"),
+					resource.TestCheckNoResourceAttr(addr, "rule.0.backend_ref.0.kind"),
+				),
+			},
+			{
+				ResourceName:      addr,
+				ImportState:       true,
+				ImportStateId:     ns + "/kinds",
+				ImportStateVerify: true,
+				// The configuration spells out the default kind of the parent,
+				// which import leaves unset; and the API server stores the
+				// default match (PathPrefix /) of a rule without one, which
+				// import reads.
+				ImportStateVerifyIgnore: []string{"parent_ref.0.kind", "rule.0.match"},
+			},
+		},
+	})
 }
 
 // TestOnlyError: onlyError tells one error from two.
