@@ -486,10 +486,15 @@ func TestAccHTTPRouteValidation(t *testing.T) {
       port = 80
     }
   }`, `backend_ref {`, `rule\[0\]\.backend_ref: Invalid value: 1: a rule with a RequestRedirect filter`},
-		{"rule name the API server rejects", `
+		{"bad rule name", `
   rule {
     name = "Bad_Name"
-  }`, `name = "Bad_Name"`, `the API server rejects the route: rule\[0\]\.name: Invalid value: "Bad_Name"`},
+  }`, `name = "Bad_Name"`, `rule\[0\]\.name: Invalid value: "Bad_Name": must be lower case, and has an underscore in "bad_name"`},
+		{"section name the API server rejects", `
+  parent_ref {
+    name         = "other"
+    section_name = "Bad_Name"
+  }`, `section_name = "Bad_Name"`, `the API server rejects the route: parent_ref\[1\]\.section_name: Invalid value: "Bad_Name"`},
 		{"unsupported filter", `
   rule {
     filter {

@@ -159,7 +159,10 @@ func hostnameFix(h string, wildcard bool) string {
 		}
 	}
 	if lower := strings.ToLower(h); lower != h {
-		return fmt.Sprintf("must be lower case: use %q", lower)
+		if hostnameProblem(lower, wildcard) == "" {
+			return fmt.Sprintf("must be lower case: use %q", lower)
+		}
+		return "must be lower case, and " + hostnameFix(lower, wildcard)
 	}
 	if strings.HasSuffix(h, ".") && len(h) > 1 {
 		return fmt.Sprintf("must not end with a dot: use %q", strings.TrimSuffix(h, "."))
@@ -226,8 +229,10 @@ func objectNameProblem(name string, label bool, plural string) string {
 	}
 	msg := ""
 	switch lower := strings.ToLower(name); {
-	case lower != name:
+	case lower != name && objectNameProblem(lower, label, plural) == "":
 		msg = fmt.Sprintf("must be lower case: use %q", lower)
+	case lower != name:
+		msg = "must be lower case, and " + objectNameProblem(lower, label, plural)
 	case len(name) > max:
 		msg = fmt.Sprintf("is %d characters long: %s have at most %d", len(name), plural, max)
 	case label && strings.Contains(name, "."):

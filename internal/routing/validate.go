@@ -90,6 +90,11 @@ func ValidateHTTPRoute(route *gatewayv1.HTTPRoute) field.ErrorList {
 
 func validateHTTPRouteRule(p *field.Path, r *gatewayv1.HTTPRouteRule) field.ErrorList {
 	var errs field.ErrorList
+	if r.Name != nil {
+		if msg := objectNameProblem(string(*r.Name), false, "rule names"); msg != "" {
+			errs = append(errs, field.Invalid(p.Child("name"), *r.Name, msg))
+		}
+	}
 	for _, l := range []struct {
 		name string
 		n    int

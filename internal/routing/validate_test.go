@@ -24,7 +24,10 @@ func TestValidateHTTPRoute(t *testing.T) {
 	}{
 		{"valid", func(*gatewayv1.HTTPRoute) {}, ""},
 		{"wildcard hostname", func(r *gatewayv1.HTTPRoute) { r.Spec.Hostnames = []gatewayv1.Hostname{"*.example.com"} }, ""},
-		{"bad hostname", func(r *gatewayv1.HTTPRoute) { r.Spec.Hostnames = []gatewayv1.Hostname{"Foo_.example.com"} }, `spec.hostnames[0]: Invalid value: "Foo_.example.com": must be lower case: use "foo_.example.com"`},
+		{"bad hostname", func(r *gatewayv1.HTTPRoute) { r.Spec.Hostnames = []gatewayv1.Hostname{"Foo_.example.com"} }, `spec.hostnames[0]: Invalid value: "Foo_.example.com": must be lower case, and has an underscore in "foo_": hostnames have lower-case letters, digits, '-' and '.'; use '-'`},
+		{"upper-case hostname", func(r *gatewayv1.HTTPRoute) { r.Spec.Hostnames = []gatewayv1.Hostname{"Shop.Example.com"} }, `spec.hostnames[0]: Invalid value: "Shop.Example.com": must be lower case: use "shop.example.com"`},
+		{"bad rule name", func(r *gatewayv1.HTTPRoute) { r.Spec.Rules[0].Name = ptr(gatewayv1.SectionName("Bad_Name")) },
+			`spec.rules[0].name: Invalid value: "Bad_Name": must be lower case, and has an underscore in "bad_name": rule names have lower-case letters, digits, '-' and '.'; use '-'`},
 		{"unicode hostname", func(r *gatewayv1.HTTPRoute) { r.Spec.Hostnames = []gatewayv1.Hostname{"bücher.example"} }, `spec.hostnames[0]: Invalid value: "bücher.example": is a Unicode (internationalised) name: use its punycode (xn--...) form "xn--bcher-kva.example"`},
 		{"ip hostname", func(r *gatewayv1.HTTPRoute) { r.Spec.Hostnames = []gatewayv1.Hostname{"10.0.0.1"} }, "not an IP address"},
 		{"relative path", func(r *gatewayv1.HTTPRoute) {
