@@ -183,8 +183,9 @@ func (r *gatewayResource) ValidateConfig(ctx context.Context, req resource.Valid
 		switch {
 		case text == "":
 			resp.Diagnostics.AddError("Invalid gateway", e.Error())
-		case reported[p.String()]:
-			// the provider's own error says it
+		case reported[p.String()], e.Field == "spec.listeners":
+			// the provider's own error says it, or the listener block's
+			// validators (at least one, at most 64)
 		default:
 			resp.Diagnostics.AddAttributeError(diagnosticPath(req.Config.Raw, p), "Invalid gateway listener", fmt.Sprintf("%s: %s", text, e.ErrorBody()))
 		}

@@ -696,6 +696,7 @@ func TestAccGatewayValidation(t *testing.T) {
 			`allowed_routes {`, `namespaces = "Selector" needs selector`},
 		{"unsupported route kind", "listener {\n  name = \"a\"\n  port = 80\n  allowed_routes {\n    kind {\n      kind = \"GRPCRoute\"\n    }\n  }\n}",
 			`kind = "GRPCRoute"`, `listener\[0\]\.allowed_routes\.kind\[0\]: Unsupported value: "GRPCRoute": supported values: "HTTPRoute"`},
+		{"no listener", "replicas = 1", `resource "varnishgw_gateway" "bad" {`, `Block listener must have a configuration value as the provider has marked it as required`},
 		{"bad pdb", listener + "pdb_max_unavailable = \"half\"", `pdb_max_unavailable = "half"`, `must be a whole number such as 1 or a percentage`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
