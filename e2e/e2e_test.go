@@ -47,8 +47,13 @@ resource "varnishgw_gateway" "day" {
   namespace          = %[1]q
   name               = "day"
   gateway_class_name = varnishgw_gateway_class.day.name
-  listeners          = [{ name = "http", port = %[2]d, protocol = "HTTP" }]
   wait_for_rollout   = false
+
+  listener {
+    name     = "http"
+    port     = %[2]d
+    protocol = "HTTP"
+  }
 }
 
 %[5]s
@@ -56,36 +61,68 @@ resource "varnishgw_gateway" "day" {
 
 const wwwRoute = `
 resource "varnishgw_http_route" "www" {
-  namespace   = %q
-  name        = "www"
-  parent_refs = [{ name = varnishgw_gateway.day.name }]
-  hostnames   = ["www.day.test"]
-  rules = [
-    {
-      matches = [{ path = { type = "Exact", value = "/catalog" } }]
-      filters = [{
-        type             = "RequestRedirect"
-        request_redirect = { path = { type = "ReplaceFullPath", replace_full_path = "/products" }, status_code = 301 }
-      }]
-    },
-    %s
-  ]
+  namespace = %q
+  name      = "www"
+  hostnames = ["www.day.test"]
+  parent_ref {
+    name = varnishgw_gateway.day.name
+  }
+  rule {
+    match {
+      path {
+        type  = "Exact"
+        value = "/catalog"
+      }
+    }
+    filter {
+      type = "RequestRedirect"
+      request_redirect {
+        status_code = 301
+        path {
+          type              = "ReplaceFullPath"
+          replace_full_path = "/products"
+        }
+      }
+    }
+  }
+  %s
 }
 
 resource "varnishgw_http_route" "api" {
-  namespace   = %[1]q
-  name        = "api"
-  parent_refs = [{ name = varnishgw_gateway.day.name }]
-  hostnames   = ["api.day.test"]
-  rules = [
-    {
-      matches      = [{ path = { type = "PathPrefix", value = "/v2" }, headers = [{ name = "x-beta", value = "1" }] }]
-      backend_refs = [{ name = "api-beta", port = 80 }]
-    },
-    {
-      backend_refs = [{ name = "api", port = 80, weight = 90 }, { name = "api-canary", port = 80, weight = 10 }]
-    },
-  ]
+  namespace = %[1]q
+  name      = "api"
+  hostnames = ["api.day.test"]
+  parent_ref {
+    name = varnishgw_gateway.day.name
+  }
+  rule {
+    match {
+      path {
+        type  = "PathPrefix"
+        value = "/v2"
+      }
+      header {
+        name  = "x-beta"
+        value = "1"
+      }
+    }
+    backend_ref {
+      name = "api-beta"
+      port = 80
+    }
+  }
+  rule {
+    backend_ref {
+      name   = "api"
+      port   = 80
+      weight = 90
+    }
+    backend_ref {
+      name   = "api-canary"
+      port   = 80
+      weight = 10
+    }
+  }
 }
 `
 
@@ -140,7 +177,10 @@ func TestPlatformTeamDay(t *testing.T) {
 		}
 	}
 	routes := func(wwwRule string) string { return fmt.Sprintf(wwwRoute, ns, wwwRule) }
-	webRule := `{ backend_refs = [{ name = "web", port = 80 }] }`
+	rule := func(backend string) string {
+		return fmt.Sprintf("rule {\n    backend_ref {\n      name = %q\n      port = 80\n    }\n  }", backend)
+	}
+	webRule := rule("web")
 	write(routes(webRule))
 	run := func(args ...string) (string, error) {
 		args = append(args, "-no-color", "-input=false", "-var", "kubeconfig="+cp.Kubeconfig)
@@ -223,7 +263,7 @@ func TestPlatformTeamDay(t *testing.T) {
 
 	// An HCL edit: the plan shows the routing change, apply, and traffic
 	// follows within a second while requests keep succeeding.
-	write(routes(`{ backend_refs = [{ name = "web-next", port = 80 }] }`))
+	write(routes(rule("web-next")))
 	plan := mustRun("plan")
 	if !strings.Contains(plan, "routing") || !strings.Contains(plan, "web-next") {
 		t.Fatalf("the plan does not show the routing change to web-next:\n%s", plan)
@@ -286,11 +326,19 @@ func TestPlatformTeamDay(t *testing.T) {
 	}
 
 	// A bad regex fails the plan with a clear error; traffic is unaffected.
-	write(routes(`{
-      matches      = [{ path = { type = "RegularExpression", value = "/(unclosed" } }]
-      backend_refs = [{ name = "web", port = 80 }]
-    },
-    { backend_refs = [{ name = "web-next", port = 80 }] }`))
+	write(routes(`rule {
+    match {
+      path {
+        type  = "RegularExpression"
+        value = "/(unclosed"
+      }
+    }
+    backend_ref {
+      name = "web"
+      port = 80
+    }
+  }
+  ` + rule("web-next")))
 	out, err := run("plan")
 	if err != nil {
 		out += err.Error() // the diagnostics are on standard error

@@ -39,10 +39,17 @@ func TestAccGatewayDataSource(t *testing.T) {
 	const addr = "data.varnishgw_gateway.gw"
 	config := providerBlock(cp) + fmt.Sprintf(`
 resource "varnishgw_http_route" "web" {
-  namespace   = %[1]q
-  name        = "web"
-  parent_refs = [{ name = %[2]q }]
-  rules       = [{ backend_refs = [{ name = "web", port = 80 }] }]
+  namespace = %[1]q
+  name      = "web"
+  parent_ref {
+    name = %[2]q
+  }
+  rule {
+    backend_ref {
+      name = "web"
+      port = 80
+    }
+  }
 }
 
 data "varnishgw_gateway" "gw" {

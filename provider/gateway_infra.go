@@ -33,9 +33,8 @@ type parametersRefModel struct {
 	Name  types.String `tfsdk:"name"`
 }
 
-func infrastructureSchema() schema.Attribute {
-	return schema.SingleNestedAttribute{
-		Optional: true,
+func infrastructureSchema() schema.Block {
+	return schema.SingleNestedBlock{
 		Description: "The Gateway's spec.infrastructure. labels and annotations are written on the Gateway and on every " +
 			"object generated for it (ServiceAccount, RBAC, ConfigMap, Service, Deployment and its pods, " +
 			"PodDisruptionBudget, Secret); as they are on the pods, changing them rolls the pods. parameters_ref names a " +
@@ -60,8 +59,9 @@ func infrastructureSchema() schema.Attribute {
 					mapvalidator.KeysAre(k8sName{"an annotation key", validation.IsQualifiedName}, reservedKey{}),
 				},
 			},
-			"parameters_ref": schema.SingleNestedAttribute{
-				Optional: true,
+		},
+		Blocks: map[string]schema.Block{
+			"parameters_ref": schema.SingleNestedBlock{
 				Description: "A ConfigMap in the gateway's namespace with parameters of this gateway, in the keys of the " +
 					"class's parameters ConfigMap: image, image-pull-policy, storage, log-level, and varnishd-params.json " +
 					"(a JSON object of strings, merged with the class's parameters by name). Each key present overrides the " +
@@ -83,11 +83,12 @@ func infrastructureSchema() schema.Attribute {
 						Validators:  []validator.String{stringvalidator.OneOf("ConfigMap")},
 					},
 					"name": schema.StringAttribute{
-						Required:    true,
-						Description: "The ConfigMap's name.",
+						Optional:    true,
+						Description: "The ConfigMap's name; required in the block.",
 						Validators:  []validator.String{k8sName{"a ConfigMap name", validation.IsDNS1123Subdomain}},
 					},
 				},
+				Validators: requires("name"),
 			},
 		},
 	}

@@ -266,7 +266,7 @@ func fieldDiffs(prefix string, a, b any, skip ...string) []string {
 type podModel struct {
 	ImagePullSecrets  types.List            `tfsdk:"image_pull_secrets"`
 	NodeSelector      types.Map             `tfsdk:"node_selector"`
-	Tolerations       []tolerationModel     `tfsdk:"tolerations"`
+	Tolerations       []tolerationModel     `tfsdk:"toleration"`
 	Affinity          types.String          `tfsdk:"affinity"`
 	TopologySpread    []topologySpreadModel `tfsdk:"topology_spread"`
 	PriorityClassName types.String          `tfsdk:"priority_class_name"`
@@ -291,10 +291,9 @@ type topologySpreadModel struct {
 	NodeTaintsPolicy   types.String `tfsdk:"node_taints_policy"`
 }
 
-func podSchema() schema.Attribute {
+func podSchema() schema.Block {
 	policy := []validator.String{stringvalidator.OneOf(string(corev1.NodeInclusionPolicyHonor), string(corev1.NodeInclusionPolicyIgnore))}
-	return schema.SingleNestedAttribute{
-		Optional: true,
+	return schema.SingleNestedBlock{
 		Description: "Settings of the gateway pods for the cluster they run in: image pull secrets, scheduling " +
 			"(node selector, tolerations, affinity, topology spread, priority class) and extra labels and annotations. " +
 			"Changing any of them rolls the pods.",
@@ -319,11 +318,42 @@ func podSchema() schema.Attribute {
 					mapvalidator.ValueStringsAre(k8sName{"a label value", validation.IsValidLabelValue}),
 				},
 			},
-			"tolerations": schema.ListNestedAttribute{
+			"affinity": schema.StringAttribute{
+				Optional: true,
+				Description: "The pods' affinity (node affinity, pod affinity and anti-affinity) as JSON in the form of a " +
+					"Kubernetes pod's spec.affinity, for example jsonencode({ podAntiAffinity = { ... } }). It is decoded " +
+					"strictly: a misspelt field is an error.",
+				Validators: []validator.String{affinityValidator{}},
+			},
+			"priority_class_name": schema.StringAttribute{
 				Optional:    true,
-				Description: "Taints the pods tolerate, as in a pod's tolerations.",
-				Validators:  []validator.List{listvalidator.SizeAtLeast(1)},
-				NestedObject: schema.NestedAttributeObject{Attributes: map[string]schema.Attribute{
+				Description: "The PriorityClass of the pods, for example system-cluster-critical or a class of your own.",
+				Validators:  []validator.String{k8sName{"a PriorityClass name", validation.IsDNS1123Subdomain}},
+			},
+			"labels": schema.MapAttribute{
+				Optional:    true,
+				ElementType: types.StringType,
+				Description: "Extra labels of the pods. The labels the provider sets (app.kubernetes.io/name, app.kubernetes.io/instance, app.kubernetes.io/managed-by, pod-template-hash) and the prefixes varnishgw.dev/ and gateway.networking.k8s.io/ are reserved.",
+				Validators: []validator.Map{
+					mapvalidator.SizeAtLeast(1),
+					mapvalidator.KeysAre(k8sName{"a label key", validation.IsQualifiedName}, reservedKey{}),
+					mapvalidator.ValueStringsAre(k8sName{"a label value", validation.IsValidLabelValue}),
+				},
+			},
+			"annotations": schema.MapAttribute{
+				Optional:    true,
+				ElementType: types.StringType,
+				Description: "Extra annotations of the pods, for example for a metrics scraper. The prefixes varnishgw.dev/ and gateway.networking.k8s.io/ are reserved.",
+				Validators: []validator.Map{
+					mapvalidator.SizeAtLeast(1),
+					mapvalidator.KeysAre(k8sName{"an annotation key", validation.IsQualifiedName}, reservedKey{}),
+				},
+			},
+		},
+		Blocks: map[string]schema.Block{
+			"toleration": schema.ListNestedBlock{
+				Description: "A taint the pods tolerate, as in a pod's tolerations; one block per toleration.",
+				NestedObject: schema.NestedBlockObject{Attributes: map[string]schema.Attribute{
 					"key": schema.StringAttribute{
 						Optional:    true,
 						Description: "The taint key; unset with operator Exists to tolerate every taint.",
@@ -351,20 +381,11 @@ func podSchema() schema.Attribute {
 					},
 				}},
 			},
-			"affinity": schema.StringAttribute{
-				Optional: true,
-				Description: "The pods' affinity (node affinity, pod affinity and anti-affinity) as JSON in the form of a " +
-					"Kubernetes pod's spec.affinity, for example jsonencode({ podAntiAffinity = { ... } }). It is decoded " +
-					"strictly: a misspelt field is an error.",
-				Validators: []validator.String{affinityValidator{}},
-			},
-			"topology_spread": schema.ListNestedAttribute{
-				Optional: true,
-				Description: "Topology spread constraints over the gateway's own pods of the current pod template, for " +
-					"example one per zone: { topology_key = \"topology.kubernetes.io/zone\", max_skew = 1 }. The label " +
+			"topology_spread": schema.ListNestedBlock{
+				Description: "A topology spread constraint over the gateway's own pods of the current pod template, for " +
+					"example one per zone: topology_spread { topology_key = \"topology.kubernetes.io/zone\" max_skew = 1 }. The label " +
 					"selector is the gateway's pod selector, with matchLabelKeys pod-template-hash.",
-				Validators: []validator.List{listvalidator.SizeAtLeast(1)},
-				NestedObject: schema.NestedAttributeObject{Attributes: map[string]schema.Attribute{
+				NestedObject: schema.NestedBlockObject{Attributes: map[string]schema.Attribute{
 					"max_skew": schema.Int64Attribute{
 						Required:    true,
 						Description: "The largest difference allowed between the number of gateway pods in two domains.",
@@ -398,30 +419,6 @@ func podSchema() schema.Attribute {
 						Validators:  policy,
 					},
 				}},
-			},
-			"priority_class_name": schema.StringAttribute{
-				Optional:    true,
-				Description: "The PriorityClass of the pods, for example system-cluster-critical or a class of your own.",
-				Validators:  []validator.String{k8sName{"a PriorityClass name", validation.IsDNS1123Subdomain}},
-			},
-			"labels": schema.MapAttribute{
-				Optional:    true,
-				ElementType: types.StringType,
-				Description: "Extra labels of the pods. The labels the provider sets (app.kubernetes.io/name, app.kubernetes.io/instance, app.kubernetes.io/managed-by, pod-template-hash) and the prefixes varnishgw.dev/ and gateway.networking.k8s.io/ are reserved.",
-				Validators: []validator.Map{
-					mapvalidator.SizeAtLeast(1),
-					mapvalidator.KeysAre(k8sName{"a label key", validation.IsQualifiedName}, reservedKey{}),
-					mapvalidator.ValueStringsAre(k8sName{"a label value", validation.IsValidLabelValue}),
-				},
-			},
-			"annotations": schema.MapAttribute{
-				Optional:    true,
-				ElementType: types.StringType,
-				Description: "Extra annotations of the pods, for example for a metrics scraper. The prefixes varnishgw.dev/ and gateway.networking.k8s.io/ are reserved.",
-				Validators: []validator.Map{
-					mapvalidator.SizeAtLeast(1),
-					mapvalidator.KeysAre(k8sName{"an annotation key", validation.IsQualifiedName}, reservedKey{}),
-				},
 			},
 		},
 	}
@@ -489,7 +486,7 @@ func (m *podModel) validate(diags *diag.Diagnostics) {
 		return
 	}
 	for i, t := range m.Tolerations {
-		p := path.Root("pod").AtName("tolerations").AtListIndex(i)
+		p := path.Root("pod").AtName("toleration").AtListIndex(i)
 		op := t.Operator.ValueString()
 		switch {
 		case t.Key.IsUnknown() || t.Operator.IsUnknown() || t.Value.IsUnknown() || t.Effect.IsUnknown() || t.TolerationSeconds.IsUnknown():
@@ -538,6 +535,7 @@ func readPod(prior *podModel, tpl corev1.PodTemplateSpec, infra infraSettings, i
 	if len(ps.NodeSelector) > 0 {
 		out.NodeSelector = stringMapValue(ps.NodeSelector)
 	}
+	out.Tolerations = []tolerationModel{}
 	for _, t := range ps.Tolerations {
 		out.Tolerations = append(out.Tolerations, tolerationModel{
 			Key:               optString(t.Key),
@@ -553,6 +551,7 @@ func readPod(prior *podModel, tpl corev1.PodTemplateSpec, infra infraSettings, i
 			out.Affinity = prior.Affinity
 		}
 	}
+	out.TopologySpread = []topologySpreadModel{}
 	for _, t := range ps.TopologySpreadConstraints {
 		m := topologySpreadModel{
 			MaxSkew:            types.Int64Value(int64(t.MaxSkew)),
@@ -597,8 +596,8 @@ func readPod(prior *podModel, tpl corev1.PodTemplateSpec, infra infraSettings, i
 	out.Labels = pick(tpl.Labels, infra.Labels, prior.Labels)
 	out.Annotations = pick(tpl.Annotations, infra.Annotations, prior.Annotations)
 
-	empty := out.ImagePullSecrets.IsNull() && out.NodeSelector.IsNull() && out.Tolerations == nil && out.Affinity.IsNull() &&
-		out.TopologySpread == nil && out.PriorityClassName.IsNull() && out.Labels.IsNull() && out.Annotations.IsNull()
+	empty := out.ImagePullSecrets.IsNull() && out.NodeSelector.IsNull() && len(out.Tolerations) == 0 && out.Affinity.IsNull() &&
+		len(out.TopologySpread) == 0 && out.PriorityClassName.IsNull() && out.Labels.IsNull() && out.Annotations.IsNull()
 	if empty && !wasSet {
 		return nil // pod = {} stays {}, no pod stays null
 	}

@@ -65,14 +65,22 @@ func TestAccGatewayPodSecurityRestricted(t *testing.T) {
 		}
 		return nil
 	}
-	listeners := `  listeners = [{ name = "http", port = 80 }, { name = "alt", port = 8080 }]` + "\n"
-	pod := `  pod = {
-    node_selector       = { "kubernetes.io/os" = "linux" }
-    tolerations         = [{ key = "dedicated", operator = "Equal", value = "edge", effect = "NoSchedule" }]
-    affinity            = jsonencode({ podAntiAffinity = { preferredDuringSchedulingIgnoredDuringExecution = [{ weight = 100, podAffinityTerm = { topologyKey = "kubernetes.io/hostname", labelSelector = { matchLabels = { team = "edge" } } } }] } })
-    topology_spread     = [{ topology_key = "topology.kubernetes.io/zone", max_skew = 1 }]
-    image_pull_secrets  = ["registry"]
-    labels              = { team = "edge" }
+	listeners := listenerHCL("http", 80) + listenerHCL("alt", 8080)
+	pod := `  pod {
+    node_selector      = { "kubernetes.io/os" = "linux" }
+    affinity           = jsonencode({ podAntiAffinity = { preferredDuringSchedulingIgnoredDuringExecution = [{ weight = 100, podAffinityTerm = { topologyKey = "kubernetes.io/hostname", labelSelector = { matchLabels = { team = "edge" } } } }] } })
+    image_pull_secrets = ["registry"]
+    labels             = { team = "edge" }
+    toleration {
+      key      = "dedicated"
+      operator = "Equal"
+      value    = "edge"
+      effect   = "NoSchedule"
+    }
+    topology_spread {
+      topology_key = "topology.kubernetes.io/zone"
+      max_skew     = 1
+    }
   }
 `
 	class := "vgw-" + rand.String(6)
@@ -159,7 +167,7 @@ func TestAccGatewayRolloutFailsFast(t *testing.T) {
 	class := "vgw-" + rand.String(6)
 	gw := routing.ObjectRef{Namespace: ns, Name: "edge"}
 	cfg := func(body string) string {
-		return strings.Replace(gatewayConfig(cp, ns, class, "", `  listeners = [{ name = "http", port = 8080 }]`+"\n  rollout_timeout = \"10m\"\n"+body),
+		return strings.Replace(gatewayConfig(cp, ns, class, "", listenerHCL("http", 8080)+"\n  rollout_timeout = \"10m\"\n"+body),
 			"  wait_for_rollout   = false\n", "", 1)
 	}
 	hasLabel := func(v string) func(*appsv1.Deployment) bool {
@@ -183,20 +191,20 @@ func TestAccGatewayRolloutFailsFast(t *testing.T) {
 			{
 				// A first template whose pod crash-loops.
 				PreConfig: func() { playController(t, cp, gw, hasLabel("one"), crashing, false) },
-				Config:    cfg("  wait_for_rollout = false\n  pod = { labels = { step = \"one\" } }\n"),
+				Config:    cfg("  wait_for_rollout = false\n  pod {\n    labels = { step = \"one\" }\n  }\n"),
 			},
 			{
 				// A new template whose pod runs: the wait succeeds although
 				// the old template's pod still crash-loops.
 				PreConfig: func() { playController(t, cp, gw, hasLabel("two"), running, true) },
-				Config:    cfg("  pod = { labels = { step = \"two\" } }\n"),
+				Config:    cfg("  pod {\n    labels = { step = \"two\" }\n  }\n"),
 			},
 			{
 				// A new template whose pod cannot pull its image: the wait
 				// fails with the pod, container, image, reason and message,
 				// long before rollout_timeout (10m).
 				PreConfig:   func() { playController(t, cp, gw, hasLabel("three"), pullBackOff, false) },
-				Config:      cfg("  pod = { labels = { step = \"three\" } }\n"),
+				Config:      cfg("  pod {\n    labels = { step = \"three\" }\n  }\n"),
 				ExpectError: words(`(?s)Wait for the gateway rollout.*the Deployment ` + ns + `/varnishgw-edge cannot roll out: pod ` + ns + `/varnishgw-edge-h[a-z0-9]+-[a-z0-9]+, container chaperone, image "` + testImage + `": ImagePullBackOff: Back-off pulling image "` + testImage + `": ErrImagePull: failed to resolve reference`),
 			},
 		},
@@ -214,31 +222,42 @@ func TestAccGatewayPodSettings(t *testing.T) {
 	gw := routing.ObjectRef{Namespace: ns, Name: "edge"}
 	name := routing.RuntimeName(gw)
 	const addr = "varnishgw_gateway.test"
-	listeners := `  listeners = [{ name = "http", port = 8080 }]` + "\n"
+	listeners := listenerHCL("http", 8080)
 	full := listeners + `  mode = "sidecar"
   service_annotations = { "example.com/lb" = "internal" }
-  pod = {
-    image_pull_secrets  = ["registry"]
-    node_selector       = { "kubernetes.io/os" = "linux" }
-    tolerations = [
-      { key = "dedicated", operator = "Equal", value = "edge", effect = "NoSchedule" },
-      { operator = "Exists", effect = "NoExecute", toleration_seconds = 30 },
-    ]
+  pod {
+    image_pull_secrets = ["registry"]
+    node_selector      = { "kubernetes.io/os" = "linux" }
     affinity = jsonencode({
       nodeAffinity = { requiredDuringSchedulingIgnoredDuringExecution = { nodeSelectorTerms = [{ matchExpressions = [{ key = "kubernetes.io/arch", operator = "In", values = ["amd64", "arm64"] }] }] } }
     })
-    topology_spread     = [{ topology_key = "topology.kubernetes.io/zone", max_skew = 1, min_domains = 2 }]
     priority_class_name = "system-cluster-critical"
     labels              = { team = "edge" }
     annotations         = { "prometheus.io/scrape" = "true" }
+    toleration {
+      key      = "dedicated"
+      operator = "Equal"
+      value    = "edge"
+      effect   = "NoSchedule"
+    }
+    toleration {
+      operator           = "Exists"
+      effect             = "NoExecute"
+      toleration_seconds = 30
+    }
+    topology_spread {
+      topology_key = "topology.kubernetes.io/zone"
+      max_skew     = 1
+      min_domains  = 2
+    }
   }
-  infrastructure = {
+  infrastructure {
     labels      = { "example.com/cost-center" = "42" }
     annotations = { "example.com/owner" = "platform" }
   }
 `
 	fewer := strings.Replace(strings.Replace(full, `    labels      = { "example.com/cost-center" = "42" }`+"\n", "", 1),
-		`{ operator = "Exists", effect = "NoExecute", toleration_seconds = 30 },`, "", 1)
+		"    toleration {\n      operator           = \"Exists\"\n      effect             = \"NoExecute\"\n      toleration_seconds = 30\n    }\n", "", 1)
 
 	resource.Test(t, resource.TestCase{
 		ProtoV6ProviderFactories: protoV6ProviderFactories,
@@ -380,28 +399,37 @@ func TestAccGatewayPodSettings(t *testing.T) {
 
 func TestAccGatewayPodSettingsValidation(t *testing.T) {
 	cp := accPreCheck(t)
-	for _, tc := range []struct{ name, body, want string }{
-		{"selector label", `pod = { labels = { "app.kubernetes.io/instance" = "x" } }`, `"app.kubernetes.io/instance" is a label the provider sets on the gateway's objects and selects its pods by`},
-		{"reserved prefix", `infrastructure = { labels = { "gateway.networking.k8s.io/gateway-name" = "x" } }`, `uses the prefix gateway.networking.k8s.io/, which is reserved`},
-		{"bad label value", `pod = { labels = { team = "a b" } }`, `"a b" is not a label value`},
-		{"label twice", `pod = { labels = { team = "a" } }` + "\n" + `infrastructure = { labels = { team = "a" } }`, `the label "team" is set in infrastructure.labels`},
-		{"service annotation twice", `service_annotations = { "a.io/x" = "1" }` + "\n" + `infrastructure = { annotations = { "a.io/x" = "1" } }`, `the annotation "a.io/x" is set in infrastructure.annotations`},
-		{"affinity typo", `pod = { affinity = jsonencode({ nodeAffinity = { requiredDuringSchedulingIgnoredDuringExecution = { nodeSelectorTerm = [] } } }) }`,
-			`unknown field "nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerm"`},
-		{"toleration value with Exists", `pod = { tolerations = [{ key = "k", operator = "Exists", value = "v" }] }`, `value = "v" is set with operator = "Exists"`},
-		{"toleration seconds without NoExecute", `pod = { tolerations = [{ key = "k", value = "v", toleration_seconds = 5 }] }`, `toleration_seconds applies to effect NoExecute only`},
-		{"bad pull secret", `pod = { image_pull_secrets = ["Not_A_Name"] }`, `"Not_A_Name" is not a Secret name`},
-		{"parameters_ref kind", `infrastructure = { parameters_ref = { kind = "Secret", name = "p" } }`, `value must be one of: \["ConfigMap"\]`},
-		{"too many infrastructure labels", `infrastructure = { labels = { a = "1", b = "1", c = "1", d = "1", e = "1", f = "1", g = "1", h = "1", i = "1" } }`, `map must contain at least 1 elements and at most 8 elements`},
+	for _, tc := range []struct{ name, body, line, want string }{
+		{"selector label", "pod {\n  labels = { \"app.kubernetes.io/instance\" = \"x\" }\n}", `labels = { "app.kubernetes.io/instance" = "x" }`,
+			`"app.kubernetes.io/instance" is a label the provider sets on the gateway's objects and selects its pods by`},
+		{"reserved prefix", "infrastructure {\n  labels = { \"gateway.networking.k8s.io/gateway-name\" = \"x\" }\n}", `labels = { "gateway.networking.k8s.io/gateway-name" = "x" }`,
+			`uses the prefix gateway.networking.k8s.io/, which is reserved`},
+		{"bad label value", "pod {\n  labels = { team = \"a b\" }\n}", `labels = { team = "a b" }`, `"a b" is not a label value`},
+		{"label twice", "pod {\n  labels = { team = \"a\" }\n}\ninfrastructure {\n  labels = { team = \"b\" }\n}", `labels = { team = "a" }`,
+			`the label "team" is set in infrastructure.labels`},
+		{"service annotation twice", "service_annotations = { \"a.io/x\" = \"1\" }\ninfrastructure {\n  annotations = { \"a.io/x\" = \"1\" }\n}",
+			`service_annotations = { "a.io/x" = "1" }`, `the annotation "a.io/x" is set in infrastructure.annotations`},
+		{"affinity typo", "pod {\n  affinity = jsonencode({ nodeAffinity = { requiredDuringSchedulingIgnoredDuringExecution = { nodeSelectorTerm = [] } } })\n}",
+			`affinity = jsonencode\(.*\)`, `unknown field "nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerm"`},
+		{"toleration value with Exists", "pod {\n  toleration {\n    key      = \"k\"\n    operator = \"Exists\"\n    value    = \"v\"\n  }\n}",
+			`value    = "v"`, `value = "v" is set with operator = "Exists"`},
+		{"toleration seconds without NoExecute", "pod {\n  toleration {\n    key                = \"k\"\n    value              = \"v\"\n    toleration_seconds = 5\n  }\n}",
+			`toleration_seconds = 5`, `toleration_seconds applies to effect NoExecute only`},
+		{"bad pull secret", "pod {\n  image_pull_secrets = [\"Not_A_Name\"]\n}", `image_pull_secrets = \["Not_A_Name"\]`, `"Not_A_Name" is not a Secret name`},
+		{"parameters_ref kind", "infrastructure {\n  parameters_ref {\n    kind = \"Secret\"\n    name = \"p\"\n  }\n}", `kind = "Secret"`, `value must be one of: \["ConfigMap"\]`},
+		{"parameters_ref without name", "infrastructure {\n  parameters_ref {\n    kind = \"ConfigMap\"\n  }\n}", `parameters_ref {`,
+			`Attribute "infrastructure.parameters_ref.name" must be specified when "infrastructure.parameters_ref" is specified`},
+		{"too many infrastructure labels", "infrastructure {\n  labels = { a = \"1\", b = \"1\", c = \"1\", d = \"1\", e = \"1\", f = \"1\", g = \"1\", h = \"1\", i = \"1\" }\n}",
+			`labels = {.*}`, `map must contain at least 1 elements and at most 8 elements`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			resource.Test(t, resource.TestCase{
 				ProtoV6ProviderFactories: protoV6ProviderFactories,
 				Steps: []resource.TestStep{{
 					Config: providerBlock(cp) + "resource \"varnishgw_gateway\" \"bad\" {\nnamespace = \"default\"\nname = \"bad\"\ngateway_class_name = \"c\"\n" +
-						"listeners = [{ name = \"a\", port = 80 }]\n" + tc.body + "\n}\n",
+						"listener {\n  name = \"a\"\n  port = 80\n}\n" + tc.body + "\n}\n",
 					PlanOnly:    true,
-					ExpectError: words(tc.want),
+					ExpectError: onlyError(tc.line, tc.want),
 				}},
 			})
 		})
@@ -431,7 +459,7 @@ func TestAccGatewayParametersRef(t *testing.T) {
 		}
 	}
 	cfg := gatewayConfig(cp, ns, class, `  varnishd_params = { thread_pool_min = "20", thread_pool_max = "500" }`,
-		`  listeners = [{ name = "http", port = 8080 }]`+"\n"+`  infrastructure = { parameters_ref = { name = "edge-params" } }`)
+		listenerHCL("http", 8080)+"  infrastructure {\n    parameters_ref {\n      name = \"edge-params\"\n    }\n  }\n")
 	args := func() []string {
 		d, err := getDeployment(cp, gw)
 		if err != nil {
@@ -538,9 +566,9 @@ func TestAccGatewayInvalidPodTemplate(t *testing.T) {
 	ctx := context.Background()
 	ns := cp.Namespace(t)
 	class := "vgw-" + rand.String(6)
-	listeners := `  listeners = [{ name = "http", port = 8080 }]` + "\n"
+	listeners := listenerHCL("http", 8080)
 	affinity := func(op string) string {
-		return fmt.Sprintf(`  pod = { affinity = jsonencode({ nodeAffinity = { requiredDuringSchedulingIgnoredDuringExecution = { nodeSelectorTerms = [{ matchExpressions = [{ key = "kubernetes.io/arch", operator = %q, values = ["amd64"] }] }] } } }) }`+"\n", op)
+		return fmt.Sprintf("  pod {\n    affinity = jsonencode({ nodeAffinity = { requiredDuringSchedulingIgnoredDuringExecution = { nodeSelectorTerms = [{ matchExpressions = [{ key = \"kubernetes.io/arch\", operator = %q, values = [\"amd64\"] }] }] } } })\n  }\n", op)
 	}
 	resource.Test(t, resource.TestCase{
 		ProtoV6ProviderFactories: protoV6ProviderFactories,

@@ -7,24 +7,13 @@ import (
 	"maps"
 	"regexp"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
-	"github.com/hashicorp/terraform-plugin-framework-validators/int64validator"
-	"github.com/hashicorp/terraform-plugin-framework-validators/listvalidator"
-	"github.com/hashicorp/terraform-plugin-framework-validators/stringvalidator"
 	"github.com/hashicorp/terraform-plugin-framework/attr"
 	"github.com/hashicorp/terraform-plugin-framework/diag"
 	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/resource"
-	"github.com/hashicorp/terraform-plugin-framework/resource/schema"
-	"github.com/hashicorp/terraform-plugin-framework/resource/schema/booldefault"
-	"github.com/hashicorp/terraform-plugin-framework/resource/schema/int64default"
-	"github.com/hashicorp/terraform-plugin-framework/resource/schema/objectdefault"
-	"github.com/hashicorp/terraform-plugin-framework/resource/schema/planmodifier"
-	"github.com/hashicorp/terraform-plugin-framework/resource/schema/stringdefault"
-	"github.com/hashicorp/terraform-plugin-framework/resource/schema/stringplanmodifier"
 	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
 	"github.com/hashicorp/terraform-plugin-framework/tfsdk"
 	"github.com/hashicorp/terraform-plugin-framework/types"
@@ -47,6 +36,7 @@ var (
 	_ resource.ResourceWithImportState    = (*gatewayResource)(nil)
 	_ resource.ResourceWithValidateConfig = (*gatewayResource)(nil)
 	_ resource.ResourceWithModifyPlan     = (*gatewayResource)(nil)
+	_ resource.ResourceWithUpgradeState   = (*gatewayResource)(nil)
 )
 
 // NewGatewayResource is the varnishgw_gateway resource.
@@ -59,7 +49,11 @@ type gatewayModel struct {
 	Namespace              types.String         `tfsdk:"namespace"`
 	Name                   types.String         `tfsdk:"name"`
 	GatewayClassName       types.String         `tfsdk:"gateway_class_name"`
-	Listeners              []listenerModel      `tfsdk:"listeners"`
+	Listeners              []listenerModel      `tfsdk:"listener"`
+	SpecAddresses          types.List           `tfsdk:"address"`
+	AllowedListeners       types.Object         `tfsdk:"allowed_listeners"`
+	TLS                    types.Object         `tfsdk:"tls"`
+	DefaultScope           types.String         `tfsdk:"default_scope"`
 	VCL                    types.String         `tfsdk:"vcl"`
 	Mode                   types.String         `tfsdk:"mode"`
 	Replicas               types.Int64          `tfsdk:"replicas"`
@@ -80,21 +74,30 @@ type gatewayModel struct {
 }
 
 type listenerModel struct {
-	Name          types.String `tfsdk:"name"`
-	Port          types.Int64  `tfsdk:"port"`
-	Protocol      types.String `tfsdk:"protocol"`
-	Hostname      types.String `tfsdk:"hostname"`
-	AllowedRoutes types.Object `tfsdk:"allowed_routes"`
+	Name          types.String        `tfsdk:"name"`
+	Port          types.Int64         `tfsdk:"port"`
+	Protocol      types.String        `tfsdk:"protocol"`
+	Hostname      types.String        `tfsdk:"hostname"`
+	TLS           types.Object        `tfsdk:"tls"`
+	AllowedRoutes *allowedRoutesModel `tfsdk:"allowed_routes"`
 }
 
 type allowedRoutesModel struct {
-	Namespaces types.String `tfsdk:"namespaces"`
-	Selector   types.Map    `tfsdk:"selector"`
+	Namespaces          types.String              `tfsdk:"namespaces"`
+	Selector            types.Map                 `tfsdk:"selector"`
+	SelectorExpressions []selectorExpressionModel `tfsdk:"selector_expression"`
+	Kinds               []routeKindModel          `tfsdk:"kind"`
 }
 
-var allowedRoutesTypes = map[string]attr.Type{
-	"namespaces": types.StringType,
-	"selector":   types.MapType{ElemType: types.StringType},
+type selectorExpressionModel struct {
+	Key      types.String   `tfsdk:"key"`
+	Operator types.String   `tfsdk:"operator"`
+	Values   []types.String `tfsdk:"values"`
+}
+
+type routeKindModel struct {
+	Group types.String `tfsdk:"group"`
+	Kind  types.String `tfsdk:"kind"`
 }
 
 type resourcesModel struct {
@@ -110,242 +113,62 @@ func (r *gatewayResource) Metadata(_ context.Context, req resource.MetadataReque
 	resp.TypeName = req.ProviderTypeName + "_gateway"
 }
 
-func (r *gatewayResource) Schema(_ context.Context, _ resource.SchemaRequest, resp *resource.SchemaResponse) {
-	defaultAllowed := types.ObjectValueMust(allowedRoutesTypes, map[string]attr.Value{
-		"namespaces": types.StringValue("Same"),
-		"selector":   types.MapNull(types.StringType),
-	})
-	resp.Schema = schema.Schema{
-		Description: "A Gateway API Gateway served by varnishgw, and its runtime in the Gateway's namespace: a " +
-			"ServiceAccount with least-privilege RBAC, a ConfigMap with main.vcl, a Deployment of gateway pods (the " +
-			"chaperone running varnishd with the ghost VMOD), a Service with one port per distinct listener port, and " +
-			"a PodDisruptionBudget. VCL changes are hot-reloaded by the pods; only changes to what varnishd reads at " +
-			"start (image, ports, storage, parameters, mode) and to the pod settings roll the pods. The pods run as a " +
-			"non-root user and meet Pod Security \"restricted\". The provider sets the Gateway's Accepted " +
-			"condition, listener status and addresses; the gateway pods set Programmed. The GatewayClass parameters are " +
-			"read when the gateway is planned and applied: a class changed in the same apply reaches its gateways with the " +
-			"next apply, whose plan shows the update.",
-		Attributes: map[string]schema.Attribute{
-			"id": schema.StringAttribute{
-				Computed:      true,
-				Description:   "The Gateway's namespace/name.",
-				PlanModifiers: []planmodifier.String{stringplanmodifier.UseStateForUnknown()},
-			},
-			"namespace": schema.StringAttribute{
-				Required:      true,
-				Description:   "The namespace of the Gateway and its runtime objects. It must exist. Changing it replaces the gateway.",
-				PlanModifiers: []planmodifier.String{stringplanmodifier.RequiresReplace()},
-				Validators:    []validator.String{stringvalidator.RegexMatches(dnsLabel, "must be a namespace name (a DNS label)")},
-			},
-			"name": schema.StringAttribute{
-				Required:      true,
-				Description:   "The name of the Gateway, a DNS subdomain. Changing it replaces the gateway.",
-				PlanModifiers: []planmodifier.String{stringplanmodifier.RequiresReplace()},
-				Validators: []validator.String{
-					stringvalidator.LengthBetween(1, 253),
-					stringvalidator.RegexMatches(dnsSubdomain, "must be a lower-case DNS subdomain, for example public"),
-				},
-			},
-			"gateway_class_name": schema.StringAttribute{
-				Required: true,
-				Description: "The GatewayClass of the gateway. It must be served by varnishgw (controllerName " + ControllerName +
-					"); its parameters (image and pull policy, storage, varnishd parameters, VCL, log level) apply to the gateway, " +
-					"overridden by infrastructure.parameters_ref.",
-				Validators: []validator.String{stringvalidator.RegexMatches(dnsSubdomain, "must be a GatewayClass name (a DNS subdomain)")},
-			},
-			"listeners": schema.ListNestedAttribute{
-				Required:    true,
-				Description: "The listeners: where the gateway accepts HTTP requests. Listeners on the same port share one varnishd socket and one Service port.",
-				Validators:  []validator.List{listvalidator.SizeBetween(1, 64)},
-				NestedObject: schema.NestedAttributeObject{Attributes: map[string]schema.Attribute{
-					"name": schema.StringAttribute{
-						Required:    true,
-						Description: "The listener name, a DNS label unique in the gateway; routes select it with section_name.",
-					},
-					"port": schema.Int64Attribute{
-						Required:    true,
-						Description: "The port the listener accepts connections on.",
-						Validators:  portValidators,
-					},
-					"protocol": schema.StringAttribute{
-						Optional:    true,
-						Computed:    true,
-						Default:     stringdefault.StaticString("HTTP"),
-						Description: "The protocol, HTTP. Varnish 7.1 has no TLS: terminate TLS in front of the gateway (for example at a load balancer).",
-					},
-					"hostname": schema.StringAttribute{
-						Optional:    true,
-						Description: "The hostname the listener serves, such as www.example.com or *.example.com; every hostname when unset.",
-					},
-					"allowed_routes": schema.SingleNestedAttribute{
-						Optional:    true,
-						Computed:    true,
-						Default:     objectdefault.StaticValue(defaultAllowed),
-						Description: "Which namespaces may attach routes to the listener; the Gateway's own namespace when unset.",
-						Attributes: map[string]schema.Attribute{
-							"namespaces": schema.StringAttribute{
-								Optional:    true,
-								Computed:    true,
-								Default:     stringdefault.StaticString("Same"),
-								Description: "Same (the Gateway's namespace, the default), All, or Selector (namespaces whose labels match selector).",
-								Validators:  []validator.String{stringvalidator.OneOf("Same", "All", "Selector")},
-							},
-							"selector": schema.MapAttribute{
-								Optional:    true,
-								ElementType: types.StringType,
-								Description: "The labels a route's namespace must have, with namespaces = \"Selector\".",
-							},
-						},
-					},
-				}},
-			},
-			"vcl": schema.StringAttribute{
-				Optional: true,
-				Description: "VCL of this gateway, added after the ghost preamble and the class VCL in main.vcl. Changes are " +
-					"hot-reloaded by the running pods without a restart; VCL that does not compile leaves the running VCL in place.",
-			},
-			"mode": schema.StringAttribute{
-				Optional: true,
-				Computed: true,
-				Default:  stringdefault.StaticString(modeSupervise),
-				Description: "How the pods run varnishd: supervise (the default), the chaperone container runs varnishd as its child; " +
-					"or sidecar, a varnish container runs varnishd and the chaperone container steers it, sharing the work dir and " +
-					"an admin secret (a Secret " + "the provider creates); its preStop hook runs `chaperone drain`, which drains varnishd through " +
-					"the chaperone's drain socket, a Unix socket of mode 0600 on the volume the two containers share.",
-				Validators: []validator.String{stringvalidator.OneOf(modeSupervise, modeSidecar)},
-			},
-			"replicas": schema.Int64Attribute{
-				Optional:    true,
-				Computed:    true,
-				Default:     int64default.StaticInt64(1),
-				Description: "The number of gateway pods.",
-				Validators:  []validator.Int64{int64validator.Between(0, 1000)},
-			},
-			"drain_timeout_seconds": schema.Int64Attribute{
-				Optional:    true,
-				Computed:    true,
-				Default:     int64default.StaticInt64(300),
-				Description: "How long a stopping pod waits for client sessions to close (the chaperone's --drain-timeout). The pod's terminationGracePeriodSeconds is this plus 35 seconds.",
-				Validators:  []validator.Int64{int64validator.Between(0, 86400)},
-			},
-			"resources": schema.SingleNestedAttribute{
-				Optional:    true,
-				Description: "Compute resources of the gateway container, as Kubernetes quantities.",
-				Attributes: map[string]schema.Attribute{
-					"requests": schema.MapAttribute{
-						Optional:    true,
-						ElementType: types.StringType,
-						Description: "Requested resources, for example { cpu = \"500m\", memory = \"512Mi\" }.",
-					},
-					"limits": schema.MapAttribute{
-						Optional:    true,
-						ElementType: types.StringType,
-						Description: "Resource limits, for example { memory = \"1Gi\" }. Leave room above the storage size for varnishd's overhead.",
-					},
-				},
-			},
-			"pod":            podSchema(),
-			"infrastructure": infrastructureSchema(),
-			"service_type": schema.StringAttribute{
-				Optional:    true,
-				Computed:    true,
-				Default:     stringdefault.StaticString(string(corev1.ServiceTypeClusterIP)),
-				Description: "The type of the gateway's Service: ClusterIP (the default), NodePort or LoadBalancer.",
-				Validators:  []validator.String{stringvalidator.OneOf("ClusterIP", "NodePort", "LoadBalancer")},
-			},
-			"service_annotations": schema.MapAttribute{
-				Optional:    true,
-				ElementType: types.StringType,
-				Description: "Annotations of the gateway's Service, for example for a cloud load balancer.",
-			},
-			"pdb_max_unavailable": schema.StringAttribute{
-				Optional:    true,
-				Computed:    true,
-				Default:     stringdefault.StaticString("1"),
-				Description: "The PodDisruptionBudget's maxUnavailable: a number of pods such as 1 (the default) or a percentage such as 25%.",
-				Validators:  []validator.String{stringvalidator.RegexMatches(intOrPercent, "must be a whole number such as 1 or a percentage such as 25%")},
-			},
-			"wait_for_rollout": schema.BoolAttribute{
-				Optional:    true,
-				Computed:    true,
-				Default:     booldefault.StaticBool(true),
-				Description: "Whether create and update wait until the Deployment has rolled out (all replicas updated and available).",
-			},
-			"rollout_timeout": schema.StringAttribute{
-				Optional:    true,
-				Computed:    true,
-				Default:     stringdefault.StaticString("10m"),
-				Description: "How long to wait for the rollout, a Go duration such as 10m.",
-				Validators:  []validator.String{durationValidator{}},
-			},
-			"addresses": schema.ListAttribute{
-				Computed:    true,
-				ElementType: types.StringType,
-				Description: "The gateway's addresses: the Service's load balancer IPs or hostnames, or else its cluster IP.",
-			},
-			"conditions": schema.ListAttribute{
-				Computed:    true,
-				ElementType: conditionType,
-				Description: "The Gateway's status conditions (type, status, reason, message): Accepted from the provider, Programmed from the gateway pods.",
-			},
-			"listener_attached_routes": schema.MapAttribute{
-				Computed:    true,
-				ElementType: types.Int64Type,
-				Description: "The number of accepted routes attached to each listener, by listener name, counted from the routes' routing fragments.",
-			},
-			"main_vcl_sha256": schema.StringAttribute{
-				Computed: true,
-				Description: "The SHA-256 of the rendered main.vcl (ghost preamble, class VCL, gateway VCL) in the VCL ConfigMap. " +
-					"When the class's VCL has changed, the gateway's plan shows an update.",
-			},
-			"start_hash": schema.StringAttribute{
-				Computed: true,
-				Description: "The hash of what the pods are started with (the pod template annotation " + StartHashAnnotation +
-					"); when it changes the pods are rolled. When the class's image, pull policy, storage, parameters or log " +
-					"level, or the ConfigMap of infrastructure.parameters_ref, have changed, the gateway's plan shows an update.",
-			},
-		},
-	}
-}
-
 func (r *gatewayResource) Configure(_ context.Context, req resource.ConfigureRequest, resp *resource.ConfigureResponse) {
 	r.c = configureClients(req.ProviderData, &resp.Diagnostics)
 }
 
-// ValidateConfig checks the listeners as the gateway pods will serve them.
+// ValidateConfig checks the gateway as its pods will serve it: what the
+// provider rejects itself, then the listeners as the routing core sees
+// them, each error once, at the argument or block it is about.
 func (r *gatewayResource) ValidateConfig(ctx context.Context, req resource.ValidateConfigRequest, resp *resource.ValidateConfigResponse) {
 	var m gatewayModel
 	if d := req.Config.Get(ctx, &m); d.HasError() {
 		return // unknown values: checked at apply
 	}
+	rejectUnsupportedGateway(&m, req.Config.Raw, &resp.Diagnostics)
+	reported := map[string]bool{} // attribute paths with an error of the provider's
 	for i, l := range m.Listeners {
 		if p := l.Protocol.ValueString(); !l.Protocol.IsNull() && !l.Protocol.IsUnknown() && p != "HTTP" {
-			resp.Diagnostics.AddAttributeError(path.Root("listeners").AtListIndex(i).AtName("protocol"), "Unsupported listener protocol",
-				fmt.Sprintf("listener %q: protocol %q is not served: Varnish 7.1 has no TLS, so varnishgw serves HTTP only. "+
+			ap := path.Root("listener").AtListIndex(i).AtName("protocol")
+			reported[ap.String()] = true
+			resp.Diagnostics.AddAttributeError(ap, "Unsupported listener protocol",
+				fmt.Sprintf("listener %q: protocol %q is not served: Varnish has no TLS, so varnishgw serves HTTP only. "+
 					"Terminate TLS in front of the gateway (for example at a LoadBalancer) and set protocol = \"HTTP\".", l.Name.ValueString(), p))
 		}
 	}
 	for i, l := range m.Listeners {
-		if l.AllowedRoutes.IsNull() || l.AllowedRoutes.IsUnknown() {
+		ar := l.AllowedRoutes
+		if ar == nil || ar.Namespaces.IsUnknown() || ar.Selector.IsUnknown() {
 			continue
 		}
-		var ar allowedRoutesModel
-		if d := l.AllowedRoutes.As(ctx, &ar, objectAsOptions); d.HasError() || ar.Namespaces.IsUnknown() || ar.Selector.IsUnknown() {
-			continue
-		}
-		p := path.Root("listeners").AtListIndex(i).AtName("allowed_routes")
-		switch hasSelector := len(stringMap(ar.Selector)) > 0; {
+		p := path.Root("listener").AtListIndex(i).AtName("allowed_routes")
+		hasSelector := len(stringMap(ar.Selector)) > 0 || len(ar.SelectorExpressions) > 0
+		switch {
 		case ar.Namespaces.ValueString() == "Selector" && !hasSelector:
+			reported[p.AtName("selector").String()] = true
 			resp.Diagnostics.AddAttributeError(p.AtName("selector"), "Invalid allowed routes",
-				fmt.Sprintf("listener %q: namespaces = \"Selector\" needs selector, the labels a route's namespace must have, for example selector = { team = \"shop\" }", l.Name.ValueString()))
+				fmt.Sprintf("listener %q: namespaces = \"Selector\" needs selector, the labels a route's namespace must have, for example "+
+					"selector = { team = \"shop\" }, or selector_expression blocks", l.Name.ValueString()))
 		case ar.Namespaces.ValueString() != "Selector" && hasSelector:
-			resp.Diagnostics.AddAttributeError(p.AtName("selector"), "Invalid allowed routes",
-				fmt.Sprintf("listener %q: selector is used only with namespaces = \"Selector\" (namespaces is %q); set namespaces = \"Selector\" or remove selector", l.Name.ValueString(), ar.Namespaces.ValueString()))
+			at := p.AtName("selector")
+			if len(stringMap(ar.Selector)) == 0 {
+				at = p.AtName("selector_expression").AtListIndex(0)
+			}
+			resp.Diagnostics.AddAttributeError(at, "Invalid allowed routes",
+				fmt.Sprintf("listener %q: selector and selector_expression are used only with namespaces = \"Selector\" (namespaces is %q); "+
+					"set namespaces = \"Selector\" or remove them", l.Name.ValueString(), ar.Namespaces.ValueString()))
 		}
 	}
 	m.Pod.validate(&resp.Diagnostics)
 	m.validateMetadataKeys(&resp.Diagnostics)
-	if resp.Diagnostics.HasError() || !req.Config.Raw.IsFullyKnown() {
+	if m.Resources != nil {
+		for attr, v := range map[string]types.Map{"requests": m.Resources.Requests, "limits": m.Resources.Limits} {
+			if _, err := parseResources("resources."+attr, stringMap(v)); err != nil {
+				resp.Diagnostics.AddAttributeError(path.Root("resources").AtName(attr), "Invalid gateway resources", err.Error())
+			}
+		}
+	}
+	if !req.Config.Raw.IsFullyKnown() {
 		return
 	}
 	gw, err := m.toGateway(ctx)
@@ -353,17 +176,18 @@ func (r *gatewayResource) ValidateConfig(ctx context.Context, req resource.Valid
 		resp.Diagnostics.AddError("Invalid gateway", err.Error())
 		return
 	}
+	var s resource.SchemaResponse
+	r.Schema(ctx, resource.SchemaRequest{}, &s)
 	for _, e := range routing.ValidateGateway(gw) {
-		if e.Field == "" {
-			continue
-		}
-		resp.Diagnostics.AddAttributeError(listenerPath(e.Field), "Invalid gateway listener", e.Error())
-	}
-	if m.Resources != nil {
-		for attr, v := range map[string]types.Map{"resources.requests": m.Resources.Requests, "resources.limits": m.Resources.Limits} {
-			if _, err := parseResources(attr, stringMap(v)); err != nil {
-				resp.Diagnostics.AddAttributeError(path.Root("resources"), "Invalid gateway resources", err.Error())
-			}
+		p, text := attributePath(ctx, s.Schema, e.Field)
+		switch {
+		case text == "":
+			resp.Diagnostics.AddError("Invalid gateway", e.Error())
+		case reported[p.String()], e.Field == "spec.listeners":
+			// the provider's own error says it, or the listener block's
+			// validators (at least one, at most 64)
+		default:
+			resp.Diagnostics.AddAttributeError(diagnosticPath(req.Config.Raw, p), "Invalid gateway listener", fmt.Sprintf("%s: %s", text, e.ErrorBody()))
 		}
 	}
 }
@@ -399,33 +223,33 @@ func (m *gatewayModel) validateMetadataKeys(diags *diag.Diagnostics) {
 	}
 }
 
-// listenerPath maps a field path of routing.ValidateGateway
-// (spec.listeners[2].hostname) to the attribute path.
-func listenerPath(field string) path.Path {
-	p := path.Root("listeners")
-	rest, ok := strings.CutPrefix(field, "spec.listeners[")
-	if !ok {
-		return p
+// allowedRoutes is the listener's allowedRoutes: routes of the Gateway's
+// namespace when the block is absent.
+func (ar *allowedRoutesModel) allowedRoutes() *gatewayv1.AllowedRoutes {
+	from := gatewayv1.NamespacesFromSame
+	out := &gatewayv1.AllowedRoutes{Namespaces: &gatewayv1.RouteNamespaces{From: &from}}
+	if ar == nil {
+		return out
 	}
-	idx, after, ok := strings.Cut(rest, "]")
-	n, err := strconv.Atoi(idx)
-	if !ok || err != nil {
-		return p
+	if v := ar.Namespaces.ValueString(); v != "" {
+		from = gatewayv1.FromNamespaces(v)
 	}
-	p = p.AtListIndex(n)
-	switch {
-	case strings.HasPrefix(after, ".name"):
-		return p.AtName("name")
-	case strings.HasPrefix(after, ".port"):
-		return p.AtName("port")
-	case strings.HasPrefix(after, ".protocol"):
-		return p.AtName("protocol")
-	case strings.HasPrefix(after, ".hostname"):
-		return p.AtName("hostname")
-	case strings.HasPrefix(after, ".allowedRoutes"):
-		return p.AtName("allowed_routes")
+	labels := stringMap(ar.Selector)
+	var exprs []metav1.LabelSelectorRequirement
+	for _, e := range ar.SelectorExpressions {
+		exprs = append(exprs, metav1.LabelSelectorRequirement{
+			Key:      e.Key.ValueString(),
+			Operator: metav1.LabelSelectorOperator(e.Operator.ValueString()),
+			Values:   stringsOf[string](e.Values),
+		})
 	}
-	return p
+	if len(labels) > 0 || len(exprs) > 0 || from == gatewayv1.NamespacesFromSelector {
+		out.Namespaces.Selector = &metav1.LabelSelector{MatchLabels: labels, MatchExpressions: exprs}
+	}
+	for _, k := range ar.Kinds {
+		out.Kinds = append(out.Kinds, gatewayv1.RouteGroupKind{Group: strPtr[gatewayv1.Group](k.Group), Kind: gatewayv1.Kind(k.Kind.ValueString())})
+	}
+	return out
 }
 
 func (m *gatewayModel) ref() routing.ObjectRef {
@@ -455,20 +279,7 @@ func (m *gatewayModel) toGateway(ctx context.Context) (*gatewayv1.Gateway, error
 			h := gatewayv1.Hostname(l.Hostname.ValueString())
 			gl.Hostname = &h
 		}
-		from := gatewayv1.NamespacesFromSame
-		ar := allowedRoutesModel{}
-		if !l.AllowedRoutes.IsNull() && !l.AllowedRoutes.IsUnknown() {
-			if d := l.AllowedRoutes.As(ctx, &ar, objectAsOptions); d.HasError() {
-				return nil, fmt.Errorf("listener %s: allowed_routes: %v", l.Name.ValueString(), d)
-			}
-			if v := ar.Namespaces.ValueString(); v != "" {
-				from = gatewayv1.FromNamespaces(v)
-			}
-		}
-		gl.AllowedRoutes = &gatewayv1.AllowedRoutes{Namespaces: &gatewayv1.RouteNamespaces{From: &from}}
-		if sel := stringMap(ar.Selector); len(sel) > 0 || from == gatewayv1.NamespacesFromSelector {
-			gl.AllowedRoutes.Namespaces.Selector = &metav1.LabelSelector{MatchLabels: sel}
-		}
+		gl.AllowedRoutes = l.AllowedRoutes.allowedRoutes()
 		gw.Spec.Listeners = append(gw.Spec.Listeners, gl)
 	}
 	return gw, nil
@@ -744,9 +555,24 @@ func (c *clients) applyGateway(ctx context.Context, gw *gatewayv1.Gateway) (*gat
 		}
 		ns := gatewayv1apply.RouteNamespaces().WithFrom(*l.AllowedRoutes.Namespaces.From)
 		if sel := l.AllowedRoutes.Namespaces.Selector; sel != nil {
-			ns.WithSelector(metav1apply.LabelSelector().WithMatchLabels(sel.MatchLabels))
+			ls := metav1apply.LabelSelector()
+			if len(sel.MatchLabels) > 0 {
+				ls.WithMatchLabels(sel.MatchLabels)
+			}
+			for _, e := range sel.MatchExpressions {
+				ls.WithMatchExpressions(metav1apply.LabelSelectorRequirement().WithKey(e.Key).WithOperator(e.Operator).WithValues(e.Values...))
+			}
+			ns.WithSelector(ls)
 		}
-		la.WithAllowedRoutes(gatewayv1apply.AllowedRoutes().WithNamespaces(ns))
+		ar := gatewayv1apply.AllowedRoutes().WithNamespaces(ns)
+		for _, k := range l.AllowedRoutes.Kinds {
+			rk := gatewayv1apply.RouteGroupKind().WithKind(k.Kind)
+			if k.Group != nil {
+				rk.WithGroup(*k.Group)
+			}
+			ar.WithKinds(rk)
+		}
+		la.WithAllowedRoutes(ar)
 		spec.WithListeners(la)
 	}
 	if gw.Spec.Infrastructure != nil {
@@ -843,28 +669,31 @@ func (c *clients) readGateway(ctx context.Context, m *gatewayModel) error {
 	imported := m.Listeners == nil
 	m.ID = types.StringValue(ref.String())
 	m.GatewayClassName = types.StringValue(string(gw.Spec.GatewayClassName))
-	m.Listeners = nil
+	prior := map[string]listenerModel{}
+	for _, l := range m.Listeners {
+		prior[l.Name.ValueString()] = l
+	}
+	m.Listeners = []listenerModel{}
 	for _, l := range gw.Spec.Listeners {
+		was, wasSet := prior[string(l.Name)]
 		lm := listenerModel{
 			Name:     types.StringValue(string(l.Name)),
 			Port:     types.Int64Value(int64(l.Port)),
 			Protocol: types.StringValue(string(l.Protocol)),
 			Hostname: types.StringNull(),
+			TLS:      types.ObjectNull(gatewayBlockType(ctx, path.Root("listener").AtListIndex(0).AtName("tls")).AttrTypes),
+		}
+		if wasSet && !was.TLS.IsNull() {
+			lm.TLS = was.TLS // rejected when set: never written
 		}
 		if l.Hostname != nil {
 			lm.Hostname = types.StringValue(string(*l.Hostname))
 		}
-		from, sel := "Same", types.MapNull(types.StringType)
-		if ar := l.AllowedRoutes; ar != nil && ar.Namespaces != nil {
-			if ar.Namespaces.From != nil {
-				from = string(*ar.Namespaces.From)
-			}
-			if ar.Namespaces.Selector != nil && len(ar.Namespaces.Selector.MatchLabels) > 0 {
-				sel = stringMapValue(ar.Namespaces.Selector.MatchLabels)
-			}
-		}
-		lm.AllowedRoutes = types.ObjectValueMust(allowedRoutesTypes, map[string]attr.Value{"namespaces": types.StringValue(from), "selector": sel})
+		lm.AllowedRoutes = readAllowedRoutes(was.AllowedRoutes, l.AllowedRoutes)
 		m.Listeners = append(m.Listeners, lm)
+	}
+	if m.SpecAddresses.IsNull() || m.SpecAddresses.IsUnknown() {
+		m.SpecAddresses = types.ListValueMust(gatewayBlockType(ctx, path.Root("address").AtListIndex(0)), nil)
 	}
 	m.Infrastructure = readInfrastructure(m.Infrastructure, gw)
 
@@ -966,6 +795,60 @@ func (c *clients) readGateway(ctx context.Context, m *gatewayModel) error {
 		m.RolloutTimeout = types.StringValue("10m")
 	}
 	return c.readComputed(ctx, m)
+}
+
+// gatewayBlockType is the object type of the block at p in the gateway's
+// schema.
+func gatewayBlockType(ctx context.Context, p path.Path) types.ObjectType {
+	var s resource.SchemaResponse
+	(&gatewayResource{}).Schema(ctx, resource.SchemaRequest{}, &s)
+	t, d := s.Schema.TypeAtPath(ctx, p)
+	if d.HasError() {
+		panic(fmt.Sprintf("no block %s in the gateway schema: %v", p, d))
+	}
+	return t.(types.ObjectType)
+}
+
+// readAllowedRoutes is the allowed_routes block for a live listener's
+// allowedRoutes. The block stays absent (nil) while the listener admits
+// the routes of its Gateway's namespace, the default, unless it was set;
+// a kind's group stays unset when it is the default and was not set.
+func readAllowedRoutes(prior *allowedRoutesModel, ar *gatewayv1.AllowedRoutes) *allowedRoutesModel {
+	out := &allowedRoutesModel{
+		Namespaces:          types.StringValue(string(gatewayv1.NamespacesFromSame)),
+		Selector:            types.MapNull(types.StringType),
+		SelectorExpressions: []selectorExpressionModel{},
+		Kinds:               []routeKindModel{},
+	}
+	if ar != nil && ar.Namespaces != nil {
+		if ar.Namespaces.From != nil {
+			out.Namespaces = types.StringValue(string(*ar.Namespaces.From))
+		}
+		if sel := ar.Namespaces.Selector; sel != nil {
+			if len(sel.MatchLabels) > 0 {
+				out.Selector = stringMapValue(sel.MatchLabels)
+			}
+			for _, e := range sel.MatchExpressions {
+				out.SelectorExpressions = append(out.SelectorExpressions, selectorExpressionModel{
+					Key: types.StringValue(e.Key), Operator: types.StringValue(string(e.Operator)), Values: stringValues(e.Values),
+				})
+			}
+		}
+	}
+	if ar != nil {
+		for i, k := range ar.Kinds {
+			km := routeKindModel{Group: nonDefault(k.Group, gatewayv1.GroupName), Kind: types.StringValue(string(k.Kind))}
+			if prior != nil && i < len(prior.Kinds) && !prior.Kinds[i].Group.IsNull() && k.Group != nil && prior.Kinds[i].Group.ValueString() == string(*k.Group) {
+				km.Group = prior.Kinds[i].Group
+			}
+			out.Kinds = append(out.Kinds, km)
+		}
+	}
+	if prior == nil && out.Namespaces.ValueString() == string(gatewayv1.NamespacesFromSame) && out.Selector.IsNull() &&
+		len(out.SelectorExpressions) == 0 && len(out.Kinds) == 0 {
+		return nil
+	}
+	return out
 }
 
 // readResources reads the container's resources, keeping the configured

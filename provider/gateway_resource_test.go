@@ -89,11 +89,8 @@ func TestAccGateway(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	listener := func(name string, port int) string {
-		return fmt.Sprintf("    { name = %q, port = %d },\n", name, port)
-	}
-	oneListener := "  listeners = [\n" + listener("http", 8080) + "  ]\n"
-	twoListeners := "  listeners = [\n" + listener("http", 8080) + listener("alt", 9090) + "  ]\n"
+	oneListener := listenerHCL("http", 8080)
+	twoListeners := listenerHCL("http", 8080) + listenerHCL("alt", 9090)
 
 	var svcUID types.UID
 	var template, startHash string
@@ -448,13 +445,21 @@ func TestAccGatewayRBAC(t *testing.T) {
 	// Another Gateway in the same namespace, not created by the resource.
 	createGateway(t, cp, ns, "other", createClass(t, cp, ControllerName), "")
 
-	base := gatewayConfig(cp, ns, class, "", `  listeners = [{ name = "http", port = 8080 }]`)
+	base := gatewayConfig(cp, ns, class, "", listenerHCL("http", 8080))
 	route := base + fmt.Sprintf(`
 resource "varnishgw_http_route" "api" {
-  namespace   = %q
-  name        = "api"
-  parent_refs = [{ name = varnishgw_gateway.test.name }]
-  rules = [{ backend_refs = [{ name = "api", namespace = %q, port = 80 }] }]
+  namespace = %q
+  name      = "api"
+  parent_ref {
+    name = varnishgw_gateway.test.name
+  }
+  rule {
+    backend_ref {
+      name      = "api"
+      namespace = %q
+      port      = 80
+    }
+  }
 }
 `, ns, backends)
 	// A route the Gateway does not accept (its listener allows routes
@@ -462,13 +467,22 @@ resource "varnishgw_http_route" "api" {
 	foreign := cp.Namespace(t)
 	route += fmt.Sprintf(`
 resource "varnishgw_http_route" "foreign" {
-  namespace   = %q
-  name        = "foreign"
-  parent_refs = [{ name = varnishgw_gateway.test.name, namespace = %q }]
-  rules = [{ backend_refs = [{ name = "api", namespace = %q, port = 80 }] }]
+  namespace = %q
+  name      = "foreign"
+  parent_ref {
+    name      = varnishgw_gateway.test.name
+    namespace = %q
+  }
+  rule {
+    backend_ref {
+      name      = "api"
+      namespace = %q
+      port      = 80
+    }
+  }
 }
 `, backends, ns, foreign)
-	routeMoved := strings.Replace(route, fmt.Sprintf("namespace = %q, port = 80", backends), fmt.Sprintf("namespace = %q, port = 80", moved), 1)
+	routeMoved := strings.Replace(route, fmt.Sprintf("namespace = %q\n      port      = 80", backends), fmt.Sprintf("namespace = %q\n      port      = 80", moved), 1)
 
 	var kube kubernetes.Interface
 	var dyn dynamic.Interface
@@ -638,7 +652,7 @@ func TestAccGatewayRolloutWait(t *testing.T) {
 	ctx := context.Background()
 	gw := routing.ObjectRef{Namespace: ns, Name: "edge"}
 	cfg := func(wait string) string {
-		return strings.Replace(gatewayConfig(cp, ns, class, "", `  listeners = [{ name = "http", port = 8080 }]`+"\n  replicas = 2\n"+wait),
+		return strings.Replace(gatewayConfig(cp, ns, class, "", listenerHCL("http", 8080)+"\n  replicas = 2\n"+wait),
 			"  wait_for_rollout   = false\n", "", 1)
 	}
 	resource.Test(t, resource.TestCase{
@@ -685,14 +699,25 @@ func TestAccGatewayRolloutWait(t *testing.T) {
 
 func TestAccGatewayValidation(t *testing.T) {
 	cp := accPreCheck(t)
-	for _, tc := range []struct{ name, body, want string }{
-		{"https", `listeners = [{ name = "https", port = 443, protocol = "HTTPS" }]`, `Varnish 7.1 has no TLS`},
-		{"bad mode", `listeners = [{ name = "http", port = 80 }]` + "\nmode = \"daemon\"", `value must be one of: \["supervise" "sidecar"\]`},
-		{"duplicate listener", `listeners = [{ name = "a", port = 80 }, { name = "a", port = 81 }]`, `Duplicate value: "a"`},
-		{"bad quantity", `listeners = [{ name = "a", port = 80 }]` + "\nresources = { limits = { memory = \"lots\" } }", `resources.limits\["memory"\] = "lots" is not a Kubernetes quantity`},
-		{"selector without Selector", `listeners = [{ name = "a", port = 80, allowed_routes = { namespaces = "All", selector = { team = "x" } } }]`, `selector is used only with namespaces = "Selector"`},
-		{"Selector without selector", `listeners = [{ name = "a", port = 80, allowed_routes = { namespaces = "Selector" } }]`, `namespaces = "Selector" needs selector`},
-		{"bad pdb", `listeners = [{ name = "a", port = 80 }]` + "\npdb_max_unavailable = \"half\"", `must be a whole number such as 1 or a percentage`},
+	listener := "listener {\n  name = \"a\"\n  port = 80\n}\n"
+	for _, tc := range []struct{ name, body, line, want string }{
+		{"https", "listener {\n  name     = \"https\"\n  port     = 443\n  protocol = \"HTTPS\"\n}", `protocol = "HTTPS"`,
+			`listener "https": protocol "HTTPS" is not served: Varnish has no TLS`},
+		{"bad mode", listener + "mode = \"daemon\"", `mode = "daemon"`, `value must be one of: \["supervise" "sidecar"\]`},
+		{"duplicate listener", listener + strings.Replace(listener, "80", "81", 1), `name = "a"`, `listener\[1\]\.name: Duplicate value: "a"`},
+		{"bad port", "listener {\n  name = \"a\"\n  port = 0\n}", `port = 0`, `listener\[0\]\.port: Invalid value: 0: must be a port number from 1 to 65535`},
+		{"bad listener name", "listener {\n  name = \"Web\"\n  port = 80\n}", `name = "Web"`, `listener\[0\]\.name: Invalid value: "Web": must be lower case: use "web"`},
+		{"bad listener hostname", "listener {\n  name     = \"a\"\n  port     = 80\n  hostname = \"*.bücher.example\"\n}", `hostname = "\*.bücher.example"`,
+			`listener\[0\]\.hostname: Invalid value: "\*.bücher.example": is a Unicode \(internationalised\) name: use its punycode \(xn--...\) form "\*.xn--bcher-kva.example"`},
+		{"bad quantity", listener + "resources {\n  limits = { memory = \"lots\" }\n}", `limits = { memory = "lots" }`, `resources.limits\["memory"\] = "lots" is not a Kubernetes quantity`},
+		{"selector without Selector", "listener {\n  name = \"a\"\n  port = 80\n  allowed_routes {\n    namespaces = \"All\"\n    selector   = { team = \"x\" }\n  }\n}",
+			`selector   = { team = "x" }`, `selector and selector_expression are used only with namespaces = "Selector"`},
+		{"Selector without selector", "listener {\n  name = \"a\"\n  port = 80\n  allowed_routes {\n    namespaces = \"Selector\"\n  }\n}",
+			`allowed_routes {`, `namespaces = "Selector" needs selector`},
+		{"unsupported route kind", "listener {\n  name = \"a\"\n  port = 80\n  allowed_routes {\n    kind {\n      kind = \"GRPCRoute\"\n    }\n  }\n}",
+			`kind = "GRPCRoute"`, `listener\[0\]\.allowed_routes\.kind\[0\]: Unsupported value: "GRPCRoute": supported values: "HTTPRoute"`},
+		{"no listener", "replicas = 1", `resource "varnishgw_gateway" "bad" {`, `Block listener must have a configuration value as the provider has marked it as required`},
+		{"bad pdb", listener + "pdb_max_unavailable = \"half\"", `pdb_max_unavailable = "half"`, `must be a whole number such as 1 or a percentage`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			resource.Test(t, resource.TestCase{
@@ -701,7 +726,7 @@ func TestAccGatewayValidation(t *testing.T) {
 					Config: providerBlock(cp) + "resource \"varnishgw_gateway\" \"bad\" {\nnamespace = \"default\"\nname = \"bad\"\ngateway_class_name = \"c\"\n" +
 						tc.body + "\n}\n",
 					PlanOnly:    true,
-					ExpectError: words(tc.want),
+					ExpectError: onlyError(tc.line, tc.want),
 				}},
 			})
 		})
@@ -717,7 +742,10 @@ func TestAccGatewayValidation(t *testing.T) {
   name               = "bad"
   gateway_class_name = %q
   wait_for_rollout   = false
-  listeners          = [{ name = "http", port = 80 }]
+  listener {
+    name = "http"
+    port = 80
+  }
 }
 `, ns, other),
 				ExpectError: words(`controllerName "example.com/other", not "varnishgw.dev/gateway-controller"`),
@@ -727,6 +755,11 @@ func TestAccGatewayValidation(t *testing.T) {
 			t.Errorf("Gateway written although its class is not varnishgw's: %v", err)
 		}
 	})
+}
+
+// listenerHCL is a listener block.
+func listenerHCL(name string, port int) string {
+	return fmt.Sprintf("  listener {\n    name = %q\n    port = %d\n  }\n", name, port)
 }
 
 // words is a regular expression for pattern whose spaces match any white
@@ -761,7 +794,12 @@ func TestAccGatewaySidecar(t *testing.T) {
 	class := "vgw-" + rand.String(6)
 	ctx := context.Background()
 	gw := routing.ObjectRef{Namespace: ns, Name: "edge"}
-	listeners := `  listeners = [{ name = "http", port = 8080 }, { name = "admin", port = 8080, hostname = "admin.example.com" }, { name = "alt", port = 9090 }]` + "\n"
+	listeners := listenerHCL("http", 8080) + `  listener {
+    name     = "admin"
+    port     = 8080
+    hostname = "admin.example.com"
+  }
+` + listenerHCL("alt", 9090)
 	cfg := func(body string) string {
 		return gatewayConfig(cp, ns, class, `  varnishd_params = { thread_pool_min = "20" }`, listeners+body)
 	}
@@ -776,7 +814,7 @@ func TestAccGatewaySidecar(t *testing.T) {
 		},
 		Steps: []resource.TestStep{
 			{
-				Config: cfg(`  mode = "sidecar"` + "\n" + `  resources = { limits = { memory = "1Gi" } }`),
+				Config: cfg(`  mode = "sidecar"` + "\n" + "  resources {\n    limits = { memory = \"1Gi\" }\n  }"),
 				Check: func(*terraform.State) error {
 					d, err := getDeployment(cp, gw)
 					if err != nil {
@@ -846,7 +884,7 @@ func TestAccGatewaySidecar(t *testing.T) {
 			},
 			{
 				// Another apply keeps the admin secret (no pod roll).
-				Config: cfg(`  mode = "sidecar"` + "\n" + `  resources = { limits = { memory = "1Gi" } }` + "\n  vcl = \"sub vcl_deliver { }\""),
+				Config: cfg(`  mode = "sidecar"` + "\n" + "  resources {\n    limits = { memory = \"1Gi\" }\n  }" + "\n  vcl = \"sub vcl_deliver { }\""),
 				Check: func(*terraform.State) error {
 					sec, err := cp.Client.CoreV1().Secrets(ns).Get(ctx, adminSecretName(gw), metav1.GetOptions{})
 					if err != nil {

@@ -1,6 +1,8 @@
 package provider
 
 import (
+	"context"
+	fwresource "github.com/hashicorp/terraform-plugin-framework/resource"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -133,15 +135,25 @@ func TestServiceAddresses(t *testing.T) {
 	}
 }
 
-func TestListenerPath(t *testing.T) {
+// TestGatewayAttributePath: routing.ValidateGateway's field paths map to
+// the listener blocks' arguments.
+func TestGatewayAttributePath(t *testing.T) {
+	ctx := context.Background()
+	var s fwresource.SchemaResponse
+	(&gatewayResource{}).Schema(ctx, fwresource.SchemaRequest{}, &s)
 	for field, want := range map[string]string{
-		"spec.listeners[2].hostname":                          "listeners[2].hostname",
-		"spec.listeners[0].name":                              "listeners[0].name",
-		"spec.listeners[1].allowedRoutes.namespaces.selector": "listeners[1].allowed_routes",
-		"spec.listeners":                                      "listeners",
+		"spec.listeners[2].hostname":                                           "listener[2].hostname",
+		"spec.listeners[0].name":                                               "listener[0].name",
+		"spec.listeners[1].allowedRoutes.namespaces.selector":                  "listener[1].allowed_routes.selector",
+		"spec.listeners[1].allowedRoutes.namespaces.selector.matchExpressions": "listener[1].allowed_routes.selector_expression",
+		"spec.listeners[1].allowedRoutes.namespaces.from":                      "listener[1].allowed_routes.namespaces",
+		"spec.listeners[0].allowedRoutes.kinds[1]":                             "listener[0].allowed_routes.kind[1]",
+		"spec.listeners":                         "listener",
+		"spec.infrastructure.parametersRef.name": "infrastructure.parameters_ref.name",
 	} {
-		if got := listenerPath(field).String(); got != want {
-			t.Errorf("listenerPath(%q) = %s, want %s", field, got, want)
+		p, text := attributePath(ctx, s.Schema, field)
+		if text != want || p.String() != want {
+			t.Errorf("attributePath(%q) = %s (%s), want %s", field, text, p, want)
 		}
 	}
 }

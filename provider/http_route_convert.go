@@ -1,35 +1,33 @@
 package provider
 
 import (
-	"context"
-	"regexp"
-	"strconv"
-	"strings"
-
-	"github.com/hashicorp/terraform-plugin-framework/path"
-	"github.com/hashicorp/terraform-plugin-framework/resource/schema"
 	"github.com/hashicorp/terraform-plugin-framework/types"
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 )
 
 // The Terraform model of varnishgw_http_route: the HTTPRoute spec in
-// snake_case. Leaves are framework types; nested lists and objects are Go
-// slices and pointers (null is nil).
+// snake_case, each list of objects a repeated block with a singular name
+// (rule, match, filter, backend_ref). Leaves are framework types; blocks
+// are Go slices (a list block with no element is an empty list, never
+// null) and pointers (an absent single block is nil).
 
 type httpRouteModel struct {
-	ID         types.String     `tfsdk:"id"`
-	Namespace  types.String     `tfsdk:"namespace"`
-	Name       types.String     `tfsdk:"name"`
-	ParentRefs []parentRefModel `tfsdk:"parent_refs"`
-	Hostnames  []types.String   `tfsdk:"hostnames"`
-	Rules      []ruleModel      `tfsdk:"rules"`
-	Routing    types.String     `tfsdk:"routing"`
+	ID                 types.String     `tfsdk:"id"`
+	Namespace          types.String     `tfsdk:"namespace"`
+	Name               types.String     `tfsdk:"name"`
+	ParentRefs         []parentRefModel `tfsdk:"parent_ref"`
+	UseDefaultGateways types.String     `tfsdk:"use_default_gateways"`
+	Hostnames          []types.String   `tfsdk:"hostnames"`
+	Rules              []ruleModel      `tfsdk:"rule"`
+	Routing            types.String     `tfsdk:"routing"`
 
 	WaitForServed types.Bool   `tfsdk:"wait_for_served"`
 	ServedTimeout types.String `tfsdk:"served_timeout"`
 }
 
 type parentRefModel struct {
+	Group       types.String `tfsdk:"group"`
+	Kind        types.String `tfsdk:"kind"`
 	Name        types.String `tfsdk:"name"`
 	Namespace   types.String `tfsdk:"namespace"`
 	SectionName types.String `tfsdk:"section_name"`
@@ -37,17 +35,19 @@ type parentRefModel struct {
 }
 
 type ruleModel struct {
-	Name        types.String      `tfsdk:"name"`
-	Matches     []matchModel      `tfsdk:"matches"`
-	Filters     []filterModel     `tfsdk:"filters"`
-	BackendRefs []backendRefModel `tfsdk:"backend_refs"`
-	Timeouts    *timeoutsModel    `tfsdk:"timeouts"`
+	Name               types.String             `tfsdk:"name"`
+	Matches            []matchModel             `tfsdk:"match"`
+	Filters            []filterModel            `tfsdk:"filter"`
+	BackendRefs        []backendRefModel        `tfsdk:"backend_ref"`
+	Timeouts           *timeoutsModel           `tfsdk:"timeouts"`
+	Retry              *retryModel              `tfsdk:"retry"`
+	SessionPersistence *sessionPersistenceModel `tfsdk:"session_persistence"`
 }
 
 type matchModel struct {
 	Path        *pathMatchModel   `tfsdk:"path"`
-	Headers     []valueMatchModel `tfsdk:"headers"`
-	QueryParams []valueMatchModel `tfsdk:"query_params"`
+	Headers     []valueMatchModel `tfsdk:"header"`
+	QueryParams []valueMatchModel `tfsdk:"query_param"`
 	Method      types.String      `tfsdk:"method"`
 }
 
@@ -69,6 +69,9 @@ type filterModel struct {
 	RequestRedirect        *redirectModel       `tfsdk:"request_redirect"`
 	URLRewrite             *rewriteModel        `tfsdk:"url_rewrite"`
 	RequestMirror          *mirrorModel         `tfsdk:"request_mirror"`
+	CORS                   *corsModel           `tfsdk:"cors"`
+	ExternalAuth           *externalAuthModel   `tfsdk:"external_auth"`
+	ExtensionRef           *extensionRefModel   `tfsdk:"extension_ref"`
 }
 
 type headerModifierModel struct {
@@ -104,24 +107,90 @@ type pathModifierModel struct {
 type mirrorModel struct {
 	BackendRef *objectRefModel `tfsdk:"backend_ref"`
 	Percent    types.Int64     `tfsdk:"percent"`
+	Fraction   *fractionModel  `tfsdk:"fraction"`
 }
 
+type fractionModel struct {
+	Numerator   types.Int64 `tfsdk:"numerator"`
+	Denominator types.Int64 `tfsdk:"denominator"`
+}
+
+// objectRefModel is a BackendObjectReference: a Service by default.
 type objectRefModel struct {
+	Group     types.String `tfsdk:"group"`
+	Kind      types.String `tfsdk:"kind"`
 	Name      types.String `tfsdk:"name"`
 	Namespace types.String `tfsdk:"namespace"`
 	Port      types.Int64  `tfsdk:"port"`
+}
+
+type corsModel struct {
+	AllowOrigins     []types.String `tfsdk:"allow_origins"`
+	AllowCredentials types.Bool     `tfsdk:"allow_credentials"`
+	AllowMethods     []types.String `tfsdk:"allow_methods"`
+	AllowHeaders     []types.String `tfsdk:"allow_headers"`
+	ExposeHeaders    []types.String `tfsdk:"expose_headers"`
+	MaxAge           types.Int64    `tfsdk:"max_age"`
+}
+
+type externalAuthModel struct {
+	Protocol    types.String      `tfsdk:"protocol"`
+	BackendRef  *objectRefModel   `tfsdk:"backend_ref"`
+	GRPC        *grpcAuthModel    `tfsdk:"grpc"`
+	HTTP        *httpAuthModel    `tfsdk:"http"`
+	ForwardBody *forwardBodyModel `tfsdk:"forward_body"`
+}
+
+type grpcAuthModel struct {
+	AllowedHeaders []types.String `tfsdk:"allowed_headers"`
+}
+
+type httpAuthModel struct {
+	Path                   types.String   `tfsdk:"path"`
+	AllowedHeaders         []types.String `tfsdk:"allowed_headers"`
+	AllowedResponseHeaders []types.String `tfsdk:"allowed_response_headers"`
+}
+
+type forwardBodyModel struct {
+	MaxSize types.Int64 `tfsdk:"max_size"`
+}
+
+type extensionRefModel struct {
+	Group types.String `tfsdk:"group"`
+	Kind  types.String `tfsdk:"kind"`
+	Name  types.String `tfsdk:"name"`
 }
 
 type backendRefModel struct {
-	Name      types.String `tfsdk:"name"`
-	Namespace types.String `tfsdk:"namespace"`
-	Port      types.Int64  `tfsdk:"port"`
-	Weight    types.Int64  `tfsdk:"weight"`
+	Group     types.String  `tfsdk:"group"`
+	Kind      types.String  `tfsdk:"kind"`
+	Name      types.String  `tfsdk:"name"`
+	Namespace types.String  `tfsdk:"namespace"`
+	Port      types.Int64   `tfsdk:"port"`
+	Weight    types.Int64   `tfsdk:"weight"`
+	Filters   []filterModel `tfsdk:"filter"`
 }
 
 type timeoutsModel struct {
 	Request        types.String `tfsdk:"request"`
 	BackendRequest types.String `tfsdk:"backend_request"`
+}
+
+type retryModel struct {
+	Codes    []types.Int64 `tfsdk:"codes"`
+	Attempts types.Int64   `tfsdk:"attempts"`
+	Backoff  types.String  `tfsdk:"backoff"`
+}
+
+type sessionPersistenceModel struct {
+	SessionName     types.String       `tfsdk:"session_name"`
+	AbsoluteTimeout types.String       `tfsdk:"absolute_timeout"`
+	Type            types.String       `tfsdk:"type"`
+	CookieConfig    *cookieConfigModel `tfsdk:"cookie_config"`
+}
+
+type cookieConfigModel struct {
+	LifetimeType types.String `tfsdk:"lifetime_type"`
 }
 
 // Conversion helpers: null leaves become nil pointers.
@@ -142,6 +211,22 @@ func int32Ptr[T ~int32](v types.Int64) *T {
 	return &i
 }
 
+func intPtr(v types.Int64) *int {
+	if v.IsNull() || v.IsUnknown() {
+		return nil
+	}
+	i := int(v.ValueInt64())
+	return &i
+}
+
+func boolPtr(v types.Bool) *bool {
+	if v.IsNull() || v.IsUnknown() {
+		return nil
+	}
+	b := v.ValueBool()
+	return &b
+}
+
 func strVal[T ~string](p *T) types.String {
 	if p == nil {
 		return types.StringNull()
@@ -156,7 +241,37 @@ func int64Val[T ~int32 | ~int](p *T) types.Int64 {
 	return types.Int64Value(int64(*p))
 }
 
+// stringsOf converts a list attribute to Go strings of type T (nil for none).
+func stringsOf[T ~string](l []types.String) []T {
+	var out []T
+	for _, v := range l {
+		out = append(out, T(v.ValueString()))
+	}
+	return out
+}
+
+// stringValues converts Go strings to a list attribute (nil, which is null,
+// for none).
+func stringValues[T ~string](l []T) []types.String {
+	var out []types.String
+	for _, v := range l {
+		out = append(out, types.StringValue(string(v)))
+	}
+	return out
+}
+
+// Gateway API defaults the API server fills in, which the model leaves
+// null unless the configuration sets them.
+const (
+	gatewayGroup = gatewayv1.GroupName
+	gatewayKind  = "Gateway"
+	backendGroup = ""
+	backendKind  = "Service"
+)
+
 // toHTTPRoute converts the model to the HTTPRoute the provider applies.
+// Every field of the model is converted, the unsupported ones included, so
+// that routing.ValidateHTTPRoute rejects them with its own error.
 func (m *httpRouteModel) toHTTPRoute() *gatewayv1.HTTPRoute {
 	route := &gatewayv1.HTTPRoute{}
 	route.APIVersion = gatewayv1.GroupVersion.String()
@@ -165,8 +280,14 @@ func (m *httpRouteModel) toHTTPRoute() *gatewayv1.HTTPRoute {
 	route.Name = m.Name.ValueString()
 	route.Labels = managedLabels
 	for _, p := range m.ParentRefs {
-		group := gatewayv1.Group(gatewayv1.GroupName)
-		kind := gatewayv1.Kind("Gateway")
+		group := gatewayv1.Group(gatewayGroup)
+		kind := gatewayv1.Kind(gatewayKind)
+		if !p.Group.IsNull() && !p.Group.IsUnknown() {
+			group = gatewayv1.Group(p.Group.ValueString())
+		}
+		if !p.Kind.IsNull() && !p.Kind.IsUnknown() {
+			kind = gatewayv1.Kind(p.Kind.ValueString())
+		}
 		route.Spec.ParentRefs = append(route.Spec.ParentRefs, gatewayv1.ParentReference{
 			Group:       &group,
 			Kind:        &kind,
@@ -176,9 +297,10 @@ func (m *httpRouteModel) toHTTPRoute() *gatewayv1.HTTPRoute {
 			Port:        int32Ptr[gatewayv1.PortNumber](p.Port),
 		})
 	}
-	for _, h := range m.Hostnames {
-		route.Spec.Hostnames = append(route.Spec.Hostnames, gatewayv1.Hostname(h.ValueString()))
+	if v := strPtr[gatewayv1.GatewayDefaultScope](m.UseDefaultGateways); v != nil {
+		route.Spec.UseDefaultGateways = *v
 	}
+	route.Spec.Hostnames = stringsOf[gatewayv1.Hostname](m.Hostnames)
 	for _, r := range m.Rules {
 		rule := gatewayv1.HTTPRouteRule{Name: strPtr[gatewayv1.SectionName](r.Name)}
 		for _, mt := range r.Matches {
@@ -203,10 +325,11 @@ func (m *httpRouteModel) toHTTPRoute() *gatewayv1.HTTPRoute {
 		}
 		for _, b := range r.BackendRefs {
 			ref := gatewayv1.HTTPBackendRef{}
-			ref.Name = gatewayv1.ObjectName(b.Name.ValueString())
-			ref.Namespace = strPtr[gatewayv1.Namespace](b.Namespace)
-			ref.Port = int32Ptr[gatewayv1.PortNumber](b.Port)
+			ref.BackendObjectReference = objectRefModel{Group: b.Group, Kind: b.Kind, Name: b.Name, Namespace: b.Namespace, Port: b.Port}.toRef()
 			ref.Weight = int32Ptr[int32](b.Weight)
+			for _, f := range b.Filters {
+				ref.Filters = append(ref.Filters, f.toFilter())
+			}
 			rule.BackendRefs = append(rule.BackendRefs, ref)
 		}
 		if r.Timeouts != nil {
@@ -215,9 +338,36 @@ func (m *httpRouteModel) toHTTPRoute() *gatewayv1.HTTPRoute {
 				BackendRequest: strPtr[gatewayv1.Duration](r.Timeouts.BackendRequest),
 			}
 		}
+		if t := r.Retry; t != nil {
+			rule.Retry = &gatewayv1.HTTPRouteRetry{Attempts: intPtr(t.Attempts), Backoff: strPtr[gatewayv1.Duration](t.Backoff)}
+			for _, c := range t.Codes {
+				rule.Retry.Codes = append(rule.Retry.Codes, gatewayv1.HTTPRouteRetryStatusCode(c.ValueInt64()))
+			}
+		}
+		if s := r.SessionPersistence; s != nil {
+			rule.SessionPersistence = &gatewayv1.SessionPersistence{
+				SessionName:     strPtr[string](s.SessionName),
+				AbsoluteTimeout: strPtr[gatewayv1.Duration](s.AbsoluteTimeout),
+				Type:            strPtr[gatewayv1.SessionPersistenceType](s.Type),
+			}
+			if c := s.CookieConfig; c != nil {
+				rule.SessionPersistence.CookieConfig = &gatewayv1.CookieConfig{LifetimeType: strPtr[gatewayv1.CookieLifetimeType](c.LifetimeType)}
+			}
+		}
 		route.Spec.Rules = append(route.Spec.Rules, rule)
 	}
 	return route
+}
+
+// toRef is the BackendObjectReference o describes.
+func (o objectRefModel) toRef() gatewayv1.BackendObjectReference {
+	return gatewayv1.BackendObjectReference{
+		Group:     strPtr[gatewayv1.Group](o.Group),
+		Kind:      strPtr[gatewayv1.Kind](o.Kind),
+		Name:      gatewayv1.ObjectName(o.Name.ValueString()),
+		Namespace: strPtr[gatewayv1.Namespace](o.Namespace),
+		Port:      int32Ptr[gatewayv1.PortNumber](o.Port),
+	}
 }
 
 func (f *filterModel) toFilter() gatewayv1.HTTPRouteFilter {
@@ -226,14 +376,11 @@ func (f *filterModel) toFilter() gatewayv1.HTTPRouteFilter {
 	out.ResponseHeaderModifier = f.ResponseHeaderModifier.toHeaderFilter()
 	if r := f.RequestRedirect; r != nil {
 		out.RequestRedirect = &gatewayv1.HTTPRequestRedirectFilter{
-			Scheme:   strPtr[string](r.Scheme),
-			Hostname: strPtr[gatewayv1.PreciseHostname](r.Hostname),
-			Port:     int32Ptr[gatewayv1.PortNumber](r.Port),
-			Path:     r.Path.toPathModifier(),
-		}
-		if !r.StatusCode.IsNull() && !r.StatusCode.IsUnknown() {
-			code := int(r.StatusCode.ValueInt64())
-			out.RequestRedirect.StatusCode = &code
+			Scheme:     strPtr[string](r.Scheme),
+			Hostname:   strPtr[gatewayv1.PreciseHostname](r.Hostname),
+			Port:       int32Ptr[gatewayv1.PortNumber](r.Port),
+			Path:       r.Path.toPathModifier(),
+			StatusCode: intPtr(r.StatusCode),
 		}
 	}
 	if r := f.URLRewrite; r != nil {
@@ -245,11 +392,46 @@ func (f *filterModel) toFilter() gatewayv1.HTTPRouteFilter {
 	if r := f.RequestMirror; r != nil {
 		out.RequestMirror = &gatewayv1.HTTPRequestMirrorFilter{Percent: int32Ptr[int32](r.Percent)}
 		if b := r.BackendRef; b != nil {
-			out.RequestMirror.BackendRef = gatewayv1.BackendObjectReference{
-				Name:      gatewayv1.ObjectName(b.Name.ValueString()),
-				Namespace: strPtr[gatewayv1.Namespace](b.Namespace),
-				Port:      int32Ptr[gatewayv1.PortNumber](b.Port),
+			out.RequestMirror.BackendRef = b.toRef()
+		}
+		if fr := r.Fraction; fr != nil {
+			out.RequestMirror.Fraction = &gatewayv1.Fraction{Numerator: int32(fr.Numerator.ValueInt64()), Denominator: int32Ptr[int32](fr.Denominator)}
+		}
+	}
+	if c := f.CORS; c != nil {
+		out.CORS = &gatewayv1.HTTPCORSFilter{
+			AllowOrigins:     stringsOf[gatewayv1.CORSOrigin](c.AllowOrigins),
+			AllowCredentials: boolPtr(c.AllowCredentials),
+			AllowMethods:     stringsOf[gatewayv1.HTTPMethodWithWildcard](c.AllowMethods),
+			AllowHeaders:     stringsOf[gatewayv1.HTTPHeaderName](c.AllowHeaders),
+			ExposeHeaders:    stringsOf[gatewayv1.HTTPHeaderName](c.ExposeHeaders),
+			MaxAge:           int32(c.MaxAge.ValueInt64()),
+		}
+	}
+	if a := f.ExternalAuth; a != nil {
+		out.ExternalAuth = &gatewayv1.HTTPExternalAuthFilter{ExternalAuthProtocol: gatewayv1.HTTPRouteExternalAuthProtocol(a.Protocol.ValueString())}
+		if a.BackendRef != nil {
+			out.ExternalAuth.BackendRef = a.BackendRef.toRef()
+		}
+		if a.GRPC != nil {
+			out.ExternalAuth.GRPCAuthConfig = &gatewayv1.GRPCAuthConfig{AllowedRequestHeaders: stringsOf[string](a.GRPC.AllowedHeaders)}
+		}
+		if a.HTTP != nil {
+			out.ExternalAuth.HTTPAuthConfig = &gatewayv1.HTTPAuthConfig{
+				Path:                   a.HTTP.Path.ValueString(),
+				AllowedRequestHeaders:  stringsOf[string](a.HTTP.AllowedHeaders),
+				AllowedResponseHeaders: stringsOf[string](a.HTTP.AllowedResponseHeaders),
 			}
+		}
+		if a.ForwardBody != nil {
+			out.ExternalAuth.ForwardBody = &gatewayv1.ForwardBodyConfig{MaxSize: uint16(a.ForwardBody.MaxSize.ValueInt64())}
+		}
+	}
+	if e := f.ExtensionRef; e != nil {
+		out.ExtensionRef = &gatewayv1.LocalObjectReference{
+			Group: gatewayv1.Group(e.Group.ValueString()),
+			Kind:  gatewayv1.Kind(e.Kind.ValueString()),
+			Name:  gatewayv1.ObjectName(e.Name.ValueString()),
 		}
 	}
 	return out
@@ -266,9 +448,7 @@ func (h *headerModifierModel) toHeaderFilter() *gatewayv1.HTTPHeaderFilter {
 	for _, s := range h.Add {
 		out.Add = append(out.Add, gatewayv1.HTTPHeader{Name: gatewayv1.HTTPHeaderName(s.Name.ValueString()), Value: s.Value.ValueString()})
 	}
-	for _, s := range h.Remove {
-		out.Remove = append(out.Remove, s.ValueString())
-	}
+	out.Remove = stringsOf[string](h.Remove)
 	return out
 }
 
@@ -284,29 +464,34 @@ func (p *pathModifierModel) toPathModifier() *gatewayv1.HTTPPathModifier {
 }
 
 // fromHTTPRoute sets the model from a live HTTPRoute (read after import or
-// after an out-of-band change). Values the API server defaulted show as set.
+// after an out-of-band change). Values the API server defaulted show as
+// set, except the group and kind of references, which stay null when they
+// are the defaults (a Gateway parent, a Service backend).
 func (m *httpRouteModel) fromHTTPRoute(route *gatewayv1.HTTPRoute) {
 	m.ID = types.StringValue(route.Namespace + "/" + route.Name)
 	m.Namespace = types.StringValue(route.Namespace)
 	m.Name = types.StringValue(route.Name)
-	m.ParentRefs = nil
+	m.ParentRefs = []parentRefModel{}
 	for _, p := range route.Spec.ParentRefs {
 		m.ParentRefs = append(m.ParentRefs, parentRefModel{
+			Group:       nonDefault(p.Group, gatewayGroup),
+			Kind:        nonDefault(p.Kind, gatewayKind),
 			Name:        types.StringValue(string(p.Name)),
 			Namespace:   strVal(p.Namespace),
 			SectionName: strVal(p.SectionName),
 			Port:        int64Val(p.Port),
 		})
 	}
-	m.Hostnames = nil
-	for _, h := range route.Spec.Hostnames {
-		m.Hostnames = append(m.Hostnames, types.StringValue(string(h)))
+	m.UseDefaultGateways = types.StringNull()
+	if v := route.Spec.UseDefaultGateways; v != "" {
+		m.UseDefaultGateways = types.StringValue(string(v))
 	}
-	m.Rules = nil
+	m.Hostnames = stringValues(route.Spec.Hostnames)
+	m.Rules = []ruleModel{}
 	for _, r := range route.Spec.Rules {
-		rule := ruleModel{Name: strVal(r.Name)}
+		rule := ruleModel{Name: strVal(r.Name), Matches: []matchModel{}, Filters: []filterModel{}, BackendRefs: []backendRefModel{}}
 		for _, mt := range r.Matches {
-			match := matchModel{Method: strVal(mt.Method)}
+			match := matchModel{Method: strVal(mt.Method), Headers: []valueMatchModel{}, QueryParams: []valueMatchModel{}}
 			if mt.Path != nil {
 				match.Path = &pathMatchModel{Type: strVal(mt.Path.Type), Value: strVal(mt.Path.Value)}
 			}
@@ -322,17 +507,47 @@ func (m *httpRouteModel) fromHTTPRoute(route *gatewayv1.HTTPRoute) {
 			rule.Filters = append(rule.Filters, fromFilter(f))
 		}
 		for _, b := range r.BackendRefs {
-			rule.BackendRefs = append(rule.BackendRefs, backendRefModel{
-				Name:      types.StringValue(string(b.Name)),
-				Namespace: strVal(b.Namespace),
-				Port:      int64Val(b.Port),
-				Weight:    int64Val(b.Weight),
-			})
+			o := fromRef(b.BackendObjectReference)
+			ref := backendRefModel{Group: o.Group, Kind: o.Kind, Name: o.Name, Namespace: o.Namespace, Port: o.Port, Weight: int64Val(b.Weight), Filters: []filterModel{}}
+			for _, f := range b.Filters {
+				ref.Filters = append(ref.Filters, fromFilter(f))
+			}
+			rule.BackendRefs = append(rule.BackendRefs, ref)
 		}
 		if t := r.Timeouts; t != nil {
 			rule.Timeouts = &timeoutsModel{Request: strVal(t.Request), BackendRequest: strVal(t.BackendRequest)}
 		}
+		if t := r.Retry; t != nil {
+			rule.Retry = &retryModel{Attempts: int64Val(t.Attempts), Backoff: strVal(t.Backoff)}
+			for _, c := range t.Codes {
+				rule.Retry.Codes = append(rule.Retry.Codes, types.Int64Value(int64(c)))
+			}
+		}
+		if s := r.SessionPersistence; s != nil {
+			rule.SessionPersistence = &sessionPersistenceModel{SessionName: strVal(s.SessionName), AbsoluteTimeout: strVal(s.AbsoluteTimeout), Type: strVal(s.Type)}
+			if c := s.CookieConfig; c != nil {
+				rule.SessionPersistence.CookieConfig = &cookieConfigModel{LifetimeType: strVal(c.LifetimeType)}
+			}
+		}
 		m.Rules = append(m.Rules, rule)
+	}
+}
+
+// nonDefault is the value of p, null when it is unset or def.
+func nonDefault[T ~string](p *T, def string) types.String {
+	if p == nil || string(*p) == def {
+		return types.StringNull()
+	}
+	return types.StringValue(string(*p))
+}
+
+func fromRef(r gatewayv1.BackendObjectReference) objectRefModel {
+	return objectRefModel{
+		Group:     nonDefault(r.Group, backendGroup),
+		Kind:      nonDefault(r.Kind, backendKind),
+		Name:      types.StringValue(string(r.Name)),
+		Namespace: strVal(r.Namespace),
+		Port:      int64Val(r.Port),
 	}
 }
 
@@ -353,14 +568,38 @@ func fromFilter(f gatewayv1.HTTPRouteFilter) filterModel {
 		out.URLRewrite = &rewriteModel{Hostname: strVal(r.Hostname), Path: fromPathModifier(r.Path)}
 	}
 	if r := f.RequestMirror; r != nil {
-		out.RequestMirror = &mirrorModel{
-			BackendRef: &objectRefModel{
-				Name:      types.StringValue(string(r.BackendRef.Name)),
-				Namespace: strVal(r.BackendRef.Namespace),
-				Port:      int64Val(r.BackendRef.Port),
-			},
-			Percent: int64Val(r.Percent),
+		ref := fromRef(r.BackendRef)
+		out.RequestMirror = &mirrorModel{BackendRef: &ref, Percent: int64Val(r.Percent)}
+		if fr := r.Fraction; fr != nil {
+			out.RequestMirror.Fraction = &fractionModel{Numerator: types.Int64Value(int64(fr.Numerator)), Denominator: int64Val(fr.Denominator)}
 		}
+	}
+	if c := f.CORS; c != nil {
+		out.CORS = &corsModel{
+			AllowOrigins:     stringValues(c.AllowOrigins),
+			AllowCredentials: types.BoolPointerValue(c.AllowCredentials),
+			AllowMethods:     stringValues(c.AllowMethods),
+			AllowHeaders:     stringValues(c.AllowHeaders),
+			ExposeHeaders:    stringValues(c.ExposeHeaders),
+			MaxAge:           types.Int64Value(int64(c.MaxAge)),
+		}
+	}
+	if a := f.ExternalAuth; a != nil {
+		ref := fromRef(a.BackendRef)
+		out.ExternalAuth = &externalAuthModel{Protocol: types.StringValue(string(a.ExternalAuthProtocol)), BackendRef: &ref}
+		if g := a.GRPCAuthConfig; g != nil {
+			out.ExternalAuth.GRPC = &grpcAuthModel{AllowedHeaders: stringValues(g.AllowedRequestHeaders)}
+		}
+		if h := a.HTTPAuthConfig; h != nil {
+			out.ExternalAuth.HTTP = &httpAuthModel{Path: types.StringValue(h.Path), AllowedHeaders: stringValues(h.AllowedRequestHeaders),
+				AllowedResponseHeaders: stringValues(h.AllowedResponseHeaders)}
+		}
+		if b := a.ForwardBody; b != nil {
+			out.ExternalAuth.ForwardBody = &forwardBodyModel{MaxSize: types.Int64Value(int64(b.MaxSize))}
+		}
+	}
+	if e := f.ExtensionRef; e != nil {
+		out.ExtensionRef = &extensionRefModel{Group: types.StringValue(string(e.Group)), Kind: types.StringValue(string(e.Kind)), Name: types.StringValue(string(e.Name))}
 	}
 	return out
 }
@@ -369,16 +608,14 @@ func fromHeaderFilter(h *gatewayv1.HTTPHeaderFilter) *headerModifierModel {
 	if h == nil {
 		return nil
 	}
-	out := &headerModifierModel{}
+	out := &headerModifierModel{Set: []headerModel{}, Add: []headerModel{}}
 	for _, s := range h.Set {
 		out.Set = append(out.Set, headerModel{Name: types.StringValue(string(s.Name)), Value: types.StringValue(s.Value)})
 	}
 	for _, s := range h.Add {
 		out.Add = append(out.Add, headerModel{Name: types.StringValue(string(s.Name)), Value: types.StringValue(s.Value)})
 	}
-	for _, s := range h.Remove {
-		out.Remove = append(out.Remove, types.StringValue(s))
-	}
+	out.Remove = stringValues(h.Remove)
 	return out
 }
 
@@ -391,48 +628,4 @@ func fromPathModifier(p *gatewayv1.HTTPPathModifier) *pathModifierModel {
 		ReplaceFullPath:    strVal(p.ReplaceFullPath),
 		ReplacePrefixMatch: strVal(p.ReplacePrefixMatch),
 	}
-}
-
-var (
-	fieldSegment = regexp.MustCompile(`^([A-Za-z]+)((?:\[[0-9]+\])*)$`)
-	fieldIndex   = regexp.MustCompile(`\[([0-9]+)\]`)
-	camelHump    = regexp.MustCompile(`([a-z0-9])([A-Z])`)
-)
-
-// attributePath maps a field path of the routing core
-// (spec.rules[0].matches[1].path.value) to the resource attribute path
-// (rules[0].matches[1].path.value), stopping at the deepest attribute the
-// schema has: a field varnishgw does not model (for example
-// spec.rules[0].filters[0].extensionRef) points at its parent.
-func attributePath(ctx context.Context, s schema.Schema, fp string) (path.Path, string) {
-	segs := strings.Split(strings.TrimPrefix(fp, "spec."), ".")
-	var p path.Path
-	var names []string
-	for i, seg := range segs {
-		g := fieldSegment.FindStringSubmatch(seg)
-		if g == nil {
-			break
-		}
-		name := strings.ToLower(camelHump.ReplaceAllString(g[1], "${1}_${2}"))
-		name = strings.ReplaceAll(name, "u_r_l", "url")
-		next := path.Root(name)
-		if i > 0 {
-			next = p.AtName(name)
-		}
-		if _, d := s.AttributeAtPath(ctx, next); d.HasError() {
-			break
-		}
-		text := name
-		for _, idx := range fieldIndex.FindAllStringSubmatch(g[2], -1) {
-			n, _ := strconv.Atoi(idx[1])
-			next = next.AtListIndex(n)
-			text += "[" + idx[1] + "]"
-		}
-		p = next
-		names = append(names, text)
-	}
-	if len(names) == 0 {
-		return path.Empty(), ""
-	}
-	return p, strings.Join(names, ".")
 }

@@ -178,30 +178,59 @@ func TestAccHTTPRoute(t *testing.T) {
 	config := func(path string) string {
 		return providerBlock(cp) + fmt.Sprintf(`
 resource "varnishgw_http_route" "test" {
-  namespace   = %[1]q
-  name        = "web"
-  parent_refs = [{ name = %[2]q }]
-  hostnames   = ["www.example.com"]
-  rules = [
-    {
-      matches = [{
-        path    = { type = "PathPrefix", value = %[3]q }
-        headers = [{ type = "Exact", name = "x-canary", value = "1" }]
-      }]
-      backend_refs = [
-        { name = "web", port = 80, weight = 90 },
-        { name = "api", port = 80, weight = 10 },
-      ]
-      timeouts = { request = "10s" }
-    },
-    {
-      matches = [{ path = { type = "Exact", value = "/old" } }]
-      filters = [{
-        type             = "RequestRedirect"
-        request_redirect = { path = { type = "ReplaceFullPath", replace_full_path = "/new" }, status_code = 301 }
-      }]
-    },
-  ]
+  namespace = %[1]q
+  name      = "web"
+  hostnames = ["www.example.com"]
+
+  parent_ref {
+    name = %[2]q
+  }
+
+  rule {
+    match {
+      path {
+        type  = "PathPrefix"
+        value = %[3]q
+      }
+      header {
+        type  = "Exact"
+        name  = "x-canary"
+        value = "1"
+      }
+    }
+    backend_ref {
+      name   = "web"
+      port   = 80
+      weight = 90
+    }
+    backend_ref {
+      name   = "api"
+      port   = 80
+      weight = 10
+    }
+    timeouts {
+      request = "10s"
+    }
+  }
+
+  rule {
+    match {
+      path {
+        type  = "Exact"
+        value = "/old"
+      }
+    }
+    filter {
+      type = "RequestRedirect"
+      request_redirect {
+        status_code = 301
+        path {
+          type              = "ReplaceFullPath"
+          replace_full_path = "/new"
+        }
+      }
+    }
+  }
 }
 `, ns, gw, path)
 	}
@@ -229,7 +258,7 @@ resource "varnishgw_http_route" "test" {
 				},
 				Check: resource.ComposeAggregateTestCheckFunc(
 					resource.TestCheckResourceAttr(addr, "id", ns+"/web"),
-					resource.TestCheckResourceAttr(addr, "rules.0.backend_refs.0.weight", "90"),
+					resource.TestCheckResourceAttr(addr, "rule.0.backend_ref.0.weight", "90"),
 					checkRouteCondition(cp, ns, "web", gw, "Accepted", metav1.ConditionTrue, "Accepted"),
 					checkRouteCondition(cp, ns, "web", gw, "ResolvedRefs", metav1.ConditionTrue, "ResolvedRefs"),
 					func(*terraform.State) error {
@@ -399,18 +428,33 @@ func TestAccHTTPRouteStatus(t *testing.T) {
 		Steps: []resource.TestStep{{
 			Config: providerBlock(cp) + fmt.Sprintf(`
 resource "varnishgw_http_route" "remote" {
-  namespace   = %[1]q
-  name        = "remote"
-  parent_refs = [{ name = %[2]q }]
-  rules       = [{ backend_refs = [{ name = "remote", namespace = %[3]q, port = 80 }] }]
+  namespace = %[1]q
+  name      = "remote"
+  parent_ref {
+    name = %[2]q
+  }
+  rule {
+    backend_ref {
+      name      = "remote"
+      namespace = %[3]q
+      port      = 80
+    }
+  }
 }
 
 resource "varnishgw_http_route" "elsewhere" {
-  namespace   = %[1]q
-  name        = "elsewhere"
-  parent_refs = [{ name = %[2]q }]
-  hostnames   = ["www.example.org"]
-  rules       = [{ backend_refs = [{ name = "web", port = 80 }] }]
+  namespace = %[1]q
+  name      = "elsewhere"
+  hostnames = ["www.example.org"]
+  parent_ref {
+    name = %[2]q
+  }
+  rule {
+    backend_ref {
+      name = "web"
+      port = 80
+    }
+  }
 }
 `, ns, gw, other),
 			Check: resource.ComposeAggregateTestCheckFunc(
@@ -423,17 +467,100 @@ resource "varnishgw_http_route" "elsewhere" {
 	})
 }
 
+// TestAccHTTPRouteValidation: an invalid value fails the plan with one
+// error, attached to the argument it is about: the CLI shows that line.
 func TestAccHTTPRouteValidation(t *testing.T) {
 	cp := accPreCheck(t)
-	for _, tc := range []struct{ name, rules, want string }{
-		{"bad regex", `[{ matches = [{ path = { type = "RegularExpression", value = "/(a" } }] }]`, `rules\[0\]\.matches\[0\]\.path\.value: Invalid value: "/\(a"`},
-		{"bad header name", `[{ matches = [{ headers = [{ name = "bad header", value = "1" }] }] }]`, `rules\[0\]\.matches\[0\]\.headers\[0\]\.name: Invalid value: "bad header"`},
-		{"redirect with backends", `[{
-  filters      = [{ type = "RequestRedirect", request_redirect = { hostname = "example.com" } }]
-  backend_refs = [{ name = "web", port = 80 }]
-}]`, `rules\[0\]\.backend_refs: Invalid value: 1: a rule with a RequestRedirect filter`},
-		{"rule name the API server rejects", `[{ name = "Bad_Name" }]`, `the API server rejects the route: rules\[0\]\.name: Invalid value: "Bad_Name"`},
-		{"unsupported filter", `[{ filters = [{ type = "CORS" }] }]`, `rules\[0\]\.filters\[0\]\.type: Unsupported value: "CORS"`},
+	for _, tc := range []struct {
+		name, rules string
+		line        string // the configuration line the CLI shows
+		want        string // the message
+	}{
+		{"bad regex", `
+  rule {
+    match {
+      path {
+        type  = "RegularExpression"
+        value = "/(a"
+      }
+    }
+  }`, `value = "/\(a"`, `rule\[0\]\.match\[0\]\.path\.value: Invalid value: "/\(a"`},
+		{"bad header name", `
+  rule {
+    match {
+      header {
+        name  = "bad header"
+        value = "1"
+      }
+    }
+  }`, `name  = "bad header"`, `rule\[0\]\.match\[0\]\.header\[0\]\.name: Invalid value: "bad header": must be an HTTP token`},
+		{"redirect with backends", `
+  rule {
+    filter {
+      type = "RequestRedirect"
+      request_redirect {
+        hostname = "example.com"
+      }
+    }
+    backend_ref {
+      name = "web"
+      port = 80
+    }
+  }`, `backend_ref {`, `rule\[0\]\.backend_ref: Invalid value: 1: a rule with a RequestRedirect filter`},
+		{"bad rule name", `
+  rule {
+    name = "Bad_Name"
+  }`, `name = "Bad_Name"`, `rule\[0\]\.name: Invalid value: "Bad_Name": must be lower case, and has an underscore in "bad_name"`},
+		{"section name the API server rejects", `
+  parent_ref {
+    name         = "other"
+    section_name = "Bad_Name"
+  }`, `section_name = "Bad_Name"`, `the API server rejects the route: parent_ref\[1\]\.section_name: Invalid value: "Bad_Name"`},
+		{"unsupported filter", `
+  rule {
+    filter {
+      type = "CORS"
+      cors {
+        allow_origins = ["*"]
+      }
+    }
+  }`, `type = "CORS"`, `rule\[0\]\.filter\[0\]\.type: Invalid value: "CORS": CORS filters are not supported yet`},
+		{"weight", `
+  rule {
+    backend_ref {
+      name   = "web"
+      port   = 80
+      weight = -1
+    }
+  }`, `weight = -1`, `rule\[0\]\.backend_ref\[0\]\.weight: Invalid value: -1: must be from 0 to 1000000`},
+		{"port", `
+  rule {
+    backend_ref {
+      name = "web"
+      port = 70000
+    }
+  }`, `port = 70000`, `rule\[0\]\.backend_ref\[0\]\.port: Invalid value: 70000: must be a port number from 1 to 65535`},
+		{"mirror without backend", `
+  rule {
+    filter {
+      type = "RequestMirror"
+      request_mirror {
+        percent = 10
+      }
+    }
+  }`, `request_mirror {`, `Attribute "rule\[0\]\.filter\[0\]\.request_mirror\.backend_ref" must be specified when "rule\[0\]\.filter\[0\]\.request_mirror" is specified`},
+		{"hostname", `
+  hostnames = ["www.example.com", "Shop.Example.com"]`, `hostnames = \["www.example.com", "Shop.Example.com"\]`,
+			`hostnames\[1\]: Invalid value: "Shop.Example.com": must be lower case: use "shop.example.com"`},
+		{"unicode hostname", `
+  rule {
+    filter {
+      type = "RequestRedirect"
+      request_redirect {
+        hostname = "bücher.example"
+      }
+    }
+  }`, `hostname = "bücher.example"`, `rule\[0\]\.filter\[0\]\.request_redirect\.hostname: Invalid value: "bücher.example": is a Unicode \(internationalised\) name: use\s+its\s+punycode \(xn--...\) form\s+"xn--bcher-kva.example"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			resource.Test(t, resource.TestCase{
@@ -441,17 +568,105 @@ func TestAccHTTPRouteValidation(t *testing.T) {
 				Steps: []resource.TestStep{{
 					Config: providerBlock(cp) + `
 resource "varnishgw_http_route" "bad" {
-  namespace   = "default"
-  name        = "bad"
-  parent_refs = [{ name = "gw" }]
-  rules       = ` + tc.rules + `
+  namespace = "default"
+  name      = "bad"
+  parent_ref {
+    name = "gw"
+  }` + tc.rules + `
 }
 `,
 					PlanOnly:    true,
-					ExpectError: regexp.MustCompile(tc.want),
+					ExpectError: onlyError(tc.line, tc.want),
 				}},
 			})
 		})
+	}
+}
+
+// noError matches text without "Error:".
+const noError = `(?:[^E]|E[^r]|Er[^r]|Err[^o]|Erro[^r]|Error[^:])*`
+
+// onlyError matches the CLI's output of exactly one error, whose source
+// snippet is the configuration line line (a regular expression) and whose
+// detail matches want (the CLI wraps the detail: a space in want matches
+// any white space).
+func onlyError(line, want string) *regexp.Regexp {
+	return regexp.MustCompile(`(?s)^` + noError + `Error: [^\n]*\n` + noError + `\n\s*\d+: +` + line + `\n` + noError +
+		strings.ReplaceAll(want, " ", `\s+`) + noError + `$`)
+}
+
+// TestAccHTTPRouteBackendKind: a backend of another kind than Service is
+// accepted, as the Gateway API asks: it gets the 500 share and the route's
+// ResolvedRefs condition is False with reason InvalidKind; group and kind
+// read back on import.
+func TestAccHTTPRouteBackendKind(t *testing.T) {
+	cp := accPreCheck(t)
+	ns := cp.Namespace(t)
+	gw := routeFixture(t, cp, ns, "")
+	const addr = "varnishgw_http_route.kinds"
+	resource.Test(t, resource.TestCase{
+		ProtoV6ProviderFactories: protoV6ProviderFactories,
+		Steps: []resource.TestStep{
+			{
+				Config: providerBlock(cp) + fmt.Sprintf(`
+resource "varnishgw_http_route" "kinds" {
+  namespace = %[1]q
+  name      = "kinds"
+  parent_ref {
+    name = %[2]q
+    kind = "Gateway"
+  }
+  rule {
+    backend_ref {
+      name = "web"
+      port = 80
+    }
+    backend_ref {
+      group = "storage.example.com"
+      kind  = "Bucket"
+      name  = "assets"
+    }
+  }
+}
+`, ns, gw),
+				Check: resource.ComposeAggregateTestCheckFunc(
+					checkRouteCondition(cp, ns, "kinds", gw, "Accepted", metav1.ConditionTrue, "Accepted"),
+					checkRouteCondition(cp, ns, "kinds", gw, "ResolvedRefs", metav1.ConditionFalse, "InvalidKind"),
+					resource.TestMatchResourceAttr(addr, "routing", regexp.MustCompile(`"name":"assets","port":[0-9]+,"weight":1,"unresolved":"InvalidKind"`)),
+					resource.TestCheckResourceAttr(addr, "rule.0.backend_ref.1.kind", "Bucket"),
+					resource.TestCheckNoResourceAttr(addr, "rule.0.backend_ref.0.kind"),
+				),
+			},
+			{
+				ResourceName:      addr,
+				ImportState:       true,
+				ImportStateId:     ns + "/kinds",
+				ImportStateVerify: true,
+				// The configuration spells out the default kind of the parent,
+				// which import leaves unset; and the API server stores the
+				// default match (PathPrefix /) of a rule without one, which
+				// import reads.
+				ImportStateVerifyIgnore: []string{"parent_ref.0.kind", "rule.0.match"},
+			},
+		},
+	})
+}
+
+// TestOnlyError: onlyError tells one error from two.
+func TestOnlyError(t *testing.T) {
+	one := "Error running non-refresh plan: exit status 1\n╷\n│ Warning: Unable to open CLI configuration file\n╵\n\n" +
+		"Error: Invalid HTTP route\n\n  with varnishgw_http_route.bad,\n  on main.tf line 3, in resource \"varnishgw_http_route\" \"bad\":\n" +
+		"   3:       weight = -1\n\nrule[0].backend_ref[0].weight: Invalid value: -1: must be\nfrom 0 to 1000000\n"
+	two := one + "\nError: Invalid HTTP route\n\n  on main.tf line 3:\n   3:       weight = -1\n\nrule[0].backend_ref[0].weight: again\n"
+	re := onlyError(`weight = -1`, `weight: Invalid value: -1: must be from 0 to 1000000`)
+	if !re.MatchString(one) {
+		t.Errorf("onlyError does not match one error:\n%s", one)
+	}
+	if re.MatchString(two) {
+		t.Errorf("onlyError matches two errors:\n%s", two)
+	}
+	if onlyError(`port = 80`, `weight`).MatchString(one) {
+		t.Error("onlyError matches another line")
 	}
 }
 
@@ -466,22 +681,29 @@ func TestAccHTTPRouteParents(t *testing.T) {
 	config := func(name string, parents ...string) string {
 		var refs []string
 		for _, p := range parents {
-			refs = append(refs, fmt.Sprintf("{ name = %q }", p))
+			refs = append(refs, fmt.Sprintf("  parent_ref {\n    name = %q\n  }\n", p))
 		}
 		return providerBlock(cp) + fmt.Sprintf(`
 resource "varnishgw_http_route" "test" {
-  namespace   = %[1]q
-  name        = %[2]q
-  parent_refs = [%[3]s]
-  rules       = [{ backend_refs = [{ name = "web", port = 80 }] }]
+  namespace = %[1]q
+  name      = %[2]q
+%[3]s
+  rule {
+    backend_ref {
+      name = "web"
+      port = 80
+    }
+  }
 }
 
 resource "varnishgw_http_route" "foreign" {
-  namespace   = %[1]q
-  name        = "foreign"
-  parent_refs = [{ name = "other" }]
+  namespace = %[1]q
+  name      = "foreign"
+  parent_ref {
+    name = "other"
+  }
 }
-`, ns, name, strings.Join(refs, ", "))
+`, ns, name, strings.Join(refs, ""))
 	}
 	ourParents := func(name string, want ...string) resource.TestCheckFunc {
 		return func(*terraform.State) error {
@@ -598,13 +820,23 @@ resource "terraform_data" "svc" {
 }
 
 resource "varnishgw_http_route" "bad" {
-  namespace   = "default"
-  name        = "bad"
-  parent_refs = [{ name = "gw" }]
-  rules = [{
-    matches      = [{ path = { type = "RegularExpression", value = "` + path + `" } }]
-    backend_refs = [{ name = terraform_data.svc.output, port = 80 }]
-  }]
+  namespace = "default"
+  name      = "bad"
+  parent_ref {
+    name = "gw"
+  }
+  rule {
+    match {
+      path {
+        type  = "RegularExpression"
+        value = "` + path + `"
+      }
+    }
+    backend_ref {
+      name = terraform_data.svc.output
+      port = 80
+    }
+  }
 }
 `
 	}
@@ -613,7 +845,7 @@ resource "varnishgw_http_route" "bad" {
 		Steps: []resource.TestStep{{
 			Config:      config("/(a"),
 			PlanOnly:    true,
-			ExpectError: regexp.MustCompile(`rules\[0\]\.matches\[0\]\.path\.value: Invalid value: "/\(a"`),
+			ExpectError: onlyError(`value = "/\(a"`, `rule\[0\]\.match\[0\]\.path\.value: Invalid value: "/\(a"`),
 		}, {
 			// The unknown backend name is no error, and the routing is
 			// known after apply.
@@ -629,16 +861,24 @@ func TestHTTPRouteAttributePath(t *testing.T) {
 	var s fwresource.SchemaResponse
 	(&httpRouteResource{}).Schema(ctx, fwresource.SchemaRequest{}, &s)
 	for field, want := range map[string]string{
-		"spec.rules[0].matches[1].path.value":                         "rules[0].matches[1].path.value",
-		"spec.rules[2].matches[0].queryParams[3].name":                "rules[2].matches[0].query_params[3].name",
-		"spec.rules[0].filters[1].urlRewrite.path.replacePrefixMatch": "rules[0].filters[1].url_rewrite.path.replace_prefix_match",
-		"spec.rules[0].filters[0].requestMirror.backendRef.port":      "rules[0].filters[0].request_mirror.backend_ref.port",
-		"spec.rules[0].filters[0].extensionRef.name":                  "rules[0].filters[0]",
-		"spec.rules[0].backendRefs[1].weight":                         "rules[0].backend_refs[1].weight",
-		"spec.parentRefs[0].sectionName":                              "parent_refs[0].section_name",
+		"spec.rules[0].matches[1].path.value":                         "rule[0].match[1].path.value",
+		"spec.rules[0].matches[0].headers[2].name":                    "rule[0].match[0].header[2].name",
+		"spec.rules[2].matches[0].queryParams[3].name":                "rule[2].match[0].query_param[3].name",
+		"spec.rules[0].filters[1].urlRewrite.path.replacePrefixMatch": "rule[0].filter[1].url_rewrite.path.replace_prefix_match",
+		"spec.rules[0].filters[0].requestMirror.backendRef.port":      "rule[0].filter[0].request_mirror.backend_ref.port",
+		"spec.rules[0].filters[0].requestHeaderModifier.set[1].name":  "rule[0].filter[0].request_header_modifier.set[1].name",
+		"spec.rules[0].filters[0].requestHeaderModifier.remove[2]":    "rule[0].filter[0].request_header_modifier.remove[2]",
+		"spec.rules[0].filters[0].extensionRef.name":                  "rule[0].filter[0].extension_ref.name",
+		"spec.rules[0].filters[0].cors.allowOrigins[0]":               "rule[0].filter[0].cors.allow_origins[0]",
+		"spec.rules[0].backendRefs[1].weight":                         "rule[0].backend_ref[1].weight",
+		"spec.rules[0].backendRefs[1].filters":                        "rule[0].backend_ref[1].filter",
+		"spec.parentRefs[0].sectionName":                              "parent_ref[0].section_name",
 		"spec.hostnames[2]":                                           "hostnames[2]",
-		"spec.rules[0].timeouts.backendRequest":                       "rules[0].timeouts.backend_request",
-		"spec.rules[0].sessionPersistence":                            "rules[0]",
+		"spec.rules[0].timeouts.backendRequest":                       "rule[0].timeouts.backend_request",
+		"spec.rules[0].sessionPersistence":                            "rule[0].session_persistence",
+		"spec.rules[0].retry.codes[0]":                                "rule[0].retry.codes[0]",
+		"spec.rules[*].matches":                                       "rule",
+		"spec.rules[1].somethingNew":                                  "rule[1]",
 		"metadata.name":                                               "",
 	} {
 		p, text := attributePath(ctx, s.Schema, field)
@@ -685,17 +925,33 @@ func TestAccHTTPRouteNamespaceSelector(t *testing.T) {
 		Steps: []resource.TestStep{{
 			Config: providerBlock(cp) + fmt.Sprintf(`
 resource "varnishgw_http_route" "team" {
-  namespace   = %[2]q
-  name        = "web"
-  parent_refs = [{ name = "shared", namespace = %[1]q }]
-  rules       = [{ backend_refs = [{ name = "web", port = 80 }] }]
+  namespace = %[2]q
+  name      = "web"
+  parent_ref {
+    name      = "shared"
+    namespace = %[1]q
+  }
+  rule {
+    backend_ref {
+      name = "web"
+      port = 80
+    }
+  }
 }
 
 resource "varnishgw_http_route" "other" {
-  namespace   = %[3]q
-  name        = "web"
-  parent_refs = [{ name = "shared", namespace = %[1]q }]
-  rules       = [{ backend_refs = [{ name = "web", port = 80 }] }]
+  namespace = %[3]q
+  name      = "web"
+  parent_ref {
+    name      = "shared"
+    namespace = %[1]q
+  }
+  rule {
+    backend_ref {
+      name = "web"
+      port = 80
+    }
+  }
 }
 `, gwNS, teamNS, otherNS),
 			Check: resource.ComposeAggregateTestCheckFunc(

@@ -65,15 +65,25 @@ func TestAccParallelApply(t *testing.T) {
 provider "varnishgw" {}
 
 resource "varnishgw_http_route" "r" {
-  count       = %d
-  namespace   = %q
-  name        = "r${count.index}"
-  parent_refs = [{ name = %q }]
-  hostnames   = ["r${count.index}.example.com"]
-  rules = [{
-    matches      = [{ path = { type = "PathPrefix", value = "/" } }]
-    backend_refs = [{ name = "web", port = 80 }]
-  }]
+  count     = %d
+  namespace = %q
+  name      = "r${count.index}"
+  hostnames = ["r${count.index}.example.com"]
+  parent_ref {
+    name = %q
+  }
+  rule {
+    match {
+      path {
+        type  = "PathPrefix"
+        value = "/"
+      }
+    }
+    backend_ref {
+      name = "web"
+      port = 80
+    }
+  }
 }
 `, n, ns, gw)); err != nil {
 		t.Fatal(err)

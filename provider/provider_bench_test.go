@@ -151,15 +151,25 @@ func BenchmarkProviderRoutes(b *testing.B) {
 provider "varnishgw" {}
 
 resource "varnishgw_http_route" "r" {
-  count       = %d
-  namespace   = %q
-  name        = "r${count.index}"
-  parent_refs = [{ name = "gw" }]
-  hostnames   = ["r${count.index}.example.com"]
-  rules = [{
-    matches      = [{ path = { type = "PathPrefix", value = "/" } }]
-    backend_refs = [{ name = "web", port = 80 }]
-  }]
+  count     = %d
+  namespace = %q
+  name      = "r${count.index}"
+  hostnames = ["r${count.index}.example.com"]
+  parent_ref {
+    name = "gw"
+  }
+  rule {
+    match {
+      path {
+        type  = "PathPrefix"
+        value = "/"
+      }
+    }
+    backend_ref {
+      name = "web"
+      port = 80
+    }
+  }
 }
 `, n, ns)); err != nil {
 			b.Fatal(err)

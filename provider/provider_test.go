@@ -7,6 +7,7 @@ import (
 	"regexp"
 	"testing"
 
+	"github.com/hashicorp/terraform-plugin-framework/attr"
 	"github.com/hashicorp/terraform-plugin-framework/providerserver"
 	"github.com/hashicorp/terraform-plugin-framework/types"
 	"github.com/hashicorp/terraform-plugin-go/tfprotov6"
@@ -72,8 +73,8 @@ func TestConnectionRequiresACluster(t *testing.T) {
 		{"nothing configured", connectionModel{}, nil, "no Kubernetes cluster is configured"},
 		{"missing kubeconfig", connectionModel{ConfigPath: types.StringValue(filepath.Join(dir, "nope"))}, nil, `kubeconfig ".*nope" \(config_path/config_paths\)`},
 		{"bad KUBE_INSECURE", connectionModel{Host: types.StringValue("https://10.0.0.1:6443")}, map[string]string{"KUBE_INSECURE": "maybe"}, `KUBE_INSECURE="maybe" is not a boolean`},
-		{"exec without command", connectionModel{Host: types.StringValue("https://10.0.0.1:6443"), Exec: &execModel{APIVersion: types.StringValue("client.authentication.k8s.io/v1")}}, nil, "exec: command and api_version are both required"},
-		{"host from the environment", connectionModel{}, map[string]string{"KUBE_HOST": "https://10.0.0.1:6443", "KUBE_TOKEN": "t"}, ""},
+		{"exec without command", connectionModel{Host: types.StringValue("https://10.0.0.1:6443"), Exec: execBlock(&execModel{APIVersion: types.StringValue("client.authentication.k8s.io/v1")})}, nil, "exec: command and api_version are both required"},
+		{"host from the environment", connectionModel{Exec: execBlock(nil)}, map[string]string{"KUBE_HOST": "https://10.0.0.1:6443", "KUBE_TOKEN": "t"}, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			for k, v := range tc.env {
@@ -94,6 +95,91 @@ func TestConnectionRequiresACluster(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestConnectionUnknown: a setting known only after apply, or an element of
+// one, makes the configuration unknown (the resources then report that the
+// client is not configured yet); known lists and maps configure the exec
+// plugin.
+func TestConnectionUnknown(t *testing.T) {
+	known := types.ListValueMust(types.StringType, []attr.Value{types.StringValue("token")})
+	withUnknown := types.ListValueMust(types.StringType, []attr.Value{types.StringValue("token"), types.StringUnknown()})
+	for _, tc := range []struct {
+		name string
+		m    connectionModel
+		want bool
+	}{
+		{"nothing", connectionModel{Exec: execBlock(nil)}, false},
+		{"known exec", connectionModel{Exec: execBlock(&execModel{Command: types.StringValue("c"), Args: known})}, false},
+		{"unknown exec argument", connectionModel{Exec: execBlock(&execModel{Command: types.StringValue("c"), Args: withUnknown})}, true},
+		{"unknown exec args", connectionModel{Exec: execBlock(&execModel{Command: types.StringValue("c"), Args: types.ListUnknown(types.StringType)})}, true},
+		{"unknown exec env value", connectionModel{Exec: execBlock(&execModel{Command: types.StringValue("c"),
+			Env: types.MapValueMust(types.StringType, map[string]attr.Value{"CLUSTER": types.StringUnknown()})})}, true},
+		{"unknown exec block", connectionModel{Exec: types.ObjectUnknown(execAttrTypes)}, true},
+		{"unknown config path", connectionModel{ConfigPaths: withUnknown, Exec: execBlock(nil)}, true},
+		{"unknown host", connectionModel{Host: types.StringUnknown(), Exec: execBlock(nil)}, true},
+	} {
+		if got := tc.m.hasUnknown(); got != tc.want {
+			t.Errorf("%s: hasUnknown = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+	cfg, err := connectionModel{Host: types.StringValue("https://10.0.0.1:6443"), Exec: execBlock(&execModel{
+		APIVersion: types.StringValue("client.authentication.k8s.io/v1"), Command: types.StringValue("aws"),
+		Args: types.ListValueMust(types.StringType, []attr.Value{types.StringValue("eks"), types.StringValue("get-token")}),
+		Env:  types.MapValueMust(types.StringType, map[string]attr.Value{"B": types.StringValue("2"), "A": types.StringValue("1")}),
+	})}.restConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e := cfg.ExecProvider; e == nil || e.Command != "aws" || fmt.Sprint(e.Args) != "[eks get-token]" || fmt.Sprint(e.Env) != "[{A 1} {B 2}]" {
+		t.Errorf("exec provider = %+v", cfg.ExecProvider)
+	}
+}
+
+// TestAccProviderUnknownExecArgs: an exec argument known only after apply
+// (here a terraform_data output, usually a cluster's name) does not fail
+// the plan; what needs the cluster at plan time (a data source) says the
+// client is not configured yet and what to do.
+func TestAccProviderUnknownExecArgs(t *testing.T) {
+	accPreCheck(t)
+	config := func(extra string) string {
+		return `
+resource "terraform_data" "cluster" {
+  input = "production"
+}
+
+provider "varnishgw" {
+  host = "https://192.0.2.1:6443"
+  exec {
+    api_version = "client.authentication.k8s.io/v1"
+    command     = "print-token"
+    args        = ["--cluster", terraform_data.cluster.output]
+    env         = { CLUSTER = terraform_data.cluster.output }
+  }
+}
+
+resource "varnishgw_gateway_class" "c" {
+  name  = "unknown-exec"
+  image = "` + testImage + `"
+}
+` + extra
+	}
+	resource.Test(t, resource.TestCase{
+		ProtoV6ProviderFactories: protoV6ProviderFactories,
+		Steps: []resource.TestStep{
+			{Config: config(""), PlanOnly: true, ExpectNonEmptyPlan: true},
+			{
+				Config: config(`
+data "varnishgw_gateway" "g" {
+  namespace = "default"
+  name      = "edge"
+}
+`),
+				PlanOnly:    true,
+				ExpectError: words(`The provider has no Kubernetes client: its configuration was not known when this operation ran`),
+			},
+		},
+	})
 }
 
 func TestAccProviderConfiguration(t *testing.T) {

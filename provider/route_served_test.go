@@ -154,13 +154,23 @@ func TestAccRouteServed(t *testing.T) {
 	config := func(path, extra string) string {
 		return providerBlock(cp) + fmt.Sprintf(`
 resource "varnishgw_http_route" "web" {
-  namespace   = %q
-  name        = "web"
-  parent_refs = [{ name = %q }]
-  rules = [{
-    matches      = [{ path = { type = "PathPrefix", value = %q } }]
-    backend_refs = [{ name = "web", port = 80 }]
-  }]
+  namespace = %q
+  name      = "web"
+  parent_ref {
+    name = %q
+  }
+  rule {
+    match {
+      path {
+        type  = "PathPrefix"
+        value = %q
+      }
+    }
+    backend_ref {
+      name = "web"
+      port = 80
+    }
+  }
   %s
 }
 `, ns, gw, path, extra)

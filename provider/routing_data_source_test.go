@@ -37,29 +37,55 @@ func TestAccRoutingDataSource(t *testing.T) {
 
 	routes := providerBlock(cp) + fmt.Sprintf(`
 resource "varnishgw_http_route" "a" {
-  namespace   = %[1]q
-  name        = "a"
-  parent_refs = [{ name = %[2]q }]
-  rules       = [{ backend_refs = [{ name = "web", port = 80 }] }]
+  namespace = %[1]q
+  name      = "a"
+  parent_ref {
+    name = %[2]q
+  }
+  rule {
+    backend_ref {
+      name = "web"
+      port = 80
+    }
+  }
 }
 
 # The same match as route a, created later: shadowed.
 resource "varnishgw_http_route" "b" {
-  namespace   = %[1]q
-  name        = "b"
-  parent_refs = [{ name = %[2]q }]
-  rules       = [{ backend_refs = [{ name = "api", port = 80 }] }]
-  depends_on  = [varnishgw_http_route.a]
+  namespace = %[1]q
+  name      = "b"
+  parent_ref {
+    name = %[2]q
+  }
+  rule {
+    backend_ref {
+      name = "api"
+      port = 80
+    }
+  }
+  depends_on = [varnishgw_http_route.a]
 }
 
 resource "varnishgw_http_route" "c" {
-  namespace   = %[1]q
-  name        = "c"
-  parent_refs = [{ name = %[2]q }]
-  rules = [{
-    matches      = [{ path = { type = "Exact", value = "/x" }, method = "GET" }]
-    backend_refs = [{ name = "api", port = 80, weight = 3 }]
-  }]
+  namespace = %[1]q
+  name      = "c"
+  parent_ref {
+    name = %[2]q
+  }
+  rule {
+    match {
+      method = "GET"
+      path {
+        type  = "Exact"
+        value = "/x"
+      }
+    }
+    backend_ref {
+      name   = "api"
+      port   = 80
+      weight = 3
+    }
+  }
 }
 `, ns, gw)
 	data := func(resolve bool) string {

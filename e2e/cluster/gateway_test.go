@@ -45,38 +45,70 @@ resource "varnishgw_gateway" "node" {
   namespace             = %[1]q
   name                  = "node"
   gateway_class_name    = varnishgw_gateway_class.node.name
-  listeners             = [{ name = "http", port = 80, protocol = "HTTP" }]
   mode                  = %[3]q
   replicas              = %[4]d
   drain_timeout_seconds = 20
   rollout_timeout       = "4m"
+
+  listener {
+    name     = "http"
+    port     = 80
+    protocol = "HTTP"
+  }
 }
 
 resource "varnishgw_http_route" "www" {
-  namespace   = %[1]q
-  name        = "www"
-  parent_refs = [{ name = varnishgw_gateway.node.name }]
-  hostnames   = ["www.node.test"]
-  rules = [
-    {
-      matches = [{ path = { type = "Exact", value = "/catalog" } }]
-      filters = [{
-        type             = "RequestRedirect"
-        request_redirect = { path = { type = "ReplaceFullPath", replace_full_path = "/products" }, status_code = 301 }
-      }]
-    },
-    { backend_refs = [{ name = "web", port = 80 }] },
-  ]
+  namespace = %[1]q
+  name      = "www"
+  hostnames = ["www.node.test"]
+  parent_ref {
+    name = varnishgw_gateway.node.name
+  }
+  rule {
+    match {
+      path {
+        type  = "Exact"
+        value = "/catalog"
+      }
+    }
+    filter {
+      type = "RequestRedirect"
+      request_redirect {
+        status_code = 301
+        path {
+          type              = "ReplaceFullPath"
+          replace_full_path = "/products"
+        }
+      }
+    }
+  }
+  rule {
+    backend_ref {
+      name = "web"
+      port = 80
+    }
+  }
 }
 
 resource "varnishgw_http_route" "api" {
-  namespace   = %[1]q
-  name        = "api"
-  parent_refs = [{ name = varnishgw_gateway.node.name }]
-  hostnames   = ["api.node.test"]
-  rules = [
-    { backend_refs = [{ name = "api", port = 80, weight = 90 }, { name = "api-canary", port = 80, weight = 10 }] },
-  ]
+  namespace = %[1]q
+  name      = "api"
+  hostnames = ["api.node.test"]
+  parent_ref {
+    name = varnishgw_gateway.node.name
+  }
+  rule {
+    backend_ref {
+      name   = "api"
+      port   = 80
+      weight = 90
+    }
+    backend_ref {
+      name   = "api-canary"
+      port   = 80
+      weight = 10
+    }
+  }
 }
 %[6]s
 `

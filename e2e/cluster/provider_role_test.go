@@ -52,27 +52,45 @@ resource "varnishgw_gateway" "g" {
   name               = "edge"
   gateway_class_name = varnishgw_gateway_class.c.name
   mode               = %[6]q
-  listeners = [{
-    name           = "http"
-    port           = 80
-    protocol       = "HTTP"
-    allowed_routes = { namespaces = "Selector", selector = { "varnishgw-role-test" = "yes" } }
-  }]
-  rollout_timeout = "4m"
+  rollout_timeout    = "4m"
+
+  listener {
+    name     = "http"
+    port     = 80
+    protocol = "HTTP"
+    allowed_routes {
+      namespaces = "Selector"
+      selector   = { "varnishgw-role-test" = "yes" }
+    }
+  }
 }
 
 resource "varnishgw_http_route" "www" {
-  namespace   = %[2]q
-  name        = "www"
-  parent_refs = [{ name = varnishgw_gateway.g.name }]
-  hostnames   = ["www.role.test"]
-  rules = [
-    { backend_refs = [{ name = "web", port = 80 }] },
-    {
-      matches      = [{ path = { type = "PathPrefix", value = "/api" } }]
-      backend_refs = [{ name = "api", namespace = %[4]q, port = 80 }]
-    },
-  ]
+  namespace = %[2]q
+  name      = "www"
+  hostnames = ["www.role.test"]
+  parent_ref {
+    name = varnishgw_gateway.g.name
+  }
+  rule {
+    backend_ref {
+      name = "web"
+      port = 80
+    }
+  }
+  rule {
+    match {
+      path {
+        type  = "PathPrefix"
+        value = "/api"
+      }
+    }
+    backend_ref {
+      name      = "api"
+      namespace = %[4]q
+      port      = 80
+    }
+  }
 }
 
 data "varnishgw_gateway" "g" {

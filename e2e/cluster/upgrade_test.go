@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"fmt"
 	"net"
 	"os"
 	"os/exec"
@@ -25,6 +26,69 @@ import (
 // fragments in ConfigMaps that its chaperone reads, the provider's schema
 // version 0. The upgrade test builds its provider and gateway image.
 const previousRelease = "d3efdeed0a9f054adaf877af315a7001e33a3efa"
+
+// previousGatewayHCL is gatewayHCL as the previous release's provider reads
+// it (nested attributes, before the blocks of this release), with the same
+// arguments.
+const previousGatewayHCL = `
+terraform {
+  required_providers {
+    varnishgw = { source = "varnishgw/varnishgw" }
+  }
+}
+
+variable "kubeconfig" { type = string }
+
+provider "varnishgw" {
+  config_path = var.kubeconfig
+}
+
+resource "varnishgw_gateway_class" "node" {
+  name                 = "node-%[1]s"
+  parameters_namespace = %[1]q
+  image                = %[2]q
+  varnishd_params      = %[5]s
+}
+
+resource "varnishgw_gateway" "node" {
+  namespace             = %[1]q
+  name                  = "node"
+  gateway_class_name    = varnishgw_gateway_class.node.name
+  listeners             = [{ name = "http", port = 80, protocol = "HTTP" }]
+  mode                  = %[3]q
+  replicas              = %[4]d
+  drain_timeout_seconds = 20
+  rollout_timeout       = "4m"
+}
+
+resource "varnishgw_http_route" "www" {
+  namespace   = %[1]q
+  name        = "www"
+  parent_refs = [{ name = varnishgw_gateway.node.name }]
+  hostnames   = ["www.node.test"]
+  rules = [
+    {
+      matches = [{ path = { type = "Exact", value = "/catalog" } }]
+      filters = [{
+        type             = "RequestRedirect"
+        request_redirect = { path = { type = "ReplaceFullPath", replace_full_path = "/products" }, status_code = 301 }
+      }]
+    },
+    { backend_refs = [{ name = "web", port = 80 }] },
+  ]
+}
+
+resource "varnishgw_http_route" "api" {
+  namespace   = %[1]q
+  name        = "api"
+  parent_refs = [{ name = varnishgw_gateway.node.name }]
+  hostnames   = ["api.node.test"]
+  rules = [
+    { backend_refs = [{ name = "api", port = 80, weight = 90 }, { name = "api-canary", port = 80, weight = 10 }] },
+  ]
+}
+%[6]s
+`
 
 // buildPreviousRelease checks out previousRelease in a temporary git
 // worktree and builds its provider and its gateway image there.
@@ -90,7 +154,7 @@ func TestUpgradeFromPreviousRelease(t *testing.T) {
 		t.Fatal(err)
 	}
 	tf := &terraform{c: c, ws: ws}
-	tf.write(c.gatewayHCL(prevImage.Name, "supervise", 2, "", ""))
+	tf.write(fmt.Sprintf(previousGatewayHCL, c.ns, prevImage.Name, "supervise", 2, "{}", ""))
 	tf.mustRun("apply")
 	gw := routing.ObjectRef{Namespace: c.ns, Name: "node"}
 	legacy, err := c.cp.Client.CoreV1().ConfigMaps(c.ns).List(c.ctx, metav1.ListOptions{

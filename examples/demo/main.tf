@@ -63,11 +63,11 @@ resource "varnishgw_gateway" "demo" {
   name               = "demo"
   gateway_class_name = varnishgw_gateway_class.demo.name
 
-  listeners = [{
+  listener {
     name     = "http"
     port     = var.port
     protocol = "HTTP"
-  }]
+  }
 
   replicas         = var.replicas
   wait_for_rollout = var.wait_for_rollout
@@ -75,52 +75,82 @@ resource "varnishgw_gateway" "demo" {
 
 # Host routing: www.demo.local goes to web, with a redirect of an old path.
 resource "varnishgw_http_route" "www" {
-  namespace   = var.namespace
-  name        = "www"
-  parent_refs = [{ name = varnishgw_gateway.demo.name }]
-  hostnames   = ["www.demo.local"]
+  namespace = var.namespace
+  name      = "www"
+  hostnames = ["www.demo.local"]
 
-  rules = [
-    {
-      # A permanent redirect of the old catalogue to the new one.
-      matches = [{ path = { type = "Exact", value = "/catalog" } }]
-      filters = [{
-        type = "RequestRedirect"
-        request_redirect = {
-          path        = { type = "ReplaceFullPath", replace_full_path = "/products" }
-          status_code = 301
+  parent_ref {
+    name = varnishgw_gateway.demo.name
+  }
+
+  # A permanent redirect of the old catalogue to the new one.
+  rule {
+    match {
+      path {
+        type  = "Exact"
+        value = "/catalog"
+      }
+    }
+    filter {
+      type = "RequestRedirect"
+      request_redirect {
+        status_code = 301
+        path {
+          type              = "ReplaceFullPath"
+          replace_full_path = "/products"
         }
-      }]
-    },
-    {
-      backend_refs = [{ name = "web", port = 80 }]
-    },
-  ]
+      }
+    }
+  }
+
+  rule {
+    backend_ref {
+      name = "web"
+      port = 80
+    }
+  }
 }
 
 # api.demo.local: beta testers (header x-beta: 1) on /v2 reach api-beta;
 # everyone else is split 90/10 between the stable and the canary release.
 resource "varnishgw_http_route" "api" {
-  namespace   = var.namespace
-  name        = "api"
-  parent_refs = [{ name = varnishgw_gateway.demo.name }]
-  hostnames   = ["api.demo.local"]
+  namespace = var.namespace
+  name      = "api"
+  hostnames = ["api.demo.local"]
 
-  rules = [
-    {
-      matches = [{
-        path    = { type = "PathPrefix", value = "/v2" }
-        headers = [{ name = "x-beta", value = "1" }]
-      }]
-      backend_refs = [{ name = "api-beta", port = 80 }]
-    },
-    {
-      backend_refs = [
-        { name = "api", port = 80, weight = 90 },
-        { name = "api-canary", port = 80, weight = 10 },
-      ]
-    },
-  ]
+  parent_ref {
+    name = varnishgw_gateway.demo.name
+  }
+
+  rule {
+    match {
+      path {
+        type  = "PathPrefix"
+        value = "/v2"
+      }
+      header {
+        name  = "x-beta"
+        value = "1"
+      }
+    }
+    backend_ref {
+      name = "api-beta"
+      port = 80
+    }
+  }
+
+  rule {
+    backend_ref {
+      name   = "api"
+      port   = 80
+      weight = 90
+    }
+    backend_ref {
+      name   = "api-canary"
+      port   = 80
+      weight = 10
+    }
+  }
 }
 
 output "gateway" {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"net/netip"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -12,6 +13,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/ghostjson"
@@ -353,5 +355,27 @@ func FuzzAttach(f *testing.F) {
 			t.Fatal(err)
 		}
 		checkSchema(t, sch, js)
+	})
+}
+
+// FuzzHostnameProblem: hostnameProblem accepts exactly the DNS names
+// apimachinery accepts (IP addresses aside) and always says why it rejects.
+func FuzzHostnameProblem(f *testing.F) {
+	for _, h := range []string{"www.example.com", "*.example.com", "Bücher.example", "a..b", "a:80", "*", "10.0.0.1"} {
+		f.Add(h, true)
+	}
+	f.Fuzz(func(t *testing.T, h string, wildcard bool) {
+		want := validation.IsDNS1123Subdomain(h)
+		if wildcard && strings.HasPrefix(h, "*") {
+			want = validation.IsWildcardDNS1123Subdomain(h)
+		}
+		_, ipErr := netip.ParseAddr(h)
+		got := hostnameProblem(h, wildcard)
+		if (got == "") != (len(want) == 0 && ipErr != nil) {
+			t.Fatalf("hostnameProblem(%q, %v) = %q, apimachinery: %v", h, wildcard, got, want)
+		}
+		if got != "" && hostnameFix(h, wildcard) == "" && ipErr != nil {
+			t.Fatalf("hostnameProblem(%q, %v): no fix message, only apimachinery's %q", h, wildcard, got)
+		}
 	})
 }

@@ -5,7 +5,6 @@ import (
 	"strings"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 )
@@ -40,7 +39,7 @@ func ValidateGateway(gw *gatewayv1.Gateway) field.ErrorList {
 	for i := range gw.Spec.Listeners {
 		l := &gw.Spec.Listeners[i]
 		p := lp.Index(i)
-		for _, msg := range validation.IsDNS1123Label(string(l.Name)) {
+		if msg := objectNameProblem(string(l.Name), true, "listener names"); msg != "" {
 			errs = append(errs, field.Invalid(p.Child("name"), l.Name, msg))
 		}
 		if names[l.Name] {

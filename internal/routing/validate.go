@@ -2,12 +2,10 @@ package routing
 
 import (
 	"fmt"
-	"net/netip"
 	"regexp"
 	"strings"
 	"time"
 
-	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 
@@ -92,6 +90,11 @@ func ValidateHTTPRoute(route *gatewayv1.HTTPRoute) field.ErrorList {
 
 func validateHTTPRouteRule(p *field.Path, r *gatewayv1.HTTPRouteRule) field.ErrorList {
 	var errs field.ErrorList
+	if r.Name != nil {
+		if msg := objectNameProblem(string(*r.Name), false, "rule names"); msg != "" {
+			errs = append(errs, field.Invalid(p.Child("name"), *r.Name, msg))
+		}
+	}
 	for _, l := range []struct {
 		name string
 		n    int
@@ -128,7 +131,8 @@ func validateHTTPRouteRule(p *field.Path, r *gatewayv1.HTTPRouteRule) field.Erro
 			errs = append(errs, field.Invalid(bp.Child("weight"), *b.Weight, fmt.Sprintf("must be from 0 to %d", maxWeight)))
 		}
 		if len(b.Filters) > 0 {
-			errs = append(errs, field.Forbidden(bp.Child("filters"), "backendRef filters are not supported by varnishgw: move the filters to the rule"))
+			errs = append(errs, field.Forbidden(bp.Child("filters"), "backendRef filters are not supported yet: move the filters to the rule, "+
+				"whose filters apply to all of its backends, or give this backend a rule of its own"))
 		}
 	}
 	if t := r.Timeouts; t != nil {
@@ -141,10 +145,12 @@ func validateHTTPRouteRule(p *field.Path, r *gatewayv1.HTTPRouteRule) field.Erro
 		}
 	}
 	if r.Retry != nil {
-		errs = append(errs, field.Forbidden(p.Child("retry"), "retries are not supported by varnishgw: remove the field"))
+		errs = append(errs, field.Forbidden(p.Child("retry"), "retries are not supported yet: remove the retry settings; "+
+			"a request whose backend fails gets the error"))
 	}
 	if r.SessionPersistence != nil {
-		errs = append(errs, field.Forbidden(p.Child("sessionPersistence"), "session persistence is not supported by varnishgw: remove the field"))
+		errs = append(errs, field.Forbidden(p.Child("sessionPersistence"), "session persistence is not supported yet: remove it; "+
+			"requests are spread over the backends by weight, without affinity"))
 	}
 	return errs
 }
@@ -281,35 +287,23 @@ func validateHeaderValue(p *field.Path, v string) field.ErrorList {
 }
 
 // validateHostname checks an exact DNS name or, when wildcard is true, also
-// *.suffix. IP addresses are rejected.
+// *.suffix. IP addresses are rejected. The message says how to fix it.
 func validateHostname(p *field.Path, h string, wildcard bool) field.ErrorList {
-	if _, err := netip.ParseAddr(h); err == nil {
-		return field.ErrorList{field.Invalid(p, h, "must be a DNS name, not an IP address")}
+	if msg := hostnameProblem(h, wildcard); msg != "" {
+		return field.ErrorList{field.Invalid(p, h, msg)}
 	}
-	var msgs []string
-	if wildcard && strings.HasPrefix(h, "*") {
-		msgs = validation.IsWildcardDNS1123Subdomain(h)
-	} else {
-		msgs = validation.IsDNS1123Subdomain(h)
-	}
-	var errs field.ErrorList
-	for _, m := range msgs {
-		errs = append(errs, field.Invalid(p, h, m))
-	}
-	return errs
+	return nil
 }
 
 func validateBackendObjectRef(p *field.Path, b *gatewayv1.BackendObjectReference) field.ErrorList {
 	var errs field.ErrorList
 	if b.Name == "" {
 		errs = append(errs, field.Required(p.Child("name"), "the name of the Service"))
-	} else {
-		for _, msg := range validation.IsDNS1123Subdomain(string(b.Name)) {
-			errs = append(errs, field.Invalid(p.Child("name"), b.Name, msg))
-		}
+	} else if msg := objectNameProblem(string(b.Name), false, backendNames(b)); msg != "" {
+		errs = append(errs, field.Invalid(p.Child("name"), b.Name, msg))
 	}
 	if b.Namespace != nil {
-		for _, msg := range validation.IsDNS1123Label(string(*b.Namespace)) {
+		if msg := objectNameProblem(string(*b.Namespace), true, "namespace names"); msg != "" {
 			errs = append(errs, field.Invalid(p.Child("namespace"), *b.Namespace, msg))
 		}
 	}
@@ -320,6 +314,14 @@ func validateBackendObjectRef(p *field.Path, b *gatewayv1.BackendObjectReference
 		errs = append(errs, field.Invalid(p.Child("port"), *b.Port, "must be a port number from 1 to 65535"))
 	}
 	return errs
+}
+
+// backendNames is what the names of b's kind are called in messages.
+func backendNames(b *gatewayv1.BackendObjectReference) string {
+	if isServiceRef(b.Group, b.Kind) {
+		return "Service names"
+	}
+	return "object names"
 }
 
 func isServiceRef(group *gatewayv1.Group, kind *gatewayv1.Kind) bool {
@@ -338,15 +340,41 @@ func validateFilter(p *field.Path, f *gatewayv1.HTTPRouteFilter, r *gatewayv1.HT
 		gatewayv1.HTTPRouteFilterExternalAuth:           f.ExternalAuth != nil,
 		gatewayv1.HTTPRouteFilterExtensionRef:           f.ExtensionRef != nil,
 	}
+	// The filters of the Gateway API varnishgw does not implement: a
+	// filter of that type, or its field in a filter of another type.
+	unsupported := []struct {
+		typ gatewayv1.HTTPRouteFilterType
+		set bool
+		why string
+	}{
+		{gatewayv1.HTTPRouteFilterCORS, f.CORS != nil, "CORS filters are not supported yet: answer CORS requests in the backend, " +
+			"or set the Access-Control-* response headers with a ResponseHeaderModifier filter"},
+		{gatewayv1.HTTPRouteFilterExternalAuth, f.ExternalAuth != nil, "ExternalAuth filters are not supported yet: authenticate " +
+			"requests in the backend"},
+		{gatewayv1.HTTPRouteFilterExtensionRef, f.ExtensionRef != nil, "ExtensionRef filters are not supported: varnishgw has no " +
+			"filter extensions; custom request handling goes in the gateway's or the class's VCL"},
+	}
+	for _, u := range unsupported {
+		if f.Type == u.typ {
+			return field.ErrorList{field.Invalid(p.Child("type"), f.Type, u.why+"; remove the filter")}
+		}
+	}
 	switch f.Type {
 	case gatewayv1.HTTPRouteFilterRequestHeaderModifier, gatewayv1.HTTPRouteFilterResponseHeaderModifier,
 		gatewayv1.HTTPRouteFilterRequestRedirect, gatewayv1.HTTPRouteFilterURLRewrite, gatewayv1.HTTPRouteFilterRequestMirror:
 	default:
 		return field.ErrorList{field.NotSupported(p.Child("type"), f.Type, supportedFilterTypes)}
 	}
-	for t, ok := range set {
-		if ok != (t == f.Type) {
-			fn := filterFieldName(t)
+	for _, u := range unsupported {
+		if u.set {
+			errs = append(errs, field.Forbidden(p.Child(filterFieldName(u.typ)), u.why+"; remove it"))
+		}
+		delete(set, u.typ)
+	}
+	for _, t := range supportedFilterTypes {
+		ok := set[gatewayv1.HTTPRouteFilterType(t)]
+		if ok != (gatewayv1.HTTPRouteFilterType(t) == f.Type) {
+			fn := filterFieldName(gatewayv1.HTTPRouteFilterType(t))
 			if ok {
 				errs = append(errs, field.Forbidden(p.Child(fn), fmt.Sprintf("must not be set when type is %s", f.Type)))
 			} else {

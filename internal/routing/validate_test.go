@@ -24,7 +24,11 @@ func TestValidateHTTPRoute(t *testing.T) {
 	}{
 		{"valid", func(*gatewayv1.HTTPRoute) {}, ""},
 		{"wildcard hostname", func(r *gatewayv1.HTTPRoute) { r.Spec.Hostnames = []gatewayv1.Hostname{"*.example.com"} }, ""},
-		{"bad hostname", func(r *gatewayv1.HTTPRoute) { r.Spec.Hostnames = []gatewayv1.Hostname{"Foo_.example.com"} }, "spec.hostnames[0]"},
+		{"bad hostname", func(r *gatewayv1.HTTPRoute) { r.Spec.Hostnames = []gatewayv1.Hostname{"Foo_.example.com"} }, `spec.hostnames[0]: Invalid value: "Foo_.example.com": must be lower case, and has an underscore in "foo_": hostnames have lower-case letters, digits, '-' and '.'; use '-'`},
+		{"upper-case hostname", func(r *gatewayv1.HTTPRoute) { r.Spec.Hostnames = []gatewayv1.Hostname{"Shop.Example.com"} }, `spec.hostnames[0]: Invalid value: "Shop.Example.com": must be lower case: use "shop.example.com"`},
+		{"bad rule name", func(r *gatewayv1.HTTPRoute) { r.Spec.Rules[0].Name = ptr(gatewayv1.SectionName("Bad_Name")) },
+			`spec.rules[0].name: Invalid value: "Bad_Name": must be lower case, and has an underscore in "bad_name": rule names have lower-case letters, digits, '-' and '.'; use '-'`},
+		{"unicode hostname", func(r *gatewayv1.HTTPRoute) { r.Spec.Hostnames = []gatewayv1.Hostname{"bücher.example"} }, `spec.hostnames[0]: Invalid value: "bücher.example": is a Unicode (internationalised) name: use its punycode (xn--...) form "xn--bcher-kva.example"`},
 		{"ip hostname", func(r *gatewayv1.HTTPRoute) { r.Spec.Hostnames = []gatewayv1.Hostname{"10.0.0.1"} }, "not an IP address"},
 		{"relative path", func(r *gatewayv1.HTTPRoute) {
 			r.Spec.Rules[0].Matches = []gatewayv1.HTTPRouteMatch{prefix("/ok"), exact("foo")}
@@ -103,10 +107,18 @@ func TestValidateHTTPRoute(t *testing.T) {
 		}, "spec.rules[0].filters[0].requestHeaderModifier: Required"},
 		{"cors unsupported", func(r *gatewayv1.HTTPRoute) {
 			r.Spec.Rules[0].Filters = []gatewayv1.HTTPRouteFilter{{Type: gatewayv1.HTTPRouteFilterCORS, CORS: &gatewayv1.HTTPCORSFilter{}}}
-		}, `spec.rules[0].filters[0].type: Unsupported value: "CORS"`},
+		}, `spec.rules[0].filters[0].type: Invalid value: "CORS": CORS filters are not supported yet: answer CORS requests in the backend, or set the Access-Control-* response headers with a ResponseHeaderModifier filter; remove the filter`},
+		{"cors in another filter", func(r *gatewayv1.HTTPRoute) {
+			f := headerMod("X-A")
+			f.CORS = &gatewayv1.HTTPCORSFilter{}
+			r.Spec.Rules[0].Filters = []gatewayv1.HTTPRouteFilter{f}
+		}, `spec.rules[0].filters[0].cors: Forbidden: CORS filters are not supported yet: answer CORS requests in the backend, or set the Access-Control-* response headers with a ResponseHeaderModifier filter; remove it`},
+		{"externalAuth unsupported", func(r *gatewayv1.HTTPRoute) {
+			r.Spec.Rules[0].Filters = []gatewayv1.HTTPRouteFilter{{Type: gatewayv1.HTTPRouteFilterExternalAuth, ExternalAuth: &gatewayv1.HTTPExternalAuthFilter{}}}
+		}, `Invalid value: "ExternalAuth": ExternalAuth filters are not supported yet: authenticate requests in the backend; remove the filter`},
 		{"extensionRef unsupported", func(r *gatewayv1.HTTPRoute) {
 			r.Spec.Rules[0].Filters = []gatewayv1.HTTPRouteFilter{{Type: gatewayv1.HTTPRouteFilterExtensionRef, ExtensionRef: &gatewayv1.LocalObjectReference{Name: "x"}}}
-		}, `Unsupported value: "ExtensionRef"`},
+		}, `Invalid value: "ExtensionRef": ExtensionRef filters are not supported: varnishgw has no filter extensions`},
 		{"mirror fraction", func(r *gatewayv1.HTTPRoute) {
 			r.Spec.Rules[0].Filters = []gatewayv1.HTTPRouteFilter{{Type: gatewayv1.HTTPRouteFilterRequestMirror, RequestMirror: &gatewayv1.HTTPRequestMirrorFilter{
 				BackendRef: gatewayv1.BackendObjectReference{Name: "m", Port: ptr(int32(80))}, Fraction: &gatewayv1.Fraction{Numerator: 1, Denominator: ptr(int32(3))}}}}

@@ -147,6 +147,74 @@ func BuildProvider(ctx context.Context) (string, error) {
 	return dir, nil
 }
 
+// BuildProviderAt builds the provider of the git revision rev (a commit of
+// the repository that holds the current directory), for tests of upgrades
+// from an older provider, and returns the directory that holds
+// ProviderBinary. The source comes from git archive; the binary is cached
+// per commit in the user cache directory, so only the first call builds.
+func BuildProviderAt(ctx context.Context, rev string) (string, error) {
+	commit, err := exec.CommandContext(ctx, "git", "rev-parse", "--verify", rev+"^{commit}").Output()
+	if err != nil {
+		return "", fmt.Errorf("find the commit %s (git rev-parse; the repository's history is needed): %w", rev, err)
+	}
+	sha := strings.TrimSpace(string(commit))
+	cache, err := os.UserCacheDir()
+	if err != nil {
+		cache = os.TempDir()
+	}
+	dir := filepath.Join(cache, "varnishgw", "tfcli", "provider-"+sha)
+	if _, err := os.Stat(filepath.Join(dir, ProviderBinary)); err == nil {
+		return dir, nil
+	}
+	src, err := os.MkdirTemp("", "varnishgw-provider-"+sha[:12]+"-")
+	if err != nil {
+		return "", fmt.Errorf("build the provider of %s: %w", rev, err)
+	}
+	defer os.RemoveAll(src)
+	top, err := exec.CommandContext(ctx, "git", "rev-parse", "--show-toplevel").Output()
+	if err != nil {
+		return "", fmt.Errorf("find the repository of %s: %w", rev, err)
+	}
+	// From the top: in a subdirectory, git archive archives only that.
+	archive := exec.CommandContext(ctx, "git", "archive", "--format=tar", sha)
+	archive.Dir = strings.TrimSpace(string(top))
+	untar := exec.CommandContext(ctx, "tar", "-x", "-C", src)
+	pipe, err := archive.StdoutPipe()
+	if err != nil {
+		return "", err
+	}
+	untar.Stdin = pipe
+	var stderr bytes.Buffer
+	archive.Stderr, untar.Stderr = &stderr, &stderr
+	if err := untar.Start(); err != nil {
+		return "", fmt.Errorf("extract %s: %w", rev, err)
+	}
+	if err := archive.Run(); err != nil {
+		return "", fmt.Errorf("git archive %s: %w\n%s", rev, err, stderr.String())
+	}
+	if err := untar.Wait(); err != nil {
+		return "", fmt.Errorf("extract %s: %w\n%s", rev, err, stderr.String())
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", err
+	}
+	f, err := os.CreateTemp(dir, ".build-*")
+	if err != nil {
+		return "", err
+	}
+	f.Close()
+	defer os.Remove(f.Name())
+	build := exec.CommandContext(ctx, "go", "build", "-o", f.Name(), ".")
+	build.Dir = src
+	if out, err := build.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("go build the provider of %s: %w\n%s", rev, err, out)
+	}
+	if err := os.Rename(f.Name(), filepath.Join(dir, ProviderBinary)); err != nil {
+		return "", fmt.Errorf("install the provider of %s: %w", rev, err)
+	}
+	return dir, nil
+}
+
 // Options configure a Workspace.
 type Options struct {
 	// Dir is the working directory (it must exist): the configuration,

@@ -6,24 +6,25 @@ resource "varnishgw_gateway" "public" {
   name               = "public"
   gateway_class_name = "varnish"
 
-  listeners = [
-    {
-      # Routes from every namespace may attach to the main listener.
-      name           = "http"
-      port           = 80
-      allowed_routes = { namespaces = "All" }
-    },
-    {
-      # Only routes in namespaces labelled team=internal, only for this host.
-      name     = "internal"
-      port     = 8080
-      hostname = "internal.example.com"
-      allowed_routes = {
-        namespaces = "Selector"
-        selector   = { team = "internal" }
-      }
-    },
-  ]
+  # Routes from every namespace may attach to the main listener.
+  listener {
+    name = "http"
+    port = 80
+    allowed_routes {
+      namespaces = "All"
+    }
+  }
+
+  # Only routes in namespaces labelled team=internal, only for this host.
+  listener {
+    name     = "internal"
+    port     = 8080
+    hostname = "internal.example.com"
+    allowed_routes {
+      namespaces = "Selector"
+      selector   = { team = "internal" }
+    }
+  }
 
   # Hot-reloaded by the running pods: changing it does not restart them.
   vcl = <<-VCL
@@ -37,19 +38,15 @@ resource "varnishgw_gateway" "public" {
   replicas            = 2
   service_type        = "LoadBalancer"
   service_annotations = { "service.beta.kubernetes.io/aws-load-balancer-type" = "nlb" }
-  resources = {
+  resources {
     requests = { cpu = "500m", memory = "512Mi" }
     limits   = { memory = "1Gi" }
   }
   rollout_timeout = "5m"
 
   # Where the pods run: dedicated nodes, spread over the zones.
-  pod = {
+  pod {
     node_selector = { "example.com/pool" = "edge" }
-    tolerations   = [{ key = "dedicated", operator = "Equal", value = "edge", effect = "NoSchedule" }]
-    topology_spread = [
-      { topology_key = "topology.kubernetes.io/zone", max_skew = 1, when_unsatisfiable = "ScheduleAnyway" },
-    ]
     affinity = jsonencode({
       podAntiAffinity = {
         preferredDuringSchedulingIgnoredDuringExecution = [{
@@ -59,11 +56,24 @@ resource "varnishgw_gateway" "public" {
       }
     })
     annotations = { "prometheus.io/scrape" = "true", "prometheus.io/port" = "9091" }
+
+    toleration {
+      key      = "dedicated"
+      operator = "Equal"
+      value    = "edge"
+      effect   = "NoSchedule"
+    }
+
+    topology_spread {
+      topology_key       = "topology.kubernetes.io/zone"
+      max_skew           = 1
+      when_unsatisfiable = "ScheduleAnyway"
+    }
   }
 
   # The Gateway's spec.infrastructure: these labels and annotations go on the
   # Gateway and on every object made for it, the pods included.
-  infrastructure = {
+  infrastructure {
     labels = { "example.com/cost-center" = "web" }
   }
 }

@@ -4,50 +4,89 @@ resource "varnishgw_http_route" "shop" {
   namespace = "shop"
   name      = "shop"
 
-  parent_refs = [{
+  parent_ref {
     name      = "public"
     namespace = "gateways"
-  }]
+  }
 
   # Host routing: only requests for this host use the rules below.
   hostnames = ["shop.example.com"]
 
-  rules = [
-    {
-      # Path and header match: beta testers' API requests go to api-beta.
-      matches = [{
-        path    = { type = "PathPrefix", value = "/api" }
-        headers = [{ name = "x-beta", value = "1" }]
-      }]
-      backend_refs = [{ name = "api-beta", port = 8080 }]
-    },
-    {
-      # A 90/10 weighted split between the stable and the canary release.
-      matches = [{ path = { type = "PathPrefix", value = "/api" } }]
-      backend_refs = [
-        { name = "api", port = 8080, weight = 90 },
-        { name = "api-canary", port = 8080, weight = 10 },
-      ]
-      timeouts = { request = "10s" }
-    },
-    {
-      # A permanent redirect of the old catalogue to the new one.
-      matches = [{ path = { type = "Exact", value = "/catalog" } }]
-      filters = [{
-        type = "RequestRedirect"
-        request_redirect = {
-          path        = { type = "ReplaceFullPath", replace_full_path = "/products" }
-          status_code = 301
+  # Path and header match: beta testers' API requests go to api-beta.
+  rule {
+    match {
+      path {
+        type  = "PathPrefix"
+        value = "/api"
+      }
+      header {
+        name  = "x-beta"
+        value = "1"
+      }
+    }
+    backend_ref {
+      name = "api-beta"
+      port = 8080
+    }
+  }
+
+  # A 90/10 weighted split between the stable and the canary release.
+  rule {
+    match {
+      path {
+        type  = "PathPrefix"
+        value = "/api"
+      }
+    }
+    backend_ref {
+      name   = "api"
+      port   = 8080
+      weight = 90
+    }
+    backend_ref {
+      name   = "api-canary"
+      port   = 8080
+      weight = 10
+    }
+    timeouts {
+      request = "10s"
+    }
+  }
+
+  # A permanent redirect of the old catalogue to the new one.
+  rule {
+    match {
+      path {
+        type  = "Exact"
+        value = "/catalog"
+      }
+    }
+    filter {
+      type = "RequestRedirect"
+      request_redirect {
+        status_code = 301
+        path {
+          type              = "ReplaceFullPath"
+          replace_full_path = "/products"
         }
-      }]
-    },
-    {
-      # Everything else goes to the web front end, with a response header.
-      backend_refs = [{ name = "web", port = 80 }]
-      filters = [{
-        type                     = "ResponseHeaderModifier"
-        response_header_modifier = { set = [{ name = "x-served-by", value = "varnishgw" }] }
-      }]
-    },
-  ]
+      }
+    }
+  }
+
+  # Everything else goes to the web front end, with a response header.
+  rule {
+    backend_ref {
+      name = "web"
+      port = 80
+    }
+    filter {
+      type = "ResponseHeaderModifier"
+      response_header_modifier {
+        set {
+          name  = "x-served-by"
+          value = "varnishgw"
+        }
+      }
+    }
+  }
 }

@@ -1,0 +1,219 @@
+package provider
+
+import (
+	"fmt"
+
+	"github.com/hashicorp/terraform-plugin-framework/diag"
+	"github.com/hashicorp/terraform-plugin-framework/path"
+	"github.com/hashicorp/terraform-plugin-go/tftypes"
+)
+
+// What the provider does with each field of the Gateway API specs it
+// writes (HTTPRoute and Gateway of GatewayAPIVersion). Every field is in
+// one of the tables below, directly or under a rejected or not applicable
+// parent: TestGatewayAPIFieldsCovered walks the Go types with reflection and
+// fails on a field that is not, so a field a new Gateway API version adds
+// cannot be dropped silently. The tables are also the decision tables of
+// the resource documentation (templates/resources/*.md.tmpl), which
+// TestGatewayAPIFieldsDocumented checks.
+
+// fieldSupport is what the provider does with a Gateway API field.
+type fieldSupport string
+
+const (
+	// supported: an argument or block sets it.
+	supported fieldSupport = "supported"
+	// rejected: an argument or block declares it (so the documentation
+	// lists it), and a configuration that sets it fails at validate and
+	// plan with an error of its own, at its path.
+	rejected fieldSupport = "rejected"
+	// notApplicable: not something users write; the note says why.
+	notApplicable fieldSupport = "not applicable"
+)
+
+// apiField is one Gateway API field and how the provider handles it.
+type apiField struct {
+	// Field is the field's JSON path under spec; [] marks list elements.
+	Field string
+	// Attr is the argument or block path in the resource, list blocks
+	// without an index ("" when none).
+	Attr    string
+	Support fieldSupport
+	// Note says how the field maps (supported), why it is rejected and
+	// what to do instead (rejected), or why it does not apply.
+	Note string
+}
+
+// httpRouteFields are the fields of HTTPRouteSpec.
+var httpRouteFields = []apiField{
+	{"parentRefs", "parent_ref", supported, "one block per parent; at least one"},
+	{"parentRefs[].group", "parent_ref.group", supported, "only " + gatewayGroup + " (the default): other groups are rejected"},
+	{"parentRefs[].kind", "parent_ref.kind", supported, "only Gateway (the default): other kinds, such as ListenerSet, are rejected"},
+	{"parentRefs[].namespace", "parent_ref.namespace", supported, ""},
+	{"parentRefs[].name", "parent_ref.name", supported, ""},
+	{"parentRefs[].sectionName", "parent_ref.section_name", supported, ""},
+	{"parentRefs[].port", "parent_ref.port", supported, ""},
+	{"useDefaultGateways", "use_default_gateways", rejected, "varnishgw Gateways are not default Gateways; name the Gateways in parent_ref blocks"},
+	{"hostnames", "hostnames", supported, ""},
+	{"rules", "rule", supported, "one block per rule"},
+	{"rules[].name", "rule.name", supported, ""},
+	{"rules[].matches", "rule.match", supported, "one block per match"},
+	{"rules[].matches[].path", "rule.match.path", supported, ""},
+	{"rules[].matches[].path.type", "rule.match.path.type", supported, "Exact, PathPrefix, RegularExpression"},
+	{"rules[].matches[].path.value", "rule.match.path.value", supported, ""},
+	{"rules[].matches[].headers", "rule.match.header", supported, "one block per header"},
+	{"rules[].matches[].headers[].type", "rule.match.header.type", supported, "Exact, RegularExpression"},
+	{"rules[].matches[].headers[].name", "rule.match.header.name", supported, ""},
+	{"rules[].matches[].headers[].value", "rule.match.header.value", supported, ""},
+	{"rules[].matches[].queryParams", "rule.match.query_param", supported, "one block per parameter"},
+	{"rules[].matches[].queryParams[].type", "rule.match.query_param.type", supported, "Exact, RegularExpression"},
+	{"rules[].matches[].queryParams[].name", "rule.match.query_param.name", supported, ""},
+	{"rules[].matches[].queryParams[].value", "rule.match.query_param.value", supported, ""},
+	{"rules[].matches[].method", "rule.match.method", supported, ""},
+	{"rules[].filters", "rule.filter", supported, "one block per filter"},
+	{"rules[].filters[].type", "rule.filter.type", supported, "RequestHeaderModifier, ResponseHeaderModifier, RequestRedirect, URLRewrite, RequestMirror; CORS, ExternalAuth and ExtensionRef are rejected"},
+	{"rules[].filters[].requestHeaderModifier", "rule.filter.request_header_modifier", supported, ""},
+	{"rules[].filters[].requestHeaderModifier.set", "rule.filter.request_header_modifier.set", supported, "one block per header"},
+	{"rules[].filters[].requestHeaderModifier.set[].name", "rule.filter.request_header_modifier.set.name", supported, ""},
+	{"rules[].filters[].requestHeaderModifier.set[].value", "rule.filter.request_header_modifier.set.value", supported, ""},
+	{"rules[].filters[].requestHeaderModifier.add", "rule.filter.request_header_modifier.add", supported, "one block per header"},
+	{"rules[].filters[].requestHeaderModifier.add[].name", "rule.filter.request_header_modifier.add.name", supported, ""},
+	{"rules[].filters[].requestHeaderModifier.add[].value", "rule.filter.request_header_modifier.add.value", supported, ""},
+	{"rules[].filters[].requestHeaderModifier.remove", "rule.filter.request_header_modifier.remove", supported, ""},
+	{"rules[].filters[].responseHeaderModifier", "rule.filter.response_header_modifier", supported, ""},
+	{"rules[].filters[].responseHeaderModifier.set", "rule.filter.response_header_modifier.set", supported, "one block per header"},
+	{"rules[].filters[].responseHeaderModifier.set[].name", "rule.filter.response_header_modifier.set.name", supported, ""},
+	{"rules[].filters[].responseHeaderModifier.set[].value", "rule.filter.response_header_modifier.set.value", supported, ""},
+	{"rules[].filters[].responseHeaderModifier.add", "rule.filter.response_header_modifier.add", supported, "one block per header"},
+	{"rules[].filters[].responseHeaderModifier.add[].name", "rule.filter.response_header_modifier.add.name", supported, ""},
+	{"rules[].filters[].responseHeaderModifier.add[].value", "rule.filter.response_header_modifier.add.value", supported, ""},
+	{"rules[].filters[].responseHeaderModifier.remove", "rule.filter.response_header_modifier.remove", supported, ""},
+	{"rules[].filters[].requestMirror", "rule.filter.request_mirror", supported, ""},
+	{"rules[].filters[].requestMirror.backendRef", "rule.filter.request_mirror.backend_ref", supported, ""},
+	{"rules[].filters[].requestMirror.backendRef.group", "rule.filter.request_mirror.backend_ref.group", supported, "a kind other than Service gets no copies (ResolvedRefs False, InvalidKind)"},
+	{"rules[].filters[].requestMirror.backendRef.kind", "rule.filter.request_mirror.backend_ref.kind", supported, "a kind other than Service gets no copies (ResolvedRefs False, InvalidKind)"},
+	{"rules[].filters[].requestMirror.backendRef.name", "rule.filter.request_mirror.backend_ref.name", supported, ""},
+	{"rules[].filters[].requestMirror.backendRef.namespace", "rule.filter.request_mirror.backend_ref.namespace", supported, ""},
+	{"rules[].filters[].requestMirror.backendRef.port", "rule.filter.request_mirror.backend_ref.port", supported, ""},
+	{"rules[].filters[].requestMirror.percent", "rule.filter.request_mirror.percent", supported, ""},
+	{"rules[].filters[].requestMirror.fraction", "rule.filter.request_mirror.fraction", supported, "whole percentages only (1/4, not 1/3): varnishgw mirrors in steps of 1%"},
+	{"rules[].filters[].requestMirror.fraction.numerator", "rule.filter.request_mirror.fraction.numerator", supported, ""},
+	{"rules[].filters[].requestMirror.fraction.denominator", "rule.filter.request_mirror.fraction.denominator", supported, ""},
+	{"rules[].filters[].requestRedirect", "rule.filter.request_redirect", supported, ""},
+	{"rules[].filters[].requestRedirect.scheme", "rule.filter.request_redirect.scheme", supported, ""},
+	{"rules[].filters[].requestRedirect.hostname", "rule.filter.request_redirect.hostname", supported, ""},
+	{"rules[].filters[].requestRedirect.path", "rule.filter.request_redirect.path", supported, ""},
+	{"rules[].filters[].requestRedirect.path.type", "rule.filter.request_redirect.path.type", supported, ""},
+	{"rules[].filters[].requestRedirect.path.replaceFullPath", "rule.filter.request_redirect.path.replace_full_path", supported, ""},
+	{"rules[].filters[].requestRedirect.path.replacePrefixMatch", "rule.filter.request_redirect.path.replace_prefix_match", supported, ""},
+	{"rules[].filters[].requestRedirect.port", "rule.filter.request_redirect.port", supported, ""},
+	{"rules[].filters[].requestRedirect.statusCode", "rule.filter.request_redirect.status_code", supported, ""},
+	{"rules[].filters[].urlRewrite", "rule.filter.url_rewrite", supported, ""},
+	{"rules[].filters[].urlRewrite.hostname", "rule.filter.url_rewrite.hostname", supported, ""},
+	{"rules[].filters[].urlRewrite.path", "rule.filter.url_rewrite.path", supported, ""},
+	{"rules[].filters[].urlRewrite.path.type", "rule.filter.url_rewrite.path.type", supported, ""},
+	{"rules[].filters[].urlRewrite.path.replaceFullPath", "rule.filter.url_rewrite.path.replace_full_path", supported, ""},
+	{"rules[].filters[].urlRewrite.path.replacePrefixMatch", "rule.filter.url_rewrite.path.replace_prefix_match", supported, ""},
+	{"rules[].filters[].cors", "rule.filter.cors", rejected, "answer CORS requests in the backend, or set the Access-Control-* headers with a ResponseHeaderModifier filter"},
+	{"rules[].filters[].externalAuth", "rule.filter.external_auth", rejected, "authenticate requests in the backend"},
+	{"rules[].filters[].extensionRef", "rule.filter.extension_ref", rejected, "varnishgw has no filter extensions; custom request handling goes in the gateway's or the class's vcl"},
+	{"rules[].backendRefs", "rule.backend_ref", supported, "one block per backend"},
+	{"rules[].backendRefs[].group", "rule.backend_ref.group", supported, "a kind other than Service gets no traffic: its share is answered with 500 (ResolvedRefs False, InvalidKind)"},
+	{"rules[].backendRefs[].kind", "rule.backend_ref.kind", supported, "a kind other than Service gets no traffic: its share is answered with 500 (ResolvedRefs False, InvalidKind)"},
+	{"rules[].backendRefs[].name", "rule.backend_ref.name", supported, ""},
+	{"rules[].backendRefs[].namespace", "rule.backend_ref.namespace", supported, "another namespace needs a ReferenceGrant there"},
+	{"rules[].backendRefs[].port", "rule.backend_ref.port", supported, "required for a Service"},
+	{"rules[].backendRefs[].weight", "rule.backend_ref.weight", supported, ""},
+	{"rules[].backendRefs[].filters", "rule.backend_ref.filter", rejected, "put the filter in the rule, whose filters apply to all of its backends, or give the backend a rule of its own"},
+	{"rules[].timeouts", "rule.timeouts", supported, ""},
+	{"rules[].timeouts.request", "rule.timeouts.request", supported, ""},
+	{"rules[].timeouts.backendRequest", "rule.timeouts.backend_request", supported, ""},
+	{"rules[].retry", "rule.retry", rejected, "varnishgw does not retry backend requests; remove the block"},
+	{"rules[].sessionPersistence", "rule.session_persistence", rejected, "requests are spread over the backends by weight, without affinity; remove the block"},
+}
+
+// rejectUnsupportedRoute reports the fields of the route the provider
+// rejects itself; the routing core rejects the others
+// (routing.ValidateHTTPRoute).
+func rejectUnsupportedRoute(m *httpRouteModel, diags *diag.Diagnostics) {
+	if v := m.UseDefaultGateways; !v.IsNull() && !v.IsUnknown() {
+		diags.AddAttributeError(path.Root("use_default_gateways"), "Remove use_default_gateways",
+			fmt.Sprintf("use_default_gateways = %q is not supported yet: varnishgw Gateways are not default Gateways. "+
+				"Remove the argument and name the Gateways in parent_ref blocks.", v.ValueString()))
+	}
+	for i, p := range m.ParentRefs {
+		pp := path.Root("parent_ref").AtListIndex(i)
+		if g := p.Group; !g.IsNull() && !g.IsUnknown() && g.ValueString() != gatewayGroup {
+			diags.AddAttributeError(pp.AtName("group"), "Use a Gateway as parent",
+				fmt.Sprintf("parent_ref[%d].group = %q is not supported yet: varnishgw routes attach to Gateways (group %s). "+
+					"Remove group, or set it to %q.", i, g.ValueString(), gatewayGroup, gatewayGroup))
+		}
+		if k := p.Kind; !k.IsNull() && !k.IsUnknown() && k.ValueString() != gatewayKind {
+			diags.AddAttributeError(pp.AtName("kind"), "Use a Gateway as parent",
+				fmt.Sprintf("parent_ref[%d].kind = %q is not supported yet: varnishgw routes attach to Gateways, not to %ss. "+
+					"Remove kind, or set it to %q, and name the Gateway.", i, k.ValueString(), k.ValueString(), gatewayKind))
+		}
+	}
+}
+
+// gatewayFields are the fields of GatewaySpec.
+var gatewayFields = []apiField{
+	{"gatewayClassName", "gateway_class_name", supported, ""},
+	{"listeners", "listener", supported, "one block per listener; at least one"},
+	{"listeners[].name", "listener.name", supported, ""},
+	{"listeners[].hostname", "listener.hostname", supported, ""},
+	{"listeners[].port", "listener.port", supported, ""},
+	{"listeners[].protocol", "listener.protocol", supported, "HTTP only: HTTPS, TLS, TCP and UDP are rejected"},
+	{"listeners[].tls", "listener.tls", rejected, "HTTPS listeners come in a later release; terminate TLS in front of the gateway, for example at a load balancer"},
+	{"listeners[].allowedRoutes", "listener.allowed_routes", supported, "routes of the Gateway's namespace when absent"},
+	{"listeners[].allowedRoutes.namespaces", "listener.allowed_routes", supported, "flattened into allowed_routes"},
+	{"listeners[].allowedRoutes.namespaces.from", "listener.allowed_routes.namespaces", supported, "Same, All, Selector"},
+	{"listeners[].allowedRoutes.namespaces.selector", "listener.allowed_routes.selector", supported, "matchLabels in selector, matchExpressions in selector_expression blocks"},
+	{"listeners[].allowedRoutes.kinds", "listener.allowed_routes.kind", supported, "HTTPRoute only; other kinds are rejected"},
+	{"listeners[].allowedRoutes.kinds[].group", "listener.allowed_routes.kind.group", supported, ""},
+	{"listeners[].allowedRoutes.kinds[].kind", "listener.allowed_routes.kind.kind", supported, ""},
+	{"addresses", "address", rejected, "the gateway's addresses are those of its Service: use service_type (LoadBalancer) and service_annotations"},
+	{"infrastructure", "infrastructure", supported, ""},
+	{"infrastructure.labels", "infrastructure.labels", supported, ""},
+	{"infrastructure.annotations", "infrastructure.annotations", supported, ""},
+	{"infrastructure.parametersRef", "infrastructure.parameters_ref", supported, "a ConfigMap in the gateway's namespace"},
+	{"infrastructure.parametersRef.group", "infrastructure.parameters_ref.group", supported, `"" only`},
+	{"infrastructure.parametersRef.kind", "infrastructure.parameters_ref.kind", supported, "ConfigMap only"},
+	{"infrastructure.parametersRef.name", "infrastructure.parameters_ref.name", supported, ""},
+	{"allowedListeners", "allowed_listeners", rejected, "varnishgw does not serve ListenerSets; declare every listener in the gateway"},
+	{"tls", "tls", rejected, "varnishgw has no TLS, to clients or to backends; terminate TLS in front of the gateway"},
+	{"defaultScope", "default_scope", rejected, "a varnishgw Gateway is not a default Gateway; routes name it in their parent_ref blocks"},
+}
+
+// rejectUnsupportedGateway reports the fields of the gateway the provider
+// does not support yet; config is the configuration m was read from.
+func rejectUnsupportedGateway(m *gatewayModel, config tftypes.Value, diags *diag.Diagnostics) {
+	if !m.SpecAddresses.IsNull() && !m.SpecAddresses.IsUnknown() && len(m.SpecAddresses.Elements()) > 0 {
+		diags.AddAttributeError(firstArgument(config, path.Root("address")), "Remove the address blocks",
+			"address is not supported yet: the gateway's addresses are those of its Service, which the computed addresses "+
+				"attribute shows. Remove the address blocks; for a load balancer address set service_type = \"LoadBalancer\", "+
+				"and choose the address with your cloud's service_annotations.")
+	}
+	for i, l := range m.Listeners {
+		if !l.TLS.IsNull() && !l.TLS.IsUnknown() {
+			diags.AddAttributeError(path.Root("listener").AtListIndex(i).AtName("tls"), "Remove the listener's tls block",
+				fmt.Sprintf("listener %q: tls is not supported yet: HTTPS listeners come in a later release. Remove the block "+
+					"and terminate TLS in front of the gateway, for example at a load balancer.", l.Name.ValueString()))
+		}
+	}
+	if !m.AllowedListeners.IsNull() && !m.AllowedListeners.IsUnknown() {
+		diags.AddAttributeError(firstArgument(config, path.Root("allowed_listeners")), "Remove allowed_listeners",
+			"allowed_listeners is not supported yet: varnishgw does not serve ListenerSets. Remove the block and declare every "+
+				"listener in a listener block of the gateway.")
+	}
+	if !m.TLS.IsNull() && !m.TLS.IsUnknown() {
+		diags.AddAttributeError(firstArgument(config, path.Root("tls")), "Remove the tls block",
+			"tls is not supported yet: varnishgw has no TLS, to clients or to backends. Remove the block and terminate TLS in "+
+				"front of the gateway, for example at a load balancer.")
+	}
+	if v := m.DefaultScope; !v.IsNull() && !v.IsUnknown() {
+		diags.AddAttributeError(path.Root("default_scope"), "Remove default_scope",
+			fmt.Sprintf("default_scope = %q is not supported yet: a varnishgw Gateway is not a default Gateway. Remove the "+
+				"argument, and name the Gateway in the routes' parent_ref blocks.", v.ValueString()))
+	}
+}

@@ -1,0 +1,450 @@
+package provider
+
+import (
+	"context"
+
+	"github.com/hashicorp/terraform-plugin-framework-validators/int64validator"
+	"github.com/hashicorp/terraform-plugin-framework-validators/listvalidator"
+	"github.com/hashicorp/terraform-plugin-framework-validators/objectvalidator"
+	"github.com/hashicorp/terraform-plugin-framework-validators/stringvalidator"
+	"github.com/hashicorp/terraform-plugin-framework/path"
+	"github.com/hashicorp/terraform-plugin-framework/resource"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/booldefault"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/int64default"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/planmodifier"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/stringdefault"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/stringplanmodifier"
+	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
+	"github.com/hashicorp/terraform-plugin-framework/types"
+)
+
+// httpRouteSchemaVersion is the version of varnishgw_http_route's schema:
+// 1 has a block for every nested object (version 0 had nested
+// attributes, which Terraform does not check for unknown arguments).
+const httpRouteSchemaVersion = 1
+
+// portValidators check a port number. The routing core checks backend
+// and redirect ports itself; these are for the ports it does not check.
+var portValidators = []validator.Int64{int64validator.Between(1, 65535)}
+
+// requires is the validator of a single block whose arguments names must
+// be set when the block is. (An argument of a single block cannot be
+// Required: the framework checks it even when the block is absent.)
+func requires(names ...string) []validator.Object {
+	var exprs []path.Expression
+	for _, n := range names {
+		exprs = append(exprs, path.MatchRelative().AtName(n))
+	}
+	return []validator.Object{objectvalidator.AlsoRequires(exprs...)}
+}
+
+// notSupported is the description of a field the provider rejects.
+func notSupported(why string) string { return "Not supported yet: " + why }
+
+func headerBlock(desc string) schema.ListNestedBlock {
+	return schema.ListNestedBlock{
+		Description: desc,
+		NestedObject: schema.NestedBlockObject{Attributes: map[string]schema.Attribute{
+			"name":  schema.StringAttribute{Required: true, Description: "The header name, case-insensitive."},
+			"value": schema.StringAttribute{Required: true, Description: "The header value."},
+		}},
+	}
+}
+
+func headerModifierBlock(desc string) schema.SingleNestedBlock {
+	return schema.SingleNestedBlock{
+		Description: desc,
+		Attributes: map[string]schema.Attribute{
+			"remove": schema.ListAttribute{
+				Optional:    true,
+				ElementType: types.StringType,
+				Description: "Names of headers to remove.",
+			},
+		},
+		Blocks: map[string]schema.Block{
+			"set": headerBlock("A header to set, replacing any value the message has; one block per header."),
+			"add": headerBlock("A header to add, appending to any value the message has; one block per header."),
+		},
+	}
+}
+
+func pathModifierBlock(desc string) schema.SingleNestedBlock {
+	return schema.SingleNestedBlock{
+		Description: desc,
+		Attributes: map[string]schema.Attribute{
+			"type": schema.StringAttribute{
+				Optional:    true,
+				Description: "ReplaceFullPath or ReplacePrefixMatch; required in the block.",
+			},
+			"replace_full_path": schema.StringAttribute{
+				Optional:    true,
+				Description: "The path that replaces the whole request path, with type ReplaceFullPath.",
+			},
+			"replace_prefix_match": schema.StringAttribute{
+				Optional: true,
+				Description: "The prefix that replaces the matched PathPrefix, with type ReplacePrefixMatch. The rule " +
+					"must then have only PathPrefix matches.",
+			},
+		},
+		Validators: requires("type"),
+	}
+}
+
+func valueMatchBlock(desc, what string) schema.ListNestedBlock {
+	return schema.ListNestedBlock{
+		Description: desc,
+		NestedObject: schema.NestedBlockObject{Attributes: map[string]schema.Attribute{
+			"type": schema.StringAttribute{
+				Optional:    true,
+				Computed:    true,
+				Default:     stringdefault.StaticString("Exact"),
+				Description: "Exact (the default) or RegularExpression.",
+			},
+			"name":  schema.StringAttribute{Required: true, Description: "The " + what + " name."},
+			"value": schema.StringAttribute{Required: true, Description: "The value, or the regular expression, to match."},
+		}},
+	}
+}
+
+// objectRefAttributes are the attributes of a Gateway API
+// BackendObjectReference: a Service unless group and kind say otherwise.
+// In a single block, name is optional in the schema and required by the
+// block's validator (requires).
+func objectRefAttributes(single bool, portDesc string) map[string]schema.Attribute {
+	name := schema.StringAttribute{Required: true, Description: "The name of the Service (or of the object of kind)."}
+	if single {
+		name = schema.StringAttribute{Optional: true, Description: "The name of the Service (or of the object of kind); required in the block."}
+	}
+	return map[string]schema.Attribute{
+		"name":      name,
+		"namespace": schema.StringAttribute{Optional: true, Description: "The namespace of the Service; the route's when unset. Another namespace needs a ReferenceGrant there."},
+		"port":      schema.Int64Attribute{Optional: true, Description: portDesc},
+		"group": schema.StringAttribute{
+			Optional:    true,
+			Description: "The API group of the referent: \"\" (the core API group, the default) for a Service.",
+		},
+		"kind": schema.StringAttribute{
+			Optional: true,
+			Description: "The kind of the referent: Service (the default). varnishgw routes to Services only: a reference " +
+				"of another kind gets no traffic (its share of requests is answered with status 500) and the route's " +
+				"ResolvedRefs condition is False with reason InvalidKind.",
+		},
+	}
+}
+
+func stringList(desc string) schema.ListAttribute {
+	return schema.ListAttribute{Optional: true, ElementType: types.StringType, Description: desc}
+}
+
+// filterBlock is the schema of an HTTPRouteFilter, in a rule or, not
+// supported yet, in a backend_ref.
+func filterBlock(desc string) schema.ListNestedBlock {
+	return schema.ListNestedBlock{
+		Description: desc,
+		NestedObject: schema.NestedBlockObject{
+			Attributes: map[string]schema.Attribute{
+				"type": schema.StringAttribute{
+					Required: true,
+					Description: "RequestHeaderModifier, ResponseHeaderModifier, RequestRedirect, URLRewrite or RequestMirror; " +
+						"set the block of the same name. CORS, ExternalAuth and ExtensionRef are not supported yet.",
+				},
+			},
+			Blocks: map[string]schema.Block{
+				"request_header_modifier":  headerModifierBlock("Changes to the request headers, with type RequestHeaderModifier."),
+				"response_header_modifier": headerModifierBlock("Changes to the response headers, with type ResponseHeaderModifier."),
+				"request_redirect": schema.SingleNestedBlock{
+					Description: "A redirect response, with type RequestRedirect. A rule with a redirect has no backend_ref.",
+					Attributes: map[string]schema.Attribute{
+						"scheme":      schema.StringAttribute{Optional: true, Description: "The scheme of the location, http or https."},
+						"hostname":    schema.StringAttribute{Optional: true, Description: "The hostname of the location."},
+						"port":        schema.Int64Attribute{Optional: true, Description: "The port of the location, from 1 to 65535."},
+						"status_code": schema.Int64Attribute{Optional: true, Description: "The status code: 301, 302 (the default), 303, 307 or 308."},
+					},
+					Blocks: map[string]schema.Block{
+						"path": pathModifierBlock("How the location's path is built from the request path."),
+					},
+				},
+				"url_rewrite": schema.SingleNestedBlock{
+					Description: "A rewrite of the request sent to the backend, with type URLRewrite.",
+					Attributes: map[string]schema.Attribute{
+						"hostname": schema.StringAttribute{Optional: true, Description: "The Host header sent to the backend."},
+					},
+					Blocks: map[string]schema.Block{
+						"path": pathModifierBlock("How the path sent to the backend is built from the request path."),
+					},
+				},
+				"request_mirror": schema.SingleNestedBlock{
+					Description: "A copy of the requests sent to another Service, with type RequestMirror; its responses are ignored.",
+					Validators:  requires("backend_ref"),
+					Attributes: map[string]schema.Attribute{
+						"percent": schema.Int64Attribute{
+							Optional:    true,
+							Description: "The percentage of requests mirrored, from 0 to 100; all when unset (and without fraction).",
+						},
+					},
+					Blocks: map[string]schema.Block{
+						"backend_ref": schema.SingleNestedBlock{
+							Description: "The Service that receives the copies; required in request_mirror.",
+							Attributes:  objectRefAttributes(true, "The Service port, from 1 to 65535; required for a Service."),
+							Validators:  requires("name"),
+						},
+						"fraction": schema.SingleNestedBlock{
+							Description: "The share of requests mirrored as numerator/denominator, instead of percent. varnishgw " +
+								"mirrors in steps of 1%: the fraction must be a whole percentage, such as 1/4.",
+							Attributes: map[string]schema.Attribute{
+								"numerator":   schema.Int64Attribute{Optional: true, Description: "The numerator; required in the block."},
+								"denominator": schema.Int64Attribute{Optional: true, Description: "The denominator; 100 when unset."},
+							},
+							Validators: requires("numerator"),
+						},
+					},
+				},
+				"cors": schema.SingleNestedBlock{
+					Description: notSupported("varnishgw does not answer CORS requests itself; answer them in the backend, or set the " +
+						"Access-Control-* response headers with a ResponseHeaderModifier filter. Setting it is an error."),
+					Attributes: map[string]schema.Attribute{
+						"allow_origins":     stringList("Not supported yet: the origins allowed."),
+						"allow_credentials": schema.BoolAttribute{Optional: true, Description: "Not supported yet: whether credentials are allowed."},
+						"allow_methods":     stringList("Not supported yet: the methods allowed."),
+						"allow_headers":     stringList("Not supported yet: the request headers allowed."),
+						"expose_headers":    stringList("Not supported yet: the response headers exposed."),
+						"max_age":           schema.Int64Attribute{Optional: true, Description: "Not supported yet: how long a preflight answer may be cached, in seconds."},
+					},
+				},
+				"external_auth": schema.SingleNestedBlock{
+					Description: notSupported("authenticate requests in the backend. Setting it is an error."),
+					Attributes: map[string]schema.Attribute{
+						"protocol": schema.StringAttribute{Optional: true, Description: "Not supported yet: GRPC or HTTP."},
+					},
+					Blocks: map[string]schema.Block{
+						"backend_ref": schema.SingleNestedBlock{
+							Description: "Not supported yet: the authentication service.",
+							Attributes: map[string]schema.Attribute{
+								"name":      schema.StringAttribute{Optional: true, Description: "Not supported yet: the name of the service."},
+								"namespace": schema.StringAttribute{Optional: true, Description: "Not supported yet: the namespace of the service."},
+								"port":      schema.Int64Attribute{Optional: true, Description: "Not supported yet: the port of the service."},
+								"group":     schema.StringAttribute{Optional: true, Description: "Not supported yet: the API group of the service."},
+								"kind":      schema.StringAttribute{Optional: true, Description: "Not supported yet: the kind of the service."},
+							},
+						},
+						"grpc": schema.SingleNestedBlock{
+							Description: "Not supported yet: settings of a GRPC authentication service.",
+							Attributes:  map[string]schema.Attribute{"allowed_headers": stringList("Not supported yet: request headers sent to the service.")},
+						},
+						"http": schema.SingleNestedBlock{
+							Description: "Not supported yet: settings of an HTTP authentication service.",
+							Attributes: map[string]schema.Attribute{
+								"path":                     schema.StringAttribute{Optional: true, Description: "Not supported yet: the path prefix of requests to the service."},
+								"allowed_headers":          stringList("Not supported yet: request headers sent to the service."),
+								"allowed_response_headers": stringList("Not supported yet: response headers of the service sent to the backend."),
+							},
+						},
+						"forward_body": schema.SingleNestedBlock{
+							Description: "Not supported yet: whether the request body goes to the service.",
+							Attributes:  map[string]schema.Attribute{"max_size": schema.Int64Attribute{Optional: true, Description: "Not supported yet: the largest body sent, in bytes."}},
+						},
+					},
+				},
+				"extension_ref": schema.SingleNestedBlock{
+					Description: notSupported("varnishgw has no filter extensions; custom request handling goes in the gateway's or the class's vcl. Setting it is an error."),
+					Attributes: map[string]schema.Attribute{
+						"group": schema.StringAttribute{Optional: true, Description: "Not supported yet: the extension's API group."},
+						"kind":  schema.StringAttribute{Optional: true, Description: "Not supported yet: the extension's kind."},
+						"name":  schema.StringAttribute{Optional: true, Description: "Not supported yet: the extension's name."},
+					},
+				},
+			},
+		},
+	}
+}
+
+func (r *httpRouteResource) Schema(_ context.Context, _ resource.SchemaRequest, resp *resource.SchemaResponse) {
+	resp.Schema = schema.Schema{
+		Version: httpRouteSchemaVersion,
+		Description: "A Gateway API HTTPRoute attached to varnishgw Gateways. Its arguments and blocks mirror the HTTPRoute " +
+			"spec in snake_case, a repeated field being a block with the singular name (parent_ref, rule, match, filter, " +
+			"backend_ref). The provider validates the route at plan time as the gateways will apply it, writes the " +
+			"HTTPRoute with its status (Accepted, ResolvedRefs) for every parent Gateway whose GatewayClass is served " +
+			"by varnishgw, and stores what the route contributes to each such Gateway in a RoutingFragment (varnishgw.dev) " +
+			"in the Gateway's namespace, which the gateway pods load; by default it waits until they serve it. In every namespace its backends live in, it writes a " +
+			"RoleBinding that lets the pods of each such Gateway that accepts the route read Services, EndpointSlices and " +
+			"ReferenceGrants there, and removes it when no longer needed. The computed routing attribute shows that " +
+			"contribution in the plan.",
+		Attributes: map[string]schema.Attribute{
+			"id": schema.StringAttribute{
+				Computed:      true,
+				Description:   "The route's namespace/name.",
+				PlanModifiers: []planmodifier.String{stringplanmodifier.UseStateForUnknown()},
+			},
+			"namespace": schema.StringAttribute{
+				Required:      true,
+				Description:   "The namespace of the HTTPRoute. It must exist. Changing it replaces the route.",
+				PlanModifiers: []planmodifier.String{stringplanmodifier.RequiresReplace()},
+				Validators:    []validator.String{stringvalidator.RegexMatches(dnsLabel, "must be a namespace name (a DNS label)")},
+			},
+			"name": schema.StringAttribute{
+				Required:      true,
+				Description:   "The name of the HTTPRoute, a DNS subdomain. Changing it replaces the route.",
+				PlanModifiers: []planmodifier.String{stringplanmodifier.RequiresReplace()},
+				Validators: []validator.String{
+					stringvalidator.LengthBetween(1, 253),
+					stringvalidator.RegexMatches(dnsSubdomain, "must be a lower-case DNS subdomain, for example web"),
+				},
+			},
+			"hostnames": schema.ListAttribute{
+				Optional:    true,
+				ElementType: types.StringType,
+				Description: "Hostnames the route serves, such as www.example.com or *.example.com. They are intersected with the listeners' hostnames; unset means the listeners' hostnames.",
+			},
+			"use_default_gateways": schema.StringAttribute{
+				Optional: true,
+				Description: notSupported("varnishgw Gateways are not default Gateways (the Gateway's defaultScope); name the " +
+					"Gateways in parent_ref blocks. Setting it is an error."),
+			},
+			"wait_for_served": schema.BoolAttribute{
+				Optional: true,
+				Computed: true,
+				Default:  booldefault.StaticBool(true),
+				Description: "Whether create, update and destroy wait until every Ready pod of each parent Gateway reports " +
+					"that it serves the route's new routing (its GatewayPodReport). A pod that rejects the routing fails the " +
+					"apply with the pod's reason and sets the route's Accepted condition to False. Gateways without Ready " +
+					"pods are not waited for.",
+			},
+			"served_timeout": schema.StringAttribute{
+				Optional:    true,
+				Computed:    true,
+				Default:     stringdefault.StaticString("1m"),
+				Description: "How long to wait for the gateway pods to serve the routing, a Go duration such as 1m.",
+				Validators:  []validator.String{durationValidator{}},
+			},
+			"routing": schema.StringAttribute{
+				Computed: true,
+				Description: "What the route contributes to each parent Gateway served by varnishgw, as deterministic JSON: " +
+					"an array sorted by gateway (namespace/name) of objects with gateway, accepted, listeners (name, port, " +
+					"intersected hostnames), rules (normalised as the gateways apply them: matches, filters, timeouts, " +
+					"backends with weights) and status (the conditions of each parent reference). Known at plan time.",
+			},
+		},
+		Blocks: map[string]schema.Block{
+			"parent_ref": schema.ListNestedBlock{
+				Description: "A Gateway the route attaches to; at least one. Only Gateways whose GatewayClass has the " +
+					"controllerName " + ControllerName + " get a status entry and a routing fragment from the provider.",
+				Validators: []validator.List{listvalidator.IsRequired(), listvalidator.SizeAtLeast(1)},
+				NestedObject: schema.NestedBlockObject{Attributes: map[string]schema.Attribute{
+					"name": schema.StringAttribute{Required: true, Description: "The Gateway name."},
+					"namespace": schema.StringAttribute{
+						Optional:    true,
+						Description: "The Gateway namespace; the route's namespace when unset.",
+					},
+					"section_name": schema.StringAttribute{
+						Optional:    true,
+						Description: "The name of the one listener to attach to; all listeners that allow the route when unset.",
+					},
+					"port": schema.Int64Attribute{
+						Optional:    true,
+						Description: "Attach only to listeners on this port.",
+						Validators:  portValidators,
+					},
+					"group": schema.StringAttribute{
+						Optional:    true,
+						Description: "The API group of the parent: " + gatewayGroup + " (the default). Other groups are not supported yet.",
+					},
+					"kind": schema.StringAttribute{
+						Optional:    true,
+						Description: "The kind of the parent: Gateway (the default). Other kinds, such as ListenerSet, are not supported yet.",
+					},
+				}},
+			},
+			"rule": schema.ListNestedBlock{
+				Description: "A routing rule; at most 16. A request is served by the most specific matching rule across the Gateway's routes (Gateway API precedence).",
+				NestedObject: schema.NestedBlockObject{
+					Attributes: map[string]schema.Attribute{
+						"name": schema.StringAttribute{Optional: true, Description: "The rule name, a DNS label."},
+					},
+					Blocks: map[string]schema.Block{
+						"match": schema.ListNestedBlock{
+							Description: "A condition that selects the rule; any one of them does. Without match blocks the rule selects every request (PathPrefix /).",
+							NestedObject: schema.NestedBlockObject{
+								Attributes: map[string]schema.Attribute{
+									"method": schema.StringAttribute{
+										Optional:    true,
+										Description: "The HTTP method to match, for example GET.",
+									},
+								},
+								Blocks: map[string]schema.Block{
+									"path": schema.SingleNestedBlock{
+										Description: "The path match.",
+										Attributes: map[string]schema.Attribute{
+											"type": schema.StringAttribute{
+												Optional:    true,
+												Computed:    true,
+												Default:     stringdefault.StaticString("PathPrefix"),
+												Description: "PathPrefix (the default), Exact or RegularExpression.",
+											},
+											"value": schema.StringAttribute{Optional: true, Description: "The path, prefix or regular expression; required in the block."},
+										},
+										Validators: requires("value"),
+									},
+									"header":      valueMatchBlock("A header match; all of them must match.", "header"),
+									"query_param": valueMatchBlock("A query parameter match; all of them must match.", "query parameter"),
+								},
+							},
+						},
+						"filter": filterBlock("A filter applied to the requests the rule selects, in order."),
+						"backend_ref": schema.ListNestedBlock{
+							Description: "A Service that serves the rule's requests; the requests are spread over them by weight.",
+							NestedObject: schema.NestedBlockObject{
+								Attributes: func() map[string]schema.Attribute {
+									a := objectRefAttributes(false, "The Service port, from 1 to 65535; required for a Service.")
+									a["weight"] = schema.Int64Attribute{
+										Optional:    true,
+										Computed:    true,
+										Default:     int64default.StaticInt64(1),
+										Description: "The relative share of requests this backend gets, from 0 to 1000000; 1 when unset, 0 sends it none.",
+									}
+									return a
+								}(),
+								Blocks: map[string]schema.Block{
+									"filter": filterBlock(notSupported("filters of one backend; put the filter in the rule, whose " +
+										"filters apply to all of its backends, or give the backend a rule of its own. Setting it is an error.")),
+								},
+							},
+						},
+						"timeouts": schema.SingleNestedBlock{
+							Description: "Timeouts as Gateway API durations, for example 10s or 1m30s.",
+							Attributes: map[string]schema.Attribute{
+								"request":         schema.StringAttribute{Optional: true, Description: "The time to answer a request, retries included."},
+								"backend_request": schema.StringAttribute{Optional: true, Description: "The time for one request to a backend."},
+							},
+						},
+						"retry": schema.SingleNestedBlock{
+							Description: notSupported("varnishgw does not retry backend requests. Setting it is an error."),
+							Attributes: map[string]schema.Attribute{
+								"codes":    schema.ListAttribute{Optional: true, ElementType: types.Int64Type, Description: "Not supported yet: the status codes retried."},
+								"attempts": schema.Int64Attribute{Optional: true, Description: "Not supported yet: the number of retries."},
+								"backoff":  schema.StringAttribute{Optional: true, Description: "Not supported yet: the time between retries."},
+							},
+						},
+						"session_persistence": schema.SingleNestedBlock{
+							Description: notSupported("requests are spread over the backends by weight, without affinity. Setting it is an error."),
+							Attributes: map[string]schema.Attribute{
+								"session_name":     schema.StringAttribute{Optional: true, Description: "Not supported yet: the cookie or header name."},
+								"absolute_timeout": schema.StringAttribute{Optional: true, Description: "Not supported yet: how long a session lasts."},
+								"type":             schema.StringAttribute{Optional: true, Description: "Not supported yet: Cookie or Header."},
+							},
+							Blocks: map[string]schema.Block{
+								"cookie_config": schema.SingleNestedBlock{
+									Description: "Not supported yet: the session cookie.",
+									Attributes: map[string]schema.Attribute{
+										"lifetime_type": schema.StringAttribute{Optional: true, Description: "Not supported yet: Session or Permanent."},
+									},
+								},
+							},
+						},
+					},
+				},
+			},
+		},
+	}
+}
