@@ -7,9 +7,11 @@ import (
 	"testing"
 
 	"github.com/hashicorp/terraform-plugin-testing/helper/resource"
+	"github.com/hashicorp/terraform-plugin-testing/terraform"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/util/rand"
 	"k8s.io/client-go/dynamic"
 
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/routing"
@@ -188,5 +190,70 @@ data "varnishgw_routing" "gw" {
 				),
 			},
 		},
+	})
+}
+
+// TestAccRoutingDataSourceOfProviderGateway: for a Gateway that
+// varnishgw_gateway made (its VCL ConfigMap carries the gateway's labels,
+// the fragment label among them), the data source reads the routes'
+// RoutingFragments with the pods' reader and finds nothing to reject.
+func TestAccRoutingDataSourceOfProviderGateway(t *testing.T) {
+	cp := accPreCheck(t)
+	ns := cp.Namespace(t)
+	createService(t, cp, ns, "web")
+	class := "vgw-" + rand.String(6)
+	config := gatewayConfig(cp, ns, class, "", `
+  listener {
+    name     = "http"
+    port     = 8080
+    protocol = "HTTP"
+  }`) + fmt.Sprintf(`
+resource "varnishgw_http_route" "web" {
+  namespace = %[1]q
+  name      = "web"
+  hostnames = ["www.example.com"]
+  parent_ref {
+    name = varnishgw_gateway.test.name
+  }
+  rule {
+    backend_ref {
+      name = "web"
+      port = 80
+    }
+  }
+}
+
+data "varnishgw_routing" "gw" {
+  namespace  = %[1]q
+  name       = varnishgw_gateway.test.name
+  depends_on = [varnishgw_http_route.web]
+}
+`, ns)
+	const addr = "data.varnishgw_routing.gw"
+	resource.Test(t, resource.TestCase{
+		ProtoV6ProviderFactories: protoV6ProviderFactories,
+		Steps: []resource.TestStep{{
+			Config: config,
+			Check: resource.ComposeAggregateTestCheckFunc(
+				func(*terraform.State) error {
+					// The VCL ConfigMap is there, labelled like a fragment
+					// ConfigMap of earlier releases.
+					cm, err := cp.Client.CoreV1().ConfigMaps(ns).Get(context.Background(), routing.VCLConfigMapName(routing.ObjectRef{Namespace: ns, Name: "edge"}), metav1.GetOptions{})
+					if err != nil {
+						return err
+					}
+					if cm.Labels[routing.FragmentGatewayLabel] == "" {
+						return fmt.Errorf("the VCL ConfigMap lacks the gateway label %s: this test checks nothing", routing.FragmentGatewayLabel)
+					}
+					return nil
+				},
+				resource.TestCheckResourceAttr(addr, "valid", "true"),
+				resource.TestCheckResourceAttr(addr, "rejected_fragments.#", "0"),
+				// The listener's catch-all and the route's host.
+				resource.TestCheckResourceAttr(addr, "vhosts.#", "2"),
+				resource.TestCheckResourceAttr(addr, "vhosts.1.hostname", "www.example.com"),
+				resource.TestCheckResourceAttr(addr, "vhosts.1.routes.0.route", ns+"/web"),
+			),
+		}},
 	})
 }
