@@ -19,6 +19,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/gwruntime"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/routing"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/testenv"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/varnishd/varnishdtest"
@@ -80,8 +81,8 @@ func benchKubeRSS(b *testing.B, extra ...string) {
 		cp := testenv.Get(b)
 		ctx := context.Background()
 		ns := cp.Namespace(b)
-		cp.GrantRole(b, ns, "chaperone-gateway", ns, "chaperone", routing.GatewayRules(routing.ObjectRef{Namespace: ns, Name: "edge"}))
-		cp.GrantRole(b, ns, "chaperone-backends", ns, "chaperone", routing.BackendRules())
+		cp.GrantRole(b, ns, "chaperone-gateway", ns, "chaperone", gwruntime.GatewayRules(routing.ObjectRef{Namespace: ns, Name: "edge"}))
+		cp.GrantRole(b, ns, "chaperone-backends", ns, "chaperone", gwruntime.BackendRules())
 		kubeconfig, err := cp.ServiceAccountKubeconfig(ctx, ns, "chaperone")
 		must(b, err)
 		listen := varnishdtest.FreeAddr(b)

@@ -17,6 +17,7 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/gwruntime"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/routing"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/testenv"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/varnishd/varnishdtest"
@@ -129,8 +130,8 @@ func kubeChaperoneMetrics(t *testing.T) map[string]bool {
 	cp := testenv.Get(t)
 	ctx := context.Background()
 	ns := cp.Namespace(t)
-	cp.GrantRole(t, ns, "chaperone-gateway", ns, "chaperone", routing.GatewayRules(routing.ObjectRef{Namespace: ns, Name: "edge"}))
-	cp.GrantRole(t, ns, "chaperone-backends", ns, "chaperone", routing.BackendRules())
+	cp.GrantRole(t, ns, "chaperone-gateway", ns, "chaperone", gwruntime.GatewayRules(routing.ObjectRef{Namespace: ns, Name: "edge"}))
+	cp.GrantRole(t, ns, "chaperone-backends", ns, "chaperone", gwruntime.BackendRules())
 	kubeconfig, err := cp.ServiceAccountKubeconfig(ctx, ns, "chaperone")
 	must(t, err)
 	listen := varnishdtest.FreeAddr(t)

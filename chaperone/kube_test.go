@@ -20,6 +20,7 @@ import (
 	"k8s.io/client-go/dynamic"
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/gwruntime"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/routing"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/testenv"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/varnishd/varnishdtest"
@@ -103,8 +104,8 @@ func appService(ns, name string) *corev1.Service {
 func vclConfigMap(gw *gatewayv1.Gateway, vcl string) *corev1.ConfigMap {
 	ref := routing.ObjectRef{Namespace: gw.Namespace, Name: gw.Name}
 	return &corev1.ConfigMap{
-		ObjectMeta: metav1.ObjectMeta{Namespace: gw.Namespace, Name: routing.VCLConfigMapName(ref), Labels: routing.RuntimeLabels(ref)},
-		Data:       map[string]string{routing.VCLDataKey: vcl},
+		ObjectMeta: metav1.ObjectMeta{Namespace: gw.Namespace, Name: gwruntime.VCLConfigMapName(ref), Labels: gwruntime.Labels(ref)},
+		Data:       map[string]string{gwruntime.VCLDataKey: vcl},
 	}
 }
 
@@ -126,8 +127,8 @@ func TestKubernetesRoutingBinary(t *testing.T) {
 	cp := testenv.Get(t)
 	ctx := context.Background()
 	ns := cp.Namespace(t)
-	cp.GrantRole(t, ns, "chaperone-gateway", ns, "chaperone", routing.GatewayRules(routing.ObjectRef{Namespace: ns, Name: "edge"}))
-	cp.GrantRole(t, ns, "chaperone-backends", ns, "chaperone", routing.BackendRules())
+	cp.GrantRole(t, ns, "chaperone-gateway", ns, "chaperone", gwruntime.GatewayRules(routing.ObjectRef{Namespace: ns, Name: "edge"}))
+	cp.GrantRole(t, ns, "chaperone-backends", ns, "chaperone", gwruntime.BackendRules())
 	kubeconfig, err := cp.ServiceAccountKubeconfig(ctx, ns, "chaperone")
 	must(t, err)
 
@@ -186,7 +187,7 @@ func TestKubernetesRoutingBinary(t *testing.T) {
 
 	// No VCL ConfigMap yet: Pending naming it, not ready, and varnishd
 	// still answers with its boot VCL.
-	cmName := routing.VCLConfigMapName(routing.ObjectRef{Namespace: ns, Name: "edge"})
+	cmName := gwruntime.VCLConfigMapName(routing.ObjectRef{Namespace: ns, Name: "edge"})
 	programmed(metav1.ConditionFalse, "Pending", ns+"/"+cmName, `"main.vcl"`)
 	if code, body := c.health("/readyz"); code != 503 {
 		t.Errorf("/readyz without a main VCL = %d %s, want 503", code, body)
@@ -214,14 +215,14 @@ func TestKubernetesRoutingBinary(t *testing.T) {
 	})
 
 	// A VCL edit in the ConfigMap takes effect.
-	vcl.Data[routing.VCLDataKey] = mainVCL(ghostPath, "cm-2")
+	vcl.Data[gwruntime.VCLDataKey] = mainVCL(ghostPath, "cm-2")
 	vcl, err = cp.Client.CoreV1().ConfigMaps(ns).Update(ctx, vcl, metav1.UpdateOptions{})
 	must(t, err)
 	c.wantTraffic("K", "cm-2")
 
 	// A VCL that does not compile: Programmed=False/Invalid naming the
 	// ConfigMap and the compiler's error; traffic stays on cm-2.
-	vcl.Data[routing.VCLDataKey] = strings.Replace(mainVCL(ghostPath, "cm-3"), "sub vcl_deliver {", "sub vcl_deliver { set resp.http.X-Broken = ;", 1)
+	vcl.Data[gwruntime.VCLDataKey] = strings.Replace(mainVCL(ghostPath, "cm-3"), "sub vcl_deliver {", "sub vcl_deliver { set resp.http.X-Broken = ;", 1)
 	vcl, err = cp.Client.CoreV1().ConfigMaps(ns).Update(ctx, vcl, metav1.UpdateOptions{})
 	must(t, err)
 	programmed(metav1.ConditionFalse, "Invalid", vcl.Name, "does not compile", "Unknown token")
@@ -236,7 +237,7 @@ func TestKubernetesRoutingBinary(t *testing.T) {
 	}
 
 	// Fixed: True again, and the new VCL serves.
-	vcl.Data[routing.VCLDataKey] = mainVCL(ghostPath, "cm-4")
+	vcl.Data[gwruntime.VCLDataKey] = mainVCL(ghostPath, "cm-4")
 	_, err = cp.Client.CoreV1().ConfigMaps(ns).Update(ctx, vcl, metav1.UpdateOptions{})
 	must(t, err)
 	c.wantTraffic("K", "cm-4")

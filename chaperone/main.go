@@ -41,7 +41,7 @@ import (
 // (ghost.json written by someone else), or a routingsync.Agent fed by the
 // Gateway's objects through informers or by a standalone directory. With
 // --routing=kubernetes and --vcl="" the Agent also loads main.vcl from the
-// Gateway's VCL ConfigMap (routing.VCLConfigMapName).
+// Gateway's VCL ConfigMap (gwruntime.VCLConfigMapName).
 func newRouting(cfg *Config, logger *slog.Logger) (agent.Routing, error) {
 	// Each package names its own component (routingsync, vcl,
 	// gatewaystatus).

@@ -20,6 +20,7 @@ import (
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 	gatewayclient "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned"
 
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/gwruntime"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/routing"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/testenv"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/varnishd/varnishdtest"
@@ -71,8 +72,8 @@ func TestRoutingInjection(t *testing.T) {
 	ctx := context.Background()
 	ns := cp.Namespace(t)
 	gwRef := routing.ObjectRef{Namespace: ns, Name: "edge"}
-	cp.GrantRole(t, ns, "chaperone-gateway", ns, "chaperone", routing.GatewayRules(gwRef))
-	cp.GrantRole(t, ns, "chaperone-backends", ns, "chaperone", routing.BackendRules())
+	cp.GrantRole(t, ns, "chaperone-gateway", ns, "chaperone", gwruntime.GatewayRules(gwRef))
+	cp.GrantRole(t, ns, "chaperone-backends", ns, "chaperone", gwruntime.BackendRules())
 	kubeconfig, err := cp.ServiceAccountKubeconfig(ctx, ns, "chaperone")
 	must(t, err)
 	gwCfg, err := cp.ServiceAccountConfig(ctx, ns, "chaperone")
@@ -132,7 +133,7 @@ func TestRoutingInjection(t *testing.T) {
 	evilJSON, err := json.Marshal(evil.Object["spec"].(map[string]any)["fragment"])
 	must(t, err)
 	_, err = editorKube.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{
-		ObjectMeta: metav1.ObjectMeta{Name: evil.GetName(), Labels: routing.FragmentLabels(gwRef)},
+		ObjectMeta: metav1.ObjectMeta{Name: evil.GetName(), Labels: gwruntime.GatewayLabels(gwRef)},
 		Data:       map[string]string{"fragment.json": string(evilJSON)},
 	}, metav1.CreateOptions{})
 	if err != nil {
@@ -166,7 +167,7 @@ func TestRoutingInjection(t *testing.T) {
 	wantForbidden(t, "the gateway reads another ConfigMap", err)
 	_, err = gwKube.CoreV1().ConfigMaps(ns).List(ctx, metav1.ListOptions{})
 	wantForbidden(t, "the gateway lists ConfigMaps", err)
-	if _, err := gwKube.CoreV1().ConfigMaps(ns).Get(ctx, routing.VCLConfigMapName(gwRef), metav1.GetOptions{}); err != nil {
+	if _, err := gwKube.CoreV1().ConfigMaps(ns).Get(ctx, gwruntime.VCLConfigMapName(gwRef), metav1.GetOptions{}); err != nil {
 		t.Errorf("the gateway reads its VCL ConfigMap: %v", err)
 	}
 	if _, err := gwDyn.Resource(vgwapi.RoutingFragments).Namespace(ns).List(ctx, metav1.ListOptions{}); err != nil {

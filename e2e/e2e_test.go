@@ -15,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/demo"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/gwruntime"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/routing"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/testenv"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/tfcli"
@@ -200,7 +201,7 @@ func TestPlatformTeamDay(t *testing.T) {
 
 	// Morning: apply, start the gateway's pod, traffic routed as declared.
 	mustRun("apply")
-	kubeconfig, err := cp.ServiceAccountKubeconfig(ctx, ns, routing.RuntimeName(gw))
+	kubeconfig, err := cp.ServiceAccountKubeconfig(ctx, ns, gwruntime.Name(gw))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -369,7 +370,7 @@ func TestPlatformTeamDay(t *testing.T) {
 		t.Fatalf("the chaperone did not drain and exit 0: %v", err)
 	}
 	mustRun("destroy")
-	name := routing.RuntimeName(gw)
+	name := gwruntime.Name(gw)
 	checks := map[string]func() error{
 		"Gateway": func() error {
 			_, err := cp.Gateway.GatewayV1().Gateways(ns).Get(ctx, "day", metav1.GetOptions{})
@@ -392,7 +393,7 @@ func TestPlatformTeamDay(t *testing.T) {
 			return err
 		},
 		"VCL ConfigMap": func() error {
-			_, err := cp.Client.CoreV1().ConfigMaps(ns).Get(ctx, routing.VCLConfigMapName(gw), metav1.GetOptions{})
+			_, err := cp.Client.CoreV1().ConfigMaps(ns).Get(ctx, gwruntime.VCLConfigMapName(gw), metav1.GetOptions{})
 			return err
 		},
 	}
@@ -401,7 +402,7 @@ func TestPlatformTeamDay(t *testing.T) {
 			t.Errorf("%s after destroy: %v", what, err)
 		}
 	}
-	frags, err := cp.Client.CoreV1().ConfigMaps(ns).List(ctx, metav1.ListOptions{LabelSelector: routing.FragmentGatewayLabel + "=day"})
+	frags, err := cp.Client.CoreV1().ConfigMaps(ns).List(ctx, metav1.ListOptions{LabelSelector: gwruntime.GatewayLabel + "=day"})
 	if err != nil || len(frags.Items) != 0 {
 		t.Errorf("fragments after destroy: %d %v", len(frags.Items), err)
 	}

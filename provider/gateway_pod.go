@@ -21,6 +21,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/stringdefault"
 	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
 	"github.com/hashicorp/terraform-plugin-framework/types"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/gwruntime"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -30,8 +31,6 @@ import (
 	corev1apply "k8s.io/client-go/applyconfigurations/core/v1"
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 	sigsjson "sigs.k8s.io/json"
-
-	"github.com/varnishgw/terraform-provider-varnishgw/internal/routing"
 )
 
 // The pod's identity and hardening. The gateway image has a user
@@ -111,7 +110,7 @@ func (s *runtimeSpec) objectAnnotations() map[string]string {
 func (s *runtimeSpec) podLabels() map[string]string {
 	l := s.objectLabels()
 	maps.Copy(l, s.pod.Labels)
-	maps.Copy(l, routing.RuntimeLabels(s.gw))
+	maps.Copy(l, gwruntime.Labels(s.gw))
 	return l
 }
 
@@ -195,7 +194,7 @@ func (s *runtimeSpec) withPodSettings(d *appsv1apply.DeploymentApplyConfiguratio
 func (s *runtimeSpec) topologySpread() []corev1.TopologySpreadConstraint {
 	out := make([]corev1.TopologySpreadConstraint, len(s.pod.TopologySpread))
 	for i, t := range s.pod.TopologySpread {
-		t.LabelSelector = &metav1.LabelSelector{MatchLabels: routing.RuntimeLabels(s.gw)}
+		t.LabelSelector = &metav1.LabelSelector{MatchLabels: gwruntime.Labels(s.gw)}
 		t.MatchLabelKeys = []string{podTemplateHashLabel}
 		out[i] = t
 	}

@@ -21,6 +21,7 @@ import (
 	"k8s.io/utils/ptr"
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/gwruntime"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/routing"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/testenv"
 )
@@ -220,7 +221,7 @@ func TestAccGatewayPodSettings(t *testing.T) {
 	ns := cp.Namespace(t)
 	class := "vgw-" + rand.String(6)
 	gw := routing.ObjectRef{Namespace: ns, Name: "edge"}
-	name := routing.RuntimeName(gw)
+	name := gwruntime.Name(gw)
 	const addr = "varnishgw_gateway.test"
 	listeners := listenerHCL("http", 8080)
 	full := listeners + `  mode = "sidecar"
@@ -313,10 +314,10 @@ func TestAccGatewayPodSettings(t *testing.T) {
 					if objects["RoleBinding"], err = cp.Client.RbacV1().RoleBindings(ns).Get(ctx, name, metav1.GetOptions{}); err != nil {
 						return err
 					}
-					if objects["ClusterRole"], err = cp.Client.RbacV1().ClusterRoles().Get(ctx, routing.BackendClusterRoleName(gw), metav1.GetOptions{}); err != nil {
+					if objects["ClusterRole"], err = cp.Client.RbacV1().ClusterRoles().Get(ctx, gwruntime.BackendClusterRoleName(gw), metav1.GetOptions{}); err != nil {
 						return err
 					}
-					if objects["ConfigMap"], err = cp.Client.CoreV1().ConfigMaps(ns).Get(ctx, routing.VCLConfigMapName(gw), metav1.GetOptions{}); err != nil {
+					if objects["ConfigMap"], err = cp.Client.CoreV1().ConfigMaps(ns).Get(ctx, gwruntime.VCLConfigMapName(gw), metav1.GetOptions{}); err != nil {
 						return err
 					}
 					if objects["PodDisruptionBudget"], err = cp.Client.PolicyV1().PodDisruptionBudgets(ns).Get(ctx, name, metav1.GetOptions{}); err != nil {

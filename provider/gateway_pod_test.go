@@ -13,12 +13,11 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
 	"github.com/hashicorp/terraform-plugin-framework/types"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/gwruntime"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/utils/ptr"
-
-	"github.com/varnishgw/terraform-provider-varnishgw/internal/routing"
 )
 
 // typedDeployment is s.deployment() as the typed object it describes.
@@ -138,7 +137,7 @@ func TestPodSettings(t *testing.T) {
 		t.Fatalf("topologySpreadConstraints = %+v", ps.TopologySpreadConstraints)
 	}
 	tsc := ps.TopologySpreadConstraints[0]
-	if tsc.LabelSelector == nil || !maps.Equal(tsc.LabelSelector.MatchLabels, routing.RuntimeLabels(s.gw)) ||
+	if tsc.LabelSelector == nil || !maps.Equal(tsc.LabelSelector.MatchLabels, gwruntime.Labels(s.gw)) ||
 		!slices.Equal(tsc.MatchLabelKeys, []string{"pod-template-hash"}) || ptr.Deref(tsc.MinDomains, 0) != 2 || tsc.TopologyKey != "topology.kubernetes.io/zone" {
 		t.Errorf("topology spread constraint = %+v, want the gateway's pod selector and matchLabelKeys pod-template-hash", tsc)
 	}
@@ -165,7 +164,7 @@ func TestPodSettings(t *testing.T) {
 	if d.Labels["team"] != "" {
 		t.Errorf("pod.labels reached the Deployment: %v", d.Labels)
 	}
-	if !maps.Equal(d.Spec.Selector.MatchLabels, routing.RuntimeLabels(s.gw)) {
+	if !maps.Equal(d.Spec.Selector.MatchLabels, gwruntime.Labels(s.gw)) {
 		t.Errorf("selector = %v, want the runtime labels only", d.Spec.Selector.MatchLabels)
 	}
 }

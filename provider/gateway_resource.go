@@ -3,12 +3,13 @@ package provider
 import (
 	"context"
 	"fmt"
-	"github.com/hashicorp/terraform-plugin-log/tflog"
 	"maps"
 	"regexp"
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/hashicorp/terraform-plugin-log/tflog"
 
 	"github.com/hashicorp/terraform-plugin-framework/attr"
 	"github.com/hashicorp/terraform-plugin-framework/diag"
@@ -27,6 +28,7 @@ import (
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 	gatewayv1apply "sigs.k8s.io/gateway-api/applyconfiguration/apis/v1"
 
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/gwruntime"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/routing"
 )
 
@@ -533,7 +535,7 @@ func (r *gatewayResource) rejectGateway(ctx context.Context, gw *gatewayv1.Gatew
 		fail("%v", err)
 		return
 	}
-	svc, err := r.c.kube.CoreV1().Services(gw.Namespace).Get(ctx, routing.RuntimeName(routing.ObjectRef{Namespace: gw.Namespace, Name: gw.Name}), metav1.GetOptions{})
+	svc, err := r.c.kube.CoreV1().Services(gw.Namespace).Get(ctx, gwruntime.Name(routing.ObjectRef{Namespace: gw.Namespace, Name: gw.Name}), metav1.GetOptions{})
 	if err != nil {
 		svc = nil // not created yet: no addresses
 	}
@@ -594,12 +596,12 @@ func (c *clients) readComputed(ctx context.Context, m *gatewayModel) error {
 		return fmt.Errorf("get Gateway %s: %w", ref, err)
 	}
 	var addrs []attr.Value
-	if svc, err := c.kube.CoreV1().Services(ref.Namespace).Get(ctx, routing.RuntimeName(ref), metav1.GetOptions{}); err == nil {
+	if svc, err := c.kube.CoreV1().Services(ref.Namespace).Get(ctx, gwruntime.Name(ref), metav1.GetOptions{}); err == nil {
 		for _, a := range serviceAddresses(svc) {
 			addrs = append(addrs, types.StringValue(a.Value))
 		}
 	} else if !apierrors.IsNotFound(err) {
-		return fmt.Errorf("get Service %s/%s: %w", ref.Namespace, routing.RuntimeName(ref), err)
+		return fmt.Errorf("get Service %s/%s: %w", ref.Namespace, gwruntime.Name(ref), err)
 	}
 	m.Addresses = types.ListValueMust(types.StringType, nonNil(addrs))
 	var conds []attr.Value
@@ -620,18 +622,18 @@ func (c *clients) readComputed(ctx context.Context, m *gatewayModel) error {
 	}
 	m.ListenerAttachedRoutes = types.MapValueMust(types.Int64Type, counts)
 	m.MainVCLSHA256 = types.StringNull()
-	if cm, err := c.kube.CoreV1().ConfigMaps(ref.Namespace).Get(ctx, routing.VCLConfigMapName(ref), metav1.GetOptions{}); err == nil {
-		m.MainVCLSHA256 = types.StringValue(sha256Hex(cm.Data[routing.VCLDataKey]))
+	if cm, err := c.kube.CoreV1().ConfigMaps(ref.Namespace).Get(ctx, gwruntime.VCLConfigMapName(ref), metav1.GetOptions{}); err == nil {
+		m.MainVCLSHA256 = types.StringValue(sha256Hex(cm.Data[gwruntime.VCLDataKey]))
 	} else if !apierrors.IsNotFound(err) {
-		return fmt.Errorf("get ConfigMap %s/%s: %w", ref.Namespace, routing.VCLConfigMapName(ref), err)
+		return fmt.Errorf("get ConfigMap %s/%s: %w", ref.Namespace, gwruntime.VCLConfigMapName(ref), err)
 	}
 	m.StartHash = types.StringNull()
-	if d, err := c.kube.AppsV1().Deployments(ref.Namespace).Get(ctx, routing.RuntimeName(ref), metav1.GetOptions{}); err == nil {
+	if d, err := c.kube.AppsV1().Deployments(ref.Namespace).Get(ctx, gwruntime.Name(ref), metav1.GetOptions{}); err == nil {
 		if h, ok := d.Spec.Template.Annotations[StartHashAnnotation]; ok {
 			m.StartHash = types.StringValue(h)
 		}
 	} else if !apierrors.IsNotFound(err) {
-		return fmt.Errorf("get Deployment %s/%s: %w", ref.Namespace, routing.RuntimeName(ref), err)
+		return fmt.Errorf("get Deployment %s/%s: %w", ref.Namespace, gwruntime.Name(ref), err)
 	}
 	return nil
 }
@@ -697,8 +699,8 @@ func (c *clients) readGateway(ctx context.Context, m *gatewayModel) error {
 	}
 	m.Infrastructure = readInfrastructure(m.Infrastructure, gw)
 
-	ns, name := ref.Namespace, routing.RuntimeName(ref)
-	cm, err := c.kube.CoreV1().ConfigMaps(ns).Get(ctx, routing.VCLConfigMapName(ref), metav1.GetOptions{})
+	ns, name := ref.Namespace, gwruntime.Name(ref)
+	cm, err := c.kube.CoreV1().ConfigMaps(ns).Get(ctx, gwruntime.VCLConfigMapName(ref), metav1.GetOptions{})
 	switch {
 	case err == nil:
 		if v, ok := cm.Data[gatewayVCLKey]; ok {
@@ -710,7 +712,7 @@ func (c *clients) readGateway(ctx context.Context, m *gatewayModel) error {
 		// Keep vcl: main_vcl_sha256 becomes null, and the plan shows the
 		// update that writes the ConfigMap again.
 	default:
-		return fmt.Errorf("get ConfigMap %s/%s: %w", ns, routing.VCLConfigMapName(ref), err)
+		return fmt.Errorf("get ConfigMap %s/%s: %w", ns, gwruntime.VCLConfigMapName(ref), err)
 	}
 
 	d, err := c.kube.AppsV1().Deployments(ns).Get(ctx, name, metav1.GetOptions{})

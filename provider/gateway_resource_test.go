@@ -31,6 +31,7 @@ import (
 	gatewayv1apply "sigs.k8s.io/gateway-api/applyconfiguration/apis/v1"
 	gatewayclient "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned"
 
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/gwruntime"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/routing"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/testenv"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/vgwapi"
@@ -62,7 +63,7 @@ resource "varnishgw_gateway" "test" {
 }
 
 func getDeployment(cp *testenv.ControlPlane, gw routing.ObjectRef) (*appsv1.Deployment, error) {
-	return cp.Client.AppsV1().Deployments(gw.Namespace).Get(context.Background(), routing.RuntimeName(gw), metav1.GetOptions{})
+	return cp.Client.AppsV1().Deployments(gw.Namespace).Get(context.Background(), gwruntime.Name(gw), metav1.GetOptions{})
 }
 
 func podTemplateJSON(cp *testenv.ControlPlane, gw routing.ObjectRef) (string, error) {
@@ -80,7 +81,7 @@ func TestAccGateway(t *testing.T) {
 	class := "vgw-" + rand.String(6)
 	ctx := context.Background()
 	gw := routing.ObjectRef{Namespace: ns, Name: "edge"}
-	name := routing.RuntimeName(gw)
+	name := gwruntime.Name(gw)
 	const addr = "varnishgw_gateway.test"
 
 	// Objects the resource did not create: they must survive destroy.
@@ -105,8 +106,8 @@ func TestAccGateway(t *testing.T) {
 			_, checks["ServiceAccount"] = cp.Client.CoreV1().ServiceAccounts(ns).Get(ctx, name, metav1.GetOptions{})
 			_, checks["Role"] = cp.Client.RbacV1().Roles(ns).Get(ctx, name, metav1.GetOptions{})
 			_, checks["RoleBinding"] = cp.Client.RbacV1().RoleBindings(ns).Get(ctx, name, metav1.GetOptions{})
-			_, checks["ClusterRole"] = cp.Client.RbacV1().ClusterRoles().Get(ctx, routing.BackendClusterRoleName(gw), metav1.GetOptions{})
-			_, checks["VCL ConfigMap"] = cp.Client.CoreV1().ConfigMaps(ns).Get(ctx, routing.VCLConfigMapName(gw), metav1.GetOptions{})
+			_, checks["ClusterRole"] = cp.Client.RbacV1().ClusterRoles().Get(ctx, gwruntime.BackendClusterRoleName(gw), metav1.GetOptions{})
+			_, checks["VCL ConfigMap"] = cp.Client.CoreV1().ConfigMaps(ns).Get(ctx, gwruntime.VCLConfigMapName(gw), metav1.GetOptions{})
 			for what, err := range checks {
 				if !apierrors.IsNotFound(err) {
 					return fmt.Errorf("%s after destroy: %v, want NotFound", what, err)
@@ -146,11 +147,11 @@ func TestAccGateway(t *testing.T) {
 						if len(g.Status.Addresses) != 1 || g.Status.Addresses[0].Value == "" {
 							return fmt.Errorf("status addresses = %+v, want the Service's cluster IP", g.Status.Addresses)
 						}
-						cm, err := cp.Client.CoreV1().ConfigMaps(ns).Get(ctx, routing.VCLConfigMapName(gw), metav1.GetOptions{})
+						cm, err := cp.Client.CoreV1().ConfigMaps(ns).Get(ctx, gwruntime.VCLConfigMapName(gw), metav1.GetOptions{})
 						if err != nil {
 							return err
 						}
-						vcl := cm.Data[routing.VCLDataKey]
+						vcl := cm.Data[gwruntime.VCLDataKey]
 						for _, want := range []string{`ghost.router("ghost.json", admin_socket = "ghost-admin")`, `set resp.http.x-v = "1";`} {
 							if !strings.Contains(vcl, want) {
 								return fmt.Errorf("main.vcl lacks %q:\n%s", want, vcl)
@@ -183,7 +184,7 @@ func TestAccGateway(t *testing.T) {
 						if len(pod.Spec.Volumes) != 2 || pod.Spec.Volumes[0].EmptyDir == nil || pod.Spec.Volumes[1].Name != "tmp" || pod.Spec.Volumes[1].EmptyDir == nil {
 							return fmt.Errorf("volumes = %+v, want the emptyDirs state and tmp", pod.Spec.Volumes)
 						}
-						for k, v := range routing.RuntimeLabels(gw) {
+						for k, v := range gwruntime.Labels(gw) {
 							if d.Spec.Selector.MatchLabels[k] != v || pod.Labels[k] != v || d.Labels[k] != v {
 								return fmt.Errorf("label %s=%s missing on selector, pod or Deployment", k, v)
 							}
@@ -227,7 +228,7 @@ func TestAccGateway(t *testing.T) {
 					PreApply: []plancheck.PlanCheck{plancheck.ExpectResourceAction(addr, plancheck.ResourceActionUpdate)},
 				},
 				Check: func(*terraform.State) error {
-					cm, err := cp.Client.CoreV1().ConfigMaps(ns).Get(ctx, routing.VCLConfigMapName(gw), metav1.GetOptions{})
+					cm, err := cp.Client.CoreV1().ConfigMaps(ns).Get(ctx, gwruntime.VCLConfigMapName(gw), metav1.GetOptions{})
 					if err != nil {
 						return err
 					}
@@ -241,8 +242,8 @@ func TestAccGateway(t *testing.T) {
 					if err := checkGatewayAccepted(g); err != nil {
 						return err
 					}
-					if !strings.Contains(cm.Data[routing.VCLDataKey], `x-v = "2"`) {
-						return fmt.Errorf("main.vcl not updated:\n%s", cm.Data[routing.VCLDataKey])
+					if !strings.Contains(cm.Data[gwruntime.VCLDataKey], `x-v = "2"`) {
+						return fmt.Errorf("main.vcl not updated:\n%s", cm.Data[gwruntime.VCLDataKey])
 					}
 					got, err := podTemplateJSON(cp, gw)
 					if err != nil {
@@ -371,7 +372,7 @@ func TestAccGateway(t *testing.T) {
 					if err := cp.Client.RbacV1().Roles(ns).Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
 						t.Fatal(err)
 					}
-					if err := cp.Client.CoreV1().ConfigMaps(ns).Delete(ctx, routing.VCLConfigMapName(gw), metav1.DeleteOptions{}); err != nil {
+					if err := cp.Client.CoreV1().ConfigMaps(ns).Delete(ctx, gwruntime.VCLConfigMapName(gw), metav1.DeleteOptions{}); err != nil {
 						t.Fatal(err)
 					}
 					d, err := getDeployment(cp, gw)
@@ -391,7 +392,7 @@ func TestAccGateway(t *testing.T) {
 					if _, err := cp.Client.RbacV1().Roles(ns).Get(ctx, name, metav1.GetOptions{}); err != nil {
 						return fmt.Errorf("Role not restored: %v", err)
 					}
-					if cm, err := cp.Client.CoreV1().ConfigMaps(ns).Get(ctx, routing.VCLConfigMapName(gw), metav1.GetOptions{}); err != nil || !strings.Contains(cm.Data[routing.VCLDataKey], `x-v = "2"`) {
+					if cm, err := cp.Client.CoreV1().ConfigMaps(ns).Get(ctx, gwruntime.VCLConfigMapName(gw), metav1.GetOptions{}); err != nil || !strings.Contains(cm.Data[gwruntime.VCLDataKey], `x-v = "2"`) {
 						return fmt.Errorf("VCL ConfigMap not restored: %v", err)
 					}
 					d, err := getDeployment(cp, gw)
@@ -488,7 +489,7 @@ resource "varnishgw_http_route" "foreign" {
 	var dyn dynamic.Interface
 	var gwc gatewayclient.Interface
 	login := func() error {
-		cfg, err := cp.ServiceAccountConfig(ctx, ns, routing.RuntimeName(gw))
+		cfg, err := cp.ServiceAccountConfig(ctx, ns, gwruntime.Name(gw))
 		if err != nil {
 			return err
 		}
@@ -522,11 +523,11 @@ resource "varnishgw_http_route" "foreign" {
 						return err
 					}
 					// Real requests: what the chaperone does.
-					vclOnly := metav1.ListOptions{FieldSelector: "metadata.name=" + routing.VCLConfigMapName(gw)}
+					vclOnly := metav1.ListOptions{FieldSelector: "metadata.name=" + gwruntime.VCLConfigMapName(gw)}
 					if _, err := kube.CoreV1().ConfigMaps(ns).List(ctx, vclOnly); err != nil {
 						return fmt.Errorf("list its VCL ConfigMap by name: %v", err)
 					}
-					if _, err := kube.CoreV1().ConfigMaps(ns).Get(ctx, routing.VCLConfigMapName(gw), metav1.GetOptions{}); err != nil {
+					if _, err := kube.CoreV1().ConfigMaps(ns).Get(ctx, gwruntime.VCLConfigMapName(gw), metav1.GetOptions{}); err != nil {
 						return fmt.Errorf("get the VCL ConfigMap: %v", err)
 					}
 					if _, err := dyn.Resource(vgwapi.RoutingFragments).Namespace(ns).List(ctx, metav1.ListOptions{}); err != nil {
@@ -558,12 +559,12 @@ resource "varnishgw_http_route" "foreign" {
 						return fmt.Errorf("list every ConfigMap: %v, want Forbidden", err)
 					}
 					for _, denied := range []struct{ ns, verb, group, res, name string }{
-						{ns, "update", "", "configmaps", routing.VCLConfigMapName(gw)},
+						{ns, "update", "", "configmaps", gwruntime.VCLConfigMapName(gw)},
 						{ns, "get", "", "configmaps", "bystander"},
 						{ns, "create", vgwapi.Group, vgwapi.RoutingFragmentResource, ""},
 						{ns, "patch", vgwapi.Group, vgwapi.RoutingFragmentResource, "x"},
 						{ns, "delete", vgwapi.Group, vgwapi.GatewayPodReportResource, "x"},
-						{ns, "delete", "", "configmaps", routing.VCLConfigMapName(gw)},
+						{ns, "delete", "", "configmaps", gwruntime.VCLConfigMapName(gw)},
 						{ns, "update", gatewayv1.GroupName, "gateways", "edge"},
 						{ns, "list", "", "secrets", ""},
 						{backends, "list", "discovery.k8s.io", "endpointslices", ""},
@@ -857,7 +858,7 @@ func TestAccGatewaySidecar(t *testing.T) {
 							return fmt.Errorf("volume mount %s not shared: varnish %v, chaperone %v", m, mounts(varnish), mounts(chap))
 						}
 					}
-					cm, err := cp.Client.CoreV1().ConfigMaps(ns).Get(ctx, routing.VCLConfigMapName(gw), metav1.GetOptions{})
+					cm, err := cp.Client.CoreV1().ConfigMaps(ns).Get(ctx, gwruntime.VCLConfigMapName(gw), metav1.GetOptions{})
 					if err != nil {
 						return err
 					}

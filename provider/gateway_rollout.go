@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/wait"
 
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/gwruntime"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/routing"
 )
 
@@ -271,7 +272,7 @@ func (e *RolloutError) Error() string {
 // image or start (see rolloutProblems and failureTracker), and when
 // timeout passes.
 func (c *clients) waitRollout(ctx context.Context, gw routing.ObjectRef, timeout time.Duration) error {
-	ns, name := gw.Namespace, routing.RuntimeName(gw)
+	ns, name := gw.Namespace, gwruntime.Name(gw)
 	last := "not read yet"
 	var tracker failureTracker
 	var failed *rolloutProblem

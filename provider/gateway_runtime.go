@@ -30,6 +30,7 @@ import (
 	gatewayv1apply "sigs.k8s.io/gateway-api/applyconfiguration/apis/v1"
 
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/drain"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/gwruntime"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/mainvcl"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/routing"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/varnishd"
@@ -198,12 +199,12 @@ type runtimeSpec struct {
 	limits       corev1.ResourceList
 }
 
-func (s *runtimeSpec) name() string { return routing.RuntimeName(s.gw) }
+func (s *runtimeSpec) name() string { return gwruntime.Name(s.gw) }
 
-// labels are the runtime objects' labels: routing.RuntimeLabels plus the
+// labels are the runtime objects' labels: gwruntime.Labels plus the
 // provider's managedLabels.
 func runtimeLabels(gw routing.ObjectRef) map[string]string {
-	l := routing.RuntimeLabels(gw)
+	l := gwruntime.Labels(gw)
 	maps.Copy(l, managedLabels)
 	return l
 }
@@ -258,7 +259,7 @@ func (s *runtimeSpec) varnishdArgs() []string {
 
 // adminSecretName is the Secret that holds the varnishd admin secret
 // shared by the two containers of sidecar mode.
-func adminSecretName(gw routing.ObjectRef) string { return routing.RuntimeName(gw) + "-admin" }
+func adminSecretName(gw routing.ObjectRef) string { return gwruntime.Name(gw) + "-admin" }
 
 // startHash is the sha256 of what the pods are started with: the image and
 // its pull policy, the mode, the command line (ports, storage, parameters,
@@ -334,7 +335,7 @@ func (c *clients) runtimeDrift(ctx context.Context, s *runtimeSpec, dry *appsv1.
 	if err != nil {
 		return missing("Role "+ns+"/"+name, err)
 	}
-	if !equality.Semantic.DeepEqual(role.Rules, routing.GatewayRules(s.gw)) {
+	if !equality.Semantic.DeepEqual(role.Rules, gwruntime.GatewayRules(s.gw)) {
 		return "the rules of Role " + ns + "/" + name + " changed", nil
 	}
 	if d := relabelled("Role "+ns+"/"+name, role); d != "" {
@@ -350,11 +351,11 @@ func (c *clients) runtimeDrift(ctx context.Context, s *runtimeSpec, dry *appsv1.
 	if d := relabelled("RoleBinding "+ns+"/"+name, rb); d != "" {
 		return d, nil
 	}
-	cr, err := c.kube.RbacV1().ClusterRoles().Get(ctx, routing.BackendClusterRoleName(s.gw), metav1.GetOptions{})
+	cr, err := c.kube.RbacV1().ClusterRoles().Get(ctx, gwruntime.BackendClusterRoleName(s.gw), metav1.GetOptions{})
 	if err != nil {
-		return missing("ClusterRole "+routing.BackendClusterRoleName(s.gw), err)
+		return missing("ClusterRole "+gwruntime.BackendClusterRoleName(s.gw), err)
 	}
-	if !equality.Semantic.DeepEqual(cr.Rules, routing.BackendRules()) {
+	if !equality.Semantic.DeepEqual(cr.Rules, gwruntime.BackendRules()) {
 		return "the rules of ClusterRole " + cr.Name + " changed", nil
 	}
 	if d := relabelled("ClusterRole "+cr.Name, cr); d != "" {
@@ -375,7 +376,7 @@ func (c *clients) runtimeDrift(ctx context.Context, s *runtimeSpec, dry *appsv1.
 	for _, p := range svc.Spec.Ports {
 		ports = append(ports, p.Port)
 	}
-	if !slices.Equal(ports, s.ports) || !equality.Semantic.DeepEqual(svc.Spec.Selector, routing.RuntimeLabels(s.gw)) {
+	if !slices.Equal(ports, s.ports) || !equality.Semantic.DeepEqual(svc.Spec.Selector, gwruntime.Labels(s.gw)) {
 		return "the ports or selector of Service " + ns + "/" + name + " changed", nil
 	}
 	if d := relabelled("Service "+ns+"/"+name, svc); d != "" {
@@ -418,7 +419,7 @@ func (c *clients) applyRuntime(ctx context.Context, s *runtimeSpec) error {
 		corev1apply.ServiceAccount(name, ns).WithLabels(lbl).WithAnnotations(ann).WithAutomountServiceAccountToken(true), opts); err != nil {
 		return fmt.Errorf("apply ServiceAccount %s/%s: %w", ns, name, err)
 	}
-	role := rbacv1apply.Role(name, ns).WithLabels(lbl).WithAnnotations(ann).WithRules(policyRulesApply(routing.GatewayRules(s.gw))...)
+	role := rbacv1apply.Role(name, ns).WithLabels(lbl).WithAnnotations(ann).WithRules(policyRulesApply(gwruntime.GatewayRules(s.gw))...)
 	if _, err := c.kube.RbacV1().Roles(ns).Apply(ctx, role, opts); err != nil {
 		return fmt.Errorf("apply Role %s/%s: %w", ns, name, err)
 	}
@@ -428,21 +429,21 @@ func (c *clients) applyRuntime(ctx context.Context, s *runtimeSpec) error {
 	if _, err := c.kube.RbacV1().RoleBindings(ns).Apply(ctx, rb, opts); err != nil {
 		return fmt.Errorf("apply RoleBinding %s/%s: %w", ns, name, err)
 	}
-	cr := rbacv1apply.ClusterRole(routing.BackendClusterRoleName(s.gw)).WithLabels(lbl).WithAnnotations(ann).WithRules(policyRulesApply(routing.BackendRules())...)
+	cr := rbacv1apply.ClusterRole(gwruntime.BackendClusterRoleName(s.gw)).WithLabels(lbl).WithAnnotations(ann).WithRules(policyRulesApply(gwruntime.BackendRules())...)
 	if _, err := c.kube.RbacV1().ClusterRoles().Apply(ctx, cr, opts); err != nil {
-		return fmt.Errorf("apply ClusterRole %s: %w", routing.BackendClusterRoleName(s.gw), err)
+		return fmt.Errorf("apply ClusterRole %s: %w", gwruntime.BackendClusterRoleName(s.gw), err)
 	}
 
-	data := map[string]string{routing.VCLDataKey: s.mainVCL(), bootVCLKey: varnishd.BootVCL}
+	data := map[string]string{gwruntime.VCLDataKey: s.mainVCL(), bootVCLKey: varnishd.BootVCL}
 	if s.gatewayVCL != nil {
 		data[gatewayVCLKey] = *s.gatewayVCL
 	}
-	vclName := routing.VCLConfigMapName(s.gw)
+	vclName := gwruntime.VCLConfigMapName(s.gw)
 	if _, err := c.kube.CoreV1().ConfigMaps(ns).Apply(ctx, corev1apply.ConfigMap(vclName, ns).WithLabels(lbl).WithAnnotations(ann).WithData(data), opts); err != nil {
 		return fmt.Errorf("apply the VCL ConfigMap %s/%s: %w", ns, vclName, err)
 	}
 
-	svc := corev1apply.ServiceSpec().WithType(s.serviceType).WithSelector(routing.RuntimeLabels(s.gw))
+	svc := corev1apply.ServiceSpec().WithType(s.serviceType).WithSelector(gwruntime.Labels(s.gw))
 	for _, p := range s.ports {
 		svc.WithPorts(corev1apply.ServicePort().WithName(routing.SocketName(gatewayv1.PortNumber(p))).
 			WithProtocol(corev1.ProtocolTCP).WithPort(p).WithTargetPort(intstr.FromInt32(p)))
@@ -461,7 +462,7 @@ func (c *clients) applyRuntime(ctx context.Context, s *runtimeSpec) error {
 
 	pdb := policyv1apply.PodDisruptionBudget(name, ns).WithLabels(lbl).WithAnnotations(ann).WithSpec(policyv1apply.PodDisruptionBudgetSpec().
 		WithMaxUnavailable(s.maxUnavail).
-		WithSelector(metav1apply.LabelSelector().WithMatchLabels(routing.RuntimeLabels(s.gw))))
+		WithSelector(metav1apply.LabelSelector().WithMatchLabels(gwruntime.Labels(s.gw))))
 	if _, err := c.kube.PolicyV1().PodDisruptionBudgets(ns).Apply(ctx, pdb, opts); err != nil {
 		return fmt.Errorf("apply PodDisruptionBudget %s/%s: %w", ns, name, err)
 	}
@@ -476,7 +477,7 @@ func (c *clients) ensureAdminSecret(ctx context.Context, s *runtimeSpec) error {
 	ns, name := s.gw.Namespace, adminSecretName(s.gw)
 	if s.mode != modeSidecar {
 		old, err := c.kube.CoreV1().Secrets(ns).Get(ctx, name, metav1.GetOptions{})
-		if err != nil || old.Labels[routing.GatewayNamespaceLabel] != ns || old.Labels["app.kubernetes.io/managed-by"] != managedLabels["app.kubernetes.io/managed-by"] {
+		if err != nil || old.Labels[gwruntime.NamespaceLabel] != ns || old.Labels["app.kubernetes.io/managed-by"] != managedLabels["app.kubernetes.io/managed-by"] {
 			return nil // none, or not ours
 		}
 		err = c.kube.CoreV1().Secrets(ns).Delete(ctx, name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &old.UID}})
@@ -502,7 +503,7 @@ func (c *clients) ensureAdminSecret(ctx context.Context, s *runtimeSpec) error {
 		if err != nil {
 			return fmt.Errorf("get Secret %s/%s: %w", ns, name, err)
 		}
-		if old.Labels[routing.GatewayNamespaceLabel] != ns || old.Labels["app.kubernetes.io/managed-by"] != managedLabels["app.kubernetes.io/managed-by"] {
+		if old.Labels[gwruntime.NamespaceLabel] != ns || old.Labels["app.kubernetes.io/managed-by"] != managedLabels["app.kubernetes.io/managed-by"] {
 			return nil // not ours: used as it is
 		}
 	} else if err != nil {
@@ -618,10 +619,10 @@ func (s *runtimeSpec) deployment() *appsv1apply.DeploymentApplyConfiguration {
 			corev1apply.Volume().WithName(secretVolume).WithSecret(corev1apply.SecretVolumeSource().
 				WithSecretName(adminSecretName(s.gw)).WithDefaultMode(0o400)),
 			corev1apply.Volume().WithName(bootVolume).WithConfigMap(corev1apply.ConfigMapVolumeSource().
-				WithName(routing.VCLConfigMapName(s.gw)).WithItems(corev1apply.KeyToPath().WithKey(bootVCLKey).WithPath(bootVCLKey))))
+				WithName(gwruntime.VCLConfigMapName(s.gw)).WithItems(corev1apply.KeyToPath().WithKey(bootVCLKey).WithPath(bootVCLKey))))
 	}
 	pod := corev1apply.PodTemplateSpec().
-		WithLabels(routing.RuntimeLabels(s.gw)).
+		WithLabels(gwruntime.Labels(s.gw)).
 		WithAnnotations(map[string]string{StartHashAnnotation: s.startHash()}).
 		WithSpec(corev1apply.PodSpec().
 			WithServiceAccountName(name).
@@ -631,7 +632,7 @@ func (s *runtimeSpec) deployment() *appsv1apply.DeploymentApplyConfiguration {
 			WithVolumes(volumes...))
 	return s.withPodSettings(appsv1apply.Deployment(name, ns).WithLabels(runtimeLabels(s.gw)).WithSpec(appsv1apply.DeploymentSpec().
 		WithReplicas(s.replicas).
-		WithSelector(metav1apply.LabelSelector().WithMatchLabels(routing.RuntimeLabels(s.gw))).
+		WithSelector(metav1apply.LabelSelector().WithMatchLabels(gwruntime.Labels(s.gw))).
 		WithStrategy(appsv1apply.DeploymentStrategy().WithType(appsv1.RollingUpdateDeploymentStrategyType).
 			WithRollingUpdate(appsv1apply.RollingUpdateDeployment().WithMaxUnavailable(intstr.FromInt32(0)).WithMaxSurge(intstr.FromInt32(1)))).
 		WithTemplate(pod)))
@@ -751,7 +752,7 @@ func (c *clients) writeGatewayStatus(ctx context.Context, gw *gatewayv1.Gateway,
 // only if it carries the gateway's runtime labels (never an object of the
 // same name that someone else made).
 func (c *clients) deleteRuntime(ctx context.Context, gw routing.ObjectRef) error {
-	ns, name := gw.Namespace, routing.RuntimeName(gw)
+	ns, name := gw.Namespace, gwruntime.Name(gw)
 	want := runtimeLabels(gw)
 	ours := func(o metav1.Object) bool {
 		for k, v := range want {
@@ -782,12 +783,12 @@ func (c *clients) deleteRuntime(ctx context.Context, gw routing.ObjectRef) error
 		{"Service " + ns + "/" + name,
 			func() (metav1.Object, error) { return c.kube.CoreV1().Services(ns).Get(ctx, name, metav1.GetOptions{}) },
 			func(o metav1.DeleteOptions) error { return c.kube.CoreV1().Services(ns).Delete(ctx, name, o) }},
-		{"ConfigMap " + ns + "/" + routing.VCLConfigMapName(gw),
+		{"ConfigMap " + ns + "/" + gwruntime.VCLConfigMapName(gw),
 			func() (metav1.Object, error) {
-				return c.kube.CoreV1().ConfigMaps(ns).Get(ctx, routing.VCLConfigMapName(gw), metav1.GetOptions{})
+				return c.kube.CoreV1().ConfigMaps(ns).Get(ctx, gwruntime.VCLConfigMapName(gw), metav1.GetOptions{})
 			},
 			func(o metav1.DeleteOptions) error {
-				return c.kube.CoreV1().ConfigMaps(ns).Delete(ctx, routing.VCLConfigMapName(gw), o)
+				return c.kube.CoreV1().ConfigMaps(ns).Delete(ctx, gwruntime.VCLConfigMapName(gw), o)
 			}},
 		{"RoleBinding " + ns + "/" + name,
 			func() (metav1.Object, error) {
@@ -797,12 +798,12 @@ func (c *clients) deleteRuntime(ctx context.Context, gw routing.ObjectRef) error
 		{"Role " + ns + "/" + name,
 			func() (metav1.Object, error) { return c.kube.RbacV1().Roles(ns).Get(ctx, name, metav1.GetOptions{}) },
 			func(o metav1.DeleteOptions) error { return c.kube.RbacV1().Roles(ns).Delete(ctx, name, o) }},
-		{"ClusterRole " + routing.BackendClusterRoleName(gw),
+		{"ClusterRole " + gwruntime.BackendClusterRoleName(gw),
 			func() (metav1.Object, error) {
-				return c.kube.RbacV1().ClusterRoles().Get(ctx, routing.BackendClusterRoleName(gw), metav1.GetOptions{})
+				return c.kube.RbacV1().ClusterRoles().Get(ctx, gwruntime.BackendClusterRoleName(gw), metav1.GetOptions{})
 			},
 			func(o metav1.DeleteOptions) error {
-				return c.kube.RbacV1().ClusterRoles().Delete(ctx, routing.BackendClusterRoleName(gw), o)
+				return c.kube.RbacV1().ClusterRoles().Delete(ctx, gwruntime.BackendClusterRoleName(gw), o)
 			}},
 		{"Secret " + ns + "/" + adminSecretName(gw),
 			func() (metav1.Object, error) {

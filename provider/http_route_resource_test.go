@@ -21,6 +21,7 @@ import (
 	"k8s.io/client-go/dynamic"
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/gwruntime"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/routing"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/testenv"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/vgwapi"
@@ -118,7 +119,7 @@ func fragment(cp *testenv.ControlPlane, ns, gw, name string) (*unstructured.Unst
 // fragmentOf reads the stored RoutingFragment of route for gw.
 func fragmentOf(cp *testenv.ControlPlane, gw, route routing.ObjectRef) (*unstructured.Unstructured, *routing.Fragment, error) {
 	obj, err := dynamic.NewForConfigOrDie(cp.Config).Resource(vgwapi.RoutingFragments).Namespace(gw.Namespace).
-		Get(context.Background(), vgwapi.FragmentName(gw, route), metav1.GetOptions{})
+		Get(context.Background(), gwruntime.FragmentName(gw, route), metav1.GetOptions{})
 	if err != nil {
 		return nil, nil, err
 	}
@@ -161,15 +162,15 @@ func TestAccHTTPRoute(t *testing.T) {
 	// A ConfigMap that looks like a fragment of the Gateway but is not this
 	// route's: destroy must leave it alone.
 	foreign := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "vgw-foreign", Namespace: ns,
-		Labels: map[string]string{routing.FragmentGatewayLabel: gw, "app.kubernetes.io/managed-by": "varnishgw"}}}
+		Labels: map[string]string{gwruntime.GatewayLabel: gw, "app.kubernetes.io/managed-by": "varnishgw"}}}
 	if _, err := cp.Client.CoreV1().ConfigMaps(ns).Create(ctx, foreign, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	// The fragment ConfigMap an earlier release wrote for this route: the
 	// apply replaces it with a RoutingFragment and deletes it.
-	legacyName := vgwapi.FragmentName(routing.ObjectRef{Namespace: ns, Name: gw}, routing.ObjectRef{Namespace: ns, Name: "web"})
+	legacyName := gwruntime.FragmentName(routing.ObjectRef{Namespace: ns, Name: gw}, routing.ObjectRef{Namespace: ns, Name: "web"})
 	legacy := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: legacyName, Namespace: ns,
-		Labels:      map[string]string{routing.FragmentGatewayLabel: gw, "app.kubernetes.io/managed-by": "varnishgw"},
+		Labels:      map[string]string{gwruntime.GatewayLabel: gw, "app.kubernetes.io/managed-by": "varnishgw"},
 		Annotations: map[string]string{"varnishgw.dev/route": ns + "/web"}}}
 	if _, err := cp.Client.CoreV1().ConfigMaps(ns).Create(ctx, legacy, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
@@ -277,7 +278,7 @@ resource "varnishgw_http_route" "test" {
 						if err != nil {
 							return fmt.Errorf("fragment: %w", err)
 						}
-						for k, v := range routing.FragmentLabels(routing.ObjectRef{Namespace: ns, Name: gw}) {
+						for k, v := range gwruntime.GatewayLabels(routing.ObjectRef{Namespace: ns, Name: gw}) {
 							if obj.GetLabels()[k] != v {
 								return fmt.Errorf("fragment labels = %v, want %s=%s", obj.GetLabels(), k, v)
 							}

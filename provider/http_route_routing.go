@@ -15,6 +15,7 @@ import (
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 	gatewayv1apply "sigs.k8s.io/gateway-api/applyconfiguration/apis/v1"
 
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/gwruntime"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/routing"
 )
 
@@ -389,7 +390,7 @@ func backendNamespaces(route *gatewayv1.HTTPRoute) map[string]bool {
 
 // writeBackendBindings writes, for every varnishgw parent Gateway that
 // accepts the route (one per accepted fragment) and every namespace its backends live in, the
-// RoleBinding routing.BackendRoleBindingName(gw, route) that binds the
+// RoleBinding gwruntime.BackendRoleBindingName(gw, route) that binds the
 // Gateway's backend ClusterRole to its ServiceAccount there. It deletes
 // the route's bindings that are no longer needed: namespaces no longer
 // referenced, and Gateways in stale that are parents no more.
@@ -402,9 +403,9 @@ func (c *clients) writeBackendBindings(ctx context.Context, route *gatewayv1.HTT
 			continue // the Gateway does not serve the route: its pods need not read the backends
 		}
 		want[f.Gateway] = namespaces
-		name := routing.BackendRoleBindingName(f.Gateway, routeRef)
-		lbl := routing.FragmentLabels(f.Gateway)
-		lbl[routing.GatewayNamespaceLabel] = f.Gateway.Namespace
+		name := gwruntime.BackendRoleBindingName(f.Gateway, routeRef)
+		lbl := gwruntime.GatewayLabels(f.Gateway)
+		lbl[gwruntime.NamespaceLabel] = f.Gateway.Namespace
 		lbl[backendBindingLabel] = "true"
 		for k, v := range managedLabels {
 			lbl[k] = v
@@ -414,9 +415,9 @@ func (c *clients) writeBackendBindings(ctx context.Context, route *gatewayv1.HTT
 				WithLabels(lbl).
 				WithAnnotations(map[string]string{fragmentRouteAnnotation: routeRef.String()}).
 				WithRoleRef(rbacv1apply.RoleRef().WithAPIGroup("rbac.authorization.k8s.io").WithKind("ClusterRole").
-					WithName(routing.BackendClusterRoleName(f.Gateway))).
+					WithName(gwruntime.BackendClusterRoleName(f.Gateway))).
 				WithSubjects(rbacv1apply.Subject().WithKind("ServiceAccount").
-					WithName(routing.RuntimeName(f.Gateway)).WithNamespace(f.Gateway.Namespace))
+					WithName(gwruntime.Name(f.Gateway)).WithNamespace(f.Gateway.Namespace))
 			if _, err := c.kube.RbacV1().RoleBindings(ns).Apply(ctx, rb, applyOptions()); err != nil {
 				return fmt.Errorf("apply RoleBinding %s/%s that lets Gateway %s read the backends of the route: %w", ns, name, f.Gateway, err)
 			}
@@ -440,7 +441,7 @@ func (c *clients) writeBackendBindings(ctx context.Context, route *gatewayv1.HTT
 // pruneBackendBindings deletes the RoleBindings of route for gw in every
 // namespace not in keep, if they are the ones the route wrote.
 func (c *clients) pruneBackendBindings(ctx context.Context, gw, route routing.ObjectRef, keep map[string]bool) error {
-	name := routing.BackendRoleBindingName(gw, route)
+	name := gwruntime.BackendRoleBindingName(gw, route)
 	list, err := c.kube.RbacV1().RoleBindings("").List(ctx, metav1.ListOptions{
 		FieldSelector: "metadata.name=" + name,
 		LabelSelector: backendBindingLabel + "=true",

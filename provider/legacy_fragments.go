@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/gwruntime"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/routing"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/vgwapi"
 )
@@ -40,7 +41,7 @@ const legacyFragmentKey = "fragment.json"
 // UID) and that has no RoutingFragment yet. It returns how many it wrote.
 func (c *clients) migrateLegacyFragments(ctx context.Context, gw routing.ObjectRef) (int, error) {
 	list, err := c.kube.CoreV1().ConfigMaps(gw.Namespace).List(ctx, metav1.ListOptions{
-		LabelSelector: labels.SelectorFromSet(routing.FragmentLabels(gw)).String(),
+		LabelSelector: labels.SelectorFromSet(gwruntime.GatewayLabels(gw)).String(),
 	})
 	if err != nil {
 		return 0, fmt.Errorf("list the fragment ConfigMaps of Gateway %s written by an earlier release: %w", gw, err)
@@ -54,7 +55,7 @@ func (c *clients) migrateLegacyFragments(ctx context.Context, gw routing.ObjectR
 		}
 		f, err := routing.UnmarshalFragment([]byte(data))
 		if err != nil || f.Gateway != gw || (routing.ObjectRef{Namespace: f.Route.Namespace, Name: f.Route.Name}).String() != route ||
-			cm.Name != vgwapi.FragmentName(gw, routing.ObjectRef{Namespace: f.Route.Namespace, Name: f.Route.Name}) {
+			cm.Name != gwruntime.FragmentName(gw, routing.ObjectRef{Namespace: f.Route.Namespace, Name: f.Route.Name}) {
 			continue // unreadable or inconsistent: the route's next apply writes it afresh
 		}
 		live, err := c.gateway.GatewayV1().HTTPRoutes(f.Route.Namespace).Get(ctx, f.Route.Name, metav1.GetOptions{})
@@ -67,7 +68,7 @@ func (c *clients) migrateLegacyFragments(ctx context.Context, gw routing.ObjectR
 		if live.Labels["app.kubernetes.io/managed-by"] != managedLabels["app.kubernetes.io/managed-by"] || (f.Route.UID != "" && types.UID(f.Route.UID) != live.UID) {
 			continue
 		}
-		name := vgwapi.FragmentName(gw, routing.ObjectRef{Namespace: f.Route.Namespace, Name: f.Route.Name})
+		name := gwruntime.FragmentName(gw, routing.ObjectRef{Namespace: f.Route.Namespace, Name: f.Route.Name})
 		if _, err := c.dynamic.Resource(vgwapi.RoutingFragments).Namespace(gw.Namespace).Get(ctx, name, metav1.GetOptions{}); err == nil {
 			continue // written by a route's apply already
 		} else if !apierrors.IsNotFound(err) {
@@ -97,7 +98,7 @@ func (c *clients) migrateLegacyFragments(ctx context.Context, gw routing.ObjectR
 // their open connections while they drain (terminating).
 func (c *clients) earlierChaperones(ctx context.Context, gw routing.ObjectRef, grace time.Duration) (ready, terminating []corev1.Pod, err error) {
 	pods, err := c.kube.CoreV1().Pods(gw.Namespace).List(ctx, metav1.ListOptions{
-		LabelSelector: labels.SelectorFromSet(routing.RuntimeLabels(gw)).String(),
+		LabelSelector: labels.SelectorFromSet(gwruntime.Labels(gw)).String(),
 	})
 	if err != nil {
 		return nil, nil, fmt.Errorf("list the pods of Gateway %s: %w", gw, err)
@@ -175,7 +176,7 @@ func (c *clients) checkImageUpgrade(ctx context.Context, gw routing.ObjectRef, i
 // image is of the earlier release; checkChaperones says so).
 func (c *clients) retireLegacyFragments(ctx context.Context, route routing.ObjectRef, writes []fragmentWrite, timeout time.Duration) error {
 	for _, gw := range writtenGateways(writes) {
-		name := vgwapi.FragmentName(gw, route)
+		name := gwruntime.FragmentName(gw, route)
 		if _, err := c.kube.CoreV1().ConfigMaps(gw.Namespace).Get(ctx, name, metav1.GetOptions{}); apierrors.IsNotFound(err) {
 			continue
 		} else if err != nil {

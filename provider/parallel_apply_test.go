@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/dynamic"
 
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/gwruntime"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/routing"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/testenv"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/tfcli"
@@ -23,7 +24,7 @@ func mergedRoutingOf(t *testing.T, cp *testenv.ControlPlane, ns, gw string) ([]*
 	ctx := context.Background()
 	ref := routing.ObjectRef{Namespace: ns, Name: gw}
 	list, err := dynamic.NewForConfigOrDie(cp.Config).Resource(vgwapi.RoutingFragments).Namespace(ns).
-		List(ctx, metav1.ListOptions{LabelSelector: labels.SelectorFromSet(routing.FragmentLabels(ref)).String()})
+		List(ctx, metav1.ListOptions{LabelSelector: labels.SelectorFromSet(gwruntime.GatewayLabels(ref)).String()})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -19,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/gwruntime"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/routing"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/vgwapi"
 )
@@ -109,7 +110,7 @@ func (c *clients) deleteFragment(ctx context.Context, gw, route routing.ObjectRe
 	if err := c.deleteLegacyFragment(ctx, gw, route); err != nil {
 		return nil, err
 	}
-	name := vgwapi.FragmentName(gw, route)
+	name := gwruntime.FragmentName(gw, route)
 	frags := c.dynamic.Resource(vgwapi.RoutingFragments).Namespace(gw.Namespace)
 	cur, err := frags.Get(ctx, name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
@@ -152,7 +153,7 @@ func (c *clients) deleteFragment(ctx context.Context, gw, route routing.ObjectRe
 // deleteLegacyFragment deletes the fragment ConfigMap an earlier release
 // wrote for route and gw, if there is one it wrote.
 func (c *clients) deleteLegacyFragment(ctx context.Context, gw, route routing.ObjectRef) error {
-	name := vgwapi.FragmentName(gw, route)
+	name := gwruntime.FragmentName(gw, route)
 	cm, err := c.kube.CoreV1().ConfigMaps(gw.Namespace).Get(ctx, name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
 		return nil
@@ -177,7 +178,7 @@ func (c *clients) readFragments(ctx context.Context, route *gatewayv1.HTTPRoute)
 	routeRef := routing.ObjectRef{Namespace: route.Namespace, Name: route.Name}
 	var out []*routing.Fragment
 	for _, gw := range parentRefs(route) {
-		name := vgwapi.FragmentName(gw, routeRef)
+		name := gwruntime.FragmentName(gw, routeRef)
 		obj, err := c.dynamic.Resource(vgwapi.RoutingFragments).Namespace(gw.Namespace).Get(ctx, name, metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
 			continue
@@ -197,7 +198,7 @@ func (c *clients) readFragments(ctx context.Context, route *gatewayv1.HTTPRoute)
 // would reject.
 func (c *clients) gatewayFragments(ctx context.Context, gw routing.ObjectRef) ([]*routing.Fragment, []vgwapi.Rejection, error) {
 	list, err := c.dynamic.Resource(vgwapi.RoutingFragments).Namespace(gw.Namespace).List(ctx, metav1.ListOptions{
-		LabelSelector: labels.SelectorFromSet(routing.FragmentLabels(gw)).String(),
+		LabelSelector: labels.SelectorFromSet(gwruntime.GatewayLabels(gw)).String(),
 	})
 	if apierrors.IsNotFound(err) {
 		return []*routing.Fragment{}, nil, nil // the CRD is not installed yet: no route was applied
@@ -217,7 +218,7 @@ func (c *clients) gatewayFragments(ctx context.Context, gw routing.ObjectRef) ([
 // pods of gw that are not terminating.
 func (c *clients) servedPods(ctx context.Context, gw routing.ObjectRef) ([]string, error) {
 	list, err := c.kube.CoreV1().Pods(gw.Namespace).List(ctx, metav1.ListOptions{
-		LabelSelector: labels.SelectorFromSet(routing.RuntimeLabels(gw)).String(),
+		LabelSelector: labels.SelectorFromSet(gwruntime.Labels(gw)).String(),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("list the pods of Gateway %s: %w", gw, err)

@@ -20,6 +20,7 @@ import (
 	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/gwruntime"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/routing"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/testenv"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/vgwapi"
@@ -55,7 +56,7 @@ func startFakePod(t *testing.T, cp *testenv.ControlPlane, gw routing.ObjectRef) 
 		t.Fatal(err)
 	}
 	pod := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: p.name, Namespace: gw.Namespace, Labels: routing.RuntimeLabels(gw)},
+		ObjectMeta: metav1.ObjectMeta{Name: p.name, Namespace: gw.Namespace, Labels: gwruntime.Labels(gw)},
 		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "chaperone", Image: "example.invalid/none:1"}}},
 	}
 	created, err := cp.Client.CoreV1().Pods(gw.Namespace).Create(ctx, pod, metav1.CreateOptions{})
@@ -70,7 +71,7 @@ func startFakePod(t *testing.T, cp *testenv.ControlPlane, gw routing.ObjectRef) 
 		t.Fatal(err)
 	}
 	f := dynamicinformer.NewFilteredDynamicSharedInformerFactory(p.dyn, 0, gw.Namespace, func(o *metav1.ListOptions) {
-		o.LabelSelector = labels.SelectorFromSet(routing.FragmentLabels(gw)).String()
+		o.LabelSelector = labels.SelectorFromSet(gwruntime.GatewayLabels(gw)).String()
 	})
 	inf := f.ForResource(vgwapi.RoutingFragments).Informer()
 	changed := make(chan struct{}, 1)
@@ -149,7 +150,7 @@ func TestAccRouteServed(t *testing.T) {
 	gw := routeFixture(t, cp, ns, "")
 	gwRef := routing.ObjectRef{Namespace: ns, Name: gw}
 	pod := startFakePod(t, cp, gwRef)
-	fragName := vgwapi.FragmentName(gwRef, routing.ObjectRef{Namespace: ns, Name: "web"})
+	fragName := gwruntime.FragmentName(gwRef, routing.ObjectRef{Namespace: ns, Name: "web"})
 	const addr = "varnishgw_http_route.web"
 	config := func(path, extra string) string {
 		return providerBlock(cp) + fmt.Sprintf(`

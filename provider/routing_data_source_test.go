@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/rand"
 	"k8s.io/client-go/dynamic"
 
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/gwruntime"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/routing"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/vgwapi"
 )
@@ -155,7 +156,7 @@ data "varnishgw_routing" "gw" {
 					corrupt := &unstructured.Unstructured{Object: map[string]any{
 						"apiVersion": vgwapi.GroupVersion.String(), "kind": vgwapi.RoutingFragmentKind,
 						"metadata": map[string]any{"name": "vgw-corrupt", "namespace": ns,
-							"labels": map[string]any{routing.FragmentGatewayLabel: gw}},
+							"labels": map[string]any{gwruntime.GatewayLabel: gw}},
 						"spec": map[string]any{"gateway": gw, "route": ns + "/corrupt",
 							"fragment": map[string]any{"version": int64(1), "gateway": map[string]any{}}},
 					}}
@@ -238,12 +239,12 @@ data "varnishgw_routing" "gw" {
 				func(*terraform.State) error {
 					// The VCL ConfigMap is there, labelled like a fragment
 					// ConfigMap of earlier releases.
-					cm, err := cp.Client.CoreV1().ConfigMaps(ns).Get(context.Background(), routing.VCLConfigMapName(routing.ObjectRef{Namespace: ns, Name: "edge"}), metav1.GetOptions{})
+					cm, err := cp.Client.CoreV1().ConfigMaps(ns).Get(context.Background(), gwruntime.VCLConfigMapName(routing.ObjectRef{Namespace: ns, Name: "edge"}), metav1.GetOptions{})
 					if err != nil {
 						return err
 					}
-					if cm.Labels[routing.FragmentGatewayLabel] == "" {
-						return fmt.Errorf("the VCL ConfigMap lacks the gateway label %s: this test checks nothing", routing.FragmentGatewayLabel)
+					if cm.Labels[gwruntime.GatewayLabel] == "" {
+						return fmt.Errorf("the VCL ConfigMap lacks the gateway label %s: this test checks nothing", gwruntime.GatewayLabel)
 					}
 					return nil
 				},

@@ -14,6 +14,7 @@ import (
 	"k8s.io/client-go/dynamic"
 
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/demo"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/gwruntime"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/routing"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/vgwapi"
 )
@@ -190,7 +191,7 @@ func TestGatewayPods(t *testing.T) {
 			t.Errorf("pod %s: GatewayPodReport %+v, want 2 fragments served, none rejected, owned by the pod", p.Name, r)
 		}
 	}
-	svc := c.serviceAddr(routing.RuntimeName(gw), 80)
+	svc := c.serviceAddr(gwruntime.Name(gw), 80)
 	seen := map[string]int{}
 	deadline := time.Now().Add(30 * time.Second)
 	for len(seen) < len(web) {
@@ -249,7 +250,7 @@ func TestGatewayPods(t *testing.T) {
 	}
 	deadline = time.Now().Add(2 * time.Minute)
 	for {
-		all, err := c.cp.Client.CoreV1().Pods(c.ns).List(c.ctx, metav1.ListOptions{LabelSelector: labels.SelectorFromSet(routing.RuntimeLabels(gw)).String()})
+		all, err := c.cp.Client.CoreV1().Pods(c.ns).List(c.ctx, metav1.ListOptions{LabelSelector: labels.SelectorFromSet(gwruntime.Labels(gw)).String()})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -288,7 +289,7 @@ func TestGatewayPods(t *testing.T) {
 	if err := c.cp.Client.CoreV1().Pods(c.ns).Delete(c.ctx, pods[0].Name, metav1.DeleteOptions{GracePeriodSeconds: &zero}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.node.WaitPodsReady(c.ctx, c.ns, labels.SelectorFromSet(routing.RuntimeLabels(gw)).String(), 2); err != nil {
+	if _, err := c.node.WaitPodsReady(c.ctx, c.ns, labels.SelectorFromSet(gwruntime.Labels(gw)).String(), 2); err != nil {
 		t.Fatal(err)
 	}
 	var replacement *corev1.Pod

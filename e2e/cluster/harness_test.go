@@ -28,6 +28,7 @@ import (
 	"k8s.io/client-go/dynamic"
 
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/demo"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/gwruntime"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/routing"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/testenv"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/tfcli"
@@ -141,7 +142,7 @@ func (tf *terraform) mustRun(args ...string) string {
 func (c *cluster) gatewayPods(gw routing.ObjectRef) []corev1.Pod {
 	c.t.Helper()
 	list, err := c.cp.Client.CoreV1().Pods(gw.Namespace).List(c.ctx, metav1.ListOptions{
-		LabelSelector: labels.SelectorFromSet(routing.RuntimeLabels(gw)).String(),
+		LabelSelector: labels.SelectorFromSet(gwruntime.Labels(gw)).String(),
 	})
 	if err != nil {
 		c.t.Fatal(err)

@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/demo"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/gwruntime"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/registrytest"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/routing"
 )
@@ -102,7 +103,7 @@ func TestImageFromRegistry(t *testing.T) {
 	}
 	shopReq := demo.Request{Host: "shop.example.com", Path: "/"}
 	eventually(t, 10*time.Second, net.JoinHostPort(pods[0].Status.PodIP, "80"), shopReq, 200, "web-")
-	eventually(t, 10*time.Second, gwc.serviceAddr(routing.RuntimeName(gw), 80), shopReq, 200, "web-")
+	eventually(t, 10*time.Second, gwc.serviceAddr(gwruntime.Name(gw), 80), shopReq, 200, "web-")
 	readme.mustRun("destroy")
 	for _, ns := range []string{"gateways", "shop"} {
 		if err := c.cp.Client.CoreV1().Namespaces().Delete(c.ctx, ns, metav1.DeleteOptions{}); err != nil {

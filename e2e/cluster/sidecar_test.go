@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/demo"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/gwruntime"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/routing"
 )
 
@@ -73,7 +74,7 @@ func TestSidecarPods(t *testing.T) {
 	for _, p := range pods {
 		eventually(t, 10*time.Second, net.JoinHostPort(p.Status.PodIP, "80"), www, 200, "web-")
 	}
-	svc := c.serviceAddr(routing.RuntimeName(gw), 80)
+	svc := c.serviceAddr(gwruntime.Name(gw), 80)
 	eventually(t, 10*time.Second, svc, www, 200, "web-")
 
 	victim := pods[0].Name
@@ -114,7 +115,7 @@ func TestSidecarPods(t *testing.T) {
 			t.Errorf("event %s on the deleted pod: %s", e.Reason, e.Message)
 		}
 	}
-	if _, err := c.node.WaitPodsReady(c.ctx, c.ns, labels.SelectorFromSet(routing.RuntimeLabels(gw)).String(), 2); err != nil {
+	if _, err := c.node.WaitPodsReady(c.ctx, c.ns, labels.SelectorFromSet(gwruntime.Labels(gw)).String(), 2); err != nil {
 		t.Fatal(err)
 	}
 	tf.mustRun("destroy")

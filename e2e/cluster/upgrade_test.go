@@ -16,6 +16,7 @@ import (
 	"k8s.io/client-go/dynamic"
 
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/demo"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/gwruntime"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/imagebuild"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/routing"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/tfcli"
@@ -158,7 +159,7 @@ func TestUpgradeFromPreviousRelease(t *testing.T) {
 	tf.mustRun("apply")
 	gw := routing.ObjectRef{Namespace: c.ns, Name: "node"}
 	legacy, err := c.cp.Client.CoreV1().ConfigMaps(c.ns).List(c.ctx, metav1.ListOptions{
-		LabelSelector: labels.SelectorFromSet(routing.FragmentLabels(gw)).String(),
+		LabelSelector: labels.SelectorFromSet(gwruntime.GatewayLabels(gw)).String(),
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -166,7 +167,7 @@ func TestUpgradeFromPreviousRelease(t *testing.T) {
 	if n := countLegacyFragments(legacy.Items); n != 2 {
 		t.Fatalf("the previous release wrote %d fragment ConfigMaps, want 2: this test upgrades nothing", n)
 	}
-	svc := c.serviceAddr(routing.RuntimeName(gw), 80)
+	svc := c.serviceAddr(gwruntime.Name(gw), 80)
 	www := demo.Request{Host: "www.node.test", Path: "/"}
 	eventually(t, 30*time.Second, svc, www, 200, "web-")
 
@@ -187,7 +188,7 @@ func TestUpgradeFromPreviousRelease(t *testing.T) {
 	time.Sleep(time.Second)
 	l.end(t, "this release's provider with the previous image")
 	legacy, err = c.cp.Client.CoreV1().ConfigMaps(c.ns).List(c.ctx, metav1.ListOptions{
-		LabelSelector: labels.SelectorFromSet(routing.FragmentLabels(gw)).String(),
+		LabelSelector: labels.SelectorFromSet(gwruntime.GatewayLabels(gw)).String(),
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -221,7 +222,7 @@ func TestUpgradeFromPreviousRelease(t *testing.T) {
 		expect(t, net.JoinHostPort(p.Status.PodIP, "80"), demo.Request{Host: "api.node.test", Path: "/"}, 200, "api")
 	}
 	legacy, err = c.cp.Client.CoreV1().ConfigMaps(c.ns).List(c.ctx, metav1.ListOptions{
-		LabelSelector: labels.SelectorFromSet(routing.FragmentLabels(gw)).String(),
+		LabelSelector: labels.SelectorFromSet(gwruntime.GatewayLabels(gw)).String(),
 	})
 	if err != nil {
 		t.Fatal(err)

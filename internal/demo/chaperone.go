@@ -17,6 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/gwruntime"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/routing"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/varnishd/varnishdtest"
 )
@@ -32,7 +33,7 @@ const ChaperoneContainer = "chaperone"
 // metadata.name and metadata.namespace are resolved to podName and gw's
 // namespace, and metadata.uid is left out: there is no Pod object).
 func PodCommand(ctx context.Context, kube kubernetes.Interface, gw routing.ObjectRef, podName string) ([]string, []string, error) {
-	name := routing.RuntimeName(gw)
+	name := gwruntime.Name(gw)
 	dep, err := kube.AppsV1().Deployments(gw.Namespace).Get(ctx, name, metav1.GetOptions{})
 	if err != nil {
 		return nil, nil, fmt.Errorf("read the Deployment %s/%s of Gateway %s: %w", gw.Namespace, name, gw, err)

@@ -1,7 +1,7 @@
 // Package mainvcl renders a gateway's main.vcl: the ghost preamble, then the
 // GatewayClass's user VCL, then the Gateway's own VCL. The provider stores
-// the result in the Gateway's VCL ConfigMap (routing.VCLConfigMapName, key
-// routing.VCLDataKey), which the chaperone watches and hot-reloads.
+// the result in the Gateway's VCL ConfigMap (gwruntime.VCLConfigMapName, key
+// gwruntime.VCLDataKey), which the chaperone watches and hot-reloads.
 package mainvcl
 
 import (

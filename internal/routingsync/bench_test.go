@@ -17,6 +17,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/ghostjson"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/gwruntime"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/routing"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/testenv"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/varnishd/varnishdtest"
@@ -85,8 +86,8 @@ func BenchmarkEndpointUpdateToTraffic(b *testing.B) {
 	ns := cp.Namespace(b)
 	g := startGhost(b)
 	be := backends(b, varnishdtest.HostIP(b), "A", "B")
-	cp.GrantRole(b, ns, "chaperone-gateway", ns, "chaperone", routing.GatewayRules(routing.ObjectRef{Namespace: ns, Name: "gw"}))
-	cp.GrantRole(b, ns, "chaperone-backends", ns, "chaperone", routing.BackendRules())
+	cp.GrantRole(b, ns, "chaperone-gateway", ns, "chaperone", gwruntime.GatewayRules(routing.ObjectRef{Namespace: ns, Name: "gw"}))
+	cp.GrantRole(b, ns, "chaperone-backends", ns, "chaperone", gwruntime.BackendRules())
 	cfg, err := cp.ServiceAccountConfig(ctx, ns, "chaperone")
 	if err != nil {
 		b.Fatal(err)

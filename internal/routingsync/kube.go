@@ -27,6 +27,7 @@ import (
 	gatewayclient "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned"
 	gwinformers "sigs.k8s.io/gateway-api/pkg/client/informers/externalversions"
 
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/gwruntime"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/routing"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/vgwapi"
 )
@@ -129,7 +130,7 @@ func (k *KubeSource) Run(ctx context.Context, changed func()) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	gwRef := routing.ObjectRef{Namespace: k.cfg.Namespace, Name: k.cfg.Name}
-	sel := labels.SelectorFromSet(routing.FragmentLabels(gwRef)).String()
+	sel := labels.SelectorFromSet(gwruntime.GatewayLabels(gwRef)).String()
 	ff := dynamicinformer.NewFilteredDynamicSharedInformerFactory(k.cfg.Dynamic, 0, k.cfg.Namespace,
 		func(o *metav1.ListOptions) { o.LabelSelector = sel })
 	gf := gwinformers.NewSharedInformerFactoryWithOptions(k.cfg.Gateway, 0,

@@ -22,6 +22,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/gatewaystatus"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/gwruntime"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/routing"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/testenv"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/varnishd/varnishdtest"
@@ -136,9 +137,9 @@ func TestKubeTrafficMoves(t *testing.T) {
 	g := startGhost(t)
 	be := backends(t, varnishdtest.HostIP(t), "be1", "be2", "shared")
 
-	cp.GrantRole(t, ns, "chaperone-gateway", ns, "chaperone", routing.GatewayRules(routing.ObjectRef{Namespace: ns, Name: "gw"}))
-	cp.GrantRole(t, ns, "chaperone-backends", ns, "chaperone", routing.BackendRules())
-	cp.GrantRole(t, other, "chaperone-backends", ns, "chaperone", routing.BackendRules())
+	cp.GrantRole(t, ns, "chaperone-gateway", ns, "chaperone", gwruntime.GatewayRules(routing.ObjectRef{Namespace: ns, Name: "gw"}))
+	cp.GrantRole(t, ns, "chaperone-backends", ns, "chaperone", gwruntime.BackendRules())
+	cp.GrantRole(t, other, "chaperone-backends", ns, "chaperone", gwruntime.BackendRules())
 	cfg, err := cp.ServiceAccountConfig(ctx, ns, "chaperone")
 	if err != nil {
 		t.Fatal(err)
@@ -376,8 +377,8 @@ func TestKubeUnreadableNamespace(t *testing.T) {
 	ns, forbidden := cp.Namespace(t), cp.Namespace(t)
 	g := startGhost(t)
 	be := backends(t, varnishdtest.HostIP(t), "be1")
-	cp.GrantRole(t, ns, "chaperone-gateway", ns, "chaperone", routing.GatewayRules(routing.ObjectRef{Namespace: ns, Name: "gw"}))
-	cp.GrantRole(t, ns, "chaperone-backends", ns, "chaperone", routing.BackendRules())
+	cp.GrantRole(t, ns, "chaperone-gateway", ns, "chaperone", gwruntime.GatewayRules(routing.ObjectRef{Namespace: ns, Name: "gw"}))
+	cp.GrantRole(t, ns, "chaperone-backends", ns, "chaperone", gwruntime.BackendRules())
 	cfg, err := cp.ServiceAccountConfig(ctx, ns, "chaperone")
 	if err != nil {
 		t.Fatal(err)

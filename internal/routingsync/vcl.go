@@ -17,6 +17,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/gwruntime"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/routing"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/vclreload"
 )
@@ -43,8 +44,8 @@ const compilerLines = 8
 // could not be reached.
 const vclRetryInterval = 2 * time.Second
 
-// KubeVCL watches the Gateway's VCL ConfigMap (routing.VCLConfigMapName,
-// key routing.VCLDataKey) through an informer and loads every new main.vcl
+// KubeVCL watches the Gateway's VCL ConfigMap (gwruntime.VCLConfigMapName,
+// key gwruntime.VCLDataKey) through an informer and loads every new main.vcl
 // into varnishd. It needs get, list and watch on ConfigMaps in the
 // Gateway's namespace (the Role of docs/routing-sync.md).
 type KubeVCL struct {
@@ -61,7 +62,7 @@ type KubeVCL struct {
 
 // ConfigMapName returns the namespace/name of the watched ConfigMap.
 func (v *KubeVCL) ConfigMapName() string {
-	return v.Namespace + "/" + routing.VCLConfigMapName(routing.ObjectRef{Namespace: v.Namespace, Name: v.Name})
+	return v.Namespace + "/" + gwruntime.VCLConfigMapName(routing.ObjectRef{Namespace: v.Namespace, Name: v.Name})
 }
 
 // Run watches the ConfigMap until ctx ends. load makes a source the active
@@ -75,7 +76,7 @@ func (v *KubeVCL) Run(ctx context.Context, load func(context.Context, string) er
 	if log == nil {
 		log = slog.Default()
 	}
-	cmName := routing.VCLConfigMapName(routing.ObjectRef{Namespace: v.Namespace, Name: v.Name})
+	cmName := gwruntime.VCLConfigMapName(routing.ObjectRef{Namespace: v.Namespace, Name: v.Name})
 	log = log.With("component", "vcl", "configmap", v.Namespace+"/"+cmName)
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -122,7 +123,7 @@ func (v *KubeVCL) Run(ctx context.Context, load func(context.Context, string) er
 		case err != nil:
 			st.Err, st.Pending = fmt.Errorf("read VCL ConfigMap %s/%s from cache: %w", v.Namespace, cmName, err), true
 		case !exists:
-			msg := fmt.Sprintf("waiting for ConfigMap %s/%s with key %q (the Gateway's main VCL)", v.Namespace, cmName, routing.VCLDataKey)
+			msg := fmt.Sprintf("waiting for ConfigMap %s/%s with key %q (the Gateway's main VCL)", v.Namespace, cmName, gwruntime.VCLDataKey)
 			if st.Active {
 				msg = fmt.Sprintf("ConfigMap %s/%s (the Gateway's main VCL) was deleted; the last loaded VCL keeps serving until it is back", v.Namespace, cmName)
 			}
@@ -131,11 +132,11 @@ func (v *KubeVCL) Run(ctx context.Context, load func(context.Context, string) er
 			log.Warn(msg)
 		default:
 			cm := obj.(*corev1.ConfigMap)
-			src, ok := cm.Data[routing.VCLDataKey]
+			src, ok := cm.Data[gwruntime.VCLDataKey]
 			if !ok || strings.TrimSpace(src) == "" {
-				st.Err = fmt.Errorf("ConfigMap %s/%s has no %q key (or it is empty): put the Gateway's main VCL there", v.Namespace, cmName, routing.VCLDataKey)
+				st.Err = fmt.Errorf("ConfigMap %s/%s has no %q key (or it is empty): put the Gateway's main VCL there", v.Namespace, cmName, gwruntime.VCLDataKey)
 				triedAny = false
-				log.Error("VCL ConfigMap without main.vcl", "key", routing.VCLDataKey)
+				log.Error("VCL ConfigMap without main.vcl", "key", gwruntime.VCLDataKey)
 				break
 			}
 			sum := sha256.Sum256([]byte(src))
@@ -175,10 +176,10 @@ func (v *KubeVCL) load(ctx context.Context, load func(context.Context, string) e
 	var ce *vclreload.CompileError
 	if errors.As(err, &ce) {
 		st.Err = fmt.Errorf("key %q of ConfigMap %s/%s does not compile; the previous VCL keeps serving. Compiler: %s",
-			routing.VCLDataKey, v.Namespace, cmName, firstLines(ce.Message, compilerLines))
+			gwruntime.VCLDataKey, v.Namespace, cmName, firstLines(ce.Message, compilerLines))
 		return st
 	}
-	st.Err, st.Pending = fmt.Errorf("load key %q of ConfigMap %s/%s into varnishd: %w", routing.VCLDataKey, v.Namespace, cmName, err), true
+	st.Err, st.Pending = fmt.Errorf("load key %q of ConfigMap %s/%s into varnishd: %w", gwruntime.VCLDataKey, v.Namespace, cmName, err), true
 	return st
 }
 

@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/gwruntime"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/routing"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/testenv"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/vclreload"
@@ -133,7 +134,7 @@ func TestKubeVCLFollowsTheConfigMap(t *testing.T) {
 	cp := testenv.Get(t)
 	ctx := context.Background()
 	ns := cp.Namespace(t)
-	cp.GrantRole(t, ns, "chaperone-gateway", ns, "chaperone", routing.GatewayRules(routing.ObjectRef{Namespace: ns, Name: "gw"}))
+	cp.GrantRole(t, ns, "chaperone-gateway", ns, "chaperone", gwruntime.GatewayRules(routing.ObjectRef{Namespace: ns, Name: "gw"}))
 	cfg, err := cp.ServiceAccountConfig(ctx, ns, "chaperone")
 	if err != nil {
 		t.Fatal(err)
@@ -149,7 +150,7 @@ func TestKubeVCLFollowsTheConfigMap(t *testing.T) {
 			t.Errorf("Run: %v", err)
 		}
 	})
-	cmName := routing.VCLConfigMapName(routing.ObjectRef{Namespace: ns, Name: "gw"})
+	cmName := gwruntime.VCLConfigMapName(routing.ObjectRef{Namespace: ns, Name: "gw"})
 	if v.ConfigMapName() != ns+"/"+cmName {
 		t.Errorf("ConfigMapName() = %q", v.ConfigMapName())
 	}
@@ -163,7 +164,7 @@ func TestKubeVCLFollowsTheConfigMap(t *testing.T) {
 	// Created: loaded, active.
 	cm := &corev1.ConfigMap{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: cmName},
-		Data:       map[string]string{routing.VCLDataKey: "vcl 4.1; # v1"},
+		Data:       map[string]string{gwruntime.VCLDataKey: "vcl 4.1; # v1"},
 	}
 	if cm, err = cp.Client.CoreV1().ConfigMaps(ns).Create(ctx, cm, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
@@ -178,7 +179,7 @@ func TestKubeVCLFollowsTheConfigMap(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Broken: Invalid with the compiler's first lines, still Active.
-	cm.Data[routing.VCLDataKey] = "vcl 4.1; broken"
+	cm.Data[gwruntime.VCLDataKey] = "vcl 4.1; broken"
 	if cm, err = cp.Client.CoreV1().ConfigMaps(ns).Update(ctx, cm, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -207,7 +208,7 @@ func TestKubeVCLFollowsTheConfigMap(t *testing.T) {
 	}
 
 	// Fixed, then deleted: Pending, the loaded VCL stays (Active).
-	cm.Data = map[string]string{routing.VCLDataKey: "vcl 4.1; # v2"}
+	cm.Data = map[string]string{gwruntime.VCLDataKey: "vcl 4.1; # v2"}
 	if _, err = cp.Client.CoreV1().ConfigMaps(ns).Update(ctx, cm, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}

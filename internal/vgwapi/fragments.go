@@ -8,15 +8,9 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/gwruntime"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/routing"
 )
-
-// FragmentName is the name of the RoutingFragment of route for gw, in gw's
-// namespace (routing.FragmentConfigMapName: the name the fragment
-// ConfigMaps of earlier releases had, so a migration finds them).
-func FragmentName(gw, route routing.ObjectRef) string {
-	return routing.FragmentConfigMapName(gw, route)
-}
 
 // NewFragment is the RoutingFragment that stores f, for server-side apply.
 func NewFragment(f *routing.Fragment) (*unstructured.Unstructured, error) {
@@ -37,8 +31,8 @@ func NewFragment(f *routing.Fragment) (*unstructured.Unstructured, error) {
 	obj.SetAPIVersion(GroupVersion.String())
 	obj.SetKind(RoutingFragmentKind)
 	obj.SetNamespace(f.Gateway.Namespace)
-	obj.SetName(FragmentName(f.Gateway, route))
-	obj.SetLabels(routing.FragmentLabels(f.Gateway))
+	obj.SetName(gwruntime.FragmentName(f.Gateway, route))
+	obj.SetLabels(gwruntime.GatewayLabels(f.Gateway))
 	return obj, nil
 }
 
@@ -73,7 +67,7 @@ func ReadFragment(gw routing.ObjectRef, obj *unstructured.Unstructured) (*routin
 	if spec.Route != route.String() {
 		return nil, fmt.Errorf("spec.route is %q, but spec.fragment is for route %s", spec.Route, route)
 	}
-	if want := FragmentName(gw, route); obj.GetName() != want {
+	if want := gwruntime.FragmentName(gw, route); obj.GetName() != want {
 		return nil, fmt.Errorf("the fragment of route %s for Gateway %s must be named %s", route, gw, want)
 	}
 	return f, nil

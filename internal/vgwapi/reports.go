@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/resourceversion"
 	"k8s.io/client-go/dynamic"
 
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/gwruntime"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/routing"
 )
 
@@ -36,7 +37,7 @@ func NewReport(gw routing.ObjectRef, pod Pod, status ReportStatus) (*unstructure
 	r := GatewayPodReport{
 		TypeMeta: metav1.TypeMeta{APIVersion: GroupVersion.String(), Kind: GatewayPodReportKind},
 		ObjectMeta: metav1.ObjectMeta{
-			Name: pod.Name, Namespace: gw.Namespace, Labels: routing.FragmentLabels(gw),
+			Name: pod.Name, Namespace: gw.Namespace, Labels: gwruntime.GatewayLabels(gw),
 		},
 		Spec:   ReportSpec{Gateway: gw.Name, Pod: pod.Name},
 		Status: status,
@@ -66,7 +67,7 @@ func ApplyReport(ctx context.Context, dyn dynamic.Interface, report *unstructure
 // ReadReports reads the GatewayPodReports of gw, by pod name.
 func ReadReports(ctx context.Context, dyn dynamic.Interface, gw routing.ObjectRef) (map[string]*GatewayPodReport, error) {
 	list, err := dyn.Resource(GatewayPodReports).Namespace(gw.Namespace).List(ctx, metav1.ListOptions{
-		LabelSelector: labels.SelectorFromSet(routing.FragmentLabels(gw)).String(),
+		LabelSelector: labels.SelectorFromSet(gwruntime.GatewayLabels(gw)).String(),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("list the GatewayPodReports of Gateway %s: %w", gw, err)

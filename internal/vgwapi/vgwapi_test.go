@@ -13,6 +13,7 @@ import (
 	"k8s.io/client-go/dynamic"
 
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/ghostjson"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/gwruntime"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/routing"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/testenv"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/vgwapi"
@@ -122,7 +123,7 @@ func TestFragmentRoundTrip(t *testing.T) {
 	if string(want) != string(gotJSON) {
 		t.Errorf("round trip changed the fragment:\n%s\nwant\n%s", gotJSON, want)
 	}
-	if stored.GetLabels()[routing.FragmentGatewayLabel] != "public" {
+	if stored.GetLabels()[gwruntime.GatewayLabel] != "public" {
 		t.Errorf("labels %v", stored.GetLabels())
 	}
 

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/demo"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/gwruntime"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/routing"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/testenv"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/varnishd/varnishdtest"
@@ -68,8 +69,8 @@ func runHost(ctx context.Context, cfg config) error {
 	}
 
 	gw := routing.ObjectRef{Namespace: ns, Name: "demo"}
-	step("running the gateway's chaperone (with varnishd and ghost) as its pod would, as ServiceAccount %s/%s", ns, routing.RuntimeName(gw))
-	kubeconfig, err := cp.ServiceAccountKubeconfig(ctx, ns, routing.RuntimeName(gw))
+	step("running the gateway's chaperone (with varnishd and ghost) as its pod would, as ServiceAccount %s/%s", ns, gwruntime.Name(gw))
+	kubeconfig, err := cp.ServiceAccountKubeconfig(ctx, ns, gwruntime.Name(gw))
 	if err != nil {
 		return err
 	}

@@ -18,6 +18,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/demo"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/gwruntime"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/imagebuild"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/routing"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/testenv"
@@ -100,7 +101,7 @@ func runNode(ctx context.Context, cfg config) error {
 	if err := waitServed(ctx, pods, cfg.port, time.Minute); err != nil {
 		return err
 	}
-	svc, err := cp.Client.CoreV1().Services(ns).Get(ctx, routing.RuntimeName(gw), metav1.GetOptions{})
+	svc, err := cp.Client.CoreV1().Services(ns).Get(ctx, gwruntime.Name(gw), metav1.GetOptions{})
 	if err != nil {
 		return fmt.Errorf("read the gateway's Service: %w", err)
 	}
@@ -118,7 +119,7 @@ func runNode(ctx context.Context, cfg config) error {
 	step("see the pods, their logs and the Gateway API objects:")
 	for _, c := range []string{
 		fmt.Sprintf("%s get pods -n %s -o wide", kubectl, ns),
-		fmt.Sprintf("%s logs -n %s deployment/%s -c chaperone", kubectl, ns, routing.RuntimeName(gw)),
+		fmt.Sprintf("%s logs -n %s deployment/%s -c chaperone", kubectl, ns, gwruntime.Name(gw)),
 		fmt.Sprintf("%s describe pod -n %s %s", kubectl, ns, pods[0].Name),
 		fmt.Sprintf("%s get gateways,httproutes -n %s", kubectl, ns),
 		fmt.Sprintf("curl -s http://%s/metrics | grep varnish_ghost_requests", net.JoinHostPort(pods[0].Status.PodIP, "9091")),
@@ -178,7 +179,7 @@ func nodeImages(ctx context.Context, cfg config) (*demo.Images, error) {
 // gatewayPods lists gw's pods, sorted by name.
 func gatewayPods(ctx context.Context, kube kubernetes.Interface, gw routing.ObjectRef) ([]corev1.Pod, error) {
 	list, err := kube.CoreV1().Pods(gw.Namespace).List(ctx, metav1.ListOptions{
-		LabelSelector: labels.SelectorFromSet(routing.RuntimeLabels(gw)).String(),
+		LabelSelector: labels.SelectorFromSet(gwruntime.Labels(gw)).String(),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("list the gateway's pods: %w", err)
@@ -205,12 +206,12 @@ func echoServices(ctx context.Context, kube kubernetes.Interface, ns string) (ma
 // gone: each gets SIGTERM, and its chaperone drains varnishd first.
 func drainGateway(ctx context.Context, kube kubernetes.Interface, gw routing.ObjectRef) error {
 	deployments := kube.AppsV1().Deployments(gw.Namespace)
-	scale, err := deployments.GetScale(ctx, routing.RuntimeName(gw), metav1.GetOptions{})
+	scale, err := deployments.GetScale(ctx, gwruntime.Name(gw), metav1.GetOptions{})
 	if err != nil {
 		return fmt.Errorf("drain the gateway: %w", err)
 	}
 	scale.Spec.Replicas = 0
-	if _, err := deployments.UpdateScale(ctx, routing.RuntimeName(gw), scale, metav1.UpdateOptions{}); err != nil {
+	if _, err := deployments.UpdateScale(ctx, gwruntime.Name(gw), scale, metav1.UpdateOptions{}); err != nil {
 		return fmt.Errorf("drain the gateway: %w", err)
 	}
 	start := time.Now()

@@ -1,27 +1,28 @@
-package routing
+package gwruntime
 
 import (
 	"strings"
 	"testing"
 
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/routing"
 	"k8s.io/apimachinery/pkg/util/validation"
 )
 
 func TestRuntimeNames(t *testing.T) {
 	long := strings.Repeat("a", 60)
 	tests := []struct {
-		gw       ObjectRef
+		gw       routing.ObjectRef
 		runtime  string
 		backends string
 	}{
-		{ObjectRef{"gateways", "public"}, "varnishgw-public", "varnishgw-backends-gateways-public"},
-		{ObjectRef{"ns", "with.dots"}, "vgw-with-dots-", "varnishgw-backends-ns-with-dots-"},
-		{ObjectRef{"ns", long}, "vgw-" + long[:48] + "-", "varnishgw-backends-ns-" + long},
-		{ObjectRef{"ns", "9lives"}, "varnishgw-9lives", "varnishgw-backends-ns-9lives"},
+		{routing.ObjectRef{Namespace: "gateways", Name: "public"}, "varnishgw-public", "varnishgw-backends-gateways-public"},
+		{routing.ObjectRef{Namespace: "ns", Name: "with.dots"}, "vgw-with-dots-", "varnishgw-backends-ns-with-dots-"},
+		{routing.ObjectRef{Namespace: "ns", Name: long}, "vgw-" + long[:48] + "-", "varnishgw-backends-ns-" + long},
+		{routing.ObjectRef{Namespace: "ns", Name: "9lives"}, "varnishgw-9lives", "varnishgw-backends-ns-9lives"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.gw.String(), func(t *testing.T) {
-			rt := RuntimeName(tt.gw)
+			rt := Name(tt.gw)
 			if !strings.HasPrefix(rt, tt.runtime) {
 				t.Errorf("RuntimeName = %q, want prefix %q", rt, tt.runtime)
 			}
@@ -35,7 +36,7 @@ func TestRuntimeNames(t *testing.T) {
 			if !strings.HasPrefix(br, tt.backends) || len(br) > 253 {
 				t.Errorf("BackendClusterRoleName = %q, want prefix %q", br, tt.backends)
 			}
-			for k, v := range RuntimeLabels(tt.gw) {
+			for k, v := range Labels(tt.gw) {
 				if errs := validation.IsValidLabelValue(v); len(errs) > 0 {
 					t.Errorf("label %s=%q: %v", k, v, errs)
 				}
@@ -43,8 +44,8 @@ func TestRuntimeNames(t *testing.T) {
 		})
 	}
 	// Names differing only in characters the readable part drops stay apart.
-	a, b := RuntimeName(ObjectRef{"ns", "a.b"}), RuntimeName(ObjectRef{"ns", "a-b.x"})
-	if a == b || RuntimeName(ObjectRef{"ns", "x.y"}) == RuntimeName(ObjectRef{"ns", "x_y"}) {
+	a, b := Name(routing.ObjectRef{Namespace: "ns", Name: "a.b"}), Name(routing.ObjectRef{Namespace: "ns", Name: "a-b.x"})
+	if a == b || Name(routing.ObjectRef{Namespace: "ns", Name: "x.y"}) == Name(routing.ObjectRef{Namespace: "ns", Name: "x_y"}) {
 		t.Errorf("names collide: %q %q", a, b)
 	}
 }

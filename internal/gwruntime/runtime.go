@@ -1,4 +1,4 @@
-package routing
+package gwruntime
 
 import (
 	"crypto/sha256"
@@ -8,24 +8,23 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
+
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/routing"
 )
 
-// How a Gateway's runtime objects are named, so that the provider (which
-// writes them), the chaperone (which reads the VCL ConfigMap) and the demo
-// (which runs the chaperone as the pod would) agree.
 const (
 	// VCLDataKey is the data key of main.vcl in the VCL ConfigMap.
 	VCLDataKey = "main.vcl"
-	// GatewayNamespaceLabel carries the Gateway's namespace on its runtime
-	// objects (FragmentGatewayLabel carries its name).
-	GatewayNamespaceLabel = "varnishgw.dev/gateway-namespace"
+	// NamespaceLabel carries the Gateway's namespace on its runtime
+	// objects (GatewayLabel carries its name).
+	NamespaceLabel = "varnishgw.dev/gateway-namespace"
 )
 
-// RuntimeName names the ServiceAccount, Role, RoleBinding, Deployment,
+// Name names the ServiceAccount, Role, RoleBinding, Deployment,
 // Service and PodDisruptionBudget of gw, all in gw's namespace:
 // "varnishgw-<name>" when that is a valid DNS label (a Service name must
 // be one), otherwise a readable prefix cut to fit plus a hash of the name.
-func RuntimeName(gw ObjectRef) string {
+func Name(gw routing.ObjectRef) string {
 	if n := "varnishgw-" + gw.Name; len(validation.IsDNS1035Label(n)) == 0 {
 		return n
 	}
@@ -34,13 +33,13 @@ func RuntimeName(gw ObjectRef) string {
 
 // VCLConfigMapName is the ConfigMap in gw's namespace that holds main.vcl
 // (key VCLDataKey), which the chaperone watches and hot-reloads.
-func VCLConfigMapName(gw ObjectRef) string { return RuntimeName(gw) + "-vcl" }
+func VCLConfigMapName(gw routing.ObjectRef) string { return Name(gw) + "-vcl" }
 
 // BackendClusterRoleName is the ClusterRole that lets gw's chaperone read
 // Services, EndpointSlices and ReferenceGrants. It grants nothing by
 // itself: each route binds it, with BackendRoleBindingName, in exactly the
 // namespaces its backends live in.
-func BackendClusterRoleName(gw ObjectRef) string {
+func BackendClusterRoleName(gw routing.ObjectRef) string {
 	return hashedName("varnishgw-backends-", gw.Namespace+"-"+gw.Name, 253)
 }
 
@@ -48,16 +47,16 @@ func BackendClusterRoleName(gw ObjectRef) string {
 // its backends live in, binding BackendClusterRoleName(gw) to gw's
 // ServiceAccount there. One per (gateway, route), so no two routes write
 // the same object.
-func BackendRoleBindingName(gw, route ObjectRef) string { return FragmentConfigMapName(gw, route) }
+func BackendRoleBindingName(gw, route routing.ObjectRef) string { return FragmentName(gw, route) }
 
-// RuntimeLabels are the labels of gw's runtime objects; the Deployment's
-// pod selector is this set.
-func RuntimeLabels(gw ObjectRef) map[string]string {
+// Labels are the labels of gw's runtime objects; the Deployment's pod
+// selector is this set.
+func Labels(gw routing.ObjectRef) map[string]string {
 	return map[string]string{
 		"app.kubernetes.io/name":     "varnishgw",
-		"app.kubernetes.io/instance": RuntimeName(gw),
-		FragmentGatewayLabel:         fragmentLabelValue(gw.Name),
-		GatewayNamespaceLabel:        gw.Namespace,
+		"app.kubernetes.io/instance": Name(gw),
+		GatewayLabel:                 gatewayLabelValue(gw.Name),
+		NamespaceLabel:               gw.Namespace,
 	}
 }
 
@@ -86,10 +85,10 @@ func hashedName(prefix, name string, max int) string {
 }
 
 // GatewayRules are the chaperone's rights in gw's namespace (the Role
-// RuntimeName(gw)): read its own main.vcl ConfigMap (no other ConfigMap),
+// Name(gw)): read its own main.vcl ConfigMap (no other ConfigMap),
 // read RoutingFragments, write its pod's GatewayPodReport, read its own
 // Gateway, patch its own Gateway's status. docs/routing-sync.md lists them.
-func GatewayRules(gw ObjectRef) []rbacv1.PolicyRule {
+func GatewayRules(gw routing.ObjectRef) []rbacv1.PolicyRule {
 	return []rbacv1.PolicyRule{
 		{APIGroups: []string{""}, Resources: []string{"configmaps"}, ResourceNames: []string{VCLConfigMapName(gw)}, Verbs: []string{"get", "list", "watch"}},
 		{APIGroups: []string{"varnishgw.dev"}, Resources: []string{"routingfragments"}, Verbs: []string{"get", "list", "watch"}},

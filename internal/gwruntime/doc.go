@@ -1,0 +1,8 @@
+// Package gwruntime is the contract of a gateway's runtime between the
+// provider, which writes it, and the gateway pods, which rely on it: how
+// the runtime objects of a Gateway are named and labelled (the
+// ServiceAccount, Role, Deployment, Service and VCL ConfigMap, the routes'
+// RoutingFragments and backend RoleBindings), and the RBAC rules the pods
+// get. The Gateway API semantics live in package routing; this package
+// only names things.
+package gwruntime

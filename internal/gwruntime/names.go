@@ -1,0 +1,49 @@
+package gwruntime
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/util/validation"
+
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/routing"
+)
+
+// GatewayLabel carries the Gateway's name (hashed when longer than a label
+// value may be) on its runtime objects, RoutingFragments and
+// GatewayPodReports; the pods and the provider select on it.
+const GatewayLabel = "varnishgw.dev/gateway"
+
+// FragmentName names what a route writes for gw: its RoutingFragment in
+// gw's namespace, and its backend RoleBindings. "vgw-" plus a readable
+// gateway-namespace-name part, cut to fit, plus a hash of the exact triple,
+// so that names never collide and always are valid DNS subdomains. The
+// fragment ConfigMaps of earlier releases had the same names.
+func FragmentName(gw, route routing.ObjectRef) string {
+	sum := sha256.Sum256([]byte(gw.Name + "\x00" + route.Namespace + "\x00" + route.Name))
+	readable := strings.ToLower(gw.Name + "-" + route.Namespace + "-" + route.Name)
+	readable = strings.Map(func(r rune) rune {
+		if r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '-' {
+			return r
+		}
+		return '-'
+	}, readable)
+	if len(readable) > 200 {
+		readable = readable[:200]
+	}
+	return "vgw-" + strings.Trim(readable, "-") + "-" + hex.EncodeToString(sum[:5])
+}
+
+// GatewayLabels select the objects of gw that carry GatewayLabel.
+func GatewayLabels(gw routing.ObjectRef) map[string]string {
+	return map[string]string{GatewayLabel: gatewayLabelValue(gw.Name)}
+}
+
+func gatewayLabelValue(name string) string {
+	if len(validation.IsValidLabelValue(name)) == 0 {
+		return name
+	}
+	sum := sha256.Sum256([]byte(name))
+	return "sha256-" + hex.EncodeToString(sum[:16])
+}
