@@ -3,7 +3,7 @@
 # ghost VMOD, with the same packages, files and paths as `make image`,
 # which builds it without a container engine and reproducibly
 # (docs/image.md). Both read the lists in image/, and a test
-# (internal/imagebuild, TestDockerfile) checks that they agree. Only the
+# (internal/build/imagebuild, TestDockerfile) checks that they agree. Only the
 # SBOM (/usr/share/varnishgw/sbom.cdx.json) is make image's alone.
 #
 #   docker build -t registry.example.com/varnishgw/gateway:dev .

@@ -14,16 +14,16 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/varnishgw/terraform-provider-varnishgw/internal/accesslog"
-	"github.com/varnishgw/terraform-provider-varnishgw/internal/agent"
-	"github.com/varnishgw/terraform-provider-varnishgw/internal/drain"
-	"github.com/varnishgw/terraform-provider-varnishgw/internal/ghostadmin"
-	"github.com/varnishgw/terraform-provider-varnishgw/internal/health"
-	"github.com/varnishgw/terraform-provider-varnishgw/internal/metrics"
-	"github.com/varnishgw/terraform-provider-varnishgw/internal/varnishadm"
-	"github.com/varnishgw/terraform-provider-varnishgw/internal/varnishd"
-	"github.com/varnishgw/terraform-provider-varnishgw/internal/varnishstat"
-	"github.com/varnishgw/terraform-provider-varnishgw/internal/vclreload"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/chaperone/accesslog"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/chaperone/drain"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/chaperone/ghostadmin"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/chaperone/health"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/chaperone/metrics"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/chaperone/routingsync"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/chaperone/vclreload"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/varnish/varnishadm"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/varnish/varnishd"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/varnish/varnishstat"
 )
 
 // errNoVCL is VCLError before the first main VCL is active.
@@ -66,7 +66,7 @@ func (a *admin) VCLList(ctx context.Context) ([]varnishadm.VCL, error) {
 type Chaperone struct {
 	cfg     *Config
 	logger  *slog.Logger
-	routing agent.Routing
+	routing routingHalf
 
 	admin    admin
 	proc     *varnishd.Process // supervise mode only
@@ -82,14 +82,27 @@ type Chaperone struct {
 	vclErr        atomic.Pointer[error]
 }
 
+// routingHalf is the chaperone's routing half (routingsync.Routing, or
+// routingsync.FileRouting when ghost.json is written by someone else).
+type routingHalf interface {
+	// Run keeps routing current until ctx ends. It is called once, after
+	// varnishd runs; env gives it what it needs from the runtime half.
+	Run(ctx context.Context, env routingsync.Env) error
+	// ChildStarted is called when varnishd's manager has restarted a
+	// crashed cache child (the VCLs are back and ghost re-read ghost.json
+	// in vcl_init): push the routing state again if it may be newer than
+	// the file.
+	ChildStarted(ctx context.Context)
+}
+
 // Run runs the chaperone until SIGTERM/SIGINT has drained varnishd (nil, exit
 // 0) or something fails (exit 1). sig delivers the termination signals;
 // ending ctx stops at once, without draining.
-func Run(ctx context.Context, cfg *Config, routing agent.Routing, logger *slog.Logger, sig <-chan os.Signal) error {
+func Run(ctx context.Context, cfg *Config, routing routingHalf, logger *slog.Logger, sig <-chan os.Signal) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	if routing == nil {
-		routing = &agent.FileRouting{}
+		routing = &routingsync.FileRouting{}
 	}
 	c := &Chaperone{cfg: cfg, logger: logger, routing: routing}
 	c.setVCLErr(errNoVCL)
@@ -237,7 +250,7 @@ func Run(ctx context.Context, cfg *Config, routing agent.Routing, logger *slog.L
 	if cfg.VCLPath != "" {
 		go c.reloader.WatchFile(ctx, cfg.VCLPath, 2*time.Second, c.setVCLErr)
 	}
-	env := agent.Env{
+	env := routingsync.Env{
 		GhostAdminAddr: cfg.GhostAdminAddr,
 		GhostJSONPath:  cfg.GhostJSONPath,
 		RoutingLoaded: func() {

@@ -9,8 +9,8 @@
 // the varnish container in sidecar mode.
 //
 // The routing half (ghost.json from Gateway API objects, ghost reloads,
-// Gateway status) plugs in through the agent.Routing interface
-// (internal/agent); --routing chooses it (see newRouting and docs/chaperone.md).
+// Gateway status) plugs in through the routingHalf interface
+// (internal/chaperone/agent); --routing chooses it (see newRouting and docs/chaperone.md).
 package main
 
 import (
@@ -29,20 +29,19 @@ import (
 
 	"k8s.io/klog/v2"
 
-	"github.com/varnishgw/terraform-provider-varnishgw/internal/agent"
-	"github.com/varnishgw/terraform-provider-varnishgw/internal/apiwatch"
-	"github.com/varnishgw/terraform-provider-varnishgw/internal/gatewaystatus"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/chaperone/apiwatch"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/chaperone/gatewaystatus"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/chaperone/routingsync"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/routing"
-	"github.com/varnishgw/terraform-provider-varnishgw/internal/routingsync"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/vgwapi"
 )
 
-// newRouting builds the routing half --routing names: agent.FileRouting
-// (ghost.json written by someone else), or a routingsync.Agent fed by the
+// newRouting builds the routing half --routing names: routingsync.FileRouting
+// (ghost.json written by someone else), or a routingsync.Routing fed by the
 // Gateway's objects through informers or by a standalone directory. With
 // --routing=kubernetes and --vcl="" the Agent also loads main.vcl from the
 // Gateway's VCL ConfigMap (gwruntime.VCLConfigMapName).
-func newRouting(cfg *Config, logger *slog.Logger) (agent.Routing, error) {
+func newRouting(cfg *Config, logger *slog.Logger) (routingHalf, error) {
 	// Each package names its own component (routingsync, vcl,
 	// gatewaystatus).
 	log := logger
@@ -75,7 +74,7 @@ func newRouting(cfg *Config, logger *slog.Logger) (agent.Routing, error) {
 			return nil, fmt.Errorf("watch Gateway %s: %w", cfg.Gateway, err)
 		}
 		gwRef := routing.ObjectRef{Namespace: ns, Name: name}
-		a := &routingsync.Agent{
+		a := &routingsync.Routing{
 			Source:   src,
 			Status:   gatewaystatus.NewWriter(gw, ns, name, log),
 			Reporter: vgwapi.NewReporter(dyn, gwRef, vgwapi.Pod{Name: cfg.PodName, UID: cfg.PodUID}, log.With("component", "report")),
@@ -88,9 +87,9 @@ func newRouting(cfg *Config, logger *slog.Logger) (agent.Routing, error) {
 		}
 		return a, nil
 	case RoutingDir:
-		return &routingsync.Agent{Source: routingsync.NewDirSource(cfg.RoutingDir, log)}, nil
+		return &routingsync.Routing{Source: routingsync.NewDirSource(cfg.RoutingDir, log)}, nil
 	default:
-		return &agent.FileRouting{}, nil
+		return &routingsync.FileRouting{}, nil
 	}
 }
 

@@ -12,11 +12,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/varnishgw/terraform-provider-varnishgw/internal/agent"
-	"github.com/varnishgw/terraform-provider-varnishgw/internal/ghostadmin"
-	"github.com/varnishgw/terraform-provider-varnishgw/internal/metrics"
-	"github.com/varnishgw/terraform-provider-varnishgw/internal/varnishd/varnishdtest"
-	"github.com/varnishgw/terraform-provider-varnishgw/internal/vclreload"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/chaperone/ghostadmin"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/chaperone/metrics"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/chaperone/routingsync"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/chaperone/vclreload"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/varnish/varnishd/varnishdtest"
 )
 
 // pushRouting is a routing half as the seam expects one: it feeds main.vcl
@@ -28,7 +28,7 @@ type pushRouting struct {
 	started    atomic.Int32
 }
 
-func (r *pushRouting) Run(ctx context.Context, env agent.Env) error {
+func (r *pushRouting) Run(ctx context.Context, env routingsync.Env) error {
 	bad := env.LoadVCL(ctx, "vcl 4.1; broken")
 	r.badVCLErr.Store(&bad)
 	if err := env.LoadVCL(ctx, r.vcl); err != nil {
@@ -37,7 +37,7 @@ func (r *pushRouting) Run(ctx context.Context, env agent.Env) error {
 	if err := os.WriteFile(env.GhostJSONPath, []byte(r.ghost), 0o644); err != nil {
 		return err
 	}
-	_, err := ghostadmin.Reload(ctx, env.GhostAdminAddr)
+	_, err := ghostadmin.NewReloader(ghostadmin.ReloaderConfig{Addr: env.GhostAdminAddr}).Reload(ctx)
 	env.ObserveReload(metrics.KindGhost, err)
 	if err != nil {
 		return err

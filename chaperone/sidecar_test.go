@@ -16,8 +16,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/varnishgw/terraform-provider-varnishgw/internal/varnishd"
-	"github.com/varnishgw/terraform-provider-varnishgw/internal/varnishd/varnishdtest"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/varnish/varnishd"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/varnish/varnishd/varnishdtest"
 )
 
 // TestSidecarSteersAnotherVarnishdAndDrainsOnPreStop runs the chaperone in

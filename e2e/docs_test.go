@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/varnishgw/terraform-provider-varnishgw/internal/tfcli"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/testing/tfcli"
 )
 
 // snippet is a Terraform code block of a document.

@@ -17,9 +17,9 @@ import (
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/demo"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/gwruntime"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/routing"
-	"github.com/varnishgw/terraform-provider-varnishgw/internal/testenv"
-	"github.com/varnishgw/terraform-provider-varnishgw/internal/tfcli"
-	"github.com/varnishgw/terraform-provider-varnishgw/internal/varnishd/varnishdtest"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/testing/testenv"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/testing/tfcli"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/varnish/varnishd/varnishdtest"
 )
 
 // dayHCL is the platform team's configuration; %[1]s is the namespace,

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/varnishgw/terraform-provider-varnishgw/internal/tfcli"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/testing/tfcli"
 )
 
 // TestExamplesValidate runs `validate` of the CLI on every directory under

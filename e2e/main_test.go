@@ -7,7 +7,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/varnishgw/terraform-provider-varnishgw/internal/testenv"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/testing/testenv"
 )
 
 func TestMain(m *testing.M) {

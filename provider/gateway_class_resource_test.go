@@ -13,7 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/rand"
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 
-	"github.com/varnishgw/terraform-provider-varnishgw/internal/testenv"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/testing/testenv"
 )
 
 func TestAccGatewayClass(t *testing.T) {

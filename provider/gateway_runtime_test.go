@@ -2,18 +2,19 @@ package provider
 
 import (
 	"context"
-	fwresource "github.com/hashicorp/terraform-plugin-framework/resource"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+
+	fwresource "github.com/hashicorp/terraform-plugin-framework/resource"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/varnishgw/terraform-provider-varnishgw/internal/drain"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/chaperone/drain"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/routing"
 )
 

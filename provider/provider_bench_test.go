@@ -18,8 +18,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/rand"
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 
-	"github.com/varnishgw/terraform-provider-varnishgw/internal/testenv"
-	"github.com/varnishgw/terraform-provider-varnishgw/internal/tfcli"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/testing/testenv"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/testing/tfcli"
 )
 
 // requestCounts are the API server's apiserver_request_total counters by

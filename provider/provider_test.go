@@ -14,7 +14,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-testing/helper/resource"
 	"golang.org/x/mod/modfile"
 
-	"github.com/varnishgw/terraform-provider-varnishgw/internal/testenv"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/testing/testenv"
 )
 
 func TestMain(m *testing.M) { testenv.Main(m) }

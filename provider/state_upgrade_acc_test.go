@@ -12,7 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/rand"
 
-	"github.com/varnishgw/terraform-provider-varnishgw/internal/tfcli"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/testing/tfcli"
 )
 
 // nestedAttributesRevision is the last commit whose provider stored

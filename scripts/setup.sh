@@ -83,7 +83,7 @@ if [ ! -f "$pause_image" ]; then
 	log "building the pause image $pause_tag from $kube_src/build/pause/linux/pause.c"
 	tmp=$(mktemp -d)
 	gcc -Os -Wall -Werror -static -DVERSION="v$pause_tag-$kube_version" -o "$tmp/pause" "$kube_src/build/pause/linux/pause.c"
-	go run ./internal/testenv/cmd/pauseimage -binary "$tmp/pause" -name "localhost/varnishgw/pause:$pause_tag" \
+	go run ./internal/testing/testenv/cmd/pauseimage -binary "$tmp/pause" -name "localhost/varnishgw/pause:$pause_tag" \
 		-created "$kube_time" -version "$kube_version" -o "$pause_image" >&2
 	rm -rf "$tmp"
 fi

@@ -15,11 +15,11 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/dynamic"
 
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/build/imagebuild"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/demo"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/gwruntime"
-	"github.com/varnishgw/terraform-provider-varnishgw/internal/imagebuild"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/routing"
-	"github.com/varnishgw/terraform-provider-varnishgw/internal/tfcli"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/testing/tfcli"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/vgwapi"
 )
 
@@ -120,7 +120,7 @@ func buildPreviousRelease(t *testing.T) (providerDir string, gateway imagebuild.
 	providerDir = filepath.Join(dir, "bin")
 	run(src, "go", "build", "-o", providerDir+string(filepath.Separator), ".")
 	images := filepath.Join(dir, "images")
-	run(src, "go", "run", "./internal/imagebuild/cmd/image", "-out", images)
+	run(src, "go", "run", "./internal/build/imagebuild/cmd/image", "-out", images)
 	gateway, err = imagebuild.ReadInfo(images, "gateway")
 	if err != nil {
 		t.Fatal(err)

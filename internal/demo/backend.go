@@ -9,7 +9,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/varnishgw/terraform-provider-varnishgw/internal/echo"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/testing/echo"
 )
 
 // Backend is an HTTP echo server standing in for a pod of a Service. It

@@ -15,7 +15,7 @@ import (
 	metav1apply "k8s.io/client-go/applyconfigurations/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/varnishgw/terraform-provider-varnishgw/internal/imagebuild"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/build/imagebuild"
 )
 
 // EnvImages names the directory `make image` writes the images to

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/varnishgw/terraform-provider-varnishgw/internal/varnishd/varnishdtest"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/varnish/varnishd/varnishdtest"
 )
 
 func TestRender(t *testing.T) {

@@ -26,8 +26,8 @@ import (
 	"syscall"
 
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/demo"
-	"github.com/varnishgw/terraform-provider-varnishgw/internal/testenv"
-	"github.com/varnishgw/terraform-provider-varnishgw/internal/tfcli"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/testing/testenv"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/testing/tfcli"
 )
 
 // Modes of the demo.

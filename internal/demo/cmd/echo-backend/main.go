@@ -22,7 +22,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/varnishgw/terraform-provider-varnishgw/internal/echo"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/testing/echo"
 )
 
 func main() {

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/varnishgw/terraform-provider-varnishgw/internal/echo"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/testing/echo"
 )
 
 func TestServe(t *testing.T) {

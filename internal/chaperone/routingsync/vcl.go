@@ -1,0 +1,214 @@
+package routingsync
+
+import (
+	"context"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/chaperone/vclreload"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/gwruntime"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/routing"
+)
+
+// VCLStatus is the state of the main VCL a KubeVCL feeds to varnishd.
+type VCLStatus struct {
+	// Active is true once a VCL from the ConfigMap has been made active
+	// (it stays true when a later version fails: that one keeps serving).
+	Active bool
+	// Err is nil when the ConfigMap's current main.vcl is the active VCL;
+	// otherwise it says why not (ConfigMap missing, key missing, compile
+	// error with the compiler's first lines).
+	Err error
+	// Pending is true when Err means "waiting" (the ConfigMap does not
+	// exist, or varnishd could not be reached) rather than "invalid".
+	Pending bool
+}
+
+// compilerLines is how many lines of the VCL compiler's output a VCLStatus
+// error (and so the Programmed message) keeps.
+const compilerLines = 8
+
+// vclRetryInterval is the wait before loading a VCL again after varnishd
+// could not be reached.
+const vclRetryInterval = 2 * time.Second
+
+// KubeVCL watches the Gateway's VCL ConfigMap (gwruntime.VCLConfigMapName,
+// key gwruntime.VCLDataKey) through an informer and loads every new main.vcl
+// into varnishd. It needs get, list and watch on ConfigMaps in the
+// Gateway's namespace (the Role of docs/routing-sync.md).
+type KubeVCL struct {
+	// Client acts as the chaperone's ServiceAccount.
+	Client kubernetes.Interface
+	// Namespace and Name name the Gateway.
+	Namespace, Name string
+	Logger          *slog.Logger
+
+	mu     sync.Mutex
+	good   string // last source made active
+	status VCLStatus
+}
+
+// ConfigMapName returns the namespace/name of the watched ConfigMap.
+func (v *KubeVCL) ConfigMapName() string {
+	return v.Namespace + "/" + gwruntime.VCLConfigMapName(routing.ObjectRef{Namespace: v.Namespace, Name: v.Name})
+}
+
+// Run watches the ConfigMap until ctx ends. load makes a source the active
+// VCL (Env.LoadVCL); report receives the status after every change
+// (from one goroutine, in order).
+func (v *KubeVCL) Run(ctx context.Context, load func(context.Context, string) error, report func(VCLStatus)) error {
+	if v.Client == nil || v.Namespace == "" || v.Name == "" {
+		return errors.New("routingsync: KubeVCL needs Client, Namespace and Name")
+	}
+	log := v.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	cmName := gwruntime.VCLConfigMapName(routing.ObjectRef{Namespace: v.Namespace, Name: v.Name})
+	log = log.With("component", "vcl", "configmap", v.Namespace+"/"+cmName)
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	f := informers.NewSharedInformerFactoryWithOptions(v.Client, 0,
+		informers.WithNamespace(v.Namespace),
+		informers.WithTweakListOptions(func(o *metav1.ListOptions) {
+			o.FieldSelector = fields.OneTermEqualSelector("metadata.name", cmName).String()
+		}),
+		informers.WithTransform(cache.TransformFunc(stripManagedFields)))
+	inf := f.Core().V1().ConfigMaps().Informer()
+	kick := make(chan struct{}, 1)
+	poke := func() {
+		select {
+		case kick <- struct{}{}:
+		default:
+		}
+	}
+	if _, err := inf.AddEventHandler(handler(poke)); err != nil {
+		return fmt.Errorf("watch VCL ConfigMap %s/%s: %w", v.Namespace, cmName, err)
+	}
+	f.Start(ctx.Done())
+	defer f.Shutdown()
+	if !cache.WaitForCacheSync(ctx.Done(), inf.HasSynced) {
+		return nil // ctx ended
+	}
+	poke()
+	var tried [sha256.Size]byte
+	triedAny := false
+	var retry <-chan time.Time
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-kick:
+		case <-retry:
+		}
+		retry = nil
+		obj, exists, err := inf.GetStore().GetByKey(v.Namespace + "/" + cmName)
+		var st VCLStatus
+		v.mu.Lock()
+		st.Active = v.status.Active
+		v.mu.Unlock()
+		switch {
+		case err != nil:
+			st.Err, st.Pending = fmt.Errorf("read VCL ConfigMap %s/%s from cache: %w", v.Namespace, cmName, err), true
+		case !exists:
+			msg := fmt.Sprintf("waiting for ConfigMap %s/%s with key %q (the Gateway's main VCL)", v.Namespace, cmName, gwruntime.VCLDataKey)
+			if st.Active {
+				msg = fmt.Sprintf("ConfigMap %s/%s (the Gateway's main VCL) was deleted; the last loaded VCL keeps serving until it is back", v.Namespace, cmName)
+			}
+			st.Err, st.Pending = errors.New(msg), true
+			triedAny = false
+			log.Warn(msg)
+		default:
+			cm := obj.(*corev1.ConfigMap)
+			src, ok := cm.Data[gwruntime.VCLDataKey]
+			if !ok || strings.TrimSpace(src) == "" {
+				st.Err = fmt.Errorf("ConfigMap %s/%s has no %q key (or it is empty): put the Gateway's main VCL there", v.Namespace, cmName, gwruntime.VCLDataKey)
+				triedAny = false
+				log.Error("VCL ConfigMap without main.vcl", "key", gwruntime.VCLDataKey)
+				break
+			}
+			sum := sha256.Sum256([]byte(src))
+			if triedAny && sum == tried {
+				continue // metadata change only, or already tried
+			}
+			tried, triedAny = sum, true
+			st = v.load(ctx, load, src, cmName, st)
+			if st.Err != nil && st.Pending {
+				// varnishd was not reachable: try the same source again
+				triedAny = false
+				retry = time.After(vclRetryInterval)
+			}
+		}
+		if ctx.Err() != nil {
+			return nil
+		}
+		v.mu.Lock()
+		v.status = st
+		v.mu.Unlock()
+		if report != nil {
+			report(st)
+		}
+	}
+}
+
+// load loads src and turns the result into a status.
+func (v *KubeVCL) load(ctx context.Context, load func(context.Context, string) error, src, cmName string, st VCLStatus) VCLStatus {
+	err := load(ctx, src)
+	if err == nil {
+		v.mu.Lock()
+		v.good = src
+		v.mu.Unlock()
+		st.Active, st.Err, st.Pending = true, nil, false
+		return st
+	}
+	var ce *vclreload.CompileError
+	if errors.As(err, &ce) {
+		st.Err = fmt.Errorf("key %q of ConfigMap %s/%s does not compile; the previous VCL keeps serving. Compiler: %s",
+			gwruntime.VCLDataKey, v.Namespace, cmName, firstLines(ce.Message, compilerLines))
+		return st
+	}
+	st.Err, st.Pending = fmt.Errorf("load key %q of ConfigMap %s/%s into varnishd: %w", gwruntime.VCLDataKey, v.Namespace, cmName, err), true
+	return st
+}
+
+// Reload loads the last source that was made active again (a no-op for
+// varnishd when it is still the active one): after varnishd lost its VCLs,
+// e.g. a sidecar varnishd that restarted.
+func (v *KubeVCL) Reload(ctx context.Context, load func(context.Context, string) error) error {
+	v.mu.Lock()
+	src := v.good
+	v.mu.Unlock()
+	if src == "" {
+		return nil
+	}
+	return load(ctx, src)
+}
+
+// firstLines returns the first n non-empty lines of s, joined by newlines,
+// and "..." as a last line when there were more.
+func firstLines(s string, n int) string {
+	var out []string
+	for _, l := range strings.Split(s, "\n") {
+		if l = strings.TrimRight(l, " \t\r"); l == "" {
+			continue
+		}
+		if len(out) == n {
+			out = append(out, "...")
+			break
+		}
+		out = append(out, l)
+	}
+	return strings.Join(out, "\n")
+}
