@@ -20,7 +20,7 @@ import (
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/chaperone/health"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/chaperone/metrics"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/chaperone/routingsync"
-	"github.com/varnishgw/terraform-provider-varnishgw/internal/chaperone/vclreload"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/chaperone/vcl"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/varnish/varnishadm"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/varnish/varnishd"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/varnish/varnishstat"
@@ -70,7 +70,7 @@ type Chaperone struct {
 
 	admin    admin
 	proc     *varnishd.Process // supervise mode only
-	reloader *vclreload.Reloader
+	reloader *vcl.Reloader
 	metrics  *metrics.Chaperone
 	stats    *varnishstat.Poller
 	checker  *health.Checker
@@ -114,7 +114,7 @@ func Run(ctx context.Context, cfg *Config, routing routingHalf, logger *slog.Log
 		Logger:   logger,
 	}
 	reg.MustRegister(varnishstat.Collector{Poller: c.stats})
-	c.reloader = &vclreload.Reloader{Admin: &c.admin, Keep: cfg.VCLKeep, Logger: logger, Observer: reloadObserver{c}}
+	c.reloader = &vcl.Reloader{Admin: &c.admin, Keep: cfg.VCLKeep, Logger: logger, Observer: reloadObserver{c}}
 	c.checker = &health.Checker{VarnishReady: c.varnishUp.Load, RoutingLoaded: c.routingLoaded.Load}
 	c.drainer = &drain.Drainer{
 		LiveSessions: c.liveSessions,

@@ -32,6 +32,7 @@ import (
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/chaperone/apiwatch"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/chaperone/gatewaystatus"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/chaperone/routingsync"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/chaperone/vcl"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/routing"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/vgwapi"
 )
@@ -83,7 +84,7 @@ func newRouting(cfg *Config, logger *slog.Logger) (routingHalf, error) {
 		if cfg.VCLPath == "" {
 			// main.vcl from the Gateway's VCL ConfigMap, through the API
 			// (no kubelet volume delay).
-			a.VCL = &routingsync.KubeVCL{Client: kube, Namespace: ns, Name: name, Logger: log}
+			a.VCL = &vcl.KubeSource{Client: kube, Namespace: ns, Name: name, Logger: log}
 		}
 		return a, nil
 	case RoutingDir:

@@ -15,7 +15,7 @@ import (
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/chaperone/ghostadmin"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/chaperone/metrics"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/chaperone/routingsync"
-	"github.com/varnishgw/terraform-provider-varnishgw/internal/chaperone/vclreload"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/chaperone/vcl"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/varnish/varnishd/varnishdtest"
 )
 
@@ -84,9 +84,9 @@ func TestRunWithARoutingHalf(t *testing.T) {
 
 	c.waitFor("ready", 90*time.Second, func() bool { code, _ := c.health("/readyz"); return code == 200 })
 	c.wantTraffic("P", "pushed")
-	var ce *vclreload.CompileError
+	var ce *vcl.CompileError
 	if bad := r.badVCLErr.Load(); bad == nil || !errors.As(*bad, &ce) {
-		t.Errorf("LoadVCL of a broken source = %v, want a *vclreload.CompileError", bad)
+		t.Errorf("LoadVCL of a broken source = %v, want a *vcl.CompileError", bad)
 	}
 	if v := c.metric(`varnishgw_chaperone_reloads_total{kind="vcl",result="error"}`); v != 1 {
 		t.Errorf("vcl reload errors = %v, want 1", v)

@@ -29,7 +29,6 @@ import (
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 	gatewayv1apply "sigs.k8s.io/gateway-api/applyconfiguration/apis/v1"
 
-	"github.com/varnishgw/terraform-provider-varnishgw/internal/chaperone/drain"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/gwruntime"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/mainvcl"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/routing"
@@ -599,7 +598,7 @@ func (s *runtimeSpec) deployment() *appsv1apply.DeploymentApplyConfiguration {
 			// nothing reachable over the network can start a drain.
 			WithLifecycle(corev1apply.Lifecycle().WithPreStop(corev1apply.LifecycleHandler().
 				WithExec(corev1apply.ExecAction().WithCommand(chaperoneBin, "drain",
-					"--socket="+drain.DefaultSocket, fmt.Sprintf("--delay=%ds", preStopSleep)))))
+					"--socket="+gwruntime.DrainSocket, fmt.Sprintf("--delay=%ds", preStopSleep)))))
 		for _, p := range s.ports {
 			varnish.WithPorts(corev1apply.ContainerPort().WithName(routing.SocketName(gatewayv1.PortNumber(p))).
 				WithContainerPort(p).WithProtocol(corev1.ProtocolTCP))

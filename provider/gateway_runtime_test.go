@@ -14,7 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/varnishgw/terraform-provider-varnishgw/internal/chaperone/drain"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/gwruntime"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/routing"
 )
 
@@ -193,8 +193,8 @@ func TestParseResources(t *testing.T) {
 // state volume both containers mount, where the chaperone creates it by
 // default in sidecar mode.
 func TestSidecarDrainSocketOnTheSharedVolume(t *testing.T) {
-	if filepath.Dir(drain.DefaultSocket) != stateDir {
-		t.Errorf("drain socket %s is not on the state volume %s", drain.DefaultSocket, stateDir)
+	if filepath.Dir(gwruntime.DrainSocket) != stateDir {
+		t.Errorf("drain socket %s is not on the state volume %s", gwruntime.DrainSocket, stateDir)
 	}
 	s := testSpec()
 	s.mode = modeSidecar

@@ -15,6 +15,11 @@ import (
 const (
 	// VCLDataKey is the data key of main.vcl in the VCL ConfigMap.
 	VCLDataKey = "main.vcl"
+	// DrainSocket is the drain socket of a gateway pod: on the state volume
+	// both containers mount, served by the chaperone (its --drain-socket in
+	// sidecar mode) and reached by the varnish container's preStop hook
+	// (`chaperone drain --socket=...`).
+	DrainSocket = "/var/lib/varnishgw/drain.sock"
 	// NamespaceLabel carries the Gateway's namespace on its runtime
 	// objects (GatewayLabel carries its name).
 	NamespaceLabel = "varnishgw.dev/gateway-namespace"

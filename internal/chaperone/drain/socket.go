@@ -13,11 +13,12 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/gwruntime"
 )
 
-// DefaultSocket is the drain socket of a gateway pod: on the state volume
-// (an emptyDir) that the chaperone and varnish containers share.
-const DefaultSocket = "/var/lib/varnishgw/drain.sock"
+// DefaultSocket is a gateway pod's drain socket (gwruntime.DrainSocket).
+const DefaultSocket = gwruntime.DrainSocket
 
 // Path is the URL path of a drain request on the socket.
 const Path = "/drain"

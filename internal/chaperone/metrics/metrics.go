@@ -16,13 +16,13 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
-	"github.com/varnishgw/terraform-provider-varnishgw/internal/chaperone/vclreload"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/chaperone/vcl"
 )
 
 // The reload kinds.
 const (
-	KindVCL   = vclreload.Kind // main.vcl, vcl.load + vcl.use
-	KindGhost = "ghost"        // ghost.json, POST /.varnish-ghost/reload
+	KindVCL   = vcl.Kind // main.vcl, vcl.load + vcl.use
+	KindGhost = "ghost"  // ghost.json, POST /.varnish-ghost/reload
 )
 
 // Chaperone is the chaperone's own metrics.
@@ -90,11 +90,11 @@ func NewChaperone(reg prometheus.Registerer) *Chaperone {
 }
 
 // ObserveReload counts a reload of kind; err nil is a success. A
-// *vclreload.CompileError also counts as a VCL compile failure.
+// *vcl.CompileError also counts as a VCL compile failure.
 func (m *Chaperone) ObserveReload(kind string, err error) {
 	if err != nil {
 		m.reloads.WithLabelValues(kind, "error").Inc()
-		var ce *vclreload.CompileError
+		var ce *vcl.CompileError
 		if errors.As(err, &ce) {
 			m.vclCompileFailures.Inc()
 		}

@@ -10,14 +10,14 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/chaperone/metrics"
-	"github.com/varnishgw/terraform-provider-varnishgw/internal/chaperone/vclreload"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/chaperone/vcl"
 )
 
 func TestChaperoneMetrics(t *testing.T) {
 	reg := metrics.NewRegistry()
 	m := metrics.NewChaperone(reg)
 	m.ObserveReload(metrics.KindVCL, nil)
-	m.ObserveReload(metrics.KindVCL, &vclreload.CompileError{Name: "main-x", Message: "boom"})
+	m.ObserveReload(metrics.KindVCL, &vcl.CompileError{Name: "main-x", Message: "boom"})
 	m.ObserveReload(metrics.KindGhost, errors.New("ghost said no"))
 	m.ObserveReload(metrics.KindGhost, nil)
 	m.ObserveReload(metrics.KindGhost, nil)

@@ -21,7 +21,7 @@ type Env struct {
 	// it is called.
 	RoutingLoaded func()
 	// LoadVCL makes source the active main VCL (a no-op when unchanged). A
-	// source that does not compile returns a *vclreload.CompileError (for
+	// source that does not compile returns a *vcl.CompileError (for
 	// the Gateway condition) and the running VCL stays.
 	LoadVCL func(ctx context.Context, source string) error
 	// VCLError is the result of the last VCL load: nil once a main VCL is

@@ -16,6 +16,7 @@ import (
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/chaperone/gatewaystatus"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/chaperone/ghostadmin"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/chaperone/metrics"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/chaperone/vcl"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/vgwapi"
 )
 
@@ -36,7 +37,7 @@ type Routing struct {
 	Reporter *vgwapi.Reporter
 	// VCL, if set, is where main.vcl comes from (the chaperone runs with
 	// --vcl=""); nil when the chaperone loads a --vcl file itself.
-	VCL *KubeVCL
+	VCL *vcl.KubeSource
 	// API, if set, follows the connection to the API server (the
 	// transport of the Kubernetes clients is wrapped by it): its metrics
 	// are registered with the chaperone's, and it is in sync once Source
@@ -48,7 +49,7 @@ type Routing struct {
 	mu         sync.Mutex
 	env        Env
 	routingRes *routingState // nil until a sync knew the Gateway
-	vclStatus  *VCLStatus    // nil until the VCL ConfigMap was read
+	vclStatus  *vcl.Status   // nil until the VCL ConfigMap was read
 }
 
 // routingState is what the Programmed condition needs of the last sync.
@@ -131,7 +132,7 @@ func (a *Routing) Run(ctx context.Context, env Env) error {
 	defer cancel()
 	vclDone := make(chan error, 1)
 	go func() {
-		err := a.VCL.Run(ctx, env.LoadVCL, func(st VCLStatus) {
+		err := a.VCL.Run(ctx, env.LoadVCL, func(st vcl.Status) {
 			a.mu.Lock()
 			a.vclStatus = &st
 			a.mu.Unlock()
@@ -175,7 +176,7 @@ func (a *Routing) setStatus() {
 // without a VCL source) into the Gateway's Programmed condition: True only
 // when both are fine; a VCL that never became active hides the routing's
 // error (ghost cannot be reached without it); otherwise both messages.
-func programmed(r routingState, v *VCLStatus) gatewaystatus.Programmed {
+func programmed(r routingState, v *vcl.Status) gatewaystatus.Programmed {
 	p := gatewaystatus.ForError(r.generation, r.err, r.pending)
 	if p.Status == metav1.ConditionTrue && len(r.rejected) > 0 {
 		p.Message += fmt.Sprintf("; %d routing fragment(s) rejected, their routes keep their last accepted routing or are not served: %s",

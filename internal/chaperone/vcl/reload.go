@@ -1,9 +1,12 @@
-// Package vclreload hot-reloads varnishd's main VCL through the admin
-// connection: each new source is compiled under a new unique name, made
-// active with vcl.use, and older versions beyond the last few are
-// discarded. A VCL that does not compile is reported (log, metric, a
-// *CompileError for the Gateway condition) and the running one stays.
-package vclreload
+// Package vcl is the chaperone's main VCL: the Reloader hot-reloads
+// varnishd's main VCL through the admin connection (each new source is
+// compiled under a new unique name, made active with vcl.use, and older
+// versions beyond the last few are discarded; a VCL that does not compile
+// is reported — log, metric, a *CompileError for the Gateway condition —
+// and the running one stays); its sources are a file (Reloader.WatchFile,
+// --vcl=PATH) or the Gateway's VCL ConfigMap (KubeSource, --vcl= with
+// --routing=kubernetes).
+package vcl
 
 import (
 	"context"

@@ -1,4 +1,4 @@
-package vclreload
+package vcl
 
 import "testing"
 

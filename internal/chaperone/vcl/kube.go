@@ -1,4 +1,4 @@
-package routingsync
+package vcl
 
 import (
 	"context"
@@ -17,13 +17,12 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 
-	"github.com/varnishgw/terraform-provider-varnishgw/internal/chaperone/vclreload"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/gwruntime"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/routing"
 )
 
-// VCLStatus is the state of the main VCL a KubeVCL feeds to varnishd.
-type VCLStatus struct {
+// Status is the state of the main VCL a KubeSource feeds to varnishd.
+type Status struct {
 	// Active is true once a VCL from the ConfigMap has been made active
 	// (it stays true when a later version fails: that one keeps serving).
 	Active bool
@@ -36,7 +35,7 @@ type VCLStatus struct {
 	Pending bool
 }
 
-// compilerLines is how many lines of the VCL compiler's output a VCLStatus
+// compilerLines is how many lines of the VCL compiler's output a Status
 // error (and so the Programmed message) keeps.
 const compilerLines = 8
 
@@ -44,11 +43,11 @@ const compilerLines = 8
 // could not be reached.
 const vclRetryInterval = 2 * time.Second
 
-// KubeVCL watches the Gateway's VCL ConfigMap (gwruntime.VCLConfigMapName,
+// KubeSource watches the Gateway's VCL ConfigMap (gwruntime.VCLConfigMapName,
 // key gwruntime.VCLDataKey) through an informer and loads every new main.vcl
 // into varnishd. It needs get, list and watch on ConfigMaps in the
 // Gateway's namespace (the Role of docs/routing-sync.md).
-type KubeVCL struct {
+type KubeSource struct {
 	// Client acts as the chaperone's ServiceAccount.
 	Client kubernetes.Interface
 	// Namespace and Name name the Gateway.
@@ -57,20 +56,20 @@ type KubeVCL struct {
 
 	mu     sync.Mutex
 	good   string // last source made active
-	status VCLStatus
+	status Status
 }
 
 // ConfigMapName returns the namespace/name of the watched ConfigMap.
-func (v *KubeVCL) ConfigMapName() string {
+func (v *KubeSource) ConfigMapName() string {
 	return v.Namespace + "/" + gwruntime.VCLConfigMapName(routing.ObjectRef{Namespace: v.Namespace, Name: v.Name})
 }
 
 // Run watches the ConfigMap until ctx ends. load makes a source the active
 // VCL (Env.LoadVCL); report receives the status after every change
 // (from one goroutine, in order).
-func (v *KubeVCL) Run(ctx context.Context, load func(context.Context, string) error, report func(VCLStatus)) error {
+func (v *KubeSource) Run(ctx context.Context, load func(context.Context, string) error, report func(Status)) error {
 	if v.Client == nil || v.Namespace == "" || v.Name == "" {
-		return errors.New("routingsync: KubeVCL needs Client, Namespace and Name")
+		return errors.New("vcl: KubeSource needs Client, Namespace and Name")
 	}
 	log := v.Logger
 	if log == nil {
@@ -84,8 +83,7 @@ func (v *KubeVCL) Run(ctx context.Context, load func(context.Context, string) er
 		informers.WithNamespace(v.Namespace),
 		informers.WithTweakListOptions(func(o *metav1.ListOptions) {
 			o.FieldSelector = fields.OneTermEqualSelector("metadata.name", cmName).String()
-		}),
-		informers.WithTransform(cache.TransformFunc(stripManagedFields)))
+		}))
 	inf := f.Core().V1().ConfigMaps().Informer()
 	kick := make(chan struct{}, 1)
 	poke := func() {
@@ -94,7 +92,11 @@ func (v *KubeVCL) Run(ctx context.Context, load func(context.Context, string) er
 		default:
 		}
 	}
-	if _, err := inf.AddEventHandler(handler(poke)); err != nil {
+	if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(any) { poke() },
+		UpdateFunc: func(any, any) { poke() },
+		DeleteFunc: func(any) { poke() },
+	}); err != nil {
 		return fmt.Errorf("watch VCL ConfigMap %s/%s: %w", v.Namespace, cmName, err)
 	}
 	f.Start(ctx.Done())
@@ -115,7 +117,7 @@ func (v *KubeVCL) Run(ctx context.Context, load func(context.Context, string) er
 		}
 		retry = nil
 		obj, exists, err := inf.GetStore().GetByKey(v.Namespace + "/" + cmName)
-		var st VCLStatus
+		var st Status
 		v.mu.Lock()
 		st.Active = v.status.Active
 		v.mu.Unlock()
@@ -164,7 +166,7 @@ func (v *KubeVCL) Run(ctx context.Context, load func(context.Context, string) er
 }
 
 // load loads src and turns the result into a status.
-func (v *KubeVCL) load(ctx context.Context, load func(context.Context, string) error, src, cmName string, st VCLStatus) VCLStatus {
+func (v *KubeSource) load(ctx context.Context, load func(context.Context, string) error, src, cmName string, st Status) Status {
 	err := load(ctx, src)
 	if err == nil {
 		v.mu.Lock()
@@ -173,7 +175,7 @@ func (v *KubeVCL) load(ctx context.Context, load func(context.Context, string) e
 		st.Active, st.Err, st.Pending = true, nil, false
 		return st
 	}
-	var ce *vclreload.CompileError
+	var ce *CompileError
 	if errors.As(err, &ce) {
 		st.Err = fmt.Errorf("key %q of ConfigMap %s/%s does not compile; the previous VCL keeps serving. Compiler: %s",
 			gwruntime.VCLDataKey, v.Namespace, cmName, firstLines(ce.Message, compilerLines))
@@ -186,7 +188,7 @@ func (v *KubeVCL) load(ctx context.Context, load func(context.Context, string) e
 // Reload loads the last source that was made active again (a no-op for
 // varnishd when it is still the active one): after varnishd lost its VCLs,
 // e.g. a sidecar varnishd that restarted.
-func (v *KubeVCL) Reload(ctx context.Context, load func(context.Context, string) error) error {
+func (v *KubeSource) Reload(ctx context.Context, load func(context.Context, string) error) error {
 	v.mu.Lock()
 	src := v.good
 	v.mu.Unlock()

@@ -1,4 +1,4 @@
-package vclreload_test
+package vcl_test
 
 import (
 	"context"
@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/varnishgw/terraform-provider-varnishgw/internal/chaperone/vclreload"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/chaperone/vcl"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/varnish/varnishd"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/varnish/varnishd/varnishdtest"
 )
@@ -28,7 +28,7 @@ type recorder struct {
 func (r *recorder) ObserveReload(kind string, err error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if kind != vclreload.Kind {
+	if kind != vcl.Kind {
 		panic("unexpected kind " + kind)
 	}
 	r.results = append(r.results, err)
@@ -69,7 +69,7 @@ func TestReloader(t *testing.T) {
 	addr := varnishdtest.FreeAddr(t)
 	p := varnishdtest.Start(t, varnishd.Config{Listeners: []varnishd.Listener{{Name: "port-test", Addr: addr}}})
 	obs := &recorder{}
-	r := &vclreload.Reloader{Admin: p.Admin, Keep: 2, Logger: varnishdtest.Logger(t), Observer: obs}
+	r := &vcl.Reloader{Admin: p.Admin, Keep: 2, Logger: varnishdtest.Logger(t), Observer: obs}
 	ctx := context.Background()
 	a, b := backend(t, "A"), backend(t, "B")
 
@@ -88,7 +88,7 @@ func TestReloader(t *testing.T) {
 	// A VCL with a syntax error is a *CompileError with the compiler's
 	// message; traffic keeps the running VCL.
 	err := r.Load(ctx, "vcl 4.1;\nbackend be none;\nsub vcl_recv { nosuchthing; }\n")
-	var ce *vclreload.CompileError
+	var ce *vcl.CompileError
 	if !errors.As(err, &ce) || !strings.Contains(ce.Message, "nosuchthing") {
 		t.Fatalf("bad VCL: err = %v, want a CompileError naming nosuchthing", err)
 	}
@@ -126,7 +126,7 @@ func TestReloader(t *testing.T) {
 func TestWatchFile(t *testing.T) {
 	addr := varnishdtest.FreeAddr(t)
 	p := varnishdtest.Start(t, varnishd.Config{Listeners: []varnishd.Listener{{Name: "port-test", Addr: addr}}})
-	r := &vclreload.Reloader{Admin: p.Admin, Logger: varnishdtest.Logger(t)}
+	r := &vcl.Reloader{Admin: p.Admin, Logger: varnishdtest.Logger(t)}
 	a := backend(t, "A")
 	path := filepath.Join(t.TempDir(), "main.vcl")
 	if err := os.WriteFile(path, []byte(vclFor(a, "v1")), 0o644); err != nil {
@@ -156,7 +156,7 @@ func TestWatchFile(t *testing.T) {
 	if err := os.WriteFile(path, []byte("vcl 4.1; this is not VCL"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	var ce *vclreload.CompileError
+	var ce *vcl.CompileError
 	if err := next(); !errors.As(err, &ce) {
 		t.Fatalf("broken file: %v, want a CompileError", err)
 	}

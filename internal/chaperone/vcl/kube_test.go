@@ -1,0 +1,224 @@
+package vcl
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/gwruntime"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/routing"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/testing/testenv"
+)
+
+func TestMain(m *testing.M) { testenv.Main(m) }
+
+func TestFirstLines(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		n    int
+		want string
+	}{
+		{"", 3, ""},
+		{"a\n\nb\r\n", 3, "a\nb"},
+		{"a\nb\nc", 3, "a\nb\nc"},
+		{"a\nb\nc\nd", 3, "a\nb\nc\n..."},
+	} {
+		if got := firstLines(tc.in, tc.n); got != tc.want {
+			t.Errorf("firstLines(%q, %d) = %q, want %q", tc.in, tc.n, got, tc.want)
+		}
+	}
+}
+
+// vclLoads records the sources KubeSource loads; sources containing "broken"
+// fail like varnishd's compiler.
+type vclLoads struct {
+	mu       sync.Mutex
+	loads    []string
+	statuses []Status
+}
+
+func (l *vclLoads) load(_ context.Context, src string) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.loads = append(l.loads, src)
+	if strings.Contains(src, "broken") {
+		return &CompileError{Name: "main-x", Message: "Message from VCC-compiler:\nUnknown token 'broken'\n\n('<vcl.inline>' Line 1 Pos 10)\n1\n2\n3\n4\n5\n6\n7"}
+	}
+	return nil
+}
+
+func (l *vclLoads) report(st Status) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.statuses = append(l.statuses, st)
+}
+
+func (l *vclLoads) last(t *testing.T, what string, ok func(loads []string, st Status) bool) Status {
+	t.Helper()
+	var got Status
+	eventually(t, 30*time.Second, what, func() error {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		if len(l.statuses) == 0 {
+			return errNotYet
+		}
+		got = l.statuses[len(l.statuses)-1]
+		if !ok(l.loads, got) {
+			return errors.New("last status " + strings.ReplaceAll(errString(got.Err), "\n", " | "))
+		}
+		return nil
+	})
+	return got
+}
+
+func errString(err error) string {
+	if err == nil {
+		return "<nil>"
+	}
+	return err.Error()
+}
+
+// TestKubeVCLFollowsTheConfigMap runs KubeSource as the chaperone's
+// ServiceAccount (configmaps get/list/watch only) against the test API
+// server; the load function stands in for varnishd (the chaperone's
+// binary test covers the real one).
+func TestKubeSourceFollowsTheConfigMap(t *testing.T) {
+	cp := testenv.Get(t)
+	ctx := context.Background()
+	ns := cp.Namespace(t)
+	cp.GrantRole(t, ns, "chaperone-gateway", ns, "chaperone", gwruntime.GatewayRules(routing.ObjectRef{Namespace: ns, Name: "gw"}))
+	cfg, err := cp.ServiceAccountConfig(ctx, ns, "chaperone")
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := &KubeSource{Client: kubernetes.NewForConfigOrDie(cfg), Namespace: ns, Name: "gw", Logger: testLogger(t)}
+	var l vclLoads
+	rctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- v.Run(rctx, l.load, l.report) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	})
+	cmName := gwruntime.VCLConfigMapName(routing.ObjectRef{Namespace: ns, Name: "gw"})
+	if v.ConfigMapName() != ns+"/"+cmName {
+		t.Errorf("ConfigMapName() = %q", v.ConfigMapName())
+	}
+
+	// Missing: Pending, naming the awaited ConfigMap and key.
+	st := l.last(t, "pending while the ConfigMap is missing", func(_ []string, st Status) bool { return st.Err != nil })
+	if !st.Pending || st.Active || !strings.Contains(st.Err.Error(), cmName) || !strings.Contains(st.Err.Error(), `"main.vcl"`) {
+		t.Errorf("missing ConfigMap: %+v (%v)", st, st.Err)
+	}
+
+	// Created: loaded, active.
+	cm := &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: cmName},
+		Data:       map[string]string{gwruntime.VCLDataKey: "vcl 4.1; # v1"},
+	}
+	if cm, err = cp.Client.CoreV1().ConfigMaps(ns).Create(ctx, cm, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	l.last(t, "v1 active", func(loads []string, st Status) bool {
+		return st.Err == nil && st.Active && len(loads) == 1 && loads[0] == "vcl 4.1; # v1"
+	})
+
+	// A label change does not load again.
+	cm.Labels = map[string]string{"x": "y"}
+	if cm, err = cp.Client.CoreV1().ConfigMaps(ns).Update(ctx, cm, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// Broken: Invalid with the compiler's first lines, still Active.
+	cm.Data[gwruntime.VCLDataKey] = "vcl 4.1; broken"
+	if cm, err = cp.Client.CoreV1().ConfigMaps(ns).Update(ctx, cm, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	st = l.last(t, "compile error reported", func(_ []string, st Status) bool { return st.Err != nil })
+	msg := st.Err.Error()
+	if st.Pending || !st.Active || !strings.Contains(msg, cmName) || !strings.Contains(msg, "Unknown token 'broken'") ||
+		strings.Contains(msg, "\n7") || !strings.HasSuffix(msg, "...") {
+		t.Errorf("broken VCL: %+v: %s", st, msg)
+	}
+	l.mu.Lock()
+	if len(l.loads) != 2 {
+		t.Errorf("loads = %q, want v1 and the broken one (a label change loads nothing)", l.loads)
+	}
+	l.mu.Unlock()
+
+	// Missing key: Invalid.
+	cm.Data = map[string]string{"other": "x"}
+	if cm, err = cp.Client.CoreV1().ConfigMaps(ns).Update(ctx, cm, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	st = l.last(t, "missing key reported", func(_ []string, st Status) bool {
+		return st.Err != nil && strings.Contains(st.Err.Error(), "no \"main.vcl\" key")
+	})
+	if st.Pending {
+		t.Errorf("missing key is Pending, want Invalid")
+	}
+
+	// Fixed, then deleted: Pending, the loaded VCL stays (Active).
+	cm.Data = map[string]string{gwruntime.VCLDataKey: "vcl 4.1; # v2"}
+	if _, err = cp.Client.CoreV1().ConfigMaps(ns).Update(ctx, cm, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	l.last(t, "v2 active", func(loads []string, st Status) bool {
+		return st.Err == nil && loads[len(loads)-1] == "vcl 4.1; # v2"
+	})
+	if err := cp.Client.CoreV1().ConfigMaps(ns).Delete(ctx, cmName, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	st = l.last(t, "deletion reported", func(_ []string, st Status) bool { return st.Err != nil })
+	if !st.Pending || !st.Active || !strings.Contains(st.Err.Error(), "deleted") {
+		t.Errorf("deleted: %+v (%v)", st, st.Err)
+	}
+
+	// Reload (after varnishd lost its VCLs) loads the last good source.
+	if err := v.Reload(ctx, l.load); err != nil {
+		t.Fatal(err)
+	}
+	l.mu.Lock()
+	if got := l.loads[len(l.loads)-1]; got != "vcl 4.1; # v2" {
+		t.Errorf("Reload loaded %q, want v2", got)
+	}
+	l.mu.Unlock()
+}
+
+func eventually(t testing.TB, d time.Duration, what string, f func() error) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	var err error
+	for {
+		if err = f(); err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within %v: %v", what, d, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func testLogger(t testing.TB) *slog.Logger {
+	return slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
+}
+
+type testWriter struct{ t testing.TB }
+
+func (w testWriter) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimSpace(string(p)))
+	return len(p), nil
+}
+
+var errNotYet = fmt.Errorf("not yet")

@@ -1,0 +1,82 @@
+package main
+
+import (
+	"os/exec"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// The folders show the architecture (the README's Layout): the shared core
+// at the top of internal/ (routing, ghostjson, vgwapi, gwruntime, mainvcl),
+// Varnish's programs under internal/varnish/, the chaperone's parts under
+// internal/chaperone/, image building under internal/build/ and test
+// infrastructure under internal/testing/. TestImportGraph keeps the
+// imports one-way, so the folders stay true.
+
+const module = "github.com/varnishgw/terraform-provider-varnishgw"
+
+// layoutGroup is the folder group of a package of this module.
+func layoutGroup(pkg string) string {
+	rel := strings.TrimPrefix(strings.TrimPrefix(pkg, module), "/")
+	switch {
+	case rel == "":
+		return "provider" // main.go serves the provider
+	case strings.HasPrefix(rel, "provider"):
+		return "provider"
+	case rel == "chaperone" || strings.HasPrefix(rel, "chaperone/"):
+		return "chaperone"
+	case strings.HasPrefix(rel, "internal/chaperone/"):
+		return "chaperone-parts"
+	case strings.HasPrefix(rel, "internal/varnish/"):
+		return "varnish"
+	case strings.HasPrefix(rel, "internal/build/"):
+		return "build"
+	case strings.HasPrefix(rel, "internal/testing/"):
+		return "testing"
+	case strings.HasPrefix(rel, "internal/demo"):
+		return "demo"
+	case strings.HasPrefix(rel, "e2e"):
+		return "e2e"
+	case strings.HasPrefix(rel, "internal/"):
+		return "core"
+	}
+	return "other:" + rel
+}
+
+// allowed lists, per group, the groups its non-test code may import.
+var allowed = map[string][]string{
+	"core":            {"core"},
+	"varnish":         {"varnish", "core"},
+	"chaperone-parts": {"chaperone-parts", "varnish", "core"},
+	"chaperone":       {"chaperone-parts", "varnish", "core"},
+	"provider":        {"provider", "core", "varnish"}, // the sidecar container's varnishd command line
+	"build":           {"build", "core", "testing"}, // the echo image holds the test backends' server
+	"testing":         {"testing", "build", "varnish", "core"},
+	"demo":            {"demo", "testing", "build", "varnish", "core"},
+	"e2e":             {"e2e", "demo", "testing", "build", "varnish", "core", "provider"},
+}
+
+func TestImportGraph(t *testing.T) {
+	out, err := exec.Command("go", "list", "-f", `{{.ImportPath}}|{{join .Imports " "}}`, "./...").Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		pkg, imports, _ := strings.Cut(line, "|")
+		from := layoutGroup(pkg)
+		ok, known := allowed[from]
+		if !known {
+			t.Errorf("package %s is in no folder group of the layout (%s): place it, and list it in allowed", pkg, from)
+			continue
+		}
+		for _, imp := range strings.Fields(imports) {
+			if !strings.HasPrefix(imp, module) {
+				continue
+			}
+			if to := layoutGroup(imp); !slices.Contains(ok, to) {
+				t.Errorf("%s (%s) imports %s (%s): the %s group may import only %v", pkg, from, imp, to, from, ok)
+			}
+		}
+	}
+}
