@@ -51,7 +51,7 @@ var allowed = map[string][]string{
 	"chaperone-parts": {"chaperone-parts", "varnish", "core"},
 	"chaperone":       {"chaperone-parts", "varnish", "core"},
 	"provider":        {"provider", "core", "varnish"}, // the sidecar container's varnishd command line
-	"build":           {"build", "core", "testing"}, // the echo image holds the test backends' server
+	"build":           {"build", "core", "testing"},    // the echo image holds the test backends' server
 	"testing":         {"testing", "build", "varnish", "core"},
 	"demo":            {"demo", "testing", "build", "varnish", "core"},
 	"e2e":             {"e2e", "demo", "testing", "build", "varnish", "core", "provider"},
