@@ -9,6 +9,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -16,86 +17,28 @@ import (
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/chaperone/drain"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/gwruntime"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/routing"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/varnish/varnishd"
 )
 
-// The modes the chaperone runs in.
+// The chaperone's modes and routing sources, named once in gwruntime.
 const (
-	// ModeSupervise: the chaperone is the container's entrypoint and runs
-	// varnishd as its child.
-	ModeSupervise = "supervise"
-	// ModeSidecar: another container runs varnishd (-M to the chaperone,
-	// -n on a shared volume); the chaperone steers it and serves the drain
-	// socket for that container's preStop hook (chaperone drain).
-	ModeSidecar = "sidecar"
+	ModeSupervise     = gwruntime.ModeSupervise
+	ModeSidecar       = gwruntime.ModeSidecar
+	RoutingFile       = gwruntime.RoutingFile
+	RoutingKubernetes = gwruntime.RoutingKubernetes
+	RoutingDir        = gwruntime.RoutingDir
 )
 
 // Config is the chaperone's configuration, from flags and VARNISHGW_*
-// environment variables (a flag wins over its variable).
+// environment variables (a flag wins over its variable). The flags are
+// gwruntime.ChaperoneFlags, the same type the provider writes a gateway
+// pod's arguments from.
 type Config struct {
-	Mode           string
-	WorkDir        string
-	ListenHost     string
-	Ports          []int
-	AdminAddr      string
-	SecretFile     string
-	GhostAdminAddr string
-	HealthAddr     string
-	// DrainSocket is the Unix socket `chaperone drain` starts a drain
-	// through; empty: none (supervise mode's default: SIGTERM drains).
-	DrainSocket    string
-	VCLPath        string
-	VCLKeep        int
-	GhostJSONPath  string
-	VarnishdBin    string
-	VarnishstatBin string
-	// AccessLog writes one JSON line per client request on stdout,
-	// through a varnishncsa the chaperone runs (VarnishncsaBin).
-	AccessLog       bool
-	VarnishncsaBin  string
-	Storage         []string
-	Params          []string
-	ThreadPoolStack string
-	DrainTimeout    time.Duration
-	StatsInterval   time.Duration
-	// StatsExclude are varnishstat field globs not read (varnishstat -X).
-	StatsExclude []string
-	LogLevel     slog.Level
-
-	// RoutingSource is where ghost.json comes from: RoutingFile (written by
-	// someone else), RoutingKubernetes (the Gateway's fragments and
-	// endpoints through informers) or RoutingDir (a standalone directory).
-	RoutingSource string
-	Gateway       string // namespace/name, RoutingKubernetes
-	Kubeconfig    string // empty: in-cluster, RoutingKubernetes
-	RoutingDir    string // RoutingDir
-	// PodName and PodUID name the pod in its GatewayPodReport
-	// (RoutingKubernetes); the UID makes the Pod the report's owner.
-	PodName, PodUID string
-}
-
-// Routing sources.
-const (
-	RoutingFile       = "file"
-	RoutingKubernetes = "kubernetes"
-	RoutingDir        = "dir"
-)
-
-// listFlag is a flag that may be repeated; from the environment its values
-// are separated by white space.
-type listFlag struct{ values *[]string }
-
-func (l listFlag) String() string {
-	if l.values == nil {
-		return ""
-	}
-	return strings.Join(*l.values, " ")
-}
-
-func (l listFlag) Set(v string) error {
-	*l.values = append(*l.values, v)
-	return nil
+	gwruntime.ChaperoneFlags
+	// Level is LogLevel parsed.
+	Level slog.Level
 }
 
 // envName is the environment variable of a flag: --drain-timeout is
@@ -107,42 +50,13 @@ func envName(flagName string) string {
 // ParseConfig reads args (without the program name) and env (KEY=VALUE
 // pairs) into a validated Config. Usage and errors go to out.
 func ParseConfig(args, env []string, out io.Writer) (*Config, error) {
-	c := &Config{}
+	c := &Config{ChaperoneFlags: gwruntime.DefaultChaperoneFlags()}
 	fs := flag.NewFlagSet("chaperone", flag.ContinueOnError)
 	fs.SetOutput(out)
-	var ports, storage, params, statsExclude []string
-	var logLevel string
-	fs.StringVar(&c.Mode, "mode", ModeSupervise, "supervise: run varnishd as a child; sidecar: steer a varnishd another container runs")
-	fs.StringVar(&c.WorkDir, "workdir", "/var/lib/varnishgw/varnishd", "varnishd working directory (varnishd -n); shared with the varnish container in sidecar mode")
-	fs.Var(listFlag{&ports}, "listen", "Gateway listener port(s), comma separated or repeated; socket names are port-N (supervise)")
-	fs.StringVar(&c.ListenHost, "listen-host", "", "address the listener ports bind to (empty: all)")
-	fs.StringVar(&c.AdminAddr, "admin-addr", "127.0.0.1:6082", "loopback address the chaperone listens on for varnishd's reverse admin connection (varnishd -M)")
-	fs.StringVar(&c.SecretFile, "secret-file", "", "admin secret file shared with the varnish container (sidecar; supervise writes a new one)")
-	fs.StringVar(&c.GhostAdminAddr, "ghost-admin-addr", "127.0.0.1:6084", "ghost's loopback admin socket (-a ghost-admin=ADDR)")
-	fs.StringVar(&c.HealthAddr, "health-addr", ":9091", "address of /healthz, /readyz and /metrics (read only)")
-	fs.StringVar(&c.DrainSocket, "drain-socket", "", "Unix socket (mode 0600) through which `chaperone drain` starts a drain, for the varnish container's preStop hook; default "+drain.DefaultSocket+" in sidecar mode, none in supervise mode (SIGTERM drains)")
-	fs.StringVar(&c.VCLPath, "vcl", "/etc/varnishgw/main.vcl", "main VCL file, reloaded when it changes (empty: VCL comes from the routing source)")
-	fs.IntVar(&c.VCLKeep, "vcl-keep", 3, "loaded main VCLs to keep, the active one included")
-	fs.StringVar(&c.GhostJSONPath, "ghost-json", "/var/lib/varnishgw/ghost.json", "ghost.json path, reloaded when it changes")
-	fs.StringVar(&c.VarnishdBin, "varnishd", "/usr/sbin/varnishd", "varnishd executable (supervise)")
-	fs.StringVar(&c.VarnishstatBin, "varnishstat", "varnishstat", "varnishstat executable")
-	fs.BoolVar(&c.AccessLog, "access-log", false, "write an access log on stdout: one JSON line per client request (route, backend, status, timing, request ID), from a varnishncsa the chaperone runs")
-	fs.StringVar(&c.VarnishncsaBin, "varnishncsa", "varnishncsa", "varnishncsa executable (--access-log)")
-	fs.Var(listFlag{&storage}, "storage", "varnishd -s argument, repeated (default malloc,256m)")
-	fs.Var(listFlag{&params}, "param", "varnishd -p NAME=VALUE, repeated")
-	fs.StringVar(&c.ThreadPoolStack, "thread-pool-stack", "", "varnishd thread_pool_stack (empty: varnishd's default)")
-	fs.DurationVar(&c.DrainTimeout, "drain-timeout", 5*time.Minute, "longest wait for client sessions to close on SIGTERM (keep below terminationGracePeriodSeconds)")
-	fs.DurationVar(&c.StatsInterval, "stats-interval", 2*time.Second, "time between varnishstat reads (metrics, child restart detection)")
-	fs.Var(listFlag{&statsExclude}, "stats-exclude", "varnishstat field glob not read for metrics (varnishstat -X), repeated; default VBE.* (per-endpoint counters); empty: read all")
-	fs.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
-	fs.StringVar(&c.RoutingSource, "routing", RoutingFile, "where routing comes from: file (ghost.json written by someone else), kubernetes (the Gateway's routing fragments and endpoints) or dir (a standalone directory, see docs/routing-sync.md)")
-	fs.StringVar(&c.Gateway, "gateway", "", "the Gateway this pod serves, namespace/name (--routing=kubernetes)")
-	fs.StringVar(&c.Kubeconfig, "kubeconfig", "", "kubeconfig file (--routing=kubernetes; empty: the pod's service account)")
-	fs.StringVar(&c.RoutingDir, "routing-dir", "", "directory with gateway.yaml, *.fragment.json and endpoints.yaml (--routing=dir)")
-	fs.StringVar(&c.PodName, "pod-name", "", "the pod's name, which names its GatewayPodReport (--routing=kubernetes; default: the host name)")
-	fs.StringVar(&c.PodUID, "pod-uid", "", "the pod's UID: its GatewayPodReport is deleted with the pod (--routing=kubernetes; empty: no owner)")
+	c.Register(fs)
 
-	// Environment first, flags override.
+	// Environment first (a list's values separated by white space), flags
+	// override: a list flag replaces the environment's list.
 	envMap := map[string]string{}
 	for _, kv := range env {
 		if k, v, ok := strings.Cut(kv, "="); ok {
@@ -156,82 +70,50 @@ func ParseConfig(args, env []string, out io.Writer) (*Config, error) {
 			return
 		}
 		values := []string{v}
-		if _, isList := f.Value.(listFlag); isList {
+		list, isList := f.Value.(gwruntime.ListFlag)
+		if isList {
 			values = strings.Fields(v)
+			if len(values) == 0 {
+				values = []string{""} // VARNISHGW_STATS_EXCLUDE= empties the list
+			}
 		}
 		for _, v := range values {
 			if err := fs.Set(f.Name, v); err != nil {
 				errs = append(errs, fmt.Errorf("%s=%q: %v", envName(f.Name), v, err))
 			}
 		}
+		if isList {
+			list.Renew()
+		}
 	})
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
-	// A flag replaces the environment's list instead of adding to it.
-	envPorts, envStorage, envParams, envExclude := len(ports), len(storage), len(params), len(statsExclude)
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
 	if fs.NArg() > 0 {
 		return nil, fmt.Errorf("unexpected argument %q: the chaperone takes flags only", fs.Arg(0))
 	}
-	ports = dropEnvIfFlagged(ports, envPorts)
-	storage = dropEnvIfFlagged(storage, envStorage)
-	params = dropEnvIfFlagged(params, envParams)
-	statsExclude = dropEnvIfFlagged(statsExclude, envExclude)
-	excludeSet, drainSocketSet := false, false
-	fs.Visit(func(f *flag.Flag) {
-		excludeSet = excludeSet || f.Name == "stats-exclude"
-		drainSocketSet = drainSocketSet || f.Name == "drain-socket"
-	})
-	if _, ok := envMap[envName("stats-exclude")]; ok {
-		excludeSet = true
-	}
+	drainSocketSet := false
+	fs.Visit(func(f *flag.Flag) { drainSocketSet = drainSocketSet || f.Name == "drain-socket" })
 	if _, ok := envMap[envName("drain-socket")]; ok {
 		drainSocketSet = true
 	}
 	if !drainSocketSet && c.Mode == ModeSidecar {
 		c.DrainSocket = drain.DefaultSocket
 	}
-	if !excludeSet {
-		statsExclude = []string{"VBE.*"}
-	}
-	for _, g := range statsExclude {
-		if g = strings.TrimSpace(g); g != "" {
-			c.StatsExclude = append(c.StatsExclude, g)
-		}
-	}
-	if len(storage) == 0 {
-		storage = []string{"malloc,256m"}
+	c.StatsExclude = slices.DeleteFunc(c.StatsExclude, func(g string) bool { return strings.TrimSpace(g) == "" })
+	if len(c.Storage) == 0 {
+		c.Storage = gwruntime.DefaultChaperoneFlags().Storage
 	}
 	if c.PodName == "" {
 		c.PodName, _ = os.Hostname()
 	}
-	c.Storage, c.Params = storage, params
-	if err := c.LogLevel.UnmarshalText([]byte(logLevel)); err != nil {
-		return nil, fmt.Errorf("--log-level=%q: want debug, info, warn or error", logLevel)
-	}
-	for _, p := range ports {
-		for _, s := range strings.Split(p, ",") {
-			if s = strings.TrimSpace(s); s == "" {
-				continue
-			}
-			n, err := strconv.Atoi(s)
-			if err != nil || n < 1 || n > 65535 {
-				return nil, fmt.Errorf("--listen=%q: %q is not a port number (1-65535); use e.g. --listen=8080,8443", p, s)
-			}
-			c.Ports = append(c.Ports, n)
-		}
+	if err := c.Level.UnmarshalText([]byte(c.LogLevel)); err != nil {
+		return nil, fmt.Errorf("--log-level=%q: want debug, info, warn or error", c.LogLevel)
 	}
 	return c, c.validate()
-}
-
-func dropEnvIfFlagged(values []string, fromEnv int) []string {
-	if len(values) > fromEnv && fromEnv > 0 {
-		return values[fromEnv:]
-	}
-	return values
 }
 
 func (c *Config) validate() error {

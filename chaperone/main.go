@@ -119,7 +119,7 @@ func main() {
 		fmt.Fprintln(os.Stderr, "chaperone:", err)
 		os.Exit(2)
 	}
-	logger := slog.New(newLogHandler(os.Stderr, cfg.LogLevel))
+	logger := slog.New(newLogHandler(os.Stderr, cfg.Level))
 	slog.SetDefault(logger)
 	// client-go logs through klog, in text, once per retry of a failed
 	// watch: as JSON records at DEBUG (the apiwatch monitor says what an

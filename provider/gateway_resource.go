@@ -730,15 +730,11 @@ func (c *clients) readGateway(ctx context.Context, m *gatewayModel) error {
 			if ctr.Name != chaperoneName {
 				continue
 			}
-			for _, a := range ctr.Args {
-				if v, ok := strings.CutPrefix(a, "--drain-timeout="); ok {
-					if dur, err := time.ParseDuration(v); err == nil {
-						m.DrainTimeoutSeconds = types.Int64Value(int64(dur / time.Second))
-					}
-				}
-				if v, ok := strings.CutPrefix(a, "--mode="); ok {
-					m.Mode = types.StringValue(v)
-				}
+			// Arguments the chaperone would refuse are drift the next
+			// apply replaces; the last known values stay.
+			if f, err := gwruntime.ParseChaperoneArgs(ctr.Args); err == nil {
+				m.DrainTimeoutSeconds = types.Int64Value(int64(f.DrainTimeout / time.Second))
+				m.Mode = types.StringValue(f.Mode)
 			}
 			if m.Mode.ValueString() != modeSidecar {
 				m.Resources = readResources(m.Resources, ctr.Resources)

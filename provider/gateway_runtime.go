@@ -9,8 +9,6 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"strconv"
-	"strings"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -208,38 +206,44 @@ func runtimeLabels(gw routing.ObjectRef) map[string]string {
 	return l
 }
 
-// chaperoneArgs are the chaperone's command line (see docs/chaperone.md).
-func (s *runtimeSpec) chaperoneArgs() []string {
-	ports := make([]string, len(s.ports))
-	for i, p := range s.ports {
-		ports[i] = strconv.Itoa(int(p))
-	}
-	args := []string{
-		"--routing=kubernetes",
-		"--gateway=" + s.gw.String(),
-		"--vcl=",
-		// main.vcl names ghost.json relative to varnishd's work dir.
-		"--workdir=" + workDir,
-		"--ghost-json=" + workDir + "/" + mainvcl.GhostJSON,
-	}
+// chaperoneFlags are the chaperone's flags in a gateway pod (see
+// docs/chaperone.md).
+func (s *runtimeSpec) chaperoneFlags() gwruntime.ChaperoneFlags {
+	f := gwruntime.DefaultChaperoneFlags()
+	f.RoutingSource = gwruntime.RoutingKubernetes
+	f.Gateway = s.gw.String()
+	f.VCLPath = "" // from the Gateway's VCL ConfigMap
+	// main.vcl names ghost.json relative to varnishd's work dir.
+	f.WorkDir = workDir
+	f.GhostJSONPath = workDir + "/" + mainvcl.GhostJSON
 	if s.mode == modeSidecar {
 		// varnishd runs in the varnish container (varnishdArgs).
-		args = append(args, "--mode=sidecar", "--secret-file="+secretDir+"/"+secretKey)
+		f.Mode = gwruntime.ModeSidecar
+		f.SecretFile = secretDir + "/" + secretKey
 	} else {
-		args = append(args, "--listen="+strings.Join(ports, ","), "--storage="+s.class.storage)
+		f.Ports = make([]int, len(s.ports))
+		for i, p := range s.ports {
+			f.Ports[i] = int(p)
+		}
+		f.Storage = []string{s.class.storage}
 		for _, k := range slices.Sorted(maps.Keys(s.class.params)) {
-			args = append(args, "--param="+k+"="+s.class.params[k])
+			f.Params = append(f.Params, k+"="+s.class.params[k])
 		}
 	}
-	if s.class.accessLog {
-		// varnishncsa in the chaperone container, in both modes
-		args = append(args, "--access-log")
-	}
-	return append(args,
-		"--log-level="+s.class.logLevel,
-		fmt.Sprintf("--drain-timeout=%ds", s.drainTimeout),
-		fmt.Sprintf("--health-addr=:%d", healthPort),
-	)
+	// varnishncsa runs in the chaperone container, in both modes.
+	f.AccessLog = s.class.accessLog
+	f.LogLevel = s.class.logLevel
+	f.DrainTimeout = time.Duration(s.drainTimeout) * time.Second
+	f.HealthAddr = fmt.Sprintf(":%d", healthPort)
+	return f
+}
+
+// chaperoneArgs are the chaperone's command line: the flags that differ
+// from the chaperone's defaults, and those the pod spec depends on (the
+// work dir its volume is mounted on, the health port of the probes, the
+// drain timeout within the grace period).
+func (s *runtimeSpec) chaperoneArgs() []string {
+	return s.chaperoneFlags().Args("workdir", "log-level", "drain-timeout", "health-addr")
 }
 
 // varnishdArgs is the command line of varnishd in the varnish container

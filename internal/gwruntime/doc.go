@@ -2,7 +2,8 @@
 // provider, which writes it, and the gateway pods, which rely on it: how
 // the runtime objects of a Gateway are named and labelled (the
 // ServiceAccount, Role, Deployment, Service and VCL ConfigMap, the routes'
-// RoutingFragments and backend RoleBindings), and the RBAC rules the pods
-// get. The Gateway API semantics live in package routing; this package
+// RoutingFragments and backend RoleBindings), the RBAC rules the pods
+// get, and the chaperone's command line (ChaperoneFlags: the provider
+// writes it, the chaperone parses it). The Gateway API semantics live in package routing; this package
 // only names things.
 package gwruntime
