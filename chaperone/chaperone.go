@@ -26,6 +26,14 @@ import (
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/varnish/varnishstat"
 )
 
+// drainHookLinger bounds how long a sidecar chaperone drained by SIGTERM
+// waits, before exiting, for the drain request of the varnish container's
+// preStop hook. Both start after the same pause (the chaperone container's
+// preStop sleep, the hook's --delay), so the request normally comes within
+// a second; were the chaperone gone by then, the hook would find no socket
+// and the kubelet would report FailedPreStopHook.
+const drainHookLinger = 10 * time.Second
+
 // errNoVCL is VCLError before the first main VCL is active.
 var errNoVCL = errors.New("main VCL not loaded yet")
 
@@ -294,6 +302,7 @@ func Run(ctx context.Context, cfg *Config, routing routingHalf, logger *slog.Log
 			}
 			// After a timeout varnishd was stopped all the same: exit 0
 			// (the drain socket's caller is told about the timeout).
+			c.awaitDrainHook(sig)
 			logger.Info("drained, exiting")
 			return nil
 		case <-varnishDone:
@@ -311,6 +320,30 @@ func Run(ctx context.Context, cfg *Config, routing routingHalf, logger *slog.Log
 			// the caller ended Run: stop without draining
 			return ctx.Err()
 		}
+	}
+}
+
+// awaitDrainHook keeps a drained sidecar chaperone, and so its drain
+// socket, up until the varnish container's preStop hook has asked for the
+// drain (it then gets its answer before the socket closes), for at most
+// drainHookLinger, or until a second signal.
+func (c *Chaperone) awaitDrainHook(sig <-chan os.Signal) {
+	if c.cfg.Mode != ModeSidecar || c.cfg.DrainSocket == "" {
+		return
+	}
+	select {
+	case <-c.drainer.Requested():
+		return
+	default:
+	}
+	c.logger.Info("drained: waiting for the varnish container's preStop hook before exiting", "at_most", drainHookLinger.String())
+	t := time.NewTimer(drainHookLinger)
+	defer t.Stop()
+	select {
+	case <-c.drainer.Requested():
+	case <-t.C:
+		c.logger.Warn("drained: no drain request from the varnish container's preStop hook; exiting", "waited", drainHookLinger.String())
+	case <-sig:
 	}
 }
 

@@ -20,16 +20,21 @@ import (
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/varnish/varnishd/varnishdtest"
 )
 
-// TestSidecarSteersAnotherVarnishdAndDrainsOnPreStop runs the chaperone in
-// sidecar mode beside a varnishd the test starts with the command line the
-// provider gives the varnish container (varnishd.Args): shared work dir and
-// secret, -M to the chaperone, listener and health port on every address.
-// The drain cannot be started over TCP nor by another user; the preStop
-// hook, `chaperone drain`, starts it through the drain socket, keep-alive
-// connections then close after their next response, and the hook exits 0
-// only once the last client has gone.
-func TestSidecarSteersAnotherVarnishdAndDrainsOnPreStop(t *testing.T) {
-	be := backend(t, "S")
+// sidecar is a sidecar-mode chaperone and the means to start its "varnish
+// container".
+type sidecar struct {
+	*chaperone
+	drainSocket string
+	listenPort  int
+	healthPort  int
+	// varnishContainer starts varnishd with the command line the provider
+	// gives the varnish container.
+	varnishContainer func() *exec.Cmd
+}
+
+// startSidecar starts the chaperone in sidecar mode, routing to the
+// backend at beURL, as the provider configures it; varnishd is not started.
+func startSidecar(t *testing.T, beURL string) *sidecar {
 	dir := varnishdtest.Dir(t)
 	shared := filepath.Join(dir, "shared")
 	secretFile, bootFile, _, err := varnishd.PrepareWorkDir(shared)
@@ -52,7 +57,7 @@ func TestSidecarSteersAnotherVarnishdAndDrainsOnPreStop(t *testing.T) {
 		exited:     make(chan struct{}),
 	}
 	adminAddr := varnishdtest.FreeAddr(t)
-	writeFile(t, c.ghostPath, ghostJSON(be.URL))
+	writeFile(t, c.ghostPath, ghostJSON(beURL))
 	writeFile(t, c.vclPath, mainVCL(c.ghostPath, "side"))
 
 	c.cmd = exec.Command(chaperoneBin,
@@ -103,6 +108,22 @@ func TestSidecarSteersAnotherVarnishdAndDrainsOnPreStop(t *testing.T) {
 		})
 		return vd
 	}
+	return &sidecar{chaperone: c, drainSocket: drainSocket, listenPort: listenPort, healthPort: healthPort, varnishContainer: varnishContainer}
+}
+
+// TestSidecarSteersAnotherVarnishdAndDrainsOnPreStop runs the chaperone in
+// sidecar mode beside a varnishd the test starts with the command line the
+// provider gives the varnish container (varnishd.Args): shared work dir and
+// secret, -M to the chaperone, listener and health port on every address.
+// The drain cannot be started over TCP nor by another user; the preStop
+// hook, `chaperone drain`, starts it through the drain socket, keep-alive
+// connections then close after their next response, and the hook exits 0
+// only once the last client has gone.
+func TestSidecarSteersAnotherVarnishdAndDrainsOnPreStop(t *testing.T) {
+	be := backend(t, "S")
+	sc := startSidecar(t, be.URL)
+	c, drainSocket, listenPort, healthPort, varnishContainer := sc.chaperone, sc.drainSocket, sc.listenPort, sc.healthPort, sc.varnishContainer
+	dir := c.dir
 	vd := varnishContainer()
 
 	c.waitFor("ready", 90*time.Second, func() bool { code, _ := c.health("/readyz"); return code == 200 })
@@ -241,6 +262,63 @@ func TestSidecarSteersAnotherVarnishdAndDrainsOnPreStop(t *testing.T) {
 	// The chaperone removed its socket: the hook now says so.
 	if code, _, stderr := runDrain(t, nil, "--socket", drainSocket); code != 1 || !strings.Contains(stderr, "no drain socket at") {
 		t.Errorf("chaperone drain after the chaperone exited: exit %d, %q; want 1 and no drain socket", code, stderr)
+	}
+}
+
+// TestSidecarSIGTERMThenPreStopHook: in a pod the chaperone container gets
+// SIGTERM after its preStop pause while the varnish container's hook asks
+// for the drain after the same pause, so either may come first. Here
+// SIGTERM wins and the drain (no client) ends at once: the chaperone keeps
+// its drain socket until the hook, arriving later, has its answer, then
+// exits 0.
+func TestSidecarSIGTERMThenPreStopHook(t *testing.T) {
+	be := backend(t, "S")
+	sc := startSidecar(t, be.URL)
+	sc.varnishContainer()
+	sc.waitFor("ready", 90*time.Second, func() bool { code, _ := sc.health("/readyz"); return code == 200 })
+	sc.wantTraffic("S", "side")
+
+	sc.cmd.Process.Signal(syscall.SIGTERM)
+	sc.waitFor("the drain to end", 90*time.Second, func() bool {
+		return strings.Contains(sc.out.String(), "waiting for the varnish container's preStop hook")
+	})
+	time.Sleep(2 * time.Second) // the hook's exec comes late
+	select {
+	case <-sc.exited:
+		t.Fatalf("the chaperone exited (%v) before the preStop hook asked for the drain", sc.exitErr)
+	default:
+	}
+	if code, stdout, stderr := runDrain(t, nil, "--socket", sc.drainSocket); code != 0 || !strings.Contains(stdout, "chaperone drain: drained in ") {
+		t.Errorf("the preStop hook after a SIGTERM drain: exit %d, %q %q; want 0, drained", code, stdout, stderr)
+	}
+	select {
+	case <-sc.exited:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the chaperone still runs 30 s after the hook had its answer")
+	}
+	if sc.exitErr != nil {
+		t.Errorf("exit: %v, want status 0", sc.exitErr)
+	}
+}
+
+// TestSidecarSIGTERMWithoutPreStopHook: a drained chaperone whose hook never
+// comes exits all the same, after drainHookLinger.
+func TestSidecarSIGTERMWithoutPreStopHook(t *testing.T) {
+	be := backend(t, "S")
+	sc := startSidecar(t, be.URL)
+	sc.varnishContainer()
+	sc.waitFor("ready", 90*time.Second, func() bool { code, _ := sc.health("/readyz"); return code == 200 })
+	sc.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-sc.exited:
+	case <-time.After(drainHookLinger + 60*time.Second):
+		t.Fatalf("the chaperone still runs %s after SIGTERM without a hook", drainHookLinger+60*time.Second)
+	}
+	if sc.exitErr != nil {
+		t.Errorf("exit: %v, want status 0", sc.exitErr)
+	}
+	if !strings.Contains(sc.out.String(), "no drain request from the varnish container's preStop hook") {
+		t.Errorf("no warning that the hook never came:\n%s", sc.out.String())
 	}
 }
 

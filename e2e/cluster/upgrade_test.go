@@ -28,6 +28,10 @@ import (
 // version 0. The upgrade test builds its provider and gateway image.
 const previousRelease = "d3efdeed0a9f054adaf877af315a7001e33a3efa"
 
+// previousImageCmd is the image build command in previousRelease's tree
+// (internal/build/imagebuild/cmd/image since the folders were regrouped).
+const previousImageCmd = "./internal/imagebuild/cmd/image"
+
 // previousGatewayHCL is gatewayHCL as the previous release's provider reads
 // it (nested attributes, before the blocks of this release), with the same
 // arguments.
@@ -120,7 +124,7 @@ func buildPreviousRelease(t *testing.T) (providerDir string, gateway imagebuild.
 	providerDir = filepath.Join(dir, "bin")
 	run(src, "go", "build", "-o", providerDir+string(filepath.Separator), ".")
 	images := filepath.Join(dir, "images")
-	run(src, "go", "run", "./internal/build/imagebuild/cmd/image", "-out", images)
+	run(src, "go", "run", previousImageCmd, "-out", images)
 	gateway, err = imagebuild.ReadInfo(images, "gateway")
 	if err != nil {
 		t.Fatal(err)

@@ -52,11 +52,13 @@ type Drainer struct {
 	Timeout time.Duration
 	Logger  *slog.Logger
 
-	once       sync.Once
-	done       chan struct{}
-	err        error
-	mu         sync.Mutex
-	closeAgain atomic.Bool
+	once          sync.Once
+	done          chan struct{}
+	err           error
+	mu            sync.Mutex
+	closeAgain    atomic.Bool
+	requested     chan struct{}
+	requestedOnce sync.Once
 }
 
 // TimeoutError is the result of a drain that the timeout ended with client
@@ -80,8 +82,17 @@ func (d *Drainer) init() {
 	d.mu.Lock()
 	if d.done == nil {
 		d.done = make(chan struct{})
+		d.requested = make(chan struct{})
 	}
 	d.mu.Unlock()
+}
+
+// Requested is closed when the first request reached Handler (a drain
+// asked for through the drain socket). A server shut down gracefully
+// after that still gives the request its answer.
+func (d *Drainer) Requested() <-chan struct{} {
+	d.init()
+	return d.requested
 }
 
 // Done is closed when the drain has finished.
@@ -208,6 +219,8 @@ func (d *Drainer) stop(logger *slog.Logger) error {
 // drain socket only (Listen), never on a TCP port.
 func (d *Drainer) Handler() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		d.init()
+		d.requestedOnce.Do(func() { close(d.requested) })
 		err := d.Drain(r.Context())
 		var te *TimeoutError
 		switch {

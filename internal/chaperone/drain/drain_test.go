@@ -85,6 +85,11 @@ func TestDrainIsOnceAndHandlerWaits(t *testing.T) {
 	d := &drain.Drainer{LiveSessions: f.live, Stop: f.stop, PollInterval: 10 * time.Millisecond}
 	srv := httptest.NewServer(d.Handler())
 	defer srv.Close()
+	select {
+	case <-d.Requested():
+		t.Fatal("Requested is closed before any request")
+	default:
+	}
 
 	var wg sync.WaitGroup
 	codes := make([]int, 3)
@@ -107,6 +112,11 @@ func TestDrainIsOnceAndHandlerWaits(t *testing.T) {
 	case <-d.Done():
 		t.Fatal("drain finished with a session open")
 	default:
+	}
+	select {
+	case <-d.Requested():
+	default:
+		t.Error("Requested is still open while requests wait")
 	}
 	f.sessions.Store(0)
 	wg.Wait()
