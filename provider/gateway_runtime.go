@@ -241,9 +241,17 @@ func (s *runtimeSpec) chaperoneFlags() gwruntime.ChaperoneFlags {
 // chaperoneArgs are the chaperone's command line: the flags that differ
 // from the chaperone's defaults, and those the pod spec depends on (the
 // work dir its volume is mounted on, the health port of the probes, the
-// drain timeout within the grace period).
+// drain timeout within the grace period, varnishd's listeners and storage
+// in supervise mode). They are the arguments earlier releases wrote, byte
+// for byte, so that an upgrade of the provider rolls no gateway.
 func (s *runtimeSpec) chaperoneArgs() []string {
-	return s.chaperoneFlags().Args("workdir", "log-level", "drain-timeout", "health-addr")
+	always := []string{"workdir", "log-level", "drain-timeout", "health-addr"}
+	if s.mode != modeSidecar {
+		// What the chaperone gives varnishd, even when it is its default
+		// (malloc,256m): the arguments stay those of earlier releases.
+		always = append(always, "listen", "storage")
+	}
+	return s.chaperoneFlags().Args(always...)
 }
 
 // varnishdArgs is the command line of varnishd in the varnish container

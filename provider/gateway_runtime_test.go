@@ -67,6 +67,15 @@ func TestChaperoneArgs(t *testing.T) {
 	if got := s.chaperoneArgs(); !slices.Equal(got, want) {
 		t.Errorf("supervise args = %q\nwant %q", got, want)
 	}
+	// The class's default storage and no parameters: still written.
+	s.class.storage, s.class.params = "malloc,256m", nil
+	want = []string{"--routing=kubernetes", "--gateway=edge/public", "--vcl=", "--workdir=/var/lib/varnishgw/varnishd", "--ghost-json=/var/lib/varnishgw/varnishd/ghost.json",
+		"--listen=80,8080", "--storage=malloc,256m", "--log-level=info", "--drain-timeout=300s", "--health-addr=:9091"}
+	s.drainTimeout = 300
+	if got := s.chaperoneArgs(); !slices.Equal(got, want) {
+		t.Errorf("supervise args with the defaults = %q\nwant %q", got, want)
+	}
+	s = testSpec()
 	s.mode = modeSidecar
 	want = []string{"--routing=kubernetes", "--gateway=edge/public", "--vcl=", "--workdir=/var/lib/varnishgw/varnishd", "--ghost-json=/var/lib/varnishgw/varnishd/ghost.json",
 		"--mode=sidecar", "--secret-file=/etc/varnishgw/secret/secret",

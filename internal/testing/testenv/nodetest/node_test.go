@@ -27,6 +27,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/util/retry"
 
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/testing/testenv"
 )
@@ -208,13 +209,18 @@ func TestDeployment(t *testing.T) {
 	// Scale up, then down: the Service follows.
 	scale := func(n int32) []corev1.Pod {
 		t.Helper()
-		s, err := apps.Deployments(ns).GetScale(ctx, "httpd", metav1.GetOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		s.Spec.Replicas = n
-		if _, err := apps.Deployments(ns).UpdateScale(ctx, "httpd", s, metav1.UpdateOptions{}); err != nil {
-			t.Fatal(err)
+		// The deployment controller writes the object too: read and
+		// write again on a conflict.
+		if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			s, err := apps.Deployments(ns).GetScale(ctx, "httpd", metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			s.Spec.Replicas = n
+			_, err = apps.Deployments(ns).UpdateScale(ctx, "httpd", s, metav1.UpdateOptions{})
+			return err
+		}); err != nil {
+			t.Fatalf("scale the httpd Deployment to %d: %v", n, err)
 		}
 		pods, err := node.WaitPodsReady(ctx, ns, "app=httpd", int(n))
 		if err != nil {
