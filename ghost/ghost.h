@@ -1,221 +1,268 @@
 /*
- * ghost: Gateway API routing state built from ghost.json.
+ * ghost: the VMOD's private header, shared by its files (one per
+ * concern, the way vmod_directors splits its directors):
  *
- * Everything under struct gh_state is immutable once built and is shared
- * read-only by all worker threads; it is reference counted by the VMOD
- * (vmod_ghost.c) and freed with gh_state_free().
+ *   vmod_ghost.c     the router object (__init, __fini), $Event, PRIV_VCL
+ *   ghost_router.c   the VCL methods (.recv() ... .generation()) and the
+ *                    per-task state
+ *   ghost_pool.c     state references, the backend pool, the reaper thread
+ *   ghost_reload.c   reading ghost.json, building and swapping a state
+ *   ghost_stats.c    per-vhost counters and the stats endpoint's JSON
+ *   ghost_admin.c    the admin endpoints (reload, stats, drain)
+ *   ghost_match.c    route matching
+ *   ghost_filter.c   filters applied to a routed request or a redirect
+ *   ghost_reqid.c    X-Request-Id and the access log records
+ *   ghost_mirror.c   RequestMirror copies
+ * and the loader, which uses no varnishd symbol (ghost_state.h):
+ *   ghost_conf.c, ghost_arena.c, ghost_re.c
  *
- * This file and ghost_conf.c use no varnishd symbols except through the
- * regex hooks gh_re_*(), so the loader can be fuzzed outside varnishd.
+ * Include after "cache/cache.h" and "vcc_ghost_if.h".
+ *
+ * Design (details in README.md):
+ *  - one immutable, reference counted struct gh_state per load; the
+ *    router holds one reference in rt->cur, each client task pins the
+ *    state it started with in PRIV_TASK.
+ *  - endpoints are native backends (VRT_new_backend) in a pool keyed by
+ *    address, port and timeout; states count their uses of a pool entry
+ *    and entries nobody uses are released by the reaper thread with
+ *    VRT_Assign_Backend(&be, NULL), outside every lock.
+ *  - the routing decision is taken in vcl_recv and req.backend_hint is
+ *    set to the chosen endpoint backend: the core takes its own backend
+ *    reference there, so no backend-side pinning is needed.
+ *  - a state whose last reference is dropped is handed to the reaper
+ *    thread, so no request thread ever frees a state.
  */
 
-#include <pthread.h>
-#include <stddef.h>
-#include <stdint.h>
+#include "ghost_state.h"
 
-struct gh_be;		/* backend pool entry, owned by vmod_ghost.c */
-struct VSC_ghost;	/* per-vhost counters, owned by vmod_ghost.c */
-struct vre;
-
-#define GH_PATH_EXACT	0
-#define GH_PATH_PREFIX	1
-#define GH_PATH_REGEX	2
-
-#define GH_PMOD_NONE	0
-#define GH_PMOD_FULL	1
-#define GH_PMOD_PREFIX	2
-
-#define GH_VERSION	1
-#define GH_MAX_FILE	(64 * 1024 * 1024)
-#define GH_MAX_DEPTH	32
-
-/*
- * Arena (ghost_arena.c): bump allocation in chunks of GH_CHUNK bytes,
- * freed all at once. Released chunks go back to a gh_chunkpool (one per
- * router), which keeps up to `keep` of them for the next load.
- */
-#define GH_CHUNK	(2 * 1024 * 1024)
-
-/*
- * Under AddressSanitizer (make test-asan, make fuzz) every arena
- * allocation is its own malloc block, so overflows are still caught, and
- * jansson keeps plain malloc.
- */
-#if defined(__SANITIZE_ADDRESS__)
-#  define GH_ARENA_MALLOC 1
-#elif defined(__has_feature)
-#  if __has_feature(address_sanitizer)
-#    define GH_ARENA_MALLOC 1
-#  endif
+#ifndef PTOK
+#  define PTOK(e) AZ(e)
 #endif
 
-struct gh_chunk;
+/*
+ * Varnish 7.1 (VRT 15) and 7.7 (VRT 21) from one source tree:
+ *  - VSL() takes a vxid_t since 7.3; NO_VXID is its "no transaction".
+ *  - VRT_new_backend() takes a "via" backend since VRT 17 (NULL: none).
+ *  - since 7.5 a backend timeout of 0 means zero and "unset" is negative,
+ *    set by VRT_BACKEND_INIT(); before, 0 meant unset.
+ */
+#ifndef NO_VXID
+#  define NO_VXID 0
+#endif
+#if VRT_MAJOR_VERSION >= 17U
+#  define GH_NEW_BACKEND(ctx, vrt) VRT_new_backend(ctx, vrt, NULL)
+#else
+#  define GH_NEW_BACKEND(ctx, vrt) VRT_new_backend(ctx, vrt)
+#endif
+#ifndef VRT_BACKEND_INIT
+#  define VRT_BACKEND_INIT(be) INIT_OBJ(be, VRT_BACKEND_MAGIC)
+#endif
 
-struct gh_chunkpool {
-	pthread_mutex_t		mtx;
-	struct gh_chunk		*free;
-	unsigned		nfree;
-	unsigned		keep;
+#define GH_ADMIN_RELOAD	"/.varnish-ghost/reload"
+#define GH_ADMIN_STATS	"/.varnish-ghost/stats"
+#define GH_ADMIN_DRAIN	"/.varnish-ghost/drain"
+
+struct VSC_ghost;
+struct VSC_ghostrouter;
+struct vsc_seg;
+
+/*--------------------------------------------------------------------
+ * backend pool entry (ghost_pool.c): one native backend per address,
+ * port and timeout, shared by every route and state that uses it
+ */
+
+struct gh_be {
+	unsigned		magic;
+#define GH_BE_MAGIC		0x67686265
+	VRBT_ENTRY(gh_be)	tree;
+	VTAILQ_ENTRY(gh_be)	reap;
+	char			key[96];
+	VCL_BACKEND		be;
+	unsigned		nuse;
+	int			on_reapq;
 };
 
-struct gh_arena {
-	struct gh_chunkpool	*pool;		/* NULL: no cache */
-	struct gh_chunk		*head;
-	unsigned		nchunk;
+VRBT_HEAD(gh_be_tree, gh_be);
+
+/* a vhost's counters (ghost_stats.c), kept across reloads by its key */
+struct gh_stat {
+	unsigned		magic;
+#define GH_STAT_MAGIC		0x67687363
+	VRBT_ENTRY(gh_stat)	tree;
+	char			*key;
+	struct VSC_ghost	*vsc;
+	struct vsc_seg		*seg;
 };
 
-void gh_chunkpool_init(struct gh_chunkpool *cp);
-void gh_chunkpool_fini(struct gh_chunkpool *cp);
-void gh_chunkpool_keep(struct gh_chunkpool *cp, unsigned keep);
-int gh_chunkpool_fill_one(struct gh_chunkpool *cp);
-void *gh_arena_alloc(struct gh_arena *a, size_t n);	/* not zeroed */
-int gh_arena_owns(const struct gh_arena *a, const void *p);
-void gh_arena_release(struct gh_arena *a);
+VRBT_HEAD(gh_stat_tree, gh_stat);
 
-/* An endpoint of a backend group. */
-struct gh_endpoint {
-	char			*address;	/* as in the file */
+/*--------------------------------------------------------------------
+ * RequestMirror (ghost_mirror.c): fire-and-forget copies of the request
+ * line and headers (no body), sent by one VMOD-owned thread per router.
+ * A fixed ring of preallocated slots: when it is full the copy is
+ * dropped and counted, so the main request is never delayed or failed.
+ */
+
+#define GH_MIRROR_SLOTS	32
+#define GH_MIRROR_BUF	8192
+
+struct gh_mirror_item {
+	int			family;
+	unsigned char		addr[16];
 	unsigned		port;
-	int			family;		/* AF_INET / AF_INET6 */
-	unsigned char		addr[16];	/* network order */
-	struct gh_be		*be;		/* set by the VMOD, NULL in mirrors */
+	size_t			len;
+	char			buf[GH_MIRROR_BUF];
 };
 
-struct gh_group {
-	char			*name;
-	unsigned		weight;
-	unsigned		nep;
-	struct gh_endpoint	*ep;
+struct gh_mirror_q {
+	pthread_mutex_t		mtx;
+	pthread_cond_t		cond;
+	struct gh_mirror_item	*items;
+	unsigned		head, n;
+	int			stop;
+	int			started;
+	pthread_t		thr;
+	struct VSC_ghostrouter	*rvsc;
 };
 
-/* A header match or query parameter match */
-struct gh_vmatch {
-	int			regex;
-	char			*name;
-	size_t			nlen;
-	char			*hdr;		/* hdr_t: "\NNNname:" */
-	char			*value;
-	struct vre		*re;
-};
+/*--------------------------------------------------------------------
+ * the router object and the per-VCL list of routers
+ */
 
-struct gh_hval {
-	char			*hdr;		/* hdr_t */
-	char			*line;		/* "Name: value" */
-};
+struct gh_vcl;
 
-struct gh_hmod {
-	unsigned		nset, nadd, nremove;
-	struct gh_hval		*set;
-	struct gh_hval		*add;
-	char			**remove;	/* hdr_t */
-};
-
-struct gh_pathmod {
-	int			type;		/* GH_PMOD_* */
-	char			*value;
-	size_t			vlen;		/* for PREFIX: without trailing / */
-};
-
-struct gh_redirect {
-	char			*scheme;	/* NULL: keep */
-	char			*hostname;	/* NULL: keep */
-	unsigned		port;		/* 0: derive */
-	unsigned		status;
-	struct gh_pathmod	path;
-};
-
-struct gh_rewrite {
-	char			*hostname;
-	struct gh_pathmod	path;
-};
-
-struct gh_mirror {
-	unsigned		percent;
-	struct gh_group		group;
-};
-
-struct gh_route {
+struct VPFX(ghost_router) {
 	unsigned		magic;
-#define GH_ROUTE_MAGIC		0x67687274
-	unsigned		index;		/* position in the file */
-	unsigned		pgroup;		/* precedenceGroup, 0 first */
-	char			*name;
-	int			ptype;		/* GH_PATH_* */
-	char			*pvalue;
-	size_t			plen;		/* PREFIX: without trailing / */
-	struct vre		*pre;
-	char			*method;
-	unsigned		nhdr, nqry;
-	struct gh_vmatch	*hdr;
-	struct gh_vmatch	*qry;
+#define GH_ROUTER_MAGIC		0x6768726f
+	char			*vcl_name;
+	char			*path;
+	char			*admin;
+	struct gh_vcl		*vcl;
+	VTAILQ_ENTRY(VPFX(ghost_router)) list;
 
-	struct gh_hmod		*reqhdr;
-	struct gh_hmod		*resphdr;
-	struct gh_redirect	*redirect;
-	struct gh_rewrite	*rewrite;
-	unsigned		nmirror;
-	struct gh_mirror	*mirror;
+	pthread_mutex_t		mtx;		/* cur */
+	struct gh_state		*cur;
 
-	double			tmo;		/* seconds, 0: defaults */
-	unsigned		ngroup;
-	struct gh_group		*group;
-	uint64_t		wtotal;
-};
-
-#define GH_HOST_EXACT	0
-#define GH_HOST_WILD	1
-#define GH_HOST_ANY	2
-
-struct gh_vhost {
-	unsigned		magic;
-#define GH_VHOST_MAGIC		0x67687668
-	unsigned		index;
-	char			*hostname;
-	int			kind;		/* GH_HOST_* */
-	unsigned		nlisteners;
-	char			**listeners;
-	char			*key;		/* stats identity */
-	unsigned		nroute;
-	struct gh_route		*route;		/* in precedence order */
-	struct VSC_ghost	*stats;		/* set by the VMOD */
-};
-
-/* Host table for one listener socket */
-struct gh_htab {
-	char			*socket;	/* NULL: sockets not named */
-	unsigned		mask;		/* size - 1 */
-	struct gh_vhost		**slot;
-	struct gh_vhost		*any;		/* hostname "*" */
-	unsigned		nwild;
-};
-
-struct gh_state {
-	unsigned		magic;
-#define GH_STATE_MAGIC		0x67687374
-	int			refcnt;
+	pthread_mutex_t		reload_mtx;	/* reloads, stats tree */
+	unsigned		stats_pending;	/* stats without a VSC yet */
+	char			*rbuf;		/* read buffer, reload_mtx */
+	size_t			rbuf_len;
 	uint64_t		generation;
-	unsigned		nvhost, nroute, nendpoint;
-	struct gh_vhost		*vhost;
-	unsigned		ntab;
-	struct gh_htab		*tab;		/* named sockets */
-	struct gh_htab		deftab;		/* other sockets */
-	void			*priv;		/* for the VMOD */
-	struct gh_arena		arena;		/* holds everything above */
+	double			last_reload_ms;
+	struct gh_stat_tree	stats;
+	struct VSC_ghostrouter	*rvsc;
+	struct vsc_seg		*rseg;
+
+	pthread_mutex_t		pool_mtx;	/* pool, nuse, queues */
+	pthread_cond_t		reap_cond;
+	struct gh_be_tree	pool;
+	VTAILQ_HEAD(, gh_be)	reapq;
+	struct gh_state		*deadq;
+	int			reap_stop;
+	pthread_t		reaper;
+	unsigned		nbackends;
+
+	struct gh_mirror_q	mq;
+	struct gh_chunkpool	cpool;		/* memory for loads */
 };
 
-/* regex hooks (ghost_re.c in varnishd, fuzz_re.c for the fuzzer) */
-int gh_re_compile(const char *pat, struct vre **re, char *err, size_t errlen);
-int gh_re_match(const struct vre *re, const char *s, size_t len);
-void gh_re_free(struct vre **re);
+struct gh_vcl {
+	unsigned		magic;
+#define GH_VCL_MAGIC		0x6768766c
+	VTAILQ_HEAD(, VPFX(ghost_router)) routers;
+};
 
-/* ghost_conf.c */
-struct gh_state *gh_conf_load(const char *buf, size_t len,
-    const char *admin_socket, struct gh_chunkpool *cp, char *err,
-    size_t errlen);
-void gh_state_free(struct gh_state *st);
-const struct gh_htab *gh_htab_find(const struct gh_state *st,
-    const char *socket, const char *admin_socket);
-const struct gh_vhost *gh_host_lookup(const struct gh_htab *t,
-    const char *host, size_t len);
-size_t gh_host_normalize(const char *in, char *out, size_t outlen);
-size_t gh_prefix_len(const char *value);
+/*--------------------------------------------------------------------
+ * per client task (PRIV_TASK): what .recv() decided, for the methods
+ * called after it
+ */
+
+enum gh_task_kind {
+	GH_TASK_ROUTE = 0,	/* routed, or 404/500/redirect */
+	GH_TASK_RELOAD,		/* admin: reload answer in body */
+	GH_TASK_STATS,		/* admin: stats of st */
+	GH_TASK_ADMINERR,	/* admin: refused, error in body */
+	GH_TASK_DRAIN,		/* admin: drain answer in body */
+};
+
+struct gh_task {
+	unsigned		magic;
+#define GH_TASK_MAGIC		0x67687473
+	struct VPFX(ghost_router) *rt;
+	struct gh_state		*st;
+	const struct gh_vhost	*vh;
+	const struct gh_route	*route;
+	unsigned		status;
+	enum gh_task_kind	kind;
+	const char		*location;
+	const char		*body;
+};
+
+/* the answer of a reload, for the admin endpoint and vcl_init */
+struct gh_reload_result {
+	int			ok;
+	uint64_t		generation;
+	unsigned		nvhost, nroute, nendpoint, nbackend;
+	double			ms;
+	char			err[1024];
+};
+
+/* a vhost new in this reload gets its counters just after the swap */
+#define GH_COUNT(vh, f) do {						\
+		struct VSC_ghost *vsc_ =				\
+		    __atomic_load_n(&(vh)->stats, __ATOMIC_ACQUIRE);	\
+		if (vsc_ != NULL)					\
+			(void)__atomic_add_fetch(&vsc_->f, 1,		\
+			    __ATOMIC_RELAXED);				\
+	} while (0)
+
+/* ghost_pool.c */
+struct gh_state *gh_state_ref(struct VPFX(ghost_router) *rt);
+void gh_state_unref(struct VPFX(ghost_router) *rt, struct gh_state **pst);
+int gh_pool_attach(VRT_CTX, struct VPFX(ghost_router) *rt,
+    struct gh_state *st, char *err, size_t errlen);
+void gh_pool_init(struct VPFX(ghost_router) *rt);
+void gh_pool_fini(struct VPFX(ghost_router) *rt);
+
+/* ghost_reload.c */
+void gh_reload(VRT_CTX, struct VPFX(ghost_router) *rt,
+    struct gh_reload_result *res);
+
+/* ghost_stats.c */
+void gh_stats_attach(struct VPFX(ghost_router) *rt, struct gh_state *st);
+void gh_stats_create(VRT_CTX, struct VPFX(ghost_router) *rt,
+    struct gh_state *st);
+void gh_stats_body(struct VPFX(ghost_router) *rt, const struct gh_state *st,
+    struct vsb *vsb);
+void gh_stats_event(struct VPFX(ghost_router) *rt, enum vcl_event_e e);
+void gh_stats_fini(struct VPFX(ghost_router) *rt);
+
+/* ghost_admin.c */
+VCL_BOOL gh_admin(VRT_CTX, struct VPFX(ghost_router) *rt, struct gh_task *t,
+    enum gh_task_kind kind);
+int gh_draining(void);
+void gh_json_str(struct vsb *vsb, const char *s);
+void gh_drain_close(VRT_CTX, struct VPFX(ghost_router) *rt);
+
+/* ghost_match.c */
+const struct gh_route *gh_route_match(VRT_CTX, const struct gh_vhost *vh,
+    const char *path, size_t pl, const char *q, size_t ql);
+
+/* ghost_filter.c */
+void gh_hmod_apply(struct http *hp, const struct gh_hmod *h);
+const char *gh_path_modify(VRT_CTX, const struct gh_route *r,
+    const struct gh_pathmod *pm, const char *path, size_t pl,
+    const char *q, size_t ql);
+const char *gh_redirect_location(VRT_CTX, const struct gh_route *r,
+    const char *host, const char *path, size_t pl, const char *q,
+    size_t ql);
+
+/* ghost_reqid.c */
+void gh_request_id(VRT_CTX);
+void gh_log_route(VRT_CTX, const struct gh_route *r, const struct gh_group *g,
+    const struct gh_endpoint *ep);
+
+/* ghost_mirror.c */
+void gh_mirror_init(struct gh_mirror_q *, struct VSC_ghostrouter *);
+void gh_mirror_fini(struct gh_mirror_q *);
+void gh_mirror_send(VRT_CTX, struct gh_mirror_q *, const struct gh_mirror *);

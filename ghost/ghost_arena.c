@@ -20,7 +20,7 @@
 #include <string.h>
 #include <sys/mman.h>
 
-#include "ghost.h"
+#include "ghost_state.h"
 
 struct gh_chunk {
 	struct gh_chunk		*next;

@@ -20,7 +20,7 @@
 
 #include <jansson.h>
 
-#include "ghost.h"
+#include "ghost_state.h"
 
 struct pc {
 	char		*err;

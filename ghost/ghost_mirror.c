@@ -1,5 +1,9 @@
 /*
- * RequestMirror, see ghost_mirror.h.
+ * RequestMirror: fire-and-forget copies of the request line and headers
+ * (no body), sent by one VMOD-owned thread per router from a fixed ring
+ * of preallocated slots (struct gh_mirror_q in ghost.h). A full ring, a
+ * request too large for a slot or a failed connection drops the copy and
+ * counts it; the main request is never delayed or failed.
  */
 
 #include "config.h"
@@ -20,13 +24,10 @@
 #include "vsb.h"
 #include "vtim.h"
 
-#include "ghost.h"
-
-#ifndef PTOK
-#  define PTOK(e) AZ(e)
-#endif
 #include "VSC_ghostrouter.h"
-#include "ghost_mirror.h"
+
+#include "vcc_ghost_if.h"
+#include "ghost.h"
 
 #define MIRROR_TMO_MS	1000
 

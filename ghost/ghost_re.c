@@ -14,7 +14,7 @@
 #include "vre.h"
 #include "vsb.h"
 
-#include "ghost.h"
+#include "ghost_state.h"
 
 static const struct vre_limits gh_limits = {10000, 20};
 

@@ -4,8 +4,9 @@
  * then freed), outside varnishd. Prints wall and thread CPU time of each
  * load and of each free. Regexes go through PCRE2 (fuzz/fuzz_re.c).
  *
- * Builds against this tree and, for comparisons, against the ghost.h and
- * ghost_conf.c of older commits (before the chunk pool: GH_CHUNK unset).
+ * Builds against this tree and, for comparisons, against the loader of
+ * older commits (ghost.h before the VMOD's split, which renamed it
+ * ghost_state.h; before the chunk pool: GH_CHUNK unset).
  *
  * Usage: loadtime FILE [N]     (make -C ghost bench-load)
  */
@@ -14,7 +15,11 @@
 #include <stdlib.h>
 #include <time.h>
 
-#include "ghost.h"
+#if __has_include("ghost_state.h")
+#  include "ghost_state.h"
+#else
+#  include "ghost.h"
+#endif
 
 static double
 ms(clockid_t id)

@@ -14,7 +14,7 @@ run: $(F)/fuzz_conf
 	    -dict=$(GHOST)/fuzz/ghost.dict corpus
 	@echo "fuzz: no crash in $(FUZZ_SECONDS) s"
 
-$(F)/fuzz_conf: $(SRC) $(GHOST)/ghost.h
+$(F)/fuzz_conf: $(SRC) $(GHOST)/ghost_state.h
 	mkdir -p $(F)
 	$(CLANG) -std=gnu11 -Wall -Werror -g -O1 \
 	    -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \

@@ -9,7 +9,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "ghost.h"
+#include "ghost_state.h"
 
 static const char * const hosts[] = {
 	"", "a", "www.example.com", "a.example.com", "a.b.example.com",

@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ghost.h"
+#include "ghost_state.h"
 
 int
 gh_re_compile(const char *pat, struct vre **re, char *err, size_t errlen)

@@ -1,0 +1,360 @@
+/*
+ * The router's VCL methods and the per-task state they share.
+ */
+
+#include "config.h"
+
+#include <string.h>
+#include <strings.h>
+
+#include "cache/cache.h"
+
+#include "vcl.h"
+#include "vrnd.h"
+#include "vrt_obj.h"
+#include "vsb.h"
+
+#include "VSC_ghost.h"
+#include "VSC_ghostrouter.h"
+
+#include "vcc_ghost_if.h"
+#include "ghost.h"
+
+/*--------------------------------------------------------------------
+ * per task state
+ */
+
+static void
+task_fini(VRT_CTX, void *p)
+{
+	struct gh_task *t;
+
+	(void)ctx;
+	CAST_OBJ_NOTNULL(t, p, GH_TASK_MAGIC);
+	if (t->st != NULL)
+		gh_state_unref(t->rt, &t->st);
+}
+
+static const struct vmod_priv_methods task_methods[1] = {{
+	.magic = VMOD_PRIV_METHODS_MAGIC,
+	.type = "ghost_task",
+	.fini = task_fini
+}};
+
+static struct gh_task *
+task_get(VRT_CTX, struct VPFX(ghost_router) *rt, int create)
+{
+	struct vmod_priv *p;
+	struct gh_task *t;
+
+	if (create)
+		p = VRT_priv_task(ctx, rt);
+	else
+		p = VRT_priv_task_get(ctx, rt);
+	if (p == NULL) {
+		if (create)
+			VRT_fail(ctx, "ghost: out of workspace");
+		return (NULL);
+	}
+	if (p->priv != NULL) {
+		CAST_OBJ_NOTNULL(t, p->priv, GH_TASK_MAGIC);
+		return (t);
+	}
+	if (!create)
+		return (NULL);
+	t = WS_Alloc(ctx->ws, sizeof *t);
+	if (t == NULL) {
+		VRT_fail(ctx, "ghost: out of workspace");
+		return (NULL);
+	}
+	INIT_OBJ(t, GH_TASK_MAGIC);
+	t->rt = rt;
+	p->priv = t;
+	p->methods = task_methods;
+	return (t);
+}
+
+/*--------------------------------------------------------------------
+ * VCL methods
+ */
+
+VCL_BOOL
+vmod_router_recv(VRT_CTX, struct VPFX(ghost_router) *rt)
+{
+	struct gh_task *t;
+	const char *sock, *url, *path, *q, *hosthdr, *np;
+	size_t pl, ql, hl;
+	const struct gh_htab *tab;
+	const struct gh_vhost *vh;
+	const struct gh_route *r;
+	const struct gh_group *g;
+	const struct gh_endpoint *ep;
+	uint64_t w;
+	unsigned u;
+	char host[256];
+
+	CHECK_OBJ_NOTNULL(ctx, VRT_CTX_MAGIC);
+	CHECK_OBJ_NOTNULL(rt, GH_ROUTER_MAGIC);
+	if (ctx->method != VCL_MET_RECV) {
+		VRT_fail(ctx, "ghost: %s.recv() is only allowed in vcl_recv",
+		    rt->vcl_name);
+		return (0);
+	}
+	t = task_get(ctx, rt, 1);
+	if (t == NULL)
+		return (0);
+	if (t->st != NULL)		/* restart */
+		gh_state_unref(rt, &t->st);
+	t->vh = NULL;
+	t->route = NULL;
+	t->status = 0;
+	t->kind = GH_TASK_ROUTE;
+	t->location = NULL;
+	t->body = NULL;
+
+	sock = VRT_r_local_socket(ctx);
+	url = ctx->http_req->hd[HTTP_HDR_URL].b;
+	AN(url);
+	path = url;
+	if (*path != '/' && (!strncasecmp(path, "http://", 7) ||
+	    !strncasecmp(path, "https://", 8))) {
+		path = strchr(strchr(path, ':') + 3, '/');
+		if (path == NULL)
+			path = "/";
+	}
+	q = strchr(path, '?');
+	if (q != NULL) {
+		pl = q - path;
+		q++;
+		ql = strlen(q);
+	} else {
+		pl = strlen(path);
+		q = "";
+		ql = 0;
+	}
+
+	if (rt->admin != NULL && sock != NULL && !strcmp(sock, rt->admin)) {
+		if (pl == strlen(GH_ADMIN_RELOAD) &&
+		    !memcmp(path, GH_ADMIN_RELOAD, pl))
+			return (gh_admin(ctx, rt, t, GH_TASK_RELOAD));
+		if (pl == strlen(GH_ADMIN_STATS) &&
+		    !memcmp(path, GH_ADMIN_STATS, pl))
+			return (gh_admin(ctx, rt, t, GH_TASK_STATS));
+		if (pl == strlen(GH_ADMIN_DRAIN) &&
+		    !memcmp(path, GH_ADMIN_DRAIN, pl))
+			return (gh_admin(ctx, rt, t, GH_TASK_DRAIN));
+	}
+
+	gh_request_id(ctx);
+
+	t->st = gh_state_ref(rt);
+	AN(t->st);
+	tab = gh_htab_find(t->st, sock, rt->admin);
+	vh = NULL;
+	hosthdr = NULL;
+	hl = 0;
+	host[0] = '\0';
+	if (tab != NULL) {
+		if (http_GetHdr(ctx->http_req, H_Host, &hosthdr))
+			hl = gh_host_normalize(hosthdr, host, sizeof host);
+		vh = gh_host_lookup(tab, host, hl);
+	}
+	if (vh == NULL) {
+		if (rt->rvsc != NULL)
+			(void)__atomic_add_fetch(&rt->rvsc->unknown_host, 1,
+			    __ATOMIC_RELAXED);
+		t->status = 404;
+		return (0);
+	}
+	t->vh = vh;
+	GH_COUNT(vh, requests);
+	r = gh_route_match(ctx, vh, path, pl, q, ql);
+	if (r == NULL) {
+		GH_COUNT(vh, not_found);
+		t->status = 404;
+		return (0);
+	}
+	t->route = r;
+	if (r->redirect != NULL) {
+		gh_log_route(ctx, r, NULL, NULL);
+		t->location = gh_redirect_location(ctx, r, host, path, pl, q,
+		    ql);
+		if (t->location == NULL) {
+			VRT_fail(ctx, "ghost: out of workspace");
+			return (0);
+		}
+		GH_COUNT(vh, redirects);
+		t->status = r->redirect->status;
+		return (0);
+	}
+
+	for (u = 0; u < r->nmirror; u++)
+		gh_mirror_send(ctx, &rt->mq, &r->mirror[u]);
+
+	/* weighted group, then a uniform endpoint */
+	if (r->wtotal == 0) {
+		gh_log_route(ctx, r, NULL, NULL);
+		t->status = 500;
+		return (0);
+	}
+	w = (uint64_t)VRND_RandomTestable() % r->wtotal;
+	for (u = 0; u < r->ngroup; u++) {
+		if (w < r->group[u].weight)
+			break;
+		w -= r->group[u].weight;
+	}
+	assert(u < r->ngroup);
+	g = &r->group[u];
+	if (g->nep == 0) {
+		gh_log_route(ctx, r, g, NULL);
+		t->status = 500;
+		return (0);
+	}
+	ep = &g->ep[g->nep > 1 ? VRND_RandomTestable() % g->nep : 0];
+	CHECK_OBJ_NOTNULL(ep->be, GH_BE_MAGIC);
+	gh_log_route(ctx, r, g, ep);
+
+	if (r->rewrite != NULL) {
+		if (r->rewrite->path.type != GH_PMOD_NONE) {
+			np = gh_path_modify(ctx, r, &r->rewrite->path, path, pl,
+			    q, ql);
+			if (np == NULL) {
+				VRT_fail(ctx, "ghost: out of workspace");
+				return (0);
+			}
+			VRT_l_req_url(ctx, NULL, TOSTRAND(np));
+		}
+		if (r->rewrite->hostname != NULL) {
+			http_Unset(ctx->http_req, H_Host);
+			http_PrintfHeader(ctx->http_req, "Host: %s",
+			    r->rewrite->hostname);
+		}
+	}
+	if (r->reqhdr != NULL)
+		gh_hmod_apply(ctx->http_req, r->reqhdr);
+
+	VRT_l_req_backend_hint(ctx, ep->be->be);
+	GH_COUNT(vh, backend_picks);
+	return (1);
+}
+
+VCL_INT
+vmod_router_status(VRT_CTX, struct VPFX(ghost_router) *rt)
+{
+	struct gh_task *t;
+
+	CHECK_OBJ_NOTNULL(ctx, VRT_CTX_MAGIC);
+	CHECK_OBJ_NOTNULL(rt, GH_ROUTER_MAGIC);
+	t = task_get(ctx, rt, 0);
+	return (t != NULL ? t->status : 0);
+}
+
+VCL_STRING
+vmod_router_route(VRT_CTX, struct VPFX(ghost_router) *rt)
+{
+	struct gh_task *t;
+
+	CHECK_OBJ_NOTNULL(ctx, VRT_CTX_MAGIC);
+	CHECK_OBJ_NOTNULL(rt, GH_ROUTER_MAGIC);
+	t = task_get(ctx, rt, 0);
+	if (t == NULL || t->route == NULL)
+		return ("");
+	/* pinned by the task's state reference */
+	return (t->route->name);
+}
+
+VCL_INT
+vmod_router_generation(VRT_CTX, struct VPFX(ghost_router) *rt)
+{
+	struct gh_task *t;
+	uint64_t g;
+
+	CHECK_OBJ_NOTNULL(ctx, VRT_CTX_MAGIC);
+	CHECK_OBJ_NOTNULL(rt, GH_ROUTER_MAGIC);
+	t = task_get(ctx, rt, 0);
+	if (t != NULL && t->st != NULL)
+		return ((VCL_INT)t->st->generation);
+	PTOK(pthread_mutex_lock(&rt->mtx));
+	g = rt->cur != NULL ? rt->cur->generation : 0;
+	PTOK(pthread_mutex_unlock(&rt->mtx));
+	return ((VCL_INT)g);
+}
+
+VCL_VOID
+vmod_router_synth(VRT_CTX, struct VPFX(ghost_router) *rt)
+{
+	struct gh_task *t;
+	struct vsb *body;
+
+	CHECK_OBJ_NOTNULL(ctx, VRT_CTX_MAGIC);
+	CHECK_OBJ_NOTNULL(rt, GH_ROUTER_MAGIC);
+	if (ctx->method != VCL_MET_SYNTH) {
+		VRT_fail(ctx, "ghost: %s.synth() is only allowed in "
+		    "vcl_synth", rt->vcl_name);
+		return;
+	}
+	gh_drain_close(ctx, rt);
+	t = task_get(ctx, rt, 0);
+	if (t == NULL || t->status == 0 ||
+	    ctx->http_resp->status != t->status)
+		return;
+	CAST_OBJ_NOTNULL(body, ctx->specific, VSB_MAGIC);
+	switch (t->kind) {
+	case GH_TASK_RELOAD:
+	case GH_TASK_DRAIN:
+	case GH_TASK_ADMINERR:
+		http_Unset(ctx->http_resp, H_Content_Type);
+		http_SetHeader(ctx->http_resp,
+		    "Content-Type: application/json");
+		VSB_cat(body, t->body);
+		return;
+	case GH_TASK_STATS:
+		http_Unset(ctx->http_resp, H_Content_Type);
+		http_SetHeader(ctx->http_resp,
+		    "Content-Type: application/json");
+		AN(t->st);
+		gh_stats_body(rt, t->st, body);
+		return;
+	default:
+		break;
+	}
+	http_Unset(ctx->http_resp, H_Content_Type);
+	http_SetHeader(ctx->http_resp, "Content-Type: text/plain");
+	if (t->location != NULL) {
+		http_PrintfHeader(ctx->http_resp, "Location: %s",
+		    t->location);
+	} else if (t->status == 404 && t->vh == NULL) {
+		VSB_cat(body, "404 Not Found: no vhost for this host\n");
+	} else if (t->status == 404) {
+		VSB_cat(body, "404 Not Found: no route matched\n");
+	} else if (t->status == 500) {
+		VSB_printf(body, "500 Internal Server Error: route %s has no "
+		    "usable backend\n", t->route != NULL ? t->route->name : "");
+	}
+	if (t->route != NULL && t->route->resphdr != NULL)
+		gh_hmod_apply(ctx->http_resp, t->route->resphdr);
+	if (t->vh != NULL && t->status >= 500)
+		GH_COUNT(t->vh, errors_5xx);
+}
+
+VCL_VOID
+vmod_router_deliver(VRT_CTX, struct VPFX(ghost_router) *rt)
+{
+	struct gh_task *t;
+
+	CHECK_OBJ_NOTNULL(ctx, VRT_CTX_MAGIC);
+	CHECK_OBJ_NOTNULL(rt, GH_ROUTER_MAGIC);
+	if (ctx->method != VCL_MET_DELIVER) {
+		VRT_fail(ctx, "ghost: %s.deliver() is only allowed in "
+		    "vcl_deliver", rt->vcl_name);
+		return;
+	}
+	gh_drain_close(ctx, rt);
+	t = task_get(ctx, rt, 0);
+	if (t == NULL || t->route == NULL || t->status != 0)
+		return;
+	if (t->route->resphdr != NULL)
+		gh_hmod_apply(ctx->http_resp, t->route->resphdr);
+	if (t->vh != NULL && ctx->http_resp->status >= 500)
+		GH_COUNT(t->vh, errors_5xx);
+}

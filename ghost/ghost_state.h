@@ -1,0 +1,221 @@
+/*
+ * ghost: Gateway API routing state built from ghost.json.
+ *
+ * Everything under struct gh_state is immutable once built and is shared
+ * read-only by all worker threads; it is reference counted by the VMOD
+ * (vmod_ghost.c) and freed with gh_state_free().
+ *
+ * This file and ghost_conf.c use no varnishd symbols except through the
+ * regex hooks gh_re_*(), so the loader can be fuzzed outside varnishd.
+ */
+
+#include <pthread.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct gh_be;		/* backend pool entry, owned by vmod_ghost.c */
+struct VSC_ghost;	/* per-vhost counters, owned by vmod_ghost.c */
+struct vre;
+
+#define GH_PATH_EXACT	0
+#define GH_PATH_PREFIX	1
+#define GH_PATH_REGEX	2
+
+#define GH_PMOD_NONE	0
+#define GH_PMOD_FULL	1
+#define GH_PMOD_PREFIX	2
+
+#define GH_VERSION	1
+#define GH_MAX_FILE	(64 * 1024 * 1024)
+#define GH_MAX_DEPTH	32
+
+/*
+ * Arena (ghost_arena.c): bump allocation in chunks of GH_CHUNK bytes,
+ * freed all at once. Released chunks go back to a gh_chunkpool (one per
+ * router), which keeps up to `keep` of them for the next load.
+ */
+#define GH_CHUNK	(2 * 1024 * 1024)
+
+/*
+ * Under AddressSanitizer (make test-asan, make fuzz) every arena
+ * allocation is its own malloc block, so overflows are still caught, and
+ * jansson keeps plain malloc.
+ */
+#if defined(__SANITIZE_ADDRESS__)
+#  define GH_ARENA_MALLOC 1
+#elif defined(__has_feature)
+#  if __has_feature(address_sanitizer)
+#    define GH_ARENA_MALLOC 1
+#  endif
+#endif
+
+struct gh_chunk;
+
+struct gh_chunkpool {
+	pthread_mutex_t		mtx;
+	struct gh_chunk		*free;
+	unsigned		nfree;
+	unsigned		keep;
+};
+
+struct gh_arena {
+	struct gh_chunkpool	*pool;		/* NULL: no cache */
+	struct gh_chunk		*head;
+	unsigned		nchunk;
+};
+
+void gh_chunkpool_init(struct gh_chunkpool *cp);
+void gh_chunkpool_fini(struct gh_chunkpool *cp);
+void gh_chunkpool_keep(struct gh_chunkpool *cp, unsigned keep);
+int gh_chunkpool_fill_one(struct gh_chunkpool *cp);
+void *gh_arena_alloc(struct gh_arena *a, size_t n);	/* not zeroed */
+int gh_arena_owns(const struct gh_arena *a, const void *p);
+void gh_arena_release(struct gh_arena *a);
+
+/* An endpoint of a backend group. */
+struct gh_endpoint {
+	char			*address;	/* as in the file */
+	unsigned		port;
+	int			family;		/* AF_INET / AF_INET6 */
+	unsigned char		addr[16];	/* network order */
+	struct gh_be		*be;		/* set by the VMOD, NULL in mirrors */
+};
+
+struct gh_group {
+	char			*name;
+	unsigned		weight;
+	unsigned		nep;
+	struct gh_endpoint	*ep;
+};
+
+/* A header match or query parameter match */
+struct gh_vmatch {
+	int			regex;
+	char			*name;
+	size_t			nlen;
+	char			*hdr;		/* hdr_t: "\NNNname:" */
+	char			*value;
+	struct vre		*re;
+};
+
+struct gh_hval {
+	char			*hdr;		/* hdr_t */
+	char			*line;		/* "Name: value" */
+};
+
+struct gh_hmod {
+	unsigned		nset, nadd, nremove;
+	struct gh_hval		*set;
+	struct gh_hval		*add;
+	char			**remove;	/* hdr_t */
+};
+
+struct gh_pathmod {
+	int			type;		/* GH_PMOD_* */
+	char			*value;
+	size_t			vlen;		/* for PREFIX: without trailing / */
+};
+
+struct gh_redirect {
+	char			*scheme;	/* NULL: keep */
+	char			*hostname;	/* NULL: keep */
+	unsigned		port;		/* 0: derive */
+	unsigned		status;
+	struct gh_pathmod	path;
+};
+
+struct gh_rewrite {
+	char			*hostname;
+	struct gh_pathmod	path;
+};
+
+struct gh_mirror {
+	unsigned		percent;
+	struct gh_group		group;
+};
+
+struct gh_route {
+	unsigned		magic;
+#define GH_ROUTE_MAGIC		0x67687274
+	unsigned		index;		/* position in the file */
+	unsigned		pgroup;		/* precedenceGroup, 0 first */
+	char			*name;
+	int			ptype;		/* GH_PATH_* */
+	char			*pvalue;
+	size_t			plen;		/* PREFIX: without trailing / */
+	struct vre		*pre;
+	char			*method;
+	unsigned		nhdr, nqry;
+	struct gh_vmatch	*hdr;
+	struct gh_vmatch	*qry;
+
+	struct gh_hmod		*reqhdr;
+	struct gh_hmod		*resphdr;
+	struct gh_redirect	*redirect;
+	struct gh_rewrite	*rewrite;
+	unsigned		nmirror;
+	struct gh_mirror	*mirror;
+
+	double			tmo;		/* seconds, 0: defaults */
+	unsigned		ngroup;
+	struct gh_group		*group;
+	uint64_t		wtotal;
+};
+
+#define GH_HOST_EXACT	0
+#define GH_HOST_WILD	1
+#define GH_HOST_ANY	2
+
+struct gh_vhost {
+	unsigned		magic;
+#define GH_VHOST_MAGIC		0x67687668
+	unsigned		index;
+	char			*hostname;
+	int			kind;		/* GH_HOST_* */
+	unsigned		nlisteners;
+	char			**listeners;
+	char			*key;		/* stats identity */
+	unsigned		nroute;
+	struct gh_route		*route;		/* in precedence order */
+	struct VSC_ghost	*stats;		/* set by the VMOD */
+};
+
+/* Host table for one listener socket */
+struct gh_htab {
+	char			*socket;	/* NULL: sockets not named */
+	unsigned		mask;		/* size - 1 */
+	struct gh_vhost		**slot;
+	struct gh_vhost		*any;		/* hostname "*" */
+	unsigned		nwild;
+};
+
+struct gh_state {
+	unsigned		magic;
+#define GH_STATE_MAGIC		0x67687374
+	int			refcnt;
+	uint64_t		generation;
+	unsigned		nvhost, nroute, nendpoint;
+	struct gh_vhost		*vhost;
+	unsigned		ntab;
+	struct gh_htab		*tab;		/* named sockets */
+	struct gh_htab		deftab;		/* other sockets */
+	void			*priv;		/* for the VMOD */
+	struct gh_arena		arena;		/* holds everything above */
+};
+
+/* regex hooks (ghost_re.c in varnishd, fuzz_re.c for the fuzzer) */
+int gh_re_compile(const char *pat, struct vre **re, char *err, size_t errlen);
+int gh_re_match(const struct vre *re, const char *s, size_t len);
+void gh_re_free(struct vre **re);
+
+/* ghost_conf.c */
+struct gh_state *gh_conf_load(const char *buf, size_t len,
+    const char *admin_socket, struct gh_chunkpool *cp, char *err,
+    size_t errlen);
+void gh_state_free(struct gh_state *st);
+const struct gh_htab *gh_htab_find(const struct gh_state *st,
+    const char *socket, const char *admin_socket);
+const struct gh_vhost *gh_host_lookup(const struct gh_htab *t,
+    const char *host, size_t len);
+size_t gh_host_normalize(const char *in, char *out, size_t outlen);
+size_t gh_prefix_len(const char *value);
