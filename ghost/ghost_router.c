@@ -24,7 +24,7 @@
  * per task state
  */
 
-static void
+static void v_matchproto_(vmod_priv_fini_f)
 task_fini(VRT_CTX, void *p)
 {
 	struct gh_task *t;
@@ -78,7 +78,7 @@ task_get(VRT_CTX, struct VPFX(ghost_router) *rt, int create)
  * VCL methods
  */
 
-VCL_BOOL
+VCL_BOOL v_matchproto_(td_vmod_ghost_router_recv)
 vmod_router_recv(VRT_CTX, struct VPFX(ghost_router) *rt)
 {
 	struct gh_task *t;
@@ -238,7 +238,7 @@ vmod_router_recv(VRT_CTX, struct VPFX(ghost_router) *rt)
 	return (1);
 }
 
-VCL_INT
+VCL_INT v_matchproto_(td_vmod_ghost_router_status)
 vmod_router_status(VRT_CTX, struct VPFX(ghost_router) *rt)
 {
 	struct gh_task *t;
@@ -249,7 +249,7 @@ vmod_router_status(VRT_CTX, struct VPFX(ghost_router) *rt)
 	return (t != NULL ? t->status : 0);
 }
 
-VCL_STRING
+VCL_STRING v_matchproto_(td_vmod_ghost_router_route)
 vmod_router_route(VRT_CTX, struct VPFX(ghost_router) *rt)
 {
 	struct gh_task *t;
@@ -263,7 +263,7 @@ vmod_router_route(VRT_CTX, struct VPFX(ghost_router) *rt)
 	return (t->route->name);
 }
 
-VCL_INT
+VCL_INT v_matchproto_(td_vmod_ghost_router_generation)
 vmod_router_generation(VRT_CTX, struct VPFX(ghost_router) *rt)
 {
 	struct gh_task *t;
@@ -280,7 +280,7 @@ vmod_router_generation(VRT_CTX, struct VPFX(ghost_router) *rt)
 	return ((VCL_INT)g);
 }
 
-VCL_VOID
+VCL_VOID v_matchproto_(td_vmod_ghost_router_synth)
 vmod_router_synth(VRT_CTX, struct VPFX(ghost_router) *rt)
 {
 	struct gh_task *t;
@@ -337,7 +337,7 @@ vmod_router_synth(VRT_CTX, struct VPFX(ghost_router) *rt)
 		GH_COUNT(t->vh, errors_5xx);
 }
 
-VCL_VOID
+VCL_VOID v_matchproto_(td_vmod_ghost_router_deliver)
 vmod_router_deliver(VRT_CTX, struct VPFX(ghost_router) *rt)
 {
 	struct gh_task *t;

@@ -27,7 +27,7 @@
  * the routers of a VCL, for the $Event
  */
 
-static void
+static void v_matchproto_(vmod_priv_fini_f)
 gh_vcl_fini(VRT_CTX, void *p)
 {
 	struct gh_vcl *gv;
@@ -48,7 +48,7 @@ static const struct vmod_priv_methods gh_vcl_methods[1] = {{
  * object
  */
 
-VCL_VOID
+VCL_VOID v_matchproto_(td_vmod_ghost_router__init)
 vmod_router__init(VRT_CTX, struct VPFX(ghost_router) **rtp,
     const char *vcl_name, struct vmod_priv *priv, VCL_STRING path,
     VCL_STRING admin_socket)
@@ -117,7 +117,7 @@ vmod_router__init(VRT_CTX, struct VPFX(ghost_router) **rtp,
 		    res->err);
 }
 
-VCL_VOID
+VCL_VOID v_matchproto_(td_vmod_ghost_router__fini)
 vmod_router__fini(struct VPFX(ghost_router) **rtp)
 {
 	struct VPFX(ghost_router) *rt;
