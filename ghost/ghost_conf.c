@@ -20,6 +20,10 @@
 
 #include <jansson.h>
 
+#include "vdef.h"
+#include "vas.h"
+#include "miniobj.h"
+
 #include "ghost_state.h"
 
 struct pc {
@@ -679,39 +683,47 @@ static const char * const redirect_fields[] = {
 static const char * const rewrite_fields[] = {"hostname", "path", NULL};
 static const char * const mirror_fields[] = {"backend", "percent", NULL};
 
+static const struct filter_type {
+	const char		*type;		/* "type" in the file */
+	const char		*key;		/* its config object */
+	enum gh_filter		bit;
+} filter_types[] = {
+	{"RequestHeaderModifier", "requestHeaderModifier", GH_FILTER_REQHDR},
+	{"ResponseHeaderModifier", "responseHeaderModifier", GH_FILTER_RESPHDR},
+	{"RequestRedirect", "requestRedirect", GH_FILTER_REDIRECT},
+	{"URLRewrite", "urlRewrite", GH_FILTER_REWRITE},
+	{"RequestMirror", "requestMirror", GH_FILTER_MIRROR},
+	{NULL, NULL, 0}
+};
+
 static int
 load_filter(struct pc *pc, const char *path, const json_t *j,
-    struct gh_route *r, unsigned *seen, unsigned nmirror)
+    struct gh_route *r, unsigned *nmirror)
 {
-	const char *type, *s, *key = NULL;
+	const char *type, *s, *key;
 	const char *allowed[3] = {"type", NULL, NULL};
+	const struct filter_type *ft;
 	char p[PATHLEN], q[96];
 	json_t *c;
 	long long ll;
-	unsigned bit;
+	struct gh_mirror *mi;
 
 	if (!json_is_object(j))
 		return (fail(pc, path, "expected an object, got %s; "
 		    "write a JSON object {...}", jtype(j)));
 	if (get_string(pc, path, j, "type", 1, 1, 64, &type))
 		return (-1);
-	if (!strcmp(type, "RequestHeaderModifier")) {
-		key = "requestHeaderModifier"; bit = 1;
-	} else if (!strcmp(type, "ResponseHeaderModifier")) {
-		key = "responseHeaderModifier"; bit = 2;
-	} else if (!strcmp(type, "RequestRedirect")) {
-		key = "requestRedirect"; bit = 4;
-	} else if (!strcmp(type, "URLRewrite")) {
-		key = "urlRewrite"; bit = 8;
-	} else if (!strcmp(type, "RequestMirror")) {
-		key = "requestMirror"; bit = 0;
-	} else {
+	for (ft = filter_types; ft->type != NULL; ft++)
+		if (!strcmp(type, ft->type))
+			break;
+	if (ft->type == NULL) {
 		SUB(p, path, ".type");
 		return (fail(pc, p, "unknown filter type %s; use one of "
 		    "RequestHeaderModifier, ResponseHeaderModifier, "
 		    "RequestRedirect, URLRewrite, RequestMirror",
 		    qv(q, sizeof q, type)));
 	}
+	key = ft->key;
 	allowed[1] = key;
 	if (check_object(pc, path, j, allowed))
 		return (-1);
@@ -720,21 +732,22 @@ load_filter(struct pc *pc, const char *path, const json_t *j,
 	if (c == NULL)
 		return (fail(pc, p, "missing required field for a %s "
 		    "filter; add \"%s\": {...}", type, key));
-	if (*seen & bit)
+	if ((r->filters & ft->bit) && ft->bit != GH_FILTER_MIRROR)
 		return (fail(pc, path, "a second %s filter in the same "
 		    "route; the Gateway API allows it once per rule, merge "
 		    "them", type));
-	*seen |= bit;
-	if ((*seen & 4) && (*seen & 8))
+	r->filters |= ft->bit;
+	if ((r->filters & GH_FILTER_REDIRECT) &&
+	    (r->filters & GH_FILTER_REWRITE))
 		return (fail(pc, path, "RequestRedirect and URLRewrite "
 		    "cannot be combined in one rule; keep one of them"));
 
-	switch (bit) {
-	case 1:
+	switch (ft->bit) {
+	case GH_FILTER_REQHDR:
 		return (load_hmod(pc, p, c, &r->reqhdr));
-	case 2:
+	case GH_FILTER_RESPHDR:
 		return (load_hmod(pc, p, c, &r->resphdr));
-	case 4:
+	case GH_FILTER_REDIRECT:
 		if (check_object(pc, p, c, redirect_fields))
 			return (-1);
 		r->redirect = zalloc(pc, p, 1, sizeof *r->redirect);
@@ -783,7 +796,7 @@ load_filter(struct pc *pc, const char *path, const json_t *j,
 			    r, &r->redirect->path));
 		}
 		return (0);
-	case 8:
+	case GH_FILTER_REWRITE:
 		if (check_object(pc, p, c, rewrite_fields))
 			return (-1);
 		r->rewrite = zalloc(pc, p, 1, sizeof *r->rewrite);
@@ -807,19 +820,23 @@ load_filter(struct pc *pc, const char *path, const json_t *j,
 			    r, &r->rewrite->path));
 		}
 		return (0);
-	default:
+	case GH_FILTER_MIRROR:
+		/* load_route counted the RequestMirror filters */
+		assert(*nmirror < r->nmirror);
+		mi = &r->mirror[(*nmirror)++];
 		if (check_object(pc, p, c, mirror_fields))
 			return (-1);
 		if (get_int(pc, p, c, "percent", 0, 0, 100, 100, &ll))
 			return (-1);
-		r->mirror[nmirror].percent = (unsigned)ll;
+		mi->percent = (unsigned)ll;
 		SUB(p, path, ".%s.backend", key);
 		if (json_object_get(c, "backend") == NULL)
 			return (fail(pc, p, "missing required field; add "
 			    "\"backend\": {\"endpoints\": [...]}"));
 		return (load_group(pc, p, json_object_get(c, "backend"),
-		    &r->mirror[nmirror].group));
+		    &mi->group));
 	}
+	WRONG("filter type");
 }
 
 static const char * const route_fields[] = {
@@ -843,7 +860,7 @@ load_route(struct pc *pc, const char *path, const json_t *j,
 	char p[PATHLEN], mp[PATHLEN], q[96];
 	const char * const *mt;
 	size_t i, nm;
-	unsigned seen = 0;
+	unsigned nmirror;
 	long long rq, brq, pg;
 
 	r->magic = GH_ROUTE_MAGIC;
@@ -939,15 +956,13 @@ load_route(struct pc *pc, const char *path, const json_t *j,
 				return (-1);
 			r->nmirror = nm;
 		}
-		nm = 0;
+		nmirror = 0;
 		json_array_foreach(a, i, e) {
 			SUB(p, path, ".filters[%zu]", i);
-			if (load_filter(pc, p, e, r, &seen, nm))
+			if (load_filter(pc, p, e, r, &nmirror))
 				return (-1);
-			if (r->nmirror > 0 && nm < r->nmirror &&
-			    r->mirror[nm].group.ep != NULL)
-				nm++;
 		}
+		assert(nmirror == r->nmirror);
 	}
 
 	/* timeouts */

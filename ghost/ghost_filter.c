@@ -23,6 +23,7 @@ gh_hmod_apply(struct http *hp, const struct gh_hmod *h)
 {
 	unsigned u;
 
+	AN(h);
 	for (u = 0; u < h->nset; u++) {
 		http_Unset(hp, h->set[u].hdr);
 		http_PrintfHeader(hp, "%s", h->set[u].line);
@@ -55,11 +56,16 @@ const char *
 gh_redirect_location(VRT_CTX, const struct gh_route *r, const char *host,
     const char *path, size_t pl, const char *q, size_t ql)
 {
-	const struct gh_redirect *rd = r->redirect;
+	const struct gh_redirect *rd;
 	const char *scheme, *np;
 	VCL_IP local;
 	unsigned port = 0;
 	char ports[8] = "";
+
+	CHECK_OBJ_NOTNULL(r, GH_ROUTE_MAGIC);
+	assert(r->filters & GH_FILTER_REDIRECT);
+	rd = r->redirect;
+	AN(rd);
 
 	scheme = rd->scheme != NULL ? rd->scheme : "http";
 	if (rd->hostname != NULL)

@@ -273,7 +273,7 @@ gh_pool_attach(VRT_CTX, struct VPFX(ghost_router) *rt, struct gh_state *st,
 		vh = &st->vhost[u];
 		for (v = 0; v < vh->nroute; v++) {
 			r = &vh->route[v];
-			if (r->redirect != NULL)
+			if (r->filters & GH_FILTER_REDIRECT)
 				continue;	/* backends are ignored */
 			for (g = 0; g < r->ngroup; g++) {
 				for (e = 0; e < r->group[g].nep; e++) {

@@ -175,7 +175,8 @@ vmod_router_recv(VRT_CTX, struct VPFX(ghost_router) *rt)
 		return (0);
 	}
 	t->route = r;
-	if (r->redirect != NULL) {
+	if (r->filters & GH_FILTER_REDIRECT) {
+		AN(r->redirect);
 		gh_log_route(ctx, r, NULL, NULL);
 		t->location = gh_redirect_location(ctx, r, host, path, pl, q,
 		    ql);
@@ -188,8 +189,11 @@ vmod_router_recv(VRT_CTX, struct VPFX(ghost_router) *rt)
 		return (0);
 	}
 
-	for (u = 0; u < r->nmirror; u++)
-		gh_mirror_send(ctx, &rt->mq, &r->mirror[u]);
+	if (r->filters & GH_FILTER_MIRROR) {
+		AN(r->nmirror);
+		for (u = 0; u < r->nmirror; u++)
+			gh_mirror_send(ctx, &rt->mq, &r->mirror[u]);
+	}
 
 	/* weighted group, then a uniform endpoint */
 	if (r->wtotal == 0) {
@@ -214,7 +218,8 @@ vmod_router_recv(VRT_CTX, struct VPFX(ghost_router) *rt)
 	CHECK_OBJ_NOTNULL(ep->be, GH_BE_MAGIC);
 	gh_log_route(ctx, r, g, ep);
 
-	if (r->rewrite != NULL) {
+	if (r->filters & GH_FILTER_REWRITE) {
+		AN(r->rewrite);
 		if (r->rewrite->path.type != GH_PMOD_NONE) {
 			np = gh_path_modify(ctx, r, &r->rewrite->path, path, pl,
 			    q, ql);
@@ -230,7 +235,7 @@ vmod_router_recv(VRT_CTX, struct VPFX(ghost_router) *rt)
 			    r->rewrite->hostname);
 		}
 	}
-	if (r->reqhdr != NULL)
+	if (r->filters & GH_FILTER_REQHDR)
 		gh_hmod_apply(ctx->http_req, r->reqhdr);
 
 	VRT_l_req_backend_hint(ctx, ep->be->be);
@@ -331,7 +336,7 @@ vmod_router_synth(VRT_CTX, struct VPFX(ghost_router) *rt)
 		VSB_printf(body, "500 Internal Server Error: route %s has no "
 		    "usable backend\n", t->route != NULL ? t->route->name : "");
 	}
-	if (t->route != NULL && t->route->resphdr != NULL)
+	if (t->route != NULL && (t->route->filters & GH_FILTER_RESPHDR))
 		gh_hmod_apply(ctx->http_resp, t->route->resphdr);
 	if (t->vh != NULL && t->status >= 500)
 		GH_COUNT(t->vh, errors_5xx);
@@ -353,7 +358,7 @@ vmod_router_deliver(VRT_CTX, struct VPFX(ghost_router) *rt)
 	t = task_get(ctx, rt, 0);
 	if (t == NULL || t->route == NULL || t->status != 0)
 		return;
-	if (t->route->resphdr != NULL)
+	if (t->route->filters & GH_FILTER_RESPHDR)
 		gh_hmod_apply(ctx->http_resp, t->route->resphdr);
 	if (t->vh != NULL && ctx->http_resp->status >= 500)
 		GH_COUNT(t->vh, errors_5xx);

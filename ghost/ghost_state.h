@@ -3,10 +3,11 @@
  *
  * Everything under struct gh_state is immutable once built and is shared
  * read-only by all worker threads; it is reference counted by the VMOD
- * (vmod_ghost.c) and freed with gh_state_free().
+ * (ghost_pool.c) and freed with gh_state_free().
  *
  * This file and ghost_conf.c use no varnishd symbols except through the
- * regex hooks gh_re_*(), so the loader can be fuzzed outside varnishd.
+ * regex hooks gh_re_*() and the assertions of vas.h (VAS_Fail), so the
+ * loader can be fuzzed outside varnishd (fuzz/fuzz_re.c provides both).
  */
 
 #include <pthread.h>
@@ -20,6 +21,15 @@ struct vre;
 #define GH_PATH_EXACT	0
 #define GH_PATH_PREFIX	1
 #define GH_PATH_REGEX	2
+
+/* A route's filters, one bit each in struct gh_route's filters. */
+enum gh_filter {
+	GH_FILTER_REQHDR	= 1U << 0,	/* RequestHeaderModifier */
+	GH_FILTER_RESPHDR	= 1U << 1,	/* ResponseHeaderModifier */
+	GH_FILTER_REDIRECT	= 1U << 2,	/* RequestRedirect */
+	GH_FILTER_REWRITE	= 1U << 3,	/* URLRewrite */
+	GH_FILTER_MIRROR	= 1U << 4,	/* RequestMirror (repeatable) */
+};
 
 #define GH_PMOD_NONE	0
 #define GH_PMOD_FULL	1
@@ -149,11 +159,12 @@ struct gh_route {
 	struct gh_vmatch	*hdr;
 	struct gh_vmatch	*qry;
 
-	struct gh_hmod		*reqhdr;
-	struct gh_hmod		*resphdr;
-	struct gh_redirect	*redirect;
-	struct gh_rewrite	*rewrite;
-	unsigned		nmirror;
+	unsigned		filters;	/* enum gh_filter bits */
+	struct gh_hmod		*reqhdr;	/* GH_FILTER_REQHDR */
+	struct gh_hmod		*resphdr;	/* GH_FILTER_RESPHDR */
+	struct gh_redirect	*redirect;	/* GH_FILTER_REDIRECT */
+	struct gh_rewrite	*rewrite;	/* GH_FILTER_REWRITE */
+	unsigned		nmirror;	/* GH_FILTER_MIRROR */
 	struct gh_mirror	*mirror;
 
 	double			tmo;		/* seconds, 0: defaults */

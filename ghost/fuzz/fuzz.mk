@@ -1,6 +1,7 @@
 # Bounded libFuzzer run of the ghost.json loader; called by `make fuzz`.
 CLANG        ?= clang-14
 FUZZ_SECONDS ?= 60
+VAPI_CFLAGS  ?= $(shell pkg-config --cflags varnishapi)
 F            := $(B)/fuzz
 SRC          := $(GHOST)/fuzz/fuzz_conf.c $(GHOST)/fuzz/fuzz_re.c \
 		$(GHOST)/ghost_conf.c $(GHOST)/ghost_arena.c
@@ -18,4 +19,4 @@ $(F)/fuzz_conf: $(SRC) $(GHOST)/ghost_state.h
 	mkdir -p $(F)
 	$(CLANG) -std=gnu11 -Wall -Werror -g -O1 \
 	    -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
-	    -I$(GHOST) -o $@ $(SRC) -ljansson -lpcre2-8
+	    $(VAPI_CFLAGS) -I$(GHOST) -o $@ $(SRC) -ljansson -lpcre2-8

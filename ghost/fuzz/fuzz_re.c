@@ -1,6 +1,9 @@
 /*
- * Regex hooks for the fuzzer: PCRE2 directly, same anchoring and limits
- * as ghost_re.c (which uses varnishd's VRE).
+ * What the loader takes from varnishd, for the fuzzer and
+ * bench/loadtime.c: the regex hooks, on PCRE2 directly with the same
+ * anchoring and limits as ghost_re.c (which uses varnishd's VRE), and
+ * VAS_Fail() for the assertions of vas.h, which aborts (the fuzzer
+ * reports it as a crash).
  */
 
 #define PCRE2_CODE_UNIT_WIDTH 8
@@ -9,7 +12,21 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "vdef.h"
+#include "vas.h"
+
 #include "ghost_state.h"
+
+void v_noreturn_
+VAS_Fail(const char *func, const char *file, int line, const char *cond,
+    enum vas_e kind)
+{
+
+	(void)kind;
+	fprintf(stderr, "assertion failed in %s(), %s line %d: %s\n", func,
+	    file, line, cond);
+	abort();
+}
 
 int
 gh_re_compile(const char *pat, struct vre **re, char *err, size_t errlen)
