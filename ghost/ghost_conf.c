@@ -1,7 +1,8 @@
 /*
- * ghost.json loader: parse, validate against schema version 1, build an
- * immutable struct gh_state (vhost tables per listener, routes sorted in
- * Gateway API precedence order, compiled regexes).
+ * ghost.json loader: parse, validate against schema version 2, build an
+ * immutable struct gh_state (the backends table, vhost tables per
+ * listener, routes sorted in Gateway API precedence order, compiled
+ * regexes).
  *
  * Every error names the JSON path of the offending field, the value and
  * the fix. The loader is all-or-nothing: on error the partial state is
@@ -31,6 +32,8 @@ struct pc {
 	size_t		errlen;
 	const char	*admin;
 	struct gh_arena	*arena;		/* the state's */
+	struct gh_backend **bslot;	/* the backends by name */
+	unsigned	bmask;		/* size of bslot - 1 */
 };
 
 #define PATHLEN 384
@@ -295,6 +298,18 @@ zalloc(struct pc *pc, const char *path, size_t n, size_t sz)
 		memset(p, 0, n * sz);
 	return (p);
 }
+
+/* FNV-1a, for the hash tables of backend names and hostnames */
+static uint32_t
+fnv(uint32_t h, const char *s, size_t l)
+{
+	while (l-- > 0) {
+		h ^= (unsigned char)*s++;
+		h *= 16777619U;
+	}
+	return (h);
+}
+#define FNV0	2166136261U
 
 /*--------------------------------------------------------------------
  * syntax checks
@@ -621,13 +636,12 @@ load_pathmod(struct pc *pc, const char *path, const json_t *j,
 	return (0);
 }
 
-static const char * const group_fields[] = {
-	"name", "weight", "endpoints", NULL};
 static const char * const ep_fields[] = {"address", "port", NULL};
 
+/* a backend's "endpoints": IP address literals and ports */
 static int
-load_group(struct pc *pc, const char *path, const json_t *j,
-    struct gh_group *g)
+load_endpoints(struct pc *pc, const char *path, const json_t *j,
+    struct gh_backend *b)
 {
 	const char *s;
 	long long ll;
@@ -636,25 +650,14 @@ load_group(struct pc *pc, const char *path, const json_t *j,
 	char p[PATHLEN], q[96];
 	struct gh_endpoint *ep;
 
-	if (check_object(pc, path, j, group_fields) ||
-	    get_string(pc, path, j, "name", 0, 0, 512, &s))
-		return (-1);
-	if (s != NULL) {
-		g->name = sdup(pc, path, s);
-		if (g->name == NULL)
-			return (-1);
-	}
-	if (get_int(pc, path, j, "weight", 0, 0, 1000000, 1, &ll))
-		return (-1);
-	g->weight = (unsigned)ll;
 	if (get_array(pc, path, j, "endpoints", 1, 100000, &a))
 		return (-1);
-	g->ep = zalloc(pc, path, json_array_size(a), sizeof *g->ep);
-	if (g->ep == NULL)
+	b->ep = zalloc(pc, path, json_array_size(a), sizeof *b->ep);
+	if (b->ep == NULL)
 		return (-1);
-	g->nep = json_array_size(a);
+	b->nep = json_array_size(a);
 	json_array_foreach(a, i, e) {
-		ep = &g->ep[i];
+		ep = &b->ep[i];
 		SUB(p, path, ".endpoints[%zu]", i);
 		if (check_object(pc, p, e, ep_fields) ||
 		    get_string(pc, p, e, "address", 1, 2, 45, &s) ||
@@ -678,10 +681,197 @@ load_group(struct pc *pc, const char *path, const json_t *j,
 	return (0);
 }
 
+static const char * const backend_fields[] = {"name", "endpoints", NULL};
+
+/*
+ * The top-level "backends" table, and an open-addressing hash of its
+ * names for the routes' references (pc->bslot, used during the load only).
+ */
+static int
+load_backends(struct pc *pc, const json_t *root, struct gh_state *st)
+{
+	json_t *a, *e;
+	size_t i;
+	unsigned sz, h;
+	const char *s;
+	char path[PATHLEN], q[96];
+	struct gh_backend *b, *o;
+
+	if (get_array(pc, "", root, "backends", 1, 100000, &a))
+		return (-1);
+	st->backend = zalloc(pc, "backends", json_array_size(a),
+	    sizeof *st->backend);
+	if (st->backend == NULL)
+		return (-1);
+	st->nbackend = json_array_size(a);
+	for (sz = 8; sz < 2 * st->nbackend; sz <<= 1)
+		continue;
+	pc->bslot = zalloc(pc, "backends", sz, sizeof *pc->bslot);
+	if (pc->bslot == NULL)
+		return (-1);
+	pc->bmask = sz - 1;
+	json_array_foreach(a, i, e) {
+		b = &st->backend[i];
+		b->magic = GH_BACKEND_MAGIC;
+		b->index = i;
+		SUB(path, "backends", "[%zu]", i);
+		if (check_object(pc, path, e, backend_fields) ||
+		    get_string(pc, path, e, "name", 1, 1, 512, &s))
+			return (-1);
+		h = fnv(FNV0, s, strlen(s)) & pc->bmask;
+		while ((o = pc->bslot[h]) != NULL && strcmp(o->name, s))
+			h = (h + 1) & pc->bmask;
+		if (o != NULL) {
+			SUB(path, "backends", "[%zu].name", i);
+			return (fail(pc, path, "duplicate backend name %s, "
+			    "already defined by backends[%u]; give each "
+			    "backend one entry, with all its endpoints",
+			    qv(q, sizeof q, s), o->index));
+		}
+		b->name = sdup(pc, path, s);
+		if (b->name == NULL || load_endpoints(pc, path, e, b))
+			return (-1);
+		pc->bslot[h] = b;
+		st->nendpoint += b->nep;
+	}
+	return (0);
+}
+
+static struct gh_backend *
+backend_find(const struct pc *pc, const char *name)
+{
+	unsigned h;
+	struct gh_backend *b;
+
+	h = fnv(FNV0, name, strlen(name)) & pc->bmask;
+	while ((b = pc->bslot[h]) != NULL) {
+		if (!strcmp(b->name, name))
+			return (b);
+		h = (h + 1) & pc->bmask;
+	}
+	return (NULL);
+}
+
+static const struct {
+	const char		*name;
+	enum gh_unresolved	why;
+} unresolved_reasons[] = {
+	{"BackendNotFound", GH_UNRESOLVED_NOT_FOUND},
+	{"InvalidKind", GH_UNRESOLVED_INVALID_KIND},
+	{"RefNotPermitted", GH_UNRESOLVED_NOT_PERMITTED},
+	{NULL, GH_RESOLVED}
+};
+
+/*
+ * A reference to the table, of a weighted group or a mirror: "backend"
+ * names a table entry, whose endpoints the group uses; with "unresolved"
+ * (the Gateway API reason), the reference has no endpoints and "backend"
+ * only names it for logs (it need not be in the table).
+ */
+static int
+load_ref(struct pc *pc, const char *path, const json_t *j,
+    struct gh_group *g)
+{
+	const char *name, *why;
+	char p[PATHLEN], q[96];
+	unsigned u;
+
+	if (get_string(pc, path, j, "backend", 1, 1, 512, &name) ||
+	    get_string(pc, path, j, "unresolved", 0, 1, 64, &why))
+		return (-1);
+	if (why != NULL) {
+		for (u = 0; unresolved_reasons[u].name != NULL; u++)
+			if (!strcmp(why, unresolved_reasons[u].name))
+				break;
+		if (unresolved_reasons[u].name == NULL) {
+			SUB(p, path, ".unresolved");
+			return (fail(pc, p, "unknown reason %s; use "
+			    "\"BackendNotFound\", \"InvalidKind\" or "
+			    "\"RefNotPermitted\", or leave the field out for "
+			    "a backend of the \"backends\" table",
+			    qv(q, sizeof q, why)));
+		}
+		g->unresolved = unresolved_reasons[u].why;
+		g->name = sdup(pc, path, name);
+		return (g->name == NULL ? -1 : 0);
+	}
+	g->backend = backend_find(pc, name);
+	if (g->backend == NULL) {
+		SUB(p, path, ".backend");
+		return (fail(pc, p, "unknown backend %s: the top-level "
+		    "\"backends\" table has no entry of that name; add one or "
+		    "fix the name (or set \"unresolved\" for a reference "
+		    "that has no endpoints)", qv(q, sizeof q, name)));
+	}
+	CHECK_OBJ(g->backend, GH_BACKEND_MAGIC);
+	g->name = g->backend->name;
+	g->nep = g->backend->nep;
+	g->ep = g->backend->ep;
+	return (0);
+}
+
+/*
+ * The set of the group's backend for the route's timeout, shared with
+ * every other route that uses the backend with the same timeout.
+ */
+static struct gh_bset *
+bset_get(struct pc *pc, const char *path, struct gh_state *st,
+    const struct gh_group *g, double tmo)
+{
+	struct gh_backend *b;
+	struct gh_bset *bs;
+
+	CAST_OBJ_NOTNULL(b, TRUST_ME(g->backend), GH_BACKEND_MAGIC);
+	assert(b->nep > 0);
+	for (bs = b->sets; bs != NULL; bs = bs->next) {
+		CHECK_OBJ(bs, GH_BSET_MAGIC);
+		assert(bs->backend == b);
+		if (bs->tmo == tmo)
+			return (bs);
+	}
+	bs = zalloc(pc, path, 1, sizeof *bs);
+	if (bs == NULL)
+		return (NULL);
+	bs->magic = GH_BSET_MAGIC;
+	bs->backend = b;
+	bs->tmo = tmo;
+	bs->be = zalloc(pc, path, b->nep, sizeof *bs->be);
+	if (bs->be == NULL)
+		return (NULL);
+	bs->next = b->sets;
+	b->sets = bs;
+	bs->all = st->bsets;
+	st->bsets = bs;
+	st->nbset++;
+	return (bs);
+}
+
+static const char * const group_fields[] = {
+	"backend", "weight", "unresolved", NULL};
+
+/* a route's weighted group; after the route's filters and timeouts */
+static int
+load_group(struct pc *pc, const char *path, const json_t *j,
+    struct gh_state *st, const struct gh_route *r, struct gh_group *g)
+{
+	long long ll;
+
+	if (check_object(pc, path, j, group_fields) ||
+	    load_ref(pc, path, j, g) ||
+	    get_int(pc, path, j, "weight", 0, 0, 1000000, 1, &ll))
+		return (-1);
+	g->weight = (unsigned)ll;
+	if (g->nep == 0 || (r->filters & GH_FILTER_REDIRECT))
+		return (0);	/* no backends: 500, or ignored */
+	g->set = bset_get(pc, path, st, g, r->tmo);
+	return (g->set == NULL ? -1 : 0);
+}
+
 static const char * const redirect_fields[] = {
 	"scheme", "hostname", "port", "path", "statusCode", NULL};
 static const char * const rewrite_fields[] = {"hostname", "path", NULL};
-static const char * const mirror_fields[] = {"backend", "percent", NULL};
+static const char * const mirror_fields[] = {
+	"backend", "unresolved", "percent", NULL};
 
 static const struct filter_type {
 	const char		*type;		/* "type" in the file */
@@ -829,12 +1019,7 @@ load_filter(struct pc *pc, const char *path, const json_t *j,
 		if (get_int(pc, p, c, "percent", 0, 0, 100, 100, &ll))
 			return (-1);
 		mi->percent = (unsigned)ll;
-		SUB(p, path, ".%s.backend", key);
-		if (json_object_get(c, "backend") == NULL)
-			return (fail(pc, p, "missing required field; add "
-			    "\"backend\": {\"endpoints\": [...]}"));
-		return (load_group(pc, p, json_object_get(c, "backend"),
-		    &mi->group));
+		return (load_ref(pc, p, c, &mi->group));
 	}
 	WRONG("filter type");
 }
@@ -853,7 +1038,7 @@ static const char * const methods[] = {
 
 static int
 load_route(struct pc *pc, const char *path, const json_t *j,
-    struct gh_route *r)
+    struct gh_state *st, struct gh_route *r)
 {
 	const char *s;
 	json_t *m, *pj, *a, *e;
@@ -990,7 +1175,7 @@ load_route(struct pc *pc, const char *path, const json_t *j,
 		r->ngroup = json_array_size(a);
 		json_array_foreach(a, i, e) {
 			SUB(p, path, ".backends[%zu]", i);
-			if (load_group(pc, p, e, &r->group[i]))
+			if (load_group(pc, p, e, st, r, &r->group[i]))
 				return (-1);
 			r->wtotal += r->group[i].weight;
 		}
@@ -1022,17 +1207,6 @@ route_cmp(const void *a, const void *b)
 /*--------------------------------------------------------------------
  * host tables
  */
-
-static uint32_t
-fnv(uint32_t h, const char *s, size_t l)
-{
-	while (l-- > 0) {
-		h ^= (unsigned char)*s++;
-		h *= 16777619U;
-	}
-	return (h);
-}
-#define FNV0	2166136261U
 
 static int
 htab_init(struct pc *pc, struct gh_htab *t, unsigned n)
@@ -1163,21 +1337,22 @@ gh_host_normalize(const char *in, char *out, size_t outlen)
  * top level
  */
 
-static const char * const top_fields[] = {"version", "vhosts", NULL};
+static const char * const top_fields[] = {
+	"version", "backends", "vhosts", NULL};
 static const char * const vhost_fields[] = {
 	"hostname", "listeners", "routes", NULL};
 
 #define MAX_SOCKETS 64
 
 static int
-load_vhost(struct pc *pc, const json_t *j, struct gh_vhost *vh,
-    unsigned *nroute, unsigned *nep)
+load_vhost(struct pc *pc, const json_t *j, struct gh_state *st,
+    struct gh_vhost *vh)
 {
 	char path[PATHLEN], p[PATHLEN], q[96];
 	const char *s;
 	json_t *a, *e;
 	size_t i, kl;
-	unsigned u, g;
+	unsigned u;
 
 	vh->magic = GH_VHOST_MAGIC;
 	SUB(path, "vhosts", "[%u]", vh->index);
@@ -1244,14 +1419,12 @@ load_vhost(struct pc *pc, const json_t *j, struct gh_vhost *vh,
 		json_array_foreach(a, i, e) {
 			vh->route[i].index = i;
 			SUB(p, path, ".routes[%zu]", i);
-			if (load_route(pc, p, e, &vh->route[i]))
+			if (load_route(pc, p, e, st, &vh->route[i]))
 				return (-1);
-			for (g = 0; g < vh->route[i].ngroup; g++)
-				*nep += vh->route[i].group[g].nep;
 		}
 		qsort(vh->route, vh->nroute, sizeof *vh->route, route_cmp);
 	}
-	*nroute += vh->nroute;
+	st->nroute += vh->nroute;
 	return (0);
 }
 
@@ -1434,33 +1607,47 @@ conf_load(struct pc *pc, const char *buf, size_t len,
 		    "\"version\": %d", GH_VERSION);
 		return (-1);
 	}
-	if (!json_is_integer(json_object_get(root, "version")) ||
-	    json_integer_value(json_object_get(root, "version")) !=
-	    GH_VERSION) {
-		e = json_object_get(root, "version");
-		if (json_is_integer(e))
-			ver = json_integer_value(e);
-		else
-			ver = -1;
-		if (ver >= 0)
-			(void)fail(pc, "version", "unsupported version %lld; "
-			    "this ghost reads version %d, write \"version\": "
-			    "%d or upgrade ghost", ver, GH_VERSION,
-			    GH_VERSION);
-		else
-			(void)fail(pc, "version", "expected the integer %d, "
-			    "got %s; write \"version\": %d", GH_VERSION,
-			    jtype(e), GH_VERSION);
+	/*
+	 * Version 2 only. The chaperone and ghost ship in one image, so the
+	 * file a chaperone writes is always of its ghost's version; version
+	 * 1 (backend groups with their endpoints inside every route) comes
+	 * from an older chaperone or a hand-written file.
+	 */
+	e = json_object_get(root, "version");
+	if (!json_is_integer(e)) {
+		(void)fail(pc, "version", "expected the integer %d, got %s; "
+		    "write \"version\": %d", GH_VERSION, jtype(e),
+		    GH_VERSION);
 		return (-1);
 	}
-	if (get_array(pc, "", root, "vhosts", 1, 100000, &a))
+	ver = json_integer_value(e);
+	if (ver == 1) {
+		(void)fail(pc, "version", "ghost.json version 1 is not read "
+		    "by this ghost, which reads version %d only (a shared "
+		    "\"backends\" table that routes name); the file comes "
+		    "from an older chaperone or was written by hand: upgrade "
+		    "the chaperone to the release of this ghost (they ship in "
+		    "one image), or convert the file (ghost/README.md)",
+		    GH_VERSION);
 		return (-1);
+	}
+	if (ver != GH_VERSION) {
+		(void)fail(pc, "version", "unsupported version %lld; this "
+		    "ghost reads version %d, write \"version\": %d or "
+		    "upgrade ghost", ver, GH_VERSION, GH_VERSION);
+		return (-1);
+	}
 
 	st = zalloc(pc, "(state)", 1, sizeof *st);
 	if (st == NULL)
 		return (-1);
 	*stp = st;
 	st->magic = GH_STATE_MAGIC;
+	/* the backends first: routes refer to them by name */
+	if (load_backends(pc, root, st))
+		return (-1);
+	if (get_array(pc, "", root, "vhosts", 1, 100000, &a))
+		return (-1);
 	st->vhost = zalloc(pc, "vhosts", json_array_size(a),
 	    sizeof *st->vhost);
 	if (st->vhost == NULL)
@@ -1468,8 +1655,7 @@ conf_load(struct pc *pc, const char *buf, size_t len,
 	st->nvhost = json_array_size(a);
 	json_array_foreach(a, i, e) {
 		st->vhost[i].index = i;
-		if (load_vhost(pc, e, &st->vhost[i], &st->nroute,
-		    &st->nendpoint))
+		if (load_vhost(pc, e, st, &st->vhost[i]))
 			return (-1);
 	}
 	return (build_tables(pc, st));

@@ -66,34 +66,32 @@ gh_state_unref(struct VPFX(ghost_router) *rt, struct gh_state **pst)
 	PTOK(pthread_mutex_unlock(&rt->pool_mtx));
 }
 
-/* pool_mtx held */
+/* pool_mtx held: drop the state's uses of its pool entries */
 static void
 st_detach(struct VPFX(ghost_router) *rt, struct gh_state *st)
 {
-	unsigned u, v, g, e;
-	struct gh_route *r;
+	struct gh_bset *bs;
 	struct gh_be *be;
+	unsigned e, n = 0;
 
-	for (u = 0; u < st->nvhost; u++) {
-		for (v = 0; v < st->vhost[u].nroute; v++) {
-			r = &st->vhost[u].route[v];
-			for (g = 0; g < r->ngroup; g++) {
-				for (e = 0; e < r->group[g].nep; e++) {
-					be = r->group[g].ep[e].be;
-					if (be == NULL)
-						continue;
-					r->group[g].ep[e].be = NULL;
-					CHECK_OBJ(be, GH_BE_MAGIC);
-					AN(be->nuse);
-					if (--be->nuse == 0 && !be->on_reapq) {
-						be->on_reapq = 1;
-						VTAILQ_INSERT_TAIL(&rt->reapq,
-						    be, reap);
-					}
-				}
+	CHECK_OBJ_NOTNULL(st, GH_STATE_MAGIC);
+	for (bs = st->bsets; bs != NULL; bs = bs->all) {
+		CHECK_OBJ(bs, GH_BSET_MAGIC);
+		for (e = 0; e < bs->backend->nep; e++) {
+			be = bs->be[e];
+			if (be == NULL)
+				continue;	/* attach failed before it */
+			bs->be[e] = NULL;
+			CHECK_OBJ(be, GH_BE_MAGIC);
+			AN(be->nuse);
+			if (--be->nuse == 0 && !be->on_reapq) {
+				be->on_reapq = 1;
+				VTAILQ_INSERT_TAIL(&rt->reapq, be, reap);
 			}
 		}
+		n++;
 	}
+	assert(n == st->nbset);
 }
 
 /* Free dead states, release unused backends; returns work done */
@@ -260,30 +258,27 @@ pool_get(VRT_CTX, struct VPFX(ghost_router) *rt, const struct gh_endpoint *ep,
 	return (be);
 }
 
-/* A new state takes a use of the pool entry of each of its endpoints. */
+/*
+ * A new state takes a use of the pool entry of each endpoint of each of
+ * its backend sets: one per backend and timeout, not one per route.
+ */
 int
 gh_pool_attach(VRT_CTX, struct VPFX(ghost_router) *rt, struct gh_state *st,
     char *err, size_t errlen)
 {
-	unsigned u, v, g, e;
-	struct gh_route *r;
-	struct gh_vhost *vh;
+	struct gh_bset *bs;
+	unsigned e;
 
-	for (u = 0; u < st->nvhost; u++) {
-		vh = &st->vhost[u];
-		for (v = 0; v < vh->nroute; v++) {
-			r = &vh->route[v];
-			if (r->filters & GH_FILTER_REDIRECT)
-				continue;	/* backends are ignored */
-			for (g = 0; g < r->ngroup; g++) {
-				for (e = 0; e < r->group[g].nep; e++) {
-					r->group[g].ep[e].be = pool_get(ctx,
-					    rt, &r->group[g].ep[e], r->tmo,
-					    err, errlen);
-					if (r->group[g].ep[e].be == NULL)
-						return (-1);
-				}
-			}
+	CHECK_OBJ_NOTNULL(st, GH_STATE_MAGIC);
+	for (bs = st->bsets; bs != NULL; bs = bs->all) {
+		CHECK_OBJ(bs, GH_BSET_MAGIC);
+		CHECK_OBJ_NOTNULL(bs->backend, GH_BACKEND_MAGIC);
+		for (e = 0; e < bs->backend->nep; e++) {
+			AZ(bs->be[e]);
+			bs->be[e] = pool_get(ctx, rt, &bs->backend->ep[e],
+			    bs->tmo, err, errlen);
+			if (bs->be[e] == NULL)
+				return (-1);
 		}
 	}
 	return (0);

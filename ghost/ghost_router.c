@@ -89,6 +89,7 @@ vmod_router_recv(VRT_CTX, struct VPFX(ghost_router) *rt)
 	const struct gh_route *r;
 	const struct gh_group *g;
 	const struct gh_endpoint *ep;
+	const struct gh_be *be;
 	uint64_t w;
 	unsigned u;
 	char host[256];
@@ -214,8 +215,11 @@ vmod_router_recv(VRT_CTX, struct VPFX(ghost_router) *rt)
 		t->status = 500;
 		return (0);
 	}
-	ep = &g->ep[g->nep > 1 ? VRND_RandomTestable() % g->nep : 0];
-	CHECK_OBJ_NOTNULL(ep->be, GH_BE_MAGIC);
+	u = g->nep > 1 ? VRND_RandomTestable() % g->nep : 0;
+	ep = &g->ep[u];
+	CHECK_OBJ_NOTNULL(g->set, GH_BSET_MAGIC);
+	be = g->set->be[u];
+	CHECK_OBJ_NOTNULL(be, GH_BE_MAGIC);
 	gh_log_route(ctx, r, g, ep);
 
 	if (r->filters & GH_FILTER_REWRITE) {
@@ -238,7 +242,7 @@ vmod_router_recv(VRT_CTX, struct VPFX(ghost_router) *rt)
 	if (r->filters & GH_FILTER_REQHDR)
 		gh_hmod_apply(ctx->http_req, r->reqhdr);
 
-	VRT_l_req_backend_hint(ctx, ep->be->be);
+	VRT_l_req_backend_hint(ctx, be->be);
 	GH_COUNT(vh, backend_picks);
 	return (1);
 }

@@ -14,8 +14,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-struct gh_be;		/* backend pool entry, owned by vmod_ghost.c */
-struct VSC_ghost;	/* per-vhost counters, owned by vmod_ghost.c */
+struct gh_be;		/* backend pool entry, owned by ghost_pool.c */
+struct VSC_ghost;	/* per-vhost counters, owned by ghost_stats.c */
 struct vre;
 
 #define GH_PATH_EXACT	0
@@ -35,7 +35,7 @@ enum gh_filter {
 #define GH_PMOD_FULL	1
 #define GH_PMOD_PREFIX	2
 
-#define GH_VERSION	1
+#define GH_VERSION	2	/* the only one read, see conf_load() */
 #define GH_MAX_FILE	(64 * 1024 * 1024)
 #define GH_MAX_DEPTH	32
 
@@ -82,20 +82,65 @@ void *gh_arena_alloc(struct gh_arena *a, size_t n);	/* not zeroed */
 int gh_arena_owns(const struct gh_arena *a, const void *p);
 void gh_arena_release(struct gh_arena *a);
 
-/* An endpoint of a backend group. */
+/* An endpoint of a backend. */
 struct gh_endpoint {
 	char			*address;	/* as in the file */
 	unsigned		port;
 	int			family;		/* AF_INET / AF_INET6 */
 	unsigned char		addr[16];	/* network order */
-	struct gh_be		*be;		/* set by the VMOD, NULL in mirrors */
 };
 
-struct gh_group {
+struct gh_bset;
+
+/*
+ * An entry of the file's "backends" table: a named list of endpoints,
+ * parsed once however many routes send to it.
+ */
+struct gh_backend {
+	unsigned		magic;
+#define GH_BACKEND_MAGIC	0x6768626b
+	unsigned		index;		/* in the file */
 	char			*name;
-	unsigned		weight;
 	unsigned		nep;
 	struct gh_endpoint	*ep;
+	struct gh_bset		*sets;		/* see struct gh_bset */
+};
+
+/*
+ * A backend's endpoints as varnishd backends with one timeout (a varnishd
+ * backend has its own timeouts): the routes that send to a backend with
+ * the same timeout share a set, so a state has one set per backend and
+ * distinct timeout, usually one per backend. The loader makes them, the
+ * VMOD fills be[] when it attaches the state to its backend pool.
+ */
+struct gh_bset {
+	unsigned		magic;
+#define GH_BSET_MAGIC		0x67686273
+	const struct gh_backend	*backend;
+	double			tmo;		/* seconds, 0: defaults */
+	struct gh_be		**be;		/* [backend->nep], the VMOD's */
+	struct gh_bset		*next;		/* of the same backend */
+	struct gh_bset		*all;		/* every set of the state */
+};
+
+/* Why a backend reference has no endpoints (its "unresolved" field). */
+enum gh_unresolved {
+	GH_RESOLVED = 0,
+	GH_UNRESOLVED_NOT_FOUND,	/* BackendNotFound */
+	GH_UNRESOLVED_INVALID_KIND,	/* InvalidKind */
+	GH_UNRESOLVED_NOT_PERMITTED,	/* RefNotPermitted */
+};
+
+/* A weighted backend group of a route, or a mirror's backend. */
+struct gh_group {
+	const char		*name;		/* the reference, for logs */
+	unsigned		weight;
+	enum gh_unresolved	unresolved;
+	const struct gh_backend	*backend;	/* NULL when unresolved */
+	unsigned		nep;		/* backend's, 0 if unresolved */
+	const struct gh_endpoint *ep;		/* backend's */
+	const struct gh_bset	*set;		/* NULL: no endpoints, route
+						 * redirects, or a mirror */
 };
 
 /* A header match or query parameter match */
@@ -207,6 +252,10 @@ struct gh_state {
 	uint64_t		generation;
 	unsigned		nvhost, nroute, nendpoint;
 	struct gh_vhost		*vhost;
+	unsigned		nbackend;
+	struct gh_backend	*backend;	/* the file's table */
+	unsigned		nbset;
+	struct gh_bset		*bsets;		/* linked by ->all */
 	unsigned		ntab;
 	struct gh_htab		*tab;		/* named sockets */
 	struct gh_htab		deftab;		/* other sockets */

@@ -99,7 +99,8 @@ vmod_router__init(VRT_CTX, struct VPFX(ghost_router) **rtp,
 		struct gh_state *st;
 		char e[256];
 
-		static const char empty[] = "{\"version\":1,\"vhosts\":[]}";
+		static const char empty[] =
+		    "{\"version\":2,\"backends\":[],\"vhosts\":[]}";
 
 		st = gh_conf_load(empty, strlen(empty), rt->admin,
 		    &rt->cpool, e, sizeof e);

@@ -6,7 +6,8 @@ vhost i is "v<i>.example.com"; its route j matches
   j % 3 == 0: Exact "/e<j>"
   j % 3 == 1: PathPrefix "/p<j>"
   j % 3 == 2: PathPrefix "/h<j>" and header "x-route: <j>"
-and sends to the backend given with --backend ADDR:PORT.
+and sends to the backend given with --backend ADDR:PORT (--services and
+--endpoints spread the routes over more backends with more endpoints).
 """
 import argparse
 import json
@@ -23,19 +24,47 @@ def routes(nv, nr):
                 yield i, j, "PathPrefix", "/h%d" % j, str(j)
 
 
-def ghost_json(nv, nr, addr, port):
+def endpoints(addr, port, n, k):
+    """n endpoints for backend k: the given one first, then 10.x.y.z
+    addresses (never connected: reloads create backends, nothing more)."""
+    eps = [{"address": addr, "port": port}]
+    for e in range(1, n):
+        eps.append({"address": "10.%d.%d.%d" % (k // 250 % 250, k % 250,
+                                                e % 250 + 1),
+                    "port": port + e // 250})
+    return eps
+
+
+def ghost_json(nv, nr, addr, port, version=2, services=1, neps=1):
+    """Route i*nr+j sends to backend (i*nr+j) % services, named
+    "ns/svc<k>:80" ("ns/svc:80" with one service), of neps endpoints.
+    Version 2 lists each backend once in the backends table; version 1
+    (read by ghost before the table, for comparisons) repeats its
+    endpoints in every route."""
+    def name(k):
+        return "ns/svc:80" if services == 1 else "ns/svc%d:80" % k
     vhosts = []
     for i in range(nv):
         vhosts.append({"hostname": "v%d.example.com" % i, "routes": []})
-    for i, j, t, p, h in routes(nv, nr):
+    for n, (i, j, t, p, h) in enumerate(routes(nv, nr)):
         m = {"path": {"type": t, "value": p}}
         if h is not None:
             m["headers"] = [{"type": "Exact", "name": "x-route", "value": h}]
+        k = n % services
+        if version == 1:
+            group = {"name": name(k),
+                     "endpoints": endpoints(addr, port, neps, k)}
+        else:
+            group = {"backend": name(k)}
         vhosts[i]["routes"].append({
             "name": "ns/v%d/r%d" % (i, j), "match": m,
-            "backends": [{"name": "ns/svc:80", "endpoints": [
-                {"address": addr, "port": port}]}]})
-    return json.dumps({"version": 1, "vhosts": vhosts}, indent=1)
+            "backends": [group]})
+    if version == 1:
+        return json.dumps({"version": 1, "vhosts": vhosts}, indent=1)
+    backends = [{"name": name(k), "endpoints": endpoints(addr, port, neps, k)}
+                for k in range(min(services, nv * nr))]
+    return json.dumps({"version": 2, "backends": backends,
+                       "vhosts": vhosts}, indent=1)
 
 
 def cond(i, j, t, p, h, with_host):
@@ -110,6 +139,12 @@ if __name__ == "__main__":
     ap.add_argument("--vhosts", type=int, default=1000)
     ap.add_argument("--routes", type=int, default=10, help="per vhost")
     ap.add_argument("--backend", default="127.0.0.1:8080")
+    ap.add_argument("--version", type=int, default=2, choices=(1, 2),
+                    help="ghost.json version (1: before the backends table)")
+    ap.add_argument("--services", type=int, default=1,
+                    help="distinct backends, routes spread over them")
+    ap.add_argument("--endpoints", type=int, default=1,
+                    help="endpoints per backend")
     ap.add_argument("--vcl", action="store_true",
                     help="emit the VCL if/elsif chain (two levels) instead")
     ap.add_argument("--vcl-flat", action="store_true",
@@ -121,4 +156,5 @@ if __name__ == "__main__":
     elif a.vcl_flat:
         print(vcl_chain(a.vhosts, a.routes, addr, int(port)), end="")
     else:
-        print(ghost_json(a.vhosts, a.routes, addr, int(port)))
+        print(ghost_json(a.vhosts, a.routes, addr, int(port), a.version,
+                         a.services, a.endpoints))
