@@ -156,8 +156,9 @@ func (d *routingDataSource) Schema(_ context.Context, _ datasource.SchemaRequest
 	}
 	attrs["ghost_json"] = schema.StringAttribute{
 		Computed: true,
-		Description: "The routing as the ghost.json document the chaperone writes for the ghost VMOD. Backend groups list " +
-			"their endpoints only with resolve_endpoints; otherwise every endpoints list is empty.",
+		Description: "The routing as the ghost.json document (version 2) the chaperone writes for the ghost VMOD: " +
+			"routes name backends of its backends table. The table lists endpoints only with resolve_endpoints; otherwise " +
+			"every entry's endpoints list is empty and no reference is marked unresolved (except one of a kind other than Service).",
 	}
 	attrs["vhosts"] = schema.ListNestedAttribute{
 		Computed:    true,
@@ -267,7 +268,7 @@ func (d *routingDataSource) Read(ctx context.Context, req datasource.ReadRequest
 		resp.Diagnostics.AddError("Merge the routing of Gateway "+ref.String(), err.Error())
 		return
 	}
-	objs := &routing.Objects{}
+	var objs *routing.Objects // nil: nothing looked up, no endpoints
 	if m.ResolveEndpoints.ValueBool() {
 		if objs, err = d.c.routingBackendObjects(ctx, frags); err != nil {
 			resp.Diagnostics.AddError("Read the backends of Gateway "+ref.String(), err.Error())

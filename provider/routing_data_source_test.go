@@ -137,15 +137,18 @@ data "varnishgw_routing" "gw" {
 					resource.TestCheckResourceAttr(addr, "conflicts.0.hostname", "*"),
 					resource.TestCheckResourceAttr(addr, "conflicts.0.socket", "port-8080"),
 					resource.TestMatchResourceAttr(addr, "conflicts.0.message", regexp.MustCompile(`never used`)),
-					// Without resolve_endpoints, groups list no endpoints.
-					resource.TestMatchResourceAttr(addr, "ghost_json", regexp.MustCompile(`"name":"`+ns+`/web:80","weight":1,"endpoints":\[\]`)),
+					// Without resolve_endpoints, the table lists no endpoints
+					// and routes name its entries.
+					resource.TestMatchResourceAttr(addr, "ghost_json", regexp.MustCompile(`\{"name":"`+ns+`/web:80","endpoints":\[\]\}`)),
+					resource.TestMatchResourceAttr(addr, "ghost_json", regexp.MustCompile(`\{"backend":"`+ns+`/web:80","weight":1\}`)),
 				),
 			},
 			{
 				Config: routes + data(true),
 				Check: resource.ComposeAggregateTestCheckFunc(
-					resource.TestMatchResourceAttr(addr, "ghost_json", regexp.MustCompile(`"name":"`+ns+`/web:80","weight":1,"endpoints":\[\{"address":"10.1.2.3","port":8080\}\]`)),
-					resource.TestMatchResourceAttr(addr, "ghost_json", regexp.MustCompile(`"name":"`+ns+`/api:80","weight":3,"endpoints":\[\]`)),
+					resource.TestMatchResourceAttr(addr, "ghost_json", regexp.MustCompile(`\{"name":"`+ns+`/web:80","endpoints":\[\{"address":"10.1.2.3","port":8080\}\]\}`)),
+					resource.TestMatchResourceAttr(addr, "ghost_json", regexp.MustCompile(`\{"name":"`+ns+`/api:80","endpoints":\[\]\}`)),
+					resource.TestMatchResourceAttr(addr, "ghost_json", regexp.MustCompile(`\{"backend":"`+ns+`/api:80","weight":3\}`)),
 				),
 			},
 			{

@@ -1,41 +1,48 @@
 package ghostjson
 
 import (
-	"encoding/json"
 	"io"
 	"strconv"
 	"unicode/utf8"
-	"unsafe"
 )
 
-// encoder writes a Document. It caches the encoding of endpoint lists and
-// filter lists by the identity of their backing arrays: Resolve shares them
-// between all routes of a rule and all routes of a Service port.
+// encoder writes a Document by hand, field by field, in the order of the
+// types' fields and with encoding/json's omitempty rules, so that
+// Unmarshal gives the document back. Each backend's endpoints are written
+// once, in the table: routes only name backends.
 type encoder struct {
-	buf       []byte   // the chunk being written
-	done      [][]byte // full chunks (Marshal)
-	size      int      // bytes in done
-	w         io.Writer
-	err       error // the first write error (Encode)
-	endpoints map[sliceID][]byte
-	filters   map[sliceID][]byte
-}
-
-type sliceID struct {
-	p unsafe.Pointer
-	n int
+	buf  []byte   // the chunk being written
+	done [][]byte // full chunks (Marshal)
+	size int      // bytes in done
+	w    io.Writer
+	err  error // the first write error (Encode)
 }
 
 func newEncoder() *encoder {
-	return &encoder{buf: make([]byte, 0, 4096), endpoints: map[sliceID][]byte{}, filters: map[sliceID][]byte{}}
+	return &encoder{buf: make([]byte, 0, 4096)}
 }
 
-func (e *encoder) document(d *Document) error {
+func (e *encoder) document(d *Document) {
 	e.buf = append(e.buf, "{\n  \"version\": "...)
 	e.buf = strconv.AppendInt(e.buf, int64(d.Version), 10)
+	if len(d.Backends) == 0 {
+		e.buf = append(e.buf, ",\n  \"backends\": []"...)
+	} else {
+		e.buf = append(e.buf, ",\n  \"backends\": [\n"...)
+		for i := range d.Backends {
+			e.buf = append(e.buf, "    "...)
+			e.backend(&d.Backends[i])
+			if i < len(d.Backends)-1 {
+				e.buf = append(e.buf, ',')
+			}
+			e.buf = append(e.buf, '\n')
+			e.flush()
+		}
+		e.buf = append(e.buf, "  ]"...)
+	}
 	if len(d.VHosts) == 0 {
 		e.buf = append(e.buf, ",\n  \"vhosts\": []\n}\n"...)
-		return nil
+		return
 	}
 	e.buf = append(e.buf, ",\n  \"vhosts\": [\n"...)
 	for i := range d.VHosts {
@@ -58,9 +65,7 @@ func (e *encoder) document(d *Document) error {
 			e.buf = append(e.buf, ",\n      \"routes\": [\n"...)
 			for j := range v.Routes {
 				e.buf = append(e.buf, "        "...)
-				if err := e.route(&v.Routes[j]); err != nil {
-					return err
-				}
+				e.route(&v.Routes[j])
 				if j < len(v.Routes)-1 {
 					e.buf = append(e.buf, ',')
 				}
@@ -76,7 +81,23 @@ func (e *encoder) document(d *Document) error {
 		e.buf = append(e.buf, '\n')
 	}
 	e.buf = append(e.buf, "  ]\n}\n"...)
-	return nil
+}
+
+func (e *encoder) backend(b *Backend) {
+	e.buf = append(e.buf, `{"name":`...)
+	e.buf = appendString(e.buf, b.Name)
+	e.buf = append(e.buf, `,"endpoints":[`...)
+	for i, ep := range b.Endpoints {
+		if i > 0 {
+			e.buf = append(e.buf, ',')
+		}
+		e.buf = append(e.buf, `{"address":`...)
+		e.buf = appendString(e.buf, ep.Address)
+		e.buf = append(e.buf, `,"port":`...)
+		e.buf = strconv.AppendInt(e.buf, int64(ep.Port), 10)
+		e.buf = append(e.buf, '}')
+	}
+	e.buf = append(e.buf, "]}"...)
 }
 
 // chunkSize is the size of the output chunks: writing into chunks and
@@ -113,7 +134,7 @@ func (e *encoder) bytes() []byte {
 	return append(out, e.buf...)
 }
 
-func (e *encoder) route(r *Route) error {
+func (e *encoder) route(r *Route) {
 	e.buf = append(e.buf, '{')
 	if r.Name != "" {
 		e.buf = append(e.buf, `"name":`...)
@@ -138,17 +159,14 @@ func (e *encoder) route(r *Route) error {
 	e.valueMatches(`,"queryParams":[`, r.Match.QueryParams)
 	e.buf = append(e.buf, '}')
 	if len(r.Filters) > 0 {
-		id := sliceID{unsafe.Pointer(unsafe.SliceData(r.Filters)), len(r.Filters)}
-		enc, ok := e.filters[id]
-		if !ok {
-			var err error
-			if enc, err = json.Marshal(r.Filters); err != nil {
-				return err
+		e.buf = append(e.buf, `,"filters":[`...)
+		for i := range r.Filters {
+			if i > 0 {
+				e.buf = append(e.buf, ',')
 			}
-			e.filters[id] = enc
+			e.filter(&r.Filters[i])
 		}
-		e.buf = append(e.buf, `,"filters":`...)
-		e.buf = append(e.buf, enc...)
+		e.buf = append(e.buf, ']')
 	}
 	if t := r.Timeouts; t != nil && (t.RequestMs != 0 || t.BackendRequestMs != 0) {
 		e.buf = append(e.buf, `,"timeouts":{`...)
@@ -167,16 +185,23 @@ func (e *encoder) route(r *Route) error {
 	}
 	if len(r.Backends) > 0 {
 		e.buf = append(e.buf, `,"backends":[`...)
-		for i := range r.Backends {
+		for i, g := range r.Backends {
 			if i > 0 {
 				e.buf = append(e.buf, ',')
 			}
-			e.group(&r.Backends[i])
+			e.buf = append(e.buf, `{"backend":`...)
+			e.buf = appendString(e.buf, g.Backend)
+			e.buf = append(e.buf, `,"weight":`...)
+			e.buf = strconv.AppendInt(e.buf, int64(g.Weight), 10)
+			if g.Unresolved != "" {
+				e.buf = append(e.buf, `,"unresolved":`...)
+				e.buf = appendString(e.buf, g.Unresolved)
+			}
+			e.buf = append(e.buf, '}')
 		}
 		e.buf = append(e.buf, ']')
 	}
 	e.buf = append(e.buf, '}')
-	return nil
 }
 
 func (e *encoder) valueMatches(prefix string, ms []ValueMatch) {
@@ -199,41 +224,126 @@ func (e *encoder) valueMatches(prefix string, ms []ValueMatch) {
 	e.buf = append(e.buf, ']')
 }
 
-func (e *encoder) group(g *BackendGroup) {
+// filter writes f as encoding/json would (field order, omitempty).
+func (e *encoder) filter(f *Filter) {
+	e.buf = append(e.buf, `{"type":`...)
+	e.buf = appendString(e.buf, f.Type)
+	if f.RequestHeaderModifier != nil {
+		e.buf = append(e.buf, `,"requestHeaderModifier":`...)
+		e.headerModifier(f.RequestHeaderModifier)
+	}
+	if f.ResponseHeaderModifier != nil {
+		e.buf = append(e.buf, `,"responseHeaderModifier":`...)
+		e.headerModifier(f.ResponseHeaderModifier)
+	}
+	if rd := f.RequestRedirect; rd != nil {
+		e.buf = append(e.buf, `,"requestRedirect":{`...)
+		c := e.optString(`"scheme":`, rd.Scheme, false)
+		c = e.optString(`"hostname":`, rd.Hostname, c)
+		if rd.Port != 0 {
+			e.comma(c)
+			e.buf = append(e.buf, `"port":`...)
+			e.buf = strconv.AppendInt(e.buf, int64(rd.Port), 10)
+			c = true
+		}
+		if rd.Path != nil {
+			e.comma(c)
+			e.buf = append(e.buf, `"path":`...)
+			e.pathModifier(rd.Path)
+			c = true
+		}
+		if rd.StatusCode != 0 {
+			e.comma(c)
+			e.buf = append(e.buf, `"statusCode":`...)
+			e.buf = strconv.AppendInt(e.buf, int64(rd.StatusCode), 10)
+		}
+		e.buf = append(e.buf, '}')
+	}
+	if rw := f.URLRewrite; rw != nil {
+		e.buf = append(e.buf, `,"urlRewrite":{`...)
+		c := e.optString(`"hostname":`, rw.Hostname, false)
+		if rw.Path != nil {
+			e.comma(c)
+			e.buf = append(e.buf, `"path":`...)
+			e.pathModifier(rw.Path)
+		}
+		e.buf = append(e.buf, '}')
+	}
+	if m := f.RequestMirror; m != nil {
+		e.buf = append(e.buf, `,"requestMirror":{"backend":`...)
+		e.buf = appendString(e.buf, m.Backend)
+		e.optString(`"unresolved":`, m.Unresolved, true)
+		if m.Percent != nil {
+			e.buf = append(e.buf, `,"percent":`...)
+			e.buf = strconv.AppendInt(e.buf, int64(*m.Percent), 10)
+		}
+		e.buf = append(e.buf, '}')
+	}
+	e.buf = append(e.buf, '}')
+}
+
+func (e *encoder) headerModifier(h *HeaderModifier) {
 	e.buf = append(e.buf, '{')
-	if g.Name != "" {
-		e.buf = append(e.buf, `"name":`...)
-		e.buf = appendString(e.buf, g.Name)
-		e.buf = append(e.buf, ',')
-	}
-	e.buf = append(e.buf, `"weight":`...)
-	e.buf = strconv.AppendInt(e.buf, int64(g.Weight), 10)
-	e.buf = append(e.buf, `,"endpoints":`...)
-	if len(g.Endpoints) == 0 {
-		e.buf = append(e.buf, "[]}"...)
-		return
-	}
-	id := sliceID{unsafe.Pointer(unsafe.SliceData(g.Endpoints)), len(g.Endpoints)}
-	enc, ok := e.endpoints[id]
-	if !ok {
-		start := len(e.buf)
-		e.buf = append(e.buf, '[')
-		for i, ep := range g.Endpoints {
+	c := e.headerValues(`"set":[`, h.Set, false)
+	c = e.headerValues(`"add":[`, h.Add, c)
+	if len(h.Remove) > 0 {
+		e.comma(c)
+		e.buf = append(e.buf, `"remove":[`...)
+		for i, n := range h.Remove {
 			if i > 0 {
 				e.buf = append(e.buf, ',')
 			}
-			e.buf = append(e.buf, `{"address":`...)
-			e.buf = appendString(e.buf, ep.Address)
-			e.buf = append(e.buf, `,"port":`...)
-			e.buf = strconv.AppendInt(e.buf, int64(ep.Port), 10)
-			e.buf = append(e.buf, '}')
+			e.buf = appendString(e.buf, n)
 		}
-		e.buf = append(e.buf, ']', '}')
-		e.endpoints[id] = append([]byte(nil), e.buf[start:len(e.buf)-1]...)
-		return
+		e.buf = append(e.buf, ']')
 	}
-	e.buf = append(e.buf, enc...)
 	e.buf = append(e.buf, '}')
+}
+
+func (e *encoder) headerValues(prefix string, hs []HeaderValue, c bool) bool {
+	if len(hs) == 0 {
+		return c
+	}
+	e.comma(c)
+	e.buf = append(e.buf, prefix...)
+	for i, h := range hs {
+		if i > 0 {
+			e.buf = append(e.buf, ',')
+		}
+		e.buf = append(e.buf, `{"name":`...)
+		e.buf = appendString(e.buf, h.Name)
+		e.buf = append(e.buf, `,"value":`...)
+		e.buf = appendString(e.buf, h.Value)
+		e.buf = append(e.buf, '}')
+	}
+	e.buf = append(e.buf, ']')
+	return true
+}
+
+func (e *encoder) pathModifier(p *PathModifier) {
+	e.buf = append(e.buf, `{"type":`...)
+	e.buf = appendString(e.buf, p.Type)
+	e.buf = append(e.buf, `,"value":`...)
+	e.buf = appendString(e.buf, p.Value)
+	e.buf = append(e.buf, '}')
+}
+
+// optString writes key and s unless s is empty (omitempty), after a comma
+// when c says a field came before; it reports whether a field came before.
+func (e *encoder) optString(key, s string, c bool) bool {
+	if s == "" {
+		return c
+	}
+	e.comma(c)
+	e.buf = append(e.buf, key...)
+	e.buf = appendString(e.buf, s)
+	return true
+}
+
+func (e *encoder) comma(c bool) {
+	if c {
+		e.buf = append(e.buf, ',')
+	}
 }
 
 const hex = "0123456789abcdef"

@@ -1,7 +1,15 @@
-// Package ghostjson defines ghost.json, version 1: the routing state the
-// chaperone writes and the ghost VMOD reads on reload. The types mirror
-// ghost/ghost.schema.json field for field; Marshal writes them
-// deterministically, so the same document always gives the same bytes.
+// Package ghostjson defines ghost.json, version 2: the routing state the
+// chaperone writes and the ghost VMOD reads on reload. A table of named
+// backends holds every endpoint once; routes' weighted groups and mirrors
+// name a backend of the table, so the file grows with routes plus
+// endpoints. The types mirror ghost/ghost.schema.json field for field;
+// Marshal writes them deterministically, so the same document always gives
+// the same bytes.
+//
+// The chaperone and ghost ship in one image, and this package writes and
+// reads version 2 only. ghost of the same release reads version 1 as well
+// (groups with their endpoints inside every route, as the previous
+// release's chaperone and hand-written files have it; README, "Upgrading").
 package ghostjson
 
 import (
@@ -11,13 +19,24 @@ import (
 	"io"
 )
 
-// Version is the only schema version this package writes.
-const Version = 1
+// Version is the only schema version this package writes and reads.
+const Version = 2
 
 // Document is a complete ghost.json file.
 type Document struct {
-	Version int     `json:"version"`
-	VHosts  []VHost `json:"vhosts"`
+	Version int `json:"version"`
+	// Backends is the table of every backend the routes and mirrors
+	// name, each once, with its endpoints; names are unique.
+	Backends []Backend `json:"backends"`
+	VHosts   []VHost   `json:"vhosts"`
+}
+
+// Backend is an entry of the backends table: a name (for the chaperone the
+// backendRef namespace/service:port) and its endpoints. An empty Endpoints
+// list answers the share of the groups that name it with 500.
+type Backend struct {
+	Name      string     `json:"name"`
+	Endpoints []Endpoint `json:"endpoints"`
 }
 
 // VHost is the route list for one hostname on a set of listener sockets.
@@ -136,18 +155,31 @@ type Rewrite struct {
 	Path     *PathModifier `json:"path,omitempty"`
 }
 
-// Mirror copies a percentage of requests to a backend group.
+// Mirror copies a percentage of requests to a backend of the table.
 type Mirror struct {
-	Backend BackendGroup `json:"backend"`
-	Percent *int32       `json:"percent,omitempty"`
+	// Backend names a backend of the table, or only the reference when
+	// Unresolved is set (no copies are sent then).
+	Backend    string `json:"backend"`
+	Unresolved string `json:"unresolved,omitempty"`
+	Percent    *int32 `json:"percent,omitempty"`
 }
 
-// BackendGroup is one weighted backendRef resolved to endpoints. An empty
-// Endpoints list answers its share of the traffic with 500.
+// Reasons a reference did not resolve (the Gateway API ResolvedRefs
+// reasons), for BackendGroup.Unresolved and Mirror.Unresolved.
+const (
+	UnresolvedBackendNotFound = "BackendNotFound"
+	UnresolvedInvalidKind     = "InvalidKind"
+	UnresolvedRefNotPermitted = "RefNotPermitted"
+)
+
+// BackendGroup is one weighted backendRef of a route. Backend names a
+// backend of the table, whose endpoints serve the group's share of the
+// traffic. When Unresolved is set the reference has no endpoints, whatever
+// the table holds under that name, and Backend only names it for logs.
 type BackendGroup struct {
-	Name      string     `json:"name,omitempty"`
-	Weight    int32      `json:"weight"`
-	Endpoints []Endpoint `json:"endpoints"`
+	Backend    string `json:"backend"`
+	Weight     int32  `json:"weight"`
+	Unresolved string `json:"unresolved,omitempty"`
 }
 
 // Endpoint is an IP address literal (no brackets) and a port.
@@ -156,40 +188,36 @@ type Endpoint struct {
 	Port    int32  `json:"port"`
 }
 
-// Marshal writes d as JSON in ghost.json's stable layout: the document,
-// vhosts and their fields indented by two spaces, and each route as one
-// compact line, so that diffs show one changed route per line. Empty lists
-// the schema requires are written as []. The same document always gives the
-// same bytes. Encoded endpoint lists and filter lists shared between routes
-// (as Resolve shares them) are encoded once.
+// Marshal checks d (Check) and writes it as JSON in ghost.json's stable
+// layout: the document, vhosts and their fields indented by two spaces,
+// and each backend and each route as one compact line, so that diffs show
+// one changed backend or route per line. Empty lists the schema requires
+// are written as []. The same document always gives the same bytes.
 func Marshal(d *Document) ([]byte, error) {
 	if d == nil {
 		return nil, fmt.Errorf("ghostjson: marshal: nil document")
 	}
-	if d.Version != Version {
-		return nil, fmt.Errorf("ghostjson: marshal: version is %d, want %d", d.Version, Version)
-	}
-	e := newEncoder()
-	if err := e.document(d); err != nil {
+	if err := d.Check(); err != nil {
 		return nil, fmt.Errorf("ghostjson: marshal: %w", err)
 	}
+	e := newEncoder()
+	e.document(d)
 	return e.bytes(), nil
 }
 
-// Encode writes d to w exactly as Marshal formats it, in chunks of about a
-// megabyte, without holding the whole document in memory.
+// Encode checks d (Check) and writes it to w exactly as Marshal formats
+// it, in chunks of about a megabyte, without holding the whole document in
+// memory.
 func Encode(w io.Writer, d *Document) error {
 	if d == nil {
 		return fmt.Errorf("ghostjson: encode: nil document")
 	}
-	if d.Version != Version {
-		return fmt.Errorf("ghostjson: encode: version is %d, want %d", d.Version, Version)
+	if err := d.Check(); err != nil {
+		return fmt.Errorf("ghostjson: encode: %w", err)
 	}
 	e := newEncoder()
 	e.w = w
-	if err := e.document(d); err != nil {
-		return fmt.Errorf("ghostjson: encode: %w", err)
-	}
+	e.document(d)
 	if e.err == nil {
 		_, e.err = w.Write(e.buf)
 	}
@@ -199,7 +227,7 @@ func Encode(w io.Writer, d *Document) error {
 	return nil
 }
 
-// Unmarshal parses a ghost.json document and checks its version.
+// Unmarshal parses a ghost.json document and checks it (Check).
 func Unmarshal(data []byte) (*Document, error) {
 	var d Document
 	dec := json.NewDecoder(bytes.NewReader(data))
@@ -207,17 +235,75 @@ func Unmarshal(data []byte) (*Document, error) {
 	if err := dec.Decode(&d); err != nil {
 		return nil, fmt.Errorf("ghostjson: unmarshal: %w", err)
 	}
-	if d.Version != Version {
-		return nil, fmt.Errorf("ghostjson: unmarshal: version is %d, want %d", d.Version, Version)
+	if err := d.Check(); err != nil {
+		return nil, fmt.Errorf("ghostjson: unmarshal: %w", err)
 	}
 	return &d, nil
 }
 
-// MarshalJSON writes a missing endpoint list as [], as the schema requires.
-func (g BackendGroup) MarshalJSON() ([]byte, error) {
-	type plain BackendGroup
-	if g.Endpoints == nil {
-		g.Endpoints = []Endpoint{}
+// Check reports the first violation of the rules the schema cannot express
+// and ghost enforces: the version, unique backend names, and every
+// reference without Unresolved naming a backend of the table. Errors name
+// the field as ghost does (vhosts[0].routes[1].backends[0].backend).
+func (d *Document) Check() error {
+	if d.Version != Version {
+		return fmt.Errorf("version is %d, this package writes and reads version %d: set Version to ghostjson.Version", d.Version, Version)
 	}
-	return json.Marshal(plain(g))
+	names := make(map[string]int, len(d.Backends))
+	for i, b := range d.Backends {
+		if j, dup := names[b.Name]; dup {
+			return fmt.Errorf("backends[%d].name: duplicate backend name %q, already defined by backends[%d]", i, b.Name, j)
+		}
+		names[b.Name] = i
+	}
+	known := func(name, unresolved string) bool {
+		_, ok := names[name]
+		return ok || unresolved != ""
+	}
+	for i := range d.VHosts {
+		for j := range d.VHosts[i].Routes {
+			r := &d.VHosts[i].Routes[j]
+			for k, f := range r.Filters {
+				if m := f.RequestMirror; m != nil && !known(m.Backend, m.Unresolved) {
+					return fmt.Errorf("vhosts[%d].routes[%d].filters[%d].requestMirror.backend: unknown backend %q: the backends table has no entry of that name", i, j, k, m.Backend)
+				}
+			}
+			for k, g := range r.Backends {
+				if !known(g.Backend, g.Unresolved) {
+					return fmt.Errorf("vhosts[%d].routes[%d].backends[%d].backend: unknown backend %q: the backends table has no entry of that name", i, j, k, g.Backend)
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// Table returns the backends by name, for readers that follow references.
+func (d *Document) Table() map[string]*Backend {
+	m := make(map[string]*Backend, len(d.Backends))
+	for i := range d.Backends {
+		m[d.Backends[i].Name] = &d.Backends[i]
+	}
+	return m
+}
+
+// Endpoints returns the endpoints a reference resolves to in table (from
+// Table): none when it is unresolved or names no backend.
+func Endpoints(table map[string]*Backend, backend, unresolved string) []Endpoint {
+	if unresolved != "" {
+		return nil
+	}
+	if b := table[backend]; b != nil {
+		return b.Endpoints
+	}
+	return nil
+}
+
+// MarshalJSON writes a missing endpoint list as [], as the schema requires.
+func (b Backend) MarshalJSON() ([]byte, error) {
+	type plain Backend
+	if b.Endpoints == nil {
+		b.Endpoints = []Endpoint{}
+	}
+	return json.Marshal(plain(b))
 }

@@ -3,30 +3,41 @@ package ghostjson
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"reflect"
 	"strings"
 	"testing"
 )
 
 func sample() *Document {
-	eps := []Endpoint{{Address: "10.0.0.1", Port: 8080}, {Address: "fd00::1", Port: 8080}}
 	pct := int32(10)
 	filters := []Filter{
-		{Type: FilterRequestHeaderModifier, RequestHeaderModifier: &HeaderModifier{Set: []HeaderValue{{Name: "X-A", Value: "a\"b\\c\n\u2028\x01é"}}, Remove: []string{"X-B"}}},
-		{Type: FilterRequestMirror, RequestMirror: &Mirror{Backend: BackendGroup{Name: "m", Weight: 1, Endpoints: []Endpoint{}}, Percent: &pct}},
+		{Type: FilterRequestHeaderModifier, RequestHeaderModifier: &HeaderModifier{Set: []HeaderValue{{Name: "X-A", Value: "a\"b\\c\n\u2028\x01é"}}, Add: []HeaderValue{{Name: "X-C", Value: "c"}}, Remove: []string{"X-B"}}},
+		{Type: FilterResponseHeaderModifier, ResponseHeaderModifier: &HeaderModifier{Remove: []string{"Server"}}},
+		{Type: FilterURLRewrite, URLRewrite: &Rewrite{Hostname: "in.example.com", Path: &PathModifier{Type: ReplacePrefixMatch, Value: "/v2"}}},
+		{Type: FilterRequestMirror, RequestMirror: &Mirror{Backend: "a/shadow:80", Percent: &pct}},
+		{Type: FilterRequestMirror, RequestMirror: &Mirror{Backend: "b/shadow:80", Unresolved: UnresolvedRefNotPermitted}},
 	}
-	return &Document{Version: Version, VHosts: []VHost{
-		{Hostname: "*", Listeners: []string{"port-80", "port-8080"}, Routes: []Route{
-			{Name: "a/b/0/0", Match: Match{Path: PathMatch{Type: PathPrefix, Value: "/"}, Method: "GET",
-				Headers:     []ValueMatch{{Type: "Exact", Name: "x", Value: "1"}},
-				QueryParams: []ValueMatch{{Type: "RegularExpression", Name: "q", Value: `^\d+$`}}},
-				Filters: filters, Timeouts: &Timeouts{RequestMs: 1000, BackendRequestMs: 500},
-				Backends: []BackendGroup{{Name: "a/web:80", Weight: 3, Endpoints: eps}, {Name: "a/gone:80", Weight: 1, Endpoints: []Endpoint{}}}},
-			{PrecedenceGroup: 2, Match: Match{Path: PathMatch{Type: PathExact, Value: "/x"}}, Filters: filters, Timeouts: &Timeouts{BackendRequestMs: 5},
-				Backends: []BackendGroup{{Weight: 0, Endpoints: eps}}},
-		}},
-		{Hostname: "a.example.com", Routes: []Route{}},
-	}}
+	redirect := []Filter{{Type: FilterRequestRedirect, RequestRedirect: &Redirect{Scheme: "https", Port: 8443, Path: &PathModifier{Type: ReplaceFullPath, Value: "/"}, StatusCode: 301}}}
+	return &Document{Version: Version,
+		Backends: []Backend{
+			{Name: "a/gone:80", Endpoints: []Endpoint{}},
+			{Name: "a/shadow:80", Endpoints: []Endpoint{{Address: "10.0.0.9", Port: 80}}},
+			{Name: "a/web:80", Endpoints: []Endpoint{{Address: "10.0.0.1", Port: 8080}, {Address: "fd00::1", Port: 8080}}},
+		},
+		VHosts: []VHost{
+			{Hostname: "*", Listeners: []string{"port-80", "port-8080"}, Routes: []Route{
+				{Name: "a/b/0/0", Match: Match{Path: PathMatch{Type: PathPrefix, Value: "/"}, Method: "GET",
+					Headers:     []ValueMatch{{Type: "Exact", Name: "x", Value: "1"}},
+					QueryParams: []ValueMatch{{Type: "RegularExpression", Name: "q", Value: `^\d+$`}}},
+					Filters: filters, Timeouts: &Timeouts{RequestMs: 1000, BackendRequestMs: 500},
+					Backends: []BackendGroup{{Backend: "a/web:80", Weight: 3}, {Backend: "a/gone:80", Weight: 1}, {Backend: "c/web:80", Weight: 1, Unresolved: UnresolvedInvalidKind}}},
+				{PrecedenceGroup: 2, Match: Match{Path: PathMatch{Type: PathExact, Value: "/x"}}, Filters: filters, Timeouts: &Timeouts{BackendRequestMs: 5},
+					Backends: []BackendGroup{{Backend: "a/web:80", Weight: 0}}},
+				{Match: Match{Path: PathMatch{Type: PathExact, Value: "/r"}}, Filters: redirect},
+			}},
+			{Hostname: "a.example.com", Routes: []Route{}},
+		}}
 }
 
 // TestMarshalMatchesEncodingJSON checks that the hand-written encoder
@@ -74,10 +85,106 @@ func TestAppendString(t *testing.T) {
 
 func TestMarshalEmpty(t *testing.T) {
 	out, err := Marshal(&Document{Version: Version})
-	if err != nil || string(out) != "{\n  \"version\": 1,\n  \"vhosts\": []\n}\n" {
+	if err != nil || string(out) != "{\n  \"version\": 2,\n  \"backends\": [],\n  \"vhosts\": []\n}\n" {
 		t.Fatalf("%q %v", out, err)
 	}
-	if _, err := Marshal(&Document{Version: 2}); err == nil {
-		t.Error("version 2 accepted")
+	if _, err := Marshal(&Document{Version: 1}); err == nil {
+		t.Error("version 1 accepted")
+	}
+}
+
+// TestFiltersMatchEncodingJSON checks the hand-written filter encoding
+// byte for byte against encoding/json (field order and omitempty).
+func TestFiltersMatchEncodingJSON(t *testing.T) {
+	d := sample()
+	for _, r := range d.VHosts[0].Routes {
+		for _, f := range r.Filters {
+			want, err := json.Marshal(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			e := newEncoder()
+			e.filter(&f)
+			if string(e.buf) != string(bytes.ReplaceAll(bytes.ReplaceAll(want, []byte(`\u003c`), []byte("<")), []byte(`\u003e`), []byte(">"))) {
+				t.Errorf("filter %s:\n got %s\nwant %s", f.Type, e.buf, want)
+			}
+		}
+	}
+}
+
+// TestEndpointsWrittenOnce is the point of version 2: 1,000 routes over
+// two vhosts that send to one backend of 50 endpoints write each endpoint
+// once, so the file grows with routes plus endpoints.
+func TestEndpointsWrittenOnce(t *testing.T) {
+	eps := make([]Endpoint, 50)
+	for i := range eps {
+		eps[i] = Endpoint{Address: fmt.Sprintf("10.0.%d.%d", i/200, i%200+1), Port: 8080}
+	}
+	d := &Document{Version: Version, Backends: []Backend{{Name: "ns/web:80", Endpoints: eps}}}
+	for v := 0; v < 2; v++ {
+		vh := VHost{Hostname: fmt.Sprintf("v%d.example.com", v)}
+		for r := 0; r < 500; r++ {
+			vh.Routes = append(vh.Routes, Route{Match: Match{Path: PathMatch{Type: PathExact, Value: fmt.Sprintf("/r%d", r)}},
+				Backends: []BackendGroup{{Backend: "ns/web:80", Weight: 1}}})
+		}
+		d.VHosts = append(d.VHosts, vh)
+	}
+	out, err := Marshal(d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ep := range eps {
+		if n := strings.Count(string(out), `"address":"`+ep.Address+`"`); n != 1 {
+			t.Fatalf("endpoint %s written %d times", ep.Address, n)
+		}
+	}
+	if n := strings.Count(string(out), `{"backend":"ns/web:80","weight":1}`); n != 1000 {
+		t.Errorf("%d references, want 1000", n)
+	}
+	if !strings.Contains(string(out), "\n    {\"name\":\"ns/web:80\",\"endpoints\":[{\"address\":\"10.0.0.1\",\"port\":8080},") {
+		t.Errorf("backend not on its own line:\n%.300s", out)
+	}
+}
+
+func TestCheck(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		edit func(d *Document)
+		want string
+	}{
+		{"version 1", func(d *Document) { d.Version = 1 }, "version is 1, this package writes and reads version 2"},
+		{"duplicate name", func(d *Document) { d.Backends = append(d.Backends, Backend{Name: "a/web:80"}) },
+			`backends[3].name: duplicate backend name "a/web:80", already defined by backends[2]`},
+		{"unknown backend", func(d *Document) { d.VHosts[0].Routes[1].Backends[0].Backend = "a/api:80" },
+			`vhosts[0].routes[1].backends[0].backend: unknown backend "a/api:80"`},
+		{"unknown mirror backend", func(d *Document) { d.VHosts[0].Routes[0].Filters[3].RequestMirror = &Mirror{Backend: "a/x:80"} },
+			`vhosts[0].routes[0].filters[3].requestMirror.backend: unknown backend "a/x:80"`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d := sample()
+			tc.edit(d)
+			err := d.Check()
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("Check() = %v, want %q", err, tc.want)
+			}
+			if _, err := Marshal(d); err == nil {
+				t.Error("Marshal wrote a document Check rejects")
+			}
+		})
+	}
+	// unresolved references need no entry; Endpoints follows references
+	d := sample()
+	if err := d.Check(); err != nil {
+		t.Fatal(err)
+	}
+	table := d.Table()
+	if got := Endpoints(table, "a/web:80", ""); len(got) != 2 {
+		t.Errorf("Endpoints(a/web:80) = %v", got)
+	}
+	if got := Endpoints(table, "a/web:80", UnresolvedRefNotPermitted); got != nil {
+		t.Errorf("an unresolved reference has endpoints: %v", got)
+	}
+	if got := Endpoints(table, "c/web:80", ""); got != nil {
+		t.Errorf("an unknown name has endpoints: %v", got)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/netip"
 	"slices"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -21,11 +22,22 @@ import (
 //   - only endpoints with ready unset or true count; IPv4 and IPv6 slices
 //     both count, FQDN slices are ignored; addresses are deduplicated and
 //     sorted;
-//   - a reference of a kind other than Service, a cross-namespace
-//     reference without a ReferenceGrant (now), a missing Service, an
-//     ExternalName Service (varnishgw routes only to endpoints, never to
-//     DNS names) or a Service without a ready endpoint gives a group with
-//     its weight and no endpoints: ghost answers its share with 500.
+//   - each Service port that routes or mirrors send to is one entry of the
+//     document's backends table (sorted by name, namespace/service:port),
+//     written once whatever the number of routes; the routes' groups name
+//     it. An ExternalName Service (varnishgw routes only to endpoints, never
+//     to DNS names), a port the Service lacks or a Service without a ready
+//     endpoint gives an entry with no endpoints: ghost answers the groups'
+//     share with 500;
+//   - a reference of a kind other than Service (InvalidKind), a
+//     cross-namespace reference without a ReferenceGrant now
+//     (RefNotPermitted) or to a Service that does not exist now
+//     (BackendNotFound) is marked unresolved with that reason and has no
+//     entry: ghost answers its share with 500, whatever the table holds.
+//
+// With nil objs nothing is looked up (the varnishgw_routing data source
+// without resolve_endpoints): every reference but an InvalidKind one names
+// an entry of the table, and every entry has no endpoints.
 //
 // Resolve is pure and deterministic: the same table and objects always
 // give a document that ghostjson.Marshal writes byte for byte the same.
@@ -81,6 +93,7 @@ func Resolve(t *Table, objs *Objects) (*ghostjson.Document, error) {
 		}
 		doc.VHosts = append(doc.VHosts, gv)
 	}
+	doc.Backends = r.table()
 	return doc, nil
 }
 
@@ -93,7 +106,7 @@ type resolver struct {
 	objs     *Objects
 	services map[nsName]*corev1.Service
 	slices   map[nsName][]*discoveryv1.EndpointSlice
-	cache    map[svcPort][]ghostjson.Endpoint
+	used     map[svcPort]string // the backends table: Service ports sent to, by name
 }
 
 func newResolver(objs *Objects) *resolver {
@@ -101,7 +114,7 @@ func newResolver(objs *Objects) *resolver {
 		objs:     objs,
 		services: map[nsName]*corev1.Service{},
 		slices:   map[nsName][]*discoveryv1.EndpointSlice{},
-		cache:    map[svcPort][]ghostjson.Endpoint{},
+		used:     map[svcPort]string{},
 	}
 	if objs == nil {
 		return r
@@ -134,34 +147,51 @@ func (r *resolver) filter(routeNS string, f Filter) ghostjson.Filter {
 		URLRewrite:             f.URLRewrite,
 	}
 	if m := f.RequestMirror; m != nil {
-		out.RequestMirror = &ghostjson.Mirror{Backend: r.group(routeNS, m.Backend), Percent: m.Percent}
+		g := r.group(routeNS, m.Backend)
+		out.RequestMirror = &ghostjson.Mirror{Backend: g.Backend, Unresolved: g.Unresolved, Percent: m.Percent}
 	}
 	return out
 }
 
+// group names the backendRef's Service port in the backends table, or
+// marks the reference unresolved.
 func (r *resolver) group(routeNS string, b BackendRef) ghostjson.BackendGroup {
-	g := ghostjson.BackendGroup{Name: b.GroupName(), Weight: b.Weight, Endpoints: []ghostjson.Endpoint{}}
+	g := ghostjson.BackendGroup{Backend: b.GroupName(), Weight: b.Weight}
 	// InvalidKind is final. Other problems found at attach time (a missing
 	// Service or ReferenceGrant) are checked again against the objects of
 	// now: the chaperone follows the cluster, so a Service created after
 	// the route was applied starts receiving traffic without a re-apply.
-	if b.Unresolved == string(gatewayv1.RouteReasonInvalidKind) {
-		return g
+	k := svcPort{b.Namespace, b.Name, b.Port}
+	switch {
+	case b.Unresolved == string(gatewayv1.RouteReasonInvalidKind):
+		g.Unresolved = ghostjson.UnresolvedInvalidKind
+	case r.objs == nil:
+		r.used[k] = g.Backend // not looked up: an entry with no endpoints
+	case b.Namespace != routeNS && !refPermitted(r.objs.ReferenceGrants, routeNS, b.Namespace, b.Name):
+		g.Unresolved = ghostjson.UnresolvedRefNotPermitted
+	case r.services[nsName{b.Namespace, b.Name}] == nil:
+		g.Unresolved = ghostjson.UnresolvedBackendNotFound
+	default:
+		r.used[k] = g.Backend
 	}
-	if b.Namespace != routeNS && (r.objs == nil || !refPermitted(r.objs.ReferenceGrants, routeNS, b.Namespace, b.Name)) {
-		return g
-	}
-	g.Endpoints = r.endpoints(svcPort{b.Namespace, b.Name, b.Port})
 	return g
 }
 
-// endpoints returns the sorted ready endpoints of a Service port.
-func (r *resolver) endpoints(k svcPort) []ghostjson.Endpoint {
-	if eps, ok := r.cache[k]; ok {
-		return eps
+// table is the document's backends table: every Service port a resolved
+// reference names, with its endpoints, sorted by name.
+func (r *resolver) table() []ghostjson.Backend {
+	out := make([]ghostjson.Backend, 0, len(r.used))
+	for k, name := range r.used {
+		out = append(out, ghostjson.Backend{Name: name, Endpoints: r.endpoints(k)})
 	}
+	slices.SortFunc(out, func(a, b ghostjson.Backend) int { return strings.Compare(a.Name, b.Name) })
+	return out
+}
+
+// endpoints returns the sorted ready endpoints of a Service port (once per
+// Service port: the table has one entry per port).
+func (r *resolver) endpoints(k svcPort) []ghostjson.Endpoint {
 	eps := []ghostjson.Endpoint{}
-	r.cache[k] = eps
 	svc := r.services[nsName{k.ns, k.name}]
 	if svc == nil || svc.Spec.Type == corev1.ServiceTypeExternalName {
 		return eps
@@ -224,6 +254,5 @@ func (r *resolver) endpoints(k svcPort) []ghostjson.Endpoint {
 	for i, e := range found {
 		eps[i] = ghostjson.Endpoint{Address: e.addr.String(), Port: e.port}
 	}
-	r.cache[k] = eps
 	return eps
 }

@@ -153,19 +153,21 @@ func TestResolve(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// the endpoints each group and mirror resolves to through the table
+	table := doc.Table()
 	groups := map[string]string{}
 	var vhosts []string
 	for _, v := range doc.VHosts {
 		vhosts = append(vhosts, v.Hostname+"@"+strings.Join(v.Listeners, ","))
 		for _, r := range v.Routes {
 			for _, g := range r.Backends {
-				eps, _ := json.Marshal(g.Endpoints)
-				groups[g.Name] = string(eps)
+				eps, _ := json.Marshal(ghostjson.Endpoints(table, g.Backend, g.Unresolved))
+				groups[g.Backend] = string(eps) + g.Unresolved
 			}
 			for _, f := range r.Filters {
-				if f.RequestMirror != nil {
-					eps, _ := json.Marshal(f.RequestMirror.Backend.Endpoints)
-					groups["mirror "+f.RequestMirror.Backend.Name] = string(eps)
+				if m := f.RequestMirror; m != nil {
+					eps, _ := json.Marshal(ghostjson.Endpoints(table, m.Backend, m.Unresolved))
+					groups["mirror "+m.Backend] = string(eps) + m.Unresolved
 				}
 			}
 		}
@@ -177,15 +179,27 @@ func TestResolve(t *testing.T) {
 		"infra/web:80":           `[{"address":"10.0.0.1","port":8080},{"address":"10.0.0.2","port":8080},{"address":"fd00::1","port":8080}]`,
 		"infra/web:8443":         `[{"address":"10.0.0.1","port":443}]`,
 		"infra/empty:80":         `[]`,
-		"infra/missing:80":       `[]`,
-		"other/web:80":           `[]`, // no ReferenceGrant
-		"infra/ext:80":           `[]`, // ExternalName
+		"infra/missing:80":       `nullBackendNotFound`,
+		"other/web:80":           `nullRefNotPermitted`, // no ReferenceGrant
+		"infra/ext:80":           `[]`,                  // ExternalName
 		"mirror infra/mirror:80": `[{"address":"10.0.2.1","port":9000}]`,
 	}
 	for k, v := range want {
 		if groups[k] != v {
 			t.Errorf("group %s endpoints = %s, want %s", k, groups[k], v)
 		}
+	}
+	// the table: each Service port sent to, once, sorted by name; nothing
+	// for unresolved references
+	var names []string
+	for _, b := range doc.Backends {
+		names = append(names, b.Name)
+	}
+	if got, want := strings.Join(names, " "), "infra/empty:80 infra/ext:80 infra/mirror:80 infra/web:80 infra/web:8443"; got != want {
+		t.Errorf("backends table = %s, want %s", got, want)
+	}
+	if n := strings.Count(string(data), `"address":"fd00::1"`); n != 1 {
+		t.Errorf("endpoint fd00::1 written %d times, want once (in the table)", n)
 	}
 	// apps/foo is attached to the catch-all listener with hostname
 	// foo.example.com, but that hostname belongs to the foo listener (which
@@ -295,10 +309,56 @@ func TestResolveFollowsCluster(t *testing.T) {
 		t.Fatal(err)
 	}
 	var got []int
+	table := doc.Table()
 	for _, g := range doc.VHosts[0].Routes[0].Backends {
-		got = append(got, len(g.Endpoints))
+		got = append(got, len(ghostjson.Endpoints(table, g.Backend, g.Unresolved)))
 	}
 	if fmt.Sprint(got) != "[1 1 0]" {
 		t.Errorf("endpoints per group = %v, want [1 1 0]", got)
+	}
+	if g := doc.VHosts[0].Routes[0].Backends[2]; g.Unresolved != ghostjson.UnresolvedInvalidKind {
+		t.Errorf("the ConfigMap reference = %+v, want unresolved InvalidKind", g)
+	}
+}
+
+// TestResolveNoObjects: with nil objects nothing is looked up (the data
+// source without resolve_endpoints): references name entries of the table,
+// which have no endpoints, and only an InvalidKind reference is marked.
+func TestResolveNoObjects(t *testing.T) {
+	gw := gateway(listener("http", 80, ""))
+	r := route("infra", "r", rules(gatewayv1.HTTPRouteRule{BackendRefs: []gatewayv1.HTTPBackendRef{
+		backend("", "web", 80, nil),
+		backend("other", "web", 80, nil),
+		{BackendRef: gatewayv1.BackendRef{BackendObjectReference: gatewayv1.BackendObjectReference{
+			Group: ptr(gatewayv1.Group("")), Kind: ptr(gatewayv1.Kind("ConfigMap")), Name: "cm", Port: ptr(int32(80))}}},
+	}}))
+	f, err := Attach(gw, r, &Objects{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tb, err := Merge(gw, []*Fragment{f})
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc, err := Resolve(tb, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ghostjson.Marshal(doc); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, g := range doc.VHosts[0].Routes[0].Backends {
+		got = append(got, g.Backend+"="+g.Unresolved)
+	}
+	if want := "[infra/web:80= other/web:80= infra/cm:80=InvalidKind]"; fmt.Sprint(got) != want {
+		t.Errorf("groups = %v, want %s", got, want)
+	}
+	var table []string
+	for _, b := range doc.Backends {
+		table = append(table, fmt.Sprintf("%s:%d", b.Name, len(b.Endpoints)))
+	}
+	if want := "[infra/web:80:0 other/web:80:0]"; fmt.Sprint(table) != want {
+		t.Errorf("table = %v, want %s", table, want)
 	}
 }

@@ -100,7 +100,7 @@ func TestRejectedReloadKeepsLastGood(t *testing.T) {
 	}
 
 	r := s.apply(context.Background(), func(w io.Writer) error {
-		_, err := io.WriteString(w, `{"version": 2, "vhosts": []}`)
+		_, err := io.WriteString(w, `{"version": 3, "backends": [], "vhosts": []}`)
 		return err
 	}, false, Result{})
 	if r.Outcome != OutcomeRejected || !ghostadmin.IsRejected(r.Err) || !strings.Contains(r.Err.Error(), "version") {

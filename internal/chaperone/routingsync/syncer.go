@@ -429,18 +429,21 @@ func Build(st *State) (*routing.Table, *ghostjson.Document, error) {
 	return table, doc, nil
 }
 
-// EndpointCounts counts the endpoints of each backend group in doc, by
-// group name (namespace/service:port), for the endpoints-per-service metric.
+// EndpointCounts counts the endpoints of each backend the routes of doc send
+// to, by name (namespace/service:port), for the endpoints-per-service
+// metric: its entry's in the backends table, 0 for a reference that did not
+// resolve.
 func EndpointCounts(doc *ghostjson.Document) map[string]int {
 	out := map[string]int{}
 	if doc == nil {
 		return out
 	}
+	table := doc.Table()
 	for _, vh := range doc.VHosts {
 		for _, r := range vh.Routes {
-			for _, b := range r.Backends {
-				if b.Name != "" {
-					out[b.Name] = len(b.Endpoints)
+			for _, g := range r.Backends {
+				if n, seen := out[g.Backend]; !seen || n == 0 {
+					out[g.Backend] = len(ghostjson.Endpoints(table, g.Backend, g.Unresolved))
 				}
 			}
 		}

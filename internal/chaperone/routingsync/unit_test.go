@@ -70,10 +70,13 @@ func TestReferencedBackends(t *testing.T) {
 }
 
 func TestEndpointCounts(t *testing.T) {
-	doc := &ghostjson.Document{Version: 1, VHosts: []ghostjson.VHost{{Hostname: "a", Routes: []ghostjson.Route{
-		{Backends: []ghostjson.BackendGroup{{Name: "ns/a:80", Endpoints: make([]ghostjson.Endpoint, 2)}, {Name: "ns/b:80"}}},
-	}}}}
-	want := map[string]int{"ns/a:80": 2, "ns/b:80": 0}
+	doc := &ghostjson.Document{Version: ghostjson.Version,
+		Backends: []ghostjson.Backend{{Name: "ns/a:80", Endpoints: make([]ghostjson.Endpoint, 2)}, {Name: "ns/b:80"}, {Name: "ns/mirror:80", Endpoints: make([]ghostjson.Endpoint, 1)}},
+		VHosts: []ghostjson.VHost{{Hostname: "a", Routes: []ghostjson.Route{
+			{Backends: []ghostjson.BackendGroup{{Backend: "ns/a:80"}, {Backend: "ns/b:80"}, {Backend: "other/c:80", Unresolved: ghostjson.UnresolvedRefNotPermitted}}},
+			{Backends: []ghostjson.BackendGroup{{Backend: "ns/a:80", Unresolved: ghostjson.UnresolvedRefNotPermitted}, {Backend: "ns/a:80"}}},
+		}}}}
+	want := map[string]int{"ns/a:80": 2, "ns/b:80": 0, "other/c:80": 0}
 	if got := EndpointCounts(doc); !reflect.DeepEqual(got, want) {
 		t.Errorf("got %v, want %v", got, want)
 	}
