@@ -1,5 +1,6 @@
 /*
- * ghost.json loader: parse, validate against schema version 2, build an
+ * ghost.json loader: parse, validate against schema version 2 (or 1,
+ * whose groups hold their endpoints inline), build an
  * immutable struct gh_state (the backends table, vhost tables per
  * listener, routes sorted in Gateway API precedence order, compiled
  * regexes).
@@ -32,6 +33,8 @@ struct pc {
 	size_t		errlen;
 	const char	*admin;
 	struct gh_arena	*arena;		/* the state's */
+	struct gh_state	*st;		/* being built */
+	unsigned	version;	/* of the file: 1 or GH_VERSION */
 	struct gh_backend **bslot;	/* the backends by name */
 	unsigned	bmask;		/* size of bslot - 1 */
 };
@@ -810,6 +813,42 @@ load_ref(struct pc *pc, const char *path, const json_t *j,
 	return (0);
 }
 
+static const char * const v1_group_fields[] = {
+	"name", "weight", "endpoints", NULL};
+
+/*
+ * Version 1: a group, or a mirror's "backend" object, holds its endpoints
+ * inline. Each becomes a backend of its own outside the table (which a
+ * version 1 file does not have), so a version 1 file still costs routes x
+ * endpoints; the chaperone writes version 2.
+ */
+static int
+load_v1_ref(struct pc *pc, const char *path, const json_t *j,
+    struct gh_group *g)
+{
+	struct gh_backend *b;
+	const char *name;
+
+	assert(pc->version == 1);
+	AN(pc->st);
+	if (check_object(pc, path, j, v1_group_fields) ||
+	    get_string(pc, path, j, "name", 0, 0, 512, &name))
+		return (-1);
+	b = zalloc(pc, path, 1, sizeof *b);
+	if (b == NULL)
+		return (-1);
+	b->magic = GH_BACKEND_MAGIC;
+	b->name = sdup(pc, path, name != NULL ? name : "");
+	if (b->name == NULL || load_endpoints(pc, path, j, b))
+		return (-1);
+	pc->st->nendpoint += b->nep;
+	g->backend = b;
+	g->name = b->name;
+	g->nep = b->nep;
+	g->ep = b->ep;
+	return (0);
+}
+
 /*
  * The set of the group's backend for the route's timeout, shared with
  * every other route that uses the backend with the same timeout.
@@ -856,9 +895,13 @@ load_group(struct pc *pc, const char *path, const json_t *j,
 {
 	long long ll;
 
-	if (check_object(pc, path, j, group_fields) ||
-	    load_ref(pc, path, j, g) ||
-	    get_int(pc, path, j, "weight", 0, 0, 1000000, 1, &ll))
+	if (pc->version == 1) {
+		if (load_v1_ref(pc, path, j, g))
+			return (-1);
+	} else if (check_object(pc, path, j, group_fields) ||
+	    load_ref(pc, path, j, g))
+		return (-1);
+	if (get_int(pc, path, j, "weight", 0, 0, 1000000, 1, &ll))
 		return (-1);
 	g->weight = (unsigned)ll;
 	if (g->nep == 0 || (r->filters & GH_FILTER_REDIRECT))
@@ -872,6 +915,7 @@ static const char * const redirect_fields[] = {
 static const char * const rewrite_fields[] = {"hostname", "path", NULL};
 static const char * const mirror_fields[] = {
 	"backend", "unresolved", "percent", NULL};
+static const char * const v1_mirror_fields[] = {"backend", "percent", NULL};
 
 static const struct filter_type {
 	const char		*type;		/* "type" in the file */
@@ -1014,12 +1058,20 @@ load_filter(struct pc *pc, const char *path, const json_t *j,
 		/* load_route counted the RequestMirror filters */
 		assert(*nmirror < r->nmirror);
 		mi = &r->mirror[(*nmirror)++];
-		if (check_object(pc, p, c, mirror_fields))
+		if (check_object(pc, p, c, pc->version == 1 ?
+		    v1_mirror_fields : mirror_fields))
 			return (-1);
 		if (get_int(pc, p, c, "percent", 0, 0, 100, 100, &ll))
 			return (-1);
 		mi->percent = (unsigned)ll;
-		return (load_ref(pc, p, c, &mi->group));
+		if (pc->version != 1)
+			return (load_ref(pc, p, c, &mi->group));
+		c = json_object_get(c, "backend");
+		SUB(p, path, ".%s.backend", key);
+		if (c == NULL)
+			return (fail(pc, p, "missing required field; add "
+			    "\"backend\": {\"endpoints\": [...]}"));
+		return (load_v1_ref(pc, p, c, &mi->group));
 	}
 	WRONG("filter type");
 }
@@ -1608,10 +1660,12 @@ conf_load(struct pc *pc, const char *buf, size_t len,
 		return (-1);
 	}
 	/*
-	 * Version 2 only. The chaperone and ghost ship in one image, so the
-	 * file a chaperone writes is always of its ghost's version; version
-	 * 1 (backend groups with their endpoints inside every route) comes
-	 * from an older chaperone or a hand-written file.
+	 * Version 2, and version 1 for a release (README, "Upgrading"): the
+	 * chaperone of this release writes version 2, but a ghost.json
+	 * written by hand or by other tools (--routing=file) may still be
+	 * version 1 (backend groups with their endpoints inside every
+	 * route). Another version is an error; the router keeps the state
+	 * it has.
 	 */
 	e = json_object_get(root, "version");
 	if (!json_is_integer(e)) {
@@ -1621,20 +1675,19 @@ conf_load(struct pc *pc, const char *buf, size_t len,
 		return (-1);
 	}
 	ver = json_integer_value(e);
-	if (ver == 1) {
-		(void)fail(pc, "version", "ghost.json version 1 is not read "
-		    "by this ghost, which reads version %d only (a shared "
-		    "\"backends\" table that routes name); the file comes "
-		    "from an older chaperone or was written by hand: upgrade "
-		    "the chaperone to the release of this ghost (they ship in "
-		    "one image), or convert the file (ghost/README.md)",
-		    GH_VERSION);
+	if (ver != 1 && ver != GH_VERSION) {
+		(void)fail(pc, "version", "unsupported version %lld; this "
+		    "ghost reads versions 1 and %d: write \"version\": %d "
+		    "(ghost/README.md), or upgrade ghost to the release of "
+		    "the chaperone that wrote the file (they ship in one "
+		    "image)", ver, GH_VERSION, GH_VERSION);
 		return (-1);
 	}
-	if (ver != GH_VERSION) {
-		(void)fail(pc, "version", "unsupported version %lld; this "
-		    "ghost reads version %d, write \"version\": %d or "
-		    "upgrade ghost", ver, GH_VERSION, GH_VERSION);
+	pc->version = (unsigned)ver;
+	if (ver == 1 && json_object_get(root, "backends") != NULL) {
+		(void)fail(pc, "backends", "a version 1 file has no "
+		    "\"backends\" table (its groups hold their endpoints); "
+		    "write \"version\": %d to use the table", GH_VERSION);
 		return (-1);
 	}
 
@@ -1643,8 +1696,9 @@ conf_load(struct pc *pc, const char *buf, size_t len,
 		return (-1);
 	*stp = st;
 	st->magic = GH_STATE_MAGIC;
+	pc->st = st;
 	/* the backends first: routes refer to them by name */
-	if (load_backends(pc, root, st))
+	if (pc->version == GH_VERSION && load_backends(pc, root, st))
 		return (-1);
 	if (get_array(pc, "", root, "vhosts", 1, 100000, &a))
 		return (-1);
@@ -1675,6 +1729,10 @@ gh_conf_load(const char *buf, size_t len, const char *admin,
 	pc->errlen = errlen;
 	pc->admin = admin;
 	pc->arena = &sa;
+	pc->st = NULL;
+	pc->version = 0;
+	pc->bslot = NULL;
+	pc->bmask = 0;
 	err[0] = '\0';
 
 	if (len > GH_MAX_FILE) {
