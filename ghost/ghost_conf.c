@@ -695,11 +695,14 @@ load_backends(struct pc *pc, const json_t *root, struct gh_state *st)
 {
 	json_t *a, *e;
 	size_t i;
-	unsigned sz, h;
+	unsigned sz, h, n;
 	const char *s;
 	char path[PATHLEN], q[96];
 	struct gh_backend *b, *o;
 
+	assert(pc->version == GH_VERSION);
+	CHECK_OBJ_NOTNULL(st, GH_STATE_MAGIC);
+	AZ(st->nendpoint);
 	if (get_array(pc, "", root, "backends", 1, 100000, &a))
 		return (-1);
 	st->backend = zalloc(pc, "backends", json_array_size(a),
@@ -721,9 +724,13 @@ load_backends(struct pc *pc, const json_t *root, struct gh_state *st)
 		if (check_object(pc, path, e, backend_fields) ||
 		    get_string(pc, path, e, "name", 1, 1, 512, &s))
 			return (-1);
+		/* bslot has twice as many slots as entries: one is free */
 		h = fnv(FNV0, s, strlen(s)) & pc->bmask;
-		while ((o = pc->bslot[h]) != NULL && strcmp(o->name, s))
+		for (n = 0; (o = pc->bslot[h]) != NULL && strcmp(o->name, s);
+		    n++) {
+			assert(n < pc->bmask);
 			h = (h + 1) & pc->bmask;
+		}
 		if (o != NULL) {
 			SUB(path, "backends", "[%zu].name", i);
 			return (fail(pc, path, "duplicate backend name %s, "
@@ -734,6 +741,7 @@ load_backends(struct pc *pc, const json_t *root, struct gh_state *st)
 		b->name = sdup(pc, path, s);
 		if (b->name == NULL || load_endpoints(pc, path, e, b))
 			return (-1);
+		AN(b->ep);
 		pc->bslot[h] = b;
 		st->nendpoint += b->nep;
 	}
@@ -746,8 +754,11 @@ backend_find(const struct pc *pc, const char *name)
 	unsigned h;
 	struct gh_backend *b;
 
+	AN(name);
+	AN(pc->bslot);		/* load_backends() ran */
 	h = fnv(FNV0, name, strlen(name)) & pc->bmask;
 	while ((b = pc->bslot[h]) != NULL) {
+		CHECK_OBJ(b, GH_BACKEND_MAGIC);
 		if (!strcmp(b->name, name))
 			return (b);
 		h = (h + 1) & pc->bmask;
@@ -1278,18 +1289,25 @@ static int
 htab_add(struct pc *pc, struct gh_htab *t, struct gh_vhost *vh)
 {
 	uint32_t h;
+	unsigned n;
 	struct gh_vhost *o = NULL;
 	char p[PATHLEN], q[96];
 
+	CHECK_OBJ_NOTNULL(vh, GH_VHOST_MAGIC);
+	AN(vh->hostname);
+	AN(t->slot);		/* htab_init() ran */
 	if (vh->kind == GH_HOST_ANY) {
 		o = t->any;
 		if (o == NULL)
 			t->any = vh;
 	} else {
+		/* htab_init() sized the table for twice the entries */
 		h = fnv(FNV0, vh->hostname, strlen(vh->hostname)) & t->mask;
-		while (t->slot[h] != NULL &&
-		    strcmp(t->slot[h]->hostname, vh->hostname))
+		for (n = 0; t->slot[h] != NULL &&
+		    strcmp(t->slot[h]->hostname, vh->hostname); n++) {
+			assert(n < t->mask);
 			h = (h + 1) & t->mask;
+		}
 		o = t->slot[h];
 		if (o == NULL) {
 			t->slot[h] = vh;
@@ -1315,7 +1333,10 @@ gh_host_lookup(const struct gh_htab *t, const char *host, size_t len)
 	size_t i;
 	struct gh_vhost *vh;
 
+	AN(t);
+	AN(t->slot);
 	if (len > 0) {
+		AN(host);
 		h = fnv(FNV0, host, len) & t->mask;
 		while ((vh = t->slot[h]) != NULL) {
 			if (vh->kind == GH_HOST_EXACT &&
@@ -1349,6 +1370,7 @@ gh_htab_find(const struct gh_state *st, const char *socket,
 {
 	unsigned u;
 
+	CHECK_OBJ_NOTNULL(st, GH_STATE_MAGIC);
 	if (socket != NULL) {
 		for (u = 0; u < st->ntab; u++)
 			if (!strcmp(st->tab[u].socket, socket))
@@ -1475,6 +1497,10 @@ load_vhost(struct pc *pc, const json_t *j, struct gh_state *st,
 				return (-1);
 		}
 		qsort(vh->route, vh->nroute, sizeof *vh->route, route_cmp);
+		/* matching takes the first route that matches */
+		for (u = 1; u < vh->nroute; u++)
+			assert(route_cmp(&vh->route[u - 1],
+			    &vh->route[u]) < 0);
 	}
 	st->nroute += vh->nroute;
 	return (0);
@@ -1715,6 +1741,56 @@ conf_load(struct pc *pc, const char *buf, size_t len,
 	return (build_tables(pc, st));
 }
 
+/*
+ * The invariants the VMOD relies on in a state gh_conf_load() returns:
+ * the pool (ghost_pool.c) walks the sets, the router the groups.
+ */
+static void
+check_state(const struct gh_state *st)
+{
+	const struct gh_bset *bs;
+	const struct gh_route *r;
+	const struct gh_group *g;
+	unsigned u, v, w, n;
+	uint64_t wt;
+
+	CHECK_OBJ_NOTNULL(st, GH_STATE_MAGIC);
+	assert(st->refcnt == 0);
+	for (n = 0, bs = st->bsets; bs != NULL; bs = bs->all, n++) {
+		CHECK_OBJ(bs, GH_BSET_MAGIC);
+		CHECK_OBJ_NOTNULL(bs->backend, GH_BACKEND_MAGIC);
+		assert(bs->backend->nep > 0);
+		AN(bs->be);
+	}
+	assert(n == st->nbset);
+	for (u = 0; u < st->nvhost; u++) {
+		CHECK_OBJ(&st->vhost[u], GH_VHOST_MAGIC);
+		for (v = 0; v < st->vhost[u].nroute; v++) {
+			r = &st->vhost[u].route[v];
+			CHECK_OBJ(r, GH_ROUTE_MAGIC);
+			assert(r->nmirror == 0 || (r->filters &
+			    GH_FILTER_MIRROR));
+			for (wt = 0, w = 0; w < r->ngroup; w++) {
+				g = &r->group[w];
+				wt += g->weight;
+				/* unresolved: no backend, no endpoints */
+				assert(g->unresolved == GH_RESOLVED ||
+				    (g->backend == NULL && g->nep == 0));
+				if (g->set == NULL)
+					continue;
+				/* a set only where the route sends */
+				assert(!(r->filters & GH_FILTER_REDIRECT));
+				assert(g->set->backend == g->backend);
+				assert(g->set->tmo == r->tmo);
+				assert(g->nep == g->backend->nep);
+			}
+			assert(wt == r->wtotal);
+			for (w = 0; w < r->nmirror; w++)
+				AZ(r->mirror[w].group.set);
+		}
+	}
+}
+
 struct gh_state *
 gh_conf_load(const char *buf, size_t len, const char *admin,
     struct gh_chunkpool *cp, char *err, size_t errlen)
@@ -1758,6 +1834,7 @@ gh_conf_load(const char *buf, size_t len, const char *admin,
 		json_decref(root);
 #endif
 	if (i == 0) {
+		check_state(st);
 		/* keep enough chunks for the next load of this size */
 		if (cp != NULL)
 			gh_chunkpool_keep(cp, sa.nchunk + ja.nchunk);
