@@ -43,12 +43,15 @@ func TestAccessLog(t *testing.T) {
 	t.Cleanup(be.Close)
 	c := startChaperone(t, be, "--access-log", "--varnishncsa", varnishdtest.NcsaBin(t))
 	host, port, _ := net.SplitHostPort(strings.TrimPrefix(be.URL, "http://"))
-	writeFile(t, c.ghostPath, fmt.Sprintf(`{"version": 1, "vhosts": [
+	writeFile(t, c.ghostPath, fmt.Sprintf(`{"version": 2, "backends": [
+  {"name": "shop/web:80", "endpoints": [{"address": %q, "port": %s}]},
+  {"name": "shop/gone:80", "endpoints": []}
+], "vhosts": [
   {"hostname": "app.example.com", "routes": [
     {"name": "shop/web/0/0", "match": {"path": {"type": "PathPrefix", "value": "/"}},
-     "backends": [{"name": "shop/web:80", "weight": 1, "endpoints": [{"address": %q, "port": %s}]}]},
+     "backends": [{"backend": "shop/web:80", "weight": 1}]},
     {"name": "shop/web/1/0", "match": {"path": {"type": "PathPrefix", "value": "/none"}},
-     "backends": [{"name": "shop/gone:80", "weight": 1, "endpoints": []}]}]}
+     "backends": [{"backend": "shop/gone:80", "weight": 1}]}]}
 ]}`, host, port))
 	c.waitFor("the named routes", 30*time.Second, func() bool {
 		req, _ := http.NewRequest("GET", "http://"+c.listenAddr+"/none", nil)

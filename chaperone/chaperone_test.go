@@ -93,10 +93,12 @@ func mainVCL(ghostJSON, tag string) string {
 
 func ghostJSON(backendURL string) string {
 	host, port, _ := net.SplitHostPort(strings.TrimPrefix(backendURL, "http://"))
-	return fmt.Sprintf(`{"version": 1, "vhosts": [
+	return fmt.Sprintf(`{"version": 2, "backends": [
+  {"name": "app", "endpoints": [{"address": %q, "port": %s}]}
+], "vhosts": [
   {"hostname": "app.example.com", "routes": [
     {"name": "app", "match": {"path": {"type": "PathPrefix", "value": "/"}},
-     "backends": [{"endpoints": [{"address": %q, "port": %s}]}]}]}
+     "backends": [{"backend": "app"}]}]}
 ]}`, host, port)
 }
 

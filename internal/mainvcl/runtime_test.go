@@ -36,7 +36,7 @@ func TestRenderServes(t *testing.T) {
 	go srv.Serve(l)
 	t.Cleanup(func() { srv.Close() })
 	port := l.Addr().(*net.TCPAddr).Port
-	ghostJSON := fmt.Sprintf(`{"version":1,"vhosts":[{"hostname":"cache.test","routes":[{"name":"r","match":{"path":{"type":"PathPrefix","value":"/"}},"backends":[{"endpoints":[{"address":"127.0.0.1","port":%d}]}]}]}]}`, port)
+	ghostJSON := fmt.Sprintf(`{"version":2,"backends":[{"name":"r","endpoints":[{"address":"127.0.0.1","port":%d}]}],"vhosts":[{"hostname":"cache.test","routes":[{"name":"r","match":{"path":{"type":"PathPrefix","value":"/"}},"backends":[{"backend":"r"}]}]}]}`, port)
 
 	vmod := varnishdtest.GhostVMOD(t)
 	for _, tc := range []struct {

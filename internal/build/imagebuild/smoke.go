@@ -140,9 +140,10 @@ func Smoke(ctx context.Context, dir string, logw io.Writer) error {
 	bport := backend.Addr().(*net.TCPAddr).Port
 	work := filepath.Join(root, "tmp/smoke")
 	files := map[string]string{
-		"ghost.json": fmt.Sprintf(`{"version": 1, "vhosts": [{"hostname": "*", "routes": [{"name": "smoke",
+		"ghost.json": fmt.Sprintf(`{"version": 2, "backends": [{"name": "smoke", "endpoints": [{"address": "127.0.0.1", "port": %d}]}],
+  "vhosts": [{"hostname": "*", "routes": [{"name": "smoke",
   "match": {"path": {"type": "PathPrefix", "value": "/"}},
-  "backends": [{"endpoints": [{"address": "127.0.0.1", "port": %d}]}]}]}]}`, bport),
+  "backends": [{"backend": "smoke"}]}]}]}`, bport),
 		"smoke.vcl": `vcl 4.1;
 import ghost;
 backend default none;

@@ -26,9 +26,10 @@ func TestReloadAgainstGhost(t *testing.T) {
 	host, port, _ := net.SplitHostPort(strings.TrimPrefix(be.URL, "http://"))
 	dir := varnishdtest.Dir(t)
 	ghostJSON := filepath.Join(dir, "ghost.json")
-	good := fmt.Sprintf(`{"version": 1, "vhosts": [{"hostname": "a.example.com", "routes": [
+	good := fmt.Sprintf(`{"version": 2, "backends": [{"name": "a", "endpoints": [{"address": %q, "port": %s}]}],
+	  "vhosts": [{"hostname": "a.example.com", "routes": [
 	  {"name": "a", "match": {"path": {"type": "PathPrefix", "value": "/"}},
-	   "backends": [{"endpoints": [{"address": %q, "port": %s}]}]}]}]}`, host, port)
+	   "backends": [{"backend": "a"}]}]}]}`, host, port)
 	if err := os.WriteFile(ghostJSON, []byte(good), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -56,7 +57,7 @@ func TestReloadAgainstGhost(t *testing.T) {
 	}
 
 	// A broken file is an error with ghost's message; the generation stays.
-	if err := os.WriteFile(ghostJSON, []byte(`{"version": 2}`), 0o644); err != nil {
+	if err := os.WriteFile(ghostJSON, []byte(`{"version": 3}`), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	if res, err := reloader.Reload(ctx); err == nil || !ghostadmin.IsRejected(err) || !strings.Contains(err.Error(), "version") {
@@ -91,9 +92,10 @@ func TestDrainAgainstGhost(t *testing.T) {
 	host, port, _ := net.SplitHostPort(strings.TrimPrefix(be.URL, "http://"))
 	dir := varnishdtest.Dir(t)
 	ghostJSON := filepath.Join(dir, "ghost.json")
-	if err := os.WriteFile(ghostJSON, []byte(fmt.Sprintf(`{"version": 1, "vhosts": [{"hostname": "a.example.com", "routes": [
+	if err := os.WriteFile(ghostJSON, []byte(fmt.Sprintf(`{"version": 2, "backends": [{"name": "a", "endpoints": [{"address": %q, "port": %s}]}],
+	  "vhosts": [{"hostname": "a.example.com", "routes": [
 	  {"name": "a", "match": {"path": {"type": "PathPrefix", "value": "/"}},
-	   "backends": [{"endpoints": [{"address": %q, "port": %s}]}]}]}]}`, host, port)), 0o644); err != nil {
+	   "backends": [{"backend": "a"}]}]}]}`, host, port)), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	adminAddr, listenAddr := varnishdtest.FreeAddr(t), varnishdtest.FreeAddr(t)

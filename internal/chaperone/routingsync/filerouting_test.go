@@ -30,9 +30,10 @@ func server(t *testing.T, body string) (host, port string) {
 }
 
 func ghostJSON(host, port string) string {
-	return fmt.Sprintf(`{"version": 1, "vhosts": [{"hostname": "a.example.com", "routes": [
+	return fmt.Sprintf(`{"version": 2, "backends": [{"name": "a", "endpoints": [{"address": %q, "port": %s}]}],
+	  "vhosts": [{"hostname": "a.example.com", "routes": [
 	  {"name": "a", "match": {"path": {"type": "PathPrefix", "value": "/"}},
-	   "backends": [{"endpoints": [{"address": %q, "port": %s}]}]}]}]}`, host, port)
+	   "backends": [{"backend": "a"}]}]}]}`, host, port)
 }
 
 // TestFileRoutingAgainstGhost runs FileRouting against a real varnishd with
