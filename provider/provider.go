@@ -11,6 +11,7 @@ import (
 	"sync"
 
 	"github.com/hashicorp/terraform-plugin-framework/datasource"
+	"github.com/hashicorp/terraform-plugin-framework/list"
 	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/provider"
 	"github.com/hashicorp/terraform-plugin-framework/provider/schema"
@@ -40,7 +41,10 @@ var managedLabels = map[string]string{
 	"app.kubernetes.io/managed-by": "varnishgw",
 }
 
-var _ provider.Provider = (*varnishgwProvider)(nil)
+var (
+	_ provider.Provider                  = (*varnishgwProvider)(nil)
+	_ provider.ProviderWithListResources = (*varnishgwProvider)(nil)
+)
 
 type varnishgwProvider struct {
 	version string
@@ -197,6 +201,7 @@ func (p *varnishgwProvider) Configure(ctx context.Context, req provider.Configur
 	}
 	resp.ResourceData = c
 	resp.DataSourceData = c
+	resp.ListResourceData = c
 }
 
 // checkGatewayAPI fails when the cluster does not serve the Gateway API
@@ -223,10 +228,15 @@ func checkGatewayAPI(kube kubernetes.Interface) error {
 
 func (p *varnishgwProvider) Resources(context.Context) []func() resource.Resource {
 	return []func() resource.Resource{
-		NewGatewayClassResource,
-		NewHTTPRouteResource,
-		NewGatewayResource,
+		NewGatewayClassResourceWithIdentity,
+		NewHTTPRouteResourceWithIdentity,
+		NewGatewayResourceWithIdentity,
 	}
+}
+
+// ListResources are the list resources of terraform query (Terraform 1.14).
+func (p *varnishgwProvider) ListResources(context.Context) []func() list.ListResource {
+	return []func() list.ListResource{NewGatewayListResource, NewHTTPRouteListResource}
 }
 
 func (p *varnishgwProvider) DataSources(context.Context) []func() datasource.DataSource {
