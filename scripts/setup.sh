@@ -10,6 +10,9 @@
 #      module's build/pause/linux/pause.c.
 #   3. A Terraform CLI: terraform or tofu from PATH; when neither is there (or when
 #      VARNISHGW_TOFU=1), OpenTofu built from its module (tools/tofu) into bin/.
+#      With VARNISHGW_TERRAFORM_NEW=1 also Terraform 1.14 (terraform_new_version),
+#      built from its module (cached), for the resource identity and terraform query
+#      tests (make testacc-identity); the rest of the suite keeps the CLI above.
 #   4. The Gateway API CRDs: located in the module cache at the version in go.mod.
 #   5. Varnish 7.7 from Debian 13, the gateway image's, unpacked beside this machine's
 #      7.1 by scripts/varnish77.sh (cached; see there) for ghost's and the Go tests'
@@ -91,6 +94,7 @@ exec 9>&-
 
 # 3. Terraform CLI.
 tofu_version=$(go list -C tools/tofu -m -f '{{.Version}}' github.com/opentofu/opentofu)
+terraform_new_version=v1.14.8
 build_tofu() {
 	local out="$cache/tofu-$tofu_version"
 	if [ ! -x "$out" ]; then
@@ -109,6 +113,54 @@ terraform_path=$(command -v terraform || command -v tofu || true)
 if [ -z "$terraform_path" ]; then
 	[ -n "$tofu_path" ] || { build_tofu; tofu_path="$root/bin/tofu"; }
 	terraform_path=$tofu_path
+fi
+
+# 3b. Terraform 1.14 (resource identity needs 1.12, terraform query 1.14),
+# built from the github.com/hashicorp/terraform module. The module's go.mod
+# replaces ten modules nested in its tree with their directories, which a
+# module zip leaves out and which are not published on their own: the build
+# drops those requirements and the remote state backends that import them
+# (azurerm, consul, cos, gcs, kubernetes, oci, oss, pg, s3), so this CLI has
+# the local, http, inmem, remote and cloud backends only. The tests use the
+# local one.
+build_terraform_new() {
+	local out="$cache/terraform-$terraform_new_version"
+	[ -x "$out" ] && return
+	log "building Terraform $terraform_new_version without its nested-module backends (first time only: 5 to 15 minutes on 2 cores)"
+	local dir tmp start
+	tmp=$(mktemp -d)
+	# Outside this module, so that its go.sum stays as it is.
+	dir=$(cd "$tmp" && go mod download -json "github.com/hashicorp/terraform@$terraform_new_version" | sed -n 's/^\t"Dir": "\(.*\)",$/\1/p')
+	[ -n "$dir" ] || die "go mod download github.com/hashicorp/terraform@$terraform_new_version gave no directory"
+	cp -r "$dir/." "$tmp"
+	chmod -R u+w "$tmp"
+	local mod rel file alias
+	file="$tmp/internal/backend/init/init.go"
+	while read -r mod rel; do
+		[ -d "$tmp/$rel" ] && continue
+		go mod edit -C "$tmp" -dropreplace="$mod" -droprequire="$mod"
+		alias=$(sed -n "s|^[[:space:]]*\([A-Za-z0-9_]*\) \"$mod\"\$|\1|p" "$file")
+		if [ -n "$alias" ]; then
+			sed -i -e "\|\"$mod\"\$|d" -e "/[[:space:]]$alias\./d" "$file"
+		fi
+	done < <(go mod edit -C "$tmp" -json | sed -n 's/.*"Path": "\(github.com\/hashicorp\/terraform\/[^"]*\)".*/\1/p' | sort -u |
+		while read -r m; do echo "$m ${m#github.com/hashicorp/terraform/}"; done)
+	start=$(date +%s)
+	# dev=no: the release's version, v1.14.8, not v1.14.8-dev.
+	if ! go build -C "$tmp" -trimpath -ldflags "-X github.com/hashicorp/terraform/version.dev=no" -o "$out.tmp" . \
+		>"$cache/terraform-new.log" 2>&1; then
+		tail -n 20 "$cache/terraform-new.log" >&2
+		rm -rf "$tmp" "$out.tmp"
+		die "building Terraform $terraform_new_version failed (full log: $cache/terraform-new.log); unset VARNISHGW_TERRAFORM_NEW to go on without it"
+	fi
+	rm -rf "$tmp"
+	mv "$out.tmp" "$out"
+	log "built Terraform $terraform_new_version in $(( $(date +%s) - start )) s"
+}
+terraform_new_path=""
+if [ "${VARNISHGW_TERRAFORM_NEW:-0}" = 1 ]; then
+	build_terraform_new
+	terraform_new_path="$cache/terraform-$terraform_new_version"
 fi
 
 # 4. Gateway API CRDs from the module cache (never copied into the repository).
@@ -131,6 +183,7 @@ VARNISHGW_ETCD=$etcd_path
 VARNISHGW_GATEWAY_API_CRDS=$crds
 VARNISHGW_TERRAFORM=$terraform_path
 VARNISHGW_TOFU_PATH=$tofu_path
+VARNISHGW_TERRAFORM_NEW_PATH=$terraform_new_path
 TF_ACC_TERRAFORM_PATH=$terraform_path
 VARNISHGW_VARNISH77_BIN=$varnish77/bin
 VARNISHGW_VARNISH77_ROOT=$varnish77/root
