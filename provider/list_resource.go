@@ -80,7 +80,9 @@ func (l *kubeListResource) ListResourceConfigSchema(_ context.Context, _ list.Li
 
 func (l *kubeListResource) Configure(ctx context.Context, req resource.ConfigureRequest, resp *resource.ConfigureResponse) {
 	l.c = configureClients(req.ProviderData, &resp.Diagnostics)
-	l.resource.Configure(ctx, req, resp)
+	// The resource checks the same data: its diagnostics would repeat these.
+	var same resource.ConfigureResponse
+	l.resource.Configure(ctx, req, &same)
 }
 
 func (l *kubeListResource) List(ctx context.Context, req list.ListRequest, stream *list.ListResultsStream) {

@@ -7,7 +7,9 @@ import (
 
 	"github.com/hashicorp/terraform-plugin-framework/path"
 	fwresource "github.com/hashicorp/terraform-plugin-framework/resource"
+	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
 	"github.com/hashicorp/terraform-plugin-framework/tfsdk"
+	"github.com/hashicorp/terraform-plugin-framework/types"
 	"github.com/hashicorp/terraform-plugin-go/tftypes"
 )
 
@@ -77,6 +79,41 @@ func TestImportByIdentity(t *testing.T) {
 				if got == nil || *got != want {
 					t.Errorf("state %s = %v, want %q", k, got, want)
 				}
+			}
+		})
+	}
+}
+
+// TestListConfigValidators checks the list resources' namespace and
+// label_selector arguments: a bad value is an error naming it and the fix.
+func TestListConfigValidators(t *testing.T) {
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name  string
+		v     validator.String
+		value string
+		err   string
+	}{
+		{"namespace", namespaceValidator{}, "shop", ""},
+		{"namespace upper case", namespaceValidator{}, "Shop", `"Shop" is not a Kubernetes namespace name; use lower-case letters`},
+		{"namespace with a dot", namespaceValidator{}, "shop.eu", `"shop.eu" is not a Kubernetes namespace name`},
+		{"selector", labelSelectorValidator{}, "app=shop,tier!=cache", ""},
+		{"selector set", labelSelectorValidator{}, "team in (shop, blog),!legacy", ""},
+		{"selector bad", labelSelectorValidator{}, "team in shop", `"team in shop" is not a Kubernetes label selector`},
+		{"selector bad key", labelSelectorValidator{}, "-app=shop", "for example app=shop,tier!=cache"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			req := validator.StringRequest{Path: path.Root("config").AtName("x"), ConfigValue: types.StringValue(tc.value)}
+			var resp validator.StringResponse
+			tc.v.ValidateString(ctx, req, &resp)
+			if tc.err == "" {
+				if resp.Diagnostics.HasError() {
+					t.Fatalf("%q: %v", tc.value, resp.Diagnostics)
+				}
+				return
+			}
+			if !resp.Diagnostics.HasError() || !strings.Contains(resp.Diagnostics.Errors()[0].Detail(), tc.err) {
+				t.Fatalf("%q: diagnostics = %v, want an error containing %q", tc.value, resp.Diagnostics, tc.err)
 			}
 		})
 	}
