@@ -168,7 +168,11 @@ func Run(ctx context.Context, cfg *Config, routing routingHalf, logger *slog.Log
 		dmux.Handle("POST "+drain.Path, c.drainer.Handler())
 		dctx, dcancel := context.WithCancel(context.Background())
 		dsrv := &http.Server{Handler: dmux, ReadHeaderTimeout: 10 * time.Second, BaseContext: func(net.Listener) context.Context { return dctx }}
-		go dsrv.Serve(dl)
+		go func() {
+			if err := dsrv.Serve(dl); !errors.Is(err, http.ErrServerClosed) {
+				logger.Error("drain socket stopped serving", "path", cfg.DrainSocket, "error", err)
+			}
+		}()
 		defer func() {
 			// Drained: the waiting requests get their answer before the
 			// chaperone exits. Not drained (exiting on an error): they
@@ -180,7 +184,9 @@ func Run(ctx context.Context, cfg *Config, routing routingHalf, logger *slog.Log
 			}
 			sctx, scancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer scancel()
-			dsrv.Shutdown(sctx)
+			if err := dsrv.Shutdown(sctx); err != nil {
+				logger.Warn("drain socket: shutdown", "error", err)
+			}
 			dcancel()
 		}()
 		logger.Info("drain socket ready", "path", cfg.DrainSocket)
@@ -190,11 +196,17 @@ func Run(ctx context.Context, cfg *Config, routing routingHalf, logger *slog.Log
 		return fmt.Errorf("--health-addr=%s: %w", cfg.HealthAddr, err)
 	}
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-	go srv.Serve(hl)
+	go func() {
+		if err := srv.Serve(hl); !errors.Is(err, http.ErrServerClosed) {
+			logger.Error("health and metrics server stopped serving", "addr", hl.Addr().String(), "error", err)
+		}
+	}()
 	defer func() {
 		sctx, scancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer scancel()
-		srv.Shutdown(sctx)
+		if err := srv.Shutdown(sctx); err != nil {
+			logger.Warn("health and metrics server: shutdown", "error", err)
+		}
 	}()
 	logger.Info("chaperone started", "mode", cfg.Mode, "health_addr", hl.Addr().String())
 
@@ -294,7 +306,8 @@ func Run(ctx context.Context, cfg *Config, routing routingHalf, logger *slog.Log
 				return errors.New("stopped by a second signal before draining finished")
 			}
 			logger.Info("signal: draining", "signal", s.String())
-			go c.drainer.Drain(context.Background())
+			// Its outcome is read below, when drainDone fires.
+			go func() { _ = c.drainer.Drain(context.Background()) }()
 		case <-drainDone:
 			var timeout *drain.TimeoutError
 			if err := c.drainer.Drain(ctx); err != nil && !errors.As(err, &timeout) {

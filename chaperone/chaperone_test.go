@@ -54,7 +54,9 @@ func buildOnce() error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
-	os.Chmod(dir, 0o755)
+	if err := os.Chmod(dir, 0o755); err != nil {
+		return err
+	}
 	var err error
 	if ghostVMOD, err = varnishdtest.BuildGhost(dir); err != nil {
 		return fmt.Errorf("build the ghost VMOD (run make setup for its build dependencies): %w", err)

@@ -43,7 +43,9 @@ func TestLogRecordsHaveEachKeyOnce(t *testing.T) {
 		delete(rec, "time")
 		got, _ := json.Marshal(rec)
 		var w map[string]any
-		json.Unmarshal([]byte(want[i]), &w)
+		if err := json.Unmarshal([]byte(want[i]), &w); err != nil {
+			t.Fatalf("want[%d] is not JSON: %v", i, err)
+		}
 		wantJSON, _ := json.Marshal(w)
 		if string(got) != string(wantJSON) {
 			t.Errorf("record %d = %s, want %s", i, got, wantJSON)

@@ -36,7 +36,11 @@ func TestAPIServerOutage(t *testing.T) {
 	ctx := context.Background()
 	cp, err := testenv.Start(ctx, testenv.Options{})
 	must(t, err)
-	t.Cleanup(func() { cp.Stop() })
+	t.Cleanup(func() {
+		if err := cp.Stop(); err != nil {
+			t.Errorf("stop the control plane: %v", err)
+		}
+	})
 	ns := cp.Namespace(t)
 	cp.GrantRole(t, ns, "chaperone-gateway", ns, "chaperone", gwruntime.GatewayRules(routing.ObjectRef{Namespace: ns, Name: "edge"}))
 	cp.GrantRole(t, ns, "chaperone-backends", ns, "chaperone", gwruntime.BackendRules())

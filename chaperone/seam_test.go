@@ -78,7 +78,9 @@ func TestRunWithARoutingHalf(t *testing.T) {
 	go func() { done <- Run(ctx, cfg, r, varnishdtest.Logger(t), sig) }()
 	t.Cleanup(func() {
 		cancel()
-		<-done
+		if err := <-done; err != nil {
+			t.Logf("Run after cancel: %v", err)
+		}
 	})
 	c := &chaperone{t: t, listenAddr: listen, healthAddr: health, exited: make(chan struct{})}
 

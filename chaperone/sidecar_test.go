@@ -101,7 +101,7 @@ func startSidecar(t *testing.T, beURL string) *sidecar {
 		}
 		t.Cleanup(func() {
 			varnishdtest.KillTree(vd.Process.Pid)
-			vd.Wait()
+			_ = vd.Wait() // killed: its exit status is an error
 			if t.Failed() {
 				t.Logf("varnishd output:\n%s", vdOut.String())
 			}
@@ -146,7 +146,7 @@ func TestSidecarSteersAnotherVarnishdAndDrainsOnPreStop(t *testing.T) {
 	// The varnish container restarts: the chaperone takes the new admin
 	// connection and loads main.vcl and routing into the new varnishd.
 	varnishdtest.KillTree(vd.Process.Pid)
-	vd.Wait()
+	_ = vd.Wait() // killed: its exit status is an error
 	c.waitFor("the old cache child to release the listener", 90*time.Second, func() bool {
 		l, err := net.Listen("tcp", ":"+strconv.Itoa(listenPort))
 		if err == nil {
@@ -337,10 +337,10 @@ func runDrain(t *testing.T, cred *syscall.Credential, args ...string) (code int,
 	}
 	go func() { done <- cmd.Wait() }()
 	select {
-	case <-done:
+	case <-done: //nolint:errcheck // the exit code below is the result
 	case <-time.After(60 * time.Second):
 		cmd.Process.Kill()
-		<-done
+		<-done //nolint:errcheck // killed: the test fails below
 		t.Fatalf("chaperone drain %v still runs after 60 s", args)
 	}
 	return cmd.ProcessState.ExitCode(), out.String(), errOut.String()

@@ -18,7 +18,6 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
 	"github.com/hashicorp/terraform-plugin-framework/tfsdk"
 	"github.com/hashicorp/terraform-plugin-framework/types"
-	"github.com/hashicorp/terraform-plugin-framework/types/basetypes"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	k8sresource "k8s.io/apimachinery/pkg/api/resource"
@@ -930,8 +929,6 @@ func stringMapValue(m map[string]string) types.Map {
 	}
 	return types.MapValueMust(types.StringType, vals)
 }
-
-var objectAsOptions = basetypes.ObjectAsOptions{UnhandledNullAsEmpty: true, UnhandledUnknownAsEmpty: true}
 
 // intOrPercent is a PodDisruptionBudget maxUnavailable value.
 var intOrPercent = regexp.MustCompile(`^([0-9]+|[0-9]{1,3}%)$`)

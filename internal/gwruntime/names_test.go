@@ -25,7 +25,8 @@ func TestFragmentName(t *testing.T) {
 			t.Errorf("%s: %v", n, errs)
 		}
 	}
-	if FragmentName(gw, routing.ObjectRef{Namespace: "a", Name: "r"}) != FragmentName(gw, routing.ObjectRef{Namespace: "a", Name: "r"}) {
+	first, second := FragmentName(gw, routing.ObjectRef{Namespace: "a", Name: "r"}), FragmentName(gw, routing.ObjectRef{Namespace: "a", Name: "r"})
+	if first != second {
 		t.Error("not deterministic")
 	}
 }

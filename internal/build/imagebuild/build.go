@@ -109,12 +109,18 @@ func Build(ctx context.Context, opts Options) ([]Info, error) {
 	if b.work, err = os.MkdirTemp(b.cacheDir, "work-"); err != nil {
 		return nil, err
 	}
-	defer removeTree(b.work)
+	defer func() {
+		if err := removeTree(b.work); err != nil {
+			b.logf("remove the work directory: %v", err)
+		}
+	}()
 	// Work directories of builds that were killed.
 	stale, _ := filepath.Glob(filepath.Join(b.cacheDir, "work-*"))
 	for _, s := range stale {
 		if s != b.work {
-			removeTree(s)
+			if err := removeTree(s); err != nil {
+				b.logf("remove a killed build's work directory: %v", err)
+			}
 		}
 	}
 	if err := os.MkdirAll(opts.Out, 0o755); err != nil {
@@ -368,7 +374,7 @@ func (b *builder) buildGhost(ctx context.Context, root string) (string, error) {
 			return "", fmt.Errorf("copy %s into ghost's build root: %w", f, err)
 		}
 	}
-	defer removeTree(src)
+	defer func() { _ = removeTree(src) }() // inside b.work, which the build removes
 	start := time.Now()
 	cmd := exec.CommandContext(ctx, "chroot", root, "/usr/bin/env", "-i",
 		"PATH=/usr/sbin:/usr/bin:/sbin:/bin", "LC_ALL=C.UTF-8", "HOME=/nonexistent",

@@ -22,7 +22,9 @@ func TestReadPackages(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p := filepath.Join(t.TempDir(), "p.txt")
-			os.WriteFile(p, []byte(tc.body), 0o644)
+			if err := os.WriteFile(p, []byte(tc.body), 0o644); err != nil {
+				t.Fatal(err)
+			}
 			got, err := ReadPackages(p)
 			if tc.err != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.err) {
@@ -39,12 +41,16 @@ func TestReadPackages(t *testing.T) {
 
 func TestReadPins(t *testing.T) {
 	p := filepath.Join(t.TempDir(), "p.txt")
-	os.WriteFile(p, []byte("# c\nvarnish 7.7.0-3 exact\nlibc6 2.41\n"), 0o644)
+	if err := os.WriteFile(p, []byte("# c\nvarnish 7.7.0-3 exact\nlibc6 2.41\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	got, err := ReadPins(p)
 	if err != nil || !reflect.DeepEqual(got, map[string]string{"varnish": "7.7.0-3"}) {
 		t.Fatalf("got %v, %v", got, err)
 	}
-	os.WriteFile(p, []byte("varnish\n"), 0o644)
+	if err := os.WriteFile(p, []byte("varnish\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := ReadPins(p); err == nil || !strings.Contains(err.Error(), "p.txt:1") {
 		t.Fatalf("error %v, want one naming the line", err)
 	}

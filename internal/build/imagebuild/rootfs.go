@@ -58,9 +58,7 @@ func mmdebstrapArgs(spec rootSpec, a Archive, excludes, debs, dir string) []stri
 		args = append(args, "--customize-hook="+c)
 	}
 	args = append(args, a.Suite, dir)
-	for _, s := range a.Sources() {
-		args = append(args, s)
-	}
+	args = append(args, a.Sources()...)
 	return args
 }
 

@@ -90,7 +90,7 @@ func Smoke(ctx context.Context, dir string, logw io.Writer) error {
 	if err != nil {
 		return err
 	}
-	defer removeTree(tmp)
+	defer func() { _ = removeTree(tmp) }() // a temporary directory: best effort
 	root := filepath.Join(tmp, "gateway")
 	if err := Extract(ctx, gw.ArchivePath(), root); err != nil {
 		return err
@@ -135,7 +135,7 @@ func Smoke(ctx context.Context, dir string, logw io.Writer) error {
 		return err
 	}
 	bsrv := &http.Server{Handler: echo.Handler("smoke-backend"), ReadHeaderTimeout: 5 * time.Second}
-	go bsrv.Serve(backend)
+	go func() { _ = bsrv.Serve(backend) }() // a failure shows as the smoke requests' failure
 	defer bsrv.Close()
 	bport := backend.Addr().(*net.TCPAddr).Port
 	work := filepath.Join(root, "tmp/smoke")
@@ -254,7 +254,7 @@ func serveThroughGhost(ctx context.Context, root string, logf func(string, ...an
 	defer func() {
 		syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM)
 		done := make(chan struct{})
-		go func() { cmd.Wait(); close(done) }()
+		go func() { _ = cmd.Wait(); close(done) }() // stopped: its exit status is not the result
 		select {
 		case <-done:
 		case <-time.After(10 * time.Second):
@@ -311,7 +311,7 @@ func smokeEcho(ctx context.Context, dir, tmp string, logf func(string, ...any)) 
 	if err := cmd.Start(); err != nil {
 		return err
 	}
-	defer func() { syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL); cmd.Wait() }()
+	defer func() { syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL); _ = cmd.Wait() }() // killed: its status is an error
 	for {
 		select {
 		case <-ctx.Done():

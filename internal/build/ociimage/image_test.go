@@ -115,10 +115,14 @@ func untar(t *testing.T, r io.Reader) string {
 		}
 		p := filepath.Join(dir, h.Name)
 		if h.Typeflag == tar.TypeDir {
-			os.MkdirAll(p, 0o755)
+			if err := os.MkdirAll(p, 0o755); err != nil {
+				t.Fatal(err)
+			}
 			continue
 		}
-		os.MkdirAll(filepath.Dir(p), 0o755)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
 		body, _ := io.ReadAll(tr)
 		if err := os.WriteFile(p, body, 0o644); err != nil {
 			t.Fatal(err)
@@ -175,7 +179,7 @@ func TestArchiveIsAValidLayout(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cf.Config.User != "65532:65532" || !cf.Created.Time.Equal(epoch) || cf.OS != "linux" || cf.Architecture != "amd64" {
+	if cf.Config.User != "65532:65532" || !cf.Created.Equal(epoch) || cf.OS != "linux" || cf.Architecture != "amd64" {
 		t.Errorf("config: user %q created %s os %s/%s", cf.Config.User, cf.Created, cf.OS, cf.Architecture)
 	}
 

@@ -171,7 +171,7 @@ func (b *watchBody) Close() error {
 
 // endOfStream reports whether err ends a watch stream in order.
 func endOfStream(err error) bool {
-	var goaway http2.GoAwayError
+	var goaway http2.GoAwayError //nolint:staticcheck // deprecated, but golang.org/x/net's transport (client-go's) still returns it
 	if errors.Is(err, io.EOF) || (errors.As(err, &goaway) && goaway.ErrCode == http2.ErrCodeNo) {
 		return true
 	}

@@ -31,7 +31,10 @@ func serve(t *testing.T, d *drain.Drainer, path string) net.Listener {
 
 func TestSocketIsPrivateAndDrains(t *testing.T) {
 	dir := t.TempDir()
-	os.Chmod(dir, 0o777) // the directory does not protect it: the mode does
+	// The directory does not protect it: the mode does.
+	if err := os.Chmod(dir, 0o777); err != nil {
+		t.Fatal(err)
+	}
 	path := filepath.Join(dir, "drain.sock")
 	f := &fakeVarnish{}
 	f.sessions.Store(1)

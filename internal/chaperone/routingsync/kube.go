@@ -362,7 +362,7 @@ func (k *KubeSource) State() (*State, error) {
 		return nil, fmt.Errorf("read Gateway %s/%s from cache: %w", k.cfg.Namespace, k.cfg.Name, err)
 	}
 	if !exists {
-		return nil, fmt.Errorf("Gateway %s/%s: %w", k.cfg.Namespace, k.cfg.Name,
+		return nil, fmt.Errorf("the Gateway %s/%s: %w", k.cfg.Namespace, k.cfg.Name,
 			apierrors.NewNotFound(gatewayv1.Resource("gateways"), k.cfg.Name))
 	}
 	gw := obj.(*gatewayv1.Gateway)

@@ -233,7 +233,7 @@ func (s *Syncer) Run(ctx context.Context) error {
 	for {
 		select {
 		case <-ctx.Done():
-			<-srcErr
+			<-srcErr //nolint:errcheck // stopped: the source's error after ctx ends is not news
 			return nil
 		case err := <-srcErr:
 			if err != nil {
@@ -249,11 +249,11 @@ func (s *Syncer) Run(ctx context.Context) error {
 				mc = deadline.C
 			}
 		case <-dc:
-			doSync(false)
+			_ = doSync(false) // s.sync reports it; a retry is set
 		case <-mc:
-			doSync(false)
+			_ = doSync(false) // s.sync reports it; a retry is set
 		case <-rc:
-			doSync(true)
+			_ = doSync(true) // s.sync reports it; a retry is set
 		case done := <-s.resyncs:
 			err := doSync(true)
 			if errors.Is(err, ErrNotSynced) {

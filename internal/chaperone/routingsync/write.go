@@ -87,7 +87,7 @@ func linkAtomic(src, dst string) error {
 
 func syncDir(dir string) {
 	if d, err := os.Open(dir); err == nil {
-		d.Sync()
+		_ = d.Sync() // best effort: some file systems cannot sync a directory
 		d.Close()
 	}
 }

@@ -138,7 +138,7 @@ func (r *Reloader) load(ctx context.Context, source string) error {
 	}
 	if err := r.Admin.VCLUse(ctx, name); err != nil {
 		r.logger().Error("vcl.use failed", "vcl", name, "error", err)
-		r.Admin.VCLDiscard(ctx, name)
+		_ = r.Admin.VCLDiscard(ctx, name) // best effort: prune discards it later
 		return fmt.Errorf("use VCL %s: %w", name, err)
 	}
 	r.lastName = name
@@ -202,7 +202,9 @@ func splitName(name string) (string, int) {
 		return rest, 0
 	}
 	var seq int
-	fmt.Sscan(rest[i+1:], &seq)
+	if _, err := fmt.Sscan(rest[i+1:], &seq); err != nil {
+		return name, 0 // not one of ours: no sequence number
+	}
 	return rest[:i], seq
 }
 

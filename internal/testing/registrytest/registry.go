@@ -140,7 +140,7 @@ http:
 		case <-r.done:
 			return nil, fmt.Errorf("registry on %s exited during start (%v): %s", host, r.err, tail(logPath))
 		case <-ctx.Done():
-			r.Stop()
+			_ = r.Stop() // it failed to start: that is the error returned
 			return nil, fmt.Errorf("registry on %s not ready: %w: %s", host, ctx.Err(), tail(logPath))
 		case <-tick.C:
 			// GET /v2/ is the registry API's version check: 200 when up.
@@ -171,7 +171,7 @@ func (r *Registry) Stop() error {
 		<-r.done
 	}
 	var exit *exec.ExitError
-	if r.err != nil && !(errors.As(r.err, &exit) && !exit.Exited()) {
+	if r.err != nil && (!errors.As(r.err, &exit) || exit.Exited()) {
 		return fmt.Errorf("registry on %s: %w", r.Host, r.err)
 	}
 	return nil

@@ -102,7 +102,7 @@ func Start(ctx context.Context, opts Options) (_ *ControlPlane, err error) {
 		}
 		defer func() {
 			if err != nil {
-				host.release()
+				err = errors.Join(err, host.release())
 			}
 		}()
 	}
@@ -118,7 +118,7 @@ func Start(ctx context.Context, opts Options) (_ *ControlPlane, err error) {
 	defer func() {
 		if err != nil {
 			cp.host = nil // released above
-			cp.Stop()
+			err = errors.Join(err, cp.Stop())
 		}
 	}()
 	if cp.ca, err = newAuthority(); err != nil {

@@ -154,7 +154,7 @@ func cleanupIptables(kubeProxy string) error {
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			// Its errors (modes this machine lacks) do not matter: what
 			// is left is removed below and checked.
-			exec.CommandContext(ctx, kubeProxy, "--cleanup", "--v=0").Run()
+			_ = exec.CommandContext(ctx, kubeProxy, "--cleanup", "--v=0").Run()
 			cancel()
 		}
 	}

@@ -636,7 +636,7 @@ func (n *Node) waitReady(ctx context.Context) error {
 					if cond.Status == corev1.ConditionTrue {
 						return nil
 					}
-					return fmt.Errorf("Ready=%s: %s", cond.Status, cond.Message)
+					return fmt.Errorf("condition Ready=%s: %s", cond.Status, cond.Message)
 				}
 			}
 			return errors.New("no Ready condition yet")

@@ -162,7 +162,7 @@ func acquireNodeHost(ctx context.Context, opts NodeOptions) (_ *nodeHost, err er
 	h := &nodeHost{lock: lock}
 	defer func() {
 		if err != nil {
-			h.release()
+			err = errors.Join(err, h.release())
 		}
 	}()
 	if err := sweepNode(); err != nil {
@@ -257,7 +257,7 @@ func lockNode(ctx context.Context, timeout time.Duration) (*os.File, error) {
 	}
 	// Say who holds it, for those who wait.
 	if err := f.Truncate(0); err == nil {
-		f.WriteAt([]byte(fmt.Sprintf("%d %s\n", os.Getpid(), strings.Join(os.Args, " "))), 0)
+		_, _ = f.WriteAt([]byte(fmt.Sprintf("%d %s\n", os.Getpid(), strings.Join(os.Args, " "))), 0)
 	}
 	return f, nil
 }
@@ -463,7 +463,7 @@ func runJanitor() int {
 
 	eof := make(chan struct{})
 	go func() {
-		io.Copy(io.Discard, os.Stdin)
+		_, _ = io.Copy(io.Discard, os.Stdin) // its end, by EOF or error, is the signal
 		close(eof)
 	}()
 	select {
@@ -812,7 +812,7 @@ func removeCgroups(timeout time.Duration) error {
 		var left []string
 		for _, root := range roots {
 			var dirs []string
-			filepath.WalkDir(root, func(p string, d os.DirEntry, err error) error {
+			_ = filepath.WalkDir(root, func(p string, d os.DirEntry, err error) error { // what cannot be walked is left and retried
 				if err == nil && d.IsDir() {
 					dirs = append(dirs, p)
 				}
@@ -830,7 +830,7 @@ func removeCgroups(timeout time.Duration) error {
 		if time.Now().After(deadline) {
 			return fmt.Errorf("cannot remove %s", strings.Join(left, ", "))
 		}
-		killNodeProcesses(5 * time.Second)
+		_ = killNodeProcesses(5 * time.Second) // the removal is retried until the deadline
 		time.Sleep(200 * time.Millisecond)
 	}
 }

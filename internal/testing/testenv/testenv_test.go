@@ -43,7 +43,11 @@ func TestGatewayAPIObjectsRoundTrip(t *testing.T) {
 	if _, err := gw.GatewayClasses().Create(ctx, class, metav1.CreateOptions{}); err != nil {
 		t.Fatalf("create GatewayClass: %v", err)
 	}
-	t.Cleanup(func() { gw.GatewayClasses().Delete(context.Background(), class.Name, metav1.DeleteOptions{}) })
+	t.Cleanup(func() {
+		if err := gw.GatewayClasses().Delete(context.Background(), class.Name, metav1.DeleteOptions{}); err != nil {
+			t.Errorf("delete GatewayClass: %v", err)
+		}
+	})
 
 	hostname := gatewayv1.Hostname("*.example.com")
 	gateway := &gatewayv1.Gateway{
@@ -348,7 +352,11 @@ func TestAPIServerRestart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { cp.Stop() })
+	t.Cleanup(func() {
+		if err := cp.Stop(); err != nil {
+			t.Errorf("stop the control plane: %v", err)
+		}
+	})
 	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "kept"}, Data: map[string]string{"k": "v"}}
 	if _, err := cp.Client.CoreV1().ConfigMaps("default").Create(ctx, cm, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)

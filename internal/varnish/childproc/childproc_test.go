@@ -46,7 +46,7 @@ func TestChildDiesWithItsParent(t *testing.T) {
 		t.Fatalf("child %d not running: %v", pid, err)
 	}
 	parent.Process.Kill()
-	parent.Wait()
+	_ = parent.Wait() // killed: its exit status is an error
 	deadline := time.Now().Add(10 * time.Second)
 	for alive(pid) {
 		if time.Now().After(deadline) {
@@ -79,7 +79,7 @@ func TestCancelKillsTheGroup(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
 	select {
-	case <-done:
+	case <-done: //nolint:errcheck // killed by the context: only the return matters
 	case <-time.After(2 * childproc.WaitDelay):
 		t.Fatal("Wait did not return after the context ended")
 	}

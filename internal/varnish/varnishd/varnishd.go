@@ -295,7 +295,7 @@ func (p *Process) logLines(logger *slog.Logger, stream string, r io.Reader) {
 		for sc.Scan() {
 			lines <- sc.Text()
 		}
-		io.Copy(io.Discard, r)
+		_, _ = io.Copy(io.Discard, r) // keep the pipe drained after a too long line
 	}()
 	out := &outputLog{logger: logger, stream: stream, stopping: p.stopping.Load}
 	var quiet <-chan time.Time

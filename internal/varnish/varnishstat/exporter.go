@@ -140,7 +140,7 @@ func exporterName(counter, description string) (m promName, help string, ok bool
 		}
 	}
 	m.name = name
-	if !model.IsValidLegacyMetricName(name) {
+	if !model.LegacyValidation.IsValidMetricName(name) {
 		return promName{}, "", false
 	}
 	return m, help, true

@@ -34,7 +34,11 @@ func runHost(ctx context.Context, cfg config) error {
 	if err != nil {
 		return fmt.Errorf("start the control plane: %w", err)
 	}
-	defer cp.Stop()
+	defer func() {
+		if err := cp.Stop(); err != nil {
+			fmt.Fprintf(os.Stderr, "demo: stop the control plane: %v\n", err)
+		}
+	}()
 
 	const ns = "demo"
 	step("starting echo backends and registering them as Services and EndpointSlices in namespace %s", ns)

@@ -212,7 +212,7 @@ func lockHeld() bool {
 	if err := unix.Flock(int(f.Fd()), unix.LOCK_SH|unix.LOCK_NB); err != nil {
 		return true
 	}
-	unix.Flock(int(f.Fd()), unix.LOCK_UN)
+	_ = unix.Flock(int(f.Fd()), unix.LOCK_UN) // released by the Close too
 	return false
 }
 

@@ -94,10 +94,14 @@ func imageFromArchive(t *testing.T, archive string) v1.Image {
 		}
 		p := filepath.Join(dir, h.Name)
 		if h.Typeflag == tar.TypeDir {
-			os.MkdirAll(p, 0o755)
+			if err := os.MkdirAll(p, 0o755); err != nil {
+				t.Fatal(err)
+			}
 			continue
 		}
-		os.MkdirAll(filepath.Dir(p), 0o755)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
 		out, err := os.Create(p)
 		if err != nil {
 			t.Fatal(err)

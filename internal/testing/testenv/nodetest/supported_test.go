@@ -43,7 +43,9 @@ func TestNodeSupportedSaysWhy(t *testing.T) {
 		// A copy of this binary that nobody may run.
 		dir := t.TempDir()
 		for d := dir; d != "/" && d != os.TempDir(); d = filepath.Dir(d) {
-			os.Chmod(d, 0o755)
+			if err := os.Chmod(d, 0o755); err != nil {
+				t.Fatal(err)
+			}
 		}
 		bin := filepath.Join(dir, "nodetest.test")
 		copyFile(t, os.Args[0], bin)

@@ -60,7 +60,7 @@ func buildGhost() (string, error) {
 	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX); err != nil {
 		return "", fmt.Errorf("lock the ghost build: %w", err)
 	}
-	defer syscall.Flock(int(lock.Fd()), syscall.LOCK_UN)
+	defer func() { _ = syscall.Flock(int(lock.Fd()), syscall.LOCK_UN) }() // lock.Close releases it too
 	sel, err := selectVarnish()
 	if err != nil {
 		return "", err
