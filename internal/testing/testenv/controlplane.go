@@ -17,6 +17,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/testing/toolsenv"
 	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -142,12 +143,17 @@ func Start(ctx context.Context, opts Options) (_ *ControlPlane, err error) {
 }
 
 func (o Options) withDefaults() (Options, error) {
+	if _, err := toolsenv.Load(); err != nil {
+		return o, fmt.Errorf("start control plane: %w", err)
+	}
 	fromEnv := func(field *string, env string) error {
 		if *field == "" {
 			*field = os.Getenv(env)
 		}
 		if *field == "" {
-			return fmt.Errorf("start control plane: %s is not set; run `make setup` and use `make test`, or export the variables in bin/tools.env", env)
+			if err := toolsenv.Missing(env); err != nil {
+				return fmt.Errorf("start control plane: %w", err)
+			}
 		}
 		if _, err := os.Stat(*field); err != nil {
 			return fmt.Errorf("start control plane: %s=%s: %w; run `make setup`", env, *field, err)

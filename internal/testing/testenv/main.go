@@ -9,6 +9,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/testing/toolsenv"
 )
 
 var shared struct {
@@ -46,6 +48,11 @@ func Main(m *testing.M, opts ...Option) {
 	var cfg mainConfig
 	for _, o := range opts {
 		o(&cfg)
+	}
+	// Plain `go test` finds the tools make setup built (bin/tools.env).
+	if _, err := toolsenv.Load(); err != nil {
+		fmt.Fprintf(os.Stderr, "testenv: %v\n", err)
+		os.Exit(1)
 	}
 	shared.Lock()
 	shared.main = true

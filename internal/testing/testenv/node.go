@@ -19,6 +19,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/testing/toolsenv"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -80,6 +81,9 @@ type NodeOptions struct {
 }
 
 func (o NodeOptions) withDefaults() (NodeOptions, error) {
+	if _, err := toolsenv.Load(); err != nil {
+		return o, err
+	}
 	if o.KubeBinDir == "" {
 		o.KubeBinDir = os.Getenv(EnvKubeBinDir)
 	}
@@ -123,6 +127,9 @@ func checkNodeTools(binDir, pause string) error {
 // Kubernetes binaries and pause image that `make setup` builds (from the
 // environment, see EnvKubeBinDir), and no other network on 198.18.0.0/15.
 func NodeSupported() error {
+	if _, err := toolsenv.Load(); err != nil {
+		return err
+	}
 	err := errors.Join(machineSupportsNode(), checkNodeTools(os.Getenv(EnvKubeBinDir), os.Getenv(EnvPauseImage)))
 	if err != nil {
 		return fmt.Errorf("this machine cannot run a test node: %w", err)

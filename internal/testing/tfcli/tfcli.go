@@ -31,6 +31,8 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/testing/toolsenv"
 )
 
 // ProviderBinary is the file name of the built provider.
@@ -72,6 +74,9 @@ func (c CLI) String() string {
 // or VARNISHGW_TOFU_PATH (the first one set), else terraform or tofu on PATH.
 // Whether it is OpenTofu is read from its version output.
 func FindCLI(ctx context.Context) (CLI, error) {
+	if _, err := toolsenv.Load(); err != nil {
+		return CLI{}, err
+	}
 	path := ""
 	for _, env := range []string{"TF_ACC_TERRAFORM_PATH", "VARNISHGW_TERRAFORM", "VARNISHGW_TOFU_PATH"} {
 		if v := os.Getenv(env); v != "" {
@@ -88,7 +93,7 @@ func FindCLI(ctx context.Context) (CLI, error) {
 		}
 	}
 	if path == "" {
-		return CLI{}, errors.New("no terraform or tofu CLI: set TF_ACC_TERRAFORM_PATH (or VARNISHGW_TERRAFORM / VARNISHGW_TOFU_PATH) or run ./scripts/setup.sh and export bin/tools.env")
+		return CLI{}, errors.New("no terraform or tofu CLI: set TF_ACC_TERRAFORM_PATH (or VARNISHGW_TERRAFORM / VARNISHGW_TOFU_PATH) or " + toolsenv.Fix)
 	}
 	out, err := exec.CommandContext(ctx, path, "version").Output()
 	if err != nil {

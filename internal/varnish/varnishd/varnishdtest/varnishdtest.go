@@ -19,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/testing/toolsenv"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/varnish/varnishd"
 )
 
@@ -56,13 +57,10 @@ func readSelection() (selection, error) {
 		return selection{}, nil
 	case "7.7":
 		const key = "VARNISHGW_VARNISH77_BIN"
+		if err := toolsenv.Missing(key); err != nil {
+			return selection{}, fmt.Errorf("%s=7.7: %w (scripts/varnish77.sh unpacks Debian 13's Varnish 7.7)", EnvVarnish, err)
+		}
 		dir := os.Getenv(key)
-		if dir == "" {
-			dir = toolsEnv(key)
-		}
-		if dir == "" {
-			return selection{}, fmt.Errorf("%s=7.7, but %s is neither in the environment nor in bin/tools.env: run make setup (scripts/varnish77.sh unpacks Debian 13's Varnish 7.7)", EnvVarnish, key)
-		}
 		if _, err := os.Stat(filepath.Join(dir, "varnishd")); err != nil {
 			return selection{}, fmt.Errorf("%s=7.7: %s=%s has no varnishd (%v): run make setup", EnvVarnish, key, dir, err)
 		}
@@ -70,25 +68,6 @@ func readSelection() (selection, error) {
 	default:
 		return selection{}, fmt.Errorf("%s=%q: want empty (this machine's Varnish) or 7.7", EnvVarnish, v)
 	}
-}
-
-// toolsEnv is key's value in the repository's bin/tools.env (written by make
-// setup), or "".
-func toolsEnv(key string) string {
-	root, err := repoRoot()
-	if err != nil {
-		return ""
-	}
-	data, err := os.ReadFile(filepath.Join(root, "bin", "tools.env"))
-	if err != nil {
-		return ""
-	}
-	for _, line := range strings.Split(string(data), "\n") {
-		if v, ok := strings.CutPrefix(line, key+"="); ok {
-			return v
-		}
-	}
-	return ""
 }
 
 // Varnish returns the Varnish version the tests run against (EnvVarnish):
