@@ -20,7 +20,9 @@
 #      7.1 by scripts/varnish77.sh (cached; see there) for ghost's and the Go tests'
 #      second run.
 #
-# It writes bin/tools.env (KEY=value lines) that the GNUmakefile exports to tests.
+# It writes bin/tools.env (KEY=value lines), which the GNUmakefile exports to
+# tests and the tests read themselves (internal/testing/toolsenv); it names
+# bin/images too, where make image writes the images.
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -206,5 +208,6 @@ VARNISHGW_TERRAFORM_NEW_PATH=$terraform_new_path
 TF_ACC_TERRAFORM_PATH=$terraform_path
 VARNISHGW_VARNISH77_BIN=$varnish77/bin
 VARNISHGW_VARNISH77_ROOT=$varnish77/root
+VARNISHGW_IMAGES=$root/bin/images
 ENV
 log "ready: kube-apiserver $kube_version, $("$etcd_path" --version | head -n1), $("$terraform_path" version 2>/dev/null | head -n1) and Varnish 7.7 in $varnish77"
