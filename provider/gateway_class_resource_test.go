@@ -6,8 +6,11 @@ import (
 	"testing"
 
 	"github.com/hashicorp/terraform-plugin-testing/helper/resource"
+	"github.com/hashicorp/terraform-plugin-testing/knownvalue"
 	"github.com/hashicorp/terraform-plugin-testing/plancheck"
+	"github.com/hashicorp/terraform-plugin-testing/statecheck"
 	"github.com/hashicorp/terraform-plugin-testing/terraform"
+	"github.com/hashicorp/terraform-plugin-testing/tfjsonpath"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/rand"
@@ -32,6 +35,16 @@ resource "varnishgw_gateway_class" "test" {
 `, name, ns, body)
 	}
 
+	const addr = "varnishgw_gateway_class.test"
+	updated := config(`
+  description     = "Varnish gateways"
+  image           = "registry.example.com/varnishgw/gateway@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+  image_pull_policy = "Always"
+  storage         = "malloc,1g"
+  varnishd_params = { thread_pool_min = "50" }
+  vcl             = "sub vcl_backend_response { set beresp.ttl = 10s; }"
+  log_level       = "debug"
+  access_log      = true`)
 	var uid string
 	resource.Test(t, resource.TestCase{
 		ProtoV6ProviderFactories: protoV6ProviderFactories,
@@ -48,14 +61,19 @@ resource "varnishgw_gateway_class" "test" {
 			{
 				Config: config(`  description = "Varnish gateways"
   image       = "localhost/varnishgw/gateway:1.0"`),
+				ConfigPlanChecks: resource.ConfigPlanChecks{
+					PreApply: []plancheck.PlanCheck{plancheck.ExpectResourceAction(addr, plancheck.ResourceActionCreate)},
+				},
+				ConfigStateChecks: []statecheck.StateCheck{
+					statecheck.ExpectKnownValue(addr, tfjsonpath.New("id"), knownvalue.StringExact(name)),
+					statecheck.ExpectKnownValue(addr, tfjsonpath.New("controller_name"), knownvalue.StringExact(ControllerName)),
+					statecheck.ExpectKnownValue(addr, tfjsonpath.New("image"), knownvalue.StringExact("localhost/varnishgw/gateway:1.0")),
+					statecheck.ExpectKnownValue(addr, tfjsonpath.New("image_pull_policy"), knownvalue.StringExact("IfNotPresent")),
+					statecheck.ExpectKnownValue(addr, tfjsonpath.New("storage"), knownvalue.StringExact(DefaultStorage)),
+					statecheck.ExpectKnownValue(addr, tfjsonpath.New("log_level"), knownvalue.StringExact("info")),
+					statecheck.ExpectKnownValue(addr, tfjsonpath.New("access_log"), knownvalue.Bool(false)),
+				},
 				Check: resource.ComposeAggregateTestCheckFunc(
-					resource.TestCheckResourceAttr("varnishgw_gateway_class.test", "id", name),
-					resource.TestCheckResourceAttr("varnishgw_gateway_class.test", "controller_name", ControllerName),
-					resource.TestCheckResourceAttr("varnishgw_gateway_class.test", "image", "localhost/varnishgw/gateway:1.0"),
-					resource.TestCheckResourceAttr("varnishgw_gateway_class.test", "image_pull_policy", "IfNotPresent"),
-					resource.TestCheckResourceAttr("varnishgw_gateway_class.test", "storage", DefaultStorage),
-					resource.TestCheckResourceAttr("varnishgw_gateway_class.test", "log_level", "info"),
-					resource.TestCheckResourceAttr("varnishgw_gateway_class.test", "access_log", "false"),
 					func(*terraform.State) error {
 						gc := getClass(t, cp, name)
 						uid = string(gc.UID)
@@ -74,17 +92,14 @@ resource "varnishgw_gateway_class" "test" {
 			},
 			{
 				// An update changes the defaults in place: same object.
-				Config: config(`
-  description     = "Varnish gateways"
-  image           = "registry.example.com/varnishgw/gateway@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
-  image_pull_policy = "Always"
-  storage         = "malloc,1g"
-  varnishd_params = { thread_pool_min = "50" }
-  vcl             = "sub vcl_backend_response { set beresp.ttl = 10s; }"
-  log_level       = "debug"
-  access_log      = true`),
+				Config: updated,
 				ConfigPlanChecks: resource.ConfigPlanChecks{
-					PreApply: []plancheck.PlanCheck{plancheck.ExpectResourceAction("varnishgw_gateway_class.test", plancheck.ResourceActionUpdate)},
+					PreApply: []plancheck.PlanCheck{plancheck.ExpectResourceAction(addr, plancheck.ResourceActionUpdate)},
+				},
+				ConfigStateChecks: []statecheck.StateCheck{
+					statecheck.ExpectKnownValue(addr, tfjsonpath.New("image_pull_policy"), knownvalue.StringExact("Always")),
+					statecheck.ExpectKnownValue(addr, tfjsonpath.New("varnishd_params"), knownvalue.MapExact(map[string]knownvalue.Check{"thread_pool_min": knownvalue.StringExact("50")})),
+					statecheck.ExpectKnownValue(addr, tfjsonpath.New("access_log"), knownvalue.Bool(true)),
 				},
 				Check: func(*terraform.State) error {
 					if gc := getClass(t, cp, name); string(gc.UID) != uid {
@@ -112,7 +127,14 @@ resource "varnishgw_gateway_class" "test" {
 				},
 			},
 			{
-				ResourceName:      "varnishgw_gateway_class.test",
+				// The same configuration again: nothing to do.
+				Config: updated,
+				ConfigPlanChecks: resource.ConfigPlanChecks{
+					PreApply: []plancheck.PlanCheck{plancheck.ExpectEmptyPlan()},
+				},
+			},
+			{
+				ResourceName:      addr,
 				ImportState:       true,
 				ImportStateId:     name,
 				ImportStateVerify: true,
@@ -130,17 +152,9 @@ resource "varnishgw_gateway_class" "test" {
 						t.Fatal(err)
 					}
 				},
-				Config: config(`
-  description     = "Varnish gateways"
-  image           = "registry.example.com/varnishgw/gateway@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
-  image_pull_policy = "Always"
-  storage         = "malloc,1g"
-  varnishd_params = { thread_pool_min = "50" }
-  vcl             = "sub vcl_backend_response { set beresp.ttl = 10s; }"
-  log_level       = "debug"
-  access_log      = true`),
+				Config: updated,
 				ConfigPlanChecks: resource.ConfigPlanChecks{
-					PreApply: []plancheck.PlanCheck{plancheck.ExpectResourceAction("varnishgw_gateway_class.test", plancheck.ResourceActionUpdate)},
+					PreApply: []plancheck.PlanCheck{plancheck.ExpectResourceAction(addr, plancheck.ResourceActionUpdate)},
 				},
 				Check: func(*terraform.State) error {
 					cm, err := cp.Client.CoreV1().ConfigMaps(ns).Get(ctx, classParametersName(name), metav1.GetOptions{})

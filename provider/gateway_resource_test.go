@@ -14,6 +14,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-testing/helper/resource"
 	"github.com/hashicorp/terraform-plugin-testing/knownvalue"
 	"github.com/hashicorp/terraform-plugin-testing/plancheck"
+	"github.com/hashicorp/terraform-plugin-testing/statecheck"
 	"github.com/hashicorp/terraform-plugin-testing/terraform"
 	"github.com/hashicorp/terraform-plugin-testing/tfjsonpath"
 	appsv1 "k8s.io/api/apps/v1"
@@ -122,14 +123,19 @@ func TestAccGateway(t *testing.T) {
 			{
 				// Create: every object with the right content.
 				Config: gatewayConfig(cp, ns, class, `  varnishd_params = { thread_pool_min = "20" }`, oneListener+`  vcl = "sub vcl_deliver { set resp.http.x-v = \"1\"; }"`),
+				ConfigPlanChecks: resource.ConfigPlanChecks{
+					PreApply: []plancheck.PlanCheck{plancheck.ExpectResourceAction(addr, plancheck.ResourceActionCreate)},
+				},
+				ConfigStateChecks: []statecheck.StateCheck{
+					statecheck.ExpectKnownValue(addr, tfjsonpath.New("id"), knownvalue.StringExact(ns+"/edge")),
+					statecheck.ExpectKnownValue(addr, tfjsonpath.New("replicas"), knownvalue.Int64Exact(1)),
+					statecheck.ExpectKnownValue(addr, tfjsonpath.New("mode"), knownvalue.StringExact("supervise")),
+					statecheck.ExpectKnownValue(addr, tfjsonpath.New("service_type"), knownvalue.StringExact("ClusterIP")),
+					statecheck.ExpectKnownValue(addr, tfjsonpath.New("listener_attached_routes"), knownvalue.MapExact(map[string]knownvalue.Check{"http": knownvalue.Int64Exact(0)})),
+					statecheck.ExpectKnownValue(addr, tfjsonpath.New("addresses"), knownvalue.ListSizeExact(1)),
+					statecheck.ExpectKnownValue(addr, tfjsonpath.New("start_hash"), knownvalue.NotNull()),
+				},
 				Check: resource.ComposeAggregateTestCheckFunc(
-					resource.TestCheckResourceAttr(addr, "id", ns+"/edge"),
-					resource.TestCheckResourceAttr(addr, "replicas", "1"),
-					resource.TestCheckResourceAttr(addr, "mode", "supervise"),
-					resource.TestCheckResourceAttr(addr, "service_type", "ClusterIP"),
-					resource.TestCheckResourceAttr(addr, "listener_attached_routes.http", "0"),
-					resource.TestCheckResourceAttr(addr, "addresses.#", "1"),
-					resource.TestCheckResourceAttrSet(addr, "start_hash"),
 					func(*terraform.State) error {
 						g, err := cp.Gateway.GatewayV1().Gateways(ns).Get(ctx, "edge", metav1.GetOptions{})
 						if err != nil {
@@ -256,13 +262,24 @@ func TestAccGateway(t *testing.T) {
 				},
 			},
 			{
+				// The same configuration again: nothing to do.
+				Config: gatewayConfig(cp, ns, class, `  varnishd_params = { thread_pool_min = "20" }`, oneListener+`  vcl = "sub vcl_deliver { set resp.http.x-v = \"2\"; }"`),
+				ConfigPlanChecks: resource.ConfigPlanChecks{
+					PreApply: []plancheck.PlanCheck{plancheck.ExpectEmptyPlan()},
+				},
+			},
+			{
 				// Listener added: the Service gets the port in place.
 				Config: gatewayConfig(cp, ns, class, `  varnishd_params = { thread_pool_min = "20" }`, twoListeners+`  vcl = "sub vcl_deliver { set resp.http.x-v = \"2\"; }"`),
 				ConfigPlanChecks: resource.ConfigPlanChecks{
 					PreApply: []plancheck.PlanCheck{plancheck.ExpectResourceAction(addr, plancheck.ResourceActionUpdate)},
 				},
+				ConfigStateChecks: []statecheck.StateCheck{
+					statecheck.ExpectKnownValue(addr, tfjsonpath.New("listener_attached_routes"), knownvalue.MapExact(map[string]knownvalue.Check{
+						"http": knownvalue.Int64Exact(0), "alt": knownvalue.Int64Exact(0),
+					})),
+				},
 				Check: resource.ComposeAggregateTestCheckFunc(
-					resource.TestCheckResourceAttr(addr, "listener_attached_routes.alt", "0"),
 					func(*terraform.State) error {
 						svc, err := cp.Client.CoreV1().Services(ns).Get(ctx, name, metav1.GetOptions{})
 						if err != nil {

@@ -11,8 +11,11 @@ import (
 
 	fwresource "github.com/hashicorp/terraform-plugin-framework/resource"
 	"github.com/hashicorp/terraform-plugin-testing/helper/resource"
+	"github.com/hashicorp/terraform-plugin-testing/knownvalue"
 	"github.com/hashicorp/terraform-plugin-testing/plancheck"
+	"github.com/hashicorp/terraform-plugin-testing/statecheck"
 	"github.com/hashicorp/terraform-plugin-testing/terraform"
+	"github.com/hashicorp/terraform-plugin-testing/tfjsonpath"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -257,9 +260,11 @@ resource "varnishgw_http_route" "test" {
 				ConfigPlanChecks: resource.ConfigPlanChecks{
 					PreApply: []plancheck.PlanCheck{routingKnown{addr, `"value":"/app"`}},
 				},
+				ConfigStateChecks: []statecheck.StateCheck{
+					statecheck.ExpectKnownValue(addr, tfjsonpath.New("id"), knownvalue.StringExact(ns+"/web")),
+					statecheck.ExpectKnownValue(addr, tfjsonpath.New("rule").AtSliceIndex(0).AtMapKey("backend_ref").AtSliceIndex(0).AtMapKey("weight"), knownvalue.Int64Exact(90)),
+				},
 				Check: resource.ComposeAggregateTestCheckFunc(
-					resource.TestCheckResourceAttr(addr, "id", ns+"/web"),
-					resource.TestCheckResourceAttr(addr, "rule.0.backend_ref.0.weight", "90"),
 					checkRouteCondition(cp, ns, "web", gw, "Accepted", metav1.ConditionTrue, "Accepted"),
 					checkRouteCondition(cp, ns, "web", gw, "ResolvedRefs", metav1.ConditionTrue, "ResolvedRefs"),
 					func(*terraform.State) error {
@@ -411,8 +416,11 @@ resource "varnishgw_http_route" "test" {
 				},
 			},
 			{
-				Config:   config("/v2"),
-				PlanOnly: true,
+				// The same configuration again: nothing to do.
+				Config: config("/v2"),
+				ConfigPlanChecks: resource.ConfigPlanChecks{
+					PreApply: []plancheck.PlanCheck{plancheck.ExpectEmptyPlan()},
+				},
 			},
 		},
 	})
