@@ -104,7 +104,7 @@ var nodeBinaries = []string{"kube-controller-manager", "kube-scheduler", "kubele
 func checkNodeTools(binDir, pause string) error {
 	var errs []error
 	if binDir == "" {
-		errs = append(errs, fmt.Errorf("%s is not set; run `make setup` and use `make test`, or export the variables in bin/tools.env", EnvKubeBinDir))
+		errs = append(errs, fmt.Errorf("%s is not set: %s", EnvKubeBinDir, toolsenv.Fix))
 	} else {
 		for _, b := range nodeBinaries {
 			if _, err := os.Stat(filepath.Join(binDir, b)); err != nil {
@@ -113,7 +113,7 @@ func checkNodeTools(binDir, pause string) error {
 		}
 	}
 	if pause == "" {
-		errs = append(errs, fmt.Errorf("%s is not set; run `make setup` and use `make test`, or export the variables in bin/tools.env", EnvPauseImage))
+		errs = append(errs, fmt.Errorf("%s is not set: %s", EnvPauseImage, toolsenv.Fix))
 	} else if _, err := os.Stat(pause); err != nil {
 		errs = append(errs, fmt.Errorf("%s=%s: %w; run `make setup`", EnvPauseImage, pause, err))
 	}

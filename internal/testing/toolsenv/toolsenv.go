@@ -4,7 +4,9 @@
 // finds kube-apiserver, etcd, the Terraform CLI and the rest without
 // exporting anything by hand, as `make test` does.
 //
-// A variable already set in the environment wins over the file. The file is
+// A variable already in the environment wins over the file, also when it is
+// set to the empty string: that is how a test runs a child without a tool
+// (VARNISHGW_KUBE_BIN_DIR= makes a machine that cannot run a node). The file is
 // found from the working directory (a test runs in its package's directory)
 // by walking up to this module's go.mod, so each checkout or worktree uses
 // its own bin/tools.env.
