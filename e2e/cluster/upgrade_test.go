@@ -174,6 +174,14 @@ func TestUpgradeFromPreviousRelease(t *testing.T) {
 	svc := c.serviceAddr(gwruntime.Name(gw), 80)
 	www := demo.Request{Host: "www.node.test", Path: "/"}
 	eventually(t, 30*time.Second, svc, www, 200, "web-")
+	// The previous release's route apply returns before the pods serve
+	// the routes (it has no wait_for_served): wait until each pod serves
+	// both, so that the load below measures the next apply only.
+	for _, p := range c.gatewayPods(gw) {
+		addr := net.JoinHostPort(p.Status.PodIP, "80")
+		eventually(t, 30*time.Second, addr, www, 200, "web-")
+		eventually(t, 30*time.Second, addr, demo.Request{Host: "api.node.test", Path: "/"}, 200, "api")
+	}
 
 	// The edge of the supported skew: this release's provider with the
 	// previous release's image. The pods roll (the template changed) but
