@@ -257,15 +257,18 @@ func startLoad(n int, addr string, r demo.Request) *load {
 				req.Host = r.Host
 				resp, err := client.Do(req)
 				l.sent.Add(1)
+				var body []byte
 				if err == nil {
-					_, err = io.Copy(io.Discard, resp.Body)
+					body, err = io.ReadAll(resp.Body)
 					resp.Body.Close()
 				}
 				switch {
 				case err != nil:
 					l.fail(err.Error())
 				case resp.StatusCode != http.StatusOK:
-					l.fail(resp.Status)
+					// The body says which (ghost: no vhost, no route...).
+					first, _, _ := strings.Cut(string(body), "\n")
+					l.fail(resp.Status + ": " + first)
 				default:
 					l.mu.Lock()
 					l.backends[resp.Header.Get("X-Backend")]++
