@@ -106,27 +106,60 @@ func (c requestCounts) total() (n float64) {
 	return n
 }
 
+// perRoute is c divided by the number of routes, for the log.
+func (c requestCounts) perRoute(n int) string {
+	keys := slices.Sorted(maps.Keys(c))
+	parts := make([]string, 0, len(keys))
+	for _, k := range keys {
+		if strings.Contains(k, "coordination.k8s.io/") {
+			continue
+		}
+		parts = append(parts, fmt.Sprintf("%s=%.2f", k, c[k]/float64(n)))
+	}
+	return strings.Join(parts, ", ")
+}
+
 // BenchmarkProviderRoutes plans and applies 200 varnishgw_http_route
 // resources on one Gateway through the real CLI (tfcli) against the test
-// control plane, then times a no-change plan and counts, with the API
-// server's own metrics, the writes it makes (must be 0). Run it with
-// -benchtime=1x (make bench-provider). BENCH_PROVIDER_ROUTES overrides 200.
+// control plane, then times a no-change plan and the destroy, and counts,
+// with the API server's own metrics, the requests of each operation, per
+// route, and the writes of the no-change plan (must be 0). It runs twice:
+// with the routes' data-plane wait (wait_for_served) off and on; the
+// Gateway has no pods here (the control plane has no node), so the wait
+// only lists them. Run it with -benchtime=1x (make bench-provider).
+// BENCH_PROVIDER_ROUTES overrides 200.
 func BenchmarkProviderRoutes(b *testing.B) {
-	cp := testenv.Get(b)
-	ctx := context.Background()
 	n := 200
 	if v := os.Getenv("BENCH_PROVIDER_ROUTES"); v != "" {
 		if _, err := fmt.Sscan(v, &n); err != nil {
 			b.Fatalf("BENCH_PROVIDER_ROUTES=%q: %v", v, err)
 		}
 	}
+	for _, wait := range []bool{false, true} {
+		b.Run(fmt.Sprintf("wait_for_served=%v", wait), func(b *testing.B) { benchmarkRoutes(b, n, wait) })
+	}
+}
+
+func benchmarkRoutes(b *testing.B, n int, waitForServed bool) {
+	cp := testenv.Get(b)
+	ctx := context.Background()
 	ws, err := tfcli.New(ctx, tfcli.Options{Dir: b.TempDir(), Env: []string{"KUBE_CONFIG_PATH=" + cp.Kubeconfig}})
 	if err != nil {
 		b.Fatal(err)
 	}
-	b.Logf("CLI: %s, %d routes", ws.CLI, n)
+	b.Logf("CLI: %s, %d routes, wait_for_served = %v", ws.CLI, n, waitForServed)
 
-	var planS, applyS, noopS, destroyS, applyReqs, noopReqs, noopWrites, noopDry float64
+	// The operations timed and counted, in order.
+	const (
+		opPlan = iota
+		opApply
+		opNoop
+		opDestroy
+		nOps
+	)
+	names := [nOps]string{"plan", "apply", "noop-plan", "destroy"}
+	var secs, reqs [nOps]float64
+	var noopWrites, noopDry float64
 	for i := 0; i < b.N; i++ {
 		ns := cp.Namespace(b)
 		class := "bench-" + rand.String(6)
@@ -151,10 +184,11 @@ func BenchmarkProviderRoutes(b *testing.B) {
 provider "varnishgw" {}
 
 resource "varnishgw_http_route" "r" {
-  count     = %d
-  namespace = %q
-  name      = "r${count.index}"
-  hostnames = ["r${count.index}.example.com"]
+  count           = %d
+  namespace       = %q
+  name            = "r${count.index}"
+  hostnames       = ["r${count.index}.example.com"]
+  wait_for_served = %v
   parent_ref {
     name = "gw"
   }
@@ -171,46 +205,45 @@ resource "varnishgw_http_route" "r" {
     }
   }
 }
-`, n, ns)); err != nil {
+`, n, ns, waitForServed)); err != nil {
 			b.Fatal(err)
 		}
 
-		start := time.Now()
-		if changed, err := ws.Plan(ctx); err != nil || !changed {
-			b.Fatalf("plan: changes %v, err %v", changed, err)
+		// measure times op and counts its requests.
+		measure := func(op int, run func() error) requestCounts {
+			before, err := apiRequests(ctx, cp)
+			if err != nil {
+				b.Fatal(err)
+			}
+			start := time.Now()
+			if err := run(); err != nil {
+				b.Fatalf("%s: %v", names[op], err)
+			}
+			secs[op] += time.Since(start).Seconds()
+			after, err := apiRequests(ctx, cp)
+			if err != nil {
+				b.Fatal(err)
+			}
+			d := after.diff(before)
+			reqs[op] += d.total()
+			if i == 0 {
+				b.Logf("requests of the %s: %.0f, per route: %s", names[op], d.total(), d.perRoute(n))
+			}
+			return d
 		}
-		planS += time.Since(start).Seconds()
-
-		before, err := apiRequests(ctx, cp)
-		if err != nil {
-			b.Fatal(err)
-		}
-		start = time.Now()
-		if err := ws.Apply(ctx); err != nil {
-			b.Fatal(err)
-		}
-		applyS += time.Since(start).Seconds()
-		after, err := apiRequests(ctx, cp)
-		if err != nil {
-			b.Fatal(err)
-		}
-		applyReqs += after.diff(before).total()
-		if i == 0 {
-			b.Logf("requests of the apply: %s", after.diff(before))
-		}
-
-		before = after
-		start = time.Now()
-		changed, err := ws.Plan(ctx)
-		noopS += time.Since(start).Seconds()
-		if err != nil || changed {
-			b.Fatalf("second plan: changes %v, err %v; want no changes", changed, err)
-		}
-		after, err = apiRequests(ctx, cp)
-		if err != nil {
-			b.Fatal(err)
-		}
-		d := after.diff(before)
+		measure(opPlan, func() error {
+			if changed, err := ws.Plan(ctx); err != nil || !changed {
+				return fmt.Errorf("changes %v, err %v; want changes", changed, err)
+			}
+			return nil
+		})
+		measure(opApply, func() error { return ws.Apply(ctx) })
+		d := measure(opNoop, func() error {
+			if changed, err := ws.Plan(ctx); err != nil || changed {
+				return fmt.Errorf("changes %v, err %v; want no changes", changed, err)
+			}
+			return nil
+		})
 		w, what := d.writes()
 		if w != 0 {
 			b.Errorf("the no-change plan wrote to the API server: %s", strings.Join(what, ", "))
@@ -221,27 +254,16 @@ resource "varnishgw_http_route" "r" {
 			}
 		}
 		noopWrites += w
-		if i == 0 {
-			b.Logf("requests of the no-change plan: %s", d)
-		}
-		noopReqs += d.total()
-
-		start = time.Now()
-		if err := ws.Destroy(ctx); err != nil {
-			b.Fatal(err)
-		}
-		destroyS += time.Since(start).Seconds()
+		measure(opDestroy, func() error { return ws.Destroy(ctx) })
 	}
 	N := float64(b.N)
 	b.ReportMetric(0, "ns/op")
-	b.ReportMetric(planS/N, "plan-s")
-	b.ReportMetric(applyS/N, "apply-s")
-	b.ReportMetric(applyReqs/N, "apply-requests")
-	b.ReportMetric(noopS/N, "noop-plan-s")
-	b.ReportMetric(noopReqs/N, "noop-plan-requests")
+	for op := range nOps {
+		b.ReportMetric(secs[op]/N, names[op]+"-s")
+		b.ReportMetric(reqs[op]/N/float64(n), names[op]+"-requests/route")
+	}
 	b.ReportMetric(noopDry/N, "noop-plan-dry-runs")
 	b.ReportMetric(noopWrites/N, "noop-plan-writes")
-	b.ReportMetric(destroyS/N, "destroy-s")
 }
 
 func TestRequestCountsWrites(t *testing.T) {
