@@ -119,6 +119,16 @@ func (c requestCounts) perRoute(n int) string {
 	return strings.Join(parts, ", ")
 }
 
+// loadAverage is the machine's 1-, 5- and 15-minute load averages, for the
+// log beside the figures ("?" where /proc/loadavg cannot be read).
+func loadAverage() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if f := strings.Fields(string(b)); err == nil && len(f) >= 3 {
+		return strings.Join(f[:3], " ")
+	}
+	return "?"
+}
+
 // BenchmarkProviderRoutes plans and applies 200 varnishgw_http_route
 // resources on one Gateway through the real CLI (tfcli) against the test
 // control plane, then times a no-change plan and the destroy, and counts,
@@ -215,11 +225,13 @@ resource "varnishgw_http_route" "r" {
 			if err != nil {
 				b.Fatal(err)
 			}
+			load := loadAverage()
 			start := time.Now()
 			if err := run(); err != nil {
 				b.Fatalf("%s: %v", names[op], err)
 			}
-			secs[op] += time.Since(start).Seconds()
+			el := time.Since(start).Seconds()
+			secs[op] += el
 			after, err := apiRequests(ctx, cp)
 			if err != nil {
 				b.Fatal(err)
@@ -227,7 +239,8 @@ resource "varnishgw_http_route" "r" {
 			d := after.diff(before)
 			reqs[op] += d.total()
 			if i == 0 {
-				b.Logf("requests of the %s: %.0f, per route: %s", names[op], d.total(), d.perRoute(n))
+				b.Logf("%s: %.1f s (load average %s at the start); requests: %.0f, per route: %s",
+					names[op], el, load, d.total(), d.perRoute(n))
 			}
 			return d
 		}
