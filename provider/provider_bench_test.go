@@ -8,6 +8,7 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -26,7 +27,12 @@ import (
 // "VERB group/resource[/subresource]", dry runs under "dry-run VERB ...".
 type requestCounts map[string]float64
 
-// apiRequests reads the API server's own request counters from /metrics.
+// apiserverCPU is the key of requestCounts that holds the API server's own
+// CPU time in seconds (process_cpu_seconds_total), not a request count.
+const apiserverCPU = "cpu-seconds kube-apiserver"
+
+// apiRequests reads the API server's own request counters from /metrics,
+// and its CPU time under apiserverCPU.
 func apiRequests(ctx context.Context, cp *testenv.ControlPlane) (requestCounts, error) {
 	raw, err := cp.Client.CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
 	if err != nil {
@@ -55,6 +61,9 @@ func apiRequests(ctx context.Context, cp *testenv.ControlPlane) (requestCounts, 
 			key = "dry-run " + key
 		}
 		out[key] += m.GetCounter().GetValue()
+	}
+	if cpu := families["process_cpu_seconds_total"]; cpu != nil && len(cpu.Metric) == 1 {
+		out[apiserverCPU] = cpu.Metric[0].GetCounter().GetValue()
 	}
 	return out, nil
 }
@@ -99,7 +108,7 @@ func (c requestCounts) writes() (n float64, what []string) {
 // total sums all requests except lease heartbeats.
 func (c requestCounts) total() (n float64) {
 	for k, v := range c {
-		if !strings.Contains(k, "coordination.k8s.io/") {
+		if !strings.Contains(k, "coordination.k8s.io/") && k != apiserverCPU {
 			n += v
 		}
 	}
@@ -111,7 +120,7 @@ func (c requestCounts) perRoute(n int) string {
 	keys := slices.Sorted(maps.Keys(c))
 	parts := make([]string, 0, len(keys))
 	for _, k := range keys {
-		if strings.Contains(k, "coordination.k8s.io/") {
+		if strings.Contains(k, "coordination.k8s.io/") || k == apiserverCPU {
 			continue
 		}
 		parts = append(parts, fmt.Sprintf("%s=%.2f", k, c[k]/float64(n)))
@@ -127,6 +136,17 @@ func loadAverage() string {
 		return strings.Join(f[:3], " ")
 	}
 	return "?"
+}
+
+// childrenCPU is the user and system CPU time, in seconds, of the child
+// processes that have ended: the CLI runs, with the provider processes
+// they started.
+func childrenCPU() float64 {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_CHILDREN, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano()).Seconds()
 }
 
 // BenchmarkProviderRoutes plans and applies 200 varnishgw_http_route
@@ -226,11 +246,13 @@ resource "varnishgw_http_route" "r" {
 				b.Fatal(err)
 			}
 			load := loadAverage()
+			cliCPU := childrenCPU()
 			start := time.Now()
 			if err := run(); err != nil {
 				b.Fatalf("%s: %v", names[op], err)
 			}
 			el := time.Since(start).Seconds()
+			cliCPU = childrenCPU() - cliCPU
 			secs[op] += el
 			after, err := apiRequests(ctx, cp)
 			if err != nil {
@@ -239,8 +261,8 @@ resource "varnishgw_http_route" "r" {
 			d := after.diff(before)
 			reqs[op] += d.total()
 			if i == 0 {
-				b.Logf("%s: %.1f s (load average %s at the start); requests: %.0f, per route: %s",
-					names[op], el, load, d.total(), d.perRoute(n))
+				b.Logf("%s: %.1f s (load average %s at the start); CPU: %.1f s of the CLI and provider, %.1f s of kube-apiserver; "+
+					"requests: %.0f, per route: %s", names[op], el, load, cliCPU, d[apiserverCPU], d.total(), d.perRoute(n))
 			}
 			return d
 		}
