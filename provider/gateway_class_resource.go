@@ -313,8 +313,8 @@ func (r *gatewayClassResource) apply(ctx context.Context, m *gatewayClassModel) 
 		return fmt.Errorf("apply GatewayClass %s: %w", name, err)
 	}
 
-	accepted := condition(gc.Status.Conditions, string(gatewayv1.GatewayClassConditionStatusAccepted), metav1.ConditionTrue,
-		string(gatewayv1.GatewayClassReasonAccepted), "Accepted by the varnishgw provider.", gc.Generation)
+	accepted := condition(gc.Status.Conditions, metav1.Condition{Type: string(gatewayv1.GatewayClassConditionStatusAccepted), Status: metav1.ConditionTrue,
+		Reason: string(gatewayv1.GatewayClassReasonAccepted), Message: "Accepted by the varnishgw provider.", ObservedGeneration: gc.Generation})
 	status := gatewayv1apply.GatewayClass(name).WithStatus(gatewayv1apply.GatewayClassStatus().WithConditions(accepted))
 	if _, err := r.c.gateway.GatewayV1().GatewayClasses().ApplyStatus(ctx, status, applyOptions()); err != nil {
 		return fmt.Errorf("set the Accepted condition of GatewayClass %s: %w", name, err)

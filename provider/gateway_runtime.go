@@ -724,13 +724,12 @@ func (c *clients) writeGatewayStatus(ctx context.Context, gw *gatewayv1.Gateway,
 	if err != nil {
 		return err
 	}
-	accepted := condition(gw.Status.Conditions, string(gatewayv1.GatewayConditionAccepted),
-		metav1.ConditionTrue, string(gatewayv1.GatewayReasonAccepted), "Accepted by the varnishgw provider.", gw.Generation)
+	accepted := metav1.Condition{Type: string(gatewayv1.GatewayConditionAccepted), Status: metav1.ConditionTrue,
+		Reason: string(gatewayv1.GatewayReasonAccepted), Message: "Accepted by the varnishgw provider.", ObservedGeneration: gw.Generation}
 	if invalidParams != nil {
-		accepted = condition(gw.Status.Conditions, string(gatewayv1.GatewayConditionAccepted),
-			metav1.ConditionFalse, string(gatewayv1.GatewayReasonInvalidParameters), invalidParams.Error(), gw.Generation)
+		accepted.Status, accepted.Reason, accepted.Message = metav1.ConditionFalse, string(gatewayv1.GatewayReasonInvalidParameters), invalidParams.Error()
 	}
-	st := gatewayv1apply.GatewayStatus().WithConditions(accepted)
+	st := gatewayv1apply.GatewayStatus().WithConditions(condition(gw.Status.Conditions, accepted))
 	if svc != nil {
 		for _, a := range serviceAddresses(svc) {
 			st.WithAddresses(gatewayv1apply.GatewayStatusAddress().WithType(*a.Type).WithValue(a.Value))
@@ -748,8 +747,10 @@ func (c *clients) writeGatewayStatus(ctx context.Context, gw *gatewayv1.Gateway,
 			WithSupportedKinds(gatewayv1apply.RouteGroupKind().WithGroup(gatewayv1.GroupName).WithKind("HTTPRoute")).
 			WithAttachedRoutes(attached[string(l.Name)]).
 			WithConditions(
-				condition(old, string(gatewayv1.ListenerConditionAccepted), metav1.ConditionTrue, string(gatewayv1.ListenerReasonAccepted), "Served on varnishd socket "+routing.SocketName(l.Port)+".", gw.Generation),
-				condition(old, string(gatewayv1.ListenerConditionResolvedRefs), metav1.ConditionTrue, string(gatewayv1.ListenerReasonResolvedRefs), "Listener references resolved.", gw.Generation),
+				condition(old, metav1.Condition{Type: string(gatewayv1.ListenerConditionAccepted), Status: metav1.ConditionTrue,
+					Reason: string(gatewayv1.ListenerReasonAccepted), Message: "Served on varnishd socket " + routing.SocketName(l.Port) + ".", ObservedGeneration: gw.Generation}),
+				condition(old, metav1.Condition{Type: string(gatewayv1.ListenerConditionResolvedRefs), Status: metav1.ConditionTrue,
+					Reason: string(gatewayv1.ListenerReasonResolvedRefs), Message: "Listener references resolved.", ObservedGeneration: gw.Generation}),
 			))
 	}
 	ac := gatewayv1apply.Gateway(gw.Name, gw.Namespace).WithStatus(st)

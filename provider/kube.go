@@ -2,9 +2,10 @@ package provider
 
 import (
 	"fmt"
-	"time"
+	"slices"
 
 	"github.com/hashicorp/terraform-plugin-framework/diag"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	metav1apply "k8s.io/client-go/applyconfigurations/meta/v1"
 )
@@ -41,20 +42,29 @@ func configureClients(data any, diags *diag.Diagnostics) *clients {
 	return c
 }
 
-// condition builds a status condition for server-side apply, keeping the
-// last transition time of an existing condition whose status is unchanged.
-func condition(existing []metav1.Condition, typ string, status metav1.ConditionStatus, reason, message string, generation int64) *metav1apply.ConditionApplyConfiguration {
-	transition := metav1.NewTime(time.Now().Truncate(time.Second))
-	for _, c := range existing {
-		if c.Type == typ && c.Status == status {
-			transition = c.LastTransitionTime
-		}
-	}
+// condition is want as a status condition for server-side apply, with
+// meta.SetStatusCondition's rule for lastTransitionTime: kept from the
+// existing condition of the type when the status does not change, now when
+// it does (or when want sets one, want's).
+func condition(existing []metav1.Condition, want metav1.Condition) *metav1apply.ConditionApplyConfiguration {
+	return conditionApply(setCondition(existing, want))
+}
+
+// setCondition is want as meta.SetStatusCondition sets it among existing
+// (which it does not change).
+func setCondition(existing []metav1.Condition, want metav1.Condition) metav1.Condition {
+	conds := slices.Clone(existing)
+	meta.SetStatusCondition(&conds, want)
+	return *meta.FindStatusCondition(conds, want.Type)
+}
+
+// conditionApply is the apply configuration of c.
+func conditionApply(c metav1.Condition) *metav1apply.ConditionApplyConfiguration {
 	return metav1apply.Condition().
-		WithType(typ).
-		WithStatus(status).
-		WithReason(reason).
-		WithMessage(message).
-		WithObservedGeneration(generation).
-		WithLastTransitionTime(transition)
+		WithType(c.Type).
+		WithStatus(c.Status).
+		WithReason(c.Reason).
+		WithMessage(c.Message).
+		WithObservedGeneration(c.ObservedGeneration).
+		WithLastTransitionTime(c.LastTransitionTime)
 }
