@@ -259,11 +259,11 @@ func parentRefs(route *gatewayv1.HTTPRoute) []routing.ObjectRef {
 // is atomic) and the transition time of unchanged conditions.
 func (c *clients) writeStatus(ctx context.Context, route *gatewayv1.HTTPRoute, frags []*routing.Fragment) error {
 	now := metav1.Now().Rfc3339Copy()
-	var parents []gatewayv1.RouteParentStatus
+	st := gatewayv1apply.HTTPRouteStatus()
 	hadOurs := false
 	for _, p := range route.Status.Parents {
 		if p.ControllerName != ControllerName {
-			parents = append(parents, p)
+			st.WithParents(routeParentStatusApply(p))
 		} else {
 			hadOurs = true
 		}
@@ -273,35 +273,19 @@ func (c *clients) writeStatus(ctx context.Context, route *gatewayv1.HTTPRoute, f
 	}
 	for _, f := range frags {
 		for _, ps := range f.Parents {
-			st := ps.RouteParentStatus(ControllerName, route.Generation, now)
+			parent := ps.RouteParentStatus(ControllerName, route.Generation, now)
 			for _, old := range route.Status.Parents {
-				if old.ControllerName != ControllerName || !sameParentRef(old.ParentRef, st.ParentRef, route.Namespace) {
-					continue
-				}
-				for i := range st.Conditions {
-					for _, oc := range old.Conditions {
-						if oc.Type == st.Conditions[i].Type && oc.Status == st.Conditions[i].Status {
-							st.Conditions[i].LastTransitionTime = oc.LastTransitionTime
-						}
-					}
+				if old.ControllerName == ControllerName && sameParentRef(old.ParentRef, parent.ParentRef, route.Namespace) {
+					keepTransitions(old.Conditions, parent.Conditions)
 				}
 			}
-			parents = append(parents, st)
+			st.WithParents(routeParentStatusApply(parent))
 		}
 	}
-	body, err := json.Marshal(map[string]any{
-		"apiVersion": gatewayv1.GroupVersion.String(),
-		"kind":       "HTTPRoute",
-		"metadata":   map[string]string{"namespace": route.Namespace, "name": route.Name},
-		"status":     map[string]any{"parents": nonNil(parents)},
-	})
-	if err != nil {
-		return err
+	if st.Parents == nil {
+		st.Parents = []gatewayv1apply.RouteParentStatusApplyConfiguration{} // the list is required: [] removes ours
 	}
-	ac := &gatewayv1apply.HTTPRouteApplyConfiguration{}
-	if err := json.Unmarshal(body, ac); err != nil {
-		return err
-	}
+	ac := gatewayv1apply.HTTPRoute(route.Name, route.Namespace).WithStatus(st)
 	if _, err := c.gateway.GatewayV1().HTTPRoutes(route.Namespace).ApplyStatus(ctx, ac, applyOptions()); err != nil {
 		return fmt.Errorf("set the status of HTTPRoute %s/%s: %w", route.Namespace, route.Name, err)
 	}
@@ -340,21 +324,11 @@ func sameParentRef(a, b gatewayv1.ParentReference, routeNamespace string) bool {
 // applyRoute writes the HTTPRoute spec with server-side apply and returns
 // the object the API server stored. dryRun returns what it would store.
 func (c *clients) applyRoute(ctx context.Context, route *gatewayv1.HTTPRoute, dryRun bool) (*gatewayv1.HTTPRoute, error) {
-	body, err := json.Marshal(route)
-	if err != nil {
-		return nil, err
-	}
-	ac := &gatewayv1apply.HTTPRouteApplyConfiguration{}
-	if err := json.Unmarshal(body, ac); err != nil {
-		return nil, err
-	}
-	ac.Status = nil
-	ac.CreationTimestamp = nil
 	opts := applyOptions()
 	if dryRun {
 		opts.DryRun = []string{metav1.DryRunAll}
 	}
-	return c.gateway.GatewayV1().HTTPRoutes(route.Namespace).Apply(ctx, ac, opts)
+	return c.gateway.GatewayV1().HTTPRoutes(route.Namespace).Apply(ctx, httpRouteApply(route), opts)
 }
 
 // backendBindingLabel marks the RoleBindings a route writes so that the
