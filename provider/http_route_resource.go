@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/routing"
 )
@@ -93,9 +94,22 @@ func (r *httpRouteResource) ModifyPlan(ctx context.Context, req resource.ModifyP
 	if len(routing.ValidateHTTPRoute(route)) > 0 {
 		return // ValidateConfig reported it
 	}
+	ref := routing.ObjectRef{Namespace: route.Namespace, Name: route.Name}
 	// A dry run gives the route exactly as the API server will store it
-	// (defaults filled in) and reports what its validation rejects.
-	dry, err := r.c.applyRoute(ctx, route, true)
+	// (defaults filled in) and reports what its validation rejects. The
+	// stored route, as Read just found it unchanged since the provider
+	// wrote it, is that already when the plan keeps the state's spec.
+	var dry *gatewayv1.HTTPRoute
+	err := error(nil)
+	if snap := r.c.routes.take(ref); snap != nil && snap.inputs == nil && !req.State.Raw.IsNull() {
+		var state httpRouteModel
+		if d := req.State.Get(ctx, &state); !d.HasError() && sameSpec(state.toHTTPRoute(), route) {
+			dry = snap.route
+		}
+	}
+	if dry == nil {
+		dry, err = r.c.applyRoute(ctx, route, true)
+	}
 	switch {
 	case err == nil:
 		route = dry
@@ -119,11 +133,18 @@ func (r *httpRouteResource) ModifyPlan(ctx context.Context, req resource.ModifyP
 		// For example the namespace does not exist yet: plan with the
 		// route as configured.
 	}
-	parents, frags, err := r.c.attachAll(ctx, route)
+	in, err := r.c.readAttachInputs(ctx, route)
+	var frags []*routing.Fragment
+	if err == nil {
+		frags, err = in.attach(route)
+	}
 	if err != nil {
 		resp.Diagnostics.AddError("Plan the HTTP route", err.Error()+"\nCheck that the provider can read Gateways, GatewayClasses, Services and ReferenceGrants.")
 		return
 	}
+	// For the apply that follows this plan in an apply run.
+	r.c.routes.put(ref, routeSnapshot{route: route, inputs: in})
+	parents := in.parents
 	if req.State.Raw.IsNull() {
 		// A new route whose parent Gateway (or its class) does not exist
 		// yet is usually applied together with it: its routing is known
@@ -152,11 +173,12 @@ func (r *httpRouteResource) Create(ctx context.Context, req resource.CreateReque
 	if resp.Diagnostics.HasError() || !requireClients(r.c, &resp.Diagnostics) {
 		return
 	}
-	r.apply(ctx, &plan, nil, "Create the HTTP route", resp.Diagnostics.AddError, resp.Diagnostics.AddWarning)
+	live := r.apply(ctx, &plan, nil, "Create the HTTP route", resp.Diagnostics.AddError, resp.Diagnostics.AddWarning)
 	if resp.Diagnostics.HasError() {
 		return
 	}
 	resp.Diagnostics.Append(resp.State.Set(ctx, &plan)...)
+	resp.Diagnostics.Append(recordWrittenRoute(ctx, resp.Private.SetKey, live)...)
 }
 
 func (r *httpRouteResource) Update(ctx context.Context, req resource.UpdateRequest, resp *resource.UpdateResponse) {
@@ -166,31 +188,42 @@ func (r *httpRouteResource) Update(ctx context.Context, req resource.UpdateReque
 	if resp.Diagnostics.HasError() || !requireClients(r.c, &resp.Diagnostics) {
 		return
 	}
-	r.apply(ctx, &plan, parentRefs(state.toHTTPRoute()), "Update the HTTP route", resp.Diagnostics.AddError, resp.Diagnostics.AddWarning)
+	live := r.apply(ctx, &plan, parentRefs(state.toHTTPRoute()), "Update the HTTP route", resp.Diagnostics.AddError, resp.Diagnostics.AddWarning)
 	if resp.Diagnostics.HasError() {
 		return
 	}
 	resp.Diagnostics.Append(resp.State.Set(ctx, &plan)...)
+	resp.Diagnostics.Append(recordWrittenRoute(ctx, resp.Private.SetKey, live)...)
 }
 
-// apply writes the HTTPRoute, its fragments and its status. oldParents are
-// the parent Gateways of the prior state, whose fragments are deleted when
-// they are parents no more.
-func (r *httpRouteResource) apply(ctx context.Context, m *httpRouteModel, oldParents []routing.ObjectRef, action string, fail, warn func(string, string)) {
+// apply writes the HTTPRoute, its fragments and its status, and returns
+// the HTTPRoute written. oldParents are the parent Gateways of the prior
+// state, whose fragments are deleted when they are parents no more.
+func (r *httpRouteResource) apply(ctx context.Context, m *httpRouteModel, oldParents []routing.ObjectRef, action string, fail, warn func(string, string)) *gatewayv1.HTTPRoute {
 	desired := m.toHTTPRoute()
 	if errs := routing.ValidateHTTPRoute(desired); len(errs) > 0 {
 		fail(action, errs.ToAggregate().Error())
-		return
+		return nil
 	}
+	snap := r.c.routes.take(routing.ObjectRef{Namespace: desired.Namespace, Name: desired.Name})
 	live, err := r.c.applyRoute(ctx, desired, false)
 	if err != nil {
 		fail(action, fmt.Sprintf("apply HTTPRoute %s/%s: %v", desired.Namespace, desired.Name, err))
-		return
+		return nil
 	}
-	_, frags, err := r.c.attachAll(ctx, live)
+	// What the plan of this apply read, when it planned the route stored
+	// now; else the route's Gateways and Services are read again.
+	var in *attachInputs
+	if snap != nil && snap.inputs != nil && snap.inputs.complete() && equality.Semantic.DeepEqual(snap.route.Spec, live.Spec) {
+		in = snap.inputs
+	} else if in, err = r.c.readAttachInputs(ctx, live); err != nil {
+		fail(action, err.Error())
+		return nil
+	}
+	frags, err := in.attach(live)
 	if err != nil {
 		fail(action, err.Error())
-		return
+		return nil
 	}
 	stale := append(oldParents, parentRefs(live)...)
 	// The RoleBindings first: a gateway pod starts watching a backend
@@ -198,12 +231,12 @@ func (r *httpRouteResource) apply(ctx context.Context, m *httpRouteModel, oldPar
 	// lack of a binding backs off for seconds before it tries again.
 	if err := r.c.writeBackendBindings(ctx, live, frags, stale); err != nil {
 		fail(action, err.Error())
-		return
+		return nil
 	}
-	writes, err := r.c.writeFragments(ctx, live, frags, stale)
+	writes, err := r.c.writeFragments(ctx, live, frags, stale, m.WaitForServed.ValueBool())
 	if err != nil {
 		fail(action, err.Error())
-		return
+		return nil
 	}
 	timeout, _ := time.ParseDuration(m.ServedTimeout.ValueString())
 	var served error
@@ -213,7 +246,7 @@ func (r *httpRouteResource) apply(ctx context.Context, m *httpRouteModel, oldPar
 	if served == nil {
 		if err := r.c.retireLegacyFragments(ctx, routing.ObjectRef{Namespace: live.Namespace, Name: live.Name}, writes, timeout); err != nil {
 			fail(action, err.Error())
-			return
+			return nil
 		}
 	}
 	var rejected *servedError
@@ -222,24 +255,25 @@ func (r *httpRouteResource) apply(ctx context.Context, m *httpRouteModel, oldPar
 	}
 	if err := r.c.writeStatus(ctx, live, frags); err != nil {
 		fail(action, err.Error())
-		return
+		return nil
 	}
 	if served != nil {
 		fail(action, served.Error())
-		return
+		return nil
 	}
 	rj, err := routingJSON(frags)
 	if err != nil {
 		fail(action, "encode the routing: "+err.Error())
-		return
+		return nil
 	}
 	m.ID = types.StringValue(live.Namespace + "/" + live.Name)
 	if !m.Routing.IsUnknown() && m.Routing.ValueString() != rj {
 		warn(action, "The routing changed between plan and apply (a parent Gateway, backend Service or ReferenceGrant "+
 			"changed meanwhile). The gateways got the routing as of now; run terraform plan to see it:\n"+rj)
-		return
+		return live
 	}
 	m.Routing = types.StringValue(rj)
+	return live
 }
 
 func (r *httpRouteResource) Read(ctx context.Context, req resource.ReadRequest, resp *resource.ReadResponse) {
@@ -258,9 +292,13 @@ func (r *httpRouteResource) Read(ctx context.Context, req resource.ReadRequest, 
 		resp.Diagnostics.AddError("Read the HTTP route", fmt.Sprintf("get HTTPRoute %s/%s: %v", ns, name, err))
 		return
 	}
-	if len(state.ParentRefs) == 0 {
+	switch {
+	case len(state.ParentRefs) == 0:
 		state.fromHTTPRoute(live) // import
-	} else {
+	case readWrittenRoute(ctx, req.Private).is(live):
+		// The spec has not changed since the provider wrote it.
+		r.c.routes.put(routing.ObjectRef{Namespace: ns, Name: name}, routeSnapshot{route: live})
+	default:
 		// The route as the provider would write it now, defaults filled in
 		// by the API server: if the live spec differs, someone changed a
 		// managed field, and the state takes the live values so the plan
@@ -272,7 +310,11 @@ func (r *httpRouteResource) Read(ctx context.Context, req resource.ReadRequest, 
 		}
 		if !equality.Semantic.DeepEqual(dry.Spec, live.Spec) {
 			state.fromHTTPRoute(live)
+			break
 		}
+		// Unchanged where the provider writes: no dry run next time.
+		resp.Diagnostics.Append(recordWrittenRoute(ctx, resp.Private.SetKey, live)...)
+		r.c.routes.put(routing.ObjectRef{Namespace: ns, Name: name}, routeSnapshot{route: live})
 	}
 	frags, err := r.c.readFragments(ctx, live)
 	if err != nil {
@@ -309,7 +351,7 @@ func (r *httpRouteResource) Delete(ctx context.Context, req resource.DeleteReque
 	routeRef := routing.ObjectRef{Namespace: route.Namespace, Name: route.Name}
 	var writes []fragmentWrite
 	for _, gw := range gateways {
-		w, err := r.c.deleteFragment(ctx, gw, routeRef)
+		w, err := r.c.deleteFragment(ctx, gw, routeRef, state.WaitForServed.ValueBool())
 		if err != nil {
 			resp.Diagnostics.AddError("Delete the HTTP route", err.Error()+"\nDelete the RoutingFragment by hand or run terraform destroy again.")
 			return

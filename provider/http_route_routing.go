@@ -159,31 +159,57 @@ func sortedRefs(m map[routing.ObjectRef]bool) []routing.ObjectRef {
 	return out
 }
 
-// attachAll runs routing.Attach for every parent Gateway varnishgw serves.
-func (c *clients) attachAll(ctx context.Context, route *gatewayv1.HTTPRoute) ([]routeParent, []*routing.Fragment, error) {
+// attachInputs are the cluster objects routing.Attach needs for a route:
+// its parent Gateways (with whether varnishgw serves them) and the objects
+// routingObjects reads.
+type attachInputs struct {
+	parents []routeParent
+	objs    *routing.Objects
+}
+
+// readAttachInputs reads the attachInputs of route.
+func (c *clients) readAttachInputs(ctx context.Context, route *gatewayv1.HTTPRoute) (*attachInputs, error) {
 	parents, err := c.parentGateways(ctx, route)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	objs, err := c.routingObjects(ctx, route, parents)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
+	return &attachInputs{parents: parents, objs: objs}, nil
+}
+
+// complete reports whether every parent Gateway was found: a plan that
+// did not find one makes the route's routing known only after apply, and
+// the apply reads it again.
+func (in *attachInputs) complete() bool {
+	for _, p := range in.parents {
+		if p.gateway == nil {
+			return false
+		}
+	}
+	return true
+}
+
+// attach runs routing.Attach of route for every parent Gateway varnishgw
+// serves.
+func (in *attachInputs) attach(route *gatewayv1.HTTPRoute) ([]*routing.Fragment, error) {
 	var frags []*routing.Fragment
-	for _, p := range parents {
+	for _, p := range in.parents {
 		if !p.ours {
 			continue
 		}
-		f, err := routing.Attach(p.gateway, route, objs)
+		f, err := routing.Attach(p.gateway, route, in.objs)
 		if errors.Is(err, routing.ErrNotParent) {
 			continue
 		}
 		if err != nil {
-			return nil, nil, fmt.Errorf("attach the route to Gateway %s: %w", p.ref, err)
+			return nil, fmt.Errorf("attach the route to Gateway %s: %w", p.ref, err)
 		}
 		frags = append(frags, f)
 	}
-	return parents, frags, nil
+	return frags, nil
 }
 
 // routingView is one element of the routing attribute: what the route

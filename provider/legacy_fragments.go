@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -34,6 +35,49 @@ import (
 
 // legacyFragmentKey is the data key of the fragment ConfigMaps.
 const legacyFragmentKey = "fragment.json"
+
+// legacyFragments are, per Gateway, the names of the fragment ConfigMaps of
+// an earlier release, listed once per provider process (one LIST instead of
+// a GET per route): this release writes none, so the list only shrinks as
+// routes retire them.
+type legacyFragments struct {
+	mu    sync.Mutex
+	names map[routing.ObjectRef]map[string]bool
+}
+
+// has reports whether gw has the fragment ConfigMap name of an earlier
+// release (one of its ConfigMaps that carries a route annotation).
+func (l *legacyFragments) has(ctx context.Context, c *clients, gw routing.ObjectRef, name string) (bool, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	names, ok := l.names[gw]
+	if !ok {
+		list, err := c.kube.CoreV1().ConfigMaps(gw.Namespace).List(ctx, metav1.ListOptions{
+			LabelSelector: labels.SelectorFromSet(gwruntime.GatewayLabels(gw)).String(),
+		})
+		if err != nil {
+			return false, fmt.Errorf("list the fragment ConfigMaps of Gateway %s written by an earlier release: %w", gw, err)
+		}
+		names = map[string]bool{}
+		for _, cm := range list.Items {
+			if cm.Annotations[fragmentRouteAnnotation] != "" {
+				names[cm.Name] = true
+			}
+		}
+		if l.names == nil {
+			l.names = map[routing.ObjectRef]map[string]bool{}
+		}
+		l.names[gw] = names
+	}
+	return names[name], nil
+}
+
+// forget records that gw's fragment ConfigMap name is gone.
+func (l *legacyFragments) forget(gw routing.ObjectRef, name string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	delete(l.names[gw], name)
+}
 
 // migrateLegacyFragments writes a RoutingFragment for each fragment
 // ConfigMap of gw that the provider wrote for a route that still exists
@@ -176,11 +220,10 @@ func (c *clients) checkImageUpgrade(ctx context.Context, gw routing.ObjectRef, i
 // image is of the earlier release; checkChaperones says so).
 func (c *clients) retireLegacyFragments(ctx context.Context, route routing.ObjectRef, writes []fragmentWrite, timeout time.Duration) error {
 	for _, gw := range writtenGateways(writes) {
-		name := gwruntime.FragmentName(gw, route)
-		if _, err := c.kube.CoreV1().ConfigMaps(gw.Namespace).Get(ctx, name, metav1.GetOptions{}); apierrors.IsNotFound(err) {
+		if has, err := c.legacy.has(ctx, c, gw, gwruntime.FragmentName(gw, route)); err != nil {
+			return err
+		} else if !has {
 			continue
-		} else if err != nil {
-			return fmt.Errorf("get the fragment ConfigMap %s/%s of an earlier release: %w", gw.Namespace, name, err)
 		}
 		var ready, terminating []corev1.Pod
 		err := wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {

@@ -68,6 +68,13 @@ type clients struct {
 	apiMu    sync.Mutex
 	apiReady bool
 
+	// routes hand what one operation on a route read to the next one
+	// (route_reads.go).
+	routes routeSnapshots
+
+	// legacy are the fragment ConfigMaps of an earlier release, by Gateway.
+	legacy legacyFragments
+
 	// classChanges are the classes whose plan, in this run, changes what
 	// their gateways are started or configured with (see
 	// gatewayClassResource.ModifyPlan).

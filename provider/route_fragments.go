@@ -60,9 +60,9 @@ func (c *clients) ensureAPI(ctx context.Context) error {
 // writeFragments stores one RoutingFragment per parent Gateway and deletes
 // the fragments of Gateways that are no longer parents (or no longer served
 // by varnishgw); stale lists Gateways of the prior state. It returns the
-// writes, for waitServed. The fragment ConfigMaps of an earlier release
-// stay until retireLegacyFragments.
-func (c *clients) writeFragments(ctx context.Context, route *gatewayv1.HTTPRoute, frags []*routing.Fragment, stale []routing.ObjectRef) ([]fragmentWrite, error) {
+// writes, for waitServed (forWait: see deleteFragment). The fragment
+// ConfigMaps of an earlier release stay until retireLegacyFragments.
+func (c *clients) writeFragments(ctx context.Context, route *gatewayv1.HTTPRoute, frags []*routing.Fragment, stale []routing.ObjectRef, forWait bool) ([]fragmentWrite, error) {
 	routeRef := routing.ObjectRef{Namespace: route.Namespace, Name: route.Name}
 	if len(frags) > 0 {
 		if err := c.ensureAPI(ctx); err != nil {
@@ -92,7 +92,7 @@ func (c *clients) writeFragments(ctx context.Context, route *gatewayv1.HTTPRoute
 		if keep[gw] {
 			continue
 		}
-		w, err := c.deleteFragment(ctx, gw, routeRef)
+		w, err := c.deleteFragment(ctx, gw, routeRef, forWait)
 		if err != nil {
 			return nil, err
 		}
@@ -105,13 +105,24 @@ func (c *clients) writeFragments(ctx context.Context, route *gatewayv1.HTTPRoute
 
 // deleteFragment deletes the RoutingFragment (and a fragment ConfigMap of
 // an earlier release) of route for gw. It returns the deletion, or nil when
-// there was nothing to delete.
-func (c *clients) deleteFragment(ctx context.Context, gw, route routing.ObjectRef) (*fragmentWrite, error) {
+// there was nothing to delete. With forWait, the deletion's resource version
+// is taken from a watch, for waitServed; without, it is empty.
+func (c *clients) deleteFragment(ctx context.Context, gw, route routing.ObjectRef, forWait bool) (*fragmentWrite, error) {
 	if err := c.deleteLegacyFragment(ctx, gw, route); err != nil {
 		return nil, err
 	}
 	name := gwruntime.FragmentName(gw, route)
 	frags := c.dynamic.Resource(vgwapi.RoutingFragments).Namespace(gw.Namespace)
+	if !forWait {
+		err := frags.Delete(ctx, name, metav1.DeleteOptions{})
+		switch {
+		case apierrors.IsNotFound(err):
+			return nil, nil // also when the CRD is not installed: nothing to delete
+		case err != nil:
+			return nil, fmt.Errorf("delete the RoutingFragment %s/%s: %w", gw.Namespace, name, err)
+		}
+		return &fragmentWrite{gw: gw, name: name, deleted: true}, nil
+	}
 	cur, err := frags.Get(ctx, name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
 		return nil, nil // also when the CRD is not installed: nothing to delete
@@ -154,20 +165,26 @@ func (c *clients) deleteFragment(ctx context.Context, gw, route routing.ObjectRe
 // wrote for route and gw, if there is one it wrote.
 func (c *clients) deleteLegacyFragment(ctx context.Context, gw, route routing.ObjectRef) error {
 	name := gwruntime.FragmentName(gw, route)
+	if has, err := c.legacy.has(ctx, c, gw, name); err != nil || !has {
+		return err
+	}
 	cm, err := c.kube.CoreV1().ConfigMaps(gw.Namespace).Get(ctx, name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
+		c.legacy.forget(gw, name)
 		return nil
 	}
 	if err != nil {
 		return fmt.Errorf("get the fragment ConfigMap %s/%s of an earlier release: %w", gw.Namespace, name, err)
 	}
 	if cm.Annotations[fragmentRouteAnnotation] != route.String() {
+		c.legacy.forget(gw, name)
 		return nil // not ours: never delete what another writer owns
 	}
 	err = c.kube.CoreV1().ConfigMaps(gw.Namespace).Delete(ctx, name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &cm.UID}})
 	if err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("delete the fragment ConfigMap %s/%s of an earlier release: %w", gw.Namespace, name, err)
 	}
+	c.legacy.forget(gw, name)
 	return nil
 }
 
