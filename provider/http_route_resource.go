@@ -348,6 +348,13 @@ func (r *httpRouteResource) Delete(ctx context.Context, req resource.DeleteReque
 		resp.Diagnostics.AddError("Delete the HTTP route", fmt.Sprintf("delete HTTPRoute %s/%s: %v", route.Namespace, route.Name, err))
 		return
 	}
+	// Each Gateway once: the state's and the live route's parents are
+	// usually the same.
+	seen := map[routing.ObjectRef]bool{}
+	for _, gw := range gateways {
+		seen[gw] = true
+	}
+	gateways = sortedRefs(seen)
 	routeRef := routing.ObjectRef{Namespace: route.Namespace, Name: route.Name}
 	var writes []fragmentWrite
 	for _, gw := range gateways {
