@@ -12,10 +12,12 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	metav1apply "k8s.io/client-go/applyconfigurations/meta/v1"
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
@@ -154,25 +156,25 @@ func (w *Writer) Apply(ctx context.Context, p Programmed) error {
 	if len(msg) > maxMessage {
 		msg = msg[:maxMessage-3] + "..."
 	}
-	transition := metav1.NewTime(w.now().UTC().Truncate(time.Second))
-	for _, c := range gw.Status.Conditions {
-		if c.Type == string(gatewayv1.GatewayConditionProgrammed) {
-			if c.Status == p.Status && c.Reason == string(p.Reason) && c.Message == msg && c.ObservedGeneration == p.Generation {
-				return nil // nothing to change
-			}
-			if c.Status == p.Status {
-				transition = c.LastTransitionTime
-			}
-		}
+	typ := string(gatewayv1.GatewayConditionProgrammed)
+	if c := meta.FindStatusCondition(gw.Status.Conditions, typ); c != nil &&
+		c.Status == p.Status && c.Reason == string(p.Reason) && c.Message == msg && c.ObservedGeneration == p.Generation {
+		return nil // nothing to change
 	}
+	// meta.SetStatusCondition's rule, on a copy: the transition time of the
+	// existing condition is kept when the status does not change.
+	conds := slices.Clone(gw.Status.Conditions)
+	meta.SetStatusCondition(&conds, metav1.Condition{Type: typ, Status: p.Status, Reason: string(p.Reason), Message: msg,
+		ObservedGeneration: p.Generation, LastTransitionTime: metav1.NewTime(w.now().UTC().Truncate(time.Second))})
+	c := meta.FindStatusCondition(conds, typ)
 	cfg := gwapply.Gateway(w.name, w.namespace).WithStatus(gwapply.GatewayStatus().WithConditions(
 		metav1apply.Condition().
-			WithType(string(gatewayv1.GatewayConditionProgrammed)).
-			WithStatus(p.Status).
-			WithReason(string(p.Reason)).
-			WithMessage(msg).
-			WithObservedGeneration(p.Generation).
-			WithLastTransitionTime(transition)))
+			WithType(c.Type).
+			WithStatus(c.Status).
+			WithReason(c.Reason).
+			WithMessage(c.Message).
+			WithObservedGeneration(c.ObservedGeneration).
+			WithLastTransitionTime(c.LastTransitionTime)))
 	if _, err := w.client.GatewayV1().Gateways(w.namespace).ApplyStatus(ctx, cfg,
 		metav1.ApplyOptions{FieldManager: FieldManager, Force: true}); err != nil {
 		return fmt.Errorf("apply Programmed=%s on Gateway %s/%s: %w", p.Status, w.namespace, w.name, err)
