@@ -494,7 +494,7 @@ func (r *gatewayResource) apply(ctx context.Context, m *gatewayModel, action str
 		fail("%v", err)
 		return
 	}
-	if err := r.c.applyRuntime(ctx, spec); err != nil {
+	if err := r.c.applyRuntime(ctx, spec, live); err != nil {
 		fail("%v\nFix the cause and apply again: the objects written so far are kept.", err)
 		return
 	}

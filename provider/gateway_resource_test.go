@@ -136,6 +136,7 @@ func TestAccGateway(t *testing.T) {
 					statecheck.ExpectKnownValue(addr, tfjsonpath.New("start_hash"), knownvalue.NotNull()),
 				},
 				Check: resource.ComposeAggregateTestCheckFunc(
+					func(*terraform.State) error { return checkGatewayOwned(ctx, cp, gw) },
 					func(*terraform.State) error {
 						g, err := cp.Gateway.GatewayV1().Gateways(ns).Get(ctx, "edge", metav1.GetOptions{})
 						if err != nil {
@@ -936,4 +937,55 @@ func TestAccGatewaySidecar(t *testing.T) {
 			},
 		},
 	})
+}
+
+// checkGatewayOwned checks that the namespaced runtime objects of gw are
+// owned by its Gateway (so that the garbage collector deletes them with
+// it) and that the cluster-scoped ClusterRole is not.
+func checkGatewayOwned(ctx context.Context, cp *testenv.ControlPlane, gw routing.ObjectRef) error {
+	g, err := cp.Gateway.GatewayV1().Gateways(gw.Namespace).Get(ctx, gw.Name, metav1.GetOptions{})
+	if err != nil {
+		return err
+	}
+	ns, name := gw.Namespace, gwruntime.Name(gw)
+	objs := map[string]func() (metav1.Object, error){
+		"Deployment": func() (metav1.Object, error) {
+			return cp.Client.AppsV1().Deployments(ns).Get(ctx, name, metav1.GetOptions{})
+		},
+		"Service": func() (metav1.Object, error) {
+			return cp.Client.CoreV1().Services(ns).Get(ctx, name, metav1.GetOptions{})
+		},
+		"PodDisruptionBudget": func() (metav1.Object, error) {
+			return cp.Client.PolicyV1().PodDisruptionBudgets(ns).Get(ctx, name, metav1.GetOptions{})
+		},
+		"ServiceAccount": func() (metav1.Object, error) {
+			return cp.Client.CoreV1().ServiceAccounts(ns).Get(ctx, name, metav1.GetOptions{})
+		},
+		"Role": func() (metav1.Object, error) { return cp.Client.RbacV1().Roles(ns).Get(ctx, name, metav1.GetOptions{}) },
+		"RoleBinding": func() (metav1.Object, error) {
+			return cp.Client.RbacV1().RoleBindings(ns).Get(ctx, name, metav1.GetOptions{})
+		},
+		"VCL ConfigMap": func() (metav1.Object, error) {
+			return cp.Client.CoreV1().ConfigMaps(ns).Get(ctx, gwruntime.VCLConfigMapName(gw), metav1.GetOptions{})
+		},
+	}
+	for what, get := range objs {
+		o, err := get()
+		if err != nil {
+			return fmt.Errorf("get the %s: %w", what, err)
+		}
+		refs := o.GetOwnerReferences()
+		if len(refs) != 1 || refs[0].UID != g.UID || refs[0].Kind != "Gateway" || refs[0].APIVersion != gatewayv1.GroupVersion.String() ||
+			refs[0].Name != gw.Name || refs[0].Controller == nil || !*refs[0].Controller {
+			return fmt.Errorf("owner references of the %s = %+v, want the Gateway %s (uid %s) as controller", what, refs, gw, g.UID)
+		}
+	}
+	cr, err := cp.Client.RbacV1().ClusterRoles().Get(ctx, gwruntime.BackendClusterRoleName(gw), metav1.GetOptions{})
+	if err != nil {
+		return err
+	}
+	if len(cr.OwnerReferences) != 0 {
+		return fmt.Errorf("owner references of the ClusterRole %s = %+v, want none (a namespaced owner of a cluster-scoped object is invalid)", cr.Name, cr.OwnerReferences)
+	}
+	return nil
 }

@@ -419,22 +419,40 @@ func (c *clients) dryRunDeployment(ctx context.Context, s *runtimeSpec) (*appsv1
 	return d, nil
 }
 
+// gatewayOwner is the owner reference of a gateway's namespaced runtime
+// objects to its Gateway, so that Kubernetes' garbage collector deletes
+// them with the Gateway. BlockOwnerDeletion is left unset: it would ask
+// for the right to update gateways/finalizers, and the provider's destroy
+// deletes the runtime itself anyway.
+func gatewayOwner(gw *gatewayv1.Gateway) *metav1apply.OwnerReferenceApplyConfiguration {
+	return metav1apply.OwnerReference().
+		WithAPIVersion(gatewayv1.GroupVersion.String()).
+		WithKind("Gateway").
+		WithName(gw.Name).
+		WithUID(gw.UID).
+		WithController(true)
+}
+
 // applyRuntime writes the gateway's runtime: ServiceAccount, RBAC, the VCL
-// ConfigMap, Service, Deployment and PodDisruptionBudget.
-func (c *clients) applyRuntime(ctx context.Context, s *runtimeSpec) error {
+// ConfigMap, Service, Deployment and PodDisruptionBudget. The namespaced
+// objects are owned by gw, the Gateway as stored (gatewayOwner); the
+// backends' ClusterRole cannot be (a namespaced object cannot own a
+// cluster-scoped one), and deleteRuntime deletes it.
+func (c *clients) applyRuntime(ctx context.Context, s *runtimeSpec, gw *gatewayv1.Gateway) error {
 	ns, name := s.gw.Namespace, s.name()
 	lbl, ann := s.objectLabels(), s.objectAnnotations()
 	opts := applyOptions()
+	owner := gatewayOwner(gw)
 
 	if _, err := c.kube.CoreV1().ServiceAccounts(ns).Apply(ctx,
-		corev1apply.ServiceAccount(name, ns).WithLabels(lbl).WithAnnotations(ann).WithAutomountServiceAccountToken(true), opts); err != nil {
+		corev1apply.ServiceAccount(name, ns).WithLabels(lbl).WithAnnotations(ann).WithOwnerReferences(owner).WithAutomountServiceAccountToken(true), opts); err != nil {
 		return fmt.Errorf("apply ServiceAccount %s/%s: %w", ns, name, err)
 	}
-	role := rbacv1apply.Role(name, ns).WithLabels(lbl).WithAnnotations(ann).WithRules(policyRulesApply(gwruntime.GatewayRules(s.gw))...)
+	role := rbacv1apply.Role(name, ns).WithLabels(lbl).WithAnnotations(ann).WithOwnerReferences(owner).WithRules(policyRulesApply(gwruntime.GatewayRules(s.gw))...)
 	if _, err := c.kube.RbacV1().Roles(ns).Apply(ctx, role, opts); err != nil {
 		return fmt.Errorf("apply Role %s/%s: %w", ns, name, err)
 	}
-	rb := rbacv1apply.RoleBinding(name, ns).WithLabels(lbl).WithAnnotations(ann).
+	rb := rbacv1apply.RoleBinding(name, ns).WithLabels(lbl).WithAnnotations(ann).WithOwnerReferences(owner).
 		WithRoleRef(rbacv1apply.RoleRef().WithAPIGroup("rbac.authorization.k8s.io").WithKind("Role").WithName(name)).
 		WithSubjects(rbacv1apply.Subject().WithKind("ServiceAccount").WithName(name).WithNamespace(ns))
 	if _, err := c.kube.RbacV1().RoleBindings(ns).Apply(ctx, rb, opts); err != nil {
@@ -450,7 +468,7 @@ func (c *clients) applyRuntime(ctx context.Context, s *runtimeSpec) error {
 		data[gatewayVCLKey] = *s.gatewayVCL
 	}
 	vclName := gwruntime.VCLConfigMapName(s.gw)
-	if _, err := c.kube.CoreV1().ConfigMaps(ns).Apply(ctx, corev1apply.ConfigMap(vclName, ns).WithLabels(lbl).WithAnnotations(ann).WithData(data), opts); err != nil {
+	if _, err := c.kube.CoreV1().ConfigMaps(ns).Apply(ctx, corev1apply.ConfigMap(vclName, ns).WithLabels(lbl).WithAnnotations(ann).WithOwnerReferences(owner).WithData(data), opts); err != nil {
 		return fmt.Errorf("apply the VCL ConfigMap %s/%s: %w", ns, vclName, err)
 	}
 
@@ -459,19 +477,19 @@ func (c *clients) applyRuntime(ctx context.Context, s *runtimeSpec) error {
 		svc.WithPorts(corev1apply.ServicePort().WithName(routing.SocketName(gatewayv1.PortNumber(p))).
 			WithProtocol(corev1.ProtocolTCP).WithPort(p).WithTargetPort(intstr.FromInt32(p)))
 	}
-	svcAC := corev1apply.Service(name, ns).WithLabels(lbl).WithAnnotations(ann).WithAnnotations(s.annotations).WithSpec(svc)
+	svcAC := corev1apply.Service(name, ns).WithLabels(lbl).WithAnnotations(ann).WithAnnotations(s.annotations).WithOwnerReferences(owner).WithSpec(svc)
 	if _, err := c.kube.CoreV1().Services(ns).Apply(ctx, svcAC, opts); err != nil {
 		return fmt.Errorf("apply Service %s/%s: %w", ns, name, err)
 	}
 
-	if err := c.ensureAdminSecret(ctx, s); err != nil {
+	if err := c.ensureAdminSecret(ctx, s, owner); err != nil {
 		return err
 	}
-	if _, err := c.kube.AppsV1().Deployments(ns).Apply(ctx, s.deployment(), opts); err != nil {
+	if _, err := c.kube.AppsV1().Deployments(ns).Apply(ctx, s.deployment().WithOwnerReferences(owner), opts); err != nil {
 		return fmt.Errorf("apply Deployment %s/%s: %w", ns, name, err)
 	}
 
-	pdb := policyv1apply.PodDisruptionBudget(name, ns).WithLabels(lbl).WithAnnotations(ann).WithSpec(policyv1apply.PodDisruptionBudgetSpec().
+	pdb := policyv1apply.PodDisruptionBudget(name, ns).WithLabels(lbl).WithAnnotations(ann).WithOwnerReferences(owner).WithSpec(policyv1apply.PodDisruptionBudgetSpec().
 		WithMaxUnavailable(s.maxUnavail).
 		WithSelector(metav1apply.LabelSelector().WithMatchLabels(gwruntime.Labels(s.gw))))
 	if _, err := c.kube.PolicyV1().PodDisruptionBudgets(ns).Apply(ctx, pdb, opts); err != nil {
@@ -484,7 +502,7 @@ func (c *clients) applyRuntime(ctx context.Context, s *runtimeSpec) error {
 // secret of varnishd (32 random bytes, hex encoded) unless it exists: it is
 // not rewritten, so applies do not roll the pods. In supervise mode the
 // chaperone makes a secret of its own and the Secret is not needed.
-func (c *clients) ensureAdminSecret(ctx context.Context, s *runtimeSpec) error {
+func (c *clients) ensureAdminSecret(ctx context.Context, s *runtimeSpec, owner *metav1apply.OwnerReferenceApplyConfiguration) error {
 	ns, name := s.gw.Namespace, adminSecretName(s.gw)
 	if s.mode != modeSidecar {
 		old, err := c.kube.CoreV1().Secrets(ns).Get(ctx, name, metav1.GetOptions{})
@@ -520,7 +538,7 @@ func (c *clients) ensureAdminSecret(ctx context.Context, s *runtimeSpec) error {
 	} else if err != nil {
 		return fmt.Errorf("create Secret %s/%s with the varnishd admin secret: %w", ns, name, err)
 	}
-	ac := corev1apply.Secret(name, ns).WithLabels(s.objectLabels()).WithAnnotations(s.objectAnnotations())
+	ac := corev1apply.Secret(name, ns).WithLabels(s.objectLabels()).WithAnnotations(s.objectAnnotations()).WithOwnerReferences(owner)
 	if _, err := c.kube.CoreV1().Secrets(ns).Apply(ctx, ac, applyOptions()); err != nil {
 		return fmt.Errorf("apply the labels and annotations of Secret %s/%s: %w", ns, name, err)
 	}
