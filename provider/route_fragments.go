@@ -135,30 +135,49 @@ func (c *clients) deleteFragment(ctx context.Context, gw, route routing.ObjectRe
 	// caches reach: a watch from the current version sees the deletion.
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	w, err := frags.Watch(ctx, metav1.ListOptions{
-		FieldSelector: fields.OneTermEqualSelector("metadata.name", name).String(), ResourceVersion: cur.GetResourceVersion(),
-	})
+	opts := metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("metadata.name", name).String(), ResourceVersion: cur.GetResourceVersion()}
+	w, err := frags.Watch(ctx, opts)
 	if err != nil {
 		return nil, fmt.Errorf("watch the RoutingFragment %s/%s for its deletion: %w", gw.Namespace, name, err)
 	}
-	defer w.Stop()
 	uid := cur.GetUID()
 	err = frags.Delete(ctx, name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}})
 	if apierrors.IsNotFound(err) {
+		w.Stop()
 		return nil, nil
 	}
 	if err != nil {
+		w.Stop()
 		return nil, fmt.Errorf("delete the RoutingFragment %s/%s: %w", gw.Namespace, name, err)
 	}
-	for ev := range w.ResultChan() {
-		if ev.Type != watch.Deleted {
-			continue
+	// The API server may end a watch before it sent the deletion (it does
+	// under load): watch again from the same version, which its window
+	// still holds, until the deletion is seen or the time is up.
+	for {
+		for ev := range w.ResultChan() {
+			switch ev.Type {
+			case watch.Deleted:
+				if u, ok := ev.Object.(*unstructured.Unstructured); ok && u.GetUID() == uid {
+					w.Stop()
+					return &fragmentWrite{gw: gw, name: name, resourceVersion: u.GetResourceVersion(), deleted: true}, nil
+				}
+			case watch.Error:
+				if err := apierrors.FromObject(ev.Object); apierrors.IsResourceExpired(err) || apierrors.IsGone(err) {
+					w.Stop()
+					return nil, fmt.Errorf("delete the RoutingFragment %s/%s: the API server no longer has the version to watch its deletion from: %w", gw.Namespace, name, err)
+				}
+			}
 		}
-		if u, ok := ev.Object.(*unstructured.Unstructured); ok && u.GetUID() == uid {
-			return &fragmentWrite{gw: gw, name: name, resourceVersion: u.GetResourceVersion(), deleted: true}, nil
+		w.Stop()
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("delete the RoutingFragment %s/%s: the deletion was not seen within 30s: %w", gw.Namespace, name, context.Cause(ctx))
+		case <-time.After(200 * time.Millisecond):
+		}
+		if w, err = frags.Watch(ctx, opts); err != nil {
+			return nil, fmt.Errorf("watch the RoutingFragment %s/%s for its deletion: %w", gw.Namespace, name, err)
 		}
 	}
-	return nil, fmt.Errorf("delete the RoutingFragment %s/%s: the deletion was not seen within 30s: %w", gw.Namespace, name, context.Cause(ctx))
 }
 
 // deleteLegacyFragment deletes the fragment ConfigMap an earlier release
