@@ -123,19 +123,27 @@ func (c *clients) deleteFragment(ctx context.Context, gw, route routing.ObjectRe
 		}
 		return &fragmentWrite{gw: gw, name: name, deleted: true}, nil
 	}
-	cur, err := frags.Get(ctx, name, metav1.GetOptions{})
+	// The API server answers the delete of a custom resource with a
+	// Status, not with the deletion's resource version, which the pods'
+	// caches reach: a watch sees the deletion. It starts from the version
+	// of a list, the current one: the fragment's own version can be older
+	// than the API server's watch window holds ("too old resource
+	// version" when many routes are deleted at once).
+	sel := fields.OneTermEqualSelector("metadata.name", name).String()
+	list, err := frags.List(ctx, metav1.ListOptions{FieldSelector: sel})
 	if apierrors.IsNotFound(err) {
-		return nil, nil // also when the CRD is not installed: nothing to delete
+		return nil, nil // the CRD is not installed: nothing to delete
 	}
 	if err != nil {
 		return nil, fmt.Errorf("get the RoutingFragment %s/%s: %w", gw.Namespace, name, err)
 	}
-	// The API server answers the delete of a custom resource with a
-	// Status, not with the deletion's resource version, which the pods'
-	// caches reach: a watch from the current version sees the deletion.
+	if len(list.Items) == 0 {
+		return nil, nil
+	}
+	cur := &list.Items[0]
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	opts := metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("metadata.name", name).String(), ResourceVersion: cur.GetResourceVersion()}
+	opts := metav1.ListOptions{FieldSelector: sel, ResourceVersion: list.GetResourceVersion()}
 	w, err := frags.Watch(ctx, opts)
 	if err != nil {
 		return nil, fmt.Errorf("watch the RoutingFragment %s/%s for its deletion: %w", gw.Namespace, name, err)
