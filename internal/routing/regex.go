@@ -67,7 +67,7 @@ func ValidateRegex(expr string) error {
 			case n == 'v':
 				return fmt.Errorf(`escape \v at offset %d means vertical whitespace in PCRE2 but one character in Go: use \x0b`, i-1)
 			case n == 'p' || n == 'P':
-				return fmt.Errorf(`unicode class \%c at offset %d is not supported: Varnish matches bytes`, n, i-1)
+				return fmt.Errorf(`the Unicode class \%c at offset %d is not supported: Varnish matches bytes; write the bytes or ranges you mean`, n, i-1)
 			case n == 'Q':
 				// \Q...\E quotes literally in both; skip to \E.
 				end := strings.Index(expr[i+1:], `\E`)
