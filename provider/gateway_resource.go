@@ -884,16 +884,21 @@ func (r *gatewayResource) Delete(ctx context.Context, req resource.DeleteRequest
 		return
 	}
 	ref := state.ref()
+	// The runtime first, then the Gateway: the provider deletes every
+	// object it wrote itself. The owner references (the Gateway owns the
+	// namespaced runtime) are for a Gateway deleted outside Terraform; had
+	// the Gateway gone first, the garbage collector would race these
+	// deletions.
+	if err := r.c.deleteRuntime(ctx, ref); err != nil {
+		resp.Diagnostics.AddError("Delete the gateway", err.Error()+"\nRun terraform destroy again, or delete the object by hand.")
+		return
+	}
 	gw, err := r.c.gateway.GatewayV1().Gateways(ref.Namespace).Get(ctx, ref.Name, metav1.GetOptions{})
 	if err == nil && gw.Labels["app.kubernetes.io/managed-by"] == managedLabels["app.kubernetes.io/managed-by"] {
 		err = r.c.gateway.GatewayV1().Gateways(ref.Namespace).Delete(ctx, ref.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &gw.UID}})
 	}
 	if err != nil && !apierrors.IsNotFound(err) {
-		resp.Diagnostics.AddError("Delete the gateway", fmt.Sprintf("delete Gateway %s: %v", ref, err))
-		return
-	}
-	if err := r.c.deleteRuntime(ctx, ref); err != nil {
-		resp.Diagnostics.AddError("Delete the gateway", err.Error()+"\nRun terraform destroy again, or delete the object by hand.")
+		resp.Diagnostics.AddError("Delete the gateway", fmt.Sprintf("delete Gateway %s: %v\nRun terraform destroy again, or delete the Gateway by hand.", ref, err))
 	}
 }
 
