@@ -127,10 +127,10 @@ func checkNodeTools(binDir, pause string) error {
 // Kubernetes binaries and pause image that `make setup` builds (from the
 // environment, see EnvKubeBinDir), and no other network on 198.18.0.0/15.
 func NodeSupported() error {
-	if _, err := toolsenv.Load(); err != nil {
-		return err
-	}
-	err := errors.Join(machineSupportsNode(), checkNodeTools(os.Getenv(EnvKubeBinDir), os.Getenv(EnvPauseImage)))
+	// Every reason at once: a tools file this user cannot read (a
+	// checkout in a private directory, say) does not hide "not root".
+	_, loadErr := toolsenv.Load()
+	err := errors.Join(loadErr, machineSupportsNode(), checkNodeTools(os.Getenv(EnvKubeBinDir), os.Getenv(EnvPauseImage)))
 	if err != nil {
 		return fmt.Errorf("this machine cannot run a test node: %w", err)
 	}
