@@ -382,7 +382,12 @@ func (c *Chaperone) startVarnish(ctx, runCtx context.Context) (<-chan struct{}, 
 			return nil, fmt.Errorf("accept varnishd's admin connection: %w", err)
 		}
 		c.admin.set(conn)
-		go c.reacceptLoop(runCtx, l, secret)
+		go func() {
+			defer l.Close()
+			c.reacceptLoop(runCtx, func(ctx context.Context) (*varnishadm.Conn, error) {
+				return varnishadm.Accept(ctx, l, secret)
+			})
+		}()
 		return nil, nil
 	}
 	proc, err := varnishd.Start(ctx, varnishd.Config{
@@ -401,17 +406,27 @@ func (c *Chaperone) startVarnish(ctx, runCtx context.Context) (<-chan struct{}, 
 	}
 	c.proc = proc
 	c.admin.set(proc.Admin)
+	go c.reacceptLoop(runCtx, proc.AcceptAdmin)
 	return proc.Done(), nil
 }
 
-// reacceptLoop (sidecar) takes the admin connection of a varnishd that
-// connects again (its container restarted): the VCL and routing are pushed
-// to it as after a child restart.
-func (c *Chaperone) reacceptLoop(ctx context.Context, l net.Listener, secret []byte) {
-	defer l.Close()
+// reacceptLoop takes the admin connection of a varnishd that connects again:
+// its container restarted (sidecar), or the chaperone closed the connection
+// after a command failed mid-answer (varnishadm.ErrBroken). The VCL and
+// routing are pushed to it as after a child restart. It ends with ctx or
+// when accept can take no more connections (varnishd exited).
+func (c *Chaperone) reacceptLoop(ctx context.Context, accept func(context.Context) (*varnishadm.Conn, error)) {
 	for ctx.Err() == nil {
-		conn, err := varnishadm.Accept(ctx, l, secret)
+		conn, err := accept(ctx)
+		if errors.Is(err, net.ErrClosed) {
+			return
+		}
 		if err != nil {
+			c.logger.Warn("varnishd's admin connection", "error", err)
+			select {
+			case <-ctx.Done():
+			case <-time.After(time.Second):
+			}
 			continue
 		}
 		c.logger.Info("varnishd connected again")

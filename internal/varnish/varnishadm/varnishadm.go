@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -66,7 +67,16 @@ type Conn struct {
 	r       *bufio.Reader
 	banner  string
 	timeout time.Duration
+	// broken is the failure that left a command's answer unread; the
+	// connection is closed and every later command fails with it.
+	broken error
 }
+
+// ErrBroken is returned by commands on a connection that an earlier command
+// left out of step with varnishd (it timed out, was cancelled or failed
+// mid-answer). The connection is closed; varnishd's manager connects again
+// (-M) and Accept takes the new connection.
+var ErrBroken = errors.New("varnishadm: connection closed after an earlier command failed mid-answer; wait for varnishd to connect again")
 
 // Option configures a connection.
 type Option func(*Conn)
@@ -182,26 +192,45 @@ func (c *Conn) Do(ctx context.Context, args ...string) (string, error) {
 	return c.send(ctx, strings.Join(line, " ")+"\n", args[0])
 }
 
-// send writes one command and reads its answer.
+// send writes one command and reads its answer. A context that has already
+// ended sends nothing. A failure after the command was sent closes the
+// connection: its answer may still arrive and would be read as the next
+// command's.
 func (c *Conn) send(ctx context.Context, text, name string) (string, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if err := ctx.Err(); err != nil {
+		return "", fmt.Errorf("varnishadm: %s: %w", name, err)
+	}
+	if c.broken != nil {
+		return "", fmt.Errorf("varnishadm: %s: %w (%v)", name, ErrBroken, c.broken)
+	}
 	deadline := time.Now().Add(c.timeout)
+	ctxDeadline := false
 	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
-		deadline = d
+		deadline, ctxDeadline = d, true
 	}
 	c.conn.SetDeadline(deadline)
 	stop := context.AfterFunc(ctx, func() { c.conn.SetDeadline(time.Now()) })
 	defer stop()
 
-	if err := c.write(text); err != nil {
-		return "", err
+	err := c.write(text)
+	var status Status
+	var body string
+	if err == nil {
+		status, body, err = c.read()
 	}
-	status, body, err := c.read()
 	if err != nil {
-		if ctx.Err() != nil {
+		switch {
+		case ctx.Err() != nil:
 			err = ctx.Err()
+		case ctxDeadline && errors.Is(err, os.ErrDeadlineExceeded):
+			// The connection's deadline was the context's: it can pass a
+			// moment before the context notices.
+			err = context.DeadlineExceeded
 		}
+		c.broken = err
+		c.conn.Close()
 		return "", fmt.Errorf("varnishadm: %s: %w", name, err)
 	}
 	if status != StatusOK {
@@ -212,7 +241,7 @@ func (c *Conn) send(ctx context.Context, text, name string) (string, error) {
 
 func (c *Conn) write(s string) error {
 	if _, err := io.WriteString(c.conn, s); err != nil {
-		return fmt.Errorf("varnishadm: write: %w", err)
+		return fmt.Errorf("write: %w", err)
 	}
 	return nil
 }

@@ -2,8 +2,13 @@ package varnishadm
 
 import (
 	"bufio"
+	"context"
+	"errors"
+	"io"
+	"net"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestQuote(t *testing.T) {
@@ -57,5 +62,75 @@ func TestReadFraming(t *testing.T) {
 				t.Errorf("read = %d %q, want %d %q", status, body, tc.status, tc.body)
 			}
 		})
+	}
+}
+
+// pipeConn is a Conn over one end of a pipe; the test plays varnishd on the
+// other end.
+func pipeConn(t *testing.T) (*Conn, net.Conn) {
+	t.Helper()
+	client, server := net.Pipe()
+	t.Cleanup(func() { client.Close(); server.Close() })
+	return &Conn{conn: client, r: bufio.NewReader(client), timeout: time.Minute}, server
+}
+
+func TestEndedContextSendsNothing(t *testing.T) {
+	c, server := pipeConn(t)
+	// The far end answers at once: only the context check keeps the
+	// command from being sent and answered.
+	go func() {
+		r := bufio.NewReader(server)
+		for {
+			if _, err := r.ReadString('\n'); err != nil {
+				return
+			}
+			io.WriteString(server, "200 4       \nPONG\n")
+		}
+	}()
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	for i := 0; i < 100; i++ {
+		if _, err := c.Do(ctx, "ping"); !errors.Is(err, context.Canceled) {
+			t.Fatalf("ping %d with a cancelled context: got %v, want context.Canceled", i, err)
+		}
+	}
+	// The connection is still in step: nothing was sent.
+	if body, err := c.Do(context.Background(), "ping"); err != nil || body != "PONG" {
+		t.Fatalf("ping after the cancelled ones = %q, %v; want PONG", body, err)
+	}
+}
+
+func TestLateAnswerIsNeverReadAsTheNext(t *testing.T) {
+	c, server := pipeConn(t)
+	sent := make(chan string, 2)
+	go func() {
+		r := bufio.NewReader(server)
+		for {
+			line, err := r.ReadString('\n')
+			if err != nil {
+				return
+			}
+			sent <- line
+		}
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	if _, err := c.Do(ctx, "vcl.load", "slow", "/slow.vcl"); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("unanswered vcl.load: got %v, want context.DeadlineExceeded", err)
+	}
+	<-sent
+	// The late answer to vcl.load must not become status's answer.
+	go io.WriteString(server, "200 13      \nVCL compiled.\n")
+	_, err := c.Do(context.Background(), "status")
+	if !errors.Is(err, ErrBroken) {
+		t.Fatalf("status after a timed-out command: got %v, want ErrBroken", err)
+	}
+	if !strings.Contains(err.Error(), "deadline exceeded") {
+		t.Errorf("error %q does not say what broke the connection", err)
+	}
+	select {
+	case line := <-sent:
+		t.Errorf("status was sent on the broken connection: %q", line)
+	default:
 	}
 }

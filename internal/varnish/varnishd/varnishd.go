@@ -86,9 +86,12 @@ type Process struct {
 	cmd     *exec.Cmd
 	workDir string
 	secret  []byte
-	done    chan struct{}
-	err     error
-	tail    *lineTail
+	// adminListener takes the manager's admin connections; it is closed
+	// when varnishd exits.
+	adminListener net.Listener
+	done          chan struct{}
+	err           error
+	tail          *lineTail
 	// stopping is set when the chaperone stops varnishd (Stop): the
 	// manager's "got SIGTERM" is then expected.
 	stopping atomic.Bool
@@ -115,7 +118,6 @@ func Start(ctx context.Context, cfg Config) (*Process, error) {
 	if err != nil {
 		return nil, fmt.Errorf("listen for varnishd's admin connection on %s: %w", cfg.AdminAddr, err)
 	}
-	defer l.Close()
 
 	args := Args(cfg, l.Addr().String(), secretFile, bootFile)
 	cmd := exec.Command(cfg.Bin, args...)
@@ -128,9 +130,10 @@ func Start(ctx context.Context, cfg Config) (*Process, error) {
 	if err != nil {
 		return nil, fmt.Errorf("varnishd stderr: %w", err)
 	}
-	p := &Process{cmd: cmd, workDir: cfg.WorkDir, secret: secret, done: make(chan struct{}), tail: &lineTail{max: 40}}
+	p := &Process{cmd: cmd, workDir: cfg.WorkDir, secret: secret, adminListener: l, done: make(chan struct{}), tail: &lineTail{max: 40}}
 	cfg.Logger.Info("starting varnishd", "bin", cfg.Bin, "args", args)
 	if err := cmd.Start(); err != nil {
+		l.Close()
 		return nil, fmt.Errorf("start %s: %w", cfg.Bin, err)
 	}
 	var wg sync.WaitGroup
@@ -144,6 +147,7 @@ func Start(ctx context.Context, cfg Config) (*Process, error) {
 			err = errors.New("varnishd exited")
 		}
 		p.err = fmt.Errorf("varnishd (pid %d): %w", cmd.Process.Pid, err)
+		l.Close()
 		close(p.done)
 	}()
 
@@ -236,6 +240,14 @@ func (p *Process) Err() error {
 	default:
 		return nil
 	}
+}
+
+// AcceptAdmin waits for the manager to connect again and returns the new
+// admin connection. The manager reconnects (-M) when its connection is
+// closed, as the chaperone's is after a command failed mid-answer
+// (varnishadm.ErrBroken). It fails once varnishd has exited or ctx ends.
+func (p *Process) AcceptAdmin(ctx context.Context) (*varnishadm.Conn, error) {
+	return varnishadm.Accept(ctx, p.adminListener, p.secret)
 }
 
 // Kill kills varnishd's process group (manager and cache child).

@@ -3,8 +3,10 @@ package varnishd_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -263,4 +265,30 @@ type testLog struct{ t *testing.T }
 func (w testLog) Write(p []byte) (int, error) {
 	w.t.Log(strings.TrimRight(string(p), "\n"))
 	return len(p), nil
+}
+
+// TestManagerConnectsAgain: when the admin connection is closed (the
+// chaperone closes it after a command failed mid-answer), the manager
+// connects again and AcceptAdmin takes the new connection. Once varnishd has
+// exited, AcceptAdmin fails at once.
+func TestManagerConnectsAgain(t *testing.T) {
+	p := varnishdtest.Start(t, varnishd.Config{
+		Listeners: []varnishd.Listener{{Name: "port-test", Addr: varnishdtest.FreeAddr(t)}},
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	p.Admin.Close()
+	start := time.Now()
+	conn, err := p.AcceptAdmin(ctx)
+	if err != nil {
+		t.Fatalf("accept the manager's new admin connection: %v", err)
+	}
+	t.Logf("the manager connected again after %v", time.Since(start).Round(time.Millisecond))
+	if s, err := conn.Status(ctx); err != nil || s != "running" {
+		t.Fatalf("status on the new connection = %q, %v; want running", s, err)
+	}
+	p.Stop(15 * time.Second)
+	if _, err := p.AcceptAdmin(ctx); !errors.Is(err, net.ErrClosed) {
+		t.Errorf("AcceptAdmin after varnishd exited: got %v, want net.ErrClosed", err)
+	}
 }
