@@ -37,9 +37,22 @@ const (
 // (ParseChaperoneArgs). Each field is one flag; the zero value of the
 // struct is not the defaults: start from DefaultChaperoneFlags.
 type ChaperoneFlags struct {
-	Mode           string
-	WorkDir        string
-	Ports          []int
+	Mode    string
+	WorkDir string
+	Ports   []int
+	// TLSPorts are the HTTPS listener ports: hitch, which the chaperone
+	// runs in both modes, terminates TLS on them and hands the connections
+	// to varnishd's socket port-N, a Unix socket in TLSDir
+	// (varnishd.TLSListener), with a PROXY v2 header.
+	TLSPorts []int
+	// TLSDir holds hitch's configuration, the PEM files (mode 0600) and
+	// varnishd's TLS sockets; a memory-backed volume shared with the
+	// varnish container in sidecar mode.
+	TLSDir   string
+	HitchBin string
+	// HTTP2 offers HTTP/2 (ALPN h2, then http/1.1) on the HTTPS listeners
+	// and turns on varnishd's HTTP/2 (feature=+http2).
+	HTTP2          bool
 	ListenHost     string
 	AdminAddr      string
 	SecretFile     string
@@ -90,6 +103,9 @@ func DefaultChaperoneFlags() ChaperoneFlags {
 		VCLKeep:        3,
 		GhostJSONPath:  "/var/lib/varnishgw/ghost.json",
 		VarnishdBin:    "/usr/sbin/varnishd",
+		TLSDir:         "/run/varnishgw/tls",
+		HitchBin:       "/usr/sbin/hitch",
+		HTTP2:          true,
 		VarnishstatBin: "varnishstat",
 		VarnishncsaBin: "varnishncsa",
 		Storage:        []string{"malloc,256m"},
@@ -201,6 +217,10 @@ func (f *ChaperoneFlags) define(fs *flag.FlagSet) []string {
 	str(&f.Mode, "mode", "supervise: run varnishd as a child; sidecar: steer a varnishd another container runs")
 	str(&f.SecretFile, "secret-file", "admin secret file shared with the varnish container (sidecar; supervise writes a new one)")
 	val(&portsFlag{ports: &f.Ports}, "listen", "Gateway listener port(s), comma separated or repeated; socket names are port-N (supervise)")
+	val(&portsFlag{ports: &f.TLSPorts}, "tls-listen", "Gateway HTTPS listener port(s), comma separated or repeated: hitch terminates TLS on them and hands connections to varnishd's socket port-N in --tls-dir (PROXY v2), in both modes")
+	str(&f.TLSDir, "tls-dir", "directory of hitch's configuration, the certificates (mode 0600) and varnishd's TLS sockets: memory-backed, shared with the varnish container in sidecar mode")
+	str(&f.HitchBin, "hitch", "hitch executable (--tls-listen)")
+	boolean(&f.HTTP2, "http2", "offer HTTP/2 on the HTTPS listeners (ALPN h2, http/1.1) and turn on varnishd's HTTP/2")
 	str(&f.ListenHost, "listen-host", "address the listener ports bind to (empty: all)")
 	val(&stringsFlag{values: &f.Storage}, "storage", "varnishd -s argument, repeated (default malloc,256m)")
 	val(&stringsFlag{values: &f.Params}, "param", "varnishd -p NAME=VALUE, repeated")

@@ -42,10 +42,39 @@ sub vcl_recv {
 }
 `
 
-// Listener is one named listen socket, varnishd -a NAME=ADDR.
+// Listener is one named listen socket, varnishd -a NAME=ADDR[,PROXY].
 type Listener struct {
 	Name string // routing.SocketName(port), e.g. "port-8080"
-	Addr string // host:port, e.g. ":8080"
+	// Addr is host:port (":8080"), or the absolute path of a Unix socket.
+	Addr string
+	// Proxy makes the socket expect the PROXY protocol (v1 or v2) before
+	// each connection's first request: the client and server addresses
+	// varnishd reports (client.ip, server.ip) and the TLS details (SNI,
+	// ALPN) are then those the PROXY header carries.
+	Proxy bool
+}
+
+// TLSListener is the socket of HTTPS listener port: a Unix socket in
+// tlsDir, port-N.sock, to which the TLS terminator (hitch) hands decrypted
+// connections with a PROXY v2 header. It has the socket name of the
+// listener's port, so ghost routes it as the listener.
+func TLSListener(tlsDir string, port int) Listener {
+	name := fmt.Sprintf("port-%d", port)
+	return Listener{Name: name, Addr: filepath.Join(tlsDir, name+".sock"), Proxy: true}
+}
+
+// Arg is the listener's varnishd -a argument. A Unix socket is made mode
+// 0600: only varnishd's own user (the TLS terminator runs as the same
+// user) may connect.
+func (l Listener) Arg() string {
+	a := l.Name + "=" + l.Addr
+	if l.Proxy {
+		a += ",PROXY"
+	}
+	if strings.HasPrefix(l.Addr, "/") {
+		a += ",mode=0600"
+	}
+	return a
 }
 
 // Config says how to run varnishd.
@@ -175,7 +204,7 @@ func Start(ctx context.Context, cfg Config) (*Process, error) {
 func Args(cfg Config, adminAddr, secretFile, bootFile string) []string {
 	args := []string{"-F", "-n", cfg.WorkDir}
 	for _, l := range cfg.Listeners {
-		args = append(args, "-a", l.Name+"="+l.Addr)
+		args = append(args, "-a", l.Arg())
 	}
 	if cfg.GhostAdminAddr != "" {
 		args = append(args, "-a", GhostAdminSocket+"="+cfg.GhostAdminAddr)
