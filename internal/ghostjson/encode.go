@@ -25,6 +25,18 @@ func newEncoder() *encoder {
 func (e *encoder) document(d *Document) {
 	e.buf = append(e.buf, "{\n  \"version\": "...)
 	e.buf = strconv.AppendInt(e.buf, int64(d.Version), 10)
+	if len(d.Sockets) > 0 {
+		e.buf = append(e.buf, ",\n  \"sockets\": [\n"...)
+		for i := range d.Sockets {
+			e.buf = append(e.buf, "    "...)
+			e.socket(&d.Sockets[i])
+			if i < len(d.Sockets)-1 {
+				e.buf = append(e.buf, ',')
+			}
+			e.buf = append(e.buf, '\n')
+		}
+		e.buf = append(e.buf, "  ]"...)
+	}
 	if len(d.Backends) == 0 {
 		e.buf = append(e.buf, ",\n  \"backends\": []"...)
 	} else {
@@ -81,6 +93,29 @@ func (e *encoder) document(d *Document) {
 		e.buf = append(e.buf, '\n')
 	}
 	e.buf = append(e.buf, "  ]\n}\n"...)
+}
+
+// socket writes s on one line, as encoding/json would.
+func (e *encoder) socket(s *Socket) {
+	e.buf = append(e.buf, `{"name":`...)
+	e.buf = appendString(e.buf, s.Name)
+	if s.TLS {
+		e.buf = append(e.buf, `,"tls":true`...)
+	}
+	if len(s.Listeners) > 0 {
+		e.buf = append(e.buf, `,"listeners":[`...)
+		for i, l := range s.Listeners {
+			if i > 0 {
+				e.buf = append(e.buf, ',')
+			}
+			e.buf = append(e.buf, `{"name":`...)
+			e.buf = appendString(e.buf, l.Name)
+			e.optString(`,"hostname":`, l.Hostname, false)
+			e.buf = append(e.buf, '}')
+		}
+		e.buf = append(e.buf, ']')
+	}
+	e.buf = append(e.buf, '}')
 }
 
 func (e *encoder) backend(b *Backend) {

@@ -25,10 +25,37 @@ const Version = 2
 // Document is a complete ghost.json file.
 type Document struct {
 	Version int `json:"version"`
+	// Sockets describe the listener sockets that are not plain HTTP:
+	// today the TLS sockets of HTTPS listeners. A socket not listed is
+	// plain HTTP. Optional: a file without it is what ghost read before.
+	Sockets []Socket `json:"sockets,omitempty"`
 	// Backends is the table of every backend the routes and mirrors
 	// name, each once, with its endpoints; names are unique.
 	Backends []Backend `json:"backends"`
 	VHosts   []VHost   `json:"vhosts"`
+}
+
+// Socket is a listener socket (varnishd -a NAME=..., compared with
+// local.socket) and the Gateway listeners it serves.
+type Socket struct {
+	Name string `json:"name"`
+	// TLS says the socket's connections come from a TLS terminator
+	// (hitch, with the PROXY protocol): ghost gives their requests scheme
+	// https (redirect defaults) and checks the TLS server name (SNI,
+	// router.sni() in VCL) against the Host header, answering 421
+	// Misdirected Request when they select different listeners.
+	TLS bool `json:"tls,omitempty"`
+	// Listeners are the Gateway listeners on the socket, for the SNI
+	// check: at most one without a hostname, hostnames unique.
+	Listeners []Listener `json:"listeners,omitempty"`
+}
+
+// Listener is a Gateway listener of a socket: its name (for logs) and
+// hostname, lower case, exact or wildcard (*.example.com); empty for every
+// host.
+type Listener struct {
+	Name     string `json:"name"`
+	Hostname string `json:"hostname,omitempty"`
 }
 
 // Backend is an entry of the backends table: a name (for the chaperone the
@@ -242,12 +269,36 @@ func Unmarshal(data []byte) (*Document, error) {
 }
 
 // Check reports the first violation of the rules the schema cannot express
-// and ghost enforces: the version, unique backend names, and every
+// and ghost enforces: the version, unique socket names, unique listener
+// names and hostnames within a socket, unique backend names, and every
 // reference without Unresolved naming a backend of the table. Errors name
 // the field as ghost does (vhosts[0].routes[1].backends[0].backend).
 func (d *Document) Check() error {
 	if d.Version != Version {
 		return fmt.Errorf("version is %d, this package writes and reads version %d: set Version to ghostjson.Version", d.Version, Version)
+	}
+	sockets := make(map[string]int, len(d.Sockets))
+	for i, s := range d.Sockets {
+		if j, dup := sockets[s.Name]; dup {
+			return fmt.Errorf("sockets[%d].name: duplicate socket %q, already described by sockets[%d]: merge the two", i, s.Name, j)
+		}
+		sockets[s.Name] = i
+		names := make(map[string]int, len(s.Listeners))
+		hosts := make(map[string]int, len(s.Listeners))
+		for j, l := range s.Listeners {
+			if k, dup := names[l.Name]; dup {
+				return fmt.Errorf("sockets[%d].listeners[%d].name: duplicate listener %q, already at sockets[%d].listeners[%d]: listener names are unique", i, j, l.Name, i, k)
+			}
+			names[l.Name] = j
+			h := l.Hostname
+			if h == "*" {
+				h = ""
+			}
+			if k, dup := hosts[h]; dup {
+				return fmt.Errorf("sockets[%d].listeners[%d].hostname: hostname %q is already the hostname of sockets[%d].listeners[%d]: one socket has one listener per hostname", i, j, l.Hostname, i, k)
+			}
+			hosts[h] = j
+		}
 	}
 	names := make(map[string]int, len(d.Backends))
 	for i, b := range d.Backends {

@@ -20,6 +20,10 @@ func sample() *Document {
 	}
 	redirect := []Filter{{Type: FilterRequestRedirect, RequestRedirect: &Redirect{Scheme: "https", Port: 8443, Path: &PathModifier{Type: ReplaceFullPath, Value: "/"}, StatusCode: 301}}}
 	return &Document{Version: Version,
+		Sockets: []Socket{
+			{Name: "port-443", TLS: true, Listeners: []Listener{{Name: "www", Hostname: "www.example.com"}, {Name: "wild", Hostname: "*.example.com"}, {Name: "any"}}},
+			{Name: "port-8443", TLS: true},
+		},
 		Backends: []Backend{
 			{Name: "a/gone:80", Endpoints: []Endpoint{}},
 			{Name: "a/shadow:80", Endpoints: []Endpoint{{Address: "10.0.0.9", Port: 80}}},
@@ -63,6 +67,9 @@ func TestMarshalMatchesEncodingJSON(t *testing.T) {
 	if !strings.Contains(string(out), "\n        {\"precedenceGroup\":2,\"match\":") ||
 		strings.Count(string(out), "precedenceGroup") != 1 {
 		t.Errorf("precedenceGroup must be written only when not 0:\n%s", out)
+	}
+	if !strings.Contains(string(out), "\n  \"sockets\": [\n    {\"name\":\"port-443\",\"tls\":true,\"listeners\":[{\"name\":\"www\",\"hostname\":\"www.example.com\"},{\"name\":\"wild\",\"hostname\":\"*.example.com\"},{\"name\":\"any\"}]},\n    {\"name\":\"port-8443\",\"tls\":true}\n  ],\n") {
+		t.Errorf("sockets not one per line:\n%s", out)
 	}
 	again, _ := Marshal(d)
 	if string(again) != string(out) {
@@ -157,6 +164,14 @@ func TestCheck(t *testing.T) {
 			`backends[3].name: duplicate backend name "a/web:80", already defined by backends[2]`},
 		{"unknown backend", func(d *Document) { d.VHosts[0].Routes[1].Backends[0].Backend = "a/api:80" },
 			`vhosts[0].routes[1].backends[0].backend: unknown backend "a/api:80"`},
+		{"duplicate socket", func(d *Document) { d.Sockets[1].Name = "port-443" },
+			`sockets[1].name: duplicate socket "port-443", already described by sockets[0]`},
+		{"duplicate listener name", func(d *Document) { d.Sockets[0].Listeners[2].Name = "www" },
+			`sockets[0].listeners[2].name: duplicate listener "www", already at sockets[0].listeners[0]`},
+		{"duplicate listener hostname", func(d *Document) { d.Sockets[0].Listeners[2].Hostname = "*.example.com" },
+			`sockets[0].listeners[2].hostname: hostname "*.example.com" is already the hostname of sockets[0].listeners[1]`},
+		{"two listeners for every host", func(d *Document) { d.Sockets[0].Listeners[1].Hostname = "*" },
+			`sockets[0].listeners[2].hostname: hostname "" is already the hostname of sockets[0].listeners[1]`},
 		{"unknown mirror backend", func(d *Document) { d.VHosts[0].Routes[0].Filters[3].RequestMirror = &Mirror{Backend: "a/x:80"} },
 			`vhosts[0].routes[0].filters[3].requestMirror.backend: unknown backend "a/x:80"`},
 	} {

@@ -17,10 +17,38 @@ import (
 // ghost.json once backends are resolved to endpoints.
 type Table struct {
 	Gateway ObjectRef
+	// Sockets are the Gateway's listener sockets (SocketName), sorted by
+	// port, each with the listeners it serves.
+	Sockets []TableSocket
 	// VHosts are sorted by hostname, then by their first socket.
 	VHosts []TableVHost
 	// Conflicts lists everything Merge could not apply as written.
 	Conflicts []Conflict
+}
+
+// TableSocket is one listener socket: every served listener of the
+// Gateway on one port. HTTP and HTTPS listeners never share a port
+// (ValidateGateway), so a socket is plain HTTP or TLS.
+type TableSocket struct {
+	// Name is the SocketName of Port.
+	Name string
+	Port int32
+	// TLS is set for the port of HTTPS listeners: TLS is terminated in
+	// front of varnishd (hitch), which hands the connections to this
+	// socket with the PROXY protocol. ghost answers them with scheme
+	// https and checks the TLS server name (SNI) against the Host header
+	// (docs/routing.md, "HTTPS listeners").
+	TLS bool
+	// Listeners are the served listeners of the port, in spec order.
+	Listeners []TableListener
+}
+
+// TableListener is one Gateway listener of a socket.
+type TableListener struct {
+	Name string
+	// Hostname is the listener's hostname in lower case; "" when it has
+	// none (every host).
+	Hostname string
 }
 
 // TableVHost is the route list for one hostname on a set of sockets.
@@ -181,8 +209,9 @@ type socketInfo struct {
 	listeners []*gatewayv1.Listener
 }
 
-// Merge combines the fragments of one Gateway into its routing table. For
-// every listener socket (SocketName) it builds one vhost per hostname that a
+// Merge combines the fragments of one Gateway into its routing table. It
+// lists the listener sockets (SocketName) with their listeners, the port of
+// HTTPS listeners marked TLS (Table.Sockets). For every socket it builds one vhost per hostname that a
 // listener or an attached route names there. A vhost belongs to the most
 // specific listener on the socket that accepts its hostname and holds only
 // that listener's routes (listener isolation): ghost picks the most specific
@@ -215,6 +244,10 @@ func Merge(gw *gatewayv1.Gateway, fragments []*Fragment) (*Table, error) {
 		if s == nil {
 			s = &socketInfo{name: SocketName(l.Port)}
 			sockets[l.Port] = s
+		}
+		if len(s.listeners) > 0 && s.listeners[0].Protocol != l.Protocol {
+			t.Conflicts = append(t.Conflicts, Conflict{Message: fmt.Sprintf("listener %s uses %s on port %d, where listener %s uses %s: it is not served (one port serves one protocol)", l.Name, l.Protocol, l.Port, s.listeners[0].Name, s.listeners[0].Protocol)})
+			continue
 		}
 		if i := slices.IndexFunc(s.listeners, func(o *gatewayv1.Listener) bool { return listenerHost(o) == listenerHost(l) }); i >= 0 {
 			t.Conflicts = append(t.Conflicts, Conflict{Message: fmt.Sprintf("listener %s has the same port (%d) and hostname (%s) as listener %s: it is not served", l.Name, l.Port, listenerHost(l), s.listeners[i].Name)})
@@ -270,6 +303,19 @@ func Merge(gw *gatewayv1.Gateway, fragments []*Fragment) (*Table, error) {
 		ports = append(ports, p)
 	}
 	slices.Sort(ports)
+	t.Sockets = make([]TableSocket, 0, len(ports))
+	for _, port := range ports {
+		s := sockets[port]
+		ts := TableSocket{Name: s.name, Port: port, TLS: s.listeners[0].Protocol == gatewayv1.HTTPSProtocolType}
+		for _, l := range s.listeners {
+			tl := TableListener{Name: string(l.Name)}
+			if h := listenerHost(l); h != anyHost {
+				tl.Hostname = h
+			}
+			ts.Listeners = append(ts.Listeners, tl)
+		}
+		t.Sockets = append(t.Sockets, ts)
+	}
 	type built struct {
 		hostname string
 		socket   string

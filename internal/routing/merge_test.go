@@ -213,3 +213,97 @@ func TestComparePrecedence(t *testing.T) {
 		t.Error("regular expressions must tie (file order decides)")
 	}
 }
+
+// TestMergeSockets checks the socket list of the table (HTTPS ports marked
+// TLS, their served listeners in spec order, no-hostname as "") and that
+// Resolve writes only the TLS sockets into ghost.json.
+func TestMergeSockets(t *testing.T) {
+	https := func(name string, port int32, host string) gatewayv1.Listener {
+		l := listener(name, port, host)
+		l.Protocol = gatewayv1.HTTPSProtocolType
+		return l
+	}
+	tests := []struct {
+		name      string
+		gw        *gatewayv1.Gateway
+		want      string // Table.Sockets as "name tls: listener=host ..." lines
+		wantDoc   string // ghost.json sockets, the same way
+		conflicts string
+	}{
+		{
+			name:    "HTTP only: no sockets in ghost.json",
+			gw:      gateway(listener("http", 80, ""), listener("foo", 80, "foo.example.com")),
+			want:    "port-80 false: http= foo=foo.example.com\n",
+			wantDoc: "",
+		},
+		{
+			name: "HTTPS listeners on two ports beside HTTP",
+			gw: gateway(listener("http", 80, ""), https("www", 443, "www.example.com"), https("wild", 443, "*.example.com"),
+				https("any", 443, ""), https("alt", 8443, "alt.example.com")),
+			want:    "port-80 false: http=\nport-443 true: www=www.example.com wild=*.example.com any=\nport-8443 true: alt=alt.example.com\n",
+			wantDoc: "port-443 true: www=www.example.com wild=*.example.com any=\nport-8443 true: alt=alt.example.com\n",
+		},
+		{
+			name:      "HTTP and HTTPS on one port: the later protocol is not served",
+			gw:        gateway(https("a", 443, "a.example.com"), listener("b", 443, "b.example.com")),
+			want:      "port-443 true: a=a.example.com\n",
+			wantDoc:   "port-443 true: a=a.example.com\n",
+			conflicts: ": listener b uses HTTP on port 443, where listener a uses HTTPS: it is not served (one port serves one protocol)\n",
+		},
+		{
+			name:      "same hostname twice on a TLS port",
+			gw:        gateway(https("a", 443, "a.example.com"), https("b", 443, "a.example.com")),
+			want:      "port-443 true: a=a.example.com\n",
+			wantDoc:   "port-443 true: a=a.example.com\n",
+			conflicts: ": listener b has the same port (443) and hostname (a.example.com) as listener a: it is not served\n",
+		},
+	}
+	sch := ghostSchema(t)
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			tb, err := Merge(tc.gw, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got, gotDoc, conflicts strings.Builder
+			for _, s := range tb.Sockets {
+				fmt.Fprintf(&got, "%s %v:", s.Name, s.TLS)
+				for _, l := range s.Listeners {
+					fmt.Fprintf(&got, " %s=%s", l.Name, l.Hostname)
+				}
+				got.WriteString("\n")
+				if want := SocketName(gatewayv1.PortNumber(s.Port)); s.Name != want {
+					t.Errorf("socket %s has port %d", s.Name, s.Port)
+				}
+			}
+			for _, c := range tb.Conflicts {
+				conflicts.WriteString(c.String() + "\n")
+			}
+			if got.String() != tc.want {
+				t.Errorf("sockets:\n%s\nwant:\n%s", got.String(), tc.want)
+			}
+			if conflicts.String() != tc.conflicts {
+				t.Errorf("conflicts:\n%s\nwant:\n%s", conflicts.String(), tc.conflicts)
+			}
+			doc, err := Resolve(tb, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, s := range doc.Sockets {
+				fmt.Fprintf(&gotDoc, "%s %v:", s.Name, s.TLS)
+				for _, l := range s.Listeners {
+					fmt.Fprintf(&gotDoc, " %s=%s", l.Name, l.Hostname)
+				}
+				gotDoc.WriteString("\n")
+			}
+			if gotDoc.String() != tc.wantDoc {
+				t.Errorf("ghost.json sockets:\n%s\nwant:\n%s", gotDoc.String(), tc.wantDoc)
+			}
+			data, err := ghostjson.Marshal(doc)
+			if err != nil {
+				t.Fatalf("Marshal: %v", err)
+			}
+			checkSchema(t, sch, data)
+		})
+	}
+}

@@ -29,6 +29,11 @@ import (
 //     to DNS names), a port the Service lacks or a Service without a ready
 //     endpoint gives an entry with no endpoints: ghost answers the groups'
 //     share with 500;
+//   - the TLS sockets of the table (HTTPS listeners) are the document's
+//     sockets, with their listeners' names and hostnames: ghost answers
+//     requests on them with scheme https and checks their TLS server name
+//     (SNI) against the Host header. Plain HTTP sockets are not written
+//     (ghost's default);
 //   - a reference of a kind other than Service (InvalidKind), a
 //     cross-namespace reference without a ReferenceGrant now
 //     (RefNotPermitted) or to a Service that does not exist now
@@ -49,6 +54,16 @@ func Resolve(t *Table, objs *Objects) (*ghostjson.Document, error) {
 	}
 	r := newResolver(objs)
 	doc := &ghostjson.Document{Version: ghostjson.Version, VHosts: make([]ghostjson.VHost, 0, len(t.VHosts))}
+	for _, s := range t.Sockets {
+		if !s.TLS {
+			continue
+		}
+		gs := ghostjson.Socket{Name: s.Name, TLS: true, Listeners: make([]ghostjson.Listener, 0, len(s.Listeners))}
+		for _, l := range s.Listeners {
+			gs.Listeners = append(gs.Listeners, ghostjson.Listener{Name: l.Name, Hostname: l.Hostname})
+		}
+		doc.Sockets = append(doc.Sockets, gs)
+	}
 	// Rules appear in many vhosts; convert each once.
 	type ruleOut struct {
 		filters  []ghostjson.Filter
