@@ -196,6 +196,11 @@ struct gh_task {
 	enum gh_task_kind	kind;
 	const char		*location;
 	const char		*body;
+	const char		*sni;		/* .sni(), normalized, ws */
+	size_t			snil;
+	int			https;		/* a TLS socket's request */
+	const struct gh_listener *lhost;	/* 421: the Host's listener */
+	const struct gh_listener *lsni;		/* 421: the SNI's, or NULL */
 };
 
 /* the answer of a reload, for the admin endpoint and vcl_init */
@@ -254,8 +259,8 @@ const char *gh_path_modify(VRT_CTX, const struct gh_route *r,
     const struct gh_pathmod *pm, const char *path, size_t pl,
     const char *q, size_t ql);
 const char *gh_redirect_location(VRT_CTX, const struct gh_route *r,
-    const char *host, const char *path, size_t pl, const char *q,
-    size_t ql);
+    int https, const char *host, const char *path, size_t pl,
+    const char *q, size_t ql);
 
 /* ghost_reqid.c */
 void gh_request_id(VRT_CTX);

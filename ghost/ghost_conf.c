@@ -1408,15 +1408,207 @@ gh_host_normalize(const char *in, char *out, size_t outlen)
 }
 
 /*--------------------------------------------------------------------
+ * described sockets: TLS, and the listeners for the server name check
+ */
+
+#define MAX_SOCKETS 64
+
+const struct gh_sock *
+gh_sock_find(const struct gh_state *st, const char *socket)
+{
+	unsigned u;
+
+	CHECK_OBJ_NOTNULL(st, GH_STATE_MAGIC);
+	if (socket == NULL)
+		return (NULL);
+	for (u = 0; u < st->nsock; u++)
+		if (!strcmp(st->sock[u].name, socket))
+			return (&st->sock[u]);
+	return (NULL);
+}
+
+/*
+ * The listener of sk that accepts host (normalized, len bytes) most
+ * specifically, as the Gateway API orders listener hostnames: the exact
+ * hostname, then the longest wildcard suffix, then the listener without
+ * hostname; NULL when none accepts it.
+ */
+const struct gh_listener *
+gh_listener_select(const struct gh_sock *sk, const char *host, size_t len)
+{
+	const struct gh_listener *l, *best = NULL;
+	size_t sl;
+	long rank, brank = -1;
+	unsigned u;
+
+	CHECK_OBJ_NOTNULL(sk, GH_SOCK_MAGIC);
+	AN(host);
+	for (u = 0; u < sk->nlistener; u++) {
+		l = &sk->listener[u];
+		switch (l->kind) {
+		case GH_HOST_EXACT:
+			if (len == l->hlen && !memcmp(host, l->hostname, len))
+				return (l);
+			continue;
+		case GH_HOST_WILD:
+			/* "*.example.com": one label or more before the
+			 * suffix ".example.com" */
+			sl = l->hlen - 1;
+			if (len <= sl || memcmp(host + len - sl,
+			    l->hostname + 1, sl))
+				continue;
+			rank = (long)sl;
+			break;
+		default:
+			assert(l->kind == GH_HOST_ANY);
+			rank = 0;
+			break;
+		}
+		if (rank > brank) {
+			best = l;
+			brank = rank;
+		}
+	}
+	return (best);
+}
+
+static const char * const sock_fields[] = {"name", "tls", "listeners", NULL};
+static const char * const listener_fields[] = {"name", "hostname", NULL};
+
+static int
+load_listener(struct pc *pc, const char *path, const json_t *j,
+    const struct gh_sock *sk, struct gh_listener *l, unsigned idx)
+{
+	const char *s;
+	char p[PATHLEN], q[96];
+	unsigned u;
+
+	if (check_object(pc, path, j, listener_fields) ||
+	    get_string(pc, path, j, "name", 1, 1, 253, &s))
+		return (-1);
+	SUB(p, path, ".name");
+	if (has_ctl(s, 0))
+		return (fail(pc, p, "%s contains a control character or a "
+		    "space; use the Gateway listener name",
+		    qv(q, sizeof q, s)));
+	for (u = 0; u < idx; u++)
+		if (!strcmp(sk->listener[u].name, s))
+			return (fail(pc, p, "duplicate listener %s, already "
+			    "at listeners[%u]; listener names are unique",
+			    qv(q, sizeof q, s), u));
+	l->name = sdup(pc, p, s);
+	if (l->name == NULL ||
+	    get_string(pc, path, j, "hostname", 0, 1, 253, &s))
+		return (-1);
+	SUB(p, path, ".hostname");
+	if (s == NULL)
+		s = "*";
+	else if (!is_lower_hostname(s, 1))
+		return (fail(pc, p, "%s is not a valid listener hostname; use "
+		    "a lower case DNS name (www.example.com), a wildcard "
+		    "(*.example.com), or leave it out for every host",
+		    qv(q, sizeof q, s)));
+	for (u = 0; u < idx; u++) {
+		if (strcmp(sk->listener[u].hostname, s))
+			continue;
+		if (!strcmp(s, "*"))
+			return (fail(pc, p, "listeners[%u] (%s) already has "
+			    "no hostname (every host); at most one listener "
+			    "of a socket has none", u, sk->listener[u].name));
+		return (fail(pc, p, "%s is already the hostname of "
+		    "listeners[%u] (%s); give each listener of a socket its "
+		    "own hostname", qv(q, sizeof q, s), u,
+		    sk->listener[u].name));
+	}
+	l->hostname = sdup(pc, p, s);
+	if (l->hostname == NULL)
+		return (-1);
+	l->hlen = strlen(s);
+	l->kind = !strcmp(s, "*") ? GH_HOST_ANY :
+	    s[0] == '*' ? GH_HOST_WILD : GH_HOST_EXACT;
+	return (0);
+}
+
+/* the optional top-level "sockets" (version 2) */
+static int
+load_sockets(struct pc *pc, const json_t *root, struct gh_state *st)
+{
+	json_t *a, *e, *v, *la, *le;
+	size_t i, k;
+	unsigned u;
+	const char *s;
+	char path[PATHLEN], p[PATHLEN], q[96];
+	struct gh_sock *sk;
+
+	CHECK_OBJ_NOTNULL(st, GH_STATE_MAGIC);
+	if (get_array(pc, "", root, "sockets", 0, MAX_SOCKETS, &a))
+		return (-1);
+	if (a == NULL || json_array_size(a) == 0)
+		return (0);
+	st->sock = zalloc(pc, "sockets", json_array_size(a),
+	    sizeof *st->sock);
+	if (st->sock == NULL)
+		return (-1);
+	json_array_foreach(a, i, e) {
+		sk = &st->sock[i];
+		sk->magic = GH_SOCK_MAGIC;
+		SUB(path, "sockets", "[%zu]", i);
+		if (check_object(pc, path, e, sock_fields) ||
+		    get_string(pc, path, e, "name", 1, 1, 63, &s))
+			return (-1);
+		SUB(p, path, ".name");
+		if (!is_socket_name(s))
+			return (fail(pc, p, "%s is not a socket name; use "
+			    "letters, digits, '-', '_' and '.' as in varnishd "
+			    "-a NAME=...", qv(q, sizeof q, s)));
+		for (u = 0; u < i; u++)
+			if (!strcmp(st->sock[u].name, s))
+				return (fail(pc, p, "duplicate socket %s, "
+				    "already described by sockets[%u]; merge "
+				    "the two", qv(q, sizeof q, s), u));
+		sk->name = sdup(pc, p, s);
+		if (sk->name == NULL)
+			return (-1);
+		st->nsock = i + 1;
+		v = json_object_get(e, "tls");
+		if (v != NULL) {
+			SUB(p, path, ".tls");
+			if (!json_is_boolean(v))
+				return (fail(pc, p, "expected a boolean, got "
+				    "%s; write true or false", jtype(v)));
+			sk->tls = json_is_true(v);
+		}
+		if (sk->tls && pc->admin != NULL && !strcmp(pc->admin, s))
+			return (fail(pc, p, "%s is ghost's admin socket, which "
+			    "is plain HTTP on loopback; remove \"tls\" or "
+			    "name another socket", qv(q, sizeof q, s)));
+		if (get_array(pc, path, e, "listeners", 0, MAX_SOCKETS, &la))
+			return (-1);
+		if (la == NULL || json_array_size(la) == 0)
+			continue;
+		sk->listener = zalloc(pc, path, json_array_size(la),
+		    sizeof *sk->listener);
+		if (sk->listener == NULL)
+			return (-1);
+		json_array_foreach(la, k, le) {
+			SUB(p, path, ".listeners[%zu]", k);
+			if (load_listener(pc, p, le, sk, &sk->listener[k],
+			    (unsigned)k))
+				return (-1);
+			sk->nlistener = k + 1;
+		}
+	}
+	return (0);
+}
+
+/*--------------------------------------------------------------------
  * top level
  */
 
 static const char * const top_fields[] = {
-	"version", "backends", "vhosts", NULL};
+	"version", "sockets", "backends", "vhosts", NULL};
 static const char * const vhost_fields[] = {
 	"hostname", "listeners", "routes", NULL};
-
-#define MAX_SOCKETS 64
 
 static int
 load_vhost(struct pc *pc, const json_t *j, struct gh_state *st,
@@ -1710,6 +1902,12 @@ conf_load(struct pc *pc, const char *buf, size_t len,
 		return (-1);
 	}
 	pc->version = (unsigned)ver;
+	if (ver == 1 && json_object_get(root, "sockets") != NULL) {
+		(void)fail(pc, "sockets", "a version 1 file has no "
+		    "\"sockets\"; write \"version\": %d to describe "
+		    "sockets", GH_VERSION);
+		return (-1);
+	}
 	if (ver == 1 && json_object_get(root, "backends") != NULL) {
 		(void)fail(pc, "backends", "a version 1 file has no "
 		    "\"backends\" table (its groups hold their endpoints); "
@@ -1723,6 +1921,8 @@ conf_load(struct pc *pc, const char *buf, size_t len,
 	*stp = st;
 	st->magic = GH_STATE_MAGIC;
 	pc->st = st;
+	if (pc->version == GH_VERSION && load_sockets(pc, root, st))
+		return (-1);
 	/* the backends first: routes refer to them by name */
 	if (pc->version == GH_VERSION && load_backends(pc, root, st))
 		return (-1);
@@ -1756,6 +1956,15 @@ check_state(const struct gh_state *st)
 
 	CHECK_OBJ_NOTNULL(st, GH_STATE_MAGIC);
 	assert(st->refcnt == 0);
+	for (u = 0; u < st->nsock; u++) {
+		CHECK_OBJ(&st->sock[u], GH_SOCK_MAGIC);
+		AN(st->sock[u].name);
+		for (v = 0; v < st->sock[u].nlistener; v++) {
+			AN(st->sock[u].listener[v].name);
+			AN(st->sock[u].listener[v].hostname);
+			assert(st->sock[u].listener[v].hlen > 0);
+		}
+	}
 	for (n = 0, bs = st->bsets; bs != NULL; bs = bs->all, n++) {
 		CHECK_OBJ(bs, GH_BSET_MAGIC);
 		CHECK_OBJ_NOTNULL(bs->backend, GH_BACKEND_MAGIC);

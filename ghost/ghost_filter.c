@@ -52,13 +52,22 @@ gh_path_modify(VRT_CTX, const struct gh_route *r, const struct gh_pathmod *pm,
 	    (int)(pl - r->plen), path + r->plen, qm, (int)ql, q));
 }
 
+/*
+ * The Location of a redirect, Gateway API HTTPRouteRedirectPortAndScheme:
+ *  - scheme: the filter's, else the request's (https on a TLS socket);
+ *  - port: the filter's; else, without a scheme, the port of the listener
+ *    the request came in on (server.ip: the PROXY destination behind
+ *    hitch, the local address otherwise); else, with a scheme, its
+ *    well-known port. A port that is its scheme's well-known port is
+ *    left out.
+ */
 const char *
-gh_redirect_location(VRT_CTX, const struct gh_route *r, const char *host,
-    const char *path, size_t pl, const char *q, size_t ql)
+gh_redirect_location(VRT_CTX, const struct gh_route *r, int https,
+    const char *host, const char *path, size_t pl, const char *q, size_t ql)
 {
 	const struct gh_redirect *rd;
 	const char *scheme, *np;
-	VCL_IP local;
+	VCL_IP server;
 	unsigned port = 0;
 	char ports[8] = "";
 
@@ -67,20 +76,25 @@ gh_redirect_location(VRT_CTX, const struct gh_route *r, const char *host,
 	rd = r->redirect;
 	AN(rd);
 
-	scheme = rd->scheme != NULL ? rd->scheme : "http";
+	if (rd->scheme != NULL)
+		scheme = rd->scheme;
+	else
+		scheme = https ? "https" : "http";
 	if (rd->hostname != NULL)
 		host = rd->hostname;
 	if (rd->port > 0)
 		port = rd->port;
 	else if (rd->scheme == NULL) {
 		/*
-		 * Gateway API: without port and scheme, the port of the
-		 * listener the request came in on (the local port of the
-		 * connection), whatever the Host header says.
+		 * Without port and scheme: the port of the listener the
+		 * request came in on, whatever the Host header says.
+		 * server.ip is local.ip without PROXY; behind hitch it is
+		 * the PROXY destination (hitch's frontend, the listener
+		 * port), while local.ip is the Unix socket.
 		 */
-		local = VRT_r_local_ip(ctx);
-		if (local != NULL)
-			port = (unsigned)VSA_Port(local);
+		server = VRT_r_server_ip(ctx);
+		if (server != NULL)
+			port = (unsigned)VSA_Port(server);
 	}
 	if (port > 0 && port < 65536 &&
 	    !(port == 80 && !strcmp(scheme, "http")) &&
@@ -96,4 +110,3 @@ gh_redirect_location(VRT_CTX, const struct gh_route *r, const char *host,
 	return (WS_Printf(ctx->ws, "%s://%s%s%.*s%s%.*s", scheme, host,
 	    ports, (int)pl, path, ql > 0 ? "?" : "", (int)ql, q));
 }
-

@@ -78,6 +78,82 @@ task_get(VRT_CTX, struct VPFX(ghost_router) *rt, int create)
  * VCL methods
  */
 
+VCL_VOID v_matchproto_(td_vmod_ghost_router_sni)
+vmod_router_sni(VRT_CTX, struct VPFX(ghost_router) *rt, VCL_STRING name)
+{
+	struct gh_task *t;
+	char *n;
+	size_t l;
+
+	CHECK_OBJ_NOTNULL(ctx, VRT_CTX_MAGIC);
+	CHECK_OBJ_NOTNULL(rt, GH_ROUTER_MAGIC);
+	if (ctx->method != VCL_MET_RECV) {
+		VRT_fail(ctx, "ghost: %s.sni() is only allowed in vcl_recv",
+		    rt->vcl_name);
+		return;
+	}
+	t = task_get(ctx, rt, 1);
+	if (t == NULL)
+		return;
+	t->sni = NULL;
+	t->snil = 0;
+	if (name == NULL || *name == '\0')
+		return;
+	/* a DNS name is at most 253 characters: longer selects nothing */
+	l = strlen(name);
+	if (l > 255)
+		l = 255;
+	n = WS_Alloc(ctx->ws, l + 2);
+	if (n == NULL) {
+		VRT_fail(ctx, "ghost: out of workspace");
+		return;
+	}
+	/* as the Host header: lower case, without a trailing dot */
+	t->snil = gh_host_normalize(name, n, l + 2);
+	t->sni = n;
+}
+
+/*
+ * The Gateway API's misdirected requests (Listener.Hostname): on a TLS
+ * socket, the server name the client sent (SNI, .sni()) and the Host
+ * header each select a listener of the socket. A Host no listener accepts
+ * is answered 404 (as an unknown host); a Host whose listener is not the
+ * server name's (another listener matches the Host, or matches it more
+ * specifically) 421. Without a server name only the Host counts.
+ */
+static int
+gh_misdirected(VRT_CTX, struct VPFX(ghost_router) *rt, struct gh_task *t,
+    const struct gh_sock *sk, const char *host, size_t hl)
+{
+	const struct gh_listener *lh, *ls;
+
+	if (sk == NULL || !sk->tls || sk->nlistener == 0 || t->snil == 0)
+		return (0);
+	AN(t->sni);
+	lh = gh_listener_select(sk, host, hl);
+	if (lh == NULL) {
+		if (rt->rvsc != NULL)
+			(void)__atomic_add_fetch(&rt->rvsc->unknown_host, 1,
+			    __ATOMIC_RELAXED);
+		t->status = 404;
+		return (1);
+	}
+	ls = gh_listener_select(sk, t->sni, t->snil);
+	if (ls == lh)
+		return (0);
+	if (rt->rvsc != NULL)
+		(void)__atomic_add_fetch(&rt->rvsc->misdirected, 1,
+		    __ATOMIC_RELAXED);
+	VSLb(ctx->vsl, SLT_VCL_Log, "ghost.misdirected: host %s is listener "
+	    "%s's, server name %.*s %s%s", host, lh->name, (int)t->snil,
+	    t->sni, ls != NULL ? "is listener " : "matches no listener",
+	    ls != NULL ? ls->name : "");
+	t->lhost = lh;
+	t->lsni = ls;
+	t->status = 421;
+	return (1);
+}
+
 VCL_BOOL v_matchproto_(td_vmod_ghost_router_recv)
 vmod_router_recv(VRT_CTX, struct VPFX(ghost_router) *rt)
 {
@@ -85,6 +161,7 @@ vmod_router_recv(VRT_CTX, struct VPFX(ghost_router) *rt)
 	const char *sock, *url, *path, *q, *hosthdr, *np;
 	size_t pl, ql, hl;
 	const struct gh_htab *tab;
+	const struct gh_sock *sk;
 	const struct gh_vhost *vh;
 	const struct gh_route *r;
 	const struct gh_group *g;
@@ -112,6 +189,9 @@ vmod_router_recv(VRT_CTX, struct VPFX(ghost_router) *rt)
 	t->kind = GH_TASK_ROUTE;
 	t->location = NULL;
 	t->body = NULL;
+	t->https = 0;
+	t->lhost = NULL;
+	t->lsni = NULL;
 
 	sock = VRT_r_local_socket(ctx);
 	url = ctx->http_req->hd[HTTP_HDR_URL].b;
@@ -151,6 +231,9 @@ vmod_router_recv(VRT_CTX, struct VPFX(ghost_router) *rt)
 	t->st = gh_state_ref(rt);
 	AN(t->st);
 	tab = gh_htab_find(t->st, sock, rt->admin);
+	sk = gh_sock_find(t->st, sock);
+	if (sk != NULL)
+		t->https = sk->tls;
 	vh = NULL;
 	hosthdr = NULL;
 	hl = 0;
@@ -158,6 +241,8 @@ vmod_router_recv(VRT_CTX, struct VPFX(ghost_router) *rt)
 	if (tab != NULL) {
 		if (http_GetHdr(ctx->http_req, H_Host, &hosthdr))
 			hl = gh_host_normalize(hosthdr, host, sizeof host);
+		if (gh_misdirected(ctx, rt, t, sk, host, hl))
+			return (0);
 		vh = gh_host_lookup(tab, host, hl);
 	}
 	if (vh == NULL) {
@@ -179,8 +264,8 @@ vmod_router_recv(VRT_CTX, struct VPFX(ghost_router) *rt)
 	if (r->filters & GH_FILTER_REDIRECT) {
 		AN(r->redirect);
 		gh_log_route(ctx, r, NULL, NULL);
-		t->location = gh_redirect_location(ctx, r, host, path, pl, q,
-		    ql);
+		t->location = gh_redirect_location(ctx, r, t->https, host,
+		    path, pl, q, ql);
 		if (t->location == NULL) {
 			VRT_fail(ctx, "ghost: out of workspace");
 			return (0);
@@ -332,6 +417,13 @@ vmod_router_synth(VRT_CTX, struct VPFX(ghost_router) *rt)
 	if (t->location != NULL) {
 		http_PrintfHeader(ctx->http_resp, "Location: %s",
 		    t->location);
+	} else if (t->status == 421 && t->lhost != NULL) {
+		VSB_printf(body, "421 Misdirected Request: the Host is "
+		    "served by listener %s, this connection's TLS server name "
+		    "(SNI) %s%s; send the request on a connection for its "
+		    "host\n", t->lhost->name, t->lsni != NULL ?
+		    "selected listener " : "selects no listener",
+		    t->lsni != NULL ? t->lsni->name : "");
 	} else if (t->status == 404 && t->vh == NULL) {
 		VSB_cat(body, "404 Not Found: no vhost for this host\n");
 	} else if (t->status == 404) {

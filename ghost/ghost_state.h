@@ -236,6 +236,27 @@ struct gh_vhost {
 	struct VSC_ghost	*stats;		/* set by the VMOD */
 };
 
+/*
+ * A Gateway listener of a described socket (the file's
+ * sockets[].listeners[]), for the server name (SNI) check.
+ */
+struct gh_listener {
+	char			*name;
+	char			*hostname;	/* "*": every host */
+	size_t			hlen;
+	int			kind;		/* GH_HOST_* */
+};
+
+/* A listener socket the file describes (its "sockets") */
+struct gh_sock {
+	unsigned		magic;
+#define GH_SOCK_MAGIC		0x6768736b
+	char			*name;
+	int			tls;		/* scheme https, SNI check */
+	unsigned		nlistener;
+	struct gh_listener	*listener;
+};
+
 /* Host table for one listener socket */
 struct gh_htab {
 	char			*socket;	/* NULL: sockets not named */
@@ -256,6 +277,8 @@ struct gh_state {
 	struct gh_backend	*backend;	/* the file's table */
 	unsigned		nbset;
 	struct gh_bset		*bsets;		/* linked by ->all */
+	unsigned		nsock;
+	struct gh_sock		*sock;		/* the file's "sockets" */
 	unsigned		ntab;
 	struct gh_htab		*tab;		/* named sockets */
 	struct gh_htab		deftab;		/* other sockets */
@@ -278,4 +301,8 @@ const struct gh_htab *gh_htab_find(const struct gh_state *st,
 const struct gh_vhost *gh_host_lookup(const struct gh_htab *t,
     const char *host, size_t len);
 size_t gh_host_normalize(const char *in, char *out, size_t outlen);
+const struct gh_sock *gh_sock_find(const struct gh_state *st,
+    const char *socket);
+const struct gh_listener *gh_listener_select(const struct gh_sock *sk,
+    const char *host, size_t len);
 size_t gh_prefix_len(const char *value);

@@ -107,11 +107,13 @@ gh_stats_body(struct VPFX(ghost_router) *rt, const struct gh_state *st,
 	    gh_draining() ? "true" : "false");
 	if (rt->rvsc != NULL)
 		VSB_printf(vsb, "\"reloads\":%ju,\"reload_failures\":%ju,"
-		    "\"unknown_host\":%ju,\"mirrored\":%ju,"
+		    "\"unknown_host\":%ju,\"misdirected\":%ju,"
+		    "\"mirrored\":%ju,"
 		    "\"mirror_dropped\":%ju,\"drain_closes\":%ju,",
 		    (uintmax_t)rt->rvsc->reloads,
 		    (uintmax_t)rt->rvsc->reload_failures,
 		    (uintmax_t)rt->rvsc->unknown_host,
+		    (uintmax_t)rt->rvsc->misdirected,
 		    (uintmax_t)rt->rvsc->mirrored,
 		    (uintmax_t)rt->rvsc->mirror_dropped,
 		    (uintmax_t)rt->rvsc->drain_closes);

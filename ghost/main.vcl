@@ -13,6 +13,7 @@
 vcl 4.1;
 
 import ghost;
+import proxy;
 
 backend default none;
 
@@ -22,9 +23,19 @@ sub vcl_init {
 }
 
 sub vcl_recv {
+	# the connection's scheme, whatever the client sent: https behind
+	# hitch (its PROXY header carries the SSL TLV), http otherwise
+	if (proxy.is_ssl()) {
+		set req.http.X-Forwarded-Proto = "https";
+	} else {
+		set req.http.X-Forwarded-Proto = "http";
+	}
+	# the TLS server name (SNI) for the 421 check on TLS sockets
+	router.sni(proxy.authority());
 	if (!router.recv()) {
-		# 404 (no vhost / no route), 500 (no usable backend),
-		# 3xx (RequestRedirect) or an admin endpoint's answer
+		# 404 (no vhost / no route), 421 (misdirected), 500 (no
+		# usable backend), 3xx (RequestRedirect) or an admin
+		# endpoint's answer
 		return (synth(router.status()));
 	}
 	# routed: req.backend_hint is the chosen endpoint

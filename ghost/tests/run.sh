@@ -30,7 +30,7 @@ run_one() {
 	local f=$1 name
 	name=$(basename "$f" .vtc)
 	local args=(-t "$GHOST_TMO" -b 64M -Dvmod_ghost="$GHOST_SO" -Dvmod_dir="$(dirname "$GHOST_SO")"
-	    -Dghost_tests="$GHOST_TDIR")
+	    -Dghost_tests="$GHOST_TDIR" -Dvarnish_vmod_dir="${GHOST_VARNISH_VMODDIR:-}")
 	if [ -n "$GHOST_PRELOAD" ]; then
 		args+=(-p thread_pool_stack=1M)
 		if GHOST_ASAN_LOG="$GHOST_OUT/$name.asan" \
