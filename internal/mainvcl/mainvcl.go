@@ -42,6 +42,12 @@ type Options struct {
 // "vcl 4.x;" line in user VCL would be a second version declaration and is
 // dropped.
 //
+// The preamble imports vmod proxy (shipped with varnishd, 7.1 and 7.7
+// alike, so it must be in varnishd's vmod_path): its vcl_recv sets
+// X-Forwarded-Proto from the connection (proxy.is_ssl(): https behind
+// hitch, http otherwise) and hands ghost the TLS server name
+// (router.sni(proxy.authority())) before router.recv().
+//
 // The preamble's vcl_recv routes and returns only for requests ghost
 // answers itself (404, 500, redirects, its admin endpoints); for routed
 // requests it falls through to the user VCL, which may return (hash) to
@@ -65,6 +71,7 @@ func Render(o Options) string {
 # overwrites it.
 
 %s
+import proxy;
 
 backend default none;
 
@@ -73,6 +80,19 @@ sub vcl_init {
 }
 
 sub vcl_recv {
+	# The scheme of the client's connection, replacing what the client
+	# sent: https when it came through hitch (HTTPS listeners: hitch's
+	# PROXY header carries the SSL TLV), http otherwise. varnishd itself
+	# appends client.ip to X-Forwarded-For: behind hitch, the PROXY
+	# source, the real client.
+	if (proxy.is_ssl()) {
+		set req.http.X-Forwarded-Proto = "https";
+	} else {
+		set req.http.X-Forwarded-Proto = "http";
+	}
+	# The TLS server name (SNI) hitch passes on: on a TLS socket ghost
+	# answers 421 when it selects another listener than the Host.
+	router.sni(proxy.authority());
 	if (!router.recv()) {
 		return (synth(router.status()));
 	}

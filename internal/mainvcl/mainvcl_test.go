@@ -20,8 +20,9 @@ func TestRender(t *testing.T) {
 		{
 			name: "preamble only",
 			opts: Options{},
-			want: []string{"vcl 4.1;", "import ghost;", `ghost.router("ghost.json", admin_socket = "ghost-admin")`, "router.deliver();"},
-			not:  []string{"# --- GatewayClass VCL", "# --- Gateway VCL"},
+			want: []string{"vcl 4.1;", "import ghost;", "import proxy;", `ghost.router("ghost.json", admin_socket = "ghost-admin")`, "router.deliver();",
+				"router.sni(proxy.authority());\n\tif (!router.recv()) {", `set req.http.X-Forwarded-Proto = "https";`},
+			not: []string{"# --- GatewayClass VCL", "# --- Gateway VCL"},
 		},
 		{
 			name:       "class then gateway",

@@ -21,15 +21,18 @@ import (
 // ghost reads the relative GhostJSON from varnishd's work dir, routes the
 // request, and user VCL decides caching: without it every request is
 // passed; a vcl_recv returning hash caches; ghost's own answers (404) and
-// a user vcl_synth both reach the client.
+// a user vcl_synth both reach the client. On a plain connection the
+// backend sees X-Forwarded-Proto http whatever the client sent.
 func TestRenderServes(t *testing.T) {
 	var hits atomic.Int64
+	var proto atomic.Value // the last X-Forwarded-Proto the backend saw
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		hits.Add(1)
+		proto.Store(r.Header.Get("X-Forwarded-Proto"))
 		w.Header().Set("Cache-Control", "max-age=60")
 		fmt.Fprintln(w, "hello")
 	})}
@@ -79,6 +82,7 @@ func TestRenderServes(t *testing.T) {
 				t.Helper()
 				req, _ := http.NewRequest("GET", "http://"+listen+"/x", nil)
 				req.Host = host
+				req.Header.Set("X-Forwarded-Proto", "https") // replaced: the connection is plain
 				resp, err := http.DefaultClient.Do(req)
 				if err != nil {
 					t.Fatal(err)
@@ -91,6 +95,9 @@ func TestRenderServes(t *testing.T) {
 				if r := get("cache.test"); r.StatusCode != 200 {
 					t.Fatalf("routed request: %d", r.StatusCode)
 				}
+			}
+			if got, _ := proto.Load().(string); got != "http" {
+				t.Errorf("backend saw X-Forwarded-Proto %q, want http (set from the connection, not the client)", got)
 			}
 			if got := hits.Load(); got != tc.wantHits {
 				t.Errorf("backend saw %d requests for 3, want %d", got, tc.wantHits)

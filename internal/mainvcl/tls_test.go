@@ -1,0 +1,269 @@
+package mainvcl
+
+import (
+	"context"
+	"crypto/tls"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
+
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/ghostjson"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/routing"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/testing/hitchtest"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/varnish/varnishd"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/varnish/varnishd/varnishdtest"
+)
+
+// TestHTTPSThroughHitch is the data path of an HTTPS listener, all real: a
+// Gateway with two HTTPS listeners on one port (www.example.com and
+// *.example.com) goes through routing.Merge and Resolve into ghost.json;
+// hitch terminates TLS with one certificate per listener and hands the
+// connections to varnishd's Unix socket with PROXY v2; rendered main.vcl
+// and ghost route them. It checks the redirect scheme and port defaults,
+// 421 for a Host of the other listener, 404 for an unknown Host,
+// X-Forwarded-Proto and X-Forwarded-For at the backend, and HTTP/2 by ALPN.
+func TestHTTPSThroughHitch(t *testing.T) {
+	type seen struct{ proto, xff, host string }
+	var mu sync.Mutex
+	var last seen
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		last = seen{r.Header.Get("X-Forwarded-Proto"), r.Header.Get("X-Forwarded-For"), r.Host}
+		mu.Unlock()
+		fmt.Fprintln(w, "hello")
+	})}
+	go srv.Serve(l)
+	t.Cleanup(func() { srv.Close() })
+	backendPort := int32(l.Addr().(*net.TCPAddr).Port)
+
+	frontend := varnishdtest.FreeAddr(t)
+	port := varnishdtest.Port(t, frontend)
+	ghostJSON := httpsGhostJSON(t, int32(port), backendPort)
+	if want := fmt.Sprintf(`"sockets": [`+"\n"+`    {"name":"port-%d","tls":true,"listeners":[{"name":"www","hostname":"www.example.com"},{"name":"wild","hostname":"*.example.com"}]}`, port); !strings.Contains(ghostJSON, want) {
+		t.Fatalf("ghost.json lacks the TLS socket %s:\n%s", want, ghostJSON)
+	}
+
+	dir := varnishdtest.Dir(t)
+	work := filepath.Join(dir, "work")
+	if err := os.MkdirAll(work, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(work, GhostJSON), []byte(ghostJSON), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	tlsDir := filepath.Join(dir, "tls")
+	if err := os.MkdirAll(tlsDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	listener := varnishd.TLSListener(tlsDir, port)
+	p := varnishdtest.Start(t, varnishd.Config{
+		WorkDir:        work,
+		Listeners:      []varnishd.Listener{listener},
+		GhostAdminAddr: varnishdtest.FreeAddr(t),
+		Params:         []string{"thread_pool_min=5", "thread_pools=1", "feature=+http2"},
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := p.Admin.VCLInline(ctx, "main", Render(Options{VMOD: varnishdtest.GhostVMOD(t)})); err != nil {
+		t.Fatalf("vcl.inline: %v", err)
+	}
+	if err := p.Admin.VCLUse(ctx, "main"); err != nil {
+		t.Fatal(err)
+	}
+
+	ca := hitchtest.NewCA(t)
+	h := hitchtest.Start(t, hitchtest.Config{
+		Frontend: frontend,
+		Backend:  listener.Addr,
+		PEMs:     [][]byte{ca.Issue(t, "www.example.com"), ca.Issue(t, "*.example.com")},
+		HTTP2:    true,
+	})
+
+	// client connects to hitch whatever the URL host; the URL host is the
+	// server name (SNI) and what the certificate is checked against.
+	client := func(h2 bool) *http.Client {
+		tr := &http.Transport{
+			TLSClientConfig: &tls.Config{RootCAs: ca.Pool(), NextProtos: []string{"http/1.1"}},
+			DialContext: func(ctx context.Context, network, _ string) (net.Conn, error) {
+				return (&net.Dialer{}).DialContext(ctx, network, h.Addr)
+			},
+		}
+		if h2 {
+			tr.TLSClientConfig.NextProtos = nil
+			tr.ForceAttemptHTTP2 = true
+		}
+		t.Cleanup(tr.CloseIdleConnections)
+		return &http.Client{Transport: tr, Timeout: 30 * time.Second,
+			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	}
+	h1, h2c := client(false), client(true)
+	do := func(c *http.Client, sni, host, path string) (*http.Response, string) {
+		t.Helper()
+		req, err := http.NewRequest("GET", "https://"+net.JoinHostPort(sni, strconv.Itoa(port))+path, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if host != "" {
+			req.Host = host
+		}
+		req.Header.Set("X-Forwarded-Proto", "http") // replaced from the connection
+		req.Header.Set("X-Forwarded-For", "198.51.100.1")
+		resp, err := c.Do(req)
+		if err != nil {
+			t.Fatalf("GET %s (Host %s): %v\nhitch:\n%s", req.URL, host, err, h.Output())
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		return resp, string(body)
+	}
+	hostPort := func(h string) string { return net.JoinHostPort(h, strconv.Itoa(port)) }
+
+	for _, tc := range []struct {
+		name      string
+		c         *http.Client
+		sni, host string // host "": the URL's
+		path      string
+		status    int
+		location  string
+		proto     int
+	}{
+		{name: "routed over HTTP/1.1", c: h1, sni: "www.example.com", path: "/", status: 200, proto: 1},
+		{name: "routed over HTTP/2", c: h2c, sni: "www.example.com", path: "/", status: 200, proto: 2},
+		{name: "wildcard listener", c: h2c, sni: "a.example.com", path: "/", status: 200, proto: 2},
+		{name: "other host of the same listener", c: h1, sni: "a.example.com", host: hostPort("b.example.com"), path: "/", status: 200, proto: 1},
+		{name: "redirect keeps https and the listener port", c: h1, sni: "www.example.com", path: "/redirect?x=1", status: 302, proto: 1,
+			location: fmt.Sprintf("https://www.example.com:%d/redirect?x=1", port)},
+		{name: "redirect to http: its well-known port", c: h2c, sni: "www.example.com", path: "/to-http", status: 301, proto: 2,
+			location: "http://www.example.com/to-http"},
+		{name: "Host of the wildcard listener on www's connection", c: h1, sni: "www.example.com", host: hostPort("a.example.com"), path: "/", status: 421, proto: 1},
+		{name: "Host of www on the wildcard's connection", c: h2c, sni: "a.example.com", host: "www.example.com", path: "/", status: 421, proto: 2},
+		{name: "unknown Host", c: h1, sni: "www.example.com", host: "unknown.org", path: "/", status: 404, proto: 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			mu.Lock()
+			last = seen{}
+			mu.Unlock()
+			resp, body := do(tc.c, tc.sni, tc.host, tc.path)
+			if resp.StatusCode != tc.status {
+				t.Fatalf("status %d, want %d: %s", resp.StatusCode, tc.status, body)
+			}
+			if resp.ProtoMajor != tc.proto {
+				t.Errorf("HTTP/%d, want HTTP/%d", resp.ProtoMajor, tc.proto)
+			}
+			if got := resp.Header.Get("Location"); got != tc.location {
+				t.Errorf("Location %q, want %q", got, tc.location)
+			}
+			mu.Lock()
+			got := last
+			mu.Unlock()
+			if tc.status != 200 {
+				if got != (seen{}) {
+					t.Errorf("the backend saw a request ghost answered itself: %+v", got)
+				}
+				return
+			}
+			// X-Forwarded-For: what the client sent, then client.ip: the
+			// PROXY source hitch sent (the client), not the Unix socket's
+			want := seen{proto: "https", xff: "198.51.100.1, 127.0.0.1", host: tc.host}
+			if want.host == "" {
+				want.host = hostPort(tc.sni)
+			}
+			if got != want {
+				t.Errorf("backend saw %+v, want %+v", got, want)
+			}
+		})
+	}
+}
+
+// httpsGhostJSON is ghost.json for a Gateway with HTTPS listeners www
+// (www.example.com) and wild (*.example.com) on port, and one route on both
+// that sends / to the Service web (127.0.0.1:backendPort) and redirects
+// /redirect (no scheme, no port) and /to-http (scheme http, 301).
+func httpsGhostJSON(t *testing.T, port, backendPort int32) string {
+	t.Helper()
+	host := func(h string) *gatewayv1.Hostname { v := gatewayv1.Hostname(h); return &v }
+	gw := &gatewayv1.Gateway{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "infra", Name: "gw"},
+		Spec: gatewayv1.GatewaySpec{GatewayClassName: "varnishgw", Listeners: []gatewayv1.Listener{
+			{Name: "www", Port: port, Protocol: gatewayv1.HTTPSProtocolType, Hostname: host("www.example.com")},
+			{Name: "wild", Port: port, Protocol: gatewayv1.HTTPSProtocolType, Hostname: host("*.example.com")},
+		}},
+	}
+	if errs := routing.ValidateGateway(gw); len(errs) > 0 {
+		t.Fatal(errs.ToAggregate())
+	}
+	pathPrefix, svcPort := gatewayv1.PathMatchPathPrefix, gatewayv1.PortNumber(80)
+	match := func(p string) []gatewayv1.HTTPRouteMatch {
+		return []gatewayv1.HTTPRouteMatch{{Path: &gatewayv1.HTTPPathMatch{Type: &pathPrefix, Value: &p}}}
+	}
+	redirect := func(scheme string, code int) []gatewayv1.HTTPRouteFilter {
+		rr := &gatewayv1.HTTPRequestRedirectFilter{StatusCode: &code}
+		if scheme != "" {
+			rr.Scheme = &scheme
+		}
+		return []gatewayv1.HTTPRouteFilter{{Type: gatewayv1.HTTPRouteFilterRequestRedirect, RequestRedirect: rr}}
+	}
+	route := &gatewayv1.HTTPRoute{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "infra", Name: "web", CreationTimestamp: metav1.NewTime(time.Unix(0, 0))},
+		Spec: gatewayv1.HTTPRouteSpec{
+			CommonRouteSpec: gatewayv1.CommonRouteSpec{ParentRefs: []gatewayv1.ParentReference{{Name: "gw"}}},
+			Rules: []gatewayv1.HTTPRouteRule{
+				{Matches: match("/"), BackendRefs: []gatewayv1.HTTPBackendRef{{BackendRef: gatewayv1.BackendRef{
+					BackendObjectReference: gatewayv1.BackendObjectReference{Name: "web", Port: &svcPort}}}}},
+				{Matches: match("/redirect"), Filters: redirect("", 302)},
+				{Matches: match("/to-http"), Filters: redirect("http", 301)},
+			},
+		},
+	}
+	portName, ready := "", true
+	objs := &routing.Objects{
+		Services: []*corev1.Service{{ObjectMeta: metav1.ObjectMeta{Namespace: "infra", Name: "web"},
+			Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{{Port: 80}}}}},
+		EndpointSlices: []*discoveryv1.EndpointSlice{{
+			ObjectMeta:  metav1.ObjectMeta{Namespace: "infra", Name: "web-1", Labels: map[string]string{discoveryv1.LabelServiceName: "web"}},
+			AddressType: discoveryv1.AddressTypeIPv4,
+			Ports:       []discoveryv1.EndpointPort{{Name: &portName, Port: &backendPort}},
+			Endpoints:   []discoveryv1.Endpoint{{Addresses: []string{"127.0.0.1"}, Conditions: discoveryv1.EndpointConditions{Ready: &ready}}},
+		}},
+	}
+	f, err := routing.Attach(gw, route, objs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !f.Accepted() {
+		t.Fatalf("route not accepted: %+v", f)
+	}
+	tb, err := routing.Merge(gw, []*routing.Fragment{f})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(tb.Conflicts) > 0 {
+		t.Fatalf("conflicts: %v", tb.Conflicts)
+	}
+	doc, err := routing.Resolve(tb, objs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := ghostjson.Marshal(doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(out)
+}
