@@ -1,6 +1,7 @@
 /*
  * libFuzzer target for the ghost.json loader (ghost_conf.c): parse,
- * validate, build the host tables and sorted routes, run some lookups,
+ * validate, build the host tables and sorted routes, run some lookups
+ * (hosts, and listeners of the described sockets),
  * free. Regexes go through PCRE2 directly (fuzz_re.c) instead of
  * varnishd's VRE, with the same anchoring and limits.
  */
@@ -23,9 +24,11 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	struct gh_state *st;
 	const struct gh_htab *t;
+	const struct gh_sock *sk;
 	const char * const *h;
 	char err[1024], nh[256];
-	static const char * const socks[] = {"http", "ghost-admin", "x", NULL};
+	static const char * const socks[] = {"http", "ghost-admin", "x",
+	    "port-443", NULL};
 	const char * const *s;
 
 	static struct gh_chunkpool cp;
@@ -50,6 +53,14 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			continue;
 		for (h = hosts; *h != NULL; h++)
 			(void)gh_host_lookup(t, *h, strlen(*h));
+	}
+	/* the listener selection of TLS sockets (SNI and Host) */
+	for (s = socks; *s != NULL; s++) {
+		sk = gh_sock_find(st, *s);
+		if (sk == NULL)
+			continue;
+		for (h = hosts; *h != NULL; h++)
+			(void)gh_listener_select(sk, *h, strlen(*h));
 	}
 	if (size < sizeof nh) {
 		memcpy(nh, data, size);
