@@ -55,7 +55,9 @@ func TestHTTPSThroughHitch(t *testing.T) {
 
 	frontend := varnishdtest.FreeAddr(t)
 	port := varnishdtest.Port(t, frontend)
-	ghostJSON := httpsGhostJSON(t, int32(port), backendPort)
+	httpAddr := varnishdtest.FreeAddr(t)
+	httpPort := varnishdtest.Port(t, httpAddr)
+	ghostJSON := httpsGhostJSON(t, int32(port), int32(httpPort), backendPort)
 	if want := fmt.Sprintf(`"sockets": [`+"\n"+`    {"name":"port-%d","tls":true,"listeners":[{"name":"www","hostname":"www.example.com"},{"name":"wild","hostname":"*.example.com"}]}`, port); !strings.Contains(ghostJSON, want) {
 		t.Fatalf("ghost.json lacks the TLS socket %s:\n%s", want, ghostJSON)
 	}
@@ -75,7 +77,7 @@ func TestHTTPSThroughHitch(t *testing.T) {
 	listener := varnishd.TLSListener(tlsDir, port)
 	p := varnishdtest.Start(t, varnishd.Config{
 		WorkDir:        work,
-		Listeners:      []varnishd.Listener{listener},
+		Listeners:      []varnishd.Listener{listener, {Name: routing.SocketName(gatewayv1.PortNumber(httpPort)), Addr: httpAddr}},
 		GhostAdminAddr: varnishdtest.FreeAddr(t),
 		Params:         []string{"thread_pool_min=5", "thread_pools=1", "feature=+http2"},
 	})
@@ -143,10 +145,11 @@ func TestHTTPSThroughHitch(t *testing.T) {
 		status    int
 		location  string
 		proto     int
+		cert      string // the certificate hitch chose by SNI
 	}{
-		{name: "routed over HTTP/1.1", c: h1, sni: "www.example.com", path: "/", status: 200, proto: 1},
-		{name: "routed over HTTP/2", c: h2c, sni: "www.example.com", path: "/", status: 200, proto: 2},
-		{name: "wildcard listener", c: h2c, sni: "a.example.com", path: "/", status: 200, proto: 2},
+		{name: "routed over HTTP/1.1", c: h1, sni: "www.example.com", path: "/", status: 200, proto: 1, cert: "www.example.com"},
+		{name: "routed over HTTP/2", c: h2c, sni: "www.example.com", path: "/", status: 200, proto: 2, cert: "www.example.com"},
+		{name: "wildcard listener", c: h2c, sni: "a.example.com", path: "/", status: 200, proto: 2, cert: "*.example.com"},
 		{name: "other host of the same listener", c: h1, sni: "a.example.com", host: hostPort("b.example.com"), path: "/", status: 200, proto: 1},
 		{name: "redirect keeps https and the listener port", c: h1, sni: "www.example.com", path: "/redirect?x=1", status: 302, proto: 1,
 			location: fmt.Sprintf("https://www.example.com:%d/redirect?x=1", port)},
@@ -170,6 +173,11 @@ func TestHTTPSThroughHitch(t *testing.T) {
 			if got := resp.Header.Get("Location"); got != tc.location {
 				t.Errorf("Location %q, want %q", got, tc.location)
 			}
+			if tc.cert != "" {
+				if got := resp.TLS.PeerCertificates[0].DNSNames; len(got) != 1 || got[0] != tc.cert {
+					t.Errorf("hitch served the certificate for %v, want %s", got, tc.cert)
+				}
+			}
 			mu.Lock()
 			got := last
 			mu.Unlock()
@@ -190,13 +198,36 @@ func TestHTTPSThroughHitch(t *testing.T) {
 			}
 		})
 	}
+
+	// The HTTP listener redirects to the HTTPS listener, whose answer
+	// comes through hitch; on the plain socket X-Forwarded-Proto is http.
+	t.Run("HTTP listener redirects to HTTPS", func(t *testing.T) {
+		plain := &http.Client{Timeout: 30 * time.Second, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+		req, _ := http.NewRequest("GET", "http://"+httpAddr+"/a?b=c", nil)
+		req.Host = "www.example.com"
+		resp, err := plain.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		want := fmt.Sprintf("https://www.example.com:%d/a?b=c", port)
+		if loc := resp.Header.Get("Location"); resp.StatusCode != 301 || loc != want {
+			t.Fatalf("plain request: %d Location %q, want 301 %q", resp.StatusCode, loc, want)
+		}
+		resp, body := do(h2c, "www.example.com", "", "/a?b=c")
+		if resp.StatusCode != 200 || resp.ProtoMajor != 2 {
+			t.Fatalf("following the redirect: HTTP/%d %d %s", resp.ProtoMajor, resp.StatusCode, body)
+		}
+	})
 }
 
 // httpsGhostJSON is ghost.json for a Gateway with HTTPS listeners www
 // (www.example.com) and wild (*.example.com) on port, and one route on both
 // that sends / to the Service web (127.0.0.1:backendPort) and redirects
-// /redirect (no scheme, no port) and /to-http (scheme http, 301).
-func httpsGhostJSON(t *testing.T, port, backendPort int32) string {
+// /redirect (no scheme, no port) and /to-http (scheme http, 301); and an
+// HTTP listener on httpPort whose route redirects everything to https on
+// port (301).
+func httpsGhostJSON(t *testing.T, port, httpPort, backendPort int32) string {
 	t.Helper()
 	host := func(h string) *gatewayv1.Hostname { v := gatewayv1.Hostname(h); return &v }
 	gw := &gatewayv1.Gateway{
@@ -204,6 +235,7 @@ func httpsGhostJSON(t *testing.T, port, backendPort int32) string {
 		Spec: gatewayv1.GatewaySpec{GatewayClassName: "varnishgw", Listeners: []gatewayv1.Listener{
 			{Name: "www", Port: port, Protocol: gatewayv1.HTTPSProtocolType, Hostname: host("www.example.com")},
 			{Name: "wild", Port: port, Protocol: gatewayv1.HTTPSProtocolType, Hostname: host("*.example.com")},
+			{Name: "http", Port: httpPort, Protocol: gatewayv1.HTTPProtocolType},
 		}},
 	}
 	if errs := routing.ValidateGateway(gw); len(errs) > 0 {
@@ -220,10 +252,21 @@ func httpsGhostJSON(t *testing.T, port, backendPort int32) string {
 		}
 		return []gatewayv1.HTTPRouteFilter{{Type: gatewayv1.HTTPRouteFilterRequestRedirect, RequestRedirect: rr}}
 	}
+	section := func(s string) *gatewayv1.SectionName { v := gatewayv1.SectionName(s); return &v }
+	toHTTPS := redirect("https", 301)
+	toPort := gatewayv1.PortNumber(port)
+	toHTTPS[0].RequestRedirect.Port = &toPort
+	upgrade := &gatewayv1.HTTPRoute{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "infra", Name: "upgrade", CreationTimestamp: metav1.NewTime(time.Unix(0, 0))},
+		Spec: gatewayv1.HTTPRouteSpec{
+			CommonRouteSpec: gatewayv1.CommonRouteSpec{ParentRefs: []gatewayv1.ParentReference{{Name: "gw", SectionName: section("http")}}},
+			Rules:           []gatewayv1.HTTPRouteRule{{Matches: match("/"), Filters: toHTTPS}},
+		},
+	}
 	route := &gatewayv1.HTTPRoute{
 		ObjectMeta: metav1.ObjectMeta{Namespace: "infra", Name: "web", CreationTimestamp: metav1.NewTime(time.Unix(0, 0))},
 		Spec: gatewayv1.HTTPRouteSpec{
-			CommonRouteSpec: gatewayv1.CommonRouteSpec{ParentRefs: []gatewayv1.ParentReference{{Name: "gw"}}},
+			CommonRouteSpec: gatewayv1.CommonRouteSpec{ParentRefs: []gatewayv1.ParentReference{{Name: "gw", SectionName: section("www")}, {Name: "gw", SectionName: section("wild")}}},
 			Rules: []gatewayv1.HTTPRouteRule{
 				{Matches: match("/"), BackendRefs: []gatewayv1.HTTPBackendRef{{BackendRef: gatewayv1.BackendRef{
 					BackendObjectReference: gatewayv1.BackendObjectReference{Name: "web", Port: &svcPort}}}}},
@@ -243,14 +286,18 @@ func httpsGhostJSON(t *testing.T, port, backendPort int32) string {
 			Endpoints:   []discoveryv1.Endpoint{{Addresses: []string{"127.0.0.1"}, Conditions: discoveryv1.EndpointConditions{Ready: &ready}}},
 		}},
 	}
-	f, err := routing.Attach(gw, route, objs)
-	if err != nil {
-		t.Fatal(err)
+	var frags []*routing.Fragment
+	for _, r := range []*gatewayv1.HTTPRoute{route, upgrade} {
+		f, err := routing.Attach(gw, r, objs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !f.Accepted() {
+			t.Fatalf("route %s not accepted: %+v", r.Name, f)
+		}
+		frags = append(frags, f)
 	}
-	if !f.Accepted() {
-		t.Fatalf("route not accepted: %+v", f)
-	}
-	tb, err := routing.Merge(gw, []*routing.Fragment{f})
+	tb, err := routing.Merge(gw, frags)
 	if err != nil {
 		t.Fatal(err)
 	}
