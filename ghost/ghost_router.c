@@ -99,10 +99,7 @@ vmod_router_sni(VRT_CTX, struct VPFX(ghost_router) *rt, VCL_STRING name)
 	t->snil = 0;
 	if (name == NULL || *name == '\0')
 		return;
-	/* a DNS name is at most 253 characters: longer selects nothing */
 	l = strlen(name);
-	if (l > 255)
-		l = 255;
 	n = WS_Alloc(ctx->ws, l + 2);
 	if (n == NULL) {
 		VRT_fail(ctx, "ghost: out of workspace");
