@@ -112,9 +112,10 @@ func FuzzIntersectHostnames(f *testing.F) {
 // hostnames, paths and creation times from small alphabets, so that
 // overlaps are common), then checks the merged table and ghost.json:
 // schema-valid, independent of fragment order, each (hostname, socket)
-// pair once, routes in precedence order, and listener isolation (every
+// pair once, routes in precedence order, listener isolation (every
 // route of a vhost comes from a fragment attached to the most specific
-// listener for that hostname on that socket).
+// listener for that hostname on that socket), and the TLS socket of the
+// HTTPS listeners (port 81) with its listeners.
 func FuzzMerge(f *testing.F) {
 	sch := ghostSchema(f)
 	f.Add([]byte{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20})
@@ -153,6 +154,28 @@ func FuzzMerge(f *testing.F) {
 		out2, _ := ghostjson.Marshal(doc2)
 		if !bytes.Equal(out, out2) {
 			t.Fatalf("output depends on fragment order:\n%s\n%s", out, out2)
+		}
+
+		// The TLS socket: port 81's listeners (HTTPS), the first of each
+		// hostname, in spec order; no socket entry for port 80 (HTTP).
+		var want []ghostjson.Listener
+		seenHost := map[string]bool{}
+		for i := range gw.Spec.Listeners {
+			l := &gw.Spec.Listeners[i]
+			if h := listenerHost(l); l.Port == 81 && !seenHost[h] {
+				seenHost[h] = true
+				gl := ghostjson.Listener{Name: string(l.Name)}
+				if h != anyHost {
+					gl.Hostname = h
+				}
+				want = append(want, gl)
+			}
+		}
+		switch {
+		case len(want) == 0 && len(doc.Sockets) != 0:
+			t.Fatalf("sockets %+v without an HTTPS listener", doc.Sockets)
+		case len(want) > 0 && (len(doc.Sockets) != 1 || doc.Sockets[0].Name != "port-81" || !doc.Sockets[0].TLS || !slices.Equal(doc.Sockets[0].Listeners, want)):
+			t.Fatalf("sockets %+v, want port-81 TLS with %+v", doc.Sockets, want)
 		}
 
 		listeners := map[string]*gatewayv1.Listener{}
@@ -259,6 +282,9 @@ func fuzzGateway(data []byte) (*gatewayv1.Gateway, []*gatewayv1.HTTPRoute) {
 	nl := 1 + next()%4
 	for i := 0; i < nl; i++ {
 		l := listener(fmt.Sprintf("l%d", i), int32(80+next()%2), hosts[next()%len(hosts)])
+		if l.Port == 81 {
+			l.Protocol = gatewayv1.HTTPSProtocolType
+		}
 		gw.Spec.Listeners = append(gw.Spec.Listeners, l)
 	}
 	var routes []*gatewayv1.HTTPRoute
