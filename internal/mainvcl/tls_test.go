@@ -2,7 +2,6 @@ package mainvcl
 
 import (
 	"context"
-	"crypto/tls"
 	"fmt"
 	"io"
 	"net"
@@ -98,24 +97,7 @@ func TestHTTPSThroughHitch(t *testing.T) {
 		HTTP2:    true,
 	})
 
-	// client connects to hitch whatever the URL host; the URL host is the
-	// server name (SNI) and what the certificate is checked against.
-	client := func(h2 bool) *http.Client {
-		tr := &http.Transport{
-			TLSClientConfig: &tls.Config{RootCAs: ca.Pool(), NextProtos: []string{"http/1.1"}},
-			DialContext: func(ctx context.Context, network, _ string) (net.Conn, error) {
-				return (&net.Dialer{}).DialContext(ctx, network, h.Addr)
-			},
-		}
-		if h2 {
-			tr.TLSClientConfig.NextProtos = nil
-			tr.ForceAttemptHTTP2 = true
-		}
-		t.Cleanup(tr.CloseIdleConnections)
-		return &http.Client{Transport: tr, Timeout: 30 * time.Second,
-			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
-	}
-	h1, h2c := client(false), client(true)
+	h1, h2c := hitchtest.Client(t, h.Addr, ca.Pool(), false), hitchtest.Client(t, h.Addr, ca.Pool(), true)
 	do := func(c *http.Client, sni, host, path string) (*http.Response, string) {
 		t.Helper()
 		req, err := http.NewRequest("GET", "https://"+net.JoinHostPort(sni, strconv.Itoa(port))+path, nil)

@@ -20,6 +20,7 @@ import (
 	"fmt"
 	"math/big"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"os/user"
@@ -316,6 +317,28 @@ func (h *Hitch) waitReady(t testing.TB) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// Client is an HTTPS client that connects to addr (a hitch frontend, this
+// package's or the chaperone's) whatever the URL's host, so that the URL's
+// host is the TLS server name (SNI) and the name the certificate is
+// checked against, with roots as the only trusted CAs. With http2 it
+// offers ALPN h2 and http/1.1, else http/1.1 only. It follows no
+// redirects: the test sees them.
+func Client(t testing.TB, addr string, roots *x509.CertPool, http2 bool) *http.Client {
+	tr := &http.Transport{
+		TLSClientConfig: &tls.Config{RootCAs: roots, NextProtos: []string{"http/1.1"}},
+		DialContext: func(ctx context.Context, network, _ string) (net.Conn, error) {
+			return (&net.Dialer{}).DialContext(ctx, network, addr)
+		},
+	}
+	if http2 {
+		tr.TLSClientConfig.NextProtos = nil
+		tr.ForceAttemptHTTP2 = true
+	}
+	t.Cleanup(tr.CloseIdleConnections)
+	return &http.Client{Transport: tr, Timeout: 30 * time.Second,
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 }
 
 // freeAddr is a free loopback address below the ephemeral port range (see
