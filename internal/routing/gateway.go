@@ -197,3 +197,30 @@ func CertificateSecrets(gw *gatewayv1.Gateway) []ObjectRef {
 	slices.SortFunc(out, func(a, b ObjectRef) int { return strings.Compare(a.String(), b.String()) })
 	return out
 }
+
+// CertificateRefPermitted reports whether a Gateway in gwNS may use the
+// Secret secretNS/name as a listener certificate: always in its own
+// namespace, otherwise only when a ReferenceGrant in secretNS lets
+// Gateways of gwNS reference that Secret (or every Secret there). Without
+// one the listener's ResolvedRefs is False with reason RefNotPermitted.
+func CertificateRefPermitted(grants []*gatewayv1.ReferenceGrant, gwNS, secretNS, name string) bool {
+	if gwNS == secretNS {
+		return true
+	}
+	for _, g := range grants {
+		if g == nil || g.Namespace != secretNS {
+			continue
+		}
+		if !slices.ContainsFunc(g.Spec.From, func(f gatewayv1.ReferenceGrantFrom) bool {
+			return f.Group == gatewayv1.GroupName && f.Kind == "Gateway" && string(f.Namespace) == gwNS
+		}) {
+			continue
+		}
+		if slices.ContainsFunc(g.Spec.To, func(t gatewayv1.ReferenceGrantTo) bool {
+			return (t.Group == "" || t.Group == "core") && t.Kind == "Secret" && (t.Name == nil || *t.Name == "" || string(*t.Name) == name)
+		}) {
+			return true
+		}
+	}
+	return false
+}

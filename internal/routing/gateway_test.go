@@ -140,3 +140,35 @@ func TestCertificateSecrets(t *testing.T) {
 		t.Errorf("an HTTP gateway has certificate Secrets %v", got)
 	}
 }
+
+func TestCertificateRefPermitted(t *testing.T) {
+	grant := func(ns string, from gatewayv1.ReferenceGrantFrom, to gatewayv1.ReferenceGrantTo) *gatewayv1.ReferenceGrant {
+		return &gatewayv1.ReferenceGrant{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "g"},
+			Spec: gatewayv1.ReferenceGrantSpec{From: []gatewayv1.ReferenceGrantFrom{from}, To: []gatewayv1.ReferenceGrantTo{to}}}
+	}
+	fromGW := gatewayv1.ReferenceGrantFrom{Group: gatewayv1.GroupName, Kind: "Gateway", Namespace: "infra"}
+	allSecrets := gatewayv1.ReferenceGrantTo{Group: "", Kind: "Secret"}
+	tests := []struct {
+		name     string
+		grants   []*gatewayv1.ReferenceGrant
+		secretNS string
+		want     bool
+	}{
+		{"same namespace", nil, "infra", true},
+		{"no grant", nil, "certs", false},
+		{"every Secret", []*gatewayv1.ReferenceGrant{grant("certs", fromGW, allSecrets)}, "certs", true},
+		{"this Secret", []*gatewayv1.ReferenceGrant{grant("certs", fromGW, gatewayv1.ReferenceGrantTo{Kind: "Secret", Name: ptr(gatewayv1.ObjectName("www"))})}, "certs", true},
+		{"another Secret", []*gatewayv1.ReferenceGrant{grant("certs", fromGW, gatewayv1.ReferenceGrantTo{Kind: "Secret", Name: ptr(gatewayv1.ObjectName("api"))})}, "certs", false},
+		{"grant in another namespace", []*gatewayv1.ReferenceGrant{grant("other", fromGW, allSecrets)}, "certs", false},
+		{"from HTTPRoutes", []*gatewayv1.ReferenceGrant{grant("certs", gatewayv1.ReferenceGrantFrom{Group: gatewayv1.GroupName, Kind: "HTTPRoute", Namespace: "infra"}, allSecrets)}, "certs", false},
+		{"from another namespace", []*gatewayv1.ReferenceGrant{grant("certs", gatewayv1.ReferenceGrantFrom{Group: gatewayv1.GroupName, Kind: "Gateway", Namespace: "other"}, allSecrets)}, "certs", false},
+		{"to Services", []*gatewayv1.ReferenceGrant{grant("certs", fromGW, gatewayv1.ReferenceGrantTo{Kind: "Service"})}, "certs", false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := CertificateRefPermitted(tt.grants, "infra", tt.secretNS, "www"); got != tt.want {
+				t.Errorf("CertificateRefPermitted = %v, want %v", got, tt.want)
+			}
+		})
+	}
+}
