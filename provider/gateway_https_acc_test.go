@@ -16,6 +16,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hashicorp/terraform-plugin-testing/helper/resource"
+	"github.com/hashicorp/terraform-plugin-testing/terraform"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -379,4 +381,111 @@ func TestAccGatewayHTTPS(t *testing.T) {
 	if _, err := cp.Client.CoreV1().Secrets(ns).Get(ctx, "www-cert", metav1.GetOptions{}); err != nil {
 		t.Errorf("destroy deleted the user's certificate Secret: %v", err)
 	}
+}
+
+// TestAccGatewayHTTPSProviderRoles applies an HTTPS gateway with a
+// certificate in another namespace as an identity holding only the
+// provider's roles of the security guide (ProviderClusterRules bound
+// cluster-wide, ProviderNamespaceRules in the gateway's namespace and in
+// the certificate's): Kubernetes lets it write the pods' Roles, which grant
+// Secrets by name, only because it holds list and watch of Secrets itself;
+// without them the apply fails.
+func TestAccGatewayHTTPSProviderRoles(t *testing.T) {
+	cp := accPreCheck(t)
+	secretsRule := rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"list", "watch"}}
+	if !slices.ContainsFunc(ProviderNamespaceRules(), func(r rbacv1.PolicyRule) bool { return equalRule(r, secretsRule) }) {
+		t.Fatalf("ProviderNamespaceRules lack %+v", secretsRule)
+	}
+	for _, tc := range []struct {
+		name    string
+		drop    bool // the secrets rule
+		wantErr string
+	}{
+		{"the guide's roles", false, ""},
+		{"without list and watch of Secrets", true, "attempting to grant RBAC permissions not currently held"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := context.Background()
+			ns, certs, idNS := cp.Namespace(t), cp.Namespace(t), cp.Namespace(t)
+			nsRules := slices.DeleteFunc(ProviderNamespaceRules(), func(r rbacv1.PolicyRule) bool { return tc.drop && equalRule(r, secretsRule) })
+			cr := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "provider-" + idNS}, Rules: ProviderClusterRules()}
+			if _, err := cp.Client.RbacV1().ClusterRoles().Create(ctx, cr, metav1.CreateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			crb := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: cr.Name},
+				RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: cr.Name},
+				Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: idNS, Name: "terraform"}}}
+			if _, err := cp.Client.RbacV1().ClusterRoleBindings().Create(ctx, crb, metav1.CreateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() {
+				_ = cp.Client.RbacV1().ClusterRoleBindings().Delete(context.Background(), crb.Name, metav1.DeleteOptions{})
+				_ = cp.Client.RbacV1().ClusterRoles().Delete(context.Background(), cr.Name, metav1.DeleteOptions{})
+			})
+			if _, err := cp.Client.CoreV1().ServiceAccounts(idNS).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "terraform"}}, metav1.CreateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			for _, n := range []string{ns, certs} {
+				cp.GrantRole(t, n, "provider-gateways", idNS, "terraform", nsRules)
+			}
+			kubeconfig, err := cp.ServiceAccountKubeconfig(ctx, idNS, "terraform")
+			if err != nil {
+				t.Fatal(err)
+			}
+			class := "vgw-" + k8srand.String(6)
+			t.Cleanup(func() {
+				_ = cp.Gateway.GatewayV1().GatewayClasses().Delete(context.Background(), class, metav1.DeleteOptions{})
+			})
+			config := fmt.Sprintf(`
+provider "varnishgw" {
+  config_path = %[1]q
+}
+
+resource "varnishgw_gateway_class" "test" {
+  name                 = %[2]q
+  parameters_namespace = %[3]q
+  image                = %[4]q
+}
+
+resource "varnishgw_gateway" "test" {
+  namespace          = %[3]q
+  name               = "edge"
+  gateway_class_name = varnishgw_gateway_class.test.name
+  wait_for_rollout   = false
+  listener {
+    name     = "https"
+    port     = 443
+    protocol = "HTTPS"
+    tls {
+      certificate_ref {
+        name = "www-cert"
+      }
+      certificate_ref {
+        name      = "shared"
+        namespace = %[5]q
+      }
+    }
+  }
+}
+`, kubeconfig, class, ns, testImage, certs)
+			step := resource.TestStep{Config: config}
+			if tc.wantErr != "" {
+				step.ExpectError = words(tc.wantErr)
+			} else {
+				step.Check = func(*terraform.State) error {
+					gw := routing.ObjectRef{Namespace: ns, Name: "edge"}
+					if _, err := cp.Client.RbacV1().Roles(certs).Get(ctx, gwruntime.CertificateRoleName(gw), metav1.GetOptions{}); err != nil {
+						return fmt.Errorf("the Role in the certificate's namespace: %w", err)
+					}
+					return nil
+				}
+			}
+			resource.Test(t, resource.TestCase{ProtoV6ProviderFactories: protoV6ProviderFactories, Steps: []resource.TestStep{step}})
+		})
+	}
+}
+
+func equalRule(a, b rbacv1.PolicyRule) bool {
+	return slices.Equal(a.APIGroups, b.APIGroups) && slices.Equal(a.Resources, b.Resources) && slices.Equal(a.Verbs, b.Verbs) &&
+		slices.Equal(a.ResourceNames, b.ResourceNames)
 }

@@ -591,7 +591,11 @@ func (c *clients) applyCertificateRoles(ctx context.Context, s *runtimeSpec) err
 	for _, ns := range slices.Sorted(maps.Keys(want)) {
 		role := rbacv1apply.Role(name, ns).WithLabels(lbl).WithAnnotations(ann).WithRules(policyRulesApply(gwruntime.CertificateRules(want[ns], true))...)
 		if _, err := c.kube.RbacV1().Roles(ns).Apply(ctx, role, opts); err != nil {
-			return fmt.Errorf("apply Role %s/%s, which lets the gateway pods read their certificate Secrets there: %w", ns, name, err)
+			hint := ""
+			if apierrors.IsForbidden(err) {
+				hint = fmt.Sprintf("; the provider needs the ClusterRole %s bound in namespace %s too (docs/guides/security.md)", ProviderNamespaceRoleName, ns)
+			}
+			return fmt.Errorf("apply Role %s/%s, which lets the gateway pods read their certificate Secrets there: %w%s", ns, name, err, hint)
 		}
 		rb := rbacv1apply.RoleBinding(name, ns).WithLabels(lbl).WithAnnotations(ann).
 			WithRoleRef(rbacv1apply.RoleRef().WithAPIGroup(rbacv1.GroupName).WithKind("Role").WithName(name)).
