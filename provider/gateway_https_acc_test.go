@@ -489,3 +489,33 @@ func equalRule(a, b rbacv1.PolicyRule) bool {
 	return slices.Equal(a.APIGroups, b.APIGroups) && slices.Equal(a.Resources, b.Resources) && slices.Equal(a.Verbs, b.Verbs) &&
 		slices.Equal(a.ResourceNames, b.ResourceNames)
 }
+
+// TestAccGatewayExternalTrafficPolicy: external_traffic_policy sets the
+// Service's; removing it gives the Service Kubernetes' default back, and
+// neither leaves a diff.
+func TestAccGatewayExternalTrafficPolicy(t *testing.T) {
+	cp := accPreCheck(t)
+	ns := cp.Namespace(t)
+	class := "vgw-" + k8srand.String(6)
+	gw := routing.ObjectRef{Namespace: ns, Name: "edge"}
+	policy := func(want corev1.ServiceExternalTrafficPolicy) func(*terraform.State) error {
+		return func(*terraform.State) error {
+			svc, err := cp.Client.CoreV1().Services(ns).Get(context.Background(), gwruntime.Name(gw), metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			if svc.Spec.ExternalTrafficPolicy != want {
+				return fmt.Errorf("the Service's externalTrafficPolicy is %q, want %q", svc.Spec.ExternalTrafficPolicy, want)
+			}
+			return nil
+		}
+	}
+	lb := listenerHCL("http", 8080) + "  service_type = \"LoadBalancer\"\n"
+	resource.Test(t, resource.TestCase{
+		ProtoV6ProviderFactories: protoV6ProviderFactories,
+		Steps: []resource.TestStep{
+			{Config: gatewayConfig(cp, ns, class, "", lb+"  external_traffic_policy = \"Local\"\n"), Check: policy(corev1.ServiceExternalTrafficPolicyLocal)},
+			{Config: gatewayConfig(cp, ns, class, "", lb), Check: policy(corev1.ServiceExternalTrafficPolicyCluster)},
+		},
+	})
+}
