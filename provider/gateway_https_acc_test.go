@@ -480,7 +480,27 @@ resource "varnishgw_gateway" "test" {
 					return nil
 				}
 			}
-			resource.Test(t, resource.TestCase{ProtoV6ProviderFactories: protoV6ProviderFactories, Steps: []resource.TestStep{step}})
+			// Destroy deletes the Role in the certificate's namespace too,
+			// which no owner reference would.
+			gone := func(*terraform.State) error {
+				gw := routing.ObjectRef{Namespace: ns, Name: "edge"}
+				for _, err := range []error{
+					func() error {
+						_, err := cp.Client.RbacV1().Roles(certs).Get(ctx, gwruntime.CertificateRoleName(gw), metav1.GetOptions{})
+						return err
+					}(),
+					func() error {
+						_, err := cp.Client.RbacV1().RoleBindings(certs).Get(ctx, gwruntime.CertificateRoleName(gw), metav1.GetOptions{})
+						return err
+					}(),
+				} {
+					if !apierrors.IsNotFound(err) {
+						return fmt.Errorf("after destroy, the Role or RoleBinding in %s: %v, want NotFound", certs, err)
+					}
+				}
+				return nil
+			}
+			resource.Test(t, resource.TestCase{ProtoV6ProviderFactories: protoV6ProviderFactories, Steps: []resource.TestStep{step}, CheckDestroy: gone})
 		})
 	}
 }
