@@ -90,9 +90,54 @@ func TestAccGatewayPodSecurityRestricted(t *testing.T) {
 		Steps: []resource.TestStep{
 			{Config: gatewayConfig(cp, ns, class, "", listeners), Check: admitted},
 			{Config: gatewayConfig(cp, ns, class, "", listeners+`  mode = "sidecar"`+"\n"+pod), Check: admitted},
+			// An HTTPS listener adds the memory-backed TLS volume, in both
+			// containers in sidecar mode: still restricted.
+			{Config: gatewayConfig(cp, ns, class, "", listeners+httpsListenerHCL+`  mode = "sidecar"`+"\n"+pod), Check: resource.ComposeTestCheckFunc(admitted,
+				func(*terraform.State) error {
+					d, err := getDeployment(cp, gw)
+					if err != nil {
+						return err
+					}
+					for _, c := range d.Spec.Template.Spec.Containers {
+						if !slices.ContainsFunc(c.VolumeMounts, func(m corev1.VolumeMount) bool { return m.Name == tlsVolume }) {
+							return fmt.Errorf("container %s does not mount the TLS volume", c.Name)
+						}
+						if c.Name == varnishName && !slices.Contains(c.Args, "port-8443=/run/varnishgw/tls/port-8443.sock,PROXY,mode=0600") {
+							return fmt.Errorf("varnishd args %q lack the TLS socket of port 8443", c.Args)
+						}
+						if c.Name == chaperoneName && !slices.Contains(c.Args, "--tls-listen=8443") {
+							return fmt.Errorf("chaperone args %q lack --tls-listen=8443", c.Args)
+						}
+					}
+					return nil
+				})},
+			// An HTTPS gateway imports as configured: the values the API
+			// server defaults (mode, group, kind) stay unset.
+			{
+				ResourceName:            "varnishgw_gateway.test",
+				ImportState:             true,
+				ImportStateId:           ns + "/edge",
+				ImportStateVerify:       true,
+				ImportStateVerifyIgnore: []string{"wait_for_rollout"},
+			},
 		},
 	})
 }
+
+// httpsListenerHCL is an HTTPS listener on 8443 with the certificate of
+// the Secret www-cert, which the tests that use it do not create (a plan
+// warning).
+const httpsListenerHCL = `  listener {
+    name     = "https"
+    port     = 8443
+    protocol = "HTTPS"
+    tls {
+      certificate_ref {
+        name = "www-cert"
+      }
+    }
+  }
+`
 
 // playController acts, in a goroutine, as the Deployment controller and
 // the kubelet that the test control plane lacks, once the gateway's

@@ -64,6 +64,8 @@ type gatewayModel struct {
 	Infrastructure         *infrastructureModel `tfsdk:"infrastructure"`
 	ServiceType            types.String         `tfsdk:"service_type"`
 	ServiceAnnotations     types.Map            `tfsdk:"service_annotations"`
+	ExternalTrafficPolicy  types.String         `tfsdk:"external_traffic_policy"`
+	HTTP2                  types.Bool           `tfsdk:"http2"`
 	PDBMaxUnavailable      types.String         `tfsdk:"pdb_max_unavailable"`
 	WaitForRollout         types.Bool           `tfsdk:"wait_for_rollout"`
 	RolloutTimeout         types.String         `tfsdk:"rollout_timeout"`
@@ -79,8 +81,24 @@ type listenerModel struct {
 	Port          types.Int64         `tfsdk:"port"`
 	Protocol      types.String        `tfsdk:"protocol"`
 	Hostname      types.String        `tfsdk:"hostname"`
-	TLS           types.Object        `tfsdk:"tls"`
+	TLS           *listenerTLSModel   `tfsdk:"tls"`
 	AllowedRoutes *allowedRoutesModel `tfsdk:"allowed_routes"`
+}
+
+// listenerTLSModel is a listener's tls block.
+type listenerTLSModel struct {
+	Mode            types.String          `tfsdk:"mode"`
+	Options         types.Map             `tfsdk:"options"`
+	CertificateRefs []certificateRefModel `tfsdk:"certificate_ref"`
+}
+
+// certificateRefModel is a certificate_ref block: a Gateway API
+// SecretObjectReference. Only the reference is stored, never the Secret.
+type certificateRefModel struct {
+	Group     types.String `tfsdk:"group"`
+	Kind      types.String `tfsdk:"kind"`
+	Name      types.String `tfsdk:"name"`
+	Namespace types.String `tfsdk:"namespace"`
 }
 
 type allowedRoutesModel struct {
@@ -129,12 +147,12 @@ func (r *gatewayResource) ValidateConfig(ctx context.Context, req resource.Valid
 	rejectUnsupportedGateway(&m, req.Config.Raw, &resp.Diagnostics)
 	reported := map[string]bool{} // attribute paths with an error of the provider's
 	for i, l := range m.Listeners {
-		if p := l.Protocol.ValueString(); !l.Protocol.IsNull() && !l.Protocol.IsUnknown() && p != "HTTP" {
+		if p := l.Protocol.ValueString(); !l.Protocol.IsNull() && !l.Protocol.IsUnknown() && p != "HTTP" && p != "HTTPS" {
 			ap := path.Root("listener").AtListIndex(i).AtName("protocol")
 			reported[ap.String()] = true
 			resp.Diagnostics.AddAttributeError(ap, "Unsupported listener protocol",
-				fmt.Sprintf("listener %q: protocol %q is not served: Varnish has no TLS, so varnishgw serves HTTP only. "+
-					"Terminate TLS in front of the gateway (for example at a LoadBalancer) and set protocol = \"HTTP\".", l.Name.ValueString(), p))
+				fmt.Sprintf("listener %q: protocol %q is not served: varnishgw serves HTTP and HTTPS (TLS terminated in the gateway pod); "+
+					"TLS passthrough, TCP and UDP are not. Set protocol = \"HTTP\" or \"HTTPS\".", l.Name.ValueString(), p))
 		}
 	}
 	for i, l := range m.Listeners {
@@ -159,6 +177,12 @@ func (r *gatewayResource) ValidateConfig(ctx context.Context, req resource.Valid
 				fmt.Sprintf("listener %q: selector and selector_expression are used only with namespaces = \"Selector\" (namespaces is %q); "+
 					"set namespaces = \"Selector\" or remove them", l.Name.ValueString(), ar.Namespaces.ValueString()))
 		}
+	}
+	if etp := m.ExternalTrafficPolicy; !etp.IsNull() && !etp.IsUnknown() && !m.ServiceType.IsUnknown() &&
+		(m.ServiceType.IsNull() || m.ServiceType.ValueString() == string(corev1.ServiceTypeClusterIP)) {
+		resp.Diagnostics.AddAttributeError(path.Root("external_traffic_policy"), "External traffic policy without external traffic",
+			fmt.Sprintf("external_traffic_policy = %q applies to traffic from outside the cluster, which a ClusterIP Service does not take; "+
+				"set service_type = \"LoadBalancer\" (or \"NodePort\"), or remove external_traffic_policy.", etp.ValueString()))
 	}
 	m.Pod.validate(&resp.Diagnostics)
 	m.validateMetadataKeys(&resp.Diagnostics)
@@ -253,6 +277,71 @@ func (ar *allowedRoutesModel) allowedRoutes() *gatewayv1.AllowedRoutes {
 	return out
 }
 
+// listenerTLS is the listener's tls, nil without the block. Mode is
+// written as configured (the API server defaults it to Terminate).
+func (t *listenerTLSModel) listenerTLS() *gatewayv1.ListenerTLSConfig {
+	if t == nil {
+		return nil
+	}
+	out := &gatewayv1.ListenerTLSConfig{Mode: strPtr[gatewayv1.TLSModeType](t.Mode)}
+	if opts := stringMap(t.Options); len(opts) > 0 {
+		out.Options = map[gatewayv1.AnnotationKey]gatewayv1.AnnotationValue{}
+		for k, v := range opts {
+			out.Options[gatewayv1.AnnotationKey(k)] = gatewayv1.AnnotationValue(v)
+		}
+	}
+	for _, r := range t.CertificateRefs {
+		out.CertificateRefs = append(out.CertificateRefs, gatewayv1.SecretObjectReference{
+			Group:     strPtr[gatewayv1.Group](r.Group),
+			Kind:      strPtr[gatewayv1.Kind](r.Kind),
+			Name:      gatewayv1.ObjectName(r.Name.ValueString()),
+			Namespace: strPtr[gatewayv1.Namespace](r.Namespace),
+		})
+	}
+	return out
+}
+
+// readListenerTLS is the tls block of a live listener's tls. The values
+// the API server defaults (mode Terminate, group "", kind Secret) stay
+// unset when they were unset before (or on import).
+func readListenerTLS(prior *listenerTLSModel, t *gatewayv1.ListenerTLSConfig) *listenerTLSModel {
+	if t == nil {
+		return nil
+	}
+	out := &listenerTLSModel{Mode: nonDefault(t.Mode, string(gatewayv1.TLSModeTerminate)), Options: types.MapNull(types.StringType), CertificateRefs: []certificateRefModel{}}
+	if prior != nil && prior.Mode.ValueString() == string(gatewayv1.TLSModeTerminate) && t.Mode != nil && *t.Mode == gatewayv1.TLSModeTerminate {
+		out.Mode = prior.Mode
+	}
+	if len(t.Options) > 0 {
+		opts := map[string]string{}
+		for k, v := range t.Options {
+			opts[string(k)] = string(v)
+		}
+		out.Options = stringMapValue(opts)
+	} else if prior != nil && !prior.Options.IsNull() && len(prior.Options.Elements()) == 0 {
+		out.Options = prior.Options
+	}
+	for i, r := range t.CertificateRefs {
+		rm := certificateRefModel{
+			Group:     nonDefault(r.Group, ""),
+			Kind:      nonDefault(r.Kind, "Secret"),
+			Name:      types.StringValue(string(r.Name)),
+			Namespace: strVal(r.Namespace),
+		}
+		if prior != nil && i < len(prior.CertificateRefs) {
+			was := prior.CertificateRefs[i]
+			if was.Group.ValueString() == "" && !was.Group.IsNull() && rm.Group.IsNull() {
+				rm.Group = was.Group
+			}
+			if was.Kind.ValueString() == "Secret" && rm.Kind.IsNull() {
+				rm.Kind = was.Kind
+			}
+		}
+		out.CertificateRefs = append(out.CertificateRefs, rm)
+	}
+	return out
+}
+
 func (m *gatewayModel) ref() routing.ObjectRef {
 	return routing.ObjectRef{Namespace: m.Namespace.ValueString(), Name: m.Name.ValueString()}
 }
@@ -281,6 +370,7 @@ func (m *gatewayModel) toGateway(ctx context.Context) (*gatewayv1.Gateway, error
 			gl.Hostname = &h
 		}
 		gl.AllowedRoutes = l.AllowedRoutes.allowedRoutes()
+		gl.TLS = l.TLS.listenerTLS()
 		gw.Spec.Listeners = append(gw.Spec.Listeners, gl)
 	}
 	return gw, nil
@@ -316,9 +406,20 @@ func (m *gatewayModel) runtimeSpec(class *classDefaults) (*runtimeSpec, error) {
 		if !seen[p] {
 			seen[p] = true
 			s.ports = append(s.ports, p)
+			if l.Protocol.ValueString() == string(gatewayv1.HTTPSProtocolType) {
+				s.tlsPorts = append(s.tlsPorts, p)
+			}
 		}
 	}
 	slices.Sort(s.ports)
+	slices.Sort(s.tlsPorts)
+	s.noHTTP2 = !m.HTTP2.IsNull() && !m.HTTP2.ValueBool()
+	s.externalTrafficPolicy = corev1.ServiceExternalTrafficPolicy(m.ExternalTrafficPolicy.ValueString())
+	gw, err := m.toGateway(context.Background())
+	if err != nil {
+		return nil, err
+	}
+	s.certSecrets = routing.CertificateSecrets(gw)
 	if m.Resources != nil {
 		if s.requests, err = parseResources("resources.requests", stringMap(m.Resources.Requests)); err != nil {
 			return nil, err
@@ -361,6 +462,7 @@ func (r *gatewayResource) ModifyPlan(ctx context.Context, req resource.ModifyPla
 			resp.Diagnostics.Append(resp.Plan.SetAttribute(ctx, path.Root(a), v)...)
 		}
 	}
+	r.c.warnCertificates(ctx, &plan, &resp.Diagnostics)
 	class, err := r.c.gatewayDefaults(ctx, plan.GatewayClassName.ValueString(), plan.Namespace.ValueString(), plan.Infrastructure.settings())
 	if isInvalidParameters(err) {
 		resp.Diagnostics.AddAttributeWarning(path.Root("infrastructure").AtName("parameters_ref"), "The gateway's parameters cannot be used",
@@ -411,6 +513,80 @@ func (r *gatewayResource) ModifyPlan(ctx context.Context, req resource.ModifyPla
 			fmt.Sprintf("Gateway %s: %s. The next apply restores it.", spec.gw, drift))
 	}
 	update()
+}
+
+// warnCertificates warns at plan about the certificate Secrets of the
+// HTTPS listeners that will not serve when applied: a Secret that does not
+// exist (yet: cert-manager, for one, creates it after the Gateway; the
+// listener serves once it exists, without another apply), one that is not
+// of type kubernetes.io/tls, and one in another namespace that no
+// ReferenceGrant lets the Gateway use. Neither is an error: the pods pick
+// the Secret up when it appears, and report it on the listener's
+// ResolvedRefs condition until then. The Secret is read for its type only;
+// its data never enters the plan or the state.
+func (c *clients) warnCertificates(ctx context.Context, m *gatewayModel, diags *diag.Diagnostics) {
+	gwNS := m.Namespace.ValueString()
+	grants := map[string][]*gatewayv1.ReferenceGrant{}
+	checked := map[routing.ObjectRef]bool{}
+	for i, l := range m.Listeners {
+		if l.TLS == nil || l.Protocol.ValueString() != string(gatewayv1.HTTPSProtocolType) {
+			continue
+		}
+		for j, r := range l.TLS.CertificateRefs {
+			if (!r.Group.IsNull() && r.Group.ValueString() != "") || (!r.Kind.IsNull() && r.Kind.ValueString() != "Secret") || r.Name.IsUnknown() {
+				continue // an error of ValidateConfig
+			}
+			ref := routing.ObjectRef{Namespace: gwNS, Name: r.Name.ValueString()}
+			if v := r.Namespace.ValueString(); v != "" {
+				ref.Namespace = v
+			}
+			if checked[ref] {
+				continue
+			}
+			checked[ref] = true
+			at := path.Root("listener").AtListIndex(i).AtName("tls").AtName("certificate_ref").AtListIndex(j).AtName("name")
+			listener := l.Name.ValueString()
+			if ref.Namespace != gwNS {
+				if _, ok := grants[ref.Namespace]; !ok {
+					list, err := c.gateway.GatewayV1().ReferenceGrants(ref.Namespace).List(ctx, metav1.ListOptions{})
+					if err != nil {
+						diags.AddAttributeWarning(at, "Cannot check the certificate's ReferenceGrant",
+							fmt.Sprintf("listing the ReferenceGrants of namespace %s failed: %v. Listener %q serves Secret %s only if a ReferenceGrant there "+
+								"lets Gateways of namespace %s reference it.", ref.Namespace, err, listener, ref, gwNS))
+						grants[ref.Namespace] = nil
+						continue
+					}
+					grants[ref.Namespace] = []*gatewayv1.ReferenceGrant{}
+					for k := range list.Items {
+						grants[ref.Namespace] = append(grants[ref.Namespace], &list.Items[k])
+					}
+				}
+				if g := grants[ref.Namespace]; g != nil && !routing.CertificateRefPermitted(g, gwNS, ref.Namespace, ref.Name) {
+					diags.AddAttributeWarning(at, "The certificate Secret is in another namespace without a ReferenceGrant",
+						fmt.Sprintf("Listener %q references Secret %s, but no ReferenceGrant in namespace %s lets Gateways of namespace %s reference it. "+
+							"Until one does, the listener's ResolvedRefs condition is False with reason RefNotPermitted and the certificate is not served. "+
+							"Create a ReferenceGrant in %s from group gateway.networking.k8s.io, kind Gateway, namespace %s to kind Secret (name %s), "+
+							"or move the Secret to namespace %s.", listener, ref, ref.Namespace, gwNS, ref.Namespace, gwNS, ref.Name, gwNS))
+				}
+			}
+			sec, err := c.kube.CoreV1().Secrets(ref.Namespace).Get(ctx, ref.Name, metav1.GetOptions{})
+			switch {
+			case apierrors.IsNotFound(err):
+				diags.AddAttributeWarning(at, "The certificate Secret does not exist yet",
+					fmt.Sprintf("Listener %q references Secret %s, which does not exist. The listener serves once it exists, without another apply "+
+						"(for example when cert-manager issues the certificate after the Gateway is created); until then its ResolvedRefs condition "+
+						"is False with reason InvalidCertificateRef. If the name is wrong, fix it.", listener, ref))
+			case err != nil:
+				diags.AddAttributeWarning(at, "Cannot check the certificate Secret",
+					fmt.Sprintf("reading Secret %s failed: %v. Listener %q serves once the Secret exists and is of type kubernetes.io/tls.", ref, err, listener))
+			case sec.Type != corev1.SecretTypeTLS:
+				diags.AddAttributeWarning(at, "The certificate Secret is not of type kubernetes.io/tls",
+					fmt.Sprintf("Listener %q references Secret %s, whose type is %q. The gateway serves certificates from Secrets of type kubernetes.io/tls "+
+						"(keys tls.crt and tls.key) only: until the Secret is one, the listener's ResolvedRefs condition is False with reason "+
+						"InvalidCertificateRef. Create it with kubectl create secret tls, or let cert-manager issue it.", listener, ref, sec.Type))
+			}
+		}
+	}
 }
 
 func (r *gatewayResource) Create(ctx context.Context, req resource.CreateRequest, resp *resource.CreateResponse) {
@@ -574,6 +750,9 @@ func (c *clients) applyGateway(ctx context.Context, gw *gatewayv1.Gateway) (*gat
 			ar.WithKinds(rk)
 		}
 		la.WithAllowedRoutes(ar)
+		if t := l.TLS; t != nil {
+			la.WithTLS(listenerTLSApply(t))
+		}
 		spec.WithListeners(la)
 	}
 	if gw.Spec.Infrastructure != nil {
@@ -585,6 +764,32 @@ func (c *clients) applyGateway(ctx context.Context, gw *gatewayv1.Gateway) (*gat
 		return nil, fmt.Errorf("apply Gateway %s/%s: %w", gw.Namespace, gw.Name, err)
 	}
 	return live, nil
+}
+
+// listenerTLSApply is the apply configuration of a listener's tls: the
+// references to the certificate Secrets, never their contents.
+func listenerTLSApply(t *gatewayv1.ListenerTLSConfig) *gatewayv1apply.ListenerTLSConfigApplyConfiguration {
+	ac := gatewayv1apply.ListenerTLSConfig()
+	if t.Mode != nil {
+		ac.WithMode(*t.Mode)
+	}
+	for _, r := range t.CertificateRefs {
+		ref := gatewayv1apply.SecretObjectReference().WithName(r.Name)
+		if r.Group != nil {
+			ref.WithGroup(*r.Group)
+		}
+		if r.Kind != nil {
+			ref.WithKind(*r.Kind)
+		}
+		if r.Namespace != nil {
+			ref.WithNamespace(*r.Namespace)
+		}
+		ac.WithCertificateRefs(ref)
+	}
+	if len(t.Options) > 0 {
+		ac.WithOptions(t.Options)
+	}
+	return ac
 }
 
 // readComputed sets the computed attributes from the cluster.
@@ -676,16 +881,13 @@ func (c *clients) readGateway(ctx context.Context, m *gatewayModel) error {
 	}
 	m.Listeners = []listenerModel{}
 	for _, l := range gw.Spec.Listeners {
-		was, wasSet := prior[string(l.Name)]
+		was := prior[string(l.Name)]
 		lm := listenerModel{
 			Name:     types.StringValue(string(l.Name)),
 			Port:     types.Int64Value(int64(l.Port)),
 			Protocol: types.StringValue(string(l.Protocol)),
 			Hostname: types.StringNull(),
-			TLS:      types.ObjectNull(gatewayBlockType(ctx, path.Root("listener").AtListIndex(0).AtName("tls")).AttrTypes),
-		}
-		if wasSet && !was.TLS.IsNull() {
-			lm.TLS = was.TLS // rejected when set: never written
+			TLS:      readListenerTLS(was.TLS, l.TLS),
 		}
 		if l.Hostname != nil {
 			lm.Hostname = types.StringValue(string(*l.Hostname))
@@ -734,6 +936,10 @@ func (c *clients) readGateway(ctx context.Context, m *gatewayModel) error {
 			if f, err := gwruntime.ParseChaperoneArgs(ctr.Args); err == nil {
 				m.DrainTimeoutSeconds = types.Int64Value(int64(f.DrainTimeout / time.Second))
 				m.Mode = types.StringValue(f.Mode)
+				// http2 unset is true, the chaperone's default.
+				if !f.HTTP2 || !m.HTTP2.IsNull() {
+					m.HTTP2 = types.BoolValue(f.HTTP2)
+				}
 			}
 			if m.Mode.ValueString() != modeSidecar {
 				m.Resources = readResources(m.Resources, ctr.Resources)
@@ -749,6 +955,12 @@ func (c *clients) readGateway(ctx context.Context, m *gatewayModel) error {
 	switch {
 	case err == nil:
 		m.ServiceType = types.StringValue(string(svc.Spec.Type))
+		// Unset stays unset while the Service has Kubernetes' default.
+		if etp := svc.Spec.ExternalTrafficPolicy; etp != "" && (etp != corev1.ServiceExternalTrafficPolicyCluster || !m.ExternalTrafficPolicy.IsNull()) {
+			m.ExternalTrafficPolicy = types.StringValue(string(etp))
+		} else if etp == "" {
+			m.ExternalTrafficPolicy = types.StringNull()
+		}
 		// Only the annotations the configuration sets are the provider's;
 		// on import, all but the infrastructure's.
 		ann := map[string]string{}

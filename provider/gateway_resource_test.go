@@ -720,8 +720,20 @@ func TestAccGatewayValidation(t *testing.T) {
 	cp := accPreCheck(t)
 	listener := "listener {\n  name = \"a\"\n  port = 80\n}\n"
 	for _, tc := range []struct{ name, body, line, want string }{
-		{"https", "listener {\n  name     = \"https\"\n  port     = 443\n  protocol = \"HTTPS\"\n}", `protocol = "HTTPS"`,
-			`listener "https": protocol "HTTPS" is not served: Varnish has no TLS`},
+		{"tls passthrough protocol", "listener {\n  name     = \"tls\"\n  port     = 443\n  protocol = \"TLS\"\n}", `protocol = "TLS"`,
+			`listener "tls": protocol "TLS" is not served: varnishgw serves HTTP and HTTPS`},
+		{"https without tls", "listener {\n  name     = \"https\"\n  port     = 443\n  protocol = \"HTTPS\"\n}", `listener {`,
+			`listener\[0\]\.tls: Required value: an HTTPS listener needs tls with a certificateRef`},
+		{"passthrough", "listener {\n  name     = \"https\"\n  port     = 443\n  protocol = \"HTTPS\"\n  tls {\n    mode = \"Passthrough\"\n    certificate_ref {\n      name = \"www\"\n    }\n  }\n}",
+			`mode = "Passthrough"`, `listener\[0\]\.tls\.mode: Unsupported value: "Passthrough": Passthrough hands the encrypted connection to a backend \(protocol TLS with TLSRoutes\), which varnishgw does not serve; varnishgw terminates TLS on HTTPS listeners: set mode Terminate \(the default\) or remove mode`},
+		{"tls on http", "listener {\n  name     = \"http\"\n  port     = 80\n  tls {\n    certificate_ref {\n      name = \"www\"\n    }\n  }\n}",
+			`tls {`, `listener\[0\]\.tls: Forbidden: an HTTP listener has no TLS: remove tls, or set protocol HTTPS`},
+		{"no certificate", "listener {\n  name     = \"https\"\n  port     = 443\n  protocol = \"HTTPS\"\n  tls {\n    mode = \"Terminate\"\n  }\n}",
+			`tls {`, `listener\[0\]\.tls\.certificate_ref: Required value: at least one Secret of type kubernetes.io/tls`},
+		{"certificate of another kind", "listener {\n  name     = \"https\"\n  port     = 443\n  protocol = \"HTTPS\"\n  tls {\n    certificate_ref {\n      kind = \"ConfigMap\"\n      name = \"www\"\n    }\n  }\n}",
+			`kind = "ConfigMap"`, `listener\[0\]\.tls\.certificate_ref\[0\]\.kind: Unsupported value: "ConfigMap": certificates come from Secrets of type kubernetes.io/tls: set kind Secret or remove kind "ConfigMap"`},
+		{"external traffic policy on ClusterIP", listener + "external_traffic_policy = \"Local\"", `external_traffic_policy = "Local"`,
+			`external_traffic_policy = "Local" applies to traffic from outside the cluster, which a ClusterIP Service does not take`},
 		{"bad mode", listener + "mode = \"daemon\"", `mode = "daemon"`, `value must be one of: \["supervise" "sidecar"\]`},
 		{"duplicate listener", listener + strings.Replace(listener, "80", "81", 1), `name = "a"`, `listener\[1\]\.name: Duplicate value: "a"`},
 		{"bad port", "listener {\n  name = \"a\"\n  port = 0\n}", `port = 0`, `listener\[0\]\.port: Invalid value: 0: must be a port number from 1 to 65535`},

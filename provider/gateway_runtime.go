@@ -65,6 +65,14 @@ const (
 	modeSupervise    = "supervise"
 	modeSidecar      = "sidecar"
 	rolloutPollEvery = time.Second
+	// tlsVolume holds hitch's configuration, the certificates and keys
+	// (mode 0600) and varnishd's TLS sockets: memory-backed, so keys never
+	// reach a node's disk, and mounted at the chaperone's default --tls-dir
+	// (both containers in sidecar mode: varnishd opens the sockets).
+	tlsVolume = "tls"
+	// tlsVolumeSize bounds the memory the TLS volume may take: PEM files of
+	// up to 64 certificates per listener, a configuration and sockets.
+	tlsVolumeSize = "16Mi"
 )
 
 // classDefaults are the GatewayClass parameters a gateway inherits.
@@ -179,21 +187,33 @@ func (d *classDefaults) merge(data map[string]string, class bool) error {
 
 // runtimeSpec is everything the gateway's runtime objects are built from.
 type runtimeSpec struct {
-	gw           routing.ObjectRef
-	className    string
-	class        *classDefaults // with the gateway's parametersRef applied
-	pod          podSettings
-	infra        infraSettings
-	gatewayVCL   *string
-	ports        []int32 // distinct, sorted
-	replicas     int32
-	mode         string
-	drainTimeout int64 // seconds
-	serviceType  corev1.ServiceType
-	annotations  map[string]string
-	maxUnavail   intstr.IntOrString
-	requests     corev1.ResourceList
-	limits       corev1.ResourceList
+	gw         routing.ObjectRef
+	className  string
+	class      *classDefaults // with the gateway's parametersRef applied
+	pod        podSettings
+	infra      infraSettings
+	gatewayVCL *string
+	ports      []int32 // distinct, sorted
+	// tlsPorts are the ports of the HTTPS listeners (a subset of ports):
+	// hitch terminates TLS on them and hands connections to varnishd's
+	// Unix socket port-N in the TLS volume.
+	tlsPorts []int32
+	// noHTTP2 turns HTTP/2 off on the HTTPS listeners (chaperone
+	// --http2=false); the zero value is the chaperone's default, on.
+	noHTTP2 bool
+	// certSecrets are the certificate Secrets the HTTPS listeners reference
+	// (routing.CertificateSecrets): the pods may read exactly those.
+	certSecrets []routing.ObjectRef
+	// externalTrafficPolicy is the Service's, empty: Kubernetes' default.
+	externalTrafficPolicy corev1.ServiceExternalTrafficPolicy
+	replicas              int32
+	mode                  string
+	drainTimeout          int64 // seconds
+	serviceType           corev1.ServiceType
+	annotations           map[string]string
+	maxUnavail            intstr.IntOrString
+	requests              corev1.ResourceList
+	limits                corev1.ResourceList
 }
 
 func (s *runtimeSpec) name() string { return gwruntime.Name(s.gw) }
@@ -221,15 +241,23 @@ func (s *runtimeSpec) chaperoneFlags() gwruntime.ChaperoneFlags {
 		f.Mode = gwruntime.ModeSidecar
 		f.SecretFile = secretDir + "/" + secretKey
 	} else {
-		f.Ports = make([]int, len(s.ports))
-		for i, p := range s.ports {
-			f.Ports[i] = int(p)
+		f.Ports = []int{}
+		for _, p := range s.ports {
+			if !slices.Contains(s.tlsPorts, p) {
+				f.Ports = append(f.Ports, int(p))
+			}
 		}
 		f.Storage = []string{s.class.storage}
 		for _, k := range slices.Sorted(maps.Keys(s.class.params)) {
 			f.Params = append(f.Params, k+"="+s.class.params[k])
 		}
 	}
+	// hitch runs in the chaperone container, in both modes; its directory
+	// is the TLS volume, mounted at the default --tls-dir.
+	for _, p := range s.tlsPorts {
+		f.TLSPorts = append(f.TLSPorts, int(p))
+	}
+	f.HTTP2 = !s.noHTTP2
 	// varnishncsa runs in the chaperone container, in both modes.
 	f.AccessLog = s.class.accessLog
 	f.LogLevel = s.class.logLevel
@@ -260,12 +288,38 @@ func (s *runtimeSpec) chaperoneArgs() []string {
 func (s *runtimeSpec) varnishdArgs() []string {
 	cfg := varnishd.Config{WorkDir: workDir, GhostAdminAddr: ghostAdminAddr, Storage: []string{s.class.storage}}
 	for _, p := range s.ports {
+		if slices.Contains(s.tlsPorts, p) {
+			// hitch (in the chaperone container) hands the connections
+			// of an HTTPS port to this Unix socket, with a PROXY header.
+			cfg.Listeners = append(cfg.Listeners, varnishd.TLSListener(gwruntime.DefaultChaperoneFlags().TLSDir, int(p)))
+			continue
+		}
 		cfg.Listeners = append(cfg.Listeners, varnishd.Listener{Name: routing.SocketName(gatewayv1.PortNumber(p)), Addr: fmt.Sprintf(":%d", p)})
 	}
 	for _, k := range slices.Sorted(maps.Keys(s.class.params)) {
 		cfg.Params = append(cfg.Params, k+"="+s.class.params[k])
 	}
+	if len(s.tlsPorts) > 0 && !s.noHTTP2 {
+		cfg.Params = append(cfg.Params, "feature=+http2")
+	}
 	return varnishd.Args(cfg, adminAddr, secretDir+"/"+secretKey, bootDir+"/"+bootVCLKey)
+}
+
+// gatewayRules are the rules of the pods' Role in the Gateway's
+// namespace: gwruntime.GatewayRules, and reading exactly the certificate
+// Secrets of the HTTPS listeners there (none without HTTPS listeners, so
+// the Role of an HTTP gateway is unchanged).
+func (s *runtimeSpec) gatewayRules() []rbacv1.PolicyRule {
+	return append(gwruntime.GatewayRules(s.gw), gwruntime.CertificateRules(s.certSecretNames()[s.gw.Namespace], false)...)
+}
+
+// certSecretNames are the names of the certificate Secrets by namespace.
+func (s *runtimeSpec) certSecretNames() map[string][]string {
+	out := map[string][]string{}
+	for _, r := range s.certSecrets {
+		out[r.Namespace] = append(out[r.Namespace], r.Name)
+	}
+	return out
 }
 
 // adminSecretName is the Secret that holds the varnishd admin secret
@@ -346,7 +400,7 @@ func (c *clients) runtimeDrift(ctx context.Context, s *runtimeSpec, dry *appsv1.
 	if err != nil {
 		return missing("Role "+ns+"/"+name, err)
 	}
-	if !equality.Semantic.DeepEqual(role.Rules, gwruntime.GatewayRules(s.gw)) {
+	if !equality.Semantic.DeepEqual(role.Rules, s.gatewayRules()) {
 		return "the rules of Role " + ns + "/" + name + " changed", nil
 	}
 	if d := relabelled("Role "+ns+"/"+name, role); d != "" {
@@ -392,6 +446,21 @@ func (c *clients) runtimeDrift(ctx context.Context, s *runtimeSpec, dry *appsv1.
 	}
 	if d := relabelled("Service "+ns+"/"+name, svc); d != "" {
 		return d, nil
+	}
+	others := s.certSecretNames()
+	delete(others, ns)
+	for _, other := range slices.Sorted(maps.Keys(others)) {
+		what := "Role " + other + "/" + gwruntime.CertificateRoleName(s.gw)
+		r, err := c.kube.RbacV1().Roles(other).Get(ctx, gwruntime.CertificateRoleName(s.gw), metav1.GetOptions{})
+		if err != nil {
+			return missing(what, err)
+		}
+		if !equality.Semantic.DeepEqual(r.Rules, gwruntime.CertificateRules(others[other], true)) {
+			return "the rules of " + what + " changed", nil
+		}
+		if _, err := c.kube.RbacV1().RoleBindings(other).Get(ctx, gwruntime.CertificateRoleName(s.gw), metav1.GetOptions{}); err != nil {
+			return missing("RoleBinding "+other+"/"+gwruntime.CertificateRoleName(s.gw), err)
+		}
 	}
 	if s.mode == modeSidecar {
 		sec, err := c.kube.CoreV1().Secrets(ns).Get(ctx, adminSecretName(s.gw), metav1.GetOptions{})
@@ -448,7 +517,7 @@ func (c *clients) applyRuntime(ctx context.Context, s *runtimeSpec, gw *gatewayv
 		corev1apply.ServiceAccount(name, ns).WithLabels(lbl).WithAnnotations(ann).WithOwnerReferences(owner).WithAutomountServiceAccountToken(true), opts); err != nil {
 		return fmt.Errorf("apply ServiceAccount %s/%s: %w", ns, name, err)
 	}
-	role := rbacv1apply.Role(name, ns).WithLabels(lbl).WithAnnotations(ann).WithOwnerReferences(owner).WithRules(policyRulesApply(gwruntime.GatewayRules(s.gw))...)
+	role := rbacv1apply.Role(name, ns).WithLabels(lbl).WithAnnotations(ann).WithOwnerReferences(owner).WithRules(policyRulesApply(s.gatewayRules())...)
 	if _, err := c.kube.RbacV1().Roles(ns).Apply(ctx, role, opts); err != nil {
 		return fmt.Errorf("apply Role %s/%s: %w", ns, name, err)
 	}
@@ -463,6 +532,10 @@ func (c *clients) applyRuntime(ctx context.Context, s *runtimeSpec, gw *gatewayv
 		return fmt.Errorf("apply ClusterRole %s: %w", gwruntime.BackendClusterRoleName(s.gw), err)
 	}
 
+	if err := c.applyCertificateRoles(ctx, s); err != nil {
+		return err
+	}
+
 	data := map[string]string{gwruntime.VCLDataKey: s.mainVCL(), bootVCLKey: varnishd.BootVCL}
 	if s.gatewayVCL != nil {
 		data[gatewayVCLKey] = *s.gatewayVCL
@@ -473,6 +546,9 @@ func (c *clients) applyRuntime(ctx context.Context, s *runtimeSpec, gw *gatewayv
 	}
 
 	svc := corev1apply.ServiceSpec().WithType(s.serviceType).WithSelector(gwruntime.Labels(s.gw))
+	if s.externalTrafficPolicy != "" {
+		svc.WithExternalTrafficPolicy(s.externalTrafficPolicy)
+	}
 	for _, p := range s.ports {
 		svc.WithPorts(corev1apply.ServicePort().WithName(routing.SocketName(gatewayv1.PortNumber(p))).
 			WithProtocol(corev1.ProtocolTCP).WithPort(p).WithTargetPort(intstr.FromInt32(p)))
@@ -494,6 +570,72 @@ func (c *clients) applyRuntime(ctx context.Context, s *runtimeSpec, gw *gatewayv
 		WithSelector(metav1apply.LabelSelector().WithMatchLabels(gwruntime.Labels(s.gw))))
 	if _, err := c.kube.PolicyV1().PodDisruptionBudgets(ns).Apply(ctx, pdb, opts); err != nil {
 		return fmt.Errorf("apply PodDisruptionBudget %s/%s: %w", ns, name, err)
+	}
+	return nil
+}
+
+// applyCertificateRoles writes, in each other namespace than the
+// Gateway's that holds certificate Secrets its HTTPS listeners reference,
+// a Role and RoleBinding gwruntime.CertificateRoleName that let the pods
+// read exactly those Secrets (and the ReferenceGrants there, which decide
+// whether they may use them), and deletes those of namespaces no listener
+// references any more. A namespaced object cannot be owned by an object
+// of another namespace: they carry the gateway's runtime labels instead,
+// by which they are found and deleted.
+func (c *clients) applyCertificateRoles(ctx context.Context, s *runtimeSpec) error {
+	name, sa := gwruntime.CertificateRoleName(s.gw), s.name()
+	lbl, ann := s.objectLabels(), s.objectAnnotations()
+	opts := applyOptions()
+	want := s.certSecretNames()
+	delete(want, s.gw.Namespace)
+	for _, ns := range slices.Sorted(maps.Keys(want)) {
+		role := rbacv1apply.Role(name, ns).WithLabels(lbl).WithAnnotations(ann).WithRules(policyRulesApply(gwruntime.CertificateRules(want[ns], true))...)
+		if _, err := c.kube.RbacV1().Roles(ns).Apply(ctx, role, opts); err != nil {
+			hint := ""
+			if apierrors.IsForbidden(err) {
+				hint = fmt.Sprintf("; the provider needs the ClusterRole %s bound in namespace %s too (docs/guides/security.md)", ProviderNamespaceRoleName, ns)
+			}
+			return fmt.Errorf("apply Role %s/%s, which lets the gateway pods read their certificate Secrets there: %w%s", ns, name, err, hint)
+		}
+		rb := rbacv1apply.RoleBinding(name, ns).WithLabels(lbl).WithAnnotations(ann).
+			WithRoleRef(rbacv1apply.RoleRef().WithAPIGroup(rbacv1.GroupName).WithKind("Role").WithName(name)).
+			WithSubjects(rbacv1apply.Subject().WithKind(rbacv1.ServiceAccountKind).WithName(sa).WithNamespace(s.gw.Namespace))
+		if _, err := c.kube.RbacV1().RoleBindings(ns).Apply(ctx, rb, opts); err != nil {
+			return fmt.Errorf("apply RoleBinding %s/%s: %w", ns, name, err)
+		}
+	}
+	return c.deleteCertificateRoles(ctx, s.gw, want)
+}
+
+// deleteCertificateRoles deletes the gateway's certificate Roles and
+// RoleBindings (applyCertificateRoles) in the namespaces not in keep.
+func (c *clients) deleteCertificateRoles(ctx context.Context, gw routing.ObjectRef, keep map[string][]string) error {
+	name := gwruntime.CertificateRoleName(gw)
+	sel := metav1.FormatLabelSelector(metav1.SetAsLabelSelector(runtimeLabels(gw)))
+	rbs, err := c.kube.RbacV1().RoleBindings(metav1.NamespaceAll).List(ctx, metav1.ListOptions{LabelSelector: sel})
+	if err != nil {
+		return fmt.Errorf("list the RoleBindings of gateway %s: %w", gw, err)
+	}
+	for _, rb := range rbs.Items {
+		if _, ok := keep[rb.Namespace]; ok || rb.Name != name || rb.Namespace == gw.Namespace {
+			continue
+		}
+		if err := c.kube.RbacV1().RoleBindings(rb.Namespace).Delete(ctx, name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &rb.UID}}); err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("delete RoleBinding %s/%s: %w", rb.Namespace, name, err)
+		}
+		role, err := c.kube.RbacV1().Roles(rb.Namespace).Get(ctx, name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("get Role %s/%s: %w", rb.Namespace, name, err)
+		}
+		if !hasMetadata(role, runtimeLabels(gw), nil) {
+			continue // not ours
+		}
+		if err := c.kube.RbacV1().Roles(rb.Namespace).Delete(ctx, name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &role.UID}}); err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("delete Role %s/%s: %w", rb.Namespace, name, err)
+		}
 	}
 	return nil
 }
@@ -606,10 +748,24 @@ func (s *runtimeSpec) deployment() *appsv1apply.DeploymentApplyConfiguration {
 	volumes := []*corev1apply.VolumeApplyConfiguration{
 		corev1apply.Volume().WithName(stateVolume).WithEmptyDir(corev1apply.EmptyDirVolumeSource()),
 	}
+	var tlsMount *corev1apply.VolumeMountApplyConfiguration
+	if len(s.tlsPorts) > 0 {
+		tlsMount = corev1apply.VolumeMount().WithName(tlsVolume).WithMountPath(gwruntime.DefaultChaperoneFlags().TLSDir)
+		ctr.WithVolumeMounts(tlsMount)
+		volumes = append(volumes, corev1apply.Volume().WithName(tlsVolume).WithEmptyDir(corev1apply.EmptyDirVolumeSource().
+			WithMedium(corev1.StorageMediumMemory).WithSizeLimit(resource.MustParse(tlsVolumeSize))))
+	}
 	if s.mode == modeSidecar {
-		// The listener ports move to the varnish container. The chaperone
-		// keeps its preStop pause: its SIGTERM starts the drain too.
-		ctr.Ports = ctr.Ports[len(ctr.Ports)-1:]
+		// The HTTP listener ports move to the varnish container; hitch,
+		// which listens on the HTTPS ports, stays in the chaperone's. The
+		// chaperone keeps its preStop pause: its SIGTERM starts the drain too.
+		var kept []corev1apply.ContainerPortApplyConfiguration
+		for _, p := range ctr.Ports {
+			if *p.Name == healthPortName || slices.Contains(s.tlsPorts, *p.ContainerPort) {
+				kept = append(kept, p)
+			}
+		}
+		ctr.Ports = kept
 		ctr.Resources = nil
 		secretMount := corev1apply.VolumeMount().WithName(secretVolume).WithMountPath(secretDir).WithReadOnly(true)
 		ctr.WithVolumeMounts(secretMount)
@@ -629,7 +785,14 @@ func (s *runtimeSpec) deployment() *appsv1apply.DeploymentApplyConfiguration {
 			WithLifecycle(corev1apply.Lifecycle().WithPreStop(corev1apply.LifecycleHandler().
 				WithExec(corev1apply.ExecAction().WithCommand(chaperoneBin, "drain",
 					"--socket="+gwruntime.DrainSocket, fmt.Sprintf("--delay=%ds", preStopSleep)))))
+		if tlsMount != nil {
+			// varnishd opens the TLS sockets hitch connects to.
+			varnish.WithVolumeMounts(tlsMount)
+		}
 		for _, p := range s.ports {
+			if slices.Contains(s.tlsPorts, p) {
+				continue
+			}
 			varnish.WithPorts(corev1apply.ContainerPort().WithName(routing.SocketName(gatewayv1.PortNumber(p))).
 				WithContainerPort(p).WithProtocol(corev1.ProtocolTCP))
 		}
@@ -733,7 +896,8 @@ func (c *clients) attachedRoutes(ctx context.Context, gw *gatewayv1.Gateway) (ma
 
 // writeGatewayStatus sets the provider's part of the Gateway status with
 // field manager FieldManager: Accepted, the listeners (supported kinds,
-// attached routes, Accepted and ResolvedRefs) and the addresses of svc
+// attached routes, Accepted, and ResolvedRefs of the HTTP listeners: the
+// gateway pods write an HTTPS listener's) and the addresses of svc
 // (none when nil). With invalidParams the Gateway is not accepted (reason
 // InvalidParameters, the error as message). The chaperone's Programmed
 // condition (another field manager) is left alone.
@@ -760,16 +924,22 @@ func (c *clients) writeGatewayStatus(ctx context.Context, gw *gatewayv1.Gateway,
 				old = ls.Conditions
 			}
 		}
-		st.WithListeners(gatewayv1apply.ListenerStatus().
+		ls := gatewayv1apply.ListenerStatus().
 			WithName(l.Name).
 			WithSupportedKinds(gatewayv1apply.RouteGroupKind().WithGroup(gatewayv1.GroupName).WithKind("HTTPRoute")).
 			WithAttachedRoutes(attached[string(l.Name)]).
-			WithConditions(
-				condition(old, metav1.Condition{Type: string(gatewayv1.ListenerConditionAccepted), Status: metav1.ConditionTrue,
-					Reason: string(gatewayv1.ListenerReasonAccepted), Message: "Served on varnishd socket " + routing.SocketName(l.Port) + ".", ObservedGeneration: gw.Generation}),
-				condition(old, metav1.Condition{Type: string(gatewayv1.ListenerConditionResolvedRefs), Status: metav1.ConditionTrue,
-					Reason: string(gatewayv1.ListenerReasonResolvedRefs), Message: "Listener references resolved.", ObservedGeneration: gw.Generation}),
-			))
+			WithConditions(condition(old, metav1.Condition{Type: string(gatewayv1.ListenerConditionAccepted), Status: metav1.ConditionTrue,
+				Reason: string(gatewayv1.ListenerReasonAccepted), Message: "Served on varnishd socket " + routing.SocketName(l.Port) + ".", ObservedGeneration: gw.Generation}))
+		// An HTTPS listener's ResolvedRefs says whether its certificates
+		// resolve, which the gateway pods find out (they read the Secrets
+		// and ReferenceGrants): they are its one writer. The provider does
+		// not apply it, so that its apply neither overwrites nor, as a
+		// server-side apply that leaves out a field it owned, deletes it.
+		if l.Protocol != gatewayv1.HTTPSProtocolType {
+			ls.WithConditions(condition(old, metav1.Condition{Type: string(gatewayv1.ListenerConditionResolvedRefs), Status: metav1.ConditionTrue,
+				Reason: string(gatewayv1.ListenerReasonResolvedRefs), Message: "Listener references resolved.", ObservedGeneration: gw.Generation}))
+		}
+		st.WithListeners(ls)
 	}
 	ac := gatewayv1apply.Gateway(gw.Name, gw.Namespace).WithStatus(st)
 	if _, err := c.gateway.GatewayV1().Gateways(gw.Namespace).ApplyStatus(ctx, ac, applyOptions()); err != nil {
@@ -847,6 +1017,9 @@ func (c *clients) deleteRuntime(ctx context.Context, gw routing.ObjectRef) error
 				return c.kube.CoreV1().ServiceAccounts(ns).Get(ctx, name, metav1.GetOptions{})
 			},
 			func(o metav1.DeleteOptions) error { return c.kube.CoreV1().ServiceAccounts(ns).Delete(ctx, name, o) }},
+	}
+	if err := c.deleteCertificateRoles(ctx, gw, nil); err != nil {
+		return err
 	}
 	for _, t := range targets {
 		o, err := t.get()

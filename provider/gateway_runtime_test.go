@@ -223,3 +223,116 @@ func TestSidecarDrainSocketOnTheSharedVolume(t *testing.T) {
 		}
 	}
 }
+
+// httpsSpec is testSpec with an HTTPS listener on 8443 whose certificates
+// are two Secrets of the gateway's namespace and one of namespace certs.
+func httpsSpec(mode string) *runtimeSpec {
+	s := testSpec()
+	s.mode = mode
+	s.ports = []int32{80, 8080, 8443}
+	s.tlsPorts = []int32{8443}
+	s.certSecrets = []routing.ObjectRef{{Namespace: "certs", Name: "shared"}, {Namespace: "edge", Name: "api"}, {Namespace: "edge", Name: "www"}}
+	return s
+}
+
+func TestHTTPSRuntime(t *testing.T) {
+	s := httpsSpec(modeSupervise)
+	args := s.chaperoneArgs()
+	for _, want := range []string{"--listen=80,8080", "--tls-listen=8443"} {
+		if !slices.Contains(args, want) {
+			t.Errorf("supervise args %q lack %s", args, want)
+		}
+	}
+	for _, a := range args {
+		if strings.HasPrefix(a, "--http2") || strings.HasPrefix(a, "--tls-dir") {
+			t.Errorf("supervise args %q: %s is the chaperone's default, not written", args, a)
+		}
+	}
+	s.noHTTP2 = true
+	if args := s.chaperoneArgs(); !slices.Contains(args, "--http2=false") {
+		t.Errorf("http2 off: args %q lack --http2=false", args)
+	}
+	if h := s.startHash(); h == httpsSpec(modeSupervise).startHash() {
+		t.Error("switching HTTP/2 off does not roll the pods")
+	}
+
+	// The TLS volume: memory-backed, bounded, at the chaperone's default
+	// --tls-dir, in the chaperone container (hitch) and, in sidecar mode,
+	// in the varnish container too (varnishd opens the sockets).
+	for _, mode := range []string{modeSupervise, modeSidecar} {
+		d := httpsSpec(mode).deployment()
+		var vol *corev1.EmptyDirVolumeSource
+		for _, v := range d.Spec.Template.Spec.Volumes {
+			if *v.Name == tlsVolume && v.EmptyDir != nil {
+				vol = &corev1.EmptyDirVolumeSource{Medium: *v.EmptyDir.Medium, SizeLimit: v.EmptyDir.SizeLimit}
+			}
+		}
+		if vol == nil || vol.Medium != corev1.StorageMediumMemory || vol.SizeLimit == nil || vol.SizeLimit.Cmp(resource.MustParse("16Mi")) != 0 {
+			t.Fatalf("%s: TLS volume %+v, want an emptyDir of medium Memory and sizeLimit 16Mi", mode, vol)
+		}
+		for _, c := range d.Spec.Template.Spec.Containers {
+			mounted := false
+			for _, m := range c.VolumeMounts {
+				mounted = mounted || (*m.Name == tlsVolume && *m.MountPath == "/run/varnishgw/tls")
+			}
+			if !mounted {
+				t.Errorf("%s: container %s does not mount the TLS volume at /run/varnishgw/tls", mode, *c.Name)
+			}
+			var ports []int32
+			for _, p := range c.Ports {
+				ports = append(ports, *p.ContainerPort)
+			}
+			switch {
+			case *c.Name == chaperoneName && mode == modeSupervise && !slices.Equal(ports, []int32{80, 8080, 8443, healthPort}),
+				*c.Name == chaperoneName && mode == modeSidecar && !slices.Equal(ports, []int32{8443, healthPort}),
+				*c.Name == varnishName && !slices.Equal(ports, []int32{80, 8080}):
+				t.Errorf("%s: container %s has ports %v", mode, *c.Name, ports)
+			}
+		}
+	}
+	// An HTTP gateway has no TLS volume: its pod template is unchanged.
+	for _, v := range testSpec().deployment().Spec.Template.Spec.Volumes {
+		if *v.Name == tlsVolume {
+			t.Error("an HTTP gateway has the TLS volume")
+		}
+	}
+
+	// Sidecar: varnishd gets the Unix socket hitch hands HTTPS connections
+	// to (PROXY), and HTTP/2.
+	s = httpsSpec(modeSidecar)
+	va := strings.Join(s.varnishdArgs(), " ")
+	for _, want := range []string{"-a port-80=:80 -a port-8080=:8080 -a port-8443=/run/varnishgw/tls/port-8443.sock,PROXY,mode=0600", "-p b=2 -p feature=+http2"} {
+		if !strings.Contains(va, want) {
+			t.Errorf("sidecar varnishd args %q lack %q", va, want)
+		}
+	}
+	if args := s.chaperoneArgs(); !slices.Contains(args, "--tls-listen=8443") || slices.ContainsFunc(args, func(a string) bool { return strings.HasPrefix(a, "--listen") }) {
+		t.Errorf("sidecar chaperone args %q: want --tls-listen=8443 (hitch) and no --listen", args)
+	}
+	s.noHTTP2 = true
+	if va := strings.Join(s.varnishdArgs(), " "); strings.Contains(va, "http2") {
+		t.Errorf("HTTP/2 off: varnishd args %q", va)
+	}
+	if va := strings.Join(testSpec().varnishdArgs(), " "); strings.Contains(va, "http2") {
+		t.Errorf("HTTP gateway: varnishd args %q turn HTTP/2 on", va)
+	}
+}
+
+func TestGatewayRulesCertificates(t *testing.T) {
+	s := httpsSpec(modeSupervise)
+	rules := s.gatewayRules()
+	base := gwruntime.GatewayRules(s.gw)
+	if len(rules) != len(base)+1 {
+		t.Fatalf("rules = %+v, want the gateway's rules and one for the Secrets", rules)
+	}
+	last := rules[len(rules)-1]
+	if !slices.Equal(last.Resources, []string{"secrets"}) || !slices.Equal(last.ResourceNames, []string{"api", "www"}) {
+		t.Errorf("Secrets rule = %+v, want exactly api and www of the gateway's namespace", last)
+	}
+	if got := testSpec().gatewayRules(); len(got) != len(base) {
+		t.Errorf("an HTTP gateway's Role has other rules than before: %+v", got)
+	}
+	if n := s.certSecretNames(); !slices.Equal(n["certs"], []string{"shared"}) {
+		t.Errorf("certSecretNames = %v", n)
+	}
+}

@@ -23,6 +23,49 @@ import (
 // Terraform does not check for unknown arguments).
 const gatewaySchemaVersion = 1
 
+// listenerTLSBlock is a listener's tls: how an HTTPS listener terminates
+// TLS, and with which certificates.
+func listenerTLSBlock() schema.SingleNestedBlock {
+	return schema.SingleNestedBlock{
+		Description: "The TLS settings of an HTTPS listener (required with protocol = \"HTTPS\", not allowed with HTTP): " +
+			"the gateway pod terminates TLS with the certificates of the certificate_ref blocks and hands the requests to " +
+			"varnishd. The provider stores references to the Secrets, never their contents: private keys stay out of " +
+			"Terraform's state and plans.",
+		Attributes: map[string]schema.Attribute{
+			"mode": schema.StringAttribute{
+				Optional: true,
+				Description: "Terminate (the default when unset): the gateway pod terminates TLS. Passthrough, which would " +
+					"hand the encrypted connection to a backend, is not supported and is an error.",
+			},
+			"options": schema.MapAttribute{
+				Optional: true, ElementType: types.StringType,
+				Description: "Not supported yet: implementation-specific TLS options. Setting it is an error.",
+			},
+		},
+		Blocks: map[string]schema.Block{
+			"certificate_ref": schema.ListNestedBlock{
+				Description: "A Secret of type kubernetes.io/tls with a certificate (chain) and its private key; at least " +
+					"one, at most 64. With several, the gateway chooses by the name the client asks for (SNI), and the " +
+					"first is the default. A Secret that does not exist yet (for example one cert-manager creates after " +
+					"the Gateway) is a warning at plan: the listener serves once it exists, without another apply.",
+				Validators: []validator.List{listvalidator.SizeAtMost(64)},
+				NestedObject: schema.NestedBlockObject{Attributes: map[string]schema.Attribute{
+					"group": schema.StringAttribute{Optional: true,
+						Description: "The referent's API group: \"\" (core), the default. Any other group is an error."},
+					"kind": schema.StringAttribute{Optional: true,
+						Description: "The referent's kind: Secret, the default. Any other kind is an error."},
+					"name": schema.StringAttribute{Required: true, Description: "The Secret's name."},
+					"namespace": schema.StringAttribute{Optional: true,
+						Description: "The Secret's namespace; the Gateway's when unset. A Secret in another namespace needs a " +
+							"ReferenceGrant there from Gateways of the Gateway's namespace to Secrets; without one the listener's " +
+							"ResolvedRefs condition is False with reason RefNotPermitted and the listener does not serve " +
+							"(a warning at plan)."},
+				}},
+			},
+		},
+	}
+}
+
 // secretRefBlock is a list block of Gateway API SecretObjectReferences (or
 // ObjectReferences), declared for a field the provider rejects.
 func secretRefBlock(desc string) schema.ListNestedBlock {
@@ -59,8 +102,9 @@ func (r *gatewayResource) Schema(_ context.Context, _ resource.SchemaRequest, re
 			"chaperone running varnishd with the ghost VMOD), a Service with one port per distinct listener port, and " +
 			"a PodDisruptionBudget. VCL changes are hot-reloaded by the pods; only changes to what varnishd reads at " +
 			"start (image, ports, storage, parameters, mode) and to the pod settings roll the pods. The pods run as a " +
-			"non-root user and meet Pod Security \"restricted\". The provider sets the Gateway's Accepted " +
-			"condition, listener status and addresses; the gateway pods set Programmed. The GatewayClass parameters are " +
+			"non-root user and meet Pod Security \"restricted\". HTTPS listeners terminate TLS in the gateway pods " +
+			"with the certificates of Secrets they reference (never stored in Terraform's state). The provider sets the Gateway's Accepted " +
+			"condition, listener status and addresses; the gateway pods set Programmed, and an HTTPS listener's ResolvedRefs. The GatewayClass parameters are " +
 			"read when the gateway is planned and applied: a class changed in the same apply reaches its gateways with the " +
 			"next apply, whose plan shows the update.",
 		Attributes: map[string]schema.Attribute{
@@ -132,6 +176,19 @@ func (r *gatewayResource) Schema(_ context.Context, _ resource.SchemaRequest, re
 				Description: "The type of the gateway's Service: ClusterIP (the default), NodePort or LoadBalancer.",
 				Validators:  []validator.String{stringvalidator.OneOf("ClusterIP", "NodePort", "LoadBalancer")},
 			},
+			"external_traffic_policy": schema.StringAttribute{
+				Optional: true,
+				Description: "The Service's externalTrafficPolicy, with service_type NodePort or LoadBalancer: Local keeps the " +
+					"traffic on the node that received it, so the gateway sees the client's own address (in the access log and " +
+					"X-Forwarded-For) instead of a node's, and nodes without a gateway pod fail the load balancer's health check; " +
+					"Cluster spreads it over every node. Kubernetes' default (Cluster) when unset.",
+				Validators: []validator.String{stringvalidator.OneOf("Cluster", "Local")},
+			},
+			"http2": schema.BoolAttribute{
+				Optional: true,
+				Description: "Whether the HTTPS listeners offer HTTP/2 (ALPN h2, then http/1.1) and varnishd serves it; " +
+					"true when unset. Changing it rolls the pods. It has no effect on HTTP listeners.",
+			},
 			"service_annotations": schema.MapAttribute{
 				Optional:    true,
 				ElementType: types.StringType,
@@ -186,8 +243,8 @@ func (r *gatewayResource) Schema(_ context.Context, _ resource.SchemaRequest, re
 		},
 		Blocks: map[string]schema.Block{
 			"listener": schema.ListNestedBlock{
-				Description: "A listener: where the gateway accepts HTTP requests; at least one, at most 64. Listeners on " +
-					"the same port share one varnishd socket and one Service port.",
+				Description: "A listener: where the gateway accepts HTTP or HTTPS requests; at least one, at most 64. Listeners on " +
+					"the same port share one varnishd socket and one Service port, and must have the same protocol.",
 				Validators: []validator.List{listvalidator.IsRequired(), listvalidator.SizeBetween(1, 64)},
 				NestedObject: schema.NestedBlockObject{
 					Attributes: map[string]schema.Attribute{
@@ -203,11 +260,12 @@ func (r *gatewayResource) Schema(_ context.Context, _ resource.SchemaRequest, re
 							Optional:    true,
 							Computed:    true,
 							Default:     stringdefault.StaticString("HTTP"),
-							Description: "The protocol, HTTP. Varnish has no TLS: terminate TLS in front of the gateway (for example at a load balancer).",
+							Description: "The protocol: HTTP (the default), or HTTPS, which terminates TLS in the gateway pod (hitch, in front of varnishd) with the certificates of the tls block.",
 						},
 						"hostname": schema.StringAttribute{
-							Optional:    true,
-							Description: "The hostname the listener serves, such as www.example.com or *.example.com; every hostname when unset.",
+							Optional: true,
+							Description: "The hostname the listener serves, such as www.example.com or *.example.com; every hostname when unset. " +
+								"On an HTTPS listener it is also the name clients ask for in TLS (SNI); its certificates should cover it.",
 						},
 					},
 					Blocks: map[string]schema.Block{
@@ -253,20 +311,7 @@ func (r *gatewayResource) Schema(_ context.Context, _ resource.SchemaRequest, re
 								},
 							},
 						},
-						"tls": schema.SingleNestedBlock{
-							Description: notSupported("HTTPS listeners come in a later release; terminate TLS in front of the gateway " +
-								"(for example at a load balancer). Setting it is an error."),
-							Attributes: map[string]schema.Attribute{
-								"mode": schema.StringAttribute{Optional: true, Description: "Not supported yet: Terminate or Passthrough."},
-								"options": schema.MapAttribute{
-									Optional: true, ElementType: types.StringType,
-									Description: "Not supported yet: implementation-specific TLS options.",
-								},
-							},
-							Blocks: map[string]schema.Block{
-								"certificate_ref": secretRefBlock("Not supported yet: a Secret with the listener's certificate and key."),
-							},
-						},
+						"tls": listenerTLSBlock(),
 					},
 				},
 			},
@@ -289,8 +334,9 @@ func (r *gatewayResource) Schema(_ context.Context, _ resource.SchemaRequest, re
 				},
 			},
 			"tls": schema.SingleNestedBlock{
-				Description: notSupported("varnishgw has no TLS, to clients or to backends; terminate TLS in front of the " +
-					"gateway. Setting it is an error."),
+				Description: notSupported("the gateway's TLS to backends (Varnish Cache has no TLS to backends, so " +
+					"BackendTLSPolicy is not served either) and client certificate validation on the listeners. HTTPS " +
+					"listeners take their certificates from the listener's tls block. Setting it is an error."),
 				Blocks: map[string]schema.Block{
 					"backend": schema.SingleNestedBlock{
 						Description: "Not supported yet: TLS to backends.",

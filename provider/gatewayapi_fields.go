@@ -163,8 +163,15 @@ var gatewayFields = []apiField{
 	{"listeners[].name", "listener.name", supported, ""},
 	{"listeners[].hostname", "listener.hostname", supported, ""},
 	{"listeners[].port", "listener.port", supported, ""},
-	{"listeners[].protocol", "listener.protocol", supported, "HTTP only: HTTPS, TLS, TCP and UDP are rejected"},
-	{"listeners[].tls", "listener.tls", rejected, "HTTPS listeners come in a later release; terminate TLS in front of the gateway, for example at a load balancer"},
+	{"listeners[].protocol", "listener.protocol", supported, "HTTP and HTTPS (TLS terminated in the gateway pod); TLS, TCP and UDP are rejected"},
+	{"listeners[].tls", "listener.tls", supported, "required with HTTPS, not allowed with HTTP"},
+	{"listeners[].tls.mode", "listener.tls.mode", supported, "Terminate (the default); Passthrough is rejected"},
+	{"listeners[].tls.certificateRefs", "listener.tls.certificate_ref", supported, "one block per Secret of type kubernetes.io/tls, at least one; chosen by SNI, the first is the default. Only the references enter Terraform's state, never the keys"},
+	{"listeners[].tls.certificateRefs[].group", "listener.tls.certificate_ref.group", supported, `"" (core) only`},
+	{"listeners[].tls.certificateRefs[].kind", "listener.tls.certificate_ref.kind", supported, "Secret only"},
+	{"listeners[].tls.certificateRefs[].name", "listener.tls.certificate_ref.name", supported, "a Secret missing at plan is a warning: the listener serves once it exists"},
+	{"listeners[].tls.certificateRefs[].namespace", "listener.tls.certificate_ref.namespace", supported, "another namespace needs a ReferenceGrant there (from Gateway to Secret); without one, a warning at plan and ResolvedRefs False, RefNotPermitted"},
+	{"listeners[].tls.options", "listener.tls.options", rejected, "varnishgw has no implementation-specific TLS options"},
 	{"listeners[].allowedRoutes", "listener.allowed_routes", supported, "routes of the Gateway's namespace when absent"},
 	{"listeners[].allowedRoutes.namespaces", "listener.allowed_routes", supported, "flattened into allowed_routes"},
 	{"listeners[].allowedRoutes.namespaces.from", "listener.allowed_routes.namespaces", supported, "Same, All, Selector"},
@@ -181,7 +188,7 @@ var gatewayFields = []apiField{
 	{"infrastructure.parametersRef.kind", "infrastructure.parameters_ref.kind", supported, "ConfigMap only"},
 	{"infrastructure.parametersRef.name", "infrastructure.parameters_ref.name", supported, ""},
 	{"allowedListeners", "allowed_listeners", rejected, "varnishgw does not serve ListenerSets; declare every listener in the gateway"},
-	{"tls", "tls", rejected, "varnishgw has no TLS, to clients or to backends; terminate TLS in front of the gateway"},
+	{"tls", "tls", rejected, "TLS to backends (Varnish Cache has none; BackendTLSPolicy is not served either) and client certificate validation are not supported; HTTPS listeners take their certificates from listener.tls"},
 	{"defaultScope", "default_scope", rejected, "a varnishgw Gateway is not a default Gateway; routes name it in their parent_ref blocks"},
 }
 
@@ -194,13 +201,6 @@ func rejectUnsupportedGateway(m *gatewayModel, config tftypes.Value, diags *diag
 				"attribute shows. Remove the address blocks; for a load balancer address set service_type = \"LoadBalancer\", "+
 				"and choose the address with your cloud's service_annotations.")
 	}
-	for i, l := range m.Listeners {
-		if !l.TLS.IsNull() && !l.TLS.IsUnknown() {
-			diags.AddAttributeError(path.Root("listener").AtListIndex(i).AtName("tls"), "Remove the listener's tls block",
-				fmt.Sprintf("listener %q: tls is not supported yet: HTTPS listeners come in a later release. Remove the block "+
-					"and terminate TLS in front of the gateway, for example at a load balancer.", l.Name.ValueString()))
-		}
-	}
 	if !m.AllowedListeners.IsNull() && !m.AllowedListeners.IsUnknown() {
 		diags.AddAttributeError(firstArgument(config, path.Root("allowed_listeners")), "Remove allowed_listeners",
 			"allowed_listeners is not supported yet: varnishgw does not serve ListenerSets. Remove the block and declare every "+
@@ -208,8 +208,9 @@ func rejectUnsupportedGateway(m *gatewayModel, config tftypes.Value, diags *diag
 	}
 	if !m.TLS.IsNull() && !m.TLS.IsUnknown() {
 		diags.AddAttributeError(firstArgument(config, path.Root("tls")), "Remove the tls block",
-			"tls is not supported yet: varnishgw has no TLS, to clients or to backends. Remove the block and terminate TLS in "+
-				"front of the gateway, for example at a load balancer.")
+			"tls is not supported yet: the gateway's TLS settings are TLS to backends, which Varnish Cache does not have "+
+				"(BackendTLSPolicy is not served either), and client certificate validation, which varnishgw does not do. "+
+				"Remove the block: backends are reached over plain HTTP; an HTTPS listener's certificates go in the listener's tls block.")
 	}
 	if v := m.DefaultScope; !v.IsNull() && !v.IsUnknown() {
 		diags.AddAttributeError(path.Root("default_scope"), "Remove default_scope",

@@ -281,13 +281,17 @@ var rejectedExamples = map[string]struct{ res, body, line, want string }{
       type = "Cookie"
     }
   }`, `session_persistence {`, `rule\[0\]\.session_persistence: Forbidden: session persistence is not supported yet`},
-	"listener.tls": {"gateway", `listener {
+	"listener.tls.options": {"gateway", `listener {
     name     = "https"
     port     = 8443
+    protocol = "HTTPS"
     tls {
-      mode = "Terminate"
+      certificate_ref {
+        name = "www-cert"
+      }
+      options = { "example.com/ciphers" = "all" }
     }
-  }`, `tls {`, `listener "https": tls is not supported yet: HTTPS listeners come in a later release`},
+  }`, `options = { "example.com/ciphers" = "all" }`, `listener\[1\]\.tls\.options: Forbidden: varnishgw has no implementation-specific TLS options \(got example.com/ciphers\): remove options`},
 	"address": {"gateway", `address {
     value = "203.0.113.7"
   }`, `value = "203.0.113.7"`, `address is not supported yet: the gateway's addresses are those of its Service`},
@@ -300,7 +304,7 @@ var rejectedExamples = map[string]struct{ res, body, line, want string }{
         name = "client"
       }
     }
-  }`, `name = "client"`, `tls is not supported yet: varnishgw has no TLS`},
+  }`, `name = "client"`, `tls is not supported yet: the gateway's TLS settings are TLS to backends, which Varnish Cache does not have`},
 	"default_scope": {"gateway", `default_scope = "All"`, `default_scope = "All"`, `default_scope = "All" is not supported yet`},
 }
 

@@ -59,6 +59,7 @@ func ProviderNamespaceRules() []rbacv1.PolicyRule {
 		{APIGroups: []string{gatewayv1.GroupName}, Resources: []string{"gateways/status"}, Verbs: []string{"get", "patch"}},
 		{APIGroups: []string{""}, Resources: []string{"serviceaccounts", "configmaps", "secrets", "services"}, Verbs: []string{"get", "create", "patch", "delete"}},
 		{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"list", "watch"}},
+		{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"list", "watch"}},
 		{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"list"}},
 		{APIGroups: []string{rbacv1.GroupName}, Resources: []string{"roles"}, Verbs: []string{"get", "create", "patch", "delete"}},
 		{APIGroups: []string{"apps"}, Resources: []string{"deployments"}, Verbs: []string{"get", "create", "patch", "delete"}},
@@ -80,6 +81,11 @@ var GrantOnly = []string{
 	gatewayv1.GroupName + "/referencegrants watch",
 	"/services watch",
 	"/configmaps watch",
+	// The pods' Role lets them get, list and watch the certificate Secrets
+	// of the HTTPS listeners by name (resourceNames); the provider only
+	// gets a Secret, to check at plan that it exists.
+	"/secrets list",
+	"/secrets watch",
 	"discovery.k8s.io/endpointslices get",
 	"discovery.k8s.io/endpointslices watch",
 	vgwapi.Group + "/" + vgwapi.GatewayPodReportResource + " get",

@@ -147,7 +147,7 @@ func TestGatewayStateUpgrade(t *testing.T) {
 		ar.SelectorExpressions == nil || ar.Kinds == nil {
 		t.Errorf("listener[2].allowed_routes = %+v", m.Listeners[2].AllowedRoutes)
 	}
-	if !m.Listeners[0].TLS.IsNull() || !m.TLS.IsNull() || !m.AllowedListeners.IsNull() || !m.DefaultScope.IsNull() || len(m.SpecAddresses.Elements()) != 0 {
+	if m.Listeners[0].TLS != nil || !m.TLS.IsNull() || !m.AllowedListeners.IsNull() || !m.DefaultScope.IsNull() || len(m.SpecAddresses.Elements()) != 0 {
 		t.Errorf("blocks version 0 did not have: tls %v, allowed_listeners %v, default_scope %v, address %v", m.TLS, m.AllowedListeners, m.DefaultScope, m.SpecAddresses)
 	}
 	if m.Resources == nil || stringMap(m.Resources.Requests)["cpu"] != "500m" || !m.Resources.Limits.IsNull() {

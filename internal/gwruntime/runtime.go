@@ -3,6 +3,7 @@ package gwruntime
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"slices"
 	"strings"
 
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -101,6 +102,34 @@ func GatewayRules(gw routing.ObjectRef) []rbacv1.PolicyRule {
 		{APIGroups: []string{gatewayv1.GroupName}, Resources: []string{"gateways"}, ResourceNames: []string{gw.Name}, Verbs: []string{"get", "list", "watch"}},
 		{APIGroups: []string{gatewayv1.GroupName}, Resources: []string{"gateways/status"}, ResourceNames: []string{gw.Name}, Verbs: []string{"get", "patch"}},
 	}
+}
+
+// CertificateRoleName is the Role (and its RoleBinding) in another
+// namespace than gw's that lets gw's chaperone read the certificate
+// Secrets its HTTPS listeners reference there (CertificateRules).
+func CertificateRoleName(gw routing.ObjectRef) string {
+	return hashedName("varnishgw-certs-", gw.Namespace+"-"+gw.Name, 253)
+}
+
+// CertificateRules are the chaperone's rights on the certificate Secrets
+// of its HTTPS listeners in one namespace: get, list and watch of exactly
+// the Secrets named (the chaperone watches each by name, with a field
+// selector metadata.name=NAME, which RBAC checks against resourceNames),
+// never any other Secret. In another namespace than the Gateway's
+// (crossNamespace) also reading ReferenceGrants there, which decide
+// whether the Gateway may use the Secrets. Nil when names is empty: a rule
+// without resourceNames would grant every Secret.
+func CertificateRules(names []string, crossNamespace bool) []rbacv1.PolicyRule {
+	if len(names) == 0 {
+		return nil
+	}
+	rules := []rbacv1.PolicyRule{
+		{APIGroups: []string{""}, Resources: []string{"secrets"}, ResourceNames: slices.Clone(names), Verbs: []string{"get", "list", "watch"}},
+	}
+	if crossNamespace {
+		rules = append(rules, rbacv1.PolicyRule{APIGroups: []string{gatewayv1.GroupName}, Resources: []string{"referencegrants"}, Verbs: []string{"get", "list", "watch"}})
+	}
+	return rules
 }
 
 // BackendRules are the chaperone's rights in each namespace its routes'

@@ -1,6 +1,7 @@
 package gwruntime
 
 import (
+	"slices"
 	"strings"
 	"testing"
 
@@ -47,5 +48,34 @@ func TestRuntimeNames(t *testing.T) {
 	a, b := Name(routing.ObjectRef{Namespace: "ns", Name: "a.b"}), Name(routing.ObjectRef{Namespace: "ns", Name: "a-b.x"})
 	if a == b || Name(routing.ObjectRef{Namespace: "ns", Name: "x.y"}) == Name(routing.ObjectRef{Namespace: "ns", Name: "x_y"}) {
 		t.Errorf("names collide: %q %q", a, b)
+	}
+}
+
+func TestCertificateRules(t *testing.T) {
+	if r := CertificateRules(nil, true); r != nil {
+		t.Fatalf("no Secrets: rules %v, want none (a rule without resourceNames would grant every Secret)", r)
+	}
+	names := []string{"a", "b"}
+	rules := CertificateRules(names, false)
+	names[0] = "changed"
+	if len(rules) != 1 || !slices.Equal(rules[0].Resources, []string{"secrets"}) || !slices.Equal(rules[0].ResourceNames, []string{"a", "b"}) ||
+		!slices.Equal(rules[0].Verbs, []string{"get", "list", "watch"}) {
+		t.Errorf("rules = %+v, want get, list and watch of secrets a and b only", rules)
+	}
+	cross := CertificateRules([]string{"a"}, true)
+	if len(cross) != 2 || cross[1].Resources[0] != "referencegrants" || len(cross[1].ResourceNames) != 0 {
+		t.Errorf("cross-namespace rules = %+v, want the Secret and reading ReferenceGrants", cross)
+	}
+	for _, r := range append(rules, cross...) {
+		if slices.Contains(r.Resources, "secrets") && len(r.ResourceNames) == 0 {
+			t.Errorf("a rule grants every Secret: %+v", r)
+		}
+	}
+	n := CertificateRoleName(routing.ObjectRef{Namespace: "edge", Name: "public"})
+	if n != "varnishgw-certs-edge-public" {
+		t.Errorf("CertificateRoleName = %q", n)
+	}
+	if errs := validation.IsDNS1123Subdomain(CertificateRoleName(routing.ObjectRef{Namespace: "edge", Name: strings.Repeat("a.", 100) + "b"})); len(errs) > 0 {
+		t.Errorf("CertificateRoleName of a long name: %v", errs)
 	}
 }

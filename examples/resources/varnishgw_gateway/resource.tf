@@ -1,6 +1,7 @@
 # A gateway of the class "varnish" in the namespace "gateways": a Gateway
-# with two HTTP listeners, two gateway pods behind a LoadBalancer Service,
-# and a little VCL of its own that caches static files for a minute.
+# with two HTTP listeners and an HTTPS one, two gateway pods behind a
+# LoadBalancer Service, and a little VCL of its own that caches static files
+# for a minute.
 resource "varnishgw_gateway" "public" {
   namespace          = "gateways"
   name               = "public"
@@ -26,6 +27,26 @@ resource "varnishgw_gateway" "public" {
     }
   }
 
+  # HTTPS for www.example.com, terminated in the gateway pods with the
+  # certificate of the Secret www-example-com-tls (type kubernetes.io/tls) in
+  # the namespace "gateways", for example one cert-manager issues: only the
+  # reference is stored, never the key. A Secret that does not exist yet is
+  # a plan warning; the listener serves once it exists.
+  listener {
+    name     = "https"
+    port     = 443
+    protocol = "HTTPS"
+    hostname = "www.example.com"
+    tls {
+      certificate_ref {
+        name = "www-example-com-tls"
+      }
+    }
+    allowed_routes {
+      namespaces = "All"
+    }
+  }
+
   # Hot-reloaded by the running pods: changing it does not restart them.
   vcl = <<-VCL
     sub vcl_backend_response {
@@ -38,6 +59,9 @@ resource "varnishgw_gateway" "public" {
   replicas            = 2
   service_type        = "LoadBalancer"
   service_annotations = { "service.beta.kubernetes.io/aws-load-balancer-type" = "nlb" }
+  # Keep traffic on the node that received it: the client's own address
+  # reaches the access log and X-Forwarded-For.
+  external_traffic_policy = "Local"
   resources {
     requests = { cpu = "500m", memory = "512Mi" }
     limits   = { memory = "1Gi" }
