@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -26,7 +27,8 @@ type HitchConfig struct {
 	// Backend is the Unix socket of varnishd's listener port-N.
 	Backend string
 	// PEMFiles are the certificates, the default (served when no SNI
-	// matches) first.
+	// matches) first. hitch 1.7.2 takes its last pem-file as the
+	// default, so Render writes them in reverse order.
 	PEMFiles []string
 	// HTTP2 offers h2 before http/1.1 in ALPN.
 	HTTP2 bool
@@ -58,7 +60,7 @@ func (c HitchConfig) Render() string {
 	if c.AsRoot {
 		b.WriteString("user = \"root\"\ngroup = \"root\"\n")
 	}
-	for _, p := range c.PEMFiles {
+	for _, p := range slices.Backward(c.PEMFiles) {
 		fmt.Fprintf(&b, "pem-file = %q\n", p)
 	}
 	return b.String()
@@ -110,6 +112,12 @@ type hitch struct {
 	log       *slog.Logger
 	onRestart func()
 
+	// reloadWait bounds the wait for an older worker generation before a
+	// reload (see reloadLoop).
+	reloadWait time.Duration
+	reloadReq  chan struct{}
+	onReload   func(waited time.Duration, timedOut bool)
+
 	mu      sync.Mutex
 	cmd     *exec.Cmd
 	running bool
@@ -126,10 +134,12 @@ const (
 	stableAfter = time.Minute
 )
 
-func startHitch(bin, conf string, port int, log *slog.Logger, onRestart func()) *hitch {
+func startHitch(bin, conf string, port int, log *slog.Logger, reloadWait time.Duration, onRestart func(), onReload func(time.Duration, bool)) *hitch {
 	ctx, cancel := context.WithCancel(context.Background())
-	h := &hitch{bin: bin, conf: conf, port: port, log: log, onRestart: onRestart, cancel: cancel, done: make(chan struct{})}
+	h := &hitch{bin: bin, conf: conf, port: port, log: log, onRestart: onRestart, onReload: onReload,
+		reloadWait: reloadWait, reloadReq: make(chan struct{}, 1), cancel: cancel, done: make(chan struct{})}
 	go h.loop(ctx)
+	go h.reloadLoop(ctx)
 	return h
 }
 
@@ -230,17 +240,93 @@ func (h *hitch) pid() int {
 	return h.cmd.Process.Pid
 }
 
-// reload sends SIGHUP: hitch reads its configuration and certificates
-// again and starts new workers; the old ones finish their connections. A
-// hitch that is not running reads the configuration when it restarts.
+// reload asks for a reload; it never blocks, and requests made while one
+// waits are served by it.
 func (h *hitch) reload() {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if h.running {
-		if err := h.cmd.Process.Signal(syscall.SIGHUP); err != nil {
-			h.log.Warn("hitch reload (SIGHUP)", "error", err)
+	select {
+	case h.reloadReq <- struct{}{}:
+	default:
+	}
+}
+
+// reloadLoop sends hitch SIGHUP for each reload request: hitch reads its
+// configuration and certificates again, starts a new generation of workers
+// and lets the old generation finish its connections.
+//
+// hitch 1.7.2 mishandles a reload while an older generation still serves
+// connections: the new workers and every older one then exit with status
+// 1 and their connections are reset (seen in TestRotationUnderLoad; hitch
+// issue 285 describes it for repeated SIGHUPs). So a reload waits until
+// only the current generation runs, for at most reloadWait, and then
+// reloads all the same (a certificate must not wait for ever behind a
+// connection that never ends).
+func (h *hitch) reloadLoop(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-h.reloadReq:
+		}
+		start := time.Now()
+		timedOut := false
+		for {
+			pid := h.pid()
+			if pid == 0 {
+				break // not running: a restart reads the configuration
+			}
+			if len(childPids(pid)) <= 1 {
+				break
+			}
+			if time.Since(start) > h.reloadWait {
+				timedOut = true
+				h.log.Warn("reloading hitch while an older generation of its workers still serves connections: hitch 1.7.2 may reset them", "waited", time.Since(start).Round(time.Millisecond).String())
+				break
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(50 * time.Millisecond):
+			}
+		}
+		h.mu.Lock()
+		var before []int
+		pid := 0
+		if h.running {
+			pid = h.cmd.Process.Pid
+			before = childPids(pid)
+			if err := h.cmd.Process.Signal(syscall.SIGHUP); err != nil {
+				h.log.Warn("hitch reload (SIGHUP)", "error", err)
+			}
+		}
+		h.mu.Unlock()
+		if pid == 0 {
+			continue
+		}
+		h.onReload(time.Since(start), timedOut)
+		// Wait for the new generation, so that the next reload sees it.
+		deadline := time.Now().Add(5 * time.Second)
+		for time.Now().Before(deadline) && ctx.Err() == nil {
+			if slices.ContainsFunc(childPids(pid), func(c int) bool { return !slices.Contains(before, c) }) {
+				break
+			}
+			time.Sleep(20 * time.Millisecond)
 		}
 	}
+}
+
+// childPids lists pid's child processes (its hitch workers).
+func childPids(pid int) []int {
+	var out []int
+	files, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/children", pid))
+	for _, f := range files {
+		data, _ := os.ReadFile(f)
+		for _, field := range strings.Fields(string(data)) {
+			if n, err := strconv.Atoi(field); err == nil {
+				out = append(out, n)
+			}
+		}
+	}
+	return out
 }
 
 // stop ends hitch with SIGTERM (SIGKILL to its process group after

@@ -26,7 +26,7 @@ func newMetrics() *metricSet {
 		}, []string{"port"}),
 		reloads: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "varnishgw_chaperone_hitch_reloads_total",
-			Help: "hitch configuration reloads (SIGHUP), by result: ok, or error when hitch --test refused the new configuration and the running one stayed.",
+			Help: "hitch configuration reloads, by result: ok (SIGHUP sent), forced (also counted as ok: sent after waiting the longest for the previous generation of workers, whose connections hitch 1.7.2 may then reset), or error (hitch --test refused the new configuration and the running one stayed).",
 		}, []string{"result"}),
 	}
 }

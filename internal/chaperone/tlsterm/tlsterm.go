@@ -92,6 +92,10 @@ type Config struct {
 	OnStatus func([]ListenerStatus)
 	// Now is the clock (time.Now when nil).
 	Now func() time.Time
+	// ReloadWait bounds how long a reload waits for hitch's previous
+	// generation of workers to finish its connections (default 2 minutes;
+	// see hitch.reloadLoop).
+	ReloadWait time.Duration
 	// Recheck is how often the certificates' validity is checked again
 	// without a change (default a minute).
 	Recheck time.Duration
@@ -131,6 +135,9 @@ func New(cfg Config) (*Manager, error) {
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
+	}
+	if cfg.ReloadWait <= 0 {
+		cfg.ReloadWait = 2 * time.Minute
 	}
 	if cfg.Recheck <= 0 {
 		cfg.Recheck = time.Minute
@@ -451,7 +458,14 @@ func (m *Manager) install(port int, conf string) error {
 	m.confs[port] = conf
 	m.mu.Unlock()
 	if h == nil {
-		h = startHitch(m.cfg.HitchBin, path, port, m.log.With("port", port), func() { m.m.restarts.WithLabelValues(strconv.Itoa(port)).Inc() })
+		h = startHitch(m.cfg.HitchBin, path, port, m.log.With("port", port), m.cfg.ReloadWait,
+			func() { m.m.restarts.WithLabelValues(strconv.Itoa(port)).Inc() },
+			func(waited time.Duration, timedOut bool) {
+				m.m.reloads.WithLabelValues("ok").Inc()
+				if timedOut {
+					m.m.reloads.WithLabelValues("forced").Inc()
+				}
+			})
 		m.mu.Lock()
 		m.hitches[port] = h
 		m.mu.Unlock()
@@ -459,7 +473,6 @@ func (m *Manager) install(port int, conf string) error {
 	}
 	m.log.Info("reloading hitch (SIGHUP)", "port", port)
 	h.reload()
-	m.m.reloads.WithLabelValues("ok").Inc()
 	return nil
 }
 
