@@ -1,12 +1,12 @@
 package routingsync
 
 import (
-	corev1 "k8s.io/api/core/v1"
 	"context"
 	"crypto/sha256"
 	"errors"
 	"fmt"
 	"io"
+	corev1 "k8s.io/api/core/v1"
 	"log/slog"
 	"os"
 	"path/filepath"
