@@ -140,9 +140,10 @@ func TestKubernetesHTTPSBinary(t *testing.T) {
 	}
 	resolvedRefs(metav1.ConditionFalse, "InvalidCertificateRef", "Secret "+ns+"/app-cert", "not found")
 	c.wantTraffic("K", "cm-1") // HTTP serves meanwhile
-	if code, body := c.health("/readyz"); code != 503 || !strings.Contains(body, "no valid certificate") {
-		t.Errorf("/readyz without the certificate = %d %q, want 503 naming the certificate", code, body)
-	}
+	c.waitFor("/readyz: no valid certificate", 30*time.Second, func() bool {
+		code, body := c.health("/readyz")
+		return code == 503 && strings.Contains(body, "no valid certificate")
+	})
 
 	secret, serial := tlsSecret(t, "app-cert", "app.example.com", time.Now().Add(-time.Hour), time.Now().Add(24*time.Hour))
 	secret.Namespace = ns
@@ -175,6 +176,15 @@ func TestKubernetesHTTPSBinary(t *testing.T) {
 		if ls.AttachedRoutes != 1 || len(ls.SupportedKinds) != 1 {
 			t.Errorf("listener %s: the provider's fields changed: %+v", ls.Name, ls)
 		}
+	}
+	// Programmed (the routing half's writer) and ResolvedRefs (the TLS
+	// half's) stand side by side.
+	var programmed bool
+	for _, cond := range got.Status.Conditions {
+		programmed = programmed || (cond.Type == "Programmed" && cond.Status == metav1.ConditionTrue)
+	}
+	if !programmed {
+		t.Errorf("Programmed is not True next to ResolvedRefs: %+v", got.Status.Conditions)
 	}
 
 	must(t, c.cmd.Process.Signal(syscall.SIGTERM))

@@ -26,9 +26,16 @@ type ListenerCondition struct {
 	Message  string
 }
 
+// ListenerFieldManager is the field manager of the HTTPS listeners'
+// ResolvedRefs conditions. It is not FieldManager: a server-side apply
+// removes the fields its manager owned and left out, so the Writer's apply
+// of Programmed alone would delete these conditions, and this writer's
+// apply Programmed, were they one manager.
+const ListenerFieldManager = "varnishgw-chaperone-tls"
+
 // ListenerWriter applies the ResolvedRefs condition of a Gateway's HTTPS
 // listeners: status.listeners[name].conditions[ResolvedRefs], with
-// server-side apply under FieldManager. The listener entries' other fields
+// server-side apply under ListenerFieldManager. The listener entries' other fields
 // (supportedKinds, attachedRoutes, the other conditions) belong to the
 // provider: the API server refuses the apply while an entry lacks them
 // ("attachedRoutes: Required value": the provider has not written the
@@ -162,7 +169,7 @@ func (w *ListenerWriter) Apply(ctx context.Context, generation int64, conds []Li
 	}
 	cfg := gwapply.Gateway(w.name, w.namespace).WithStatus(status)
 	if _, err := w.client.GatewayV1().Gateways(w.namespace).ApplyStatus(ctx, cfg,
-		metav1.ApplyOptions{FieldManager: FieldManager, Force: true}); err != nil {
+		metav1.ApplyOptions{FieldManager: ListenerFieldManager, Force: true}); err != nil {
 		return fmt.Errorf("apply the HTTPS listeners' ResolvedRefs on Gateway %s/%s: %w", w.namespace, w.name, err)
 	}
 	for _, lc := range conds {

@@ -126,4 +126,23 @@ func TestListenerResolvedRefsOwnership(t *testing.T) {
 	// chaperone's condition stays.
 	provider("again")
 	check("again")
+	// The chaperone's Programmed writer applies its condition: the
+	// listener condition (another field manager) stays, and the other way
+	// round.
+	pw := NewWriter(gatewayclient.NewForConfigOrDie(cfg), ns, "gw", nil)
+	if err := pw.Apply(ctx, ForError(gw.Generation, nil, false)); err != nil {
+		t.Fatal(err)
+	}
+	check("again")
+	want[0].Message = "changed"
+	if err := w.Apply(ctx, gw.Generation, want); err != nil {
+		t.Fatal(err)
+	}
+	got, err := gws.Get(ctx, "gw", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := condition(got, "Programmed"); p == nil || p.Status != metav1.ConditionTrue {
+		t.Errorf("Programmed lost after the listener writer's apply: %+v", got.Status.Conditions)
+	}
 }
