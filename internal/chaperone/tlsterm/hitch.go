@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -352,15 +351,4 @@ func (h *hitch) stop(timeout time.Duration) {
 	if pid != 0 {
 		_ = syscall.Kill(-pid, syscall.SIGKILL) // workers left behind
 	}
-}
-
-// socketExists reports whether path is a Unix socket that accepts
-// connections.
-func socketExists(path string) bool {
-	c, err := net.DialTimeout("unix", path, time.Second)
-	if err != nil {
-		return false
-	}
-	c.Close()
-	return true
 }

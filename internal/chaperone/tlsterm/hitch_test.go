@@ -366,14 +366,17 @@ func TestInvalidCertificateKeepsServing(t *testing.T) {
 	e.waitServed("a.example.com", good)
 	pid := e.mgr.HitchPid(e.port)
 	other := validCert(t, "a.example.com")
-	bad := map[string]testCert{
-		"expired at":             newCert(t, time.Now().Add(-48*time.Hour), time.Now().Add(-time.Hour), "a.example.com"),
-		"do not make a key pair": {Cert: other.Cert, Key: good.Key},
-		"tls.crt is not PEM":     {Cert: []byte("not a certificate"), Key: good.Key},
+	expired := newCert(t, time.Now().Add(-48*time.Hour), time.Now().Add(-time.Hour), "a.example.com")
+	bad := []struct {
+		want string
+		c    testCert
+	}{
+		{"expired at", expired},
+		{"do not make a key pair", testCert{Cert: other.Cert, Key: good.Key}},
+		{"tls.crt is not PEM", testCert{Cert: []byte("not a certificate"), Key: good.Key}},
 	}
-	n := 0
-	for want, c := range bad {
-		n++
+	for i, b := range bad {
+		want, c, n := b.want, b.c, i+1
 		e.mgr.Update(e.listener(secret("a", c)))
 		waitFor(t, "the condition for "+want, func() bool {
 			st := e.status()
@@ -390,10 +393,12 @@ func TestInvalidCertificateKeepsServing(t *testing.T) {
 			t.Errorf("%s: rejected = %v, want %d", want, v, n)
 		}
 	}
-	// The same invalid Secret again is not counted again.
-	e.mgr.Update(e.listener(secret("a", bad["expired at"])))
-	e.mgr.Update(e.listener(secret("a", bad["expired at"])))
-	time.Sleep(200 * time.Millisecond)
+	// The expired certificate again is a change, counted once; the same
+	// again is not.
+	e.mgr.Update(e.listener(secret("a", expired)))
+	waitFor(t, "the expired certificate counted again", func() bool { return testutil.ToFloat64(e.mgr.m.rejected) == 4 })
+	e.mgr.Update(e.listener(secret("a", expired)))
+	time.Sleep(300 * time.Millisecond)
 	if v := testutil.ToFloat64(e.mgr.m.rejected); v != 4 {
 		t.Errorf("rejected = %v after the expired certificate twice more, want 4 (3 + its one change)", v)
 	}
@@ -406,6 +411,9 @@ func TestInvalidCertificateKeepsServing(t *testing.T) {
 		st := e.status()
 		return len(st) == 1 && strings.Contains(st[0].Message, "not found")
 	})
+	if got := e.served("a.example.com"); got == nil || got.SerialNumber.Cmp(good.Serial) != 0 {
+		t.Error("the Secret gone: its last good certificate is not served")
+	}
 	next := validCert(t, "a.example.com")
 	e.mgr.Update(e.listener(secret("a", next)))
 	e.waitServed("a.example.com", next)
