@@ -14,6 +14,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -27,6 +28,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/routing"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/varnish/varnishd"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/varnish/varnishd/varnishdtest"
 )
 
@@ -81,17 +83,18 @@ func servedSerial(addr, sni string) *big.Int {
 	return c.ConnectionState().PeerCertificates[0].SerialNumber
 }
 
-// TestHTTPSListener runs the chaperone binary with an HTTPS listener whose
-// certificates come from Secret manifests in the routing directory: hitch
-// terminates TLS (HTTP/2 by ALPN), ghost routes by the request's host, the
-// certificate follows SNI and the Secrets' changes, an invalid certificate
-// leaves the served one, and SIGTERM drains and stops hitch.
-func TestHTTPSListener(t *testing.T) {
-	hitch := "/usr/sbin/hitch"
-	if _, err := os.Stat(hitch); err != nil {
-		t.Fatalf("hitch is not installed (make setup): %v", err)
-	}
-	be := backend(t, "app")
+// httpsSetup is a routing directory for a Gateway demo/edge with an HTTP
+// listener on port and an HTTPS listener "https" on tlsPort (Secrets app
+// and other, in certificates.yaml), a route for app.example.com to be, and
+// a short --tls-dir.
+type httpsSetup struct {
+	dir, routingDir, tlsDir, secretsPath string
+	appSecret, otherSecret               *corev1.Secret
+	appSerial, otherSerial               *big.Int
+}
+
+func newHTTPSSetup(t *testing.T, beURL string, port, tlsPort int) *httpsSetup {
+	t.Helper()
 	dir := varnishdtest.Dir(t)
 	routingDir := filepath.Join(dir, "routing")
 	if err := os.Mkdir(routingDir, 0o755); err != nil {
@@ -103,9 +106,6 @@ func TestHTTPSListener(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { os.RemoveAll(tlsDir) })
-	listen, tlsAddr := varnishdtest.FreeAddr(t), varnishdtest.FreeAddr(t)
-	port, tlsPort := varnishdtest.Port(t, listen), varnishdtest.Port(t, tlsAddr)
-
 	gw := &gatewayv1.Gateway{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "gateway.networking.k8s.io/v1", Kind: "Gateway"},
 		ObjectMeta: metav1.ObjectMeta{Namespace: "demo", Name: "edge", Generation: 1},
@@ -141,12 +141,34 @@ func TestHTTPSListener(t *testing.T) {
 	}
 	writeFile(t, filepath.Join(routingDir, "gateway.yaml"), string(gwYAML))
 	writeFile(t, filepath.Join(routingDir, "app.fragment.json"), string(fragJSON))
-	writeFile(t, filepath.Join(routingDir, "endpoints.yaml"), "demo/app:80:\n  - "+strings.TrimPrefix(be.URL, "http://")+"\n")
+	writeFile(t, filepath.Join(routingDir, "endpoints.yaml"), "demo/app:80:\n  - "+strings.TrimPrefix(beURL, "http://")+"\n")
 	now := time.Now()
 	appSecret, appSerial := tlsSecret(t, "app", "app.example.com", now.Add(-time.Hour), now.Add(30*24*time.Hour))
 	otherSecret, otherSerial := tlsSecret(t, "other", "other.example.com", now.Add(-time.Hour), now.Add(10*24*time.Hour))
 	secretsPath := filepath.Join(routingDir, "certificates.yaml")
 	writeSecrets(t, secretsPath, appSecret, otherSecret)
+
+	return &httpsSetup{dir: dir, routingDir: routingDir, tlsDir: tlsDir, secretsPath: secretsPath,
+		appSecret: appSecret, otherSecret: otherSecret, appSerial: appSerial, otherSerial: otherSerial}
+}
+
+// TestHTTPSListener runs the chaperone binary with an HTTPS listener whose
+// certificates come from Secret manifests in the routing directory: hitch
+// terminates TLS (HTTP/2 by ALPN), ghost routes by the request's host, the
+// certificate follows SNI and the Secrets' changes, an invalid certificate
+// leaves the served one, and SIGTERM drains and stops hitch.
+func TestHTTPSListener(t *testing.T) {
+	hitch := "/usr/sbin/hitch"
+	if _, err := os.Stat(hitch); err != nil {
+		t.Fatalf("hitch is not installed (make setup): %v", err)
+	}
+	be := backend(t, "app")
+	listen, tlsAddr := varnishdtest.FreeAddr(t), varnishdtest.FreeAddr(t)
+	port, tlsPort := varnishdtest.Port(t, listen), varnishdtest.Port(t, tlsAddr)
+	hs := newHTTPSSetup(t, be.URL, port, tlsPort)
+	dir, routingDir, tlsDir, secretsPath := hs.dir, hs.routingDir, hs.tlsDir, hs.secretsPath
+	appSerial, otherSerial, otherSecret := hs.appSerial, hs.otherSerial, hs.otherSecret
+	now := time.Now()
 
 	c := launchChaperone(t, dir, be, listen, "--routing", "dir", "--routing-dir", routingDir,
 		"--tls-listen", strconv.Itoa(tlsPort), "--tls-dir", tlsDir, "--hitch", hitch)
@@ -218,5 +240,133 @@ func TestHTTPSListener(t *testing.T) {
 	if conn, err := net.DialTimeout("tcp", tlsAddr, time.Second); err == nil {
 		conn.Close()
 		t.Error("the HTTPS port still accepts connections after the chaperone exited")
+	}
+}
+
+// httpsGet sends GET https://app.example.com/ to addr over HTTP/2 on a new
+// connection and returns the protocol and body ("" and the error's text
+// when it fails).
+func httpsGet(addr string) (proto, body string) {
+	client := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{
+		ForceAttemptHTTP2: true,
+		DisableKeepAlives: true,
+		TLSClientConfig:   &tls.Config{InsecureSkipVerify: true},
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			return (&net.Dialer{}).DialContext(ctx, "tcp", addr)
+		},
+	}}
+	resp, err := client.Get("https://app.example.com/")
+	if err != nil {
+		return "", err.Error()
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.Proto, string(b)
+}
+
+// TestSidecarHTTPS runs the chaperone in sidecar mode with an HTTPS port
+// beside a varnishd started with the varnish container's command line
+// (varnishd.Args with varnishd.TLSListener and feature=+http2): the
+// chaperone's hitch reaches the other varnishd's socket in the shared
+// --tls-dir, and after that varnishd restarts, HTTPS traffic flows again.
+func TestSidecarHTTPS(t *testing.T) {
+	be := backend(t, "app")
+	listen, tlsAddr := varnishdtest.FreeAddr(t), varnishdtest.FreeAddr(t)
+	port, tlsPort := varnishdtest.Port(t, listen), varnishdtest.Port(t, tlsAddr)
+	hs := newHTTPSSetup(t, be.URL, port, tlsPort)
+	shared := filepath.Join(hs.dir, "shared")
+	secretFile, bootFile, _, err := varnishd.PrepareWorkDir(shared)
+	if err != nil {
+		t.Fatal(err)
+	}
+	workDir := filepath.Join(hs.dir, "work")
+	c := &chaperone{t: t, dir: hs.dir, listenAddr: listen, healthAddr: varnishdtest.FreeAddr(t), ghostAdmin: varnishdtest.FreeAddr(t),
+		vclPath: filepath.Join(hs.dir, "main.vcl"), ghostPath: filepath.Join(hs.dir, "ghost.json"),
+		out: &syncBuffer{}, stdout: &syncBuffer{}, exited: make(chan struct{})}
+	writeFile(t, c.ghostPath, ghostJSON(be.URL))
+	writeFile(t, c.vclPath, mainVCL(c.ghostPath, "side"))
+	adminAddr := varnishdtest.FreeAddr(t)
+	c.cmd = exec.Command(chaperoneBin,
+		"--mode=sidecar", "--secret-file", secretFile, "--workdir", workDir,
+		"--admin-addr", adminAddr, "--ghost-admin-addr", c.ghostAdmin, "--health-addr", c.healthAddr,
+		"--drain-socket", filepath.Join(hs.dir, "drain.sock"), "--vcl", c.vclPath, "--ghost-json", c.ghostPath,
+		"--varnishstat", varnishdtest.StatBin(t), "--stats-interval", "500ms",
+		"--routing", "dir", "--routing-dir", hs.routingDir, "--listen-host", "127.0.0.1",
+		"--tls-listen", strconv.Itoa(tlsPort), "--tls-dir", hs.tlsDir, "--hitch", "/usr/sbin/hitch")
+	c.cmd.Env = []string{"PATH=" + os.Getenv("PATH")}
+	c.cmd.Stdout, c.cmd.Stderr = io.MultiWriter(c.stdout, c.out), c.out
+	c.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if err := c.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { c.exitErr = c.cmd.Wait(); close(c.exited) }()
+	t.Cleanup(func() {
+		varnishdtest.KillTree(c.cmd.Process.Pid)
+		<-c.exited
+		checkLogRecords(t, c.out.String())
+		if t.Failed() {
+			t.Logf("chaperone output:\n%s", c.out.String())
+		}
+	})
+	varnishContainer := func() *exec.Cmd {
+		cfg := varnishd.Config{
+			WorkDir: workDir,
+			Listeners: []varnishd.Listener{
+				{Name: "port-" + strconv.Itoa(port), Addr: listen},
+				varnishd.TLSListener(hs.tlsDir, tlsPort),
+			},
+			GhostAdminAddr: c.ghostAdmin,
+			Storage:        []string{"malloc,32m"},
+			Params:         []string{"thread_pool_min=5", "thread_pools=1", "feature=+http2"},
+		}
+		vd := exec.Command(varnishdtest.Bin(t), varnishd.Args(cfg, adminAddr, secretFile, bootFile)...)
+		vdOut := &syncBuffer{}
+		vd.Stdout, vd.Stderr = vdOut, vdOut
+		vd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+		if err := vd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			varnishdtest.KillTree(vd.Process.Pid)
+			_ = vd.Wait()
+			if t.Failed() {
+				t.Logf("varnishd output:\n%s", vdOut.String())
+			}
+		})
+		return vd
+	}
+	time.Sleep(time.Second) // the chaperone waits for varnishd
+	if code, _ := c.health("/readyz"); code == 200 {
+		t.Error("ready before varnishd connected")
+	}
+	vd := varnishContainer()
+	c.waitFor("ready", 90*time.Second, func() bool { code, _ := c.health("/readyz"); return code == 200 })
+	c.waitFor("HTTPS traffic", 60*time.Second, func() bool { _, body := httpsGet(tlsAddr); return body == "app" })
+	if proto, _ := httpsGet(tlsAddr); proto != "HTTP/2.0" {
+		t.Errorf("HTTPS over %s, want HTTP/2.0", proto)
+	}
+	if got := servedSerial(tlsAddr, "other.example.com"); got == nil || got.Cmp(hs.otherSerial) != 0 {
+		t.Errorf("SNI other.example.com: certificate %v, want %v", got, hs.otherSerial)
+	}
+	hitchStarts := strings.Count(c.out.String(), `"msg":"hitch started"`)
+
+	// The varnish container restarts: its new socket takes hitch's
+	// connections again.
+	varnishdtest.KillTree(vd.Process.Pid)
+	_ = vd.Wait()
+	c.waitFor("the old varnishd to release the listener", 90*time.Second, func() bool {
+		l, err := net.Listen("tcp", listen)
+		if err == nil {
+			l.Close()
+		}
+		return err == nil
+	})
+	varnishContainer()
+	c.waitFor("the chaperone to accept the new varnishd", 90*time.Second, func() bool {
+		return strings.Contains(c.out.String(), "varnishd connected again")
+	})
+	c.waitFor("HTTPS traffic through the new varnishd", 60*time.Second, func() bool { _, body := httpsGet(tlsAddr); return body == "app" })
+	if n := strings.Count(c.out.String(), `"msg":"hitch started"`); n != hitchStarts {
+		t.Errorf("hitch started %d times, want it kept running across varnishd's restart (%d)", n, hitchStarts)
 	}
 }
