@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -16,6 +17,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // HitchConfig is one hitch's configuration: one HTTPS port.
@@ -116,6 +119,12 @@ type hitch struct {
 	reloadWait time.Duration
 	reloadReq  chan struct{}
 	onReload   func(waited time.Duration, timedOut bool)
+	// listenHost is hitch's frontend address ("" for all), for the
+	// sockets that hold the port during a reload (holdPort).
+	listenHost string
+	// online receives a value when a worker says it is online (it has
+	// bound its listen socket).
+	online chan struct{}
 
 	mu      sync.Mutex
 	cmd     *exec.Cmd
@@ -133,10 +142,10 @@ const (
 	stableAfter = time.Minute
 )
 
-func startHitch(bin, conf string, port int, log *slog.Logger, reloadWait time.Duration, onRestart func(), onReload func(time.Duration, bool)) *hitch {
+func startHitch(bin, conf, listenHost string, port int, log *slog.Logger, reloadWait time.Duration, onRestart func(), onReload func(time.Duration, bool)) *hitch {
 	ctx, cancel := context.WithCancel(context.Background())
-	h := &hitch{bin: bin, conf: conf, port: port, log: log, onRestart: onRestart, onReload: onReload,
-		reloadWait: reloadWait, reloadReq: make(chan struct{}, 1), cancel: cancel, done: make(chan struct{})}
+	h := &hitch{bin: bin, conf: conf, listenHost: listenHost, port: port, log: log, onRestart: onRestart, onReload: onReload,
+		reloadWait: reloadWait, reloadReq: make(chan struct{}, 1), online: make(chan struct{}, 1), cancel: cancel, done: make(chan struct{})}
 	go h.loop(ctx)
 	go h.reloadLoop(ctx)
 	return h
@@ -214,6 +223,12 @@ func (h *hitch) logLines(r io.Reader) {
 		if line == "" {
 			continue
 		}
+		if strings.Contains(line, "} Process ") && strings.HasSuffix(line, " online") {
+			select {
+			case h.online <- struct{}{}:
+			default:
+			}
+		}
 		level := slog.LevelInfo
 		if strings.Contains(line, "ERROR") || strings.Contains(line, "Error") {
 			level = slog.LevelWarn
@@ -287,30 +302,77 @@ func (h *hitch) reloadLoop(ctx context.Context) {
 			case <-time.After(50 * time.Millisecond):
 			}
 		}
+		// Each hitch worker listens on its own SO_REUSEPORT socket, and
+		// hitch 1.7.2 tells the old workers to close theirs right after
+		// forking the new one, which binds its socket only when it has
+		// started: in between nothing listens and new connections are
+		// refused (TestRotationUnderLoad saw hundreds on a busy machine).
+		// The chaperone holds the port with sockets of its own in the
+		// same group until the new worker is online; with
+		// net.ipv4.tcp_migrate_req=1 the connections queued on them then
+		// move to the new worker's socket.
+		held := holdPort(h.listenHost, h.port)
+		select {
+		case <-h.online: // an earlier worker's
+		default:
+		}
 		h.mu.Lock()
-		var before []int
 		pid := 0
 		if h.running {
 			pid = h.cmd.Process.Pid
-			before = childPids(pid)
 			if err := h.cmd.Process.Signal(syscall.SIGHUP); err != nil {
 				h.log.Warn("hitch reload (SIGHUP)", "error", err)
 			}
 		}
 		h.mu.Unlock()
-		if pid == 0 {
-			continue
-		}
-		h.onReload(time.Since(start), timedOut)
-		// Wait for the new generation, so that the next reload sees it.
-		deadline := time.Now().Add(5 * time.Second)
-		for time.Now().Before(deadline) && ctx.Err() == nil {
-			if slices.ContainsFunc(childPids(pid), func(c int) bool { return !slices.Contains(before, c) }) {
-				break
+		if pid != 0 {
+			h.onReload(time.Since(start), timedOut)
+			// The new generation is online: the next reload waits for
+			// the old one to finish.
+			select {
+			case <-h.online:
+			case <-time.After(10 * time.Second):
+				h.log.Warn("hitch's new workers did not say they were online within 10s of the reload")
+			case <-ctx.Done():
 			}
-			time.Sleep(20 * time.Millisecond)
+		}
+		for _, l := range held {
+			l.Close()
 		}
 	}
+}
+
+// holdPort listens on hitch's frontend addresses (0.0.0.0 and [::],
+// IPv6 only, for every address, as hitch binds them) and port with
+// SO_REUSEPORT, joining the group of hitch's listen sockets. The sockets
+// accept nothing; an address that cannot be bound is skipped.
+func holdPort(host string, port int) []net.Listener {
+	addrs := []struct{ network, addr string }{{"tcp4", "0.0.0.0"}, {"tcp6", "::"}}
+	if host != "" {
+		network := "tcp4"
+		if ip := net.ParseIP(host); ip != nil && ip.To4() == nil {
+			network = "tcp6"
+		}
+		addrs = addrs[:0]
+		addrs = append(addrs, struct{ network, addr string }{network, host})
+	}
+	lc := net.ListenConfig{Control: func(_, _ string, c syscall.RawConn) error {
+		var serr error
+		if err := c.Control(func(fd uintptr) {
+			serr = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, unix.SO_REUSEPORT, 1)
+		}); err != nil {
+			return err
+		}
+		return serr
+	}}
+	var out []net.Listener
+	for _, a := range addrs {
+		l, err := lc.Listen(context.Background(), a.network, net.JoinHostPort(a.addr, strconv.Itoa(port)))
+		if err == nil {
+			out = append(out, l)
+		}
+	}
+	return out
 }
 
 // childPids lists pid's child processes (its hitch workers).

@@ -458,7 +458,7 @@ func (m *Manager) install(port int, conf string) error {
 	m.confs[port] = conf
 	m.mu.Unlock()
 	if h == nil {
-		h = startHitch(m.cfg.HitchBin, path, port, m.log.With("port", port), m.cfg.ReloadWait,
+		h = startHitch(m.cfg.HitchBin, path, m.cfg.ListenHost, port, m.log.With("port", port), m.cfg.ReloadWait,
 			func() { m.m.restarts.WithLabelValues(strconv.Itoa(port)).Inc() },
 			func(waited time.Duration, timedOut bool) {
 				m.m.reloads.WithLabelValues("ok").Inc()
