@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"slices"
 	"sync"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -44,11 +45,21 @@ type Kube struct {
 	grants  map[string]*watch // namespace → its ReferenceGrants
 }
 
+// syncGrace is how long Snapshot waits for a new informer's first list
+// before it reports the Secret (or the namespace's ReferenceGrants) as not
+// readable instead of holding back every listener: an informer whose list
+// is forbidden never syncs.
+const syncGrace = 10 * time.Second
+
 // watch is one informer and the means to stop it.
 type watch struct {
-	inf    cache.SharedIndexInformer
-	cancel context.CancelFunc
+	inf     cache.SharedIndexInformer
+	cancel  context.CancelFunc
+	started time.Time
 }
+
+// pending reports whether w has not synced yet but may still.
+func (w *watch) pending() bool { return !w.inf.HasSynced() && time.Since(w.started) < syncGrace }
 
 // Run implements Source.
 func (k *Kube) Run(ctx context.Context, changed func()) error {
@@ -173,17 +184,29 @@ func (k *Kube) start(mk func(context.Context) cache.SharedIndexInformer) *watch 
 	changed := k.changed
 	_, _ = inf.AddEventHandler(handler(changed))
 	// The first sync (possibly of an empty list: a Secret that does not
-	// exist yet) changes the snapshot too.
+	// exist yet) changes the snapshot too, and so does the end of the
+	// grace without one.
 	go func() {
 		if cache.WaitForCacheSync(ctx.Done(), inf.HasSynced) {
 			changed()
 		}
 	}()
-	return &watch{inf: inf, cancel: cancel}
+	go func() {
+		select {
+		case <-ctx.Done():
+		case <-time.After(syncGrace):
+			if !inf.HasSynced() {
+				changed()
+			}
+		}
+	}()
+	return &watch{inf: inf, cancel: cancel, started: time.Now()}
 }
 
 // Snapshot implements Source: ok once the Gateway and every informer have
-// synced.
+// synced, or an informer has not synced within syncGrace: its Secret
+// (or, for a namespace's ReferenceGrants, every Secret there) is then
+// reported as not readable, naming the rights the chaperone needs.
 func (k *Kube) Snapshot() (Snapshot, bool) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
@@ -195,13 +218,13 @@ func (k *Kube) Snapshot() (Snapshot, bool) {
 		return Snapshot{}, true
 	}
 	for _, w := range k.secrets {
-		if !w.inf.HasSynced() {
+		if w.pending() {
 			return Snapshot{}, false
 		}
 	}
 	var grants []*gatewayv1.ReferenceGrant
 	for _, w := range k.grants {
-		if !w.inf.HasSynced() {
+		if w.pending() {
 			return Snapshot{}, false
 		}
 		for _, o := range w.inf.GetStore().List() {
@@ -222,5 +245,17 @@ func (k *Kube) Snapshot() (Snapshot, bool) {
 		}
 		return nil
 	}
-	return Snapshot{Generation: gw.Generation, Listeners: Resolve(gw, lookup, grants)}, true
+	ls := Resolve(gw, lookup, grants)
+	for i := range ls {
+		for j := range ls[i].Certificates {
+			c := &ls[i].Certificates[j]
+			if w := k.secrets[c.Ref]; w != nil && !w.inf.HasSynced() && c.Reason == gatewayv1.ListenerReasonInvalidCertificateRef {
+				c.Err = fmt.Errorf("cannot list the Secret %s within %s: the chaperone needs get, list and watch on secrets with resourceNames [%s] in namespace %s", c.Ref, syncGrace, c.Ref.Name, c.Ref.Namespace)
+			}
+			if w := k.grants[c.Ref.Namespace]; w != nil && !w.inf.HasSynced() && c.Reason == gatewayv1.ListenerReasonRefNotPermitted {
+				c.Err = fmt.Errorf("cannot list the ReferenceGrants of namespace %s within %s: the chaperone needs get, list and watch on referencegrants there", c.Ref.Namespace, syncGrace)
+			}
+		}
+	}
+	return Snapshot{Generation: gw.Generation, Listeners: ls}, true
 }

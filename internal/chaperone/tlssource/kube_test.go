@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -65,7 +66,7 @@ func TestKubeLeastPrivilege(t *testing.T) {
 		Spec: gatewayv1.GatewaySpec{GatewayClassName: "varnishgw", Listeners: []gatewayv1.Listener{
 			{Name: "http", Port: 80, Protocol: gatewayv1.HTTPProtocolType},
 			{Name: "https", Port: 443, Protocol: gatewayv1.HTTPSProtocolType, TLS: &gatewayv1.ListenerTLSConfig{Mode: &mode,
-				CertificateRefs: []gatewayv1.SecretObjectReference{{Name: "cert"}, {Name: "late"}}}},
+				CertificateRefs: []gatewayv1.SecretObjectReference{{Name: "cert"}, {Name: "late"}, {Name: "forbidden"}}}},
 			{Name: "shared", Port: 8443, Protocol: gatewayv1.HTTPSProtocolType, TLS: &gatewayv1.ListenerTLSConfig{Mode: &mode,
 				CertificateRefs: []gatewayv1.SecretObjectReference{{Namespace: &otherNS, Name: "shared"}}}},
 		}},
@@ -118,25 +119,36 @@ func TestKubeLeastPrivilege(t *testing.T) {
 			}
 		}
 	}
-	waitState("start", map[string]string{"https cert": "ok", "https late": "InvalidCertificateRef", "shared shared": "RefNotPermitted"})
+	start := time.Now()
+	waitState("start", map[string]string{"https cert": "ok", "https late": "InvalidCertificateRef", "https forbidden": "InvalidCertificateRef", "shared shared": "RefNotPermitted"})
+
+	if d := time.Since(start); d < syncGrace-time.Second {
+		t.Errorf("the forbidden Secret was given up after %s, before syncGrace (%s)", d, syncGrace)
+	}
+	s, _ := k.Snapshot()
+	for _, c := range s.Listeners[0].Certificates {
+		if c.Ref.Name == "forbidden" && (c.Err == nil || !strings.Contains(c.Err.Error(), "needs get, list and watch on secrets with resourceNames [forbidden]")) {
+			t.Errorf("the forbidden Secret: %v, want the rights needed", c.Err)
+		}
+	}
 
 	if _, err := cp.Client.CoreV1().Secrets(ns).Create(ctx, tlsSecret(ns, "late"), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	waitState("the Secret created after the Gateway", map[string]string{"https cert": "ok", "https late": "ok", "shared shared": "RefNotPermitted"})
+	waitState("the Secret created after the Gateway", map[string]string{"https cert": "ok", "https late": "ok", "https forbidden": "InvalidCertificateRef", "shared shared": "RefNotPermitted"})
 
 	g := grant(other, ns, "Gateway", ptr.To("shared"))
 	g.Namespace = other
 	if _, err := cp.Gateway.GatewayV1().ReferenceGrants(other).Create(ctx, g, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	waitState("the ReferenceGrant", map[string]string{"https cert": "ok", "https late": "ok", "shared shared": "ok"})
+	waitState("the ReferenceGrant", map[string]string{"https cert": "ok", "https late": "ok", "https forbidden": "InvalidCertificateRef", "shared shared": "ok"})
 
 	// A Secret's new data reaches the snapshot.
-	s := tlsSecret(ns, "cert")
-	s.Data["tls.crt"] = []byte("rotated")
-	if _, err := cp.Client.CoreV1().Secrets(ns).Update(ctx, s, metav1.UpdateOptions{}); err != nil {
+	rotated := tlsSecret(ns, "cert")
+	rotated.Data["tls.crt"] = []byte("rotated")
+	if _, err := cp.Client.CoreV1().Secrets(ns).Update(ctx, rotated, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	waitState("the rotated Secret", map[string]string{"https cert": "wrong data", "https late": "ok", "shared shared": "ok"})
+	waitState("the rotated Secret", map[string]string{"https cert": "wrong data", "https late": "ok", "https forbidden": "InvalidCertificateRef", "shared shared": "ok"})
 }
