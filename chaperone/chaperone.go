@@ -16,10 +16,13 @@ import (
 
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/chaperone/accesslog"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/chaperone/drain"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/chaperone/gatewaystatus"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/chaperone/ghostadmin"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/chaperone/health"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/chaperone/metrics"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/chaperone/routingsync"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/chaperone/tlssource"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/chaperone/tlsterm"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/chaperone/vcl"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/varnish/varnishadm"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/varnish/varnishd"
@@ -83,6 +86,7 @@ type Chaperone struct {
 	stats    *varnishstat.Poller
 	checker  *health.Checker
 	drainer  *drain.Drainer
+	tls      *tlsterm.Manager // nil without HTTPS ports
 
 	varnishUp     atomic.Bool
 	connected     atomic.Bool // varnishd's admin connection was taken once
@@ -103,10 +107,19 @@ type routingHalf interface {
 	ChildStarted(ctx context.Context)
 }
 
+// TLSHalf is where the certificates of the Gateway's HTTPS listeners come
+// from and where their ResolvedRefs condition goes (--tls-listen).
+type TLSHalf struct {
+	Source tlssource.Source
+	// Status is nil without Kubernetes.
+	Status *gatewaystatus.ListenerWriter
+}
+
 // Run runs the chaperone until SIGTERM/SIGINT has drained varnishd (nil, exit
 // 0) or something fails (exit 1). sig delivers the termination signals;
-// ending ctx stops at once, without draining.
-func Run(ctx context.Context, cfg *Config, routing routingHalf, logger *slog.Logger, sig <-chan os.Signal) error {
+// ending ctx stops at once, without draining. tls is needed with HTTPS
+// ports (--tls-listen) and ignored without.
+func Run(ctx context.Context, cfg *Config, routing routingHalf, tls *TLSHalf, logger *slog.Logger, sig <-chan os.Signal) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	if routing == nil {
@@ -124,9 +137,44 @@ func Run(ctx context.Context, cfg *Config, routing routingHalf, logger *slog.Log
 	reg.MustRegister(varnishstat.Collector{Poller: c.stats})
 	c.reloader = &vcl.Reloader{Admin: &c.admin, Keep: cfg.VCLKeep, Logger: logger, Observer: reloadObserver{c}}
 	c.checker = &health.Checker{VarnishReady: c.varnishUp.Load, RoutingLoaded: c.routingLoaded.Load}
+	var tlsGeneration atomic.Int64
+	if len(cfg.TLSPorts) > 0 {
+		if tls == nil || tls.Source == nil {
+			return fmt.Errorf("--tls-listen=%v: no source of certificates (--routing=%s)", cfg.TLSPorts, cfg.RoutingSource)
+		}
+		// varnishd creates its TLS sockets here; only the chaperone's
+		// user (varnishd's and hitch's) may enter.
+		if err := os.MkdirAll(cfg.TLSDir, 0o700); err != nil {
+			return fmt.Errorf("--tls-dir=%s: %w", cfg.TLSDir, err)
+		}
+		var onStatus func([]tlsterm.ListenerStatus)
+		if tls.Status != nil {
+			onStatus = func(st []tlsterm.ListenerStatus) {
+				conds := make([]gatewaystatus.ListenerCondition, 0, len(st))
+				for _, s := range st {
+					conds = append(conds, gatewaystatus.ListenerCondition{Listener: s.Name, Status: s.Status, Reason: s.Reason, Message: s.Message})
+				}
+				tls.Status.Set(tlsGeneration.Load(), conds)
+			}
+		}
+		var err error
+		c.tls, err = tlsterm.New(tlsterm.Config{
+			Dir: cfg.TLSDir, HitchBin: cfg.HitchBin, ListenHost: cfg.ListenHost, HTTP2: cfg.HTTP2, Ports: cfg.TLSPorts,
+			Logger: logger, Registry: reg, OnStatus: onStatus,
+		})
+		if err != nil {
+			return err
+		}
+		c.checker.TLSReady = c.tls.Ready
+	}
 	c.drainer = &drain.Drainer{
 		LiveSessions: c.liveSessions,
 		Stop: func(ctx context.Context) error {
+			// No client session is left: hitch stops accepting before
+			// varnishd stops.
+			if c.tls != nil {
+				c.tls.Stop(10 * time.Second)
+			}
 			conn := c.admin.get()
 			if conn == nil {
 				return nil // sidecar: varnishd never connected, nothing to stop
@@ -246,6 +294,22 @@ func Run(ctx context.Context, cfg *Config, routing routingHalf, logger *slog.Log
 	}
 	c.connected.Store(true)
 	c.varnishUp.Store(true)
+	if c.tls != nil {
+		// varnishd's TLS sockets exist now: hitch refuses a
+		// configuration whose backend socket is missing.
+		if err := c.tls.Start(); err != nil {
+			return err
+		}
+		defer c.tls.Stop(10 * time.Second) // before varnishd's Stop
+		go func() {
+			if err := tlssource.Run(ctx, tls.Source, c.tls, tlsGeneration.Store); err != nil && ctx.Err() == nil {
+				logger.Error("certificates of the HTTPS listeners: watch stopped", "error", err)
+			}
+		}()
+		if tls.Status != nil {
+			go tls.Status.Run(ctx)
+		}
+	}
 
 	var restarted varnishd.ChildWatch
 	c.stats.OnSnapshot(func(s varnishstat.Snapshot) {
@@ -397,7 +461,7 @@ func (c *Chaperone) startVarnish(ctx, runCtx context.Context) (<-chan struct{}, 
 		GhostAdminAddr:  c.cfg.GhostAdminAddr,
 		AdminAddr:       c.cfg.AdminAddr,
 		Storage:         c.cfg.Storage,
-		Params:          c.cfg.Params,
+		Params:          c.cfg.VarnishParams(),
 		ThreadPoolStack: c.cfg.ThreadPoolStack,
 		Logger:          c.logger,
 	})

@@ -119,8 +119,8 @@ func ParseConfig(args, env []string, out io.Writer) (*Config, error) {
 func (c *Config) validate() error {
 	switch c.Mode {
 	case ModeSupervise:
-		if len(c.Ports) == 0 {
-			return errors.New("--listen is empty: name at least one Gateway listener port, e.g. --listen=8080 (or VARNISHGW_LISTEN=8080)")
+		if len(c.Ports) == 0 && len(c.TLSPorts) == 0 {
+			return errors.New("--listen and --tls-listen are empty: name at least one Gateway listener port, e.g. --listen=8080 (or VARNISHGW_LISTEN=8080)")
 		}
 		if c.VarnishdBin == "" {
 			return errors.New("--varnishd is empty: give the varnishd executable, e.g. --varnishd=/usr/sbin/varnishd")
@@ -185,7 +185,45 @@ func (c *Config) validate() error {
 			return fmt.Errorf("--param=%q: want NAME=VALUE, e.g. --param=timeout_idle=10", p)
 		}
 	}
+	return c.validateTLS()
+}
+
+// validateTLS checks the HTTPS flags.
+func (c *Config) validateTLS() error {
+	if len(c.TLSPorts) == 0 {
+		return nil
+	}
+	for _, p := range c.TLSPorts {
+		if slices.Contains(c.Ports, p) {
+			return fmt.Errorf("--tls-listen=%d is in --listen too: a port is HTTP or HTTPS; remove it from one of them", p)
+		}
+	}
+	if c.RoutingSource == RoutingFile {
+		return fmt.Errorf("--tls-listen=%v with --routing=%s: the certificates come from the Secrets the Gateway's HTTPS listeners name; use --routing=%s or --routing=%s", c.TLSPorts, RoutingFile, RoutingKubernetes, RoutingDir)
+	}
+	if !filepath.IsAbs(c.TLSDir) {
+		return fmt.Errorf("--tls-dir=%q: want an absolute directory on a memory-backed volume, e.g. --tls-dir=/run/varnishgw/tls", c.TLSDir)
+	}
+	// varnishd's sockets are <tls-dir>/port-N.sock: a Unix socket path
+	// has at most 107 bytes.
+	if l := len(varnishd.TLSListener(c.TLSDir, 65535).Addr); l > 107 {
+		return fmt.Errorf("--tls-dir=%q is too long for Unix socket paths (%d bytes with port-65535.sock, at most 107): use a shorter directory, e.g. /run/varnishgw/tls", c.TLSDir, l)
+	}
+	if c.HitchBin == "" {
+		return errors.New("--hitch is empty with --tls-listen: give the hitch executable, e.g. --hitch=/usr/sbin/hitch")
+	}
 	return nil
+}
+
+// VarnishParams returns varnishd's -p parameters: --param, and
+// feature=+http2 when --http2 is on and there are HTTPS ports (HTTP/2 is
+// offered only through TLS, by ALPN; the cleartext ports stay HTTP/1.1).
+func (c *Config) VarnishParams() []string {
+	ps := slices.Clone(c.Params)
+	if c.HTTP2 && len(c.TLSPorts) > 0 {
+		ps = append(ps, "feature=+http2")
+	}
+	return ps
 }
 
 // loopback checks that addr is host:port on a loopback address.
@@ -204,7 +242,9 @@ func loopback(flagName, addr string) error {
 }
 
 // Listeners returns varnishd's client sockets, one per port, named by
-// routing.SocketName.
+// routing.SocketName: TCP for the HTTP ports, and for each HTTPS port the
+// Unix socket in --tls-dir hitch hands its connections to
+// (varnishd.TLSListener).
 func (c *Config) Listeners() []varnishd.Listener {
 	var ls []varnishd.Listener
 	for _, p := range c.Ports {
@@ -212,6 +252,9 @@ func (c *Config) Listeners() []varnishd.Listener {
 			Name: routing.SocketName(gatewayv1.PortNumber(p)),
 			Addr: net.JoinHostPort(c.ListenHost, strconv.Itoa(p)),
 		})
+	}
+	for _, p := range c.TLSPorts {
+		ls = append(ls, varnishd.TLSListener(c.TLSDir, p))
 	}
 	return ls
 }

@@ -93,7 +93,31 @@ func TestParseConfig(t *testing.T) {
 		{name: "sidecar without drain socket", args: []string{"--mode=sidecar", "--secret-file=/s", "--drain-socket="}, wantErr: "--drain-socket is empty: sidecar mode needs the drain socket"},
 		{name: "relative drain socket", args: []string{"--listen=80", "--drain-socket=drain.sock"}, wantErr: `--drain-socket="drain.sock": not an absolute path`},
 		{name: "drain socket path too long", args: []string{"--listen=80", "--drain-socket=/" + strings.Repeat("d", 110)}, wantErr: "a Unix socket path has at most 107"},
-		{name: "no port", wantErr: "--listen is empty"},
+		{name: "no port", wantErr: "--listen and --tls-listen are empty"},
+		{name: "HTTPS ports", args: []string{"--listen=80", "--tls-listen=443,8443", "--routing=dir", "--routing-dir=/r", "--tls-dir=/run/tls"}, check: func(t *testing.T, c *Config) {
+			ls := c.Listeners()
+			if len(ls) != 3 || ls[1].Arg() != "port-443=/run/tls/port-443.sock,PROXY,mode=0600" || ls[2].Name != "port-8443" {
+				t.Errorf("Listeners = %+v, want port-80 and the Unix sockets port-443 and port-8443", ls)
+			}
+			if !slices.Contains(c.VarnishParams(), "feature=+http2") {
+				t.Errorf("VarnishParams = %v, want feature=+http2 (--http2 is on by default)", c.VarnishParams())
+			}
+		}},
+		{name: "HTTPS ports only, HTTP/2 off", args: []string{"--tls-listen=443", "--routing=dir", "--routing-dir=/r", "--http2=false", "--param=a=1"}, check: func(t *testing.T, c *Config) {
+			if !slices.Equal(c.VarnishParams(), []string{"a=1"}) {
+				t.Errorf("VarnishParams = %v, want no feature=+http2", c.VarnishParams())
+			}
+		}},
+		{name: "no HTTP/2 without HTTPS ports", args: []string{"--listen=80"}, check: func(t *testing.T, c *Config) {
+			if slices.Contains(c.VarnishParams(), "feature=+http2") {
+				t.Errorf("VarnishParams = %v: HTTP/2 without an HTTPS port", c.VarnishParams())
+			}
+		}},
+		{name: "port both HTTP and HTTPS", args: []string{"--listen=443", "--tls-listen=443", "--routing=dir", "--routing-dir=/r"}, wantErr: "--tls-listen=443 is in --listen too"},
+		{name: "HTTPS with file routing", args: []string{"--tls-listen=443"}, wantErr: "use --routing=kubernetes or --routing=dir"},
+		{name: "relative TLS dir", args: []string{"--tls-listen=443", "--routing=dir", "--routing-dir=/r", "--tls-dir=tls"}, wantErr: `--tls-dir="tls": want an absolute directory`},
+		{name: "TLS dir too long", args: []string{"--tls-listen=443", "--routing=dir", "--routing-dir=/r", "--tls-dir=/" + strings.Repeat("t", 100)}, wantErr: "too long for Unix socket paths"},
+		{name: "no hitch", args: []string{"--tls-listen=443", "--routing=dir", "--routing-dir=/r", "--hitch="}, wantErr: "--hitch is empty"},
 		{name: "bad port", args: []string{"--listen=80,http"}, wantErr: `"http" is not a port number`},
 		{name: "port out of range", args: []string{"--listen=70000"}, wantErr: "not a port number"},
 		{name: "bad mode", args: []string{"--mode=operator", "--listen=80"}, wantErr: `--mode="operator": want supervise or sidecar`},

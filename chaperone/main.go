@@ -32,6 +32,7 @@ import (
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/chaperone/apiwatch"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/chaperone/gatewaystatus"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/chaperone/routingsync"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/chaperone/tlssource"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/chaperone/vcl"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/routing"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/vgwapi"
@@ -42,7 +43,12 @@ import (
 // Gateway's objects through informers or by a standalone directory. With
 // --routing=kubernetes and --vcl="" the Agent also loads main.vcl from the
 // Gateway's VCL ConfigMap (gwruntime.VCLConfigMapName).
-func newRouting(cfg *Config, logger *slog.Logger) (routingHalf, error) {
+//
+// With HTTPS ports (--tls-listen) it also returns where their certificates
+// come from: the Secrets the Gateway names, through the API
+// (tlssource.Kube, and the listeners' ResolvedRefs condition) or from the
+// routing directory (tlssource.Dir).
+func newRouting(cfg *Config, logger *slog.Logger) (routingHalf, *TLSHalf, error) {
 	// Each package names its own component (routingsync, vcl,
 	// gatewaystatus).
 	log := logger
@@ -50,7 +56,7 @@ func newRouting(cfg *Config, logger *slog.Logger) (routingHalf, error) {
 	case RoutingKubernetes:
 		rc, err := kubeConfig(cfg.Kubeconfig)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		// Every request of the clients below goes through the monitor:
 		// a broken watch is logged once, its recovery once, and the sync
@@ -59,20 +65,20 @@ func newRouting(cfg *Config, logger *slog.Logger) (routingHalf, error) {
 		rc.Wrap(api.WrapTransport)
 		kube, err := kubernetes.NewForConfig(rc)
 		if err != nil {
-			return nil, fmt.Errorf("kubernetes client: %w", err)
+			return nil, nil, fmt.Errorf("kubernetes client: %w", err)
 		}
 		gw, err := gatewayclient.NewForConfig(rc)
 		if err != nil {
-			return nil, fmt.Errorf("gateway API client: %w", err)
+			return nil, nil, fmt.Errorf("gateway API client: %w", err)
 		}
 		dyn, err := dynamic.NewForConfig(rc)
 		if err != nil {
-			return nil, fmt.Errorf("dynamic client: %w", err)
+			return nil, nil, fmt.Errorf("dynamic client: %w", err)
 		}
 		ns, name, _ := strings.Cut(cfg.Gateway, "/")
 		src, err := routingsync.NewKubeSource(routingsync.KubeConfig{Client: kube, Gateway: gw, Dynamic: dyn, Namespace: ns, Name: name, Logger: log})
 		if err != nil {
-			return nil, fmt.Errorf("watch Gateway %s: %w", cfg.Gateway, err)
+			return nil, nil, fmt.Errorf("watch Gateway %s: %w", cfg.Gateway, err)
 		}
 		gwRef := routing.ObjectRef{Namespace: ns, Name: name}
 		a := &routingsync.Routing{
@@ -86,11 +92,22 @@ func newRouting(cfg *Config, logger *slog.Logger) (routingHalf, error) {
 			// (no kubelet volume delay).
 			a.VCL = &vcl.KubeSource{Client: kube, Namespace: ns, Name: name, Logger: log}
 		}
-		return a, nil
+		var tls *TLSHalf
+		if len(cfg.TLSPorts) > 0 {
+			tls = &TLSHalf{
+				Source: &tlssource.Kube{Client: kube, Gateway: gw, Namespace: ns, Name: name, Logger: log},
+				Status: gatewaystatus.NewListenerWriter(gw, ns, name, log),
+			}
+		}
+		return a, tls, nil
 	case RoutingDir:
-		return &routingsync.Routing{Source: routingsync.NewDirSource(cfg.RoutingDir, log)}, nil
+		var tls *TLSHalf
+		if len(cfg.TLSPorts) > 0 {
+			tls = &TLSHalf{Source: tlssource.NewDir(cfg.RoutingDir, log)}
+		}
+		return &routingsync.Routing{Source: routingsync.NewDirSource(cfg.RoutingDir, log)}, tls, nil
 	default:
-		return &routingsync.FileRouting{}, nil
+		return &routingsync.FileRouting{}, nil, nil
 	}
 }
 
@@ -125,12 +142,12 @@ func main() {
 	// watch: as JSON records at DEBUG (the apiwatch monitor says what an
 	// operator needs once).
 	klog.SetSlogLogger(slog.New(atLevel{logger.Handler().WithAttrs([]slog.Attr{slog.String("component", "client-go")}), slog.LevelDebug}))
-	routing, err := newRouting(cfg, logger)
+	routing, tls, err := newRouting(cfg, logger)
 	if err != nil {
 		logger.Error("chaperone failed", "error", err)
 		os.Exit(1)
 	}
-	if err := Run(context.Background(), cfg, routing, logger, notifySignals()); err != nil {
+	if err := Run(context.Background(), cfg, routing, tls, logger, notifySignals()); err != nil {
 		logger.Error("chaperone failed", "error", err)
 		os.Exit(1)
 	}

@@ -75,7 +75,7 @@ func TestRunWithARoutingHalf(t *testing.T) {
 	sig := make(chan os.Signal, 1)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- Run(ctx, cfg, r, varnishdtest.Logger(t), sig) }()
+	go func() { done <- Run(ctx, cfg, r, nil, varnishdtest.Logger(t), sig) }()
 	t.Cleanup(func() {
 		cancel()
 		if err := <-done; err != nil {

@@ -1,6 +1,8 @@
 // Package gatewaystatus writes the chaperone's part of a Gateway's status:
 // the Programmed condition, which says whether ghost has loaded the routing
-// of the Gateway's current generation.
+// of the Gateway's current generation (Writer), and the ResolvedRefs
+// condition of the HTTPS listeners, which says whether their certificates
+// are served (ListenerWriter, under its own field manager).
 //
 // It patches only that condition, with server-side apply on the status
 // subresource under its own field manager (FieldManager): conditions are a

@@ -1,6 +1,7 @@
 // Package health serves the chaperone's Kubernetes probes: /healthz (the
 // chaperone is alive) and /readyz (varnishd answers, the first routing is
-// loaded, and the pod is not draining).
+// loaded, every HTTPS port's hitch runs with a certificate, and the pod is
+// not draining).
 package health
 
 import (
@@ -16,6 +17,9 @@ type Checker struct {
 	// RoutingLoaded reports whether the first routing (ghost.json) is loaded;
 	// nil counts as loaded.
 	RoutingLoaded func() bool
+	// TLSReady returns "" when every HTTPS port's hitch runs with a
+	// certificate, else why not; nil when there are no HTTPS ports.
+	TLSReady func() string
 
 	draining atomic.Bool
 }
@@ -35,6 +39,9 @@ func (c *Checker) Ready() string {
 		return "varnishd is not running"
 	case c.RoutingLoaded != nil && !c.RoutingLoaded():
 		return "routing not loaded yet"
+	}
+	if c.TLSReady != nil {
+		return c.TLSReady()
 	}
 	return ""
 }

@@ -45,7 +45,8 @@ const (
 // DirSource reads the routing state of one Gateway from a directory, for
 // running ghost without Kubernetes: see the layout constants. Every other
 // *.yaml, *.yml or *.json file holds Kubernetes objects (several YAML
-// documents allowed) of kind Service, EndpointSlice or ReferenceGrant.
+// documents allowed) of kind Service, EndpointSlice, ReferenceGrant or
+// Secret (the certificates of HTTPS listeners, State.Secrets).
 // Names starting with "." (editor temporaries, the "..data" symlink of a
 // Kubernetes ConfigMap volume) and ending in "~", ".swp" or ".tmp" are
 // ignored.
@@ -163,7 +164,7 @@ func (d *DirSource) State() (*State, error) {
 				errs = append(errs, fmt.Errorf("%s: %w", name, err))
 			}
 		case strings.HasSuffix(name, ".yaml") || strings.HasSuffix(name, ".yml") || strings.HasSuffix(name, ".json"):
-			if err := decodeObjects(data, st.Objects); err != nil {
+			if err := decodeObjects(data, st.Objects, &st.Secrets); err != nil {
 				errs = append(errs, fmt.Errorf("%s: %w", name, err))
 			}
 		}
@@ -175,14 +176,14 @@ func (d *DirSource) State() (*State, error) {
 		errs = append(errs, fmt.Errorf("%s: %w", EndpointsFile, err))
 	}
 	if len(errs) > 0 {
-		return &State{Gateway: st.Gateway}, fmt.Errorf("routing directory %s: %w", d.dir, errors.Join(errs...))
+		return &State{Gateway: st.Gateway, Secrets: st.Secrets}, fmt.Errorf("routing directory %s: %w", d.dir, errors.Join(errs...))
 	}
 	return st, nil
 }
 
 // decodeObjects adds the Services, EndpointSlices and ReferenceGrants of a
-// YAML (several documents) or JSON file to objs.
-func decodeObjects(data []byte, objs *routing.Objects) error {
+// YAML (several documents) or JSON file to objs, its Secrets to secrets.
+func decodeObjects(data []byte, objs *routing.Objects, secrets *[]*corev1.Secret) error {
 	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096)
 	for i := 0; ; i++ {
 		var raw runtime.RawExtension
@@ -216,8 +217,20 @@ func decodeObjects(data []byte, objs *routing.Objects) error {
 			if err = yaml.UnmarshalStrict(raw.Raw, o); err == nil {
 				objs.ReferenceGrants = append(objs.ReferenceGrants, o)
 			}
+		case "Secret":
+			o := &corev1.Secret{}
+			if err = yaml.UnmarshalStrict(raw.Raw, o); err == nil {
+				// stringData, as the API server would store it
+				for k, v := range o.StringData {
+					if o.Data == nil {
+						o.Data = map[string][]byte{}
+					}
+					o.Data[k] = []byte(v)
+				}
+				*secrets = append(*secrets, o)
+			}
 		default:
-			return fmt.Errorf("document %d: kind %q: want Service, EndpointSlice or ReferenceGrant", i, tm.Kind)
+			return fmt.Errorf("document %d: kind %q: want Service, EndpointSlice, ReferenceGrant or Secret", i, tm.Kind)
 		}
 		if err != nil {
 			return fmt.Errorf("document %d (%s): %w", i, tm.Kind, err)

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	corev1 "k8s.io/api/core/v1"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -38,6 +39,10 @@ type State struct {
 	// Objects are the Services, EndpointSlices and ReferenceGrants of the
 	// namespaces the fragments reference.
 	Objects *routing.Objects
+	// Secrets are the Secrets of a routing directory (DirSource), for
+	// the HTTPS listeners' certificates (tlssource.Dir); the routing
+	// does not use them. KubeSource leaves it empty.
+	Secrets []*corev1.Secret
 }
 
 // Source watches the routing state of one Gateway.

@@ -1,0 +1,372 @@
+package main
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"io"
+	"math/big"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
+	"sigs.k8s.io/yaml"
+
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/routing"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/varnish/varnishd"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/varnish/varnishd/varnishdtest"
+)
+
+// tlsSecret is a kubernetes.io/tls Secret demo/name with a self-signed
+// certificate for host valid from notBefore to notAfter; serial names it.
+func tlsSecret(t *testing.T, name, host string, notBefore, notAfter time.Time) (*corev1.Secret, *big.Int) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	serial, _ := rand.Int(rand.Reader, big.NewInt(1<<62))
+	tmpl := &x509.Certificate{SerialNumber: serial, Subject: pkix.Name{CommonName: host}, DNSNames: []string{host},
+		NotBefore: notBefore, NotAfter: notAfter, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kd, _ := x509.MarshalPKCS8PrivateKey(key)
+	return &corev1.Secret{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Secret"},
+		ObjectMeta: metav1.ObjectMeta{Namespace: "demo", Name: name},
+		Type:       corev1.SecretTypeTLS,
+		Data: map[string][]byte{
+			"tls.crt": pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
+			"tls.key": pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: kd}),
+		},
+	}, serial
+}
+
+func writeSecrets(t *testing.T, path string, secrets ...*corev1.Secret) {
+	t.Helper()
+	var docs []string
+	for _, s := range secrets {
+		b, err := yaml.Marshal(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		docs = append(docs, string(b))
+	}
+	writeFile(t, path, strings.Join(docs, "---\n"))
+}
+
+// servedSerial is the serial of the certificate addr serves for sni, nil
+// when the handshake fails.
+func servedSerial(addr, sni string) *big.Int {
+	c, err := tls.DialWithDialer(&net.Dialer{Timeout: 5 * time.Second}, "tcp", addr, &tls.Config{ServerName: sni, InsecureSkipVerify: true})
+	if err != nil {
+		return nil
+	}
+	defer c.Close()
+	return c.ConnectionState().PeerCertificates[0].SerialNumber
+}
+
+// httpsSetup is a routing directory for a Gateway demo/edge with an HTTP
+// listener on port and an HTTPS listener "https" on tlsPort (Secrets app
+// and other, in certificates.yaml), a route for app.example.com to be, and
+// a short --tls-dir.
+type httpsSetup struct {
+	dir, routingDir, tlsDir, secretsPath string
+	appSecret, otherSecret               *corev1.Secret
+	appSerial, otherSerial               *big.Int
+}
+
+func newHTTPSSetup(t *testing.T, beURL string, port, tlsPort int) *httpsSetup {
+	t.Helper()
+	dir := varnishdtest.Dir(t)
+	routingDir := filepath.Join(dir, "routing")
+	if err := os.Mkdir(routingDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	// Unix socket paths are short: not under t.TempDir.
+	tlsDir, err := os.MkdirTemp("", "chaptls")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(tlsDir) })
+	gw := &gatewayv1.Gateway{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "gateway.networking.k8s.io/v1", Kind: "Gateway"},
+		ObjectMeta: metav1.ObjectMeta{Namespace: "demo", Name: "edge", Generation: 1},
+		Spec: gatewayv1.GatewaySpec{GatewayClassName: "varnish", Listeners: []gatewayv1.Listener{
+			{Name: "http", Port: gatewayv1.PortNumber(port), Protocol: gatewayv1.HTTPProtocolType},
+			{Name: "https", Port: gatewayv1.PortNumber(tlsPort), Protocol: gatewayv1.HTTPSProtocolType, TLS: &gatewayv1.ListenerTLSConfig{
+				CertificateRefs: []gatewayv1.SecretObjectReference{{Name: "app"}, {Name: "other"}}}},
+		}},
+	}
+	route := &gatewayv1.HTTPRoute{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "demo", Name: "app", CreationTimestamp: metav1.Now()},
+		Spec: gatewayv1.HTTPRouteSpec{
+			CommonRouteSpec: gatewayv1.CommonRouteSpec{ParentRefs: []gatewayv1.ParentReference{{Name: "edge"}}},
+			Hostnames:       []gatewayv1.Hostname{"app.example.com"},
+			Rules: []gatewayv1.HTTPRouteRule{{BackendRefs: []gatewayv1.HTTPBackendRef{{BackendRef: gatewayv1.BackendRef{
+				BackendObjectReference: gatewayv1.BackendObjectReference{Name: "app", Port: ptr(gatewayv1.PortNumber(80))},
+			}}}}},
+		},
+	}
+	svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "demo", Name: "app"},
+		Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{{Name: "port-80", Port: 80}}}}
+	frag, err := routing.Attach(gw, route, &routing.Objects{Services: []*corev1.Service{svc}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fragJSON, err := routing.MarshalFragment(frag)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gwYAML, err := yaml.Marshal(gw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, filepath.Join(routingDir, "gateway.yaml"), string(gwYAML))
+	writeFile(t, filepath.Join(routingDir, "app.fragment.json"), string(fragJSON))
+	writeFile(t, filepath.Join(routingDir, "endpoints.yaml"), "demo/app:80:\n  - "+strings.TrimPrefix(beURL, "http://")+"\n")
+	now := time.Now()
+	appSecret, appSerial := tlsSecret(t, "app", "app.example.com", now.Add(-time.Hour), now.Add(30*24*time.Hour))
+	otherSecret, otherSerial := tlsSecret(t, "other", "other.example.com", now.Add(-time.Hour), now.Add(10*24*time.Hour))
+	secretsPath := filepath.Join(routingDir, "certificates.yaml")
+	writeSecrets(t, secretsPath, appSecret, otherSecret)
+
+	return &httpsSetup{dir: dir, routingDir: routingDir, tlsDir: tlsDir, secretsPath: secretsPath,
+		appSecret: appSecret, otherSecret: otherSecret, appSerial: appSerial, otherSerial: otherSerial}
+}
+
+// TestHTTPSListener runs the chaperone binary with an HTTPS listener whose
+// certificates come from Secret manifests in the routing directory: hitch
+// terminates TLS (HTTP/2 by ALPN), ghost routes by the request's host, the
+// certificate follows SNI and the Secrets' changes, an invalid certificate
+// leaves the served one, and SIGTERM drains and stops hitch.
+func TestHTTPSListener(t *testing.T) {
+	hitch := "/usr/sbin/hitch"
+	if _, err := os.Stat(hitch); err != nil {
+		t.Fatalf("hitch is not installed (make setup): %v", err)
+	}
+	be := backend(t, "app")
+	listen, tlsAddr := varnishdtest.FreeAddr(t), varnishdtest.FreeAddr(t)
+	port, tlsPort := varnishdtest.Port(t, listen), varnishdtest.Port(t, tlsAddr)
+	hs := newHTTPSSetup(t, be.URL, port, tlsPort)
+	dir, routingDir, tlsDir, secretsPath := hs.dir, hs.routingDir, hs.tlsDir, hs.secretsPath
+	appSerial, otherSerial, otherSecret := hs.appSerial, hs.otherSerial, hs.otherSecret
+	now := time.Now()
+
+	c := launchChaperone(t, dir, be, listen, "--routing", "dir", "--routing-dir", routingDir,
+		"--tls-listen", strconv.Itoa(tlsPort), "--tls-dir", tlsDir, "--hitch", hitch)
+	c.waitFor("ready", 90*time.Second, func() bool { code, _ := c.health("/readyz"); return code == 200 })
+
+	// HTTP/2 through hitch, routed by ghost.
+	client := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{
+		ForceAttemptHTTP2: true,
+		TLSClientConfig:   &tls.Config{InsecureSkipVerify: true},
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			return (&net.Dialer{}).DialContext(ctx, "tcp", tlsAddr)
+		},
+	}}
+	c.waitFor("HTTPS traffic", 60*time.Second, func() bool {
+		resp, err := client.Get("https://app.example.com/")
+		if err != nil {
+			return false
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode == 200 && string(b) == "app" && resp.Proto != "HTTP/2.0" {
+			t.Fatalf("HTTPS answer over %s, want HTTP/2.0", resp.Proto)
+		}
+		return resp.StatusCode == 200 && string(b) == "app"
+	})
+	if got := servedSerial(tlsAddr, "app.example.com"); got == nil || got.Cmp(appSerial) != 0 {
+		t.Errorf("SNI app.example.com: certificate %v, want %v", got, appSerial)
+	}
+	if got := servedSerial(tlsAddr, "other.example.com"); got == nil || got.Cmp(otherSerial) != 0 {
+		t.Errorf("SNI other.example.com: certificate %v, want %v", got, otherSerial)
+	}
+	if v := c.metric(`varnishgw_chaperone_tls_certificate_expiry_days{listener="https",secret_name="other",secret_namespace="demo"}`); v < 9.9 || v > 10 {
+		t.Errorf("expiry days of the Secret other = %v, want about 10", v)
+	}
+
+	// Rotation: the Secret's new certificate is served.
+	rotated, rotatedSerial := tlsSecret(t, "app", "app.example.com", now.Add(-time.Hour), now.Add(60*24*time.Hour))
+	writeSecrets(t, secretsPath, rotated, otherSecret)
+	c.waitFor("the rotated certificate", 30*time.Second, func() bool {
+		got := servedSerial(tlsAddr, "app.example.com")
+		return got != nil && got.Cmp(rotatedSerial) == 0
+	})
+
+	// An expired certificate: logged, counted, the rotated one stays.
+	expired, _ := tlsSecret(t, "app", "app.example.com", now.Add(-48*time.Hour), now.Add(-time.Hour))
+	writeSecrets(t, secretsPath, expired, otherSecret)
+	c.waitFor("the rejected certificate's metric", 30*time.Second, func() bool {
+		return c.metric("varnishgw_chaperone_tls_certificates_rejected_total") == 1
+	})
+	if got := servedSerial(tlsAddr, "app.example.com"); got == nil || got.Cmp(rotatedSerial) != 0 {
+		t.Errorf("after an expired certificate: served %v, want the rotated %v", got, rotatedSerial)
+	}
+	if !strings.Contains(c.out.String(), `"msg":"certificate not used","component":"tls","secret":"demo/app"`) {
+		t.Errorf("no WARN record naming the Secret demo/app")
+	}
+
+	// SIGTERM: drained, hitch stopped, exit 0.
+	if err := c.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-c.exited:
+	case <-time.After(60 * time.Second):
+		t.Fatal("the chaperone did not exit within 60s of SIGTERM")
+	}
+	if c.exitErr != nil {
+		t.Errorf("exit: %v", c.exitErr)
+	}
+	if conn, err := net.DialTimeout("tcp", tlsAddr, time.Second); err == nil {
+		conn.Close()
+		t.Error("the HTTPS port still accepts connections after the chaperone exited")
+	}
+}
+
+// httpsGet sends GET https://app.example.com/ to addr over HTTP/2 on a new
+// connection and returns the protocol and body ("" and the error's text
+// when it fails).
+func httpsGet(addr string) (proto, body string) {
+	client := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{
+		ForceAttemptHTTP2: true,
+		DisableKeepAlives: true,
+		TLSClientConfig:   &tls.Config{InsecureSkipVerify: true},
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			return (&net.Dialer{}).DialContext(ctx, "tcp", addr)
+		},
+	}}
+	resp, err := client.Get("https://app.example.com/")
+	if err != nil {
+		return "", err.Error()
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.Proto, string(b)
+}
+
+// TestSidecarHTTPS runs the chaperone in sidecar mode with an HTTPS port
+// beside a varnishd started with the varnish container's command line
+// (varnishd.Args with varnishd.TLSListener and feature=+http2): the
+// chaperone's hitch reaches the other varnishd's socket in the shared
+// --tls-dir, and after that varnishd restarts, HTTPS traffic flows again.
+func TestSidecarHTTPS(t *testing.T) {
+	be := backend(t, "app")
+	listen, tlsAddr := varnishdtest.FreeAddr(t), varnishdtest.FreeAddr(t)
+	port, tlsPort := varnishdtest.Port(t, listen), varnishdtest.Port(t, tlsAddr)
+	hs := newHTTPSSetup(t, be.URL, port, tlsPort)
+	shared := filepath.Join(hs.dir, "shared")
+	secretFile, bootFile, _, err := varnishd.PrepareWorkDir(shared)
+	if err != nil {
+		t.Fatal(err)
+	}
+	workDir := filepath.Join(hs.dir, "work")
+	c := &chaperone{t: t, dir: hs.dir, listenAddr: listen, healthAddr: varnishdtest.FreeAddr(t), ghostAdmin: varnishdtest.FreeAddr(t),
+		vclPath: filepath.Join(hs.dir, "main.vcl"), ghostPath: filepath.Join(hs.dir, "ghost.json"),
+		out: &syncBuffer{}, stdout: &syncBuffer{}, exited: make(chan struct{})}
+	writeFile(t, c.ghostPath, ghostJSON(be.URL))
+	writeFile(t, c.vclPath, mainVCL(c.ghostPath, "side"))
+	adminAddr := varnishdtest.FreeAddr(t)
+	c.cmd = exec.Command(chaperoneBin,
+		"--mode=sidecar", "--secret-file", secretFile, "--workdir", workDir,
+		"--admin-addr", adminAddr, "--ghost-admin-addr", c.ghostAdmin, "--health-addr", c.healthAddr,
+		"--drain-socket", filepath.Join(hs.dir, "drain.sock"), "--vcl", c.vclPath, "--ghost-json", c.ghostPath,
+		"--varnishstat", varnishdtest.StatBin(t), "--stats-interval", "500ms",
+		"--routing", "dir", "--routing-dir", hs.routingDir, "--listen-host", "127.0.0.1",
+		"--tls-listen", strconv.Itoa(tlsPort), "--tls-dir", hs.tlsDir, "--hitch", "/usr/sbin/hitch")
+	c.cmd.Env = []string{"PATH=" + os.Getenv("PATH")}
+	c.cmd.Stdout, c.cmd.Stderr = io.MultiWriter(c.stdout, c.out), c.out
+	c.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if err := c.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { c.exitErr = c.cmd.Wait(); close(c.exited) }()
+	t.Cleanup(func() {
+		varnishdtest.KillTree(c.cmd.Process.Pid)
+		<-c.exited
+		checkLogRecords(t, c.out.String())
+		if t.Failed() {
+			t.Logf("chaperone output:\n%s", c.out.String())
+		}
+	})
+	varnishContainer := func() *exec.Cmd {
+		cfg := varnishd.Config{
+			WorkDir: workDir,
+			Listeners: []varnishd.Listener{
+				{Name: "port-" + strconv.Itoa(port), Addr: listen},
+				varnishd.TLSListener(hs.tlsDir, tlsPort),
+			},
+			GhostAdminAddr: c.ghostAdmin,
+			Storage:        []string{"malloc,32m"},
+			Params:         []string{"thread_pool_min=5", "thread_pools=1", "feature=+http2"},
+		}
+		vd := exec.Command(varnishdtest.Bin(t), varnishd.Args(cfg, adminAddr, secretFile, bootFile)...)
+		vdOut := &syncBuffer{}
+		vd.Stdout, vd.Stderr = vdOut, vdOut
+		vd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+		if err := vd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			varnishdtest.KillTree(vd.Process.Pid)
+			_ = vd.Wait()
+			if t.Failed() {
+				t.Logf("varnishd output:\n%s", vdOut.String())
+			}
+		})
+		return vd
+	}
+	time.Sleep(time.Second) // the chaperone waits for varnishd
+	if code, _ := c.health("/readyz"); code == 200 {
+		t.Error("ready before varnishd connected")
+	}
+	vd := varnishContainer()
+	c.waitFor("ready", 90*time.Second, func() bool { code, _ := c.health("/readyz"); return code == 200 })
+	c.waitFor("HTTPS traffic", 60*time.Second, func() bool { _, body := httpsGet(tlsAddr); return body == "app" })
+	if proto, _ := httpsGet(tlsAddr); proto != "HTTP/2.0" {
+		t.Errorf("HTTPS over %s, want HTTP/2.0", proto)
+	}
+	if got := servedSerial(tlsAddr, "other.example.com"); got == nil || got.Cmp(hs.otherSerial) != 0 {
+		t.Errorf("SNI other.example.com: certificate %v, want %v", got, hs.otherSerial)
+	}
+	hitchStarts := strings.Count(c.out.String(), `"msg":"hitch started"`)
+
+	// The varnish container restarts: its new socket takes hitch's
+	// connections again.
+	varnishdtest.KillTree(vd.Process.Pid)
+	_ = vd.Wait()
+	c.waitFor("the old varnishd to release the listener", 90*time.Second, func() bool {
+		l, err := net.Listen("tcp", listen)
+		if err == nil {
+			l.Close()
+		}
+		return err == nil
+	})
+	varnishContainer()
+	c.waitFor("the chaperone to accept the new varnishd", 90*time.Second, func() bool {
+		return strings.Contains(c.out.String(), "varnishd connected again")
+	})
+	c.waitFor("HTTPS traffic through the new varnishd", 60*time.Second, func() bool { _, body := httpsGet(tlsAddr); return body == "app" })
+	if n := strings.Count(c.out.String(), `"msg":"hitch started"`); n != hitchStarts {
+		t.Errorf("hitch started %d times, want it kept running across varnishd's restart (%d)", n, hitchStarts)
+	}
+}

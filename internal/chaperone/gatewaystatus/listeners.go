@@ -1,0 +1,179 @@
+package gatewaystatus
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sync"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	metav1apply "k8s.io/client-go/applyconfigurations/meta/v1"
+	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
+	gwapply "sigs.k8s.io/gateway-api/applyconfiguration/apis/v1"
+	gatewayclient "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned"
+)
+
+// ListenerCondition is the ResolvedRefs condition of one HTTPS listener,
+// which the chaperone owns (docs/chaperone.md, "TLS termination").
+type ListenerCondition struct {
+	Listener string
+	Status   metav1.ConditionStatus
+	Reason   gatewayv1.ListenerConditionReason
+	Message  string
+}
+
+// ListenerFieldManager is the field manager of the HTTPS listeners'
+// ResolvedRefs conditions. It is not FieldManager: a server-side apply
+// removes the fields its manager owned and left out, so the Writer's apply
+// of Programmed alone would delete these conditions, and this writer's
+// apply Programmed, were they one manager.
+const ListenerFieldManager = "varnishgw-chaperone-tls"
+
+// ListenerWriter applies the ResolvedRefs condition of a Gateway's HTTPS
+// listeners: status.listeners[name].conditions[ResolvedRefs], with
+// server-side apply under ListenerFieldManager. The listener entries' other fields
+// (supportedKinds, attachedRoutes, the other conditions) belong to the
+// provider: the API server refuses the apply while an entry lacks them
+// ("attachedRoutes: Required value": the provider has not written the
+// listener's status yet), and Run retries. Set never blocks; Run applies the latest desired conditions.
+type ListenerWriter struct {
+	client          gatewayclient.Interface
+	namespace, name string
+	log             *slog.Logger
+	now             func() time.Time
+
+	mu      sync.Mutex
+	want    *listenerState
+	applied *listenerState
+	kick    chan struct{}
+}
+
+type listenerState struct {
+	generation int64
+	conds      []ListenerCondition
+}
+
+func (s *listenerState) equal(o *listenerState) bool {
+	return s != nil && o != nil && s.generation == o.generation && slices.Equal(s.conds, o.conds)
+}
+
+// NewListenerWriter returns a ListenerWriter for the Gateway
+// namespace/name.
+func NewListenerWriter(client gatewayclient.Interface, namespace, name string, log *slog.Logger) *ListenerWriter {
+	if log == nil {
+		log = slog.Default()
+	}
+	return &ListenerWriter{
+		client: client, namespace: namespace, name: name,
+		log:  log.With("component", "gatewaystatus", "gateway", namespace+"/"+name),
+		now:  time.Now,
+		kick: make(chan struct{}, 1),
+	}
+}
+
+// Set records the desired conditions of the Gateway generation's HTTPS
+// listeners.
+func (w *ListenerWriter) Set(generation int64, conds []ListenerCondition) {
+	w.mu.Lock()
+	w.want = &listenerState{generation, slices.Clone(conds)}
+	w.mu.Unlock()
+	select {
+	case w.kick <- struct{}{}:
+	default:
+	}
+}
+
+// Run applies the desired conditions until ctx ends, retrying failures
+// with backoff.
+func (w *ListenerWriter) Run(ctx context.Context) {
+	backoff := 500 * time.Millisecond
+	var retry <-chan time.Time
+	failing := false
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-w.kick:
+		case <-retry:
+		}
+		retry = nil
+		w.mu.Lock()
+		want, applied := w.want, w.applied
+		w.mu.Unlock()
+		if want == nil || want.equal(applied) {
+			continue
+		}
+		if err := w.Apply(ctx, want.generation, want.conds); err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			if !failing {
+				w.log.Warn("cannot set the HTTPS listeners' ResolvedRefs condition; retrying until it works", "error", err, "retry_in", backoff)
+			} else {
+				w.log.Debug("cannot set the HTTPS listeners' ResolvedRefs condition", "error", err, "retry_in", backoff)
+			}
+			failing = true
+			retry = time.After(backoff)
+			backoff = min(2*backoff, 30*time.Second)
+			continue
+		}
+		if failing {
+			w.log.Info("HTTPS listeners' ResolvedRefs condition set again")
+		}
+		failing = false
+		backoff = 500 * time.Millisecond
+		w.mu.Lock()
+		w.applied = want
+		w.mu.Unlock()
+	}
+}
+
+// Apply sets the conditions now; a condition's lastTransitionTime is kept
+// when its status does not change.
+func (w *ListenerWriter) Apply(ctx context.Context, generation int64, conds []ListenerCondition) error {
+	gw, err := w.client.GatewayV1().Gateways(w.namespace).Get(ctx, w.name, metav1.GetOptions{})
+	if err != nil {
+		if apierrors.IsNotFound(err) {
+			return fmt.Errorf("set ResolvedRefs on Gateway %s/%s: %w", w.namespace, w.name, err)
+		}
+		return fmt.Errorf("read Gateway %s/%s: %w", w.namespace, w.name, err)
+	}
+	typ := string(gatewayv1.ListenerConditionResolvedRefs)
+	status := gwapply.GatewayStatus()
+	for _, lc := range conds {
+		msg := lc.Message
+		if len(msg) > maxMessage {
+			msg = msg[:maxMessage-3] + "..."
+		}
+		var existing []metav1.Condition
+		for _, ls := range gw.Status.Listeners {
+			if string(ls.Name) == lc.Listener {
+				existing = slices.Clone(ls.Conditions)
+			}
+		}
+		meta.SetStatusCondition(&existing, metav1.Condition{Type: typ, Status: lc.Status, Reason: string(lc.Reason), Message: msg,
+			ObservedGeneration: generation, LastTransitionTime: metav1.NewTime(w.now().UTC().Truncate(time.Second))})
+		c := meta.FindStatusCondition(existing, typ)
+		status.WithListeners(gwapply.ListenerStatus().WithName(gatewayv1.SectionName(lc.Listener)).WithConditions(
+			metav1apply.Condition().
+				WithType(c.Type).
+				WithStatus(c.Status).
+				WithReason(c.Reason).
+				WithMessage(c.Message).
+				WithObservedGeneration(c.ObservedGeneration).
+				WithLastTransitionTime(c.LastTransitionTime)))
+	}
+	cfg := gwapply.Gateway(w.name, w.namespace).WithStatus(status)
+	if _, err := w.client.GatewayV1().Gateways(w.namespace).ApplyStatus(ctx, cfg,
+		metav1.ApplyOptions{FieldManager: ListenerFieldManager, Force: true}); err != nil {
+		return fmt.Errorf("apply the HTTPS listeners' ResolvedRefs on Gateway %s/%s: %w", w.namespace, w.name, err)
+	}
+	for _, lc := range conds {
+		w.log.Info("listener ResolvedRefs condition set", "listener", lc.Listener, "status", string(lc.Status), "reason", string(lc.Reason), "observedGeneration", generation)
+	}
+	return nil
+}

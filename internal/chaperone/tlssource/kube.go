@@ -1,0 +1,261 @@
+package tlssource
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
+	gatewayclient "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned"
+	gwinformers "sigs.k8s.io/gateway-api/pkg/client/informers/externalversions"
+
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/chaperone/tlsterm"
+)
+
+// Kube watches, through informers, the Gateway (by name) and each Secret
+// its HTTPS listeners reference, one informer per Secret with the field
+// selector metadata.name=NAME: the chaperone's Role grants get, list and
+// watch on secrets only with resourceNames, which the API server allows
+// for a list or watch of exactly that name. A Secret created later is
+// seen by its informer. References to another namespace also watch the
+// ReferenceGrants there. The set of informers follows the Gateway.
+type Kube struct {
+	// Client and Gateway act as the chaperone's ServiceAccount.
+	Client  kubernetes.Interface
+	Gateway gatewayclient.Interface
+	// Namespace and Name name the Gateway.
+	Namespace, Name string
+	Logger          *slog.Logger
+
+	mu      sync.Mutex
+	ctx     context.Context
+	changed func()
+	gws     cache.SharedIndexInformer
+	secrets map[tlsterm.SecretRef]*watch
+	grants  map[string]*watch // namespace → its ReferenceGrants
+}
+
+// syncGrace is how long Snapshot waits for a new informer's first list
+// before it reports the Secret (or the namespace's ReferenceGrants) as not
+// readable instead of holding back every listener: an informer whose list
+// is forbidden never syncs.
+const syncGrace = 10 * time.Second
+
+// watch is one informer and the means to stop it.
+type watch struct {
+	inf     cache.SharedIndexInformer
+	cancel  context.CancelFunc
+	started time.Time
+}
+
+// pending reports whether w has not synced yet but may still.
+func (w *watch) pending() bool { return !w.inf.HasSynced() && time.Since(w.started) < syncGrace }
+
+// Run implements Source.
+func (k *Kube) Run(ctx context.Context, changed func()) error {
+	if k.Client == nil || k.Gateway == nil || k.Namespace == "" || k.Name == "" {
+		return errors.New("tlssource: Kube needs Client, Gateway, Namespace and Name")
+	}
+	if k.Logger == nil {
+		k.Logger = slog.Default()
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	gf := gwinformers.NewSharedInformerFactoryWithOptions(k.Gateway, 0,
+		gwinformers.WithNamespace(k.Namespace),
+		gwinformers.WithTweakListOptions(func(o *metav1.ListOptions) {
+			o.FieldSelector = fields.OneTermEqualSelector("metadata.name", k.Name).String()
+		}))
+	inf := gf.Gateway().V1().Gateways().Informer()
+	if _, err := inf.AddEventHandler(handler(func() { k.reconcile(); changed() })); err != nil {
+		return fmt.Errorf("watch Gateway %s/%s: %w", k.Namespace, k.Name, err)
+	}
+	k.mu.Lock()
+	k.ctx, k.changed, k.gws = ctx, changed, inf
+	k.secrets, k.grants = map[tlsterm.SecretRef]*watch{}, map[string]*watch{}
+	k.mu.Unlock()
+	gf.Start(ctx.Done())
+	<-ctx.Done()
+	gf.Shutdown()
+	k.mu.Lock()
+	for _, w := range k.secrets {
+		w.cancel()
+	}
+	for _, w := range k.grants {
+		w.cancel()
+	}
+	k.mu.Unlock()
+	return nil
+}
+
+func handler(f func()) cache.ResourceEventHandler {
+	return cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(any) { f() },
+		UpdateFunc: func(any, any) { f() },
+		DeleteFunc: func(any) { f() },
+	}
+}
+
+// gateway returns the watched Gateway, nil when none.
+func (k *Kube) gateway() *gatewayv1.Gateway {
+	if k.gws == nil {
+		return nil
+	}
+	for _, o := range k.gws.GetStore().List() {
+		if gw, ok := o.(*gatewayv1.Gateway); ok && gw.Name == k.Name {
+			return gw
+		}
+	}
+	return nil
+}
+
+// reconcile starts the informers of newly referenced Secrets and
+// namespaces and stops those no longer referenced.
+func (k *Kube) reconcile() {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.ctx == nil || k.ctx.Err() != nil {
+		return
+	}
+	var refs []tlsterm.SecretRef
+	if gw := k.gateway(); gw != nil {
+		refs = Refs(gw)
+	}
+	var namespaces []string
+	for _, r := range refs {
+		if r.Namespace != k.Namespace && !slices.Contains(namespaces, r.Namespace) {
+			namespaces = append(namespaces, r.Namespace)
+		}
+		if k.secrets[r] != nil {
+			continue
+		}
+		k.secrets[r] = k.start(func(ctx context.Context) cache.SharedIndexInformer {
+			f := informers.NewSharedInformerFactoryWithOptions(k.Client, 0, informers.WithNamespace(r.Namespace),
+				informers.WithTweakListOptions(func(o *metav1.ListOptions) {
+					o.FieldSelector = fields.OneTermEqualSelector("metadata.name", r.Name).String()
+				}))
+			inf := f.Core().V1().Secrets().Informer()
+			f.Start(ctx.Done())
+			return inf
+		})
+		k.Logger.Info("watching the Secret of an HTTPS listener", "component", "tls", "secret", r.String())
+	}
+	for r, w := range k.secrets {
+		if !slices.Contains(refs, r) {
+			w.cancel()
+			delete(k.secrets, r)
+			k.Logger.Info("Secret no longer referenced: watch stopped", "component", "tls", "secret", r.String())
+		}
+	}
+	for _, ns := range namespaces {
+		if k.grants[ns] != nil {
+			continue
+		}
+		k.grants[ns] = k.start(func(ctx context.Context) cache.SharedIndexInformer {
+			f := gwinformers.NewSharedInformerFactoryWithOptions(k.Gateway, 0, gwinformers.WithNamespace(ns))
+			inf := f.Gateway().V1().ReferenceGrants().Informer()
+			f.Start(ctx.Done())
+			return inf
+		})
+	}
+	for ns, w := range k.grants {
+		if !slices.Contains(namespaces, ns) {
+			w.cancel()
+			delete(k.grants, ns)
+		}
+	}
+}
+
+// start runs an informer made by mk until it is cancelled or Run ends;
+// its events call changed. Called with k.mu held.
+func (k *Kube) start(mk func(context.Context) cache.SharedIndexInformer) *watch {
+	ctx, cancel := context.WithCancel(k.ctx)
+	inf := mk(ctx)
+	changed := k.changed
+	_, _ = inf.AddEventHandler(handler(changed))
+	// The first sync (possibly of an empty list: a Secret that does not
+	// exist yet) changes the snapshot too, and so does the end of the
+	// grace without one.
+	go func() {
+		if cache.WaitForCacheSync(ctx.Done(), inf.HasSynced) {
+			changed()
+		}
+	}()
+	go func() {
+		select {
+		case <-ctx.Done():
+		case <-time.After(syncGrace):
+			if !inf.HasSynced() {
+				changed()
+			}
+		}
+	}()
+	return &watch{inf: inf, cancel: cancel, started: time.Now()}
+}
+
+// Snapshot implements Source: ok once the Gateway and every informer have
+// synced, or an informer has not synced within syncGrace: its Secret
+// (or, for a namespace's ReferenceGrants, every Secret there) is then
+// reported as not readable, naming the rights the chaperone needs.
+func (k *Kube) Snapshot() (Snapshot, bool) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.gws == nil || !k.gws.HasSynced() {
+		return Snapshot{}, false
+	}
+	gw := k.gateway()
+	if gw == nil {
+		return Snapshot{}, true
+	}
+	for _, w := range k.secrets {
+		if w.pending() {
+			return Snapshot{}, false
+		}
+	}
+	var grants []*gatewayv1.ReferenceGrant
+	for _, w := range k.grants {
+		if w.pending() {
+			return Snapshot{}, false
+		}
+		for _, o := range w.inf.GetStore().List() {
+			if g, ok := o.(*gatewayv1.ReferenceGrant); ok {
+				grants = append(grants, g)
+			}
+		}
+	}
+	lookup := func(ref tlsterm.SecretRef) *corev1.Secret {
+		w := k.secrets[ref]
+		if w == nil {
+			return nil
+		}
+		for _, o := range w.inf.GetStore().List() {
+			if s, ok := o.(*corev1.Secret); ok && s.Name == ref.Name {
+				return s
+			}
+		}
+		return nil
+	}
+	ls := Resolve(gw, lookup, grants)
+	for i := range ls {
+		for j := range ls[i].Certificates {
+			c := &ls[i].Certificates[j]
+			if w := k.secrets[c.Ref]; w != nil && !w.inf.HasSynced() && c.Reason == gatewayv1.ListenerReasonInvalidCertificateRef {
+				c.Err = fmt.Errorf("cannot list the Secret %s within %s: the chaperone needs get, list and watch on secrets with resourceNames [%s] in namespace %s", c.Ref, syncGrace, c.Ref.Name, c.Ref.Namespace)
+			}
+			if w := k.grants[c.Ref.Namespace]; w != nil && !w.inf.HasSynced() && c.Reason == gatewayv1.ListenerReasonRefNotPermitted {
+				c.Err = fmt.Errorf("cannot list the ReferenceGrants of namespace %s within %s: the chaperone needs get, list and watch on referencegrants there", c.Ref.Namespace, syncGrace)
+			}
+		}
+	}
+	return Snapshot{Generation: gw.Generation, Listeners: ls}, true
+}

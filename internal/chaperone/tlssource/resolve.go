@@ -1,0 +1,180 @@
+// Package tlssource finds the certificates of a Gateway's HTTPS listeners
+// for tlsterm: the Secrets their tls.certificateRefs name, from the
+// Kubernetes API (Kube: one informer per Secret, by name) or from the
+// standalone routing directory (Dir: kubernetes.io/tls Secret manifests
+// next to gateway.yaml). Resolve turns a Gateway and the Secrets and
+// ReferenceGrants a source sees into tlsterm.Listeners; Run feeds them to a
+// tlsterm.Manager.
+package tlssource
+
+import (
+	"context"
+	"fmt"
+	"slices"
+
+	corev1 "k8s.io/api/core/v1"
+	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
+
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/chaperone/tlsterm"
+)
+
+// Snapshot is what a source sees now.
+type Snapshot struct {
+	// Generation is the Gateway's (observedGeneration of the listeners'
+	// conditions).
+	Generation int64
+	Listeners  []tlsterm.Listener
+}
+
+// Source watches the certificates of one Gateway's HTTPS listeners.
+type Source interface {
+	// Run watches until ctx ends and calls changed (which never blocks)
+	// after anything that may change the Snapshot.
+	Run(ctx context.Context, changed func()) error
+	// Snapshot returns the current view; ok is false while the source
+	// has not seen a complete state yet (the Gateway or a Secret's
+	// watch not synced).
+	Snapshot() (s Snapshot, ok bool)
+}
+
+// Refs returns the Secrets the Gateway's HTTPS listeners reference (only
+// core Secrets; namespace defaulted to the Gateway's), in order, without
+// duplicates.
+func Refs(gw *gatewayv1.Gateway) []tlsterm.SecretRef {
+	var out []tlsterm.SecretRef
+	for _, l := range gw.Spec.Listeners {
+		if l.Protocol != gatewayv1.HTTPSProtocolType || l.TLS == nil {
+			continue
+		}
+		for _, r := range l.TLS.CertificateRefs {
+			if !isSecret(r) {
+				continue
+			}
+			ref := secretRef(gw, r)
+			if !slices.Contains(out, ref) {
+				out = append(out, ref)
+			}
+		}
+	}
+	return out
+}
+
+func isSecret(r gatewayv1.SecretObjectReference) bool {
+	return (r.Group == nil || *r.Group == "" || *r.Group == "core") && (r.Kind == nil || *r.Kind == "Secret")
+}
+
+func secretRef(gw *gatewayv1.Gateway, r gatewayv1.SecretObjectReference) tlsterm.SecretRef {
+	ns := gw.Namespace
+	if r.Namespace != nil && *r.Namespace != "" {
+		ns = string(*r.Namespace)
+	}
+	return tlsterm.SecretRef{Namespace: ns, Name: string(r.Name)}
+}
+
+// Lookup finds a Secret; nil when it does not exist.
+type Lookup func(ref tlsterm.SecretRef) *corev1.Secret
+
+// Resolve returns the Gateway's HTTPS listeners with the certificates
+// their refs resolve to. A ref that does not resolve carries the reason:
+// RefNotPermitted for another namespace without a ReferenceGrant there
+// from this Gateway's namespace to the Secret, InvalidCertificateRef for a
+// kind other than core Secret, a missing Secret or one whose type is not
+// kubernetes.io/tls. grants are the ReferenceGrants of the Secrets'
+// namespaces.
+func Resolve(gw *gatewayv1.Gateway, lookup Lookup, grants []*gatewayv1.ReferenceGrant) []tlsterm.Listener {
+	var out []tlsterm.Listener
+	for _, l := range gw.Spec.Listeners {
+		if l.Protocol != gatewayv1.HTTPSProtocolType {
+			continue
+		}
+		tl := tlsterm.Listener{Name: string(l.Name), Port: int(l.Port)}
+		if l.TLS != nil {
+			for _, r := range l.TLS.CertificateRefs {
+				tl.Certificates = append(tl.Certificates, resolveRef(gw, r, lookup, grants))
+			}
+		}
+		out = append(out, tl)
+	}
+	return out
+}
+
+func resolveRef(gw *gatewayv1.Gateway, r gatewayv1.SecretObjectReference, lookup Lookup, grants []*gatewayv1.ReferenceGrant) tlsterm.Certificate {
+	ref := secretRef(gw, r)
+	c := tlsterm.Certificate{Ref: ref, Reason: gatewayv1.ListenerReasonInvalidCertificateRef}
+	if !isSecret(r) {
+		group, kind := "", "Secret"
+		if r.Group != nil {
+			group = string(*r.Group)
+		}
+		if r.Kind != nil {
+			kind = string(*r.Kind)
+		}
+		c.Err = fmt.Errorf("certificateRef group %q kind %q: only core Secrets (group \"\", kind Secret) of type kubernetes.io/tls are supported", group, kind)
+		return c
+	}
+	if ref.Namespace != gw.Namespace && !permitted(grants, gw.Namespace, ref) {
+		c.Reason = gatewayv1.ListenerReasonRefNotPermitted
+		c.Err = fmt.Errorf("no ReferenceGrant in namespace %s lets Gateways of namespace %s reference the Secret %s: create one (from group %s kind Gateway namespace %s, to group \"\" kind Secret)",
+			ref.Namespace, gw.Namespace, ref.Name, gatewayv1.GroupName, gw.Namespace)
+		return c
+	}
+	s := lookup(ref)
+	switch {
+	case s == nil:
+		c.Err = fmt.Errorf("not found: create a Secret of type kubernetes.io/tls named %s in namespace %s", ref.Name, ref.Namespace)
+	case s.Type != corev1.SecretTypeTLS:
+		c.Err = fmt.Errorf("type %q: want kubernetes.io/tls (keys tls.crt and tls.key)", s.Type)
+	default:
+		c.Cert, c.Key = s.Data[corev1.TLSCertKey], s.Data[corev1.TLSPrivateKeyKey]
+		c.Reason = ""
+	}
+	return c
+}
+
+// permitted reports whether a ReferenceGrant in ref's namespace lets
+// Gateways of fromNS reference the Secret.
+func permitted(grants []*gatewayv1.ReferenceGrant, fromNS string, ref tlsterm.SecretRef) bool {
+	return slices.ContainsFunc(grants, func(g *gatewayv1.ReferenceGrant) bool {
+		if g == nil || g.Namespace != ref.Namespace {
+			return false
+		}
+		return slices.ContainsFunc(g.Spec.From, func(f gatewayv1.ReferenceGrantFrom) bool {
+			return f.Group == gatewayv1.GroupName && f.Kind == "Gateway" && string(f.Namespace) == fromNS
+		}) && slices.ContainsFunc(g.Spec.To, func(t gatewayv1.ReferenceGrantTo) bool {
+			return (t.Group == "" || t.Group == "core") && t.Kind == "Secret" && (t.Name == nil || *t.Name == "" || string(*t.Name) == ref.Name)
+		})
+	})
+}
+
+// Run feeds the source's snapshots to the manager until ctx ends; after
+// each, onGeneration gets the Gateway generation the manager's listener
+// statuses describe from then on (may be nil).
+func Run(ctx context.Context, src Source, mgr *tlsterm.Manager, onGeneration func(int64)) error {
+	kick := make(chan struct{}, 1)
+	errc := make(chan error, 1)
+	go func() {
+		errc <- src.Run(ctx, func() {
+			select {
+			case kick <- struct{}{}:
+			default:
+			}
+		})
+	}()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case err := <-errc:
+			return err
+		case <-kick:
+		}
+		s, ok := src.Snapshot()
+		if !ok {
+			continue
+		}
+		if onGeneration != nil {
+			onGeneration(s.Generation)
+		}
+		mgr.Update(s.Listeners)
+	}
+}
