@@ -140,9 +140,12 @@ func TestKubernetesHTTPSBinary(t *testing.T) {
 	}
 	resolvedRefs(metav1.ConditionFalse, "InvalidCertificateRef", "Secret "+ns+"/app-cert", "not found")
 	c.wantTraffic("K", "cm-1") // HTTP serves meanwhile
-	c.waitFor("/readyz: no valid certificate", 30*time.Second, func() bool {
-		code, body := c.health("/readyz")
-		return code == 503 && strings.Contains(body, "no valid certificate")
+	// The missing certificate holds no one back: the HTTP listener serves
+	// and the pod is ready (a rollout goes on; cert-manager's HTTP-01
+	// challenge is answered).
+	c.waitFor("/readyz 200 without the certificate", 30*time.Second, func() bool {
+		code, _ := c.health("/readyz")
+		return code == 200
 	})
 
 	secret, serial := tlsSecret(t, "app-cert", "app.example.com", time.Now().Add(-time.Hour), time.Now().Add(24*time.Hour))

@@ -107,10 +107,14 @@ type Manager struct {
 	log *slog.Logger
 	m   *metricSet
 
-	mu       sync.Mutex
-	want     []Listener
-	hitches  map[int]*hitch
-	served   map[int]int // port → number of certificates its hitch serves
+	mu      sync.Mutex
+	want    []Listener
+	hitches map[int]*hitch
+	served  map[int]int // port → number of certificates its hitch serves
+	// needed are the ports with at least one valid certificate at the last
+	// apply: their hitch must run for the pod to be ready. nil until the
+	// first listeners were applied.
+	needed   map[int]bool
 	stopped  bool
 	kick     chan struct{}
 	runDone  chan struct{}
@@ -222,17 +226,28 @@ func (m *Manager) Stop(timeout time.Duration) {
 	wg.Wait()
 }
 
-// Ready returns "" when the hitch of every port in Config.Ports runs with
-// at least one certificate, else why not.
+// Ready returns "" when the hitch of every port in Config.Ports that has a
+// valid certificate runs with it, else why not. Before the first listeners
+// are applied it is not ready. A port none of whose certificates is usable
+// (a Secret that cert-manager has not issued yet, say) does not hold the pod
+// back: no pod could serve it, and the HTTP listeners (an ACME HTTP-01
+// challenge among them) and a rollout must go on; the listener's
+// ResolvedRefs condition says why it is not served.
 func (m *Manager) Ready() string {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	if m.needed == nil {
+		return "waiting for the HTTPS listeners' certificates"
+	}
 	var why []string
 	for _, p := range m.cfg.Ports {
+		if !m.needed[p] {
+			continue
+		}
 		h := m.hitches[p]
 		switch {
 		case m.served[p] == 0:
-			why = append(why, fmt.Sprintf("HTTPS port %d has no valid certificate", p))
+			why = append(why, fmt.Sprintf("hitch of HTTPS port %d has no configuration installed", p))
 		case h == nil || !h.Running():
 			why = append(why, fmt.Sprintf("hitch of HTTPS port %d is not running", p))
 		}
@@ -341,6 +356,13 @@ func (m *Manager) apply() {
 	}
 
 	// One hitch per port with certificates.
+	needed := map[int]bool{}
+	for port := range pems {
+		needed[port] = allowed[port]
+	}
+	m.mu.Lock()
+	m.needed = needed
+	m.mu.Unlock()
 	for port, files := range pems {
 		conf := HitchConfig{ListenHost: m.cfg.ListenHost, Port: port, Backend: BackendSocket(m.cfg.Dir, port), PEMFiles: files, HTTP2: m.cfg.HTTP2, AsRoot: os.Geteuid() == 0}.Render()
 		if err := m.install(port, conf); err != nil {
