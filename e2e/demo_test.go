@@ -155,6 +155,7 @@ func TestDemoNode(t *testing.T) {
 		`-H 'x-beta: 1' http://198\.19\.\d+\.\d+:8080/v2/items\n\s+→ 200 from backend api-beta-`,
 		`unknown.demo.local' http://198\.19\.\d+\.\d+:8080/\n\s+→ 404`,
 		`→ api: \d+, api-canary: \d+`,
+		`curl -si --cacert /\S+/ca\.pem --resolve www\.demo\.local:8443:198\.19\.\d+\.\d+ https://www\.demo\.local:8443/\n\s+→ 200 from backend web-[a-z0-9]+-[a-z0-9]+ \(HTTP/2\.0\)`,
 	)
 
 	// The printed commands work while the demo serves.
@@ -189,6 +190,26 @@ func TestDemoNode(t *testing.T) {
 		}
 	}
 
+	// The printed HTTPS curl command, with the real curl: HTTP/2, the
+	// certificate checked against the demo's CA.
+	var curls int
+	for _, l := range strings.Split(d.output(), "\n") {
+		c := strings.TrimSpace(l)
+		if !strings.HasPrefix(c, "curl -si --cacert ") {
+			continue
+		}
+		curls++
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		out, err := exec.CommandContext(ctx, "sh", "-c", c).CombinedOutput()
+		cancel()
+		if err != nil || !regexp.MustCompile(`(?mi)^HTTP/2 200`).Match(out) || !regexp.MustCompile(`(?mi)^x-backend: web-`).Match(out) {
+			t.Errorf("%s: %v, want HTTP/2 200 from web-*:\n%s", c, err, out)
+		}
+	}
+	if curls != 1 {
+		t.Errorf("the demo printed %d HTTPS curl commands, want 1", curls)
+	}
+
 	if err := d.cmd.Process.Signal(syscall.SIGINT); err != nil {
 		t.Fatal(err)
 	}
@@ -210,7 +231,8 @@ func TestDemoHostFallback(t *testing.T) {
 	}
 	port := varnishdtest.Port(t, varnishdtest.FreeAddr(t))
 	d := startDemo(t, []string{testenv.EnvKubeBinDir + "="}, "-once",
-		"-port", strconv.Itoa(port), "-health-addr", varnishdtest.FreeAddr(t),
+		"-port", strconv.Itoa(port), "-https-port", strconv.Itoa(varnishdtest.Port(t, varnishdtest.FreeAddr(t))),
+		"-health-addr", varnishdtest.FreeAddr(t),
 		"-admin-addr", varnishdtest.FreeAddr(t), "-ghost-admin-addr", varnishdtest.FreeAddr(t))
 	d.wait(5 * time.Minute)
 	d.expectOutput(
@@ -221,6 +243,7 @@ func TestDemoHostFallback(t *testing.T) {
 		`http://127.0.0.1:\d+/v2/items\n\s+→ 200 from backend api(-canary)?-\d`,
 		`unknown.demo.local' http://127.0.0.1:\d+/\n\s+→ 404`,
 		`→ api: \d+, api-canary: \d+`,
+		`curl -si --cacert /\S+/ca\.pem --resolve www\.demo\.local:\d+:127\.0\.0\.1 https://www\.demo\.local:\d+/\n\s+→ 200 from backend web-\d \(HTTP/2\.0\)`,
 		`draining the gateway and stopping everything`,
 	)
 }

@@ -1,8 +1,10 @@
-# The gateway of `make demo`: a class, a gateway with one HTTP listener and
-# routes that show host routing, a path plus header match, a redirect and a
-# 90/10 weighted split. The demo creates the backend Services (web, api,
-# api-canary, api-beta) in var.namespace before it applies this, and sets
-# image, replicas and wait_for_rollout when the gateway runs as real pods.
+# The gateway of `make demo`: a class, a gateway with an HTTP and an HTTPS
+# listener and routes that show host routing, a path plus header match, a
+# redirect and a 90/10 weighted split. The demo creates the backend Services
+# (web, api, api-canary, api-beta) and the certificate Secret demo-tls
+# (issued by a CA it makes for the run) in var.namespace before it applies
+# this, and sets image, replicas and wait_for_rollout when the gateway runs
+# as real pods.
 
 terraform {
   required_providers {
@@ -27,6 +29,12 @@ variable "port" {
   description = "Port of the gateway's HTTP listener."
   type        = number
   default     = 8080
+}
+
+variable "https_port" {
+  description = "Port of the gateway's HTTPS listener."
+  type        = number
+  default     = 8443
 }
 
 variable "image" {
@@ -67,6 +75,19 @@ resource "varnishgw_gateway" "demo" {
     name     = "http"
     port     = var.port
     protocol = "HTTP"
+  }
+
+  # TLS terminated in the gateway pods with the certificate of the Secret
+  # demo-tls (type kubernetes.io/tls); only the reference is in the state.
+  listener {
+    name     = "https"
+    port     = var.https_port
+    protocol = "HTTPS"
+    tls {
+      certificate_ref {
+        name = "demo-tls"
+      }
+    }
   }
 
   replicas         = var.replicas

@@ -122,6 +122,9 @@ func StartChaperone(ctx context.Context, kube kubernetes.Interface, opts Chapero
 		"--workdir="+workdir,
 		"--ghost-json="+filepath.Join(workdir, "ghost.json"),
 		"--param=vmod_path="+vmodPath,
+		// The pod's memory-backed TLS volume: hitch's configuration, the
+		// certificates and varnishd's TLS sockets.
+		"--tls-dir="+filepath.Join(opts.Dir, "tls"),
 	)
 	health := "127.0.0.1:9091"
 	for _, o := range []struct{ flag, v string }{

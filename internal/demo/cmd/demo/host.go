@@ -68,6 +68,10 @@ func runHost(ctx context.Context, cfg config) error {
 		}
 	}
 
+	cert, err := demoCertificate(ctx, cp.Client, ns, work)
+	if err != nil {
+		return err
+	}
 	if err := applyExample(ctx, cfg, work, cp.Kubeconfig, ns); err != nil {
 		return err
 	}
@@ -108,6 +112,9 @@ func runHost(ctx context.Context, cfg config) error {
 	addr := fmt.Sprintf("127.0.0.1:%d", cfg.port)
 	step("the gateway serves on %s; try:", addr)
 	if err := showRequests(addr, func(backend string) string { return serviceOf[backend] }); err != nil {
+		return err
+	}
+	if err := showHTTPS(fmt.Sprintf("127.0.0.1:%d", cfg.httpsPort), cert, 30*time.Second); err != nil {
 		return err
 	}
 	fmt.Printf("\n    %s --kubeconfig %s get gateways,httproutes -A\n", kubectlPath(), cp.Kubeconfig)

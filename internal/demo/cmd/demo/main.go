@@ -24,6 +24,9 @@ import (
 	"sort"
 	"strings"
 	"syscall"
+	"time"
+
+	"k8s.io/client-go/kubernetes"
 
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/demo"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/testing/testenv"
@@ -45,7 +48,9 @@ type config struct {
 	example string
 	images  string
 	port    int
-	once    bool
+	// httpsPort is the HTTPS listener's port.
+	httpsPort int
+	once      bool
 	// ports replace the pod's fixed ports of the chaperone in host mode.
 	ports demo.ChaperoneOptions
 }
@@ -58,6 +63,7 @@ func main() {
 	flag.StringVar(&cfg.example, "example", "examples/demo", "the Terraform configuration to apply")
 	flag.StringVar(&cfg.images, "images", "", "node mode: use the images make image already built in this directory instead of building them into bin/images")
 	flag.IntVar(&cfg.port, "port", 8080, "port of the gateway's HTTP listener (host mode: on 127.0.0.1)")
+	flag.IntVar(&cfg.httpsPort, "https-port", 8443, "port of the gateway's HTTPS listener (host mode: on 127.0.0.1)")
 	flag.BoolVar(&cfg.once, "once", false, "stop after printing the answers instead of serving until Ctrl-C")
 	flag.StringVar(&cfg.ports.HealthAddr, "health-addr", "", "host mode: the chaperone's --health-addr (default: the pod's, :9091 on 127.0.0.1)")
 	flag.StringVar(&cfg.ports.AdminAddr, "admin-addr", "", "host mode: the chaperone's --admin-addr (default: the pod's)")
@@ -93,8 +99,8 @@ func run(ctx context.Context, cfg config) error {
 }
 
 // applyExample runs terraform apply of cfg.example in a new workspace under
-// work, with the variables vars ("name=value") after kubeconfig, namespace
-// and port.
+// work, with the variables vars ("name=value") after kubeconfig, namespace,
+// port and https_port.
 func applyExample(ctx context.Context, cfg config, work, kubeconfig, ns string, vars ...string) error {
 	step("terraform apply of %s", cfg.example)
 	tfDir := filepath.Join(work, "tf")
@@ -118,7 +124,8 @@ func applyExample(ctx context.Context, cfg config, work, kubeconfig, ns string, 
 			return err
 		}
 	}
-	args := []string{"-var", "kubeconfig=" + kubeconfig, "-var", "namespace=" + ns, "-var", fmt.Sprintf("port=%d", cfg.port)}
+	args := []string{"-var", "kubeconfig=" + kubeconfig, "-var", "namespace=" + ns, "-var", fmt.Sprintf("port=%d", cfg.port),
+		"-var", fmt.Sprintf("https_port=%d", cfg.httpsPort)}
 	for _, v := range vars {
 		args = append(args, "-var", v)
 	}
@@ -149,6 +156,32 @@ func showRequests(addr string, service func(backend string) string) error {
 	}
 	fmt.Printf("\n    200 × %s\n    → %s\n", split.Curl(addr), spread(counts, service))
 	return nil
+}
+
+// demoCertificate makes the certificate of the HTTPS listener (the Secret
+// demo-tls, issued by a CA made for this run) before the apply.
+func demoCertificate(ctx context.Context, kube kubernetes.Interface, ns, work string) (*demo.Certificate, error) {
+	step("making a CA for this run and a certificate for *.demo.local, stored as the Secret %s/demo-tls", ns)
+	return demo.CreateCertificate(ctx, kube, ns, "demo-tls", work, "*.demo.local", "www.demo.local", "api.demo.local")
+}
+
+// showHTTPS sends the demo's HTTPS request to the gateway at addr, retrying
+// for up to timeout while hitch starts, and prints it as a curl command
+// with its answer.
+func showHTTPS(addr string, cert *demo.Certificate, timeout time.Duration) error {
+	r := demo.Request{Host: "www.demo.local", Path: "/"}
+	deadline := time.Now().Add(timeout)
+	for {
+		a, proto, err := r.DoTLS(addr, cert.Pool)
+		if err == nil && a.Status == 200 {
+			fmt.Printf("\n    %s\n    → %s (%s)\n", r.CurlTLS(addr, cert.CAFile), a, proto)
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%s: %v %v after %s", r.CurlTLS(addr, cert.CAFile), a, err, timeout)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
 }
 
 func step(format string, args ...any) {

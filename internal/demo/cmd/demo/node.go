@@ -79,6 +79,10 @@ func runNode(ctx context.Context, cfg config) error {
 		}
 	}
 
+	cert, err := demoCertificate(ctx, cp.Client, ns, work)
+	if err != nil {
+		return err
+	}
 	if err := applyExample(ctx, cfg, work, cp.Kubeconfig, ns, "image="+images.Gateway.Name,
 		"wait_for_rollout=true", fmt.Sprintf("replicas=%d", nodeReplicas)); err != nil {
 		return err
@@ -112,6 +116,9 @@ func runNode(ctx context.Context, cfg config) error {
 	}
 	step("the gateway's Service %s/%s serves on %s (kube-proxy sends each connection to one of its pods); try:", ns, svc.Name, addr)
 	if err := showRequests(addr, func(backend string) string { return serviceOf[backend] }); err != nil {
+		return err
+	}
+	if err := showHTTPS(net.JoinHostPort(svc.Spec.ClusterIP, fmt.Sprint(cfg.httpsPort)), cert, 30*time.Second); err != nil {
 		return err
 	}
 
