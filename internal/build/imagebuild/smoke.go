@@ -18,6 +18,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/build/ociimage"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/gwruntime"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/testing/echo"
 )
 
@@ -71,6 +72,7 @@ func Extract(ctx context.Context, archive, dir string) error {
 // in a private mount namespace with /dev and /proc, as in a pod:
 //   - gateway: the user, home and paths; varnishd -V is the pinned Varnish,
 //     and so are varnishstat and varnishncsa, which the chaperone runs;
+//     hitch --version runs (the chaperone's default --hitch path);
 //     varnishd -C compiles a VCL that imports ghost (ghost's $ABI strict
 //     check against this varnishd); varnishd starts with that VCL (the
 //     image's C compiler builds it), ghost routes a request to a backend on
@@ -128,6 +130,18 @@ func Smoke(ctx context.Context, dir string, logw io.Writer) error {
 			return fmt.Errorf("gateway image: %s -V says %q, want varnish-%s", tool, firstLine(out), upstream)
 		}
 	}
+
+	// The chaperone runs hitch on the HTTPS listeners (--hitch, by default
+	// the Debian package's path).
+	hitch := gwruntime.DefaultChaperoneFlags().HitchBin
+	out, err = inImage(ctx, root, nil, hitch, "--version")
+	if err != nil {
+		return fmt.Errorf("gateway image: %s (the chaperone runs it for HTTPS listeners): %w", hitch, err)
+	}
+	if !strings.HasPrefix(out, "hitch 1.") {
+		return fmt.Errorf("gateway image: %s --version says %q, want hitch 1.x", hitch, firstLine(out))
+	}
+	logf("%s --version as uid %d: %s", hitch, UID, firstLine(out))
 
 	// A backend on this machine, and ghost's routing to it.
 	backend, err := net.Listen("tcp", "127.0.0.1:0")
