@@ -117,16 +117,20 @@ func run(o options) (*summary, error) {
 
 	var measuring atomic.Bool
 	res := &result{}
-	ctx, cancel := context.WithTimeout(context.Background(), warm+dur)
+	end := time.Now().Add(warm + dur)
+	ctx, cancel := context.WithDeadline(context.Background(), end)
 	defer cancel()
 	var wg sync.WaitGroup
 	for i := 0; i < conns; i++ {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for ctx.Err() == nil {
+			// The clock, not ctx.Err(), ends the run: a dial that failed
+			// at the deadline must not count as an error, and ctx's
+			// timer may fire after the dial's own deadline has.
+			for time.Now().Before(end) {
 				err := once(ctx, addr, cfg, req, res)
-				if !measuring.Load() || ctx.Err() != nil {
+				if !measuring.Load() || !time.Now().Before(end) {
 					continue
 				}
 				if err != nil {

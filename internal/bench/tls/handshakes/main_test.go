@@ -79,7 +79,7 @@ func TestRunMakesFullHandshakes(t *testing.T) {
 		t.Fatalf("run: %v (%v)", err, s)
 	}
 	if s.ok == 0 || s.errors != 0 || s.resumed != 0 {
-		t.Errorf("summary %s: want ok > 0, no errors, none resumed", s)
+		t.Errorf("summary %s (first error %q): want ok > 0, no errors, none resumed", s, s.firstErr)
 	}
 	if resumed.Load() != 0 {
 		t.Errorf("the server saw %d resumed handshakes, want 0", resumed.Load())
