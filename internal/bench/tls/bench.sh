@@ -30,7 +30,8 @@
 # BENCH_WARMUP (s, 2), BENCH_CONNS (16), BENCH_ROUNDS (3), HITCH_WORKERS (2),
 # BENCH_KEY (ec: ECDSA P-256, or rsa: RSA 2048), BENCH_CASES (the cases, in
 # order), BENCH_CIPHERSUITES (hitch's and nginx's TLSv1.3 suites, e.g.
-# TLS_AES_128_GCM_SHA256; default OpenSSL's), NGINX_WORKERS (= HITCH_WORKERS).
+# TLS_AES_128_GCM_SHA256; default OpenSSL's), NGINX_WORKERS (= HITCH_WORKERS),
+# BENCH_PROFILE (a case: a perf profile of the servers in its first round).
 set -eu
 GHOST=$(cd "$1" && pwd)
 SO=$GHOST/libvmod_ghost.so
@@ -254,8 +255,15 @@ run_case() {	# case, round: prints the rate; CPU use into $W/cpu.CASE.ROUND
 		before+=("$(ticks ${GROUP[$g]})")
 	done
 	t0=$(date +%s.%N)
-	local TIMEFORMAT="%U %S"
+	local TIMEFORMAT="%U %S" perf=""
+	if [ "$c" = "${BENCH_PROFILE:-}" ] && [ "$r" = 1 ]; then
+		# shellcheck disable=SC2086
+		perf record -q -e cpu-clock -F 999 -o "$W/perf.data" \
+		    -p "$(echo ${GROUP[hitch]} ${GROUP[varnishd]} ${GROUP[nginx]} | tr ' ' ,)" -- sleep "$DUR" > "$W/perf.log" 2>&1 &
+		perf=$!
+	fi
 	{ time client "$c" "$out"; } 2> "$W/time.$c.$r"
+	[ -z "$perf" ] || wait "$perf" || true
 	case $c in
 	hs-*)
 		rate=$(grep -o 'handshakes_per_s=[0-9.]*' "$out" | cut -d= -f2)
@@ -269,15 +277,25 @@ run_case() {	# case, round: prints the rate; CPU use into $W/cpu.CASE.ROUND
 		;;
 	esac
 	t1=$(date +%s.%N)
-	local i=0 line=""
+	local i=0 line="" cores total=0 client_cores
 	for g in $GROUPS_ORDER; do
 		# shellcheck disable=SC2086
 		after=$(ticks ${GROUP[$g]})
-		line="$line $g=$(echo "($after - ${before[$i]}) / $TICK / ($t1 - $t0)" | bc -l | xargs printf '%.2f')"
+		cores=$(echo "($after - ${before[$i]}) / $TICK / ($t1 - $t0)" | bc -l)
+		total=$(echo "$total + $cores" | bc -l)
+		line="$line $g=$(printf '%.2f' "$cores")"
 		i=$((i + 1))
 	done
-	line="$line client=$(awk -v t="$(echo "$t1 - $t0" | bc -l)" '{printf "%.2f", ($1 + $2) / t}' "$W/time.$c.$r")"
+	client_cores=$(awk -v t="$(echo "$t1 - $t0" | bc -l)" '{printf "%.2f", ($1 + $2) / t}' "$W/time.$c.$r")
+	line="$line client=$client_cores"
 	echo "$line" > "$W/cpu.$c.$r"
+	# CPU time per request (µs) of the servers together and of the client:
+	# less sensitive to the machine's other load than the rates.
+	if [ "$(echo "${rate:-0} > 0" | bc -l)" = 1 ]; then
+		printf '%.0f %.0f\n' "$(echo "$total / $rate * 1000000" | bc -l)" "$(echo "$client_cores / $rate * 1000000" | bc -l)" > "$W/us.$c.$r"
+	else
+		echo "0 0" > "$W/us.$c.$r"
+	fi
 	echo "${rate:-0}"
 }
 client() {	# case, output file
@@ -332,13 +350,24 @@ echo "machine: nproc=$(nproc), $(grep -m1 'model name' /proc/cpuinfo | cut -d: -
 echo "load average (1, 5, 15 min) at the start and after each round: $(IFS=';'; echo "${LOADS[*]}" | sed 's/;/; /g')"
 echo "key $KEY, hitch workers $HITCH_WORKERS, nginx workers $NGINX_WORKERS, $CONNS connections, ${DUR} s per case after ${WARM} s warm-up, $ROUNDS rounds interleaved ($CASES); handshakes: $hs_proto${SUITES:+; TLSv1.3 suites $SUITES}"
 echo
-echo "| case | median | rounds | CPU (cores) of hitch, varnishd, nginx, origin, the client in round 1 |"
-echo "|---|---:|---|---|"
+echo "| case | median /s | rounds | servers' CPU µs per request (median) | client's | CPU (cores) of hitch, varnishd, nginx, origin, the client in round 1 |"
+echo "|---|---:|---|---:|---:|---|"
 for c in $CASES; do
-	all=""
-	for r in $(seq 1 "$ROUNDS"); do all="$all ${RATE[$c.$r]}"; done
-	printf "| %s | %.0f |%s |%s |\n" "$c" "${MED[$c]}" "$all" "$(cat "$W/cpu.$c.1")"
+	all="" su=() cu=()
+	for r in $(seq 1 "$ROUNDS"); do
+		all="$all ${RATE[$c.$r]}"
+		read -r a b < "$W/us.$c.$r"
+		su+=("$a"); cu+=("$b")
+	done
+	printf "| %s | %.0f |%s | %.0f | %.0f |%s |\n" "$c" "${MED[$c]}" "$all" "$(median "${su[@]}")" "$(median "${cu[@]}")" "$(cat "$W/cpu.$c.1")"
 done
+if [ -s "$W/perf.data" ]; then
+	echo
+	echo "profile of $BENCH_PROFILE in round 1 (perf record -e cpu-clock of hitch, varnishd's child, nginx; share of samples):"
+	perf report -i "$W/perf.data" --no-children --sort comm,dso --stdio 2> /dev/null | grep -v '^#' | grep -v '^$' | head -12 | sed 's/^/    /'
+	echo "  top symbols:"
+	perf report -i "$W/perf.data" --no-children --sort comm,sym --stdio 2> /dev/null | grep -v '^#' | grep -v '^$' | head -12 | sed 's/^/    /'
+fi
 echo
 echo "ratios of the medians:"
 echo "  ka-hitch / plain (target >= 0.8): $(ratio ka-hitch plain)"
