@@ -31,7 +31,8 @@
 # BENCH_KEY (ec: ECDSA P-256, or rsa: RSA 2048), BENCH_CASES (the cases, in
 # order), BENCH_CIPHERSUITES (hitch's and nginx's TLSv1.3 suites, e.g.
 # TLS_AES_128_GCM_SHA256; default OpenSSL's), NGINX_WORKERS (= HITCH_WORKERS),
-# BENCH_PROFILE (a case: a perf profile of the servers in its first round).
+# BENCH_PROFILE (a case: a perf profile of the servers in its first round;
+# needs perf, Debian's linux-perf, which setup does not install).
 set -eu
 GHOST=$(cd "$1" && pwd)
 SO=$GHOST/libvmod_ghost.so
@@ -52,6 +53,9 @@ TICK=$(getconf CLK_TCK)
 for tool in varnishd varnishadm hitch nginx h2load openssl go python3; do
 	command -v "$tool" > /dev/null || { echo "bench-tls: $tool not found (make setup installs it)" >&2; exit 1; }
 done
+if [ -n "${BENCH_PROFILE:-}" ] && ! command -v perf > /dev/null; then
+	echo "bench-tls: BENCH_PROFILE needs perf (apt-get install linux-perf)" >&2; exit 1
+fi
 [ -f "$SO" ] || { echo "bench-tls: no $SO (make -C ghost)" >&2; exit 1; }
 
 W=$(mktemp -d /tmp/tls-bench.XXXXXX)
