@@ -8,10 +8,10 @@
 #   ka-nginx   the same through nginx
 #   plain      requests/s over keep-alive plain HTTP, varnishd + ghost
 #   h2-hitch, h2-nginx   keep-alive over HTTP/2 (one stream at a time per connection)
-#   origin     the origin alone, plain HTTP keep-alive (the floor of the others)
+#   origin     the origin alone, plain HTTP keep-alive (every path ends there)
 # Rounds interleave the cases; the table gives each case's median.
 #
-# The hitch setup is the gateway's (docs/notes: the TLS contract): hitch's
+# The hitch setup is the gateway's (issue #14's design for HTTPS listeners): hitch's
 # backend is varnishd's Unix socket port-443 (-a port-443=DIR/port-443.sock,
 # PROXY,mode=0600, as varnishd.TLSListener renders it), write-proxy-v2 and
 # proxy-tlv on, ALPN h2 and http/1.1; varnishd runs the ghost preamble of
