@@ -31,6 +31,8 @@
 # BENCH_KEY (ec: ECDSA P-256, or rsa: RSA 2048), BENCH_CASES (the cases, in
 # order), BENCH_CIPHERSUITES (hitch's and nginx's TLSv1.3 suites, e.g.
 # TLS_AES_128_GCM_SHA256; default OpenSSL's), NGINX_WORKERS (= HITCH_WORKERS),
+# HITCH_ALT_WORKERS (a second hitch with this many workers, on the same
+# varnishd socket: the cases hs-hitchalt and ka-hitchalt, also h2-hitchalt),
 # BENCH_PROFILE (a case: a perf profile of the servers in its first round;
 # needs perf, Debian's linux-perf, which setup does not install).
 set -eu
@@ -85,7 +87,7 @@ for s in socks:
 print(" ".join(str(s.getsockname()[1]) for s in socks))
 P
 }
-read -r OPORT HPORT NPORT VPORT <<< "$(free_ports 4)"
+read -r OPORT HPORT NPORT VPORT APORT <<< "$(free_ports 5)"
 
 # The certificate, one for hitch and nginx.
 case $KEY in
@@ -183,14 +185,16 @@ TLS_SOCK=$W/tls/port-443.sock
     -p feature=+http2 -p vsl_space=1M -s malloc,64m > "$W/varnishd.log" 2>&1
 PIDS+=("$(cat "$W/varnish/varnishd.pid")")
 
-# hitch, as the chaperone runs it.
+# hitch, as the chaperone runs it; with HITCH_ALT_WORKERS, a second hitch
+# with that many workers on the same varnishd socket (the *-hitchalt cases).
 hitch_suites=""
 [ -z "$SUITES" ] || hitch_suites="ciphersuites = \"$SUITES\""
-cat > "$W/tls/hitch.conf" <<H
-frontend = "[127.0.0.1]:$HPORT"
+start_hitch() {	# name, port, workers: sets HITCH_PID
+	cat > "$W/tls/$1.conf" <<H
+frontend = "[127.0.0.1]:$2"
 backend = "$TLS_SOCK"
 pem-file = "$W/tls/cert.pem"
-workers = $HITCH_WORKERS
+workers = $3
 backlog = 4096
 write-proxy-v2 = on
 proxy-tlv = on
@@ -199,9 +203,17 @@ daemon = off
 log-level = 1
 $hitch_suites
 H
-"${as_user[@]}" hitch --config="$W/tls/hitch.conf" > "$W/hitch.log" 2>&1 &
-PIDS+=($!)
-HITCH_PID=$!
+	"${as_user[@]}" hitch --config="$W/tls/$1.conf" > "$W/$1.log" 2>&1 &
+	PIDS+=($!)
+	HITCH_PID=$!
+}
+ALT_PID=""
+if [ -n "${HITCH_ALT_WORKERS:-}" ]; then
+	start_hitch hitch-alt "$APORT" "$HITCH_ALT_WORKERS"
+	ALT_PID=$HITCH_PID
+	case " $CASES " in *-hitchalt*) ;; *) CASES="$CASES hs-hitchalt ka-hitchalt" ;; esac
+fi
+start_hitch hitch "$HPORT" "$HITCH_WORKERS"
 
 go build -o "$W/handshakes" "$HERE/handshakes"
 
@@ -209,12 +221,13 @@ go build -o "$W/handshakes" "$HERE/handshakes"
 url_of() {	# case
 	case $1 in
 	*-hitch) echo "https://127.0.0.1:$HPORT/" ;;
+	*-hitchalt) echo "https://127.0.0.1:$APORT/" ;;
 	*-nginx) echo "https://127.0.0.1:$NPORT/" ;;
 	plain) echo "http://127.0.0.1:$VPORT/" ;;
 	origin) echo "http://127.0.0.1:$OPORT/" ;;
 	esac
 }
-for c in ka-hitch ka-nginx plain origin; do
+for c in ka-hitch ka-nginx plain origin ${ALT_PID:+ka-hitchalt}; do
 	ok=""
 	for _ in $(seq 1 50); do
 		code=$(curl -sk -o /dev/null -w '%{http_code}' -H "Host: $HOST" "$(url_of $c)" || true)
@@ -246,7 +259,7 @@ ticks() {	# pids...: user+system CPU ticks of these processes
 	echo "$t"
 }
 declare -A GROUP
-GROUP[hitch]=$(tree "$HITCH_PID")
+GROUP[hitch]="$(tree "$HITCH_PID") ${ALT_PID:+$(tree "$ALT_PID")}"
 GROUP[varnishd]=$VCHILD
 GROUP[nginx]=$(tree "$NGINX_PID")
 GROUP[origin]=$(tree "$ORIGIN_PID")
@@ -319,6 +332,7 @@ client() {	# case, output file
 }
 declare -A HOSTPORT
 HOSTPORT[hs-hitch]=127.0.0.1:$HPORT
+HOSTPORT[hs-hitchalt]=127.0.0.1:$APORT
 HOSTPORT[hs-nginx]=127.0.0.1:$NPORT
 
 declare -A RATE
@@ -352,7 +366,7 @@ echo
 echo "## results ($START to $END)"
 echo "machine: nproc=$(nproc), $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//'), varnish $(varnishd -V 2>&1 | head -1 | grep -o '[0-9]\.[0-9]\.[0-9]'), $(hitch --version 2>&1 | head -1), $(nginx -v 2>&1 | cut -d' ' -f3), $(h2load --version | head -1), $(openssl version | cut -d' ' -f1-2)"
 echo "load average (1, 5, 15 min) at the start and after each round: $(IFS=';'; echo "${LOADS[*]}" | sed 's/;/; /g')"
-echo "key $KEY, hitch workers $HITCH_WORKERS, nginx workers $NGINX_WORKERS, $CONNS connections, ${DUR} s per case after ${WARM} s warm-up, $ROUNDS rounds interleaved ($CASES); handshakes: $hs_proto${SUITES:+; TLSv1.3 suites $SUITES}"
+echo "key $KEY, hitch workers $HITCH_WORKERS${ALT_PID:+ (hitchalt: $HITCH_ALT_WORKERS)}, nginx workers $NGINX_WORKERS, $CONNS connections, ${DUR} s per case after ${WARM} s warm-up, $ROUNDS rounds interleaved ($CASES); handshakes: $hs_proto${SUITES:+; TLSv1.3 suites $SUITES}"
 echo
 echo "| case | median /s | rounds | servers' CPU µs per request (median) | client's | CPU (cores) of hitch, varnishd, nginx, origin, the client in round 1 |"
 echo "|---|---:|---|---:|---:|---|"
@@ -378,6 +392,11 @@ echo "  ka-hitch / plain (target >= 0.8): $(ratio ka-hitch plain)"
 echo "  ka-nginx / plain: $(ratio ka-nginx plain)"
 echo "  ka-hitch / ka-nginx: $(ratio ka-hitch ka-nginx)"
 echo "  hs-hitch / hs-nginx: $(ratio hs-hitch hs-nginx)"
+if [ -n "$ALT_PID" ]; then
+	echo "  ka-hitchalt / plain (hitch with $HITCH_ALT_WORKERS workers): $(ratio ka-hitchalt plain)"
+	echo "  ka-hitchalt / ka-hitch: $(ratio ka-hitchalt ka-hitch)"
+	echo "  hs-hitchalt / hs-hitch: $(ratio hs-hitchalt hs-hitch)"
+fi
 echo "  h2-hitch / h2-nginx: $(ratio h2-hitch h2-nginx)"
 echo "  h2-hitch / plain: $(ratio h2-hitch plain)"
 echo "  plain / origin: $(ratio plain origin)"
