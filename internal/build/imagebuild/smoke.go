@@ -18,6 +18,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/build/ociimage"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/gwruntime"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/testing/echo"
 )
 
@@ -71,10 +72,13 @@ func Extract(ctx context.Context, archive, dir string) error {
 // in a private mount namespace with /dev and /proc, as in a pod:
 //   - gateway: the user, home and paths; varnishd -V is the pinned Varnish,
 //     and so are varnishstat and varnishncsa, which the chaperone runs;
+//     hitch --version runs (the chaperone's default --hitch path);
 //     varnishd -C compiles a VCL that imports ghost (ghost's $ABI strict
 //     check against this varnishd); varnishd starts with that VCL (the
 //     image's C compiler builds it), ghost routes a request to a backend on
-//     this machine; chaperone -h runs.
+//     this machine; hitch, configured as the chaperone configures it for
+//     an HTTPS listener, terminates TLS for that varnishd and hands it an
+//     HTTP/2 request over its PROXY Unix socket; chaperone -h runs.
 //   - echo: echo-backend answers with its name.
 func Smoke(ctx context.Context, dir string, logw io.Writer) error {
 	logf := func(format string, args ...any) {
@@ -128,6 +132,18 @@ func Smoke(ctx context.Context, dir string, logw io.Writer) error {
 			return fmt.Errorf("gateway image: %s -V says %q, want varnish-%s", tool, firstLine(out), upstream)
 		}
 	}
+
+	// The chaperone runs hitch on the HTTPS listeners (--hitch, by default
+	// the Debian package's path).
+	hitch := gwruntime.DefaultChaperoneFlags().HitchBin
+	out, err = inImage(ctx, root, nil, hitch, "--version")
+	if err != nil {
+		return fmt.Errorf("gateway image: %s (the chaperone runs it for HTTPS listeners): %w", hitch, err)
+	}
+	if !strings.HasPrefix(out, "hitch 1.") {
+		return fmt.Errorf("gateway image: %s --version says %q, want hitch 1.x", hitch, firstLine(out))
+	}
+	logf("%s --version as uid %d: %s", hitch, UID, firstLine(out))
 
 	// A backend on this machine, and ghost's routing to it.
 	backend, err := net.Listen("tcp", "127.0.0.1:0")
@@ -234,10 +250,15 @@ func checkTree(root string) error {
 	return nil
 }
 
-// serveThroughGhost starts varnishd in the image with the smoke VCL and
-// sends it a request that ghost routes to the backend.
+// serveThroughGhost starts varnishd in the image with the smoke VCL, an
+// HTTP socket and an HTTPS listener's PROXY socket, sends it a request that
+// ghost routes to the backend, then the same request through hitch.
 func serveThroughGhost(ctx context.Context, root string, logf func(string, ...any)) error {
 	ports, err := freePorts(2)
+	if err != nil {
+		return err
+	}
+	cert, err := prepareTLS(root)
 	if err != nil {
 		return err
 	}
@@ -245,8 +266,9 @@ func serveThroughGhost(ctx context.Context, root string, logf func(string, ...an
 	defer cancel()
 	var log bytes.Buffer
 	cmd := chrootCmd(ctx, root, nil, "varnishd", "-F", "-T", "none", "-n", "/tmp/smoke/n",
-		"-a", fmt.Sprintf("http=127.0.0.1:%d", ports[0]), "-a", fmt.Sprintf("ghost-admin=127.0.0.1:%d", ports[1]),
-		"-f", "/tmp/smoke/smoke.vcl")
+		"-a", fmt.Sprintf("http=127.0.0.1:%d", ports[0]), "-a", smokeTLSListener(),
+		"-a", fmt.Sprintf("ghost-admin=127.0.0.1:%d", ports[1]),
+		"-p", "feature=+http2", "-f", "/tmp/smoke/smoke.vcl")
 	cmd.Stdout, cmd.Stderr = &log, &log
 	if err := cmd.Start(); err != nil {
 		return err
@@ -280,7 +302,7 @@ func serveThroughGhost(ctx context.Context, root string, logf func(string, ...an
 		resp.Body.Close()
 		if resp.StatusCode == http.StatusOK && resp.Header.Get("X-Route") == "smoke" && strings.HasPrefix(string(body), "smoke-backend\n") {
 			logf("varnishd served a request through ghost's route to a backend as uid %d (VCL compiled by the image's cc)", UID)
-			return nil
+			return serveThroughHitch(ctx, root, cert, logf)
 		}
 		last = fmt.Errorf("%s, X-Route %q, body %q", resp.Status, resp.Header.Get("X-Route"), firstLine(string(body)))
 	}
