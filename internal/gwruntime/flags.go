@@ -52,7 +52,14 @@ type ChaperoneFlags struct {
 	HitchBin string
 	// HTTP2 offers HTTP/2 (ALPN h2, then http/1.1) on the HTTPS listeners
 	// and turns on varnishd's HTTP/2 (feature=+http2).
-	HTTP2          bool
+	HTTP2 bool
+	// ProxyProtocol makes every listener expect the PROXY protocol (v1 or
+	// v2) from a load balancer in front of the gateway: varnishd's HTTP
+	// listener sockets take it, and each HTTPS port's hitch passes the load
+	// balancer's header on to varnishd (proxy-proxy) instead of writing its
+	// own. The client's address then reaches X-Forwarded-For and the access
+	// log.
+	ProxyProtocol  bool
 	ListenHost     string
 	AdminAddr      string
 	SecretFile     string
@@ -220,6 +227,7 @@ func (f *ChaperoneFlags) define(fs *flag.FlagSet) []string {
 	val(&portsFlag{ports: &f.TLSPorts}, "tls-listen", "Gateway HTTPS listener port(s), comma separated or repeated: hitch terminates TLS on them and hands connections to varnishd's socket port-N in --tls-dir (PROXY v2), in both modes")
 	str(&f.TLSDir, "tls-dir", "directory of hitch's configuration, the certificates (mode 0600) and varnishd's TLS sockets: memory-backed, shared with the varnish container in sidecar mode")
 	str(&f.HitchBin, "hitch", "hitch executable (--tls-listen)")
+	boolean(&f.ProxyProtocol, "proxy-protocol", "every listener expects the PROXY protocol (v1 or v2) from a load balancer in front: varnishd's HTTP sockets take it, and hitch passes it on to varnishd on the HTTPS ports (the client's address reaches X-Forwarded-For and the access log)")
 	boolean(&f.HTTP2, "http2", "offer HTTP/2 on the HTTPS listeners (ALPN h2, http/1.1) and turn on varnishd's HTTP/2")
 	str(&f.ListenHost, "listen-host", "address the listener ports bind to (empty: all)")
 	val(&stringsFlag{values: &f.Storage}, "storage", "varnishd -s argument, repeated (default malloc,256m)")

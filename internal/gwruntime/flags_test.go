@@ -94,7 +94,7 @@ func TestDefaultsArePinned(t *testing.T) {
 		"routing": "file", "gateway": "", "kubeconfig": "", "routing-dir": "", "pod-name": "", "pod-uid": "",
 		"vcl": "/etc/varnishgw/main.vcl", "vcl-keep": "3", "workdir": "/var/lib/varnishgw/varnishd",
 		"ghost-json": "/var/lib/varnishgw/ghost.json", "mode": "supervise", "secret-file": "",
-		"listen": "", "tls-listen": "", "tls-dir": "/run/varnishgw/tls", "hitch": "/usr/sbin/hitch", "http2": "true", "listen-host": "", "storage": "malloc,256m", "param": "", "thread-pool-stack": "",
+		"listen": "", "tls-listen": "", "tls-dir": "/run/varnishgw/tls", "hitch": "/usr/sbin/hitch", "proxy-protocol": "false", "http2": "true", "listen-host": "", "storage": "malloc,256m", "param": "", "thread-pool-stack": "",
 		"varnishd": "/usr/sbin/varnishd", "admin-addr": "127.0.0.1:6082", "ghost-admin-addr": "127.0.0.1:6084",
 		"drain-socket": "", "varnishstat": "varnishstat", "stats-interval": "2s", "stats-exclude": "VBE.*",
 		"access-log": "false", "varnishncsa": "varnishncsa", "log-level": "info", "drain-timeout": "5m0s",
