@@ -159,7 +159,7 @@ func Run(ctx context.Context, cfg *Config, routing routingHalf, tls *TLSHalf, lo
 		}
 		var err error
 		c.tls, err = tlsterm.New(tlsterm.Config{
-			Dir: cfg.TLSDir, HitchBin: cfg.HitchBin, ListenHost: cfg.ListenHost, HTTP2: cfg.HTTP2, Ports: cfg.TLSPorts,
+			Dir: cfg.TLSDir, HitchBin: cfg.HitchBin, ListenHost: cfg.ListenHost, HTTP2: cfg.HTTP2, ProxyProtocol: cfg.ProxyProtocol, Ports: cfg.TLSPorts,
 			Logger: logger, Registry: reg, OnStatus: onStatus,
 		})
 		if err != nil {

@@ -242,15 +242,17 @@ func loopback(flagName, addr string) error {
 }
 
 // Listeners returns varnishd's client sockets, one per port, named by
-// routing.SocketName: TCP for the HTTP ports, and for each HTTPS port the
-// Unix socket in --tls-dir hitch hands its connections to
+// routing.SocketName: TCP for the HTTP ports (with --proxy-protocol they
+// take the PROXY protocol of the load balancer in front), and for each
+// HTTPS port the Unix socket in --tls-dir hitch hands its connections to
 // (varnishd.TLSListener).
 func (c *Config) Listeners() []varnishd.Listener {
 	var ls []varnishd.Listener
 	for _, p := range c.Ports {
 		ls = append(ls, varnishd.Listener{
-			Name: routing.SocketName(gatewayv1.PortNumber(p)),
-			Addr: net.JoinHostPort(c.ListenHost, strconv.Itoa(p)),
+			Name:  routing.SocketName(gatewayv1.PortNumber(p)),
+			Addr:  net.JoinHostPort(c.ListenHost, strconv.Itoa(p)),
+			Proxy: c.ProxyProtocol,
 		})
 	}
 	for _, p := range c.TLSPorts {

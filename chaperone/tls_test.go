@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
@@ -9,6 +10,7 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
+	"fmt"
 	"io"
 	"math/big"
 	"net"
@@ -27,6 +29,7 @@ import (
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 	"sigs.k8s.io/yaml"
 
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/mainvcl"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/routing"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/varnish/varnishd"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/varnish/varnishd/varnishdtest"
@@ -368,5 +371,89 @@ func TestSidecarHTTPS(t *testing.T) {
 	c.waitFor("HTTPS traffic through the new varnishd", 60*time.Second, func() bool { _, body := httpsGet(tlsAddr); return body == "app" })
 	if n := strings.Count(c.out.String(), `"msg":"hitch started"`); n != hitchStarts {
 		t.Errorf("hitch started %d times, want it kept running across varnishd's restart (%d)", n, hitchStarts)
+	}
+}
+
+// TestProxyProtocol: with --proxy-protocol, a load balancer's PROXY header
+// (v1 here) starts every connection, on the HTTP listener (varnishd reads
+// it) and on the HTTPS listener (hitch passes it on to varnishd): the
+// backend sees the client's address in X-Forwarded-For and the scheme of
+// the client's connection in X-Forwarded-Proto. A connection without the
+// header is not served.
+func TestProxyProtocol(t *testing.T) {
+	hitch := "/usr/sbin/hitch"
+	if _, err := os.Stat(hitch); err != nil {
+		t.Fatalf("hitch is not installed (make setup): %v", err)
+	}
+	be := backendFunc(t, func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintf(w, "%s|%s", r.Header.Get("X-Forwarded-For"), r.Header.Get("X-Forwarded-Proto"))
+	})
+	listen, tlsAddr := varnishdtest.FreeAddr(t), varnishdtest.FreeAddr(t)
+	port, tlsPort := varnishdtest.Port(t, listen), varnishdtest.Port(t, tlsAddr)
+	hs := newHTTPSSetup(t, be.URL, port, tlsPort)
+	// The gateway's own main.vcl, which sets X-Forwarded-Proto.
+	vcl := filepath.Join(hs.dir, "gateway.vcl")
+	writeFile(t, vcl, mainvcl.Render(mainvcl.Options{GhostJSON: filepath.Join(hs.dir, "ghost.json"), VMOD: ghostVMOD}))
+	c := launchChaperone(t, hs.dir, be, listen, "--routing", "dir", "--routing-dir", hs.routingDir,
+		"--tls-listen", strconv.Itoa(tlsPort), "--tls-dir", hs.tlsDir, "--hitch", hitch, "--proxy-protocol", "--vcl", vcl)
+	c.waitFor("ready", 90*time.Second, func() bool { code, _ := c.health("/readyz"); return code == 200 })
+
+	// get sends one request on a new connection to addr that starts with
+	// header, then TLS when tlsOn, and returns the body ("" on failure).
+	get := func(addr, header string, tlsOn bool) (string, error) {
+		conn, err := net.DialTimeout("tcp", addr, 5*time.Second)
+		if err != nil {
+			return "", err
+		}
+		defer conn.Close()
+		_ = conn.SetDeadline(time.Now().Add(10 * time.Second))
+		if _, err := io.WriteString(conn, header); err != nil {
+			return "", err
+		}
+		var rw net.Conn = conn
+		if tlsOn {
+			tc := tls.Client(conn, &tls.Config{ServerName: "app.example.com", InsecureSkipVerify: true, NextProtos: []string{"http/1.1"}})
+			if err := tc.Handshake(); err != nil {
+				return "", fmt.Errorf("TLS handshake: %w", err)
+			}
+			rw = tc
+		}
+		if _, err := io.WriteString(rw, "GET / HTTP/1.1\r\nHost: app.example.com\r\nConnection: close\r\n\r\n"); err != nil {
+			return "", err
+		}
+		resp, err := http.ReadResponse(bufio.NewReader(rw), nil)
+		if err != nil {
+			return "", err
+		}
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		if resp.StatusCode != 200 {
+			return "", fmt.Errorf("status %s: %s", resp.Status, b)
+		}
+		return string(b), err
+	}
+	for _, tc := range []struct {
+		name, addr, header, want string
+		tls                      bool
+	}{
+		{"HTTP", listen, "PROXY TCP4 203.0.113.7 192.0.2.1 54321 80\r\n", "203.0.113.7|http", false},
+		{"HTTPS", tlsAddr, "PROXY TCP4 203.0.113.8 192.0.2.1 54322 443\r\n", "203.0.113.8|https", true},
+	} {
+		last := ""
+		c.waitFor(tc.name+" through the PROXY protocol", 60*time.Second, func() bool {
+			got, err := get(tc.addr, tc.header, tc.tls)
+			if now := fmt.Sprintf("%q %v", got, err); now != last {
+				t.Logf("%s: %s", tc.name, now)
+				last = now
+			}
+			return err == nil && got == tc.want
+		})
+	}
+	// Without the load balancer's header: not served.
+	if got, err := get(listen, "", false); err == nil {
+		t.Errorf("HTTP without a PROXY header answered %q, want the connection refused", got)
+	}
+	if got, err := get(tlsAddr, "", true); err == nil {
+		t.Errorf("HTTPS without a PROXY header answered %q, want the connection refused", got)
 	}
 }

@@ -82,10 +82,12 @@ sub vcl_init {
 sub vcl_recv {
 	# The scheme of the client's connection, replacing what the client
 	# sent: https when it came through hitch (HTTPS listeners: hitch's
-	# PROXY header carries the SSL TLV), http otherwise. varnishd itself
-	# appends client.ip to X-Forwarded-For: behind hitch, the PROXY
-	# source, the real client.
-	if (proxy.is_ssl()) {
+	# PROXY header carries the SSL TLV; with a load balancer's PROXY
+	# header passed on there is none, but hitch's sockets are the only
+	# Unix sockets), http otherwise. varnishd itself appends client.ip to
+	# X-Forwarded-For: behind hitch or a load balancer's PROXY header,
+	# the real client.
+	if (proxy.is_ssl() || local.endpoint ~ "^/") {
 		set req.http.X-Forwarded-Proto = "https";
 	} else {
 		set req.http.X-Forwarded-Proto = "http";

@@ -215,8 +215,8 @@ func httpsGhostJSON(t *testing.T, port, httpPort, backendPort int32) string {
 	gw := &gatewayv1.Gateway{
 		ObjectMeta: metav1.ObjectMeta{Namespace: "infra", Name: "gw"},
 		Spec: gatewayv1.GatewaySpec{GatewayClassName: "varnishgw", Listeners: []gatewayv1.Listener{
-			{Name: "www", Port: port, Protocol: gatewayv1.HTTPSProtocolType, Hostname: host("www.example.com")},
-			{Name: "wild", Port: port, Protocol: gatewayv1.HTTPSProtocolType, Hostname: host("*.example.com")},
+			{Name: "www", Port: port, Protocol: gatewayv1.HTTPSProtocolType, Hostname: host("www.example.com"), TLS: certRef("www")},
+			{Name: "wild", Port: port, Protocol: gatewayv1.HTTPSProtocolType, Hostname: host("*.example.com"), TLS: certRef("wild")},
 			{Name: "http", Port: httpPort, Protocol: gatewayv1.HTTPProtocolType},
 		}},
 	}
@@ -295,4 +295,10 @@ func httpsGhostJSON(t *testing.T, port, httpPort, backendPort int32) string {
 		t.Fatal(err)
 	}
 	return string(out)
+}
+
+// certRef is an HTTPS listener's tls naming the Secret name (hitch gets the
+// certificates directly in this test).
+func certRef(name string) *gatewayv1.ListenerTLSConfig {
+	return &gatewayv1.ListenerTLSConfig{CertificateRefs: []gatewayv1.SecretObjectReference{{Name: gatewayv1.ObjectName(name)}}}
 }

@@ -65,8 +65,11 @@ func TestHitchConfigRender(t *testing.T) {
 				"pem-file = \"/run/tls/cert-b.pem\"\npem-file = \"/run/tls/cert-a.pem\"\n"},
 			nil},
 		{"http/1.1 only, every address, no user", HitchConfig{Port: 443, Backend: "/b.sock", PEMFiles: []string{"/c.pem"}},
-			[]string{`frontend = "[*]:443"`, `alpn-protos = "http/1.1"`},
-			[]string{"h2", "user =", "group ="}},
+			[]string{`frontend = "[*]:443"`, `alpn-protos = "http/1.1"`, "write-proxy-v2 = on"},
+			[]string{"h2", "user =", "group =", "proxy-proxy"}},
+		{"a load balancer's PROXY header passed on", HitchConfig{Port: 443, Backend: "/b.sock", PEMFiles: []string{"/c.pem"}, ProxyProxy: true},
+			[]string{"proxy-proxy = on"},
+			[]string{"write-proxy-v2", "proxy-tlv"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -34,6 +34,11 @@ type HitchConfig struct {
 	PEMFiles []string
 	// HTTP2 offers h2 before http/1.1 in ALPN.
 	HTTP2 bool
+	// ProxyProxy: every connection starts with a PROXY protocol header
+	// from a load balancer, which hitch passes on to varnishd unchanged
+	// (proxy-proxy) instead of writing its own v2 header: varnishd sees
+	// the client's address, but not the TLS server name or ALPN (no TLVs).
+	ProxyProxy bool
 	// AsRoot names root as hitch's user and group: hitch refuses to run
 	// its workers as root otherwise. Set when the chaperone runs as root
 	// (tests); the image runs it as an unprivileged user and hitch then
@@ -51,7 +56,11 @@ func (c HitchConfig) Render() string {
 	fmt.Fprintf(&b, "# Written by the varnishgw chaperone; changes are overwritten.\n")
 	fmt.Fprintf(&b, "frontend = %q\n", "["+host+"]:"+strconv.Itoa(c.Port))
 	fmt.Fprintf(&b, "backend = %q\n", c.Backend)
-	b.WriteString("write-proxy-v2 = on\nproxy-tlv = on\n")
+	if c.ProxyProxy {
+		b.WriteString("proxy-proxy = on\n")
+	} else {
+		b.WriteString("write-proxy-v2 = on\nproxy-tlv = on\n")
+	}
 	if c.HTTP2 {
 		b.WriteString("alpn-protos = \"h2, http/1.1\"\n")
 	} else {

@@ -79,6 +79,10 @@ type Config struct {
 	ListenHost string
 	// HTTP2 offers h2 in ALPN.
 	HTTP2 bool
+	// ProxyProtocol: a load balancer in front sends the PROXY protocol;
+	// hitch passes its header on to varnishd instead of writing its own
+	// (HitchConfig.ProxyProxy).
+	ProxyProtocol bool
 	// Ports are the HTTPS ports varnishd has a socket for (--tls-listen);
 	// a listener on another port is not served (the pod must be rolled
 	// with the new ports) and is logged.
@@ -364,7 +368,7 @@ func (m *Manager) apply() {
 	m.needed = needed
 	m.mu.Unlock()
 	for port, files := range pems {
-		conf := HitchConfig{ListenHost: m.cfg.ListenHost, Port: port, Backend: BackendSocket(m.cfg.Dir, port), PEMFiles: files, HTTP2: m.cfg.HTTP2, AsRoot: os.Geteuid() == 0}.Render()
+		conf := HitchConfig{ListenHost: m.cfg.ListenHost, Port: port, Backend: BackendSocket(m.cfg.Dir, port), PEMFiles: files, HTTP2: m.cfg.HTTP2, ProxyProxy: m.cfg.ProxyProtocol, AsRoot: os.Geteuid() == 0}.Render()
 		if err := m.install(port, conf); err != nil {
 			m.m.reloads.WithLabelValues("error").Inc()
 			m.log.Error("hitch configuration not installed; the running one stays", "port", port, "error", err)
