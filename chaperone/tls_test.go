@@ -410,7 +410,7 @@ func TestProxyProtocol(t *testing.T) {
 		if _, err := io.WriteString(conn, header); err != nil {
 			return "", err
 		}
-		var rw net.Conn = conn
+		rw := conn
 		if tlsOn {
 			tc := tls.Client(conn, &tls.Config{ServerName: "app.example.com", InsecureSkipVerify: true, NextProtos: []string{"http/1.1"}})
 			if err := tc.Handshake(); err != nil {
