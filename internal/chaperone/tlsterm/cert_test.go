@@ -60,12 +60,12 @@ func TestHitchConfigRender(t *testing.T) {
 		want []string
 		not  []string
 	}{
-		{"http2, two certificates, as root", HitchConfig{ListenHost: "127.0.0.1", Port: 8443, Backend: "/run/tls/port-8443.sock", PEMFiles: []string{"/run/tls/cert-a.pem", "/run/tls/cert-b.pem"}, HTTP2: true, AsRoot: true},
-			[]string{`frontend = "[127.0.0.1]:8443"`, `backend = "/run/tls/port-8443.sock"`, "write-proxy-v2 = on", "proxy-tlv = on", `alpn-protos = "h2, http/1.1"`, "tls-protos = TLSv1.2 TLSv1.3", "daemon = off", `user = "root"`,
+		{"http2, two certificates, as root", HitchConfig{ListenHost: "127.0.0.1", Port: 8443, Backend: "/run/tls/port-8443.sock", PEMFiles: []string{"/run/tls/cert-a.pem", "/run/tls/cert-b.pem"}, HTTP2: true, AsRoot: true, Workers: 2},
+			[]string{"workers = 2\n", `frontend = "[127.0.0.1]:8443"`, `backend = "/run/tls/port-8443.sock"`, "write-proxy-v2 = on", "proxy-tlv = on", `alpn-protos = "h2, http/1.1"`, "tls-protos = TLSv1.2 TLSv1.3", "daemon = off", `user = "root"`,
 				"pem-file = \"/run/tls/cert-b.pem\"\npem-file = \"/run/tls/cert-a.pem\"\n"},
 			nil},
 		{"http/1.1 only, every address, no user", HitchConfig{Port: 443, Backend: "/b.sock", PEMFiles: []string{"/c.pem"}},
-			[]string{`frontend = "[*]:443"`, `alpn-protos = "http/1.1"`, "write-proxy-v2 = on"},
+			[]string{`frontend = "[*]:443"`, `alpn-protos = "http/1.1"`, "write-proxy-v2 = on", "workers = 1\n"},
 			[]string{"h2", "user =", "group =", "proxy-proxy"}},
 		{"a load balancer's PROXY header passed on", HitchConfig{Port: 443, Backend: "/b.sock", PEMFiles: []string{"/c.pem"}, ProxyProxy: true},
 			[]string{"proxy-proxy = on"},

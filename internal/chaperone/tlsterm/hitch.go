@@ -34,6 +34,8 @@ type HitchConfig struct {
 	PEMFiles []string
 	// HTTP2 offers h2 before http/1.1 in ALPN.
 	HTTP2 bool
+	// Workers is hitch's worker count (0: 1).
+	Workers int
 	// ProxyProxy: every connection starts with a PROXY protocol header
 	// from a load balancer, which hitch passes on to varnishd unchanged
 	// (proxy-proxy) instead of writing its own v2 header: varnishd sees
@@ -67,7 +69,7 @@ func (c HitchConfig) Render() string {
 		b.WriteString("alpn-protos = \"http/1.1\"\n")
 	}
 	b.WriteString("tls-protos = TLSv1.2 TLSv1.3\n")
-	b.WriteString("daemon = off\nworkers = 1\nocsp-dir = \"\"\nlog-level = 1\n")
+	fmt.Fprintf(&b, "daemon = off\nworkers = %d\nocsp-dir = \"\"\nlog-level = 1\n", max(c.Workers, 1))
 	if c.AsRoot {
 		b.WriteString("user = \"root\"\ngroup = \"root\"\n")
 	}
@@ -120,6 +122,8 @@ func writeAtomic(path string, data []byte) error {
 type hitch struct {
 	bin, conf string
 	port      int
+	// workers is the configuration's worker count: one generation.
+	workers   int
 	log       *slog.Logger
 	onRestart func()
 
@@ -132,7 +136,7 @@ type hitch struct {
 	// sockets that hold the port during a reload (holdPort).
 	listenHost string
 	// online receives a value when a worker says it is online (it has
-	// bound its listen socket).
+	// bound its listen socket); it holds one generation's.
 	online chan struct{}
 
 	mu      sync.Mutex
@@ -151,10 +155,11 @@ const (
 	stableAfter = time.Minute
 )
 
-func startHitch(bin, conf, listenHost string, port int, log *slog.Logger, reloadWait time.Duration, onRestart func(), onReload func(time.Duration, bool)) *hitch {
+func startHitch(bin, conf, listenHost string, port, workers int, log *slog.Logger, reloadWait time.Duration, onRestart func(), onReload func(time.Duration, bool)) *hitch {
 	ctx, cancel := context.WithCancel(context.Background())
-	h := &hitch{bin: bin, conf: conf, listenHost: listenHost, port: port, log: log, onRestart: onRestart, onReload: onReload,
-		reloadWait: reloadWait, reloadReq: make(chan struct{}, 1), online: make(chan struct{}, 1), cancel: cancel, done: make(chan struct{})}
+	workers = max(workers, 1)
+	h := &hitch{bin: bin, conf: conf, listenHost: listenHost, port: port, workers: workers, log: log, onRestart: onRestart, onReload: onReload,
+		reloadWait: reloadWait, reloadReq: make(chan struct{}, 1), online: make(chan struct{}, workers), cancel: cancel, done: make(chan struct{})}
 	go h.loop(ctx)
 	go h.reloadLoop(ctx)
 	return h
@@ -297,7 +302,7 @@ func (h *hitch) reloadLoop(ctx context.Context) {
 			if pid == 0 {
 				break // not running: a restart reads the configuration
 			}
-			if len(childPids(pid)) <= 1 {
+			if len(childPids(pid)) <= h.workers {
 				break
 			}
 			if time.Since(start) > h.reloadWait {
@@ -321,9 +326,13 @@ func (h *hitch) reloadLoop(ctx context.Context) {
 		// net.ipv4.tcp_migrate_req=1 the connections queued on them then
 		// move to the new worker's socket.
 		held := holdPort(h.listenHost, h.port)
-		select {
-		case <-h.online: // an earlier worker's
-		default:
+	drain: // earlier workers'
+		for {
+			select {
+			case <-h.online:
+			default:
+				break drain
+			}
 		}
 		h.mu.Lock()
 		pid := 0
@@ -338,11 +347,17 @@ func (h *hitch) reloadLoop(ctx context.Context) {
 			h.onReload(time.Since(start), timedOut)
 			// The new generation is online: the next reload waits for
 			// the old one to finish.
-			select {
-			case <-h.online:
-			case <-time.After(10 * time.Second):
-				h.log.Warn("hitch's new workers did not say they were online within 10s of the reload")
-			case <-ctx.Done():
+			deadline := time.After(10 * time.Second)
+		wait:
+			for n := 0; n < h.workers; n++ {
+				select {
+				case <-h.online:
+				case <-deadline:
+					h.log.Warn("hitch's new workers did not all say they were online within 10s of the reload", "online", n, "workers", h.workers)
+					break wait
+				case <-ctx.Done():
+					break wait
+				}
 			}
 		}
 		for _, l := range held {
