@@ -196,8 +196,8 @@ func (r *gatewayResource) Schema(_ context.Context, _ resource.SchemaRequest, re
 					"balancer's; false when unset. The load balancer MUST then send a PROXY header (v1 or v2) on every connection to " +
 					"every listener: connections without one are refused. On HTTPS listeners the load balancer's header is passed on " +
 					"to varnishd instead of hitch's own, so the TLS server name (SNI) does not reach the router: requests are routed " +
-					"by their Host header only, and a request whose Host names another listener's hostname than the TLS server name " +
-					"is not detected as misdirected (no 421). Changing it rolls the pods.",
+					"by their Host header alone, and a request whose Host belongs to another listener than the one whose certificate " +
+					"the client got is not answered 421 Misdirected Request. Changing it rolls the pods.",
 			},
 			"service_annotations": schema.MapAttribute{
 				Optional:    true,
