@@ -543,7 +543,7 @@ func TestAccGatewayExternalTrafficPolicy(t *testing.T) {
 // TestAccGatewayProxyProtocol: proxy_protocol = true gives the chaperone
 // --proxy-protocol and, in sidecar mode, varnishd's HTTP sockets PROXY;
 // unset or false, neither is in the pod template, and no step leaves a
-// diff.
+// diff. Import reads proxy_protocol back.
 func TestAccGatewayProxyProtocol(t *testing.T) {
 	cp := accPreCheck(t)
 	for _, mode := range []string{modeSupervise, modeSidecar} {
@@ -588,6 +588,9 @@ func TestAccGatewayProxyProtocol(t *testing.T) {
 				Steps: []resource.TestStep{
 					{Config: gatewayConfig(cp, ns, class, "", body+"  proxy_protocol = true\n"), Check: resource.ComposeAggregateTestCheckFunc(
 						proxied(true), resource.TestCheckResourceAttr("varnishgw_gateway.test", "proxy_protocol", "true"))},
+					// Import reads it back from the chaperone's arguments.
+					{ResourceName: "varnishgw_gateway.test", ImportState: true, ImportStateId: ns + "/edge", ImportStateVerify: true,
+						ImportStateVerifyIgnore: []string{"wait_for_rollout"}},
 					{Config: gatewayConfig(cp, ns, class, "", body), Check: resource.ComposeAggregateTestCheckFunc(
 						proxied(false), resource.TestCheckNoResourceAttr("varnishgw_gateway.test", "proxy_protocol"))},
 					{Config: gatewayConfig(cp, ns, class, "", body+"  proxy_protocol = false\n"), Check: resource.ComposeAggregateTestCheckFunc(
