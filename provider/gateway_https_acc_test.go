@@ -539,3 +539,64 @@ func TestAccGatewayExternalTrafficPolicy(t *testing.T) {
 		},
 	})
 }
+
+// TestAccGatewayProxyProtocol: proxy_protocol = true gives the chaperone
+// --proxy-protocol and, in sidecar mode, varnishd's HTTP sockets PROXY;
+// unset or false, neither is in the pod template, and no step leaves a
+// diff. Import reads proxy_protocol back.
+func TestAccGatewayProxyProtocol(t *testing.T) {
+	cp := accPreCheck(t)
+	for _, mode := range []string{modeSupervise, modeSidecar} {
+		t.Run(mode, func(t *testing.T) {
+			ns := cp.Namespace(t)
+			class := "vgw-" + k8srand.String(6)
+			gw := routing.ObjectRef{Namespace: ns, Name: "edge"}
+			proxied := func(want bool) func(*terraform.State) error {
+				return func(*terraform.State) error {
+					d, err := getDeployment(cp, gw)
+					if err != nil {
+						return err
+					}
+					found := 0
+					for _, c := range d.Spec.Template.Spec.Containers {
+						switch c.Name {
+						case chaperoneName:
+							found++
+							if got := slices.Contains(c.Args, "--proxy-protocol"); got != want {
+								return fmt.Errorf("chaperone args %q: --proxy-protocol %v, want %v", c.Args, got, want)
+							}
+						case varnishName:
+							found++
+							wantSocket := "port-8080=:8080"
+							if want {
+								wantSocket += ",PROXY"
+							}
+							if !slices.Contains(c.Args, wantSocket) {
+								return fmt.Errorf("varnish container args %q lack %s", c.Args, wantSocket)
+							}
+						}
+					}
+					if wantFound := map[string]int{modeSupervise: 1, modeSidecar: 2}[mode]; found != wantFound {
+						return fmt.Errorf("the pod template has %d of the chaperone and varnish containers, want %d", found, wantFound)
+					}
+					return nil
+				}
+			}
+			body := listenerHCL("http", 8080) + "  service_type = \"LoadBalancer\"\n  mode = \"" + mode + "\"\n"
+			resource.Test(t, resource.TestCase{
+				ProtoV6ProviderFactories: protoV6ProviderFactories,
+				Steps: []resource.TestStep{
+					{Config: gatewayConfig(cp, ns, class, "", body+"  proxy_protocol = true\n"), Check: resource.ComposeAggregateTestCheckFunc(
+						proxied(true), resource.TestCheckResourceAttr("varnishgw_gateway.test", "proxy_protocol", "true"))},
+					// Import reads it back from the chaperone's arguments.
+					{ResourceName: "varnishgw_gateway.test", ImportState: true, ImportStateId: ns + "/edge", ImportStateVerify: true,
+						ImportStateVerifyIgnore: []string{"wait_for_rollout"}},
+					{Config: gatewayConfig(cp, ns, class, "", body), Check: resource.ComposeAggregateTestCheckFunc(
+						proxied(false), resource.TestCheckNoResourceAttr("varnishgw_gateway.test", "proxy_protocol"))},
+					{Config: gatewayConfig(cp, ns, class, "", body+"  proxy_protocol = false\n"), Check: resource.ComposeAggregateTestCheckFunc(
+						proxied(false), resource.TestCheckResourceAttr("varnishgw_gateway.test", "proxy_protocol", "false"))},
+				},
+			})
+		})
+	}
+}

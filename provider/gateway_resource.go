@@ -66,6 +66,7 @@ type gatewayModel struct {
 	ServiceAnnotations     types.Map            `tfsdk:"service_annotations"`
 	ExternalTrafficPolicy  types.String         `tfsdk:"external_traffic_policy"`
 	HTTP2                  types.Bool           `tfsdk:"http2"`
+	ProxyProtocol          types.Bool           `tfsdk:"proxy_protocol"`
 	PDBMaxUnavailable      types.String         `tfsdk:"pdb_max_unavailable"`
 	WaitForRollout         types.Bool           `tfsdk:"wait_for_rollout"`
 	RolloutTimeout         types.String         `tfsdk:"rollout_timeout"`
@@ -414,6 +415,7 @@ func (m *gatewayModel) runtimeSpec(class *classDefaults) (*runtimeSpec, error) {
 	slices.Sort(s.ports)
 	slices.Sort(s.tlsPorts)
 	s.noHTTP2 = !m.HTTP2.IsNull() && !m.HTTP2.ValueBool()
+	s.proxyProtocol = m.ProxyProtocol.ValueBool()
 	s.externalTrafficPolicy = corev1.ServiceExternalTrafficPolicy(m.ExternalTrafficPolicy.ValueString())
 	gw, err := m.toGateway(context.Background())
 	if err != nil {
@@ -939,6 +941,10 @@ func (c *clients) readGateway(ctx context.Context, m *gatewayModel) error {
 				// http2 unset is true, the chaperone's default.
 				if !f.HTTP2 || !m.HTTP2.IsNull() {
 					m.HTTP2 = types.BoolValue(f.HTTP2)
+				}
+				// proxy_protocol unset is false, the chaperone's default.
+				if f.ProxyProtocol || !m.ProxyProtocol.IsNull() {
+					m.ProxyProtocol = types.BoolValue(f.ProxyProtocol)
 				}
 			}
 			if m.Mode.ValueString() != modeSidecar {

@@ -201,6 +201,10 @@ type runtimeSpec struct {
 	// noHTTP2 turns HTTP/2 off on the HTTPS listeners (chaperone
 	// --http2=false); the zero value is the chaperone's default, on.
 	noHTTP2 bool
+	// proxyProtocol makes every listener take the PROXY protocol from a
+	// load balancer in front (chaperone --proxy-protocol): varnishd's HTTP
+	// sockets expect it, and hitch passes it on on the HTTPS ports.
+	proxyProtocol bool
 	// certSecrets are the certificate Secrets the HTTPS listeners reference
 	// (routing.CertificateSecrets): the pods may read exactly those.
 	certSecrets []routing.ObjectRef
@@ -258,6 +262,7 @@ func (s *runtimeSpec) chaperoneFlags() gwruntime.ChaperoneFlags {
 		f.TLSPorts = append(f.TLSPorts, int(p))
 	}
 	f.HTTP2 = !s.noHTTP2
+	f.ProxyProtocol = s.proxyProtocol
 	// varnishncsa runs in the chaperone container, in both modes.
 	f.AccessLog = s.class.accessLog
 	f.LogLevel = s.class.logLevel
@@ -294,7 +299,10 @@ func (s *runtimeSpec) varnishdArgs() []string {
 			cfg.Listeners = append(cfg.Listeners, varnishd.TLSListener(gwruntime.DefaultChaperoneFlags().TLSDir, int(p)))
 			continue
 		}
-		cfg.Listeners = append(cfg.Listeners, varnishd.Listener{Name: routing.SocketName(gatewayv1.PortNumber(p)), Addr: fmt.Sprintf(":%d", p)})
+		// With proxy_protocol the load balancer's PROXY header comes first
+		// on every connection (the chaperone does the same in supervise
+		// mode).
+		cfg.Listeners = append(cfg.Listeners, varnishd.Listener{Name: routing.SocketName(gatewayv1.PortNumber(p)), Addr: fmt.Sprintf(":%d", p), Proxy: s.proxyProtocol})
 	}
 	for _, k := range slices.Sorted(maps.Keys(s.class.params)) {
 		cfg.Params = append(cfg.Params, k+"="+s.class.params[k])

@@ -49,6 +49,8 @@ func TestStartHash(t *testing.T) {
 		{"mode", func(s *runtimeSpec) { s.mode = modeSidecar }, true},
 		{"drain timeout", func(s *runtimeSpec) { s.drainTimeout = 61 }, true},
 		{"access log", func(s *runtimeSpec) { s.class.accessLog = true }, true},
+		{"proxy protocol", func(s *runtimeSpec) { s.proxyProtocol = true }, true},
+		{"proxy protocol in sidecar mode", func(s *runtimeSpec) { s.mode, s.proxyProtocol = modeSidecar, true }, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := testSpec()
@@ -316,6 +318,52 @@ func TestHTTPSRuntime(t *testing.T) {
 	if va := strings.Join(testSpec().varnishdArgs(), " "); strings.Contains(va, "http2") {
 		t.Errorf("HTTP gateway: varnishd args %q turn HTTP/2 on", va)
 	}
+}
+
+// TestProxyProtocolRuntime: proxy_protocol gives the chaperone
+// --proxy-protocol (it makes varnishd's HTTP sockets take the PROXY
+// protocol in supervise mode and hitch pass it on in both modes) and, in
+// sidecar mode, the HTTP sockets of the varnish container's varnishd
+// PROXY; off, neither appears, so existing gateways' pods do not change.
+func TestProxyProtocolRuntime(t *testing.T) {
+	for _, tc := range []struct {
+		name        string
+		spec        *runtimeSpec
+		proxy       bool
+		wantFlag    bool
+		wantSockets string // the varnish container's -a arguments, sidecar only
+	}{
+		{"supervise, off", testSpec(), false, false, ""},
+		{"supervise, on", testSpec(), true, true, ""},
+		{"supervise HTTPS, on", httpsSpec(modeSupervise), true, true, ""},
+		{"sidecar, off", httpsSpec(modeSidecar), false, false,
+			"-a port-80=:80 -a port-8080=:8080 -a port-8443=/run/varnishgw/tls/port-8443.sock,PROXY,mode=0600 -a ghost-admin=127.0.0.1:6084"},
+		{"sidecar, on", httpsSpec(modeSidecar), true, true,
+			"-a port-80=:80,PROXY -a port-8080=:8080,PROXY -a port-8443=/run/varnishgw/tls/port-8443.sock,PROXY,mode=0600 -a ghost-admin=127.0.0.1:6084"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := tc.spec
+			s.proxyProtocol = tc.proxy
+			args := s.chaperoneArgs()
+			if got := slices.Contains(args, "--proxy-protocol"); got != tc.wantFlag {
+				t.Errorf("chaperone args %q: --proxy-protocol %v, want %v", args, got, tc.wantFlag)
+			}
+			if slices.ContainsFunc(args, func(a string) bool { return strings.HasPrefix(a, "--proxy-protocol=") }) {
+				t.Errorf("chaperone args %q: --proxy-protocol with a value", args)
+			}
+			f, err := gwruntime.ParseChaperoneArgs(args)
+			if err != nil || f.ProxyProtocol != tc.proxy {
+				t.Errorf("chaperone args %q parse to ProxyProtocol %v (%v), want %v", args, f.ProxyProtocol, err, tc.proxy)
+			}
+			if tc.wantSockets != "" {
+				if va := strings.Join(s.varnishdArgs(), " "); !strings.Contains(va, tc.wantSockets) {
+					t.Errorf("varnishd args %q lack %q", va, tc.wantSockets)
+				}
+			}
+		})
+	}
+	// Off, the arguments are those of earlier releases byte for byte:
+	// TestChaperoneArgs pins them.
 }
 
 func TestGatewayRulesCertificates(t *testing.T) {

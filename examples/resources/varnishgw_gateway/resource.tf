@@ -62,6 +62,9 @@ resource "varnishgw_gateway" "public" {
   # Keep traffic on the node that received it: the client's own address
   # reaches the access log and X-Forwarded-For.
   external_traffic_policy = "Local"
+  # A load balancer that connects to the pods itself can send the client's
+  # address in the PROXY protocol instead; every listener then requires it:
+  # proxy_protocol = true
   resources {
     requests = { cpu = "500m", memory = "512Mi" }
     limits   = { memory = "1Gi" }
