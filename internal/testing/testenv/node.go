@@ -572,8 +572,14 @@ func (n *Node) startKubelet() error {
 			"imagefs.available": "1%",
 			"nodefs.inodesFree": "1%",
 		},
-		"serializeImagePulls": false,
-		"registerNode":        true,
+		// Gateways with HTTPS listeners may set net.ipv4.tcp_migrate_req in
+		// their pods (the gateway's sysctls): a hitch reload then moves the
+		// connections queued on a closing listen socket instead of
+		// resetting them. It is namespaced but not on the kubelet's safe
+		// list.
+		"allowedUnsafeSysctls": []string{"net.ipv4.tcp_migrate_req"},
+		"serializeImagePulls":  false,
+		"registerNode":         true,
 	}
 	data, _ := json.MarshalIndent(conf, "", "  ")
 	if err := os.WriteFile(nodePath("config", "kubelet.json"), data, 0o644); err != nil {
