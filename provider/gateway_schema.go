@@ -199,6 +199,19 @@ func (r *gatewayResource) Schema(_ context.Context, _ resource.SchemaRequest, re
 					"by their Host header alone, and a request whose Host belongs to another listener than the one whose certificate " +
 					"the client got is not answered 421 Misdirected Request. Changing it rolls the pods.",
 			},
+			"sysctls": schema.MapAttribute{
+				Optional:    true,
+				ElementType: types.StringType,
+				Description: "Namespaced kernel parameters of the gateway pods (the pod's securityContext.sysctls, set in name " +
+					"order after the provider's own net.ipv4.ip_unprivileged_port_start), for example " +
+					"{ \"net.ipv4.tcp_migrate_req\" = \"1\" }, with which a certificate renewal on an HTTPS listener resets no " +
+					"connection waiting to be accepted (the kernel moves it to another of hitch's listen sockets). A sysctl outside " +
+					"the kubelet's safe set must be allowed on the nodes (the kubelet's --allowed-unsafe-sysctls flag or " +
+					"allowedUnsafeSysctls setting), or the pods fail with SysctlForbidden; Pod Security baseline and restricted " +
+					"admit only the safe set. net.ipv4.ip_unprivileged_port_start is not allowed: the provider sets it from the " +
+					"lowest listener port. Changing it rolls the pods.",
+				Validators: sysctlsValidators(),
+			},
 			"service_annotations": schema.MapAttribute{
 				Optional:    true,
 				ElementType: types.StringType,
