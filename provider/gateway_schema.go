@@ -102,7 +102,7 @@ func (r *gatewayResource) Schema(_ context.Context, _ resource.SchemaRequest, re
 			"chaperone running varnishd with the ghost VMOD), a Service with one port per distinct listener port, and " +
 			"a PodDisruptionBudget. VCL changes are hot-reloaded by the pods; only changes to what varnishd reads at " +
 			"start (image, ports, storage, parameters, mode) and to the pod settings roll the pods. The pods run as a " +
-			"non-root user and meet Pod Security \"restricted\". HTTPS listeners terminate TLS in the gateway pods " +
+			"non-root user and meet Pod Security \"restricted\" (unless sysctls sets a sysctl outside the kubelet's safe set). HTTPS listeners terminate TLS in the gateway pods " +
 			"with the certificates of Secrets they reference (never stored in Terraform's state). The provider sets the Gateway's Accepted " +
 			"condition, listener status and addresses; the gateway pods set Programmed, and an HTTPS listener's ResolvedRefs. The GatewayClass parameters are " +
 			"read when the gateway is planned and applied: a class changed in the same apply reaches its gateways with the " +
