@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"reflect"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -153,6 +154,9 @@ func (s *runtimeSpec) withPodSettings(d *appsv1apply.DeploymentApplyConfiguratio
 		WithSeccompProfile(corev1apply.SeccompProfile().WithType(corev1.SeccompProfileTypeRuntimeDefault))
 	if p := s.lowestPort(); p > 0 && p < 1024 {
 		sc.WithSysctls(corev1apply.Sysctl().WithName(unprivilegedPortSysctl).WithValue(strconv.Itoa(int(p))))
+	}
+	for _, name := range slices.Sorted(maps.Keys(s.sysctls)) {
+		sc.WithSysctls(corev1apply.Sysctl().WithName(name).WithValue(s.sysctls[name]))
 	}
 	ps.WithSecurityContext(sc)
 	ps.WithVolumes(corev1apply.Volume().WithName(tmpVolume).WithEmptyDir(corev1apply.EmptyDirVolumeSource()))
@@ -723,4 +727,67 @@ func (reservedKey) ValidateString(_ context.Context, req validator.StringRequest
 			fmt.Sprintf("%q uses the prefix %s, which is reserved (varnishgw.dev/ for the provider's own keys, gateway.networking.k8s.io/ "+
 				"for the Gateway API's, GEP-1762); use a prefix of your own, for example example.com/", k, p))
 	}
+}
+
+// sysctlName matches a sysctl name as Kubernetes validates one in a pod's
+// securityContext.sysctls: segments of lower-case letters, digits, - and _
+// that start and end with a letter or digit, separated by dots or slashes.
+// (Kubernetes' own check is in k8s.io/kubernetes, which cannot be imported,
+// and neither apimachinery nor component-helpers export one.)
+var sysctlName = regexp.MustCompile(`^([a-z0-9]([-_a-z0-9]*[a-z0-9])?[./])*[a-z0-9]([-_a-z0-9]*[a-z0-9])?$`)
+
+// sysctlNameMaxLength is the longest sysctl name Kubernetes accepts.
+const sysctlNameMaxLength = 253
+
+// sysctlsValidators check the sysctls attribute at plan: names as
+// Kubernetes accepts them, other than the provider's own, and values that
+// are not empty.
+func sysctlsValidators() []validator.Map {
+	return []validator.Map{
+		mapvalidator.KeysAre(
+			stringvalidator.LengthAtMost(sysctlNameMaxLength),
+			stringvalidator.RegexMatches(sysctlName, "must be a sysctl name: segments of lower-case letters, digits, - and _ "+
+				"separated by dots or slashes, for example net.ipv4.tcp_migrate_req"),
+			providerSysctl{},
+		),
+		mapvalidator.ValueStringsAre(stringvalidator.RegexMatches(regexp.MustCompile(`\S`),
+			"must be the sysctl's value, for example \"1\", not empty")),
+	}
+}
+
+// providerSysctl rejects the sysctl the provider sets itself,
+// unprivilegedPortSysctl, in either spelling.
+type providerSysctl struct{}
+
+func (providerSysctl) Description(context.Context) string {
+	return "must not be " + unprivilegedPortSysctl + ", which the provider sets"
+}
+func (v providerSysctl) MarkdownDescription(ctx context.Context) string { return v.Description(ctx) }
+func (providerSysctl) ValidateString(_ context.Context, req validator.StringRequest, resp *validator.StringResponse) {
+	if req.ConfigValue.IsNull() || req.ConfigValue.IsUnknown() {
+		return
+	}
+	if k := req.ConfigValue.ValueString(); k == unprivilegedPortSysctl || k == strings.ReplaceAll(unprivilegedPortSysctl, ".", "/") {
+		resp.Diagnostics.AddAttributeError(req.Path, "Sysctl set by the provider",
+			fmt.Sprintf("%q is set by the provider from the gateway's lowest listener port, so that varnishd, which runs as a "+
+				"non-root user, can bind ports below 1024. Remove it from sysctls.", k))
+	}
+}
+
+// readSysctls reads the sysctls attribute back from the pods' security
+// context: every sysctl but the provider's own. Unset stays unset while
+// the pods have no other.
+func readSysctls(prior types.Map, sc *corev1.PodSecurityContext) types.Map {
+	got := map[string]string{}
+	if sc != nil {
+		for _, s := range sc.Sysctls {
+			if s.Name != unprivilegedPortSysctl {
+				got[s.Name] = s.Value
+			}
+		}
+	}
+	if len(got) == 0 && prior.IsNull() {
+		return types.MapNull(types.StringType)
+	}
+	return stringMapValue(got)
 }

@@ -639,3 +639,97 @@ func TestAccGatewayInvalidPodTemplate(t *testing.T) {
 		},
 	})
 }
+
+// TestAccGatewaySysctls: sysctls reach the pod template after the
+// provider's own sysctl, import reads them back, and removing them gives
+// back the pod template without a diff. The namespace enforces Pod
+// Security baseline, which, as the attribute's description says, admits a
+// pod of the template only without the unsafe sysctl.
+func TestAccGatewaySysctls(t *testing.T) {
+	cp := accPreCheck(t)
+	ctx := context.Background()
+	ns := cp.Namespace(t)
+	nsObj, err := cp.Client.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	nsObj.Labels["pod-security.kubernetes.io/enforce"] = "baseline"
+	nsObj.Labels["pod-security.kubernetes.io/enforce-version"] = "latest"
+	if _, err := cp.Client.CoreV1().Namespaces().Update(ctx, nsObj, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	gw := routing.ObjectRef{Namespace: ns, Name: "edge"}
+	sysctls := func(want ...string) func(*terraform.State) error {
+		return func(*terraform.State) error {
+			d, err := getDeployment(cp, gw)
+			if err != nil {
+				return err
+			}
+			var got []string
+			if sc := d.Spec.Template.Spec.SecurityContext; sc != nil {
+				for _, s := range sc.Sysctls {
+					got = append(got, s.Name+"="+s.Value)
+				}
+			}
+			if !slices.Equal(got, want) {
+				return fmt.Errorf("the pod template's sysctls are %q, want %q", got, want)
+			}
+			p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "from-template", Namespace: ns, Labels: d.Spec.Template.Labels,
+				Annotations: d.Spec.Template.Annotations}, Spec: d.Spec.Template.Spec}
+			_, err = cp.Client.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+			unsafe := slices.Contains(want, "net.ipv4.tcp_migrate_req=1")
+			switch {
+			case unsafe && (!apierrors.IsForbidden(err) || !strings.Contains(err.Error(), "forbidden sysctls (net.ipv4.tcp_migrate_req)")):
+				return fmt.Errorf("a pod of the template with net.ipv4.tcp_migrate_req in a baseline namespace: %v, want Forbidden naming the sysctl", err)
+			case !unsafe && err != nil:
+				return fmt.Errorf("a pod of the template is not admitted in a baseline namespace: %v", err)
+			}
+			return nil
+		}
+	}
+	listeners := listenerHCL("http", 80) + listenerHCL("alt", 8080)
+	class := "vgw-" + rand.String(6)
+	resource.Test(t, resource.TestCase{
+		ProtoV6ProviderFactories: protoV6ProviderFactories,
+		Steps: []resource.TestStep{
+			{Config: gatewayConfig(cp, ns, class, "", listeners+`  sysctls = { "net.ipv4.tcp_migrate_req" = "1" }`+"\n"),
+				Check: resource.ComposeAggregateTestCheckFunc(
+					sysctls("net.ipv4.ip_unprivileged_port_start=80", "net.ipv4.tcp_migrate_req=1"),
+					resource.TestCheckResourceAttr("varnishgw_gateway.test", "sysctls.%", "1"),
+					resource.TestCheckResourceAttr("varnishgw_gateway.test", "sysctls.net.ipv4.tcp_migrate_req", "1"))},
+			{ResourceName: "varnishgw_gateway.test", ImportState: true, ImportStateId: ns + "/edge", ImportStateVerify: true,
+				ImportStateVerifyIgnore: []string{"wait_for_rollout"}},
+			{Config: gatewayConfig(cp, ns, class, "", listeners),
+				Check: resource.ComposeAggregateTestCheckFunc(
+					sysctls("net.ipv4.ip_unprivileged_port_start=80"),
+					resource.TestCheckNoResourceAttr("varnishgw_gateway.test", "sysctls"))},
+		},
+	})
+}
+
+// TestAccGatewaySysctlsValidation: a sysctl name Kubernetes would refuse,
+// the provider's own sysctl and an empty value are rejected at plan, each
+// error naming the key and the fix.
+func TestAccGatewaySysctlsValidation(t *testing.T) {
+	cp := accPreCheck(t)
+	for _, tc := range []struct{ name, body, line, want string }{
+		{"bad name", `sysctls = { "Net.IPv4.tcp_migrate_req" = "1" }`, `sysctls = { "Net\.IPv4\.tcp_migrate_req" = "1" }`,
+			`Attribute sysctls\["Net\.IPv4\.tcp_migrate_req"\] must be a sysctl name: segments of lower-case letters, digits, - and _ separated by dots or slashes, for example net\.ipv4\.tcp_migrate_req`},
+		{"the provider's", `sysctls = { "net.ipv4.ip_unprivileged_port_start" = "0" }`, `sysctls = { "net\.ipv4\.ip_unprivileged_port_start" = "0" }`,
+			`"net\.ipv4\.ip_unprivileged_port_start" is set by the provider from the gateway's lowest listener port, so that varnishd, which runs as a non-root user, can bind ports below 1024\. Remove it from sysctls\.`},
+		{"empty value", `sysctls = { "net.ipv4.tcp_migrate_req" = "" }`, `sysctls = { "net\.ipv4\.tcp_migrate_req" = "" }`,
+			`Attribute sysctls\["net\.ipv4\.tcp_migrate_req"\] must be the sysctl's value, for example "1", not empty`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			resource.Test(t, resource.TestCase{
+				ProtoV6ProviderFactories: protoV6ProviderFactories,
+				Steps: []resource.TestStep{{
+					Config: providerBlock(cp) + "resource \"varnishgw_gateway\" \"bad\" {\nnamespace = \"default\"\nname = \"bad\"\ngateway_class_name = \"c\"\n" +
+						"listener {\n  name = \"a\"\n  port = 80\n}\n" + tc.body + "\n}\n",
+					PlanOnly:    true,
+					ExpectError: onlyError(tc.line, tc.want),
+				}},
+			})
+		})
+	}
+}

@@ -362,3 +362,120 @@ func TestReservedKey(t *testing.T) {
 		}
 	}
 }
+
+// TestPodSysctls: the sysctls attribute follows the provider's own sysctl
+// in the pods' security context, by name; without it (nil or empty) the
+// pod template is the same as before the attribute existed.
+func TestPodSysctls(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		ports   []int32
+		sysctls map[string]string
+		want    []string // name=value
+	}{
+		{"none, low port", []int32{80, 8080}, nil, []string{"net.ipv4.ip_unprivileged_port_start=80"}},
+		{"none, high ports", []int32{8080}, nil, nil},
+		{"after the provider's", []int32{443}, map[string]string{"net.ipv4.tcp_migrate_req": "1"},
+			[]string{"net.ipv4.ip_unprivileged_port_start=443", "net.ipv4.tcp_migrate_req=1"}},
+		{"alone with high ports", []int32{8443}, map[string]string{"net.ipv4.tcp_migrate_req": "1"}, []string{"net.ipv4.tcp_migrate_req=1"}},
+		{"by name", []int32{80}, map[string]string{"net.ipv4.tcp_syncookies": "1", "kernel.shm_rmid_forced": "1", "net.ipv4.tcp_migrate_req": "1"},
+			[]string{"net.ipv4.ip_unprivileged_port_start=80", "kernel.shm_rmid_forced=1", "net.ipv4.tcp_migrate_req=1", "net.ipv4.tcp_syncookies=1"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := testSpec()
+			s.ports, s.sysctls = tc.ports, tc.sysctls
+			var got []string
+			for _, sc := range typedDeployment(t, s).Spec.Template.Spec.SecurityContext.Sysctls {
+				got = append(got, sc.Name+"="+sc.Value)
+			}
+			if !slices.Equal(got, tc.want) {
+				t.Errorf("sysctls = %q, want %q", got, tc.want)
+			}
+		})
+	}
+	withNil, withEmpty := testSpec(), testSpec()
+	withEmpty.sysctls = map[string]string{}
+	a, errA := json.Marshal(withNil.deployment())
+	b, errB := json.Marshal(withEmpty.deployment())
+	if errA != nil || errB != nil || string(a) != string(b) {
+		t.Errorf("an empty sysctls map changes the Deployment (%v, %v):\n%s\n%s", errA, errB, a, b)
+	}
+}
+
+// TestSysctlsValidators: the sysctls attribute's names and values are
+// checked at plan, and each error names the key and the fix.
+func TestSysctlsValidators(t *testing.T) {
+	for _, tc := range []struct {
+		key, value string
+		wantErr    string // a part of the error detail, "" for none
+	}{
+		{"net.ipv4.tcp_migrate_req", "1", ""},
+		{"net/ipv4/tcp_migrate_req", "1", ""},
+		{"kernel.shm_rmid_forced", "0", ""},
+		{"net.ipv4.ip_local_port_range", "1024 65535", ""},
+		{"net.ipv4.ip_unprivileged_port_start", "0", "from the gateway's lowest listener port"},
+		{"net/ipv4/ip_unprivileged_port_start", "0", "Remove it from sysctls"},
+		{"Net.IPv4.tcp_migrate_req", "1", "must be a sysctl name"},
+		{"net..ipv4", "1", "must be a sysctl name"},
+		{"net.ipv4.", "1", "must be a sysctl name"},
+		{"net.ipv4.tcp_migrate_req_", "1", "must be a sysctl name"},
+		{"net ipv4", "1", "must be a sysctl name"},
+		{"n." + strings.Repeat("a", 252), "1", "at most 253"},
+		{"net.ipv4.tcp_migrate_req", "", `for example "1", not empty`},
+		{"net.ipv4.tcp_migrate_req", " ", `for example "1", not empty`},
+	} {
+		t.Run(tc.key+"="+tc.value, func(t *testing.T) {
+			p := path.Root("sysctls")
+			req := validator.MapRequest{Path: p, PathExpression: p.Expression(),
+				ConfigValue: stringMapValue(map[string]string{tc.key: tc.value})}
+			var details []string
+			for _, v := range sysctlsValidators() {
+				resp := &validator.MapResponse{}
+				v.ValidateMap(context.Background(), req, resp)
+				for _, d := range resp.Diagnostics.Errors() {
+					details = append(details, d.Detail())
+				}
+			}
+			all := strings.Join(details, "\n")
+			switch {
+			case tc.wantErr == "" && len(details) > 0:
+				t.Errorf("errors for a valid sysctl: %s", all)
+			case tc.wantErr != "" && !strings.Contains(all, tc.wantErr):
+				t.Errorf("errors %q, want one with %q", all, tc.wantErr)
+			case tc.wantErr != "" && !strings.Contains(all, fmt.Sprintf("sysctls[%q]", tc.key)) && !strings.Contains(all, fmt.Sprintf("%q", tc.key)):
+				t.Errorf("errors %q do not name the key %q", all, tc.key)
+			}
+		})
+	}
+}
+
+// TestReadSysctls: the sysctls attribute reads back every sysctl of the
+// pods but the provider's own; unset stays unset without another.
+func TestReadSysctls(t *testing.T) {
+	own := corev1.Sysctl{Name: unprivilegedPortSysctl, Value: "80"}
+	migrate := corev1.Sysctl{Name: "net.ipv4.tcp_migrate_req", Value: "1"}
+	for _, tc := range []struct {
+		name  string
+		prior types.Map
+		pod   []corev1.Sysctl
+		want  types.Map
+	}{
+		{"unset, the provider's only", types.MapNull(types.StringType), []corev1.Sysctl{own}, types.MapNull(types.StringType)},
+		{"unset, none", types.MapNull(types.StringType), nil, types.MapNull(types.StringType)},
+		{"empty stays empty", stringMapValue(map[string]string{}), []corev1.Sysctl{own}, stringMapValue(map[string]string{})},
+		{"set", stringMapValue(map[string]string{"net.ipv4.tcp_migrate_req": "1"}), []corev1.Sysctl{own, migrate},
+			stringMapValue(map[string]string{"net.ipv4.tcp_migrate_req": "1"})},
+		{"imported", types.MapNull(types.StringType), []corev1.Sysctl{own, migrate}, stringMapValue(map[string]string{"net.ipv4.tcp_migrate_req": "1"})},
+		{"removed out of band", stringMapValue(map[string]string{"net.ipv4.tcp_migrate_req": "1"}), []corev1.Sysctl{own}, stringMapValue(map[string]string{})},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := readSysctls(tc.prior, &corev1.PodSecurityContext{Sysctls: tc.pod})
+			if !got.Equal(tc.want) {
+				t.Errorf("readSysctls = %s, want %s", got, tc.want)
+			}
+		})
+	}
+	if got := readSysctls(types.MapNull(types.StringType), nil); !got.IsNull() {
+		t.Errorf("readSysctls without a security context = %s, want null", got)
+	}
+}

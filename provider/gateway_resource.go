@@ -67,6 +67,7 @@ type gatewayModel struct {
 	ExternalTrafficPolicy  types.String         `tfsdk:"external_traffic_policy"`
 	HTTP2                  types.Bool           `tfsdk:"http2"`
 	ProxyProtocol          types.Bool           `tfsdk:"proxy_protocol"`
+	Sysctls                types.Map            `tfsdk:"sysctls"`
 	PDBMaxUnavailable      types.String         `tfsdk:"pdb_max_unavailable"`
 	WaitForRollout         types.Bool           `tfsdk:"wait_for_rollout"`
 	RolloutTimeout         types.String         `tfsdk:"rollout_timeout"`
@@ -416,6 +417,9 @@ func (m *gatewayModel) runtimeSpec(class *classDefaults) (*runtimeSpec, error) {
 	slices.Sort(s.tlsPorts)
 	s.noHTTP2 = !m.HTTP2.IsNull() && !m.HTTP2.ValueBool()
 	s.proxyProtocol = m.ProxyProtocol.ValueBool()
+	if sc := stringMap(m.Sysctls); len(sc) > 0 {
+		s.sysctls = sc
+	}
 	s.externalTrafficPolicy = corev1.ServiceExternalTrafficPolicy(m.ExternalTrafficPolicy.ValueString())
 	gw, err := m.toGateway(context.Background())
 	if err != nil {
@@ -926,6 +930,7 @@ func (c *clients) readGateway(ctx context.Context, m *gatewayModel) error {
 		}
 		m.Mode = types.StringValue(modeSupervise)
 		m.Pod = readPod(m.Pod, d.Spec.Template, infraFromGateway(gw), imported)
+		m.Sysctls = readSysctls(m.Sysctls, d.Spec.Template.Spec.SecurityContext)
 		for _, ctr := range d.Spec.Template.Spec.Containers {
 			if ctr.Name == varnishName {
 				m.Resources = readResources(m.Resources, ctr.Resources)

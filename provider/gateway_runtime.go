@@ -205,6 +205,9 @@ type runtimeSpec struct {
 	// load balancer in front (chaperone --proxy-protocol): varnishd's HTTP
 	// sockets expect it, and hitch passes it on on the HTTPS ports.
 	proxyProtocol bool
+	// sysctls are the sysctls attribute: set in the pods' security
+	// context after the provider's own unprivilegedPortSysctl, by name.
+	sysctls map[string]string
 	// certSecrets are the certificate Secrets the HTTPS listeners reference
 	// (routing.CertificateSecrets): the pods may read exactly those.
 	certSecrets []routing.ObjectRef
@@ -348,7 +351,9 @@ func (s *runtimeSpec) startHash() string {
 		Args, VarnishdArgs      []string
 		Pod                     podSettings
 		Infra                   infraSettings
-	}{s.class.image, s.class.pullPolicy, s.mode, s.chaperoneArgs(), varnishdArgs, s.pod, s.infra})
+		// Without sysctls the hash is what it was before the attribute.
+		Sysctls map[string]string `json:",omitempty"`
+	}{s.class.image, s.class.pullPolicy, s.mode, s.chaperoneArgs(), varnishdArgs, s.pod, s.infra, s.sysctls})
 	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:])
 }

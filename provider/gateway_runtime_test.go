@@ -51,6 +51,8 @@ func TestStartHash(t *testing.T) {
 		{"access log", func(s *runtimeSpec) { s.class.accessLog = true }, true},
 		{"proxy protocol", func(s *runtimeSpec) { s.proxyProtocol = true }, true},
 		{"proxy protocol in sidecar mode", func(s *runtimeSpec) { s.mode, s.proxyProtocol = modeSidecar, true }, true},
+		{"empty sysctls", func(s *runtimeSpec) { s.sysctls = map[string]string{} }, false},
+		{"a sysctl", func(s *runtimeSpec) { s.sysctls = map[string]string{"net.ipv4.tcp_migrate_req": "1"} }, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := testSpec()

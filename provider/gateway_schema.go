@@ -102,7 +102,7 @@ func (r *gatewayResource) Schema(_ context.Context, _ resource.SchemaRequest, re
 			"chaperone running varnishd with the ghost VMOD), a Service with one port per distinct listener port, and " +
 			"a PodDisruptionBudget. VCL changes are hot-reloaded by the pods; only changes to what varnishd reads at " +
 			"start (image, ports, storage, parameters, mode) and to the pod settings roll the pods. The pods run as a " +
-			"non-root user and meet Pod Security \"restricted\". HTTPS listeners terminate TLS in the gateway pods " +
+			"non-root user and meet Pod Security \"restricted\" (unless sysctls sets a sysctl outside the kubelet's safe set). HTTPS listeners terminate TLS in the gateway pods " +
 			"with the certificates of Secrets they reference (never stored in Terraform's state). The provider sets the Gateway's Accepted " +
 			"condition, listener status and addresses; the gateway pods set Programmed, and an HTTPS listener's ResolvedRefs. The GatewayClass parameters are " +
 			"read when the gateway is planned and applied: a class changed in the same apply reaches its gateways with the " +
@@ -198,6 +198,19 @@ func (r *gatewayResource) Schema(_ context.Context, _ resource.SchemaRequest, re
 					"to varnishd instead of hitch's own, so the TLS server name (SNI) does not reach the router: requests are routed " +
 					"by their Host header alone, and a request whose Host belongs to another listener than the one whose certificate " +
 					"the client got is not answered 421 Misdirected Request. Changing it rolls the pods.",
+			},
+			"sysctls": schema.MapAttribute{
+				Optional:    true,
+				ElementType: types.StringType,
+				Description: "Namespaced kernel parameters of the gateway pods (the pod's securityContext.sysctls, set in name " +
+					"order after the provider's own net.ipv4.ip_unprivileged_port_start), for example " +
+					"{ \"net.ipv4.tcp_migrate_req\" = \"1\" }, with which a certificate renewal on an HTTPS listener resets no " +
+					"connection waiting to be accepted (the kernel moves it to another of hitch's listen sockets). A sysctl outside " +
+					"the kubelet's safe set must be allowed on the nodes (the kubelet's --allowed-unsafe-sysctls flag or " +
+					"allowedUnsafeSysctls setting), or the pods fail with SysctlForbidden; Pod Security baseline and restricted " +
+					"admit only the safe set. net.ipv4.ip_unprivileged_port_start is not allowed: the provider sets it from the " +
+					"lowest listener port. Changing it rolls the pods.",
+				Validators: sysctlsValidators(),
 			},
 			"service_annotations": schema.MapAttribute{
 				Optional:    true,

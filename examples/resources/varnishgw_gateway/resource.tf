@@ -65,6 +65,10 @@ resource "varnishgw_gateway" "public" {
   # A load balancer that connects to the pods itself can send the client's
   # address in the PROXY protocol instead; every listener then requires it:
   # proxy_protocol = true
+  # Where the nodes allow it (kubelet --allowed-unsafe-sysctls) and the
+  # namespace's Pod Security level is privileged, a certificate renewal
+  # resets no connection queued on an HTTPS listener:
+  # sysctls = { "net.ipv4.tcp_migrate_req" = "1" }
   resources {
     requests = { cpu = "500m", memory = "512Mi" }
     limits   = { memory = "1Gi" }
