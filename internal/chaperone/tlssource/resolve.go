@@ -16,6 +16,7 @@ import (
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/chaperone/tlsterm"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/routing"
 )
 
 // Snapshot is what a source sees now.
@@ -112,7 +113,7 @@ func resolveRef(gw *gatewayv1.Gateway, r gatewayv1.SecretObjectReference, lookup
 		c.Err = fmt.Errorf("certificateRef group %q kind %q: only core Secrets (group \"\", kind Secret) of type kubernetes.io/tls are supported", group, kind)
 		return c
 	}
-	if ref.Namespace != gw.Namespace && !permitted(grants, gw.Namespace, ref) {
+	if !routing.CertificateRefPermitted(grants, gw.Namespace, ref.Namespace, ref.Name) {
 		c.Reason = gatewayv1.ListenerReasonRefNotPermitted
 		c.Err = fmt.Errorf("no ReferenceGrant in namespace %s lets Gateways of namespace %s reference the Secret %s: create one (from group %s kind Gateway namespace %s, to group \"\" kind Secret)",
 			ref.Namespace, gw.Namespace, ref.Name, gatewayv1.GroupName, gw.Namespace)
@@ -129,21 +130,6 @@ func resolveRef(gw *gatewayv1.Gateway, r gatewayv1.SecretObjectReference, lookup
 		c.Reason = ""
 	}
 	return c
-}
-
-// permitted reports whether a ReferenceGrant in ref's namespace lets
-// Gateways of fromNS reference the Secret.
-func permitted(grants []*gatewayv1.ReferenceGrant, fromNS string, ref tlsterm.SecretRef) bool {
-	return slices.ContainsFunc(grants, func(g *gatewayv1.ReferenceGrant) bool {
-		if g == nil || g.Namespace != ref.Namespace {
-			return false
-		}
-		return slices.ContainsFunc(g.Spec.From, func(f gatewayv1.ReferenceGrantFrom) bool {
-			return f.Group == gatewayv1.GroupName && f.Kind == "Gateway" && string(f.Namespace) == fromNS
-		}) && slices.ContainsFunc(g.Spec.To, func(t gatewayv1.ReferenceGrantTo) bool {
-			return (t.Group == "" || t.Group == "core") && t.Kind == "Secret" && (t.Name == nil || *t.Name == "" || string(*t.Name) == ref.Name)
-		})
-	})
 }
 
 // Run feeds the source's snapshots to the manager until ctx ends; after
