@@ -752,6 +752,50 @@ func sysctlsValidators() []validator.Map {
 		),
 		mapvalidator.ValueStringsAre(stringvalidator.RegexMatches(regexp.MustCompile(`\S`),
 			"must be the sysctl's value, for example \"1\", not empty")),
+		distinctSysctls{},
+	}
+}
+
+// sysctlDotted is a sysctl name with dots as separators, as Kubernetes
+// normalizes it: a name whose first separator is a slash uses slashes as
+// separators and may have dots inside its segments (net/ipv4/conf/eth0.100/
+// forwarding is net.ipv4.conf.eth0/100.forwarding).
+func sysctlDotted(name string) string {
+	if i := strings.IndexAny(name, "./"); i < 0 || name[i] == '.' {
+		return name
+	}
+	return strings.Map(func(r rune) rune {
+		switch r {
+		case '/':
+			return '.'
+		case '.':
+			return '/'
+		}
+		return r
+	}, name)
+}
+
+// distinctSysctls rejects two keys that name one sysctl, one with dots and
+// one with slashes: the API server would take both, and the kernel one value.
+type distinctSysctls struct{}
+
+func (distinctSysctls) Description(context.Context) string {
+	return "must name each sysctl once, with dots or with slashes"
+}
+func (v distinctSysctls) MarkdownDescription(ctx context.Context) string { return v.Description(ctx) }
+func (distinctSysctls) ValidateMap(_ context.Context, req validator.MapRequest, resp *validator.MapResponse) {
+	if req.ConfigValue.IsNull() || req.ConfigValue.IsUnknown() {
+		return
+	}
+	seen := map[string]string{}
+	for _, k := range slices.Sorted(maps.Keys(req.ConfigValue.Elements())) {
+		d := sysctlDotted(k)
+		if prev, ok := seen[d]; ok {
+			resp.Diagnostics.AddAttributeError(req.Path.AtMapKey(k), "Sysctl named twice",
+				fmt.Sprintf("sysctls[%q] and sysctls[%q] name the same sysctl, %s (slashes and dots are both separators): keep one of them.", prev, k, d))
+			continue
+		}
+		seen[d] = k
 	}
 }
 
@@ -767,7 +811,7 @@ func (providerSysctl) ValidateString(_ context.Context, req validator.StringRequ
 	if req.ConfigValue.IsNull() || req.ConfigValue.IsUnknown() {
 		return
 	}
-	if k := req.ConfigValue.ValueString(); k == unprivilegedPortSysctl || k == strings.ReplaceAll(unprivilegedPortSysctl, ".", "/") {
+	if k := req.ConfigValue.ValueString(); sysctlDotted(k) == unprivilegedPortSysctl {
 		resp.Diagnostics.AddAttributeError(req.Path, "Sysctl set by the provider",
 			fmt.Sprintf("%q is set by the provider from the gateway's lowest listener port, so that varnishd, which runs as a "+
 				"non-root user, can bind ports below 1024. Remove it from sysctls.", k))

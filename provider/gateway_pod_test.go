@@ -449,6 +449,39 @@ func TestSysctlsValidators(t *testing.T) {
 	}
 }
 
+// TestSysctlsNamedOnce: one sysctl named with dots and with slashes is an
+// error naming both keys; dots inside a slash-separated name's segments are
+// another sysctl.
+func TestSysctlsNamedOnce(t *testing.T) {
+	for _, tc := range []struct {
+		keys    []string
+		wantErr string
+	}{
+		{[]string{"net.ipv4.tcp_migrate_req", "net/ipv4/tcp_migrate_req"}, `sysctls["net.ipv4.tcp_migrate_req"] and sysctls["net/ipv4/tcp_migrate_req"] name the same sysctl`},
+		{[]string{"net/ipv4/conf/eth0.100/forwarding", "net.ipv4.conf.eth0/100.forwarding"}, "name the same sysctl, net.ipv4.conf.eth0/100.forwarding"},
+		{[]string{"net/ipv4/conf/eth0.100/forwarding", "net.ipv4.conf.eth0.100.forwarding"}, ""},
+		{[]string{"net.ipv4.tcp_migrate_req", "kernel.shm_rmid_forced"}, ""},
+	} {
+		t.Run(strings.Join(tc.keys, ","), func(t *testing.T) {
+			m := map[string]string{}
+			for _, k := range tc.keys {
+				m[k] = "1"
+			}
+			p := path.Root("sysctls")
+			resp := &validator.MapResponse{}
+			distinctSysctls{}.ValidateMap(context.Background(), validator.MapRequest{Path: p, PathExpression: p.Expression(), ConfigValue: stringMapValue(m)}, resp)
+			var all []string
+			for _, d := range resp.Diagnostics.Errors() {
+				all = append(all, d.Detail())
+			}
+			got := strings.Join(all, "\n")
+			if (tc.wantErr == "") != (got == "") || !strings.Contains(got, tc.wantErr) {
+				t.Errorf("errors %q, want one with %q", got, tc.wantErr)
+			}
+		})
+	}
+}
+
 // TestReadSysctls: the sysctls attribute reads back every sysctl of the
 // pods but the provider's own; unset stays unset without another.
 func TestReadSysctls(t *testing.T) {
