@@ -154,33 +154,43 @@ func (w *Writer) Apply(ctx context.Context, p Programmed) error {
 		}
 		return fmt.Errorf("read Gateway %s/%s: %w", w.namespace, w.name, err)
 	}
-	msg := p.Message
-	if len(msg) > maxMessage {
-		msg = msg[:maxMessage-3] + "..."
-	}
+	msg := truncateMessage(p.Message)
 	typ := string(gatewayv1.GatewayConditionProgrammed)
 	if c := meta.FindStatusCondition(gw.Status.Conditions, typ); c != nil &&
 		c.Status == p.Status && c.Reason == string(p.Reason) && c.Message == msg && c.ObservedGeneration == p.Generation {
 		return nil // nothing to change
 	}
-	// meta.SetStatusCondition's rule, on a copy: the transition time of the
-	// existing condition is kept when the status does not change.
-	conds := slices.Clone(gw.Status.Conditions)
-	meta.SetStatusCondition(&conds, metav1.Condition{Type: typ, Status: p.Status, Reason: string(p.Reason), Message: msg,
-		ObservedGeneration: p.Generation, LastTransitionTime: metav1.NewTime(w.now().UTC().Truncate(time.Second))})
-	c := meta.FindStatusCondition(conds, typ)
 	cfg := gwapply.Gateway(w.name, w.namespace).WithStatus(gwapply.GatewayStatus().WithConditions(
-		metav1apply.Condition().
-			WithType(c.Type).
-			WithStatus(c.Status).
-			WithReason(c.Reason).
-			WithMessage(c.Message).
-			WithObservedGeneration(c.ObservedGeneration).
-			WithLastTransitionTime(c.LastTransitionTime)))
+		conditionApply(gw.Status.Conditions, metav1.Condition{Type: typ, Status: p.Status, Reason: string(p.Reason), Message: msg,
+			ObservedGeneration: p.Generation, LastTransitionTime: metav1.NewTime(w.now().UTC().Truncate(time.Second))})))
 	if _, err := w.client.GatewayV1().Gateways(w.namespace).ApplyStatus(ctx, cfg,
 		metav1.ApplyOptions{FieldManager: FieldManager, Force: true}); err != nil {
 		return fmt.Errorf("apply Programmed=%s on Gateway %s/%s: %w", p.Status, w.namespace, w.name, err)
 	}
 	w.log.Info("Programmed condition set", "status", string(p.Status), "reason", string(p.Reason), "observedGeneration", p.Generation)
 	return nil
+}
+
+// truncateMessage cuts a condition message to the longest the API accepts.
+func truncateMessage(msg string) string {
+	if len(msg) > maxMessage {
+		return msg[:maxMessage-3] + "..."
+	}
+	return msg
+}
+
+// conditionApply is c set among existing by meta.SetStatusCondition's rule,
+// on a copy (the existing condition's transition time is kept when the
+// status does not change), as an apply configuration.
+func conditionApply(existing []metav1.Condition, c metav1.Condition) *metav1apply.ConditionApplyConfiguration {
+	conds := slices.Clone(existing)
+	meta.SetStatusCondition(&conds, c)
+	set := meta.FindStatusCondition(conds, c.Type)
+	return metav1apply.Condition().
+		WithType(set.Type).
+		WithStatus(set.Status).
+		WithReason(set.Reason).
+		WithMessage(set.Message).
+		WithObservedGeneration(set.ObservedGeneration).
+		WithLastTransitionTime(set.LastTransitionTime)
 }

@@ -9,9 +9,7 @@ import (
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	metav1apply "k8s.io/client-go/applyconfigurations/meta/v1"
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 	gwapply "sigs.k8s.io/gateway-api/applyconfiguration/apis/v1"
 	gatewayclient "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned"
@@ -145,27 +143,15 @@ func (w *ListenerWriter) Apply(ctx context.Context, generation int64, conds []Li
 	typ := string(gatewayv1.ListenerConditionResolvedRefs)
 	status := gwapply.GatewayStatus()
 	for _, lc := range conds {
-		msg := lc.Message
-		if len(msg) > maxMessage {
-			msg = msg[:maxMessage-3] + "..."
-		}
 		var existing []metav1.Condition
 		for _, ls := range gw.Status.Listeners {
 			if string(ls.Name) == lc.Listener {
-				existing = slices.Clone(ls.Conditions)
+				existing = ls.Conditions
 			}
 		}
-		meta.SetStatusCondition(&existing, metav1.Condition{Type: typ, Status: lc.Status, Reason: string(lc.Reason), Message: msg,
-			ObservedGeneration: generation, LastTransitionTime: metav1.NewTime(w.now().UTC().Truncate(time.Second))})
-		c := meta.FindStatusCondition(existing, typ)
 		status.WithListeners(gwapply.ListenerStatus().WithName(gatewayv1.SectionName(lc.Listener)).WithConditions(
-			metav1apply.Condition().
-				WithType(c.Type).
-				WithStatus(c.Status).
-				WithReason(c.Reason).
-				WithMessage(c.Message).
-				WithObservedGeneration(c.ObservedGeneration).
-				WithLastTransitionTime(c.LastTransitionTime)))
+			conditionApply(existing, metav1.Condition{Type: typ, Status: lc.Status, Reason: string(lc.Reason), Message: truncateMessage(lc.Message),
+				ObservedGeneration: generation, LastTransitionTime: metav1.NewTime(w.now().UTC().Truncate(time.Second))})))
 	}
 	cfg := gwapply.Gateway(w.name, w.namespace).WithStatus(status)
 	if _, err := w.client.GatewayV1().Gateways(w.namespace).ApplyStatus(ctx, cfg,
