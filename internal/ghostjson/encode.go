@@ -52,6 +52,19 @@ func (e *encoder) document(d *Document) {
 		}
 		e.buf = append(e.buf, "  ]"...)
 	}
+	if len(d.CachePolicies) > 0 {
+		e.buf = append(e.buf, ",\n  \"cachePolicies\": [\n"...)
+		for i := range d.CachePolicies {
+			e.buf = append(e.buf, "    "...)
+			e.cachePolicy(&d.CachePolicies[i])
+			if i < len(d.CachePolicies)-1 {
+				e.buf = append(e.buf, ',')
+			}
+			e.buf = append(e.buf, '\n')
+			e.flush()
+		}
+		e.buf = append(e.buf, "  ]"...)
+	}
 	if len(d.VHosts) == 0 {
 		e.buf = append(e.buf, ",\n  \"vhosts\": []\n}\n"...)
 		return
@@ -235,6 +248,10 @@ func (e *encoder) route(r *Route) {
 			e.buf = append(e.buf, '}')
 		}
 		e.buf = append(e.buf, ']')
+	}
+	if r.Cache != "" {
+		e.buf = append(e.buf, `,"cache":`...)
+		e.buf = appendString(e.buf, r.Cache)
 	}
 	e.buf = append(e.buf, '}')
 }
@@ -432,4 +449,58 @@ func appendString(dst []byte, s string) []byte {
 	}
 	dst = append(dst, s[start:]...)
 	return append(dst, '"')
+}
+
+// cachePolicy writes c on one line, in the field order of CachePolicy.
+func (e *encoder) cachePolicy(c *CachePolicy) {
+	e.buf = append(e.buf, `{"name":`...)
+	e.buf = appendString(e.buf, c.Name)
+	e.buf = append(e.buf, `,"ttlMs":`...)
+	e.buf = strconv.AppendInt(e.buf, c.TTLMs, 10)
+	if c.ForceTTL {
+		e.buf = append(e.buf, `,"forceTtl":true`...)
+	}
+	if c.GraceMs != 0 {
+		e.buf = append(e.buf, `,"graceMs":`...)
+		e.buf = strconv.AppendInt(e.buf, c.GraceMs, 10)
+	}
+	if c.KeepMs != 0 {
+		e.buf = append(e.buf, `,"keepMs":`...)
+		e.buf = strconv.AppendInt(e.buf, c.KeepMs, 10)
+	}
+	if c.QueryKey != "" {
+		e.buf = append(e.buf, `,"queryKey":`...)
+		e.buf = appendString(e.buf, c.QueryKey)
+	}
+	e.strings(`,"queryParams":[`, c.QueryParams)
+	e.strings(`,"keyHeaders":[`, c.KeyHeaders)
+	e.strings(`,"stripCookies":[`, c.StripCookies)
+	if c.AllowAuthorization {
+		e.buf = append(e.buf, `,"allowAuthorization":true`...)
+	}
+	if c.TagHeader != "" {
+		e.buf = append(e.buf, `,"tagHeader":`...)
+		e.buf = appendString(e.buf, c.TagHeader)
+	}
+	if c.StatusHeader != "" {
+		e.buf = append(e.buf, `,"statusHeader":`...)
+		e.buf = appendString(e.buf, c.StatusHeader)
+	}
+	e.buf = append(e.buf, '}')
+}
+
+// strings writes open (a key and "[") and ss as a JSON array, nothing
+// when ss is empty.
+func (e *encoder) strings(open string, ss []string) {
+	if len(ss) == 0 {
+		return
+	}
+	e.buf = append(e.buf, open...)
+	for i, s := range ss {
+		if i > 0 {
+			e.buf = append(e.buf, ',')
+		}
+		e.buf = appendString(e.buf, s)
+	}
+	e.buf = append(e.buf, ']')
 }

@@ -32,8 +32,67 @@ type Document struct {
 	// Backends is the table of every backend the routes and mirrors
 	// name, each once, with its endpoints; names are unique.
 	Backends []Backend `json:"backends"`
-	VHosts   []VHost   `json:"vhosts"`
+	// CachePolicies is the table of the effective cache policies the
+	// routes name (Route.Cache), each once; names are unique. Optional: a
+	// file without it caches nothing by policy.
+	CachePolicies []CachePolicy `json:"cachePolicies,omitempty"`
+	VHosts        []VHost       `json:"vhosts"`
 }
+
+// CachePolicy is an effective cache policy: the Gateway's default merged
+// with a route rule's own policy, every field resolved. A route that names
+// one is looked up in the cache (GET and HEAD only) unless the request
+// must be passed: it carries an Authorization header and
+// AllowAuthorization is false, or it still carries cookies after the
+// StripCookies names are removed. A route without one is passed.
+type CachePolicy struct {
+	// Name identifies the policy in the table (routes name it).
+	Name string `json:"name"`
+	// TTLMs is the time to live in milliseconds given to a response whose
+	// origin says nothing (no Cache-Control max-age/s-maxage, no
+	// Expires), or to every cacheable response when ForceTTL is set.
+	TTLMs int64 `json:"ttlMs"`
+	// ForceTTL makes TTLMs replace the origin's max-age, s-maxage,
+	// Expires and no-cache. Responses with Set-Cookie, Cache-Control
+	// no-store or private, or Vary: * are never cached, forced or not.
+	ForceTTL bool `json:"forceTtl,omitempty"`
+	// GraceMs: how long an expired object is served while it is
+	// refreshed in the background, or while the origin is down
+	// (beresp.grace).
+	GraceMs int64 `json:"graceMs,omitempty"`
+	// KeepMs: how long an expired object past its grace is kept for
+	// conditional requests to the origin (beresp.keep).
+	KeepMs int64 `json:"keepMs,omitempty"`
+	// QueryKey says which query parameters the cache key holds:
+	// QueryKeyAll (the default when empty), QueryKeyInclude (only
+	// QueryParams), QueryKeyExclude (all but QueryParams) or QueryKeyNone.
+	QueryKey    string   `json:"queryKey,omitempty"`
+	QueryParams []string `json:"queryParams,omitempty"`
+	// KeyHeaders are request header names, lower case, whose values are
+	// added to the cache key (host, path and query are always in it).
+	KeyHeaders []string `json:"keyHeaders,omitempty"`
+	// StripCookies are cookie names removed from the request's Cookie
+	// header before the lookup; "*" removes every cookie.
+	StripCookies []string `json:"stripCookies,omitempty"`
+	// AllowAuthorization lets requests with an Authorization header be
+	// looked up (and their responses cached) instead of passed.
+	AllowAuthorization bool `json:"allowAuthorization,omitempty"`
+	// TagHeader is the response header, lower case, in which the origin
+	// lists the object's tags (separated by commas or white space) for
+	// invalidation by tag; empty: no tags.
+	TagHeader string `json:"tagHeader,omitempty"`
+	// StatusHeader is a response header, lower case, that ghost sets to
+	// HIT, MISS or PASS on every response of the route; empty: none.
+	StatusHeader string `json:"statusHeader,omitempty"`
+}
+
+// CachePolicy.QueryKey values.
+const (
+	QueryKeyAll     = "all"
+	QueryKeyInclude = "include"
+	QueryKeyExclude = "exclude"
+	QueryKeyNone    = "none"
+)
 
 // Socket is a listener socket (varnishd -a NAME=..., compared with
 // local.socket) and the Gateway listeners it serves.
@@ -85,6 +144,9 @@ type Route struct {
 	Filters         []Filter       `json:"filters,omitempty"`
 	Timeouts        *Timeouts      `json:"timeouts,omitempty"`
 	Backends        []BackendGroup `json:"backends,omitempty"`
+	// Cache names the route's effective cache policy in the document's
+	// CachePolicies table; empty: the route's requests are passed.
+	Cache string `json:"cache,omitempty"`
 }
 
 // Match is a request match: a path plus optional method, headers and query
@@ -307,6 +369,17 @@ func (d *Document) Check() error {
 		}
 		names[b.Name] = i
 	}
+	policies := make(map[string]int, len(d.CachePolicies))
+	for i := range d.CachePolicies {
+		c := &d.CachePolicies[i]
+		if j, dup := policies[c.Name]; dup {
+			return fmt.Errorf("cachePolicies[%d].name: duplicate cache policy %q, already defined by cachePolicies[%d]", i, c.Name, j)
+		}
+		policies[c.Name] = i
+		if err := c.check(); err != nil {
+			return fmt.Errorf("cachePolicies[%d].%w", i, err)
+		}
+	}
 	known := func(name, unresolved string) bool {
 		_, ok := names[name]
 		return ok || unresolved != ""
@@ -324,7 +397,35 @@ func (d *Document) Check() error {
 					return fmt.Errorf("vhosts[%d].routes[%d].backends[%d].backend: unknown backend %q: the backends table has no entry of that name", i, j, k, g.Backend)
 				}
 			}
+			if _, ok := policies[r.Cache]; r.Cache != "" && !ok {
+				return fmt.Errorf("vhosts[%d].routes[%d].cache: unknown cache policy %q: the cachePolicies table has no entry of that name", i, j, r.Cache)
+			}
 		}
+	}
+	return nil
+}
+
+// check reports the first field of c that ghost would reject, as
+// "field: problem" (Check prefixes the policy's index).
+func (c *CachePolicy) check() error {
+	switch {
+	case c.Name == "":
+		return fmt.Errorf("name: empty: every cache policy needs a name")
+	case c.TTLMs < 0:
+		return fmt.Errorf("ttlMs: %d is negative: use 0 or more", c.TTLMs)
+	case c.GraceMs < 0:
+		return fmt.Errorf("graceMs: %d is negative: use 0 or more", c.GraceMs)
+	case c.KeepMs < 0:
+		return fmt.Errorf("keepMs: %d is negative: use 0 or more", c.KeepMs)
+	}
+	switch c.QueryKey {
+	case "", QueryKeyAll, QueryKeyNone:
+		if len(c.QueryParams) > 0 {
+			return fmt.Errorf("queryParams: set with queryKey %q: only %q and %q use parameter names", c.QueryKey, QueryKeyInclude, QueryKeyExclude)
+		}
+	case QueryKeyInclude, QueryKeyExclude:
+	default:
+		return fmt.Errorf("queryKey: %q is not one of %q, %q, %q, %q", c.QueryKey, QueryKeyAll, QueryKeyInclude, QueryKeyExclude, QueryKeyNone)
 	}
 	return nil
 }

@@ -29,6 +29,12 @@ func sample() *Document {
 			{Name: "a/shadow:80", Endpoints: []Endpoint{{Address: "10.0.0.9", Port: 80}}},
 			{Name: "a/web:80", Endpoints: []Endpoint{{Address: "10.0.0.1", Port: 8080}, {Address: "fd00::1", Port: 8080}}},
 		},
+		CachePolicies: []CachePolicy{
+			{Name: "gateway", TTLMs: 120000},
+			{Name: "a/c/0", TTLMs: 3600000, ForceTTL: true, GraceMs: 10000, KeepMs: 60000, QueryKey: QueryKeyExclude,
+				QueryParams: []string{"utm_source", "gclid"}, KeyHeaders: []string{"accept-language"}, StripCookies: []string{"_ga", "*"},
+				AllowAuthorization: true, TagHeader: "cache-tag", StatusHeader: "x-cache"},
+		},
 		VHosts: []VHost{
 			{Hostname: "*", Listeners: []string{"port-80", "port-8080"}, Routes: []Route{
 				{Name: "a/b/0/0", Match: Match{Path: PathMatch{Type: PathPrefix, Value: "/"}, Method: "GET",
@@ -39,6 +45,8 @@ func sample() *Document {
 				{PrecedenceGroup: 2, Match: Match{Path: PathMatch{Type: PathExact, Value: "/x"}}, Filters: filters, Timeouts: &Timeouts{BackendRequestMs: 5},
 					Backends: []BackendGroup{{Backend: "a/web:80", Weight: 0}}},
 				{Match: Match{Path: PathMatch{Type: PathExact, Value: "/r"}}, Filters: redirect},
+				{Name: "a/c/0/0", Match: Match{Path: PathMatch{Type: PathPrefix, Value: "/static"}}, Cache: "a/c/0",
+					Backends: []BackendGroup{{Backend: "a/web:80", Weight: 1}}},
 			}},
 			{Hostname: "a.example.com", Routes: []Route{}},
 		}}
@@ -70,6 +78,9 @@ func TestMarshalMatchesEncodingJSON(t *testing.T) {
 	}
 	if !strings.Contains(string(out), "\n  \"sockets\": [\n    {\"name\":\"port-443\",\"tls\":true,\"listeners\":[{\"name\":\"www\",\"hostname\":\"www.example.com\"},{\"name\":\"wild\",\"hostname\":\"*.example.com\"},{\"name\":\"any\"}]},\n    {\"name\":\"port-8443\",\"tls\":true}\n  ],\n") {
 		t.Errorf("sockets not one per line:\n%s", out)
+	}
+	if !strings.Contains(string(out), "\n  \"cachePolicies\": [\n    {\"name\":\"gateway\",\"ttlMs\":120000},\n") {
+		t.Errorf("cache policies not one per line:\n%s", out)
 	}
 	again, _ := Marshal(d)
 	if string(again) != string(out) {
@@ -172,6 +183,16 @@ func TestCheck(t *testing.T) {
 			`sockets[0].listeners[2].hostname: hostname "*.example.com" is already the hostname of sockets[0].listeners[1]`},
 		{"two listeners for every host", func(d *Document) { d.Sockets[0].Listeners[1].Hostname = "*" },
 			`sockets[0].listeners[2].hostname: hostname "" is already the hostname of sockets[0].listeners[1]`},
+		{"duplicate cache policy", func(d *Document) { d.CachePolicies[1].Name = "gateway" },
+			`cachePolicies[1].name: duplicate cache policy "gateway", already defined by cachePolicies[0]`},
+		{"unknown cache policy", func(d *Document) { d.VHosts[0].Routes[3].Cache = "b/c/0" },
+			`vhosts[0].routes[3].cache: unknown cache policy "b/c/0": the cachePolicies table has no entry of that name`},
+		{"negative ttl", func(d *Document) { d.CachePolicies[0].TTLMs = -1 },
+			`cachePolicies[0].ttlMs: -1 is negative`},
+		{"unknown query key", func(d *Document) { d.CachePolicies[0].QueryKey = "some" },
+			`cachePolicies[0].queryKey: "some" is not one of`},
+		{"query params without include or exclude", func(d *Document) { d.CachePolicies[0].QueryParams = []string{"a"} },
+			`cachePolicies[0].queryParams: set with queryKey ""`},
 		{"unknown mirror backend", func(d *Document) { d.VHosts[0].Routes[0].Filters[3].RequestMirror = &Mirror{Backend: "a/x:80"} },
 			`vhosts[0].routes[0].filters[3].requestMirror.backend: unknown backend "a/x:80"`},
 	} {

@@ -48,6 +48,7 @@ NGINX_WORKERS=${NGINX_WORKERS:-$HITCH_WORKERS}
 KEY=${BENCH_KEY:-ec}
 CASES=${BENCH_CASES:-hs-hitch hs-nginx ka-hitch ka-nginx plain h2-hitch h2-nginx origin}
 SUITES=${BENCH_CIPHERSUITES:-}
+VARNISHD_PARAMS=${BENCH_VARNISHD_PARAMS:-}	# more varnishd arguments, e.g. "-p thread_pools=1"
 HOST=bench.example.com
 LIMIT=$((DUR + WARM + 30))	# seconds a client may run before it is stopped
 TICK=$(getconf CLK_TCK)
@@ -182,7 +183,7 @@ TLS_SOCK=$W/tls/port-443.sock
     -a "port-80=127.0.0.1:$VPORT" \
     -a "port-443=$TLS_SOCK,PROXY,mode=0600" \
     -a ghost-admin=127.0.0.1:0 \
-    -p feature=+http2 -p vsl_space=1M -s malloc,64m > "$W/varnishd.log" 2>&1
+    -p feature=+http2 -p vsl_space=1M -s malloc,64m $VARNISHD_PARAMS > "$W/varnishd.log" 2>&1
 PIDS+=("$(cat "$W/varnish/varnishd.pid")")
 
 # hitch, as the chaperone runs it; with HITCH_ALT_WORKERS, a second hitch
