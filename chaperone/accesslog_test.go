@@ -155,6 +155,15 @@ func TestAccessLog(t *testing.T) {
 	if d, _ := kept["duration_us"].(float64); d < 20000 {
 		t.Errorf("/kept: duration_us %v, want at least the backend's 20 ms", d)
 	}
+	// The fields whose records the gateway's vsl_mask keeps
+	// (varnishd.DefaultParams): the body size, protocol, handling and time
+	// to first byte are real values, not varnishncsa's "-" or empty.
+	if kept["bytes"] != 1.0 || kept["protocol"] != "HTTP/1.1" || kept["handling"] != "pass" || kept["client"] != "127.0.0.1" {
+		t.Errorf("/kept: bytes %v protocol %v handling %v client %v, want 1 HTTP/1.1 pass 127.0.0.1", kept["bytes"], kept["protocol"], kept["handling"], kept["client"])
+	}
+	if f, _ := kept["ttfb_s"].(float64); f < 0.02 {
+		t.Errorf("/kept: ttfb_s %v, want at least the backend's 20 ms", kept["ttfb_s"])
+	}
 	made := check("/made", 200, "shop/web/0/0", "shop/web:80")
 	id := fmt.Sprint(made["request_id"])
 	if len(id) != 32 || strings.Trim(id, "0123456789abcdef") != "" {

@@ -215,11 +215,12 @@ func (c *Config) validateTLS() error {
 	return nil
 }
 
-// VarnishParams returns varnishd's -p parameters: --param, and
+// VarnishParams returns varnishd's -p parameters: the gateway's defaults
+// (varnishd.DefaultParams) but those --param sets, --param, and
 // feature=+http2 when --http2 is on and there are HTTPS ports (HTTP/2 is
 // offered only through TLS, by ALPN; the cleartext ports stay HTTP/1.1).
 func (c *Config) VarnishParams() []string {
-	ps := slices.Clone(c.Params)
+	ps := varnishd.WithDefaults(c.Params)
 	if c.HTTP2 && len(c.TLSPorts) > 0 {
 		ps = append(ps, "feature=+http2")
 	}

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/varnish/varnishd"
 )
 
 func TestParseConfig(t *testing.T) {
@@ -104,8 +106,14 @@ func TestParseConfig(t *testing.T) {
 			}
 		}},
 		{name: "HTTPS ports only, HTTP/2 off", args: []string{"--tls-listen=443", "--routing=dir", "--routing-dir=/r", "--http2=false", "--param=a=1"}, check: func(t *testing.T, c *Config) {
-			if !slices.Equal(c.VarnishParams(), []string{"a=1"}) {
-				t.Errorf("VarnishParams = %v, want no feature=+http2", c.VarnishParams())
+			if want := append(varnishd.DefaultParams(), "a=1"); !slices.Equal(c.VarnishParams(), want) {
+				t.Errorf("VarnishParams = %v, want %v: the defaults, --param, no feature=+http2", c.VarnishParams(), want)
+			}
+		}},
+		{name: "--param replaces a default varnishd parameter", args: []string{"--listen=80", "--param=thread_pools=2", "--param=timeout_idle=10"}, check: func(t *testing.T, c *Config) {
+			want := varnishd.WithDefaults([]string{"thread_pools=2", "timeout_idle=10"})
+			if got := c.VarnishParams(); !slices.Equal(got, want) || slices.Contains(got, "thread_pools=1") || !slices.Contains(got, "thread_pools=2") {
+				t.Errorf("VarnishParams = %v, want %v: the other defaults, then --param", got, want)
 			}
 		}},
 		{name: "no HTTP/2 without HTTPS ports", args: []string{"--listen=80"}, check: func(t *testing.T, c *Config) {

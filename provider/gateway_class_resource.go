@@ -150,8 +150,12 @@ func (r *gatewayClassResource) Schema(_ context.Context, _ resource.SchemaReques
 			"varnishd_params": schema.MapAttribute{
 				Optional:    true,
 				ElementType: types.StringType,
-				Description: "varnishd run-time parameters (-p name=value), for example { thread_pool_min = \"50\" }.",
-				Validators:  []validator.Map{paramNamesValidator{}},
+				Description: "varnishd run-time parameters (-p name=value), for example { thread_pool_min = \"50\" }. A " +
+					"parameter named here replaces the gateway's default of the same name: thread_pools = \"1\", and a " +
+					"vsl_mask that leaves out of varnishd's shared memory log what the access log does not read (the " +
+					"backend request and response, the response headers); { vsl_mask = \"default\" } logs everything " +
+					"varnishd logs by default, for example to debug with varnishlog.",
+				Validators: []validator.Map{paramNamesValidator{}},
 			},
 			"vcl": schema.StringAttribute{
 				Optional: true,

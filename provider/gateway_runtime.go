@@ -310,6 +310,9 @@ func (s *runtimeSpec) varnishdArgs() []string {
 	for _, k := range slices.Sorted(maps.Keys(s.class.params)) {
 		cfg.Params = append(cfg.Params, k+"="+s.class.params[k])
 	}
+	// The gateway's varnishd defaults, as the chaperone passes them in
+	// supervise mode; a class parameter of the same name replaces one.
+	cfg.Params = varnishd.WithDefaults(cfg.Params)
 	if len(s.tlsPorts) > 0 && !s.noHTTP2 {
 		cfg.Params = append(cfg.Params, "feature=+http2")
 	}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/gwruntime"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/routing"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/varnish/varnishd"
 )
 
 func testSpec() *runtimeSpec {
@@ -95,9 +96,19 @@ func TestChaperoneArgs(t *testing.T) {
 	s.class.accessLog = false
 	wantVarnishd := []string{"-F", "-n", "/var/lib/varnishgw/varnishd", "-a", "port-80=:80", "-a", "port-8080=:8080",
 		"-a", "ghost-admin=127.0.0.1:6084", "-M", "127.0.0.1:6082", "-S", "/etc/varnishgw/secret/secret",
-		"-f", "/etc/varnishgw/boot/boot.vcl", "-s", "malloc,1g", "-p", "a=1", "-p", "b=2"}
+		"-f", "/etc/varnishgw/boot/boot.vcl", "-s", "malloc,1g"}
+	for _, p := range varnishd.DefaultParams() {
+		wantVarnishd = append(wantVarnishd, "-p", p)
+	}
+	wantVarnishd = append(wantVarnishd, "-p", "a=1", "-p", "b=2")
 	if got := s.varnishdArgs(); !slices.Equal(got, wantVarnishd) {
 		t.Errorf("varnishd args = %q\nwant %q", got, wantVarnishd)
+	}
+	// A class parameter replaces the default of the same name.
+	s.class.params = map[string]string{"thread_pools": "2"}
+	va := strings.Join(s.varnishdArgs(), " ")
+	if !strings.Contains(va, "-p thread_pools=2") || strings.Contains(va, "thread_pools=1") || !strings.Contains(va, "-p vsl_mask=") {
+		t.Errorf("varnishd args with varnishd_params thread_pools=2 = %q, want thread_pools=2 instead of the default and the other defaults kept", va)
 	}
 }
 

@@ -231,7 +231,7 @@ func (f *ChaperoneFlags) define(fs *flag.FlagSet) []string {
 	boolean(&f.HTTP2, "http2", "offer HTTP/2 on the HTTPS listeners (ALPN h2, http/1.1) and turn on varnishd's HTTP/2")
 	str(&f.ListenHost, "listen-host", "address the listener ports bind to (empty: all)")
 	val(&stringsFlag{values: &f.Storage}, "storage", "varnishd -s argument, repeated (default malloc,256m)")
-	val(&stringsFlag{values: &f.Params}, "param", "varnishd -p NAME=VALUE, repeated")
+	val(&stringsFlag{values: &f.Params}, "param", "varnishd -p NAME=VALUE, repeated; replaces the gateway's default of the same parameter (thread_pools=1 and a vsl_mask that keeps what the access log reads, see docs/performance.md; e.g. --param=vsl_mask=default for varnishd's own mask)")
 	str(&f.ThreadPoolStack, "thread-pool-stack", "varnishd thread_pool_stack (empty: varnishd's default)")
 	str(&f.VarnishdBin, "varnishd", "varnishd executable (supervise)")
 	str(&f.AdminAddr, "admin-addr", "loopback address the chaperone listens on for varnishd's reverse admin connection (varnishd -M)")

@@ -104,6 +104,59 @@ type Config struct {
 	StartTimeout time.Duration
 }
 
+// accessLogVSL are the shared memory log records the gateway does not
+// write (vsl_mask, on top of varnishd's own mask): the response headers
+// and status line the client gets, everything about the backend request
+// and response, and the backend connection and storage records. The
+// access log (internal/chaperone/accesslog: varnishncsa's Format and
+// Query) reads the request line and headers, the response status,
+// Timestamp, ReqAcct, ReqStart, VCL_call, VCL_return and ghost's VCL_Log
+// records, which stay, as do the transaction records (Begin, End, Link)
+// and every error record. The names are tags of Varnish 7.1 and 7.7 alike
+// (7.7 knows no BackendReuse: a connection reused is BackendOpen there
+// too); varnishd refuses to start on an unknown one.
+var accessLogVSL = []string{
+	"RespProtocol", "RespReason", "RespHeader", "RespUnset",
+	"BereqMethod", "BereqURL", "BereqProtocol", "BereqHeader", "BereqUnset",
+	"BerespProtocol", "BerespStatus", "BerespReason", "BerespHeader", "BerespUnset",
+	"BereqAcct", "BackendOpen", "BackendClose",
+	"Fetch_Body", "TTL", "Storage", "Filters", "VCL_use", "Hit",
+}
+
+// DefaultParams returns the gateway's varnishd parameters (-p NAME=VALUE):
+// the chaperone passes them before --param, which replaces a default of
+// the same name (WithDefaults). docs/performance.md ("Gateway varnishd
+// defaults") has the measurement behind each:
+//
+//   - thread_pools=1: one pool instead of two (a gateway pod has few
+//     cores); CPU per passed request down.
+//   - vsl_mask: varnishd's default mask plus the records the access log
+//     does not read (accessLogVSL).
+func DefaultParams() []string {
+	return []string{
+		"thread_pools=1",
+		"vsl_mask=-" + strings.Join(accessLogVSL, ",-"),
+	}
+}
+
+// WithDefaults returns DefaultParams, leaving out those whose parameter
+// params sets, followed by params: a value given by the user wins, and
+// varnishd gets each parameter once. params are NAME=VALUE.
+func WithDefaults(params []string) []string {
+	set := make(map[string]bool, len(params))
+	for _, p := range params {
+		name, _, _ := strings.Cut(p, "=")
+		set[name] = true
+	}
+	var out []string
+	for _, d := range DefaultParams() {
+		if name, _, _ := strings.Cut(d, "="); !set[name] {
+			out = append(out, d)
+		}
+	}
+	return append(out, params...)
+}
+
 // GhostAdminSocket is the name of ghost's admin listen socket.
 const GhostAdminSocket = "ghost-admin"
 

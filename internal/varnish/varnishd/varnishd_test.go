@@ -58,6 +58,71 @@ func TestArgs(t *testing.T) {
 	}
 }
 
+func TestWithDefaults(t *testing.T) {
+	defaults := varnishd.DefaultParams()
+	mask := defaults[1]
+	for _, tc := range []struct {
+		name   string
+		params []string
+		want   []string
+	}{
+		{name: "none", params: nil, want: defaults},
+		{name: "other parameters follow the defaults", params: []string{"timeout_idle=10", "http_max_hdr=128"},
+			want: append(slices.Clone(defaults), "timeout_idle=10", "http_max_hdr=128")},
+		{name: "the user's thread_pools replaces the default", params: []string{"thread_pools=2"},
+			want: []string{mask, "thread_pools=2"}},
+		{name: "vsl_mask=default restores varnishd's mask", params: []string{"a=1", "vsl_mask=default"},
+			want: []string{"thread_pools=1", "a=1", "vsl_mask=default"}},
+		{name: "both replaced", params: []string{"vsl_mask=+Debug", "thread_pools=4"},
+			want: []string{"vsl_mask=+Debug", "thread_pools=4"}},
+		{name: "a name that only starts like a default", params: []string{"thread_pools_extra=1"},
+			want: append(slices.Clone(defaults), "thread_pools_extra=1")},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := varnishd.WithDefaults(tc.params); !slices.Equal(got, tc.want) {
+				t.Errorf("WithDefaults(%q) =\n%q\nwant\n%q", tc.params, got, tc.want)
+			}
+		})
+	}
+	if !strings.HasPrefix(defaults[0], "thread_pools=") || !strings.HasPrefix(mask, "vsl_mask=-") {
+		t.Fatalf("DefaultParams = %q: the cases above assume thread_pools, then vsl_mask", defaults)
+	}
+}
+
+// TestDefaultParamsTakeEffect starts the selected varnishd (7.1 and 7.7)
+// with the gateway's defaults: it accepts them (every VSL tag name
+// exists), and they are in force on top of varnishd's own mask.
+func TestDefaultParamsTakeEffect(t *testing.T) {
+	p := varnishdtest.Start(t, varnishd.Config{
+		Listeners: []varnishd.Listener{{Name: "port-test", Addr: varnishdtest.FreeAddr(t)}},
+		Params:    varnishd.WithDefaults(nil),
+	})
+	ctx := context.Background()
+	pools, err := p.Admin.ParamShow(ctx, "thread_pools")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pools.String() != "1" {
+		t.Errorf("thread_pools = %s, want 1", pools)
+	}
+	mask, err := p.Admin.ParamShow(ctx, "vsl_mask")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := strings.Split(mask.String(), ",")
+	for _, tag := range []string{"-Debug", "-ObjHeader", "-BereqHeader", "-BerespHeader", "-RespHeader", "-BackendOpen"} {
+		if !slices.Contains(got, tag) {
+			t.Errorf("vsl_mask = %s: %s missing", mask, tag)
+		}
+	}
+	// What the access log reads stays logged.
+	for _, tag := range []string{"ReqHeader", "ReqURL", "RespStatus", "Timestamp", "ReqAcct", "ReqStart", "VCL_call", "VCL_return", "VCL_Log", "Begin", "End", "Link"} {
+		if slices.Contains(got, "-"+tag) {
+			t.Errorf("vsl_mask = %s masks %s, which the access log reads", mask, tag)
+		}
+	}
+}
+
 func TestChildWatch(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
