@@ -40,8 +40,8 @@
 # order; default hit and pass of every set, static-old, nginx, haproxy),
 # BENCH_HIT_PATH (uservcl: the user VCL way even when the policy way is
 # supported), NGINX_WORKERS and HAPROXY_THREADS (default nproc),
-# BENCH_PROFILE (a case: a perf profile of its proxy in round 1; needs perf,
-# Debian's linux-perf, which setup does not install), BENCH_VERBOSE,
+# BENCH_PROFILE (cases: a perf profile of each case's proxy after the
+# rounds; needs perf, Debian's linux-perf, which setup does not install), BENCH_VERBOSE,
 # BENCH_KEEP (keep the work directory).
 set -eu
 GHOST=$(cd "$1" && pwd)
@@ -145,7 +145,7 @@ HITPATH=uservcl
 case " $CONFS " in *" policy "*) [ "${BENCH_HIT_PATH:-}" = uservcl ] || HITPATH=policy ;; esac
 HITNOTE=""
 
-declare -A PORT PROCS
+declare -A PORT PROCS HITVCL
 # varnishd NAME CONF PARAMS...: a varnishd in $W/NAME; CONF is a gatewayfiles
 # directory, or "static" for the static backend. Fails when it does not
 # start (e.g. main.vcl's vcl_init fails: ghost rejects ghost.json).
@@ -176,20 +176,33 @@ for c in $CASES; do
 	set_=${c#*-}
 	case $c in
 	hit-*)
-		if [ "$HITPATH" = policy ] && ! start_varnishd "$c" policy ${SETPARAMS[$set_]}; then
-			HITNOTE="the rendered main.vcl consults cache policies, but this ghost did not load a ghost.json with cachePolicies ($(grep -m1 -i 'cachePolicies\|error' "$W/$c.log" || true)): the user VCL way instead"
-			HITPATH=uservcl
+		# Started with the user VCL way, then switched to the policy way
+		# when that loads (ghost accepts the ghost.json with cachePolicies).
+		start_varnishd "$c" uservcl ${SETPARAMS[$set_]} || { cat "$W/$c.log" >&2; exit 1; }
+		if [ "$HITPATH" = policy ]; then
+			if varnishadm -n "$W/$c" vcl.load policy "$W/conf/policy/main.vcl" > "$W/$c.policy.log" 2>&1 &&
+			    varnishadm -n "$W/$c" vcl.use policy >> "$W/$c.policy.log" 2>&1; then
+				HITVCL[$c]=policy
+			else
+				HITNOTE="the rendered main.vcl consults cache policies, but this ghost did not load the ghost.json with cachePolicies ($(grep -v '^$' "$W/$c.policy.log" | grep -i -m2 'ghost\|fail\|error' | tr '\n' ' ')): the user VCL way instead"
+				HITPATH=uservcl
+			fi
 		fi
-		[ -n "${PORT[$c]:-}" ] || start_varnishd "$c" uservcl ${SETPARAMS[$set_]} || { cat "$W/$c.log" >&2; exit 1; }
 		;;
 	pass-*) start_varnishd "$c" pass ${SETPARAMS[$set_]} || { cat "$W/$c.log" >&2; exit 1; } ;;
 	static-*) start_varnishd "$c" static ${SETPARAMS[$set_]} || { cat "$W/$c.log" >&2; exit 1; } ;;
 	esac
 done
-# A hit case measured before the policy fallback was known used another path.
+# Every hit case runs the same way (a policy load that failed for one hit
+# case is not tried for the next, so only the first can differ).
 for c in $CASES; do
-	case $c in hit-*) grep -q "conf/$HITPATH/main.vcl" <<< "$(ps -o args= -p "$(cat "$W/$c/varnishd.pid")")" || {
-		echo "bench-cache: $c does not run the $HITPATH configuration: start the cases of one hit path only" >&2; exit 1; } ;; esac
+	case $c in hit-*)
+		if [ "${HITVCL[$c]:-uservcl}" != "$HITPATH" ]; then
+			varnishadm -n "$W/$c" vcl.use boot > /dev/null && varnishadm -n "$W/$c" vcl.discard policy > /dev/null ||
+			    { echo "bench-cache: $c: could not go back to the user VCL way" >&2; exit 1; }
+		fi
+		;;
+	esac
 done
 
 # nginx proxying to the origin without a cache.
@@ -295,23 +308,17 @@ stat_of() {	# case counter
 }
 
 run_case() {	# case, round: prints the rate; CPU into $W/us.CASE.ROUND
-	local c=$1 r=$2 out=$W/out.$1.$2 url p0 o0 s0 p1 o1 s1 t0 t1 rate perf="" secs
+	local c=$1 r=$2 out=$W/out.$1.$2 url p0 o0 s0 p1 o1 s1 t0 t1 rate secs
 	url="http://127.0.0.1:${PORT[$c]}$URL_PATH"
 	timeout "$LIMIT" wrk -t"$THREADS" -c"$CONNS" -d"${WARM}s" -H "Host: $HOST" "$url" > /dev/null 2>&1 || true
 	# shellcheck disable=SC2086
 	p0=$(ticks ${PROCS[$c]}); o0=$(ticks $ORIGIN_PROCS); s0=$(ctxsw ${PROCS[$c]})
-	if [ "$c" = "${BENCH_PROFILE:-}" ] && [ "$r" = 1 ]; then
-		# shellcheck disable=SC2086
-		perf record -q -e cpu-clock -F 999 -g -o "$W/perf.data" -p "$(echo ${PROCS[$c]} | tr ' ' ,)" -- sleep "$DUR" > "$W/perf.log" 2>&1 &
-		perf=$!
-	fi
 	t0=$(date +%s.%N)
 	local TIMEFORMAT="%U %S"
 	{ time timeout "$LIMIT" wrk -t"$THREADS" -c"$CONNS" -d"${DUR}s" -H "Host: $HOST" "$url" > "$out" 2>&1; } 2> "$W/time.$c.$r" || true
 	t1=$(date +%s.%N)
 	# shellcheck disable=SC2086
 	p1=$(ticks ${PROCS[$c]}); o1=$(ticks $ORIGIN_PROCS); s1=$(ctxsw ${PROCS[$c]})
-	[ -z "$perf" ] || wait "$perf" || true
 	if grep -qE 'Non-2xx|Socket errors' "$out"; then
 		echo "bench-cache: $c round $r: errors:" >&2; grep -E 'Non-2xx|Socket errors' "$out" >&2
 	fi
@@ -393,14 +400,43 @@ for c in $CASES; do
 		;;
 	esac
 done
-if [ -s "$W/perf.data" ]; then
+# Profiles, after the measured rounds: where the proxy's CPU goes
+# (cpu-clock samples by binary and by function) and where its threads go
+# to sleep (sched_switch events, counted by the first function of
+# varnishd, a VMOD or nginx/HAProxy in the call chain; varnishd's own
+# static functions have no symbol in Debian's build and are skipped).
+profile() {	# case
+	local c=$1 url pids n client
+	url="http://127.0.0.1:${PORT[$c]}$URL_PATH"
+	pids=$(echo ${PROCS[$c]} | tr ' ' ,)
+	timeout "$LIMIT" wrk -t"$THREADS" -c"$CONNS" -d"$((DUR + 2))s" -H "Host: $HOST" "$url" > "$W/prof.$c.wrk" 2>&1 &
+	client=$!
+	sleep 1
+	perf record -q -e cpu-clock -F 999 -g -o "$W/perf.$c.data" -p "$pids" -- sleep "$DUR" > "$W/perf.$c.log" 2>&1 || true
+	wait "$client" || true
+	timeout "$LIMIT" wrk -t"$THREADS" -c"$CONNS" -d3s -H "Host: $HOST" "$url" > "$W/sched.$c.wrk" 2>&1 &
+	client=$!
+	sleep 1
+	perf record -q -e sched:sched_switch --call-graph dwarf,16384 -o "$W/sched.$c.data" -p "$pids" -- sleep 0.5 > "$W/sched.$c.log" 2>&1 || true
+	wait "$client" || true
 	echo
-	echo "profile of $BENCH_PROFILE in round 1 (perf record -e cpu-clock -g of the proxy's processes; share of samples, self):"
-	perf report -i "$W/perf.data" --no-children --sort dso -g none --stdio 2> /dev/null | grep -v '^#' | grep -v '^$' | grep '%' | head -12 | sed 's/^/    /'
-	echo "  top symbols:"
-	perf report -i "$W/perf.data" --no-children --sort dso,sym --stdio -g none 2> /dev/null | grep -v '^#' | grep -v '^$' | grep '%' | head -40 | sed 's/^/    /'
-	[ -z "${BENCH_KEEP:-}" ] || echo "  (perf data: $W/perf.data)"
-fi
+	echo "profile of $c (perf record -e cpu-clock -g of the proxy's processes, $DUR s under the same load; share of samples, self):"
+	perf report -i "$W/perf.$c.data" --no-children --sort dso -g none --stdio 2> /dev/null | grep '%' | grep -v '^#' | head -8 | sed 's/^ */    /'
+	echo "  top functions:"
+	perf report -i "$W/perf.$c.data" --no-children --sort dso,sym -g none --stdio 2> /dev/null | grep '%' | grep -v '^#' | head -25 | sed 's/^ */    /'
+	n=$(perf script -i "$W/sched.$c.data" -F event 2> /dev/null | grep -c sched_switch || true)
+	echo "  where its threads sleep: $n context switches in 0.5 s, by the first three named functions of the proxy in the call chain (callee < caller):"
+	perf script -i "$W/sched.$c.data" -F ip,sym,dso 2> /dev/null | awk -v n="$n" '
+		function flush() { if (inchain) k[names == "" ? "(no named function)" : names]++; inchain = 0; names = ""; depth = 0 }
+		/^[[:space:]]*$/ { flush(); next }
+		{ inchain = 1
+		  if (depth < 3 && $2 != "[unknown]" && $NF !~ /kernel|libc|libpthread|vdso|inlined/) { names = names (depth ? " < " : "") $2; depth++ } }
+		END { flush(); for (f in k) printf "%6.1f%%  %s\n", 100 * k[f] / n, f }' | sort -rn | head -12 | sed 's/^/    /'
+}
+for c in ${BENCH_PROFILE:-}; do
+	[ -n "${PROCS[$c]:-}" ] || { echo "bench-cache: BENCH_PROFILE: $c is not a case of this run" >&2; continue; }
+	profile "$c"
+done
 echo
 echo "ratios of the medians (targets: hit/nginx req/s >= 1.3, hit/nginx CPU <= 0.8, pass-new/pass-old CPU <= 0.75):"
 for s in $SETS; do
