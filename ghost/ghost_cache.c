@@ -493,6 +493,7 @@ vmod_router_backend_response(VRT_CTX, struct VPFX(ghost_router) *rt)
 	const struct gh_btask *b;
 	struct http *hp;
 	const char *v;
+	unsigned status;
 	int said;
 
 	CHECK_OBJ_NOTNULL(ctx, VRT_CTX_MAGIC);
@@ -515,6 +516,23 @@ vmod_router_backend_response(VRT_CTX, struct VPFX(ghost_router) *rt)
 	if (VRT_r_bereq_uncacheable(ctx))
 		return (1);		/* pass: nothing to cache */
 
+	/*
+	 * A background fetch (an object in grace is being refreshed) that
+	 * gets a server error is abandoned, so the stale object keeps being
+	 * served for the rest of its grace: the builtin VCL would replace it
+	 * with a hit-for-miss object and send every client the error. The
+	 * handling is checked by the compiled VCL after the if statement
+	 * that called us (false: its return (deliver) is not taken).
+	 */
+	status = http_GetStatus(hp);
+	if (status >= 500 && VRT_r_bereq_is_bgfetch(ctx)) {
+		VSLb(ctx->vsl, SLT_VCL_Log, "ghost.cache: abandoned (%u from "
+		    "the origin on a background fetch; the object in grace "
+		    "stays)", status);
+		VRT_handling(ctx, VCL_RET_ABANDON);
+		return (0);
+	}
+
 	/* never cached, forced or not (as the builtin VCL) */
 	if (http_GetHdr(hp, H_Set_Cookie, NULL))
 		return (hitmiss(ctx, "Set-Cookie"));
@@ -536,7 +554,7 @@ vmod_router_backend_response(VRT_CTX, struct VPFX(ghost_router) *rt)
 	 */
 	said = cc_has(hp, "s-maxage") || cc_has(hp, "max-age") ||
 	    http_GetHdr(hp, H_Expires, NULL);
-	switch (http_GetStatus(hp)) {
+	switch (status) {
 	case 200: case 203: case 204: case 300: case 301: case 304:
 	case 404: case 410: case 414:
 		if (b->force || !said)
