@@ -53,6 +53,7 @@ func TestRenderServes(t *testing.T) {
 		policy    bool   // the route names a cache policy
 		wantHits  int64  // backend requests for 3 client requests
 		wantCache string // its status header on the last response
+		wantUser  string // x-user on the last response (set by user VCL)
 		synthMark string
 	}{
 		{name: "default passes", opts: Options{}, wantHits: 3},
@@ -63,6 +64,10 @@ func TestRenderServes(t *testing.T) {
 		{name: "cache policy caches", opts: Options{}, policy: true, wantHits: 1, wantCache: "HIT"},
 		{name: "user VCL passes a cache policy's route", policy: true, wantHits: 3, wantCache: "PASS", opts: Options{
 			GatewayVCL: "sub vcl_recv { return (pass); }",
+		}},
+		// the pattern ghost/README.md gives for adjusting a policy's response
+		{name: "user VCL adjusts a cache policy's response", policy: true, wantHits: 1, wantCache: "HIT", wantUser: "seen", opts: Options{
+			GatewayVCL: "sub vcl_backend_response { if (router.backend_response()) { set beresp.http.x-user = \"seen\"; return (deliver); } }",
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -114,6 +119,9 @@ func TestRenderServes(t *testing.T) {
 			}
 			if got := last.Header.Get("x-cache"); got != tc.wantCache {
 				t.Errorf("x-cache %q, want %q", got, tc.wantCache)
+			}
+			if got := last.Header.Get("x-user"); got != tc.wantUser {
+				t.Errorf("x-user %q, want %q", got, tc.wantUser)
 			}
 			for name := range last.Header {
 				if strings.HasPrefix(strings.ToLower(name), "x-ghost-") {
