@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"regexp"
 	"slices"
 	"strings"
 	"time"
@@ -35,6 +36,20 @@ const (
 	maxCacheKeyHeaders   = 16
 	maxCacheStripCookies = 64
 	maxCacheName         = 256
+)
+
+// Patterns of cache policy values, for the provider's schema validators
+// (ValidateCachePolicy applies them too).
+var (
+	// DurationPattern is the Gateway API duration format (GEP-2257) of
+	// ttl, grace and keep: "2m", "1h30m", "500ms".
+	DurationPattern = durationRE
+	// TokenPattern is an HTTP token (RFC 9110): header names and cookie
+	// names.
+	TokenPattern = headerNameRE
+	// QueryParamPattern is a query parameter name as it appears in the
+	// URL: no "&", "=", "#", "?", space or control character.
+	QueryParamPattern = regexp.MustCompile(`^[^&=#? \x00-\x1f\x7f]+$`)
 )
 
 // CachePolicy is a cache policy as written: a Gateway's default (the
@@ -183,13 +198,8 @@ func queryParamNameProblem(n string) string {
 		return "must not be empty: name a query parameter such as utm_source"
 	case len(n) > maxCacheName:
 		return fmt.Sprintf("is longer than %d characters: use a shorter parameter name", maxCacheName)
-	case strings.ContainsAny(n, "&=# ?"):
-		return `must be a query parameter name as it appears in the URL, without "&", "=", "#", "?" or spaces`
-	}
-	for _, r := range n {
-		if r < 0x20 || r == 0x7f {
-			return "must not contain control characters"
-		}
+	case !QueryParamPattern.MatchString(n):
+		return `must be a query parameter name as it appears in the URL, without "&", "=", "#", "?", spaces or control characters`
 	}
 	return ""
 }
