@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/routing"
@@ -55,6 +56,9 @@ func (r *httpRouteResource) ValidateConfig(ctx context.Context, req resource.Val
 		return
 	}
 	rejectUnsupportedRoute(&m, &resp.Diagnostics)
+	for i := range m.Rules {
+		validateCache(path.Root("rule").AtListIndex(i).AtName("cache"), field.NewPath("spec", "rules").Index(i).Child("cache"), m.Rules[i].Cache, &resp.Diagnostics)
+	}
 	var s resource.SchemaResponse
 	r.Schema(ctx, resource.SchemaRequest{}, &s)
 	for _, e := range routing.ValidateHTTPRoute(m.toHTTPRoute()) {
@@ -83,6 +87,7 @@ func (r *httpRouteResource) ModifyPlan(ctx context.Context, req resource.ModifyP
 	}
 	if !req.Config.Raw.IsFullyKnown() {
 		resp.Diagnostics.Append(resp.Plan.SetAttribute(ctx, path.Root("routing"), types.StringUnknown())...)
+		resp.Diagnostics.Append(resp.Plan.SetAttribute(ctx, path.Root("effective_cache"), types.ListUnknown(effectiveCacheType))...)
 		return
 	}
 	var plan httpRouteModel
@@ -142,6 +147,7 @@ func (r *httpRouteResource) ModifyPlan(ctx context.Context, req resource.ModifyP
 		resp.Diagnostics.AddError("Plan the HTTP route", err.Error()+"\nCheck that the provider can read Gateways, GatewayClasses, Services and ReferenceGrants.")
 		return
 	}
+	plan.setRuleCaches(frags)
 	// For the apply that follows this plan in an apply run.
 	r.c.routes.put(ref, routeSnapshot{route: route, inputs: in})
 	parents := in.parents
@@ -153,6 +159,7 @@ func (r *httpRouteResource) ModifyPlan(ctx context.Context, req resource.ModifyP
 		for _, p := range parents {
 			if p.gateway == nil || !p.ours {
 				resp.Diagnostics.Append(resp.Plan.SetAttribute(ctx, path.Root("routing"), types.StringUnknown())...)
+				resp.Diagnostics.Append(resp.Plan.SetAttribute(ctx, path.Root("effective_cache"), types.ListUnknown(effectiveCacheType))...)
 				resp.Diagnostics.Append(resp.Plan.SetAttribute(ctx, path.Root("id"), plan.Namespace.ValueString()+"/"+plan.Name.ValueString())...)
 				return
 			}
@@ -163,6 +170,14 @@ func (r *httpRouteResource) ModifyPlan(ctx context.Context, req resource.ModifyP
 		resp.Diagnostics.AddError("Plan the HTTP route", "encode the routing: "+err.Error())
 		return
 	}
+	// The effective cache policy of each rule, with the parent Gateways'
+	// default policies as the cluster has them now.
+	policies, err := policiesOf(parents)
+	if err != nil {
+		resp.Diagnostics.AddError("Plan the HTTP route", fmt.Sprintf("read the default cache policy of a parent Gateway: %v", err))
+		return
+	}
+	resp.Diagnostics.Append(resp.Plan.SetAttribute(ctx, path.Root("effective_cache"), effectiveCache(frags, policies))...)
 	resp.Diagnostics.Append(resp.Plan.SetAttribute(ctx, path.Root("routing"), rj)...)
 	resp.Diagnostics.Append(resp.Plan.SetAttribute(ctx, path.Root("id"), plan.Namespace.ValueString()+"/"+plan.Name.ValueString())...)
 }
@@ -225,6 +240,12 @@ func (r *httpRouteResource) apply(ctx context.Context, m *httpRouteModel, oldPar
 		fail(action, err.Error())
 		return nil
 	}
+	m.setRuleCaches(frags)
+	policies, err := policiesOf(in.parents)
+	if err != nil {
+		fail(action, fmt.Sprintf("read the default cache policy of a parent Gateway: %v", err))
+		return nil
+	}
 	stale := append(oldParents, parentRefs(live)...)
 	// The RoleBindings first: a gateway pod starts watching a backend
 	// namespace as soon as a fragment names it, and a watch refused for
@@ -267,6 +288,13 @@ func (r *httpRouteResource) apply(ctx context.Context, m *httpRouteModel, oldPar
 		return nil
 	}
 	m.ID = types.StringValue(live.Namespace + "/" + live.Name)
+	// A value known at plan time is kept: a parent Gateway's cache block
+	// applied in the same run changes the policy only after the plan was
+	// made, and Terraform requires the planned value. The next refresh
+	// (Read) shows the Gateway's new default.
+	if m.EffectiveCache.IsUnknown() || m.EffectiveCache.IsNull() {
+		m.EffectiveCache = effectiveCache(frags, policies)
+	}
 	if !m.Routing.IsUnknown() && m.Routing.ValueString() != rj {
 		warn(action, "The routing changed between plan and apply (a parent Gateway, backend Service or ReferenceGrant "+
 			"changed meanwhile). The gateways got the routing as of now; run terraform plan to see it:\n"+rj)
@@ -292,8 +320,13 @@ func (r *httpRouteResource) Read(ctx context.Context, req resource.ReadRequest, 
 		resp.Diagnostics.AddError("Read the HTTP route", fmt.Sprintf("get HTTPRoute %s/%s: %v", ns, name, err))
 		return
 	}
+	imported := len(state.ParentRefs) == 0
+	priorCaches := make([]*cachePolicyModel, len(state.Rules))
+	for i := range state.Rules {
+		priorCaches[i] = state.Rules[i].Cache
+	}
 	switch {
-	case len(state.ParentRefs) == 0:
+	case imported:
 		state.fromHTTPRoute(live) // import
 	case readWrittenRoute(ctx, req.Private).is(live):
 		// The spec has not changed since the provider wrote it.
@@ -310,6 +343,12 @@ func (r *httpRouteResource) Read(ctx context.Context, req resource.ReadRequest, 
 		}
 		if !equality.Semantic.DeepEqual(dry.Spec, live.Spec) {
 			state.fromHTTPRoute(live)
+			// The cache blocks are not in the HTTPRoute: keep them.
+			for i := range state.Rules {
+				if i < len(priorCaches) {
+					state.Rules[i].Cache = priorCaches[i]
+				}
+			}
 			break
 		}
 		// Unchanged where the provider writes: no dry run next time.
@@ -321,11 +360,20 @@ func (r *httpRouteResource) Read(ctx context.Context, req resource.ReadRequest, 
 		resp.Diagnostics.AddError("Read the HTTP route", err.Error())
 		return
 	}
+	if imported {
+		state.ruleCachesFromFragments(frags)
+	}
 	rj, err := routingJSON(frags)
 	if err != nil {
 		resp.Diagnostics.AddError("Read the HTTP route", "encode the routing: "+err.Error())
 		return
 	}
+	policies, err := r.c.gatewayPoliciesOf(ctx, frags)
+	if err != nil {
+		resp.Diagnostics.AddError("Read the HTTP route", err.Error())
+		return
+	}
+	state.EffectiveCache = effectiveCache(frags, policies)
 	state.Routing = types.StringValue(rj)
 	state.ID = types.StringValue(ns + "/" + name)
 	resp.Diagnostics.Append(resp.State.Set(ctx, &state)...)
