@@ -171,13 +171,20 @@ func (r *httpRouteResource) ModifyPlan(ctx context.Context, req resource.ModifyP
 		return
 	}
 	// The effective cache policy of each rule, with the parent Gateways'
-	// default policies as the cluster has them now.
-	policies, err := policiesOf(parents)
-	if err != nil {
-		resp.Diagnostics.AddError("Plan the HTTP route", fmt.Sprintf("read the default cache policy of a parent Gateway: %v", err))
-		return
+	// default policies as the route's last refresh (or apply) read them,
+	// kept in its private state: the plan Terraform makes again during
+	// the apply must give the same value, even when a parent Gateway's
+	// cache block is applied before the route. A new route's value is
+	// known after apply.
+	ec := types.ListUnknown(effectiveCacheType)
+	if !req.State.Raw.IsNull() {
+		data, d := req.Private.GetKey(ctx, gatewayCachePoliciesKey)
+		resp.Diagnostics.Append(d...)
+		if policies, ok := recordedPolicies(data, frags); ok {
+			ec = effectiveCache(frags, policies)
+		}
 	}
-	resp.Diagnostics.Append(resp.Plan.SetAttribute(ctx, path.Root("effective_cache"), effectiveCache(frags, policies))...)
+	resp.Diagnostics.Append(resp.Plan.SetAttribute(ctx, path.Root("effective_cache"), ec)...)
 	resp.Diagnostics.Append(resp.Plan.SetAttribute(ctx, path.Root("routing"), rj)...)
 	resp.Diagnostics.Append(resp.Plan.SetAttribute(ctx, path.Root("id"), plan.Namespace.ValueString()+"/"+plan.Name.ValueString())...)
 }
@@ -188,11 +195,14 @@ func (r *httpRouteResource) Create(ctx context.Context, req resource.CreateReque
 	if resp.Diagnostics.HasError() || !requireClients(r.c, &resp.Diagnostics) {
 		return
 	}
-	live := r.apply(ctx, &plan, nil, "Create the HTTP route", resp.Diagnostics.AddError, resp.Diagnostics.AddWarning)
+	live, record := r.apply(ctx, &plan, nil, "Create the HTTP route", resp.Diagnostics.AddError, resp.Diagnostics.AddWarning)
 	if resp.Diagnostics.HasError() {
 		return
 	}
 	resp.Diagnostics.Append(resp.State.Set(ctx, &plan)...)
+	if record != nil {
+		resp.Diagnostics.Append(resp.Private.SetKey(ctx, gatewayCachePoliciesKey, record)...)
+	}
 	resp.Diagnostics.Append(recordWrittenRoute(ctx, resp.Private.SetKey, live)...)
 }
 
@@ -203,28 +213,33 @@ func (r *httpRouteResource) Update(ctx context.Context, req resource.UpdateReque
 	if resp.Diagnostics.HasError() || !requireClients(r.c, &resp.Diagnostics) {
 		return
 	}
-	live := r.apply(ctx, &plan, parentRefs(state.toHTTPRoute()), "Update the HTTP route", resp.Diagnostics.AddError, resp.Diagnostics.AddWarning)
+	live, record := r.apply(ctx, &plan, parentRefs(state.toHTTPRoute()), "Update the HTTP route", resp.Diagnostics.AddError, resp.Diagnostics.AddWarning)
 	if resp.Diagnostics.HasError() {
 		return
 	}
 	resp.Diagnostics.Append(resp.State.Set(ctx, &plan)...)
+	if record != nil {
+		resp.Diagnostics.Append(resp.Private.SetKey(ctx, gatewayCachePoliciesKey, record)...)
+	}
 	resp.Diagnostics.Append(recordWrittenRoute(ctx, resp.Private.SetKey, live)...)
 }
 
 // apply writes the HTTPRoute, its fragments and its status, and returns
-// the HTTPRoute written. oldParents are the parent Gateways of the prior
-// state, whose fragments are deleted when they are parents no more.
-func (r *httpRouteResource) apply(ctx context.Context, m *httpRouteModel, oldParents []routing.ObjectRef, action string, fail, warn func(string, string)) *gatewayv1.HTTPRoute {
+// the HTTPRoute written and, when it computed effective_cache, the
+// Gateways' cache policies it used, for the private state (nil: keep
+// it). oldParents are the parent Gateways of the prior state, whose
+// fragments are deleted when they are parents no more.
+func (r *httpRouteResource) apply(ctx context.Context, m *httpRouteModel, oldParents []routing.ObjectRef, action string, fail, warn func(string, string)) (*gatewayv1.HTTPRoute, []byte) {
 	desired := m.toHTTPRoute()
 	if errs := routing.ValidateHTTPRoute(desired); len(errs) > 0 {
 		fail(action, errs.ToAggregate().Error())
-		return nil
+		return nil, nil
 	}
 	snap := r.c.routes.take(routing.ObjectRef{Namespace: desired.Namespace, Name: desired.Name})
 	live, err := r.c.applyRoute(ctx, desired, false)
 	if err != nil {
 		fail(action, fmt.Sprintf("apply HTTPRoute %s/%s: %v", desired.Namespace, desired.Name, err))
-		return nil
+		return nil, nil
 	}
 	// What the plan of this apply read, when it planned the route stored
 	// now; else the route's Gateways and Services are read again.
@@ -233,18 +248,18 @@ func (r *httpRouteResource) apply(ctx context.Context, m *httpRouteModel, oldPar
 		in = snap.inputs
 	} else if in, err = r.c.readAttachInputs(ctx, live); err != nil {
 		fail(action, err.Error())
-		return nil
+		return nil, nil
 	}
 	frags, err := in.attach(live)
 	if err != nil {
 		fail(action, err.Error())
-		return nil
+		return nil, nil
 	}
 	m.setRuleCaches(frags)
-	policies, err := policiesOf(in.parents)
+	policies, record, err := policiesOf(in.parents)
 	if err != nil {
 		fail(action, fmt.Sprintf("read the default cache policy of a parent Gateway: %v", err))
-		return nil
+		return nil, nil
 	}
 	stale := append(oldParents, parentRefs(live)...)
 	// The RoleBindings first: a gateway pod starts watching a backend
@@ -252,12 +267,12 @@ func (r *httpRouteResource) apply(ctx context.Context, m *httpRouteModel, oldPar
 	// lack of a binding backs off for seconds before it tries again.
 	if err := r.c.writeBackendBindings(ctx, live, frags, stale); err != nil {
 		fail(action, err.Error())
-		return nil
+		return nil, nil
 	}
 	writes, err := r.c.writeFragments(ctx, live, frags, stale, m.WaitForServed.ValueBool())
 	if err != nil {
 		fail(action, err.Error())
-		return nil
+		return nil, nil
 	}
 	timeout, _ := time.ParseDuration(m.ServedTimeout.ValueString())
 	var served error
@@ -267,7 +282,7 @@ func (r *httpRouteResource) apply(ctx context.Context, m *httpRouteModel, oldPar
 	if served == nil {
 		if err := r.c.retireLegacyFragments(ctx, routing.ObjectRef{Namespace: live.Namespace, Name: live.Name}, writes, timeout); err != nil {
 			fail(action, err.Error())
-			return nil
+			return nil, nil
 		}
 	}
 	var rejected *servedError
@@ -276,16 +291,16 @@ func (r *httpRouteResource) apply(ctx context.Context, m *httpRouteModel, oldPar
 	}
 	if err := r.c.writeStatus(ctx, live, frags); err != nil {
 		fail(action, err.Error())
-		return nil
+		return nil, nil
 	}
 	if served != nil {
 		fail(action, served.Error())
-		return nil
+		return nil, nil
 	}
 	rj, err := routingJSON(frags)
 	if err != nil {
 		fail(action, "encode the routing: "+err.Error())
-		return nil
+		return nil, nil
 	}
 	m.ID = types.StringValue(live.Namespace + "/" + live.Name)
 	// A value known at plan time is kept: a parent Gateway's cache block
@@ -294,14 +309,16 @@ func (r *httpRouteResource) apply(ctx context.Context, m *httpRouteModel, oldPar
 	// (Read) shows the Gateway's new default.
 	if m.EffectiveCache.IsUnknown() || m.EffectiveCache.IsNull() {
 		m.EffectiveCache = effectiveCache(frags, policies)
+	} else {
+		record = nil
 	}
 	if !m.Routing.IsUnknown() && m.Routing.ValueString() != rj {
 		warn(action, "The routing changed between plan and apply (a parent Gateway, backend Service or ReferenceGrant "+
 			"changed meanwhile). The gateways got the routing as of now; run terraform plan to see it:\n"+rj)
-		return live
+		return live, record
 	}
 	m.Routing = types.StringValue(rj)
-	return live
+	return live, record
 }
 
 func (r *httpRouteResource) Read(ctx context.Context, req resource.ReadRequest, resp *resource.ReadResponse) {
@@ -368,12 +385,13 @@ func (r *httpRouteResource) Read(ctx context.Context, req resource.ReadRequest, 
 		resp.Diagnostics.AddError("Read the HTTP route", "encode the routing: "+err.Error())
 		return
 	}
-	policies, err := r.c.gatewayPoliciesOf(ctx, frags)
+	policies, record, err := r.c.gatewayPoliciesOf(ctx, frags)
 	if err != nil {
 		resp.Diagnostics.AddError("Read the HTTP route", err.Error())
 		return
 	}
 	state.EffectiveCache = effectiveCache(frags, policies)
+	resp.Diagnostics.Append(resp.Private.SetKey(ctx, gatewayCachePoliciesKey, record)...)
 	state.Routing = types.StringValue(rj)
 	state.ID = types.StringValue(ns + "/" + name)
 	resp.Diagnostics.Append(resp.State.Set(ctx, &state)...)
