@@ -360,10 +360,11 @@ func effectiveCacheAttribute() schema.ListNestedAttribute {
 	return schema.ListNestedAttribute{
 		Computed: true,
 		Description: "The cache policy each rule gets on each parent Gateway served by varnishgw: the rule's cache block merged " +
-			"with the Gateway's (its " + routing.CachePolicyAnnotation + " annotation as the cluster has it), defaults filled in, " +
-			"sorted by gateway then rule. Known at plan time when the parent Gateways exist; when a parent Gateway's cache block " +
-			"changes in the same apply, the value planned stays until the next refresh (terraform plan or apply) reads the " +
-			"Gateway again, while the gateway pods apply the new policy as soon as the Gateway is written.",
+			"with the Gateway's (its " + routing.CachePolicyAnnotation + " annotation), defaults filled in, as the gateway pods " +
+			"compute it; sorted by gateway then rule. The plan of an existing route computes it with the Gateways' policies as " +
+			"the refresh before the plan read them; a new route's is known after apply. When a parent Gateway's cache block " +
+			"changes in the same apply, the route keeps the value it planned until the next refresh, while the gateway pods " +
+			"apply the new policy as soon as the Gateway is written.",
 		NestedObject: schema.NestedAttributeObject{Attributes: map[string]schema.Attribute{
 			"gateway":             str("The parent Gateway, namespace/name."),
 			"rule":                schema.Int64Attribute{Computed: true, Description: "The rule's index in the route's rule blocks, from 0."},
