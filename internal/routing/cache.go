@@ -249,7 +249,7 @@ func GatewayCachePolicy(gw *gatewayv1.Gateway) (*CachePolicy, error) {
 	}
 	c, err := ParseCachePolicy(field.NewPath("metadata", "annotations").Key(CachePolicyAnnotation), v)
 	if err != nil {
-		return nil, fmt.Errorf("Gateway %s/%s: %w; fix the Gateway's cache block and apply it again", gw.Namespace, gw.Name, err)
+		return nil, fmt.Errorf("the default cache policy of Gateway %s/%s: %w; fix the Gateway's cache block and apply it again", gw.Namespace, gw.Name, err)
 	}
 	return c, nil
 }

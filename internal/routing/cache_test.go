@@ -226,7 +226,7 @@ func TestMergeRejectsBadCacheAnnotation(t *testing.T) {
 	if err == nil {
 		t.Fatal("no error")
 	}
-	for _, want := range []string{`Gateway infra/gw`, `metadata.annotations[varnishgw.dev/cache-policy].ttl: Invalid value: "2 minutes"`, `fix the Gateway's cache block`} {
+	for _, want := range []string{`the default cache policy of Gateway infra/gw`, `metadata.annotations[varnishgw.dev/cache-policy].ttl: Invalid value: "2 minutes"`, `fix the Gateway's cache block`} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error %q does not contain %q", err, want)
 		}
