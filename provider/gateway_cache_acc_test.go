@@ -219,6 +219,39 @@ func TestAccCachePolicy(t *testing.T) {
 				},
 			},
 			{
+				// Import reads the rules' cache blocks back from the
+				// fragments, the gateway's from its annotation.
+				ResourceName:      route,
+				ImportState:       true,
+				ImportStateId:     ns + "/web",
+				ImportStateVerify: true,
+				// A setting of the provider's, not of the route.
+				ImportStateVerifyIgnore: []string{"wait_for_served"},
+			},
+			{
+				ResourceName:            "varnishgw_gateway.test",
+				ImportState:             true,
+				ImportStateId:           ns + "/edge",
+				ImportStateVerify:       true,
+				ImportStateVerifyIgnore: []string{"wait_for_rollout"},
+			},
+			{
+				// An out-of-band edit of the annotation shows in the plan.
+				PreConfig: func() {
+					gw, err := cp.Gateway.GatewayV1().Gateways(ns).Get(ctx, "edge", metav1.GetOptions{})
+					if err != nil {
+						t.Fatal(err)
+					}
+					gw.Annotations[routing.CachePolicyAnnotation] = `{"ttl":"1s"}`
+					if _, err := cp.Gateway.GatewayV1().Gateways(ns).Update(ctx, gw, metav1.UpdateOptions{}); err != nil {
+						t.Fatal(err)
+					}
+				},
+				Config:             config(gwCache("5m"), "    cache {\n      grace = \"1m\"\n      key_headers = [\"Accept-Language\"]\n    }"),
+				PlanOnly:           true,
+				ExpectNonEmptyPlan: true,
+			},
+			{
 				// The Gateway's default changes: the route's planned value
 				// stays until the refresh after the apply.
 				Config: config(gwCache("10m"), "    cache {\n      grace = \"1m\"\n      key_headers = [\"Accept-Language\"]\n    }"),
@@ -267,6 +300,12 @@ func TestAccCachePolicyValidation(t *testing.T) {
 			`key_headers\[1\]: "accept" is listed twice: remove one`},
 		{"status header", "", "    cache {\n      status_header = \"X Cache\"\n    }",
 			`Attribute rule\[0\]\.cache\.status_header value must be one of|must be an HTTP header name`},
+		{"query parameter", "", "    cache {\n      query_parameters_exclude = [\"utm=1\"]\n    }",
+			`Attribute rule\[0\]\.cache\.query_parameters_exclude\[0\] must be a query parameter name as it appears in the URL`},
+		{"cookie", "  cache {\n    strip_cookies = [\"a;b\"]\n  }", "",
+			`Attribute cache\.strip_cookies\[0\] value must be one of|must be a cookie name`},
+		{"too many key headers", "  cache {\n    key_headers = [\"a\",\"b\",\"c\",\"d\",\"e\",\"f\",\"g\",\"h\",\"i\",\"j\",\"k\",\"l\",\"m\",\"n\",\"o\",\"p\",\"q\"]\n  }", "",
+			`Attribute cache\.key_headers list must contain at most 16 elements, got: 17`},
 		{"unknown argument", "  cache {\n    ttl_seconds = 3\n  }", "",
 			`An argument named "ttl_seconds" is not expected here`},
 	} {
