@@ -329,3 +329,38 @@ func TestResolveCachePolicies(t *testing.T) {
 	}
 	checkSchema(t, ghostSchema(t), data)
 }
+
+// FuzzCachePolicy: every policy ParseCachePolicy accepts, as a Gateway's
+// default or a rule's own, gives an effective policy ghost accepts
+// (ghostjson's Check) and that validates against ghost.schema.json.
+func FuzzCachePolicy(f *testing.F) {
+	f.Add(`{}`, `{"enabled":false}`)
+	f.Add(`{"ttl":"5m","queryParametersExclude":["utm_source"],"statusHeader":"X-Cache"}`, `{"queryParametersInclude":[],"keyHeaders":["Accept-Language"]}`)
+	f.Add(`{"enabled":false,"grace":"1h30m"}`, `{"enabled":true,"stripCookies":["*","_ga"],"tagHeader":""}`)
+	sch := ghostSchema(f)
+	f.Fuzz(func(t *testing.T, gw, rule string) {
+		g, err := ParseCachePolicy(field.NewPath("gateway"), gw)
+		if err != nil {
+			return
+		}
+		r, err := ParseCachePolicy(field.NewPath("rule"), rule)
+		if err != nil {
+			return
+		}
+		for _, p := range []*ghostjson.CachePolicy{EffectiveCache(g, nil), EffectiveCache(g, r), EffectiveCache(nil, r)} {
+			if p == nil {
+				continue
+			}
+			p.Name = "p"
+			d := &ghostjson.Document{Version: ghostjson.Version, Backends: []ghostjson.Backend{}, CachePolicies: []ghostjson.CachePolicy{*p}, VHosts: []ghostjson.VHost{}}
+			if err := d.Check(); err != nil {
+				t.Fatalf("ghostjson.Check of the effective policy of %s and %s: %v", gw, rule, err)
+			}
+			data, err := ghostjson.Marshal(d)
+			if err != nil {
+				t.Fatal(err)
+			}
+			checkSchema(t, sch, data)
+		}
+	})
+}
