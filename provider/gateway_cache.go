@@ -359,7 +359,7 @@ func effectiveCacheAttribute() schema.ListNestedAttribute {
 	boolean := func(d string) schema.BoolAttribute { return schema.BoolAttribute{Computed: true, Description: d} }
 	return schema.ListNestedAttribute{
 		Computed: true,
-		Description: "The cache policy each rule gets on each parent Gateway served by varnishgw: the rule's cache block merged " +
+		Description: "The cache policy each rule gets on each parent Gateway served by varnishgw that accepts the route: the rule's cache block merged " +
 			"with the Gateway's (its " + routing.CachePolicyAnnotation + " annotation), defaults filled in, as the gateway pods " +
 			"compute it; sorted by gateway then rule. The plan of an existing route computes it with the Gateways' policies as " +
 			"the refresh before the plan read them; a new route's is known after apply. When a parent Gateway's cache block " +
