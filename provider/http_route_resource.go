@@ -391,7 +391,9 @@ func (r *httpRouteResource) Read(ctx context.Context, req resource.ReadRequest, 
 		return
 	}
 	state.EffectiveCache = effectiveCache(frags, policies)
-	resp.Diagnostics.Append(resp.Private.SetKey(ctx, gatewayCachePoliciesKey, record)...)
+	if resp.Private != nil { // nil when a list resource reads for terraform query
+		resp.Diagnostics.Append(resp.Private.SetKey(ctx, gatewayCachePoliciesKey, record)...)
+	}
 	state.Routing = types.StringValue(rj)
 	state.ID = types.StringValue(ns + "/" + name)
 	resp.Diagnostics.Append(resp.State.Set(ctx, &state)...)
