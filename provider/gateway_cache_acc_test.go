@@ -321,3 +321,42 @@ func TestAccCachePolicyValidation(t *testing.T) {
 		})
 	}
 }
+
+// TestAccRoutingDataSourceCachePolicy: the varnishgw_routing data source
+// names each match's effective cache policy as ghost.json does: the
+// Gateway's default, a rule's own, none for a rule with caching off.
+func TestAccRoutingDataSourceCachePolicy(t *testing.T) {
+	cp := accPreCheck(t)
+	ns := cp.Namespace(t)
+	class := "vgw-" + rand.String(6)
+	createService(t, cp, ns, "web")
+	config := cacheConfig(cp, ns, class, "  cache {\n    ttl = \"5m\"\n  }", "",
+		"    cache {\n      ttl = \"1h\"\n    }",
+		"    cache {\n      enabled = false\n    }") + fmt.Sprintf(`
+data "varnishgw_routing" "gw" {
+  namespace  = %q
+  name       = "edge"
+  depends_on = [varnishgw_http_route.test]
+}
+`, ns)
+	// vhost "*": /account, /static, then / (the longest prefix first)
+	policy := func(i int, v knownvalue.Check) statecheck.StateCheck {
+		return statecheck.ExpectKnownValue("data.varnishgw_routing.gw",
+			tfjsonpath.New("vhosts").AtSliceIndex(0).AtMapKey("routes").AtSliceIndex(i).AtMapKey("cache_policy"), v)
+	}
+	path := func(i int, v string) statecheck.StateCheck {
+		return statecheck.ExpectKnownValue("data.varnishgw_routing.gw",
+			tfjsonpath.New("vhosts").AtSliceIndex(0).AtMapKey("routes").AtSliceIndex(i).AtMapKey("path_value"), knownvalue.StringExact(v))
+	}
+	resource.Test(t, resource.TestCase{
+		ProtoV6ProviderFactories: protoV6ProviderFactories,
+		Steps: []resource.TestStep{{
+			Config: config,
+			ConfigStateChecks: []statecheck.StateCheck{
+				path(0, "/account"), policy(0, knownvalue.Null()),
+				path(1, "/static"), policy(1, knownvalue.StringExact(ns+"/web/1")),
+				path(2, "/"), policy(2, knownvalue.StringExact(routing.GatewayCachePolicyName)),
+			},
+		}},
+	})
+}
