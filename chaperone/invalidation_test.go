@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -12,13 +13,16 @@ import (
 	"testing"
 	"time"
 
+	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/dynamic"
 
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/chaperone/invalidation"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/gwruntime"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/routing"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/testing/testenv"
@@ -367,4 +371,117 @@ func TestCacheInvalidationOnEveryReplica(t *testing.T) {
 			t.Errorf("%s: routing report %+v, want 1 fragment", p.name, reports[p.name].Status.Routing)
 		}
 	}
+}
+
+// readyPod creates the Pod object of a gateway pod and marks it Ready, as
+// the kubelet would (there is no node here).
+func readyPod(t *testing.T, cp *testenv.ControlPlane, gw routing.ObjectRef, name string) {
+	t.Helper()
+	ctx := context.Background()
+	pod, err := cp.Client.CoreV1().Pods(gw.Namespace).Create(ctx, &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: gwruntime.Labels(gw)},
+		Spec:       corev1.PodSpec{ServiceAccountName: "chaperone", Containers: []corev1.Container{{Name: "chaperone", Image: "gateway"}}},
+	}, metav1.CreateOptions{})
+	must(t, err)
+	pod.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue, LastTransitionTime: metav1.Now()}}
+	_, err = cp.Client.CoreV1().Pods(gw.Namespace).UpdateStatus(ctx, pod, metav1.UpdateOptions{})
+	must(t, err)
+}
+
+// saToken is a real token of ServiceAccount ns/name for audience.
+func saToken(t *testing.T, cp *testenv.ControlPlane, ns, name string, audiences ...string) string {
+	t.Helper()
+	ctx := context.Background()
+	if _, err := cp.Client.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	tr, err := cp.Client.CoreV1().ServiceAccounts(ns).CreateToken(ctx, name, &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{Audiences: audiences}}, metav1.CreateOptions{})
+	must(t, err)
+	return tr.Status.Token
+}
+
+// invalidate posts body to the pod's endpoint with token (none when
+// empty) and returns the status and the decoded answer.
+func (p *cachePod) invalidate(token, body string) (int, invalidation.Response) {
+	p.t.Helper()
+	req, _ := http.NewRequest("POST", "http://"+p.invalidateAddr+invalidation.Path, strings.NewReader(body))
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := noKeepAlive.Do(req)
+	if err != nil {
+		p.t.Fatalf("POST %s: %v", invalidation.Path, err)
+	}
+	defer resp.Body.Close()
+	var out invalidation.Response
+	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil {
+		p.t.Fatalf("POST %s: %d, body not JSON: %v", invalidation.Path, resp.StatusCode, err)
+	}
+	return resp.StatusCode, out
+}
+
+// TestInvalidateEndpoint: POST /invalidate with real tokens. No token, or
+// one for another audience: 401; a ServiceAccount without the right to
+// create cacheinvalidations: 403; an invalid body: 400; with the right:
+// 200 once both Ready pods acknowledged, the URL is gone from both caches
+// and the CacheInvalidation is deleted.
+func TestInvalidateEndpoint(t *testing.T) {
+	ctx := context.Background()
+	g, _ := startCacheGateway(t, true)
+	for _, p := range g.pods {
+		readyPod(t, g.cp, g.gw, p.name)
+	}
+	cached := map[string]string{}
+	for _, p := range g.pods {
+		cached[p.name] = p.fetch("/news/1")
+		if again := p.fetch("/news/1"); again != cached[p.name] {
+			t.Fatalf("%s: not cached: %q then %q", p.name, cached[p.name], again)
+		}
+	}
+	purger := saToken(t, g.cp, g.ns, "purger", invalidation.Audience)
+	g.cp.GrantRole(t, g.ns, "purger", g.ns, "purger", []rbacv1.PolicyRule{{APIGroups: []string{vgwapi.Group}, Resources: []string{vgwapi.CacheInvalidationResource}, Verbs: []string{"create"}}})
+	reader := saToken(t, g.cp, g.ns, "reader", invalidation.Audience)
+	apiToken := saToken(t, g.cp, g.ns, "purger") // the API server's audience
+	body := `{"bans": [{"host": "app.example.com", "pathPrefix": "/news/"}]}`
+	p := g.pods[1]
+
+	if code, out := p.invalidate("", body); code != 401 || !strings.Contains(out.Error, "--audience="+invalidation.Audience) {
+		t.Errorf("without a token: %d %+v, want 401 saying how to get one", code, out)
+	}
+	if code, out := p.invalidate(apiToken, body); code != 401 {
+		t.Errorf("with a token for the API server: %d %+v, want 401", code, out)
+	}
+	if code, out := p.invalidate(reader, body); code != 403 || !strings.Contains(out.Error, "system:serviceaccount:"+g.ns+":reader may not create cacheinvalidations") {
+		t.Errorf("without the right: %d %+v, want 403 naming the user and the right", code, out)
+	}
+	if code, out := p.invalidate(purger, `{"bans": [{"host": "app.example.com", "pathRegex": "^/(a)\\1"}]}`); code != 400 || !strings.Contains(out.Error, "bans[0].pathRegex") {
+		t.Errorf("an invalid regex: %d %+v, want 400 naming bans[0].pathRegex", code, out)
+	}
+	if code, out := p.invalidate(purger, `{"gateway": "other", "tags": ["a"]}`); code != 400 || !strings.Contains(out.Error, `gateway = "other"`) {
+		t.Errorf("another Gateway: %d %+v, want 400", code, out)
+	}
+	if code, out := p.invalidate(purger, `{"tag": ["a"]}`); code != 400 || !strings.Contains(out.Error, `unknown field "tag"`) {
+		t.Errorf("an unknown field: %d %+v, want 400", code, out)
+	}
+	list, err := g.dyn.Resource(vgwapi.CacheInvalidations).Namespace(g.ns).List(ctx, metav1.ListOptions{})
+	must(t, err)
+	if len(list.Items) != 0 {
+		t.Fatalf("refused requests created %d CacheInvalidations", len(list.Items))
+	}
+
+	start := time.Now()
+	code, out := p.invalidate(purger, body)
+	if code != 200 || strings.Join(out.Applied, ",") != "edge-a,edge-b" || out.UID == "" {
+		t.Fatalf("with the right: %d %+v, want 200 applied by edge-a and edge-b", code, out)
+	}
+	t.Logf("POST /invalidate answered after %s: %+v", time.Since(start).Round(time.Millisecond), out)
+	for _, p := range g.pods {
+		if got := p.fetch("/news/1"); got == cached[p.name] {
+			t.Errorf("%s still serves /news/1 from cache (%q) after the invalidation", p.name, got)
+		}
+	}
+	g.pods[0].waitFor("the applied CacheInvalidation deleted", 10*time.Second, func() bool {
+		list, err := g.dyn.Resource(vgwapi.CacheInvalidations).Namespace(g.ns).List(ctx, metav1.ListOptions{})
+		return err == nil && len(list.Items) == 0
+	})
 }

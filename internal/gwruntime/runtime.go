@@ -107,13 +107,15 @@ func GatewayRules(gw routing.ObjectRef) []rbacv1.PolicyRule {
 
 // InvalidateEndpointRules are the further rights, in the Gateway's
 // namespace, of pods that serve the POST /invalidate endpoint
-// (--invalidate-addr): create the CacheInvalidations callers ask for, and
-// list the pods to know which Ready pods must acknowledge. With them the
+// (--invalidate-addr): create the CacheInvalidations callers ask for (and
+// delete them once applied), and list the pods and their reports to know
+// which Ready pods must acknowledge and which did. With them the
 // pods need AuthDelegatorClusterRole, bound cluster-wide, to check callers
 // (TokenReview, SubjectAccessReview).
 func InvalidateEndpointRules() []rbacv1.PolicyRule {
 	return []rbacv1.PolicyRule{
-		{APIGroups: []string{"varnishgw.dev"}, Resources: []string{"cacheinvalidations"}, Verbs: []string{"create"}},
+		{APIGroups: []string{"varnishgw.dev"}, Resources: []string{"cacheinvalidations"}, Verbs: []string{"create", "delete"}},
+		{APIGroups: []string{"varnishgw.dev"}, Resources: []string{"gatewaypodreports"}, Verbs: []string{"list"}},
 		{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"list"}},
 	}
 }

@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/tools/cache"
@@ -154,15 +155,15 @@ func (a *Applier) Run(ctx context.Context) error {
 // handled: a chaperone that restarts beside a running varnishd (sidecar
 // mode) does not ban again what it banned before.
 func (a *Applier) seedFromReport(ctx context.Context) {
-	reports, err := vgwapi.ReadReports(ctx, a.cfg.Dynamic, a.cfg.Gateway)
+	obj, err := a.cfg.Dynamic.Resource(vgwapi.GatewayPodReports).Namespace(a.cfg.Gateway.Namespace).Get(ctx, a.cfg.Pod.Name, metav1.GetOptions{})
 	if err != nil {
 		if !apierrors.IsNotFound(err) {
 			a.cfg.Logger.Warn("cannot read the pod's earlier acknowledgements of cache invalidations", "error", err)
 		}
 		return
 	}
-	r := reports[a.cfg.Pod.Name]
-	if r == nil {
+	var r vgwapi.GatewayPodReport
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(obj.Object, &r); err != nil || r.Spec.Gateway != a.cfg.Gateway.Name {
 		return
 	}
 	a.mu.Lock()

@@ -53,7 +53,7 @@ type Endpoint struct {
 	Gateway routing.ObjectRef
 	Timeout time.Duration
 	Logger  *slog.Logger
-	// Interval between checks of the acknowledgements (default 50ms).
+	// Interval between checks of the acknowledgements (default 100ms).
 	Interval time.Duration
 }
 
@@ -179,7 +179,7 @@ func (e *Endpoint) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	interval := e.Interval
 	if interval <= 0 {
-		interval = 50 * time.Millisecond
+		interval = 100 * time.Millisecond
 	}
 	wctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
