@@ -238,6 +238,7 @@ func (p *varnishgwProvider) Resources(context.Context) []func() resource.Resourc
 		NewGatewayClassResourceWithIdentity,
 		NewHTTPRouteResourceWithIdentity,
 		NewGatewayResourceWithIdentity,
+		NewCacheInvalidationResource,
 	}
 }
 
