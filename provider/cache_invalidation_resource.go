@@ -302,10 +302,14 @@ func (c *clients) invalidate(ctx context.Context, m *invalidationModel) (*invali
 		return nil, fmt.Errorf("create the CacheInvalidation in namespace %s: %w", gw.Namespace, err)
 	}
 	out := &invalidated{name: created.GetName(), uid: string(created.GetUID()), applied: []string{}}
-	if !m.WaitForApplied.ValueBool() {
+	// Null in the action, whose attributes have no defaults.
+	if !m.WaitForApplied.IsNull() && !m.WaitForApplied.ValueBool() {
 		return out, nil
 	}
-	timeout, _ := time.ParseDuration(m.AppliedTimeout.ValueString())
+	timeout := time.Minute
+	if !m.AppliedTimeout.IsNull() {
+		timeout, _ = time.ParseDuration(m.AppliedTimeout.ValueString())
+	}
 	wctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	applied, err := vgwapi.WaitAcknowledged(wctx, c.dynamic, gw, out.uid,
