@@ -26,7 +26,9 @@ import (
 // CacheInvalidation is deleted afterwards; an invalid regex fails the
 // plan naming the block.
 func TestAccCacheInvalidateAction(t *testing.T) {
-	cp := accPreCheck(t)
+	if os.Getenv("TF_ACC") == "" {
+		t.Skip("acceptance test: set TF_ACC=1 (make test and make testacc do)")
+	}
 	if _, err := toolsenv.Load(); err != nil {
 		t.Fatal(err)
 	}
@@ -34,6 +36,7 @@ func TestAccCacheInvalidateAction(t *testing.T) {
 	if bin == "" {
 		t.Skip("needs Terraform 1.14 for actions: run VARNISHGW_TERRAFORM_NEW=1 make setup (VARNISHGW_TERRAFORM_NEW_PATH is empty)")
 	}
+	cp := accPreCheck(t)
 	ctx := context.Background()
 	ns := cp.Namespace(t)
 	gw := routeFixture(t, cp, ns, "")
