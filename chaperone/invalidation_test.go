@@ -135,7 +135,7 @@ type cacheGateway struct {
 
 // Invalidations of pre are created before the pods start, long enough
 // before for them to be older than the pods' cache children.
-func startCacheGateway(t *testing.T, endpoint bool, pre ...vgwapi.InvalidationSpec) (*cacheGateway, []*unstructured.Unstructured) {
+func startCacheGateway(t testing.TB, endpoint bool, pre ...vgwapi.InvalidationSpec) (*cacheGateway, []*unstructured.Unstructured) {
 	t.Helper()
 	cp := testenv.Get(t)
 	ctx := context.Background()
@@ -212,7 +212,7 @@ func startCacheGateway(t *testing.T, endpoint bool, pre ...vgwapi.InvalidationSp
 }
 
 // create creates a CacheInvalidation of the Gateway.
-func (g *cacheGateway) create(t *testing.T, spec vgwapi.InvalidationSpec) *unstructured.Unstructured {
+func (g *cacheGateway) create(t testing.TB, spec vgwapi.InvalidationSpec) *unstructured.Unstructured {
 	t.Helper()
 	obj, err := vgwapi.NewInvalidation(g.gw, "", spec)
 	must(t, err)
