@@ -153,7 +153,7 @@ func startCacheGateway(t testing.TB, endpoint bool, pre ...vgwapi.InvalidationSp
 		_, err := cp.Client.RbacV1().ClusterRoleBindings().Create(ctx, crb, metav1.CreateOptions{})
 		must(t, err)
 		t.Cleanup(func() {
-			cp.Client.RbacV1().ClusterRoleBindings().Delete(context.Background(), crb.Name, metav1.DeleteOptions{})
+			_ = cp.Client.RbacV1().ClusterRoleBindings().Delete(context.Background(), crb.Name, metav1.DeleteOptions{})
 		})
 	}
 	kubeconfig, err := cp.ServiceAccountKubeconfig(ctx, ns, "chaperone")
@@ -315,10 +315,8 @@ func TestCacheInvalidationOnEveryReplica(t *testing.T) {
 			Tags:   []string{"news"},
 		}, 2, []string{"/imgs", "/tagged/product-42", "/tagged/product-4"}},
 	}
-	var uids []string
 	for _, s := range steps {
 		obj := g.create(t, s.spec)
-		uids = append(uids, string(obj.GetUID()))
 		for pod, ack := range g.acks(t, string(obj.GetUID())) {
 			if ack.Bans != s.bans || ack.Skipped || ack.Error != "" || ack.Name != obj.GetName() {
 				t.Errorf("%s: %s acknowledged %+v, want %d bans", s.name, pod, ack, s.bans)
