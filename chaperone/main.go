@@ -99,9 +99,21 @@ func newRouting(cfg *Config, logger *slog.Logger) (routingHalf, *Halves, error) 
 				Status: gatewaystatus.NewListenerWriter(gw, ns, name, log),
 			}
 		}
-		// Cache invalidations: watched, applied and acknowledged with the
-		// same clients (docs/routing-sync.md).
-		cacheHalf := &CacheHalf{Kube: kube, Dynamic: dyn, Gateway: gwRef, Pod: vgwapi.Pod{Name: cfg.PodName, UID: cfg.PodUID}}
+		// Cache invalidations (docs/routing-sync.md) have clients of their
+		// own, through the same monitor: the invalidation endpoint's waits
+		// poll the API and must not use up the client-side rate limit of
+		// the routing's requests.
+		irc := rest.CopyConfig(rc)
+		irc.QPS, irc.Burst = 20, 40
+		ikube, err := kubernetes.NewForConfig(irc)
+		if err != nil {
+			return nil, nil, fmt.Errorf("kubernetes client: %w", err)
+		}
+		idyn, err := dynamic.NewForConfig(irc)
+		if err != nil {
+			return nil, nil, fmt.Errorf("dynamic client: %w", err)
+		}
+		cacheHalf := &CacheHalf{Kube: ikube, Dynamic: idyn, Gateway: gwRef, Pod: vgwapi.Pod{Name: cfg.PodName, UID: cfg.PodUID}}
 		return a, &Halves{TLS: tls, Cache: cacheHalf}, nil
 	case RoutingDir:
 		var tls *TLSHalf
