@@ -240,10 +240,14 @@ func (a *Applier) writeReport(ctx context.Context, store cache.Store) error {
 	for uid, r := range a.handled {
 		if !exists[uid] {
 			delete(a.handled, uid)
-			delete(a.seen, uid)
 			continue
 		}
 		list = append(list, r)
+	}
+	for uid := range a.seen {
+		if !exists[uid] {
+			delete(a.seen, uid) // deleted before it was handled
+		}
 	}
 	vgwapi.SortInvalidations(list)
 	same := a.written != nil && equalReports(a.written, list)
