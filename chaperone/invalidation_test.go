@@ -24,51 +24,19 @@ import (
 
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/chaperone/invalidation"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/gwruntime"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/mainvcl"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/routing"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/testing/testenv"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/varnish/varnishd/varnishdtest"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/vgwapi"
 )
 
-// cachingVCL is a main.vcl that caches every routed GET for an hour and
-// stamps the X-Ghost-* object headers the invalidation bans test, as
-// ghost's router.backend_response() does (contract of issue #15): the
-// request's host in lower case without port, the path without query, the
-// URL, and the Cache-Tag header's tags between single spaces. X-Fetch
-// counts the object's hits.
+// cachingVCL is the gateway's main.vcl (mainvcl.Render): with the
+// Gateway's cache policy (startCacheGateway sets it) ghost caches every
+// routed GET and stamps the X-Ghost-* object headers the invalidation bans
+// test.
 func cachingVCL(ghostJSON string) string {
-	return fmt.Sprintf(`vcl 4.1;
-import ghost from %q;
-import std;
-backend default none;
-sub vcl_init {
-	new router = ghost.router(%q);
-}
-sub vcl_recv {
-	if (router.recv()) {
-		return (hash);
-	}
-	return (synth(router.status()));
-}
-sub vcl_synth {
-	router.synth();
-	return (deliver);
-}
-sub vcl_backend_response {
-	set beresp.ttl = 1h;
-	set beresp.http.X-Ghost-Host = std.tolower(regsub(bereq.http.host, ":[0-9]+$", ""));
-	set beresp.http.X-Ghost-Path = regsub(bereq.url, "\?.*$", "");
-	set beresp.http.X-Ghost-Url = bereq.url;
-	if (beresp.http.Cache-Tag) {
-		set beresp.http.X-Ghost-Tags = " " + regsuball(beresp.http.Cache-Tag, "[ ,]+", " ") + " ";
-	}
-	return (deliver);
-}
-sub vcl_deliver {
-	router.deliver();
-	set resp.http.X-Hits = obj.hits;
-}
-`, ghostVMOD, ghostJSON)
+	return mainvcl.Render(mainvcl.Options{GhostJSON: ghostJSON, VMOD: ghostVMOD})
 }
 
 // countingOrigin answers each URL with the URL and how often it was
@@ -162,6 +130,8 @@ func startCacheGateway(t testing.TB, endpoint bool, pre ...vgwapi.InvalidationSp
 	listen := varnishdtest.FreeAddr(t)
 	port := varnishdtest.Port(t, listen)
 	gw, frag := kubeGateway(t, ns, port)
+	// cache everything for an hour, tags in Cache-Tag (the default)
+	gw.Annotations = map[string]string{routing.CachePolicyAnnotation: `{"ttl":"1h"}`}
 	_, err = cp.Gateway.GatewayV1().Gateways(ns).Create(ctx, gw, metav1.CreateOptions{})
 	must(t, err)
 	_, err = fragmentClient(t, cp, ns).Create(ctx, frag, metav1.CreateOptions{})
@@ -266,7 +236,7 @@ func TestCacheInvalidationOnEveryReplica(t *testing.T) {
 	}
 
 	paths := []string{"/a", "/a?v=1", "/b?x=1", "/b?x=2", "/img/1.png", "/img/2.png", "/imgs", "/v/123", "/v/12a",
-		"/tagged/product-42", "/tagged/product-4", "/keep"}
+		"/tagged/product-42", "/tagged/product-4", "/tagged/product-7", "/sp%20ace/1", "/keep"}
 	cached := map[string]map[string]string{} // pod → path → body
 	for _, p := range g.pods {
 		cached[p.name] = map[string]string{}
@@ -309,11 +279,14 @@ func TestCacheInvalidationOnEveryReplica(t *testing.T) {
 		{"ban a prefix", vgwapi.InvalidationSpec{Bans: []vgwapi.Ban{{Host: "app.example.com", PathPrefix: "/img/"}}}, 1, []string{"/img/1.png", "/img/2.png"}},
 		{"ban a regex", vgwapi.InvalidationSpec{Bans: []vgwapi.Ban{{Host: "app.example.com", PathRegex: `^/v/[0-9]+$`}}}, 1, []string{"/v/123"}},
 		{"tag", vgwapi.InvalidationSpec{Tags: []string{"product-42"}}, 1, []string{"/tagged/product-42"}},
+		// a tag that begins another tag invalidates only its own objects
+		{"tag that begins another", vgwapi.InvalidationSpec{Tags: []string{"product-4"}}, 1, []string{"/tagged/product-4"}},
+		{"regex with a space", vgwapi.InvalidationSpec{Bans: []vgwapi.Ban{{Host: "app.example.com", PathRegex: `^/sp(%20| )ace/`}}}, 1, []string{"/sp%20ace/1"}},
 		{"another host", vgwapi.InvalidationSpec{Bans: []vgwapi.Ban{{Host: "other.example.com", PathPrefix: "/"}}}, 1, nil},
 		{"several at once", vgwapi.InvalidationSpec{
 			Purges: []vgwapi.Purge{{Host: "app.example.com", Path: "/imgs"}},
 			Tags:   []string{"news"},
-		}, 2, []string{"/imgs", "/tagged/product-42", "/tagged/product-4"}},
+		}, 2, []string{"/imgs", "/tagged/product-42", "/tagged/product-4", "/tagged/product-7"}},
 	}
 	for _, s := range steps {
 		obj := g.create(t, s.spec)

@@ -25,14 +25,16 @@ func TestBans(t *testing.T) {
 			[][]string{{h, "==", host, "&&", "obj.http.X-Ghost-Path", "~", `^/a\.b\+\(c\)/`}}},
 		{"regex as given", vgwapi.InvalidationSpec{Bans: []vgwapi.Ban{{Host: host, PathRegex: `\.png$`}}},
 			[][]string{{h, "==", host, "&&", "obj.http.X-Ghost-Path", "~", `\.png$`}}},
-		{"tag between spaces, regex-quoted", vgwapi.InvalidationSpec{Tags: []string{"a.b*"}},
-			[][]string{{"obj.http.X-Ghost-Tags", "~", ` a\.b\* `}}},
+		{"regex spaces as \\x20", vgwapi.InvalidationSpec{Bans: []vgwapi.Ban{{Host: host, PathRegex: `^/a b/[ ]`}}},
+			[][]string{{h, "==", host, "&&", "obj.http.X-Ghost-Path", "~", `^/a\x20b/[\x20]`}}},
+		{"tag as a whole word, regex-quoted", vgwapi.InvalidationSpec{Tags: []string{"a.b*"}},
+			[][]string{{"obj.http.X-Ghost-Tags", "~", `(^|\x20)a\.b\*(\x20|$)`}}},
 		{"order: purges, bans, tags", vgwapi.InvalidationSpec{
 			Tags: []string{"t"}, Bans: []vgwapi.Ban{{Host: host, PathPrefix: "/"}}, Purges: []vgwapi.Purge{{Host: host, Path: "/"}},
 		}, [][]string{
 			{h, "==", host, "&&", "obj.http.X-Ghost-Path", "==", "/"},
 			{h, "==", host, "&&", "obj.http.X-Ghost-Path", "~", "^/"},
-			{"obj.http.X-Ghost-Tags", "~", " t "},
+			{"obj.http.X-Ghost-Tags", "~", `(^|\x20)t(\x20|$)`},
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
