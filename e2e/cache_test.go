@@ -295,7 +295,13 @@ func TestCachingDay(t *testing.T) {
 	}
 	deadline := time.Now().Add(time.Second)
 	for _, addr := range listens {
-		for fromCache(addr) || fromCache(addr) {
+		// two answers in a row not from the cache: the first could be
+		// the miss that stored the object just before the reload
+		for {
+			first := fromCache(addr)
+			if !first && !fromCache(addr) {
+				break
+			}
 			if time.Now().After(deadline) {
 				t.Fatalf("1 s after apply the rule with caching off is still answered from the cache (or with X-Cache) by %s", addr)
 			}
