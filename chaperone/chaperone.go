@@ -14,19 +14,26 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/chaperone/accesslog"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/chaperone/drain"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/chaperone/gatewaystatus"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/chaperone/ghostadmin"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/chaperone/health"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/chaperone/invalidation"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/chaperone/metrics"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/chaperone/routingsync"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/chaperone/tlssource"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/chaperone/tlsterm"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/chaperone/vcl"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/routing"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/varnish/varnishadm"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/varnish/varnishd"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/varnish/varnishstat"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/vgwapi"
 )
 
 // drainHookLinger bounds how long a sidecar chaperone drained by SIGTERM
@@ -115,13 +122,34 @@ type TLSHalf struct {
 	Status *gatewaystatus.ListenerWriter
 }
 
+// CacheHalf is where the Gateway's cache invalidations come from and
+// where their acknowledgements go (--routing=kubernetes), and what the
+// invalidation endpoint (--invalidate-addr) checks callers with.
+type CacheHalf struct {
+	Kube    kubernetes.Interface
+	Dynamic dynamic.Interface
+	Gateway routing.ObjectRef
+	Pod     vgwapi.Pod
+}
+
+// Halves are the parts Run starts beside the routing half, nil when the
+// configuration has none: TLS is needed with HTTPS ports (--tls-listen)
+// and ignored without; Cache comes with --routing=kubernetes.
+type Halves struct {
+	TLS   *TLSHalf
+	Cache *CacheHalf
+}
+
 // Run runs the chaperone until SIGTERM/SIGINT has drained varnishd (nil, exit
 // 0) or something fails (exit 1). sig delivers the termination signals;
-// ending ctx stops at once, without draining. tls is needed with HTTPS
-// ports (--tls-listen) and ignored without.
-func Run(ctx context.Context, cfg *Config, routing routingHalf, tls *TLSHalf, logger *slog.Logger, sig <-chan os.Signal) error {
+// ending ctx stops at once, without draining.
+func Run(ctx context.Context, cfg *Config, routing routingHalf, halves *Halves, logger *slog.Logger, sig <-chan os.Signal) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	if halves == nil {
+		halves = &Halves{}
+	}
+	tls := halves.TLS
 	if routing == nil {
 		routing = &routingsync.FileRouting{}
 	}
@@ -354,6 +382,13 @@ func Run(ctx context.Context, cfg *Config, routing routingHalf, tls *TLSHalf, lo
 	}
 	routingDone := make(chan error, 1)
 	go func() { routingDone <- routing.Run(ctx, env) }()
+	if halves.Cache != nil {
+		stop, err := c.startInvalidation(ctx, halves.Cache, reg)
+		if err != nil {
+			return err
+		}
+		defer stop()
+	}
 
 	// Wait for the end: a signal starts the drain, a second one ends at once.
 	drainDone := c.drainer.Done()
@@ -541,6 +576,66 @@ func (c *Chaperone) childRestarted(ctx context.Context) {
 }
 
 func (c *Chaperone) setVCLErr(err error) { c.vclErr.Store(&err) }
+
+// startInvalidation applies the Gateway's cache invalidations and, with
+// --invalidate-addr, serves the invalidation endpoint. stop shuts the
+// endpoint down.
+func (c *Chaperone) startInvalidation(ctx context.Context, h *CacheHalf, reg *prometheus.Registry) (stop func(), err error) {
+	applier := invalidation.New(invalidation.Config{
+		Dynamic: h.Dynamic, Gateway: h.Gateway, Pod: h.Pod,
+		Ban: func(ctx context.Context, args []string) error {
+			_, err := c.admin.get().Do(ctx, append([]string{"ban"}, args...)...)
+			return err
+		},
+		ChildStart: c.childStart,
+		Metrics:    reg,
+		Logger:     c.logger.With("component", "invalidation"),
+	})
+	go func() {
+		if err := applier.Run(ctx); err != nil && ctx.Err() == nil {
+			c.logger.Error("cache invalidations: watch stopped", "error", err)
+		}
+	}()
+	if c.cfg.InvalidateAddr == "" {
+		return func() {}, nil
+	}
+	l, err := net.Listen("tcp", c.cfg.InvalidateAddr)
+	if err != nil {
+		return nil, fmt.Errorf("--invalidate-addr=%s: %w", c.cfg.InvalidateAddr, err)
+	}
+	ep := &invalidation.Endpoint{Kube: h.Kube, Dynamic: h.Dynamic, Gateway: h.Gateway, Timeout: c.cfg.InvalidateTimeout, Logger: c.logger.With("component", "invalidation")}
+	srv := &http.Server{Handler: ep.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	go func() {
+		if err := srv.Serve(l); !errors.Is(err, http.ErrServerClosed) {
+			c.logger.Error("invalidation endpoint stopped serving", "addr", l.Addr().String(), "error", err)
+		}
+	}()
+	c.logger.Info("invalidation endpoint ready", "addr", l.Addr().String())
+	return func() {
+		sctx, scancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer scancel()
+		if err := srv.Shutdown(sctx); err != nil {
+			c.logger.Warn("invalidation endpoint: shutdown", "error", err)
+		}
+	}, nil
+}
+
+// childStart is a time at or before the start of the running cache
+// child: the latest counters' time minus the child's uptime (MAIN.uptime,
+// whole seconds) and one second more. Before the first counters it reads
+// them; the zero time when that fails (nothing is skipped then).
+func (c *Chaperone) childStart() time.Time {
+	s, _ := c.stats.Latest()
+	if !s.Has("MAIN.uptime") {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		s, _ = c.stats.Poll(ctx)
+		if !s.Has("MAIN.uptime") {
+			return time.Time{}
+		}
+	}
+	return s.Time.Add(-time.Duration(s.Value("MAIN.uptime"))*time.Second - time.Second)
+}
 
 // reloadObserver counts VCL reloads and, while draining, tells the new
 // VCL's ghost about the drain too. ghost's drain flag belongs to the VMOD

@@ -152,6 +152,20 @@ func (c *Config) validate() error {
 	if _, _, err := net.SplitHostPort(c.HealthAddr); err != nil {
 		return fmt.Errorf("--health-addr=%q: %v; use host:port, e.g. --health-addr=:9091", c.HealthAddr, err)
 	}
+	if c.InvalidateAddr != "" {
+		if _, _, err := net.SplitHostPort(c.InvalidateAddr); err != nil {
+			return fmt.Errorf("--invalidate-addr=%q: %v; use host:port, e.g. --invalidate-addr=:9092", c.InvalidateAddr, err)
+		}
+		if c.RoutingSource != RoutingKubernetes {
+			return fmt.Errorf("--invalidate-addr=%q needs --routing=kubernetes: the endpoint creates CacheInvalidations through the API; leave it empty with --routing=%s", c.InvalidateAddr, c.RoutingSource)
+		}
+		if c.InvalidateAddr == c.HealthAddr {
+			return fmt.Errorf("--invalidate-addr=%q is --health-addr too: the health server is read only; give the endpoint a port of its own, e.g. :9092", c.InvalidateAddr)
+		}
+	}
+	if c.InvalidateTimeout <= 0 {
+		return fmt.Errorf("--invalidate-timeout=%s: want a positive duration, e.g. 30s", c.InvalidateTimeout)
+	}
 	if c.VCLKeep < 1 {
 		return fmt.Errorf("--vcl-keep=%d: keep at least the active VCL (1 or more)", c.VCLKeep)
 	}

@@ -66,6 +66,15 @@ func TestParseConfig(t *testing.T) {
 				t.Errorf("StatsExclude = %q", c.StatsExclude)
 			}
 		}},
+		{name: "invalidate endpoint needs kubernetes", args: []string{"--listen=80", "--invalidate-addr=:9092"}, wantErr: "--invalidate-addr=\":9092\" needs --routing=kubernetes"},
+		{name: "invalidate endpoint not on the health server", args: []string{"--listen=80", "--routing=kubernetes", "--gateway=a/b", "--invalidate-addr=:9091"}, wantErr: "the health server is read only"},
+		{name: "invalidate endpoint address", args: []string{"--listen=80", "--routing=kubernetes", "--gateway=a/b", "--invalidate-addr=9092"}, wantErr: "--invalidate-addr=\"9092\": address 9092: missing port"},
+		{name: "invalidate timeout", args: []string{"--listen=80", "--invalidate-timeout=0s"}, wantErr: "--invalidate-timeout=0s: want a positive duration"},
+		{name: "invalidate endpoint", args: []string{"--listen=80", "--routing=kubernetes", "--gateway=a/b", "--invalidate-addr=:9092"}, check: func(t *testing.T, c *Config) {
+			if c.InvalidateAddr != ":9092" || c.InvalidateTimeout != 30*time.Second {
+				t.Errorf("InvalidateAddr = %q, InvalidateTimeout = %s", c.InvalidateAddr, c.InvalidateTimeout)
+			}
+		}},
 		{name: "empty vcl without kubernetes", args: []string{"--listen=80", "--vcl="}, wantErr: "--vcl is empty with --routing=file"},
 		{name: "empty vcl with kubernetes", args: []string{"--listen=80", "--vcl=", "--routing=kubernetes", "--gateway=edge/public"}, check: func(t *testing.T, c *Config) {
 			if c.VCLPath != "" {

@@ -48,7 +48,7 @@ import (
 // come from: the Secrets the Gateway names, through the API
 // (tlssource.Kube, and the listeners' ResolvedRefs condition) or from the
 // routing directory (tlssource.Dir).
-func newRouting(cfg *Config, logger *slog.Logger) (routingHalf, *TLSHalf, error) {
+func newRouting(cfg *Config, logger *slog.Logger) (routingHalf, *Halves, error) {
 	// Each package names its own component (routingsync, vcl,
 	// gatewaystatus).
 	log := logger
@@ -99,13 +99,28 @@ func newRouting(cfg *Config, logger *slog.Logger) (routingHalf, *TLSHalf, error)
 				Status: gatewaystatus.NewListenerWriter(gw, ns, name, log),
 			}
 		}
-		return a, tls, nil
+		// Cache invalidations (docs/routing-sync.md) have clients of their
+		// own, through the same monitor: the invalidation endpoint's waits
+		// poll the API and must not use up the client-side rate limit of
+		// the routing's requests.
+		irc := rest.CopyConfig(rc)
+		irc.QPS, irc.Burst = 20, 40
+		ikube, err := kubernetes.NewForConfig(irc)
+		if err != nil {
+			return nil, nil, fmt.Errorf("kubernetes client: %w", err)
+		}
+		idyn, err := dynamic.NewForConfig(irc)
+		if err != nil {
+			return nil, nil, fmt.Errorf("dynamic client: %w", err)
+		}
+		cacheHalf := &CacheHalf{Kube: ikube, Dynamic: idyn, Gateway: gwRef, Pod: vgwapi.Pod{Name: cfg.PodName, UID: cfg.PodUID}}
+		return a, &Halves{TLS: tls, Cache: cacheHalf}, nil
 	case RoutingDir:
 		var tls *TLSHalf
 		if len(cfg.TLSPorts) > 0 {
 			tls = &TLSHalf{Source: tlssource.NewDir(cfg.RoutingDir, log)}
 		}
-		return &routingsync.Routing{Source: routingsync.NewDirSource(cfg.RoutingDir, log)}, tls, nil
+		return &routingsync.Routing{Source: routingsync.NewDirSource(cfg.RoutingDir, log)}, &Halves{TLS: tls}, nil
 	default:
 		return &routingsync.FileRouting{}, nil, nil
 	}
@@ -142,12 +157,12 @@ func main() {
 	// watch: as JSON records at DEBUG (the apiwatch monitor says what an
 	// operator needs once).
 	klog.SetSlogLogger(slog.New(atLevel{logger.Handler().WithAttrs([]slog.Attr{slog.String("component", "client-go")}), slog.LevelDebug}))
-	routing, tls, err := newRouting(cfg, logger)
+	routing, halves, err := newRouting(cfg, logger)
 	if err != nil {
 		logger.Error("chaperone failed", "error", err)
 		os.Exit(1)
 	}
-	if err := Run(context.Background(), cfg, routing, tls, logger, notifySignals()); err != nil {
+	if err := Run(context.Background(), cfg, routing, halves, logger, notifySignals()); err != nil {
 		logger.Error("chaperone failed", "error", err)
 		os.Exit(1)
 	}

@@ -13,6 +13,8 @@
  *   ghost_filter.c   filters applied to a routed request or a redirect
  *   ghost_reqid.c    X-Request-Id and the access log records
  *   ghost_mirror.c   RequestMirror copies
+ *   ghost_cache.c    cache policies: lookup or pass, the cache key, TTLs
+ *                    and the object headers for invalidation
  * and the loader, which uses no varnishd symbol (ghost_state.h):
  *   ghost_conf.c, ghost_arena.c, ghost_re.c
  *
@@ -61,6 +63,9 @@
 #define GH_ADMIN_RELOAD	"/.varnish-ghost/reload"
 #define GH_ADMIN_STATS	"/.varnish-ghost/stats"
 #define GH_ADMIN_DRAIN	"/.varnish-ghost/drain"
+
+/* the request header that carries a lookup's policy (ghost_cache.c) */
+#define GH_H_CACHE	"\016X-Ghost-Cache:"
 
 struct VSC_ghost;
 struct VSC_ghostrouter;
@@ -164,6 +169,7 @@ struct VPFX(ghost_router) {
 
 	struct gh_mirror_q	mq;
 	struct gh_chunkpool	cpool;		/* memory for loads */
+	char			bkey;		/* backend PRIV_TASK key */
 };
 
 struct gh_vcl {
@@ -201,6 +207,25 @@ struct gh_task {
 	int			https;		/* a TLS socket's request */
 	const struct gh_listener *lhost;	/* 421: the Host's listener */
 	const struct gh_listener *lsni;		/* 421: the SNI's, or NULL */
+	const struct gh_cache	*cache;		/* lookup's policy, NULL: none */
+	const char		*khost;		/* key: host, ws */
+	const char		*kurl;		/* key: path?query, ws */
+};
+
+/*
+ * per backend task (PRIV_TASK keyed by &rt->bkey): the policy a lookup's
+ * X-Ghost-Cache carried, taken off the bereq by .backend_fetch()
+ */
+struct gh_btask {
+	unsigned		magic;
+#define GH_BTASK_MAGIC		0x67686274
+	double			ttl, grace, keep;	/* seconds */
+	int			force;
+	const char		*taghdr;	/* hdr_t, ws; NULL: none */
+	const char		*host;		/* ws, hl bytes */
+	size_t			hl;
+	const char		*url;		/* ws, ul bytes; path: pl */
+	size_t			ul, pl;
 };
 
 /* the answer of a reload, for the admin endpoint and vcl_init */
@@ -266,6 +291,16 @@ const char *gh_redirect_location(VRT_CTX, const struct gh_route *r,
 void gh_request_id(VRT_CTX);
 void gh_log_route(VRT_CTX, const struct gh_route *r, const struct gh_group *g,
     const struct gh_endpoint *ep);
+
+/* ghost_router.c */
+struct gh_task *gh_task_get(VRT_CTX, struct VPFX(ghost_router) *rt,
+    int create);
+
+/* ghost_cache.c */
+int gh_cache_recv(VRT_CTX, struct gh_task *t, const struct gh_route *r,
+    const char *host, size_t hl, const char *path, size_t pl,
+    const char *q, size_t ql);
+void gh_cache_deliver(VRT_CTX, const struct gh_task *t);
 
 /* ghost_mirror.c */
 void gh_mirror_init(struct gh_mirror_q *, struct VSC_ghostrouter *);

@@ -41,8 +41,8 @@ static const struct vmod_priv_methods task_methods[1] = {{
 	.fini = task_fini
 }};
 
-static struct gh_task *
-task_get(VRT_CTX, struct VPFX(ghost_router) *rt, int create)
+struct gh_task *
+gh_task_get(VRT_CTX, struct VPFX(ghost_router) *rt, int create)
 {
 	struct vmod_priv *p;
 	struct gh_task *t;
@@ -92,7 +92,7 @@ vmod_router_sni(VRT_CTX, struct VPFX(ghost_router) *rt, VCL_STRING name)
 		    rt->vcl_name);
 		return;
 	}
-	t = task_get(ctx, rt, 1);
+	t = gh_task_get(ctx, rt, 1);
 	if (t == NULL)
 		return;
 	t->sni = NULL;
@@ -175,7 +175,7 @@ vmod_router_recv(VRT_CTX, struct VPFX(ghost_router) *rt)
 		    rt->vcl_name);
 		return (0);
 	}
-	t = task_get(ctx, rt, 1);
+	t = gh_task_get(ctx, rt, 1);
 	if (t == NULL)
 		return (0);
 	if (t->st != NULL)		/* restart */
@@ -189,6 +189,11 @@ vmod_router_recv(VRT_CTX, struct VPFX(ghost_router) *rt)
 	t->https = 0;
 	t->lhost = NULL;
 	t->lsni = NULL;
+	t->cache = NULL;
+	t->khost = NULL;
+	t->kurl = NULL;
+	/* only ghost sets it, for lookups (ghost_cache.c) */
+	http_Unset(ctx->http_req, GH_H_CACHE);
 
 	sock = VRT_r_local_socket(ctx);
 	url = ctx->http_req->hd[HTTP_HDR_URL].b;
@@ -304,6 +309,10 @@ vmod_router_recv(VRT_CTX, struct VPFX(ghost_router) *rt)
 	CHECK_OBJ_NOTNULL(be, GH_BE_MAGIC);
 	gh_log_route(ctx, r, g, ep);
 
+	/* the client's request decides, before filters and rewrites */
+	if (gh_cache_recv(ctx, t, r, host, hl, path, pl, q, ql))
+		return (0);
+
 	if (r->filters & GH_FILTER_REWRITE) {
 		AN(r->rewrite);
 		if (r->rewrite->path.type != GH_PMOD_NONE) {
@@ -336,7 +345,7 @@ vmod_router_status(VRT_CTX, struct VPFX(ghost_router) *rt)
 
 	CHECK_OBJ_NOTNULL(ctx, VRT_CTX_MAGIC);
 	CHECK_OBJ_NOTNULL(rt, GH_ROUTER_MAGIC);
-	t = task_get(ctx, rt, 0);
+	t = gh_task_get(ctx, rt, 0);
 	return (t != NULL ? t->status : 0);
 }
 
@@ -347,7 +356,7 @@ vmod_router_route(VRT_CTX, struct VPFX(ghost_router) *rt)
 
 	CHECK_OBJ_NOTNULL(ctx, VRT_CTX_MAGIC);
 	CHECK_OBJ_NOTNULL(rt, GH_ROUTER_MAGIC);
-	t = task_get(ctx, rt, 0);
+	t = gh_task_get(ctx, rt, 0);
 	if (t == NULL || t->route == NULL)
 		return ("");
 	/* pinned by the task's state reference */
@@ -362,7 +371,7 @@ vmod_router_generation(VRT_CTX, struct VPFX(ghost_router) *rt)
 
 	CHECK_OBJ_NOTNULL(ctx, VRT_CTX_MAGIC);
 	CHECK_OBJ_NOTNULL(rt, GH_ROUTER_MAGIC);
-	t = task_get(ctx, rt, 0);
+	t = gh_task_get(ctx, rt, 0);
 	if (t != NULL && t->st != NULL)
 		return ((VCL_INT)t->st->generation);
 	PTOK(pthread_mutex_lock(&rt->mtx));
@@ -385,7 +394,7 @@ vmod_router_synth(VRT_CTX, struct VPFX(ghost_router) *rt)
 		return;
 	}
 	gh_drain_close(ctx, rt);
-	t = task_get(ctx, rt, 0);
+	t = gh_task_get(ctx, rt, 0);
 	if (t == NULL || t->status == 0 ||
 	    ctx->http_resp->status != t->status)
 		return;
@@ -448,7 +457,8 @@ vmod_router_deliver(VRT_CTX, struct VPFX(ghost_router) *rt)
 		return;
 	}
 	gh_drain_close(ctx, rt);
-	t = task_get(ctx, rt, 0);
+	t = gh_task_get(ctx, rt, 0);
+	gh_cache_deliver(ctx, t);
 	if (t == NULL || t->route == NULL || t->status != 0)
 		return;
 	if (t->route->filters & GH_FILTER_RESPHDR)

@@ -189,6 +189,41 @@ struct gh_mirror {
 	struct gh_group		group;
 };
 
+/*
+ * An entry of the file's "cachePolicies" table (README, "Caching"): an
+ * effective cache policy that routes name. Header names are lower case
+ * in the file; hdr_t forms are for http_GetHdr().
+ */
+#define GH_QK_ALL	0	/* the whole query in the key */
+#define GH_QK_INCLUDE	1	/* only qparam[] */
+#define GH_QK_EXCLUDE	2	/* all but qparam[] */
+#define GH_QK_NONE	3	/* no query */
+
+struct gh_cache {
+	unsigned		magic;
+#define GH_CACHE_MAGIC		0x67686370
+	unsigned		index;		/* in the file */
+	char			*name;
+	long long		ttl_ms;
+	long long		grace_ms;
+	long long		keep_ms;
+	int			force_ttl;
+	int			allow_auth;
+	int			qkey;		/* GH_QK_* */
+	unsigned		nqparam;
+	char			**qparam;
+	size_t			*qplen;
+	unsigned		nkeyhdr;
+	char			**keyhdr;	/* hdr_t */
+	unsigned		nstrip;
+	char			**strip;	/* cookie names */
+	size_t			*striplen;
+	int			strip_all;	/* "*" */
+	char			*taghdr;	/* name, NULL: none */
+	char			*statushdr;	/* name, NULL: none */
+	char			*statushdr_h;	/* its hdr_t */
+};
+
 struct gh_route {
 	unsigned		magic;
 #define GH_ROUTE_MAGIC		0x67687274
@@ -213,6 +248,7 @@ struct gh_route {
 	struct gh_mirror	*mirror;
 
 	double			tmo;		/* seconds, 0: defaults */
+	const struct gh_cache	*cache;		/* NULL: passed */
 	unsigned		ngroup;
 	struct gh_group		*group;
 	uint64_t		wtotal;
@@ -279,6 +315,8 @@ struct gh_state {
 	struct gh_bset		*bsets;		/* linked by ->all */
 	unsigned		nsock;
 	struct gh_sock		*sock;		/* the file's "sockets" */
+	unsigned		ncache;
+	struct gh_cache		*cache;		/* "cachePolicies" */
 	unsigned		ntab;
 	struct gh_htab		*tab;		/* named sockets */
 	struct gh_htab		deftab;		/* other sockets */

@@ -7,8 +7,10 @@
 #
 #   varnishd -a http=:8080 -a ghost-admin=127.0.0.1:8081 -f main.vcl ...
 #
-# Everything is passed to the backends (no caching) unless user VCL below
-# decides otherwise.
+# Routes whose ghost.json entry names a cache policy ("cache") are cached
+# as the policy says; everything else is passed to the backends. User VCL
+# goes between the preamble and the defaults at the end (VCL concatenates
+# the subroutines), so it can still return (hash) or (pass) itself.
 
 vcl 4.1;
 
@@ -40,15 +42,45 @@ sub vcl_recv {
 		# endpoint's answer
 		return (synth(router.status()));
 	}
-	# routed: req.backend_hint is the chosen endpoint
-	return (pass);
+	# routed: req.backend_hint is the chosen endpoint; the defaults
+	# below look it up when its cache policy allows, else pass
+}
+
+sub vcl_backend_fetch {
+	# the policy of a lookup travels in X-Ghost-Cache: off the bereq
+	router.backend_fetch();
 }
 
 sub vcl_synth {
 	router.synth();
-	return (deliver);
 }
 
 sub vcl_deliver {
 	router.deliver();
+}
+
+# --- user VCL goes here ---
+
+# --- defaults: what user VCL did not decide ---
+
+sub vcl_recv {
+	if (router.cacheable()) {
+		return (hash);
+	}
+	return (pass);
+}
+
+sub vcl_hash {
+	router.hash();
+	return (lookup);
+}
+
+sub vcl_backend_response {
+	if (router.backend_response()) {
+		return (deliver);
+	}
+}
+
+sub vcl_synth {
+	return (deliver);
 }

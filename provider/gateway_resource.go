@@ -23,6 +23,7 @@ import (
 	k8sresource "k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	metav1apply "k8s.io/client-go/applyconfigurations/meta/v1"
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 	gatewayv1apply "sigs.k8s.io/gateway-api/applyconfiguration/apis/v1"
@@ -62,6 +63,7 @@ type gatewayModel struct {
 	Resources              *resourcesModel      `tfsdk:"resources"`
 	Pod                    *podModel            `tfsdk:"pod"`
 	Infrastructure         *infrastructureModel `tfsdk:"infrastructure"`
+	Cache                  *cachePolicyModel    `tfsdk:"cache"`
 	ServiceType            types.String         `tfsdk:"service_type"`
 	ServiceAnnotations     types.Map            `tfsdk:"service_annotations"`
 	ExternalTrafficPolicy  types.String         `tfsdk:"external_traffic_policy"`
@@ -188,6 +190,7 @@ func (r *gatewayResource) ValidateConfig(ctx context.Context, req resource.Valid
 	}
 	m.Pod.validate(&resp.Diagnostics)
 	m.validateMetadataKeys(&resp.Diagnostics)
+	validateCache(path.Root("cache"), field.NewPath("cache"), m.Cache, &resp.Diagnostics)
 	if m.Resources != nil {
 		for attr, v := range map[string]types.Map{"requests": m.Resources.Requests, "limits": m.Resources.Limits} {
 			if _, err := parseResources("resources."+attr, stringMap(v)); err != nil {
@@ -374,6 +377,13 @@ func (m *gatewayModel) toGateway(ctx context.Context) (*gatewayv1.Gateway, error
 		gl.AllowedRoutes = l.AllowedRoutes.allowedRoutes()
 		gl.TLS = l.TLS.listenerTLS()
 		gw.Spec.Listeners = append(gw.Spec.Listeners, gl)
+	}
+	cache, err := gatewayCacheAnnotation(m.Cache)
+	if err != nil {
+		return nil, err
+	}
+	if cache != "" {
+		gw.Annotations = map[string]string{routing.CachePolicyAnnotation: cache}
 	}
 	return gw, nil
 }
@@ -765,6 +775,11 @@ func (c *clients) applyGateway(ctx context.Context, gw *gatewayv1.Gateway) (*gat
 		spec.WithInfrastructure(infrastructureApply(gw.Spec.Infrastructure))
 	}
 	ac := gatewayv1apply.Gateway(gw.Name, gw.Namespace).WithLabels(managedLabels).WithSpec(spec)
+	// The default cache policy of the routes; a Gateway without it is
+	// applied without the annotation, which server-side apply then removes.
+	if v, ok := gw.Annotations[routing.CachePolicyAnnotation]; ok {
+		ac.WithAnnotations(map[string]string{routing.CachePolicyAnnotation: v})
+	}
 	live, err := c.gateway.GatewayV1().Gateways(gw.Namespace).Apply(ctx, ac, applyOptions())
 	if err != nil {
 		return nil, fmt.Errorf("apply Gateway %s/%s: %w", gw.Namespace, gw.Name, err)
@@ -905,6 +920,13 @@ func (c *clients) readGateway(ctx context.Context, m *gatewayModel) error {
 		m.SpecAddresses = types.ListValueMust(gatewayBlockType(ctx, path.Root("address").AtListIndex(0)), nil)
 	}
 	m.Infrastructure = readInfrastructure(m.Infrastructure, gw)
+	// The cache block as the Gateway's annotation has it: a change made
+	// to the annotation outside Terraform shows in the next plan. An
+	// annotation the routing core rejects (the gateway pods keep their
+	// routing) leaves the block as it was, so the next apply rewrites it.
+	if policy, err := routing.GatewayCachePolicy(gw); err == nil {
+		m.Cache = cachePolicyModelOf(policy)
+	}
 
 	ns, name := ref.Namespace, gwruntime.Name(ref)
 	cm, err := c.kube.CoreV1().ConfigMaps(ns).Get(ctx, gwruntime.VCLConfigMapName(ref), metav1.GetOptions{})

@@ -554,6 +554,12 @@ resource "varnishgw_http_route" "foreign" {
 					if !can(ns, "create", vgwapi.Group, vgwapi.GatewayPodReportResource, "") || !can(ns, "patch", vgwapi.Group, vgwapi.GatewayPodReportResource, "x") {
 						return fmt.Errorf("cannot create and patch its pods' GatewayPodReports")
 					}
+					if _, err := dyn.Resource(vgwapi.CacheInvalidations).Namespace(ns).List(ctx, metav1.ListOptions{}); err != nil {
+						return fmt.Errorf("list CacheInvalidations: %v", err)
+					}
+					if !can(ns, "watch", vgwapi.Group, vgwapi.CacheInvalidationResource, "") {
+						return fmt.Errorf("cannot watch CacheInvalidations")
+					}
 					if _, err := gwc.GatewayV1().Gateways(ns).Get(ctx, "edge", metav1.GetOptions{}); err != nil {
 						return fmt.Errorf("get its Gateway: %v", err)
 					}
@@ -582,6 +588,8 @@ resource "varnishgw_http_route" "foreign" {
 						{ns, "create", vgwapi.Group, vgwapi.RoutingFragmentResource, ""},
 						{ns, "patch", vgwapi.Group, vgwapi.RoutingFragmentResource, "x"},
 						{ns, "delete", vgwapi.Group, vgwapi.GatewayPodReportResource, "x"},
+						{ns, "create", vgwapi.Group, vgwapi.CacheInvalidationResource, ""},
+						{ns, "list", "", "pods", ""},
 						{ns, "delete", "", "configmaps", gwruntime.VCLConfigMapName(gw)},
 						{ns, "update", gatewayv1.GroupName, "gateways", "edge"},
 						{ns, "list", "", "secrets", ""},

@@ -417,6 +417,7 @@ func (r *gatewayResource) Schema(_ context.Context, _ resource.SchemaRequest, re
 			},
 			"pod":            podSchema(),
 			"infrastructure": infrastructureSchema(),
+			"cache":          cacheBlock(false),
 		},
 	}
 }

@@ -20,6 +20,7 @@ type httpRouteModel struct {
 	Hostnames          []types.String   `tfsdk:"hostnames"`
 	Rules              []ruleModel      `tfsdk:"rule"`
 	Routing            types.String     `tfsdk:"routing"`
+	EffectiveCache     types.List       `tfsdk:"effective_cache"`
 
 	WaitForServed types.Bool   `tfsdk:"wait_for_served"`
 	ServedTimeout types.String `tfsdk:"served_timeout"`
@@ -42,6 +43,7 @@ type ruleModel struct {
 	Timeouts           *timeoutsModel           `tfsdk:"timeouts"`
 	Retry              *retryModel              `tfsdk:"retry"`
 	SessionPersistence *sessionPersistenceModel `tfsdk:"session_persistence"`
+	Cache              *cachePolicyModel        `tfsdk:"cache"`
 }
 
 type matchModel struct {

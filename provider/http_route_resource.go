@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/routing"
@@ -55,6 +56,9 @@ func (r *httpRouteResource) ValidateConfig(ctx context.Context, req resource.Val
 		return
 	}
 	rejectUnsupportedRoute(&m, &resp.Diagnostics)
+	for i := range m.Rules {
+		validateCache(path.Root("rule").AtListIndex(i).AtName("cache"), field.NewPath("spec", "rules").Index(i).Child("cache"), m.Rules[i].Cache, &resp.Diagnostics)
+	}
 	var s resource.SchemaResponse
 	r.Schema(ctx, resource.SchemaRequest{}, &s)
 	for _, e := range routing.ValidateHTTPRoute(m.toHTTPRoute()) {
@@ -83,6 +87,7 @@ func (r *httpRouteResource) ModifyPlan(ctx context.Context, req resource.ModifyP
 	}
 	if !req.Config.Raw.IsFullyKnown() {
 		resp.Diagnostics.Append(resp.Plan.SetAttribute(ctx, path.Root("routing"), types.StringUnknown())...)
+		resp.Diagnostics.Append(resp.Plan.SetAttribute(ctx, path.Root("effective_cache"), types.ListUnknown(effectiveCacheType))...)
 		return
 	}
 	var plan httpRouteModel
@@ -142,6 +147,7 @@ func (r *httpRouteResource) ModifyPlan(ctx context.Context, req resource.ModifyP
 		resp.Diagnostics.AddError("Plan the HTTP route", err.Error()+"\nCheck that the provider can read Gateways, GatewayClasses, Services and ReferenceGrants.")
 		return
 	}
+	plan.setRuleCaches(frags)
 	// For the apply that follows this plan in an apply run.
 	r.c.routes.put(ref, routeSnapshot{route: route, inputs: in})
 	parents := in.parents
@@ -153,6 +159,7 @@ func (r *httpRouteResource) ModifyPlan(ctx context.Context, req resource.ModifyP
 		for _, p := range parents {
 			if p.gateway == nil || !p.ours {
 				resp.Diagnostics.Append(resp.Plan.SetAttribute(ctx, path.Root("routing"), types.StringUnknown())...)
+				resp.Diagnostics.Append(resp.Plan.SetAttribute(ctx, path.Root("effective_cache"), types.ListUnknown(effectiveCacheType))...)
 				resp.Diagnostics.Append(resp.Plan.SetAttribute(ctx, path.Root("id"), plan.Namespace.ValueString()+"/"+plan.Name.ValueString())...)
 				return
 			}
@@ -163,6 +170,21 @@ func (r *httpRouteResource) ModifyPlan(ctx context.Context, req resource.ModifyP
 		resp.Diagnostics.AddError("Plan the HTTP route", "encode the routing: "+err.Error())
 		return
 	}
+	// The effective cache policy of each rule, with the parent Gateways'
+	// default policies as the route's last refresh (or apply) read them,
+	// kept in its private state: the plan Terraform makes again during
+	// the apply must give the same value, even when a parent Gateway's
+	// cache block is applied before the route. A new route's value is
+	// known after apply.
+	ec := types.ListUnknown(effectiveCacheType)
+	if !req.State.Raw.IsNull() {
+		data, d := req.Private.GetKey(ctx, gatewayCachePoliciesKey)
+		resp.Diagnostics.Append(d...)
+		if policies, ok := recordedPolicies(data, frags); ok {
+			ec = effectiveCache(frags, policies)
+		}
+	}
+	resp.Diagnostics.Append(resp.Plan.SetAttribute(ctx, path.Root("effective_cache"), ec)...)
 	resp.Diagnostics.Append(resp.Plan.SetAttribute(ctx, path.Root("routing"), rj)...)
 	resp.Diagnostics.Append(resp.Plan.SetAttribute(ctx, path.Root("id"), plan.Namespace.ValueString()+"/"+plan.Name.ValueString())...)
 }
@@ -173,11 +195,14 @@ func (r *httpRouteResource) Create(ctx context.Context, req resource.CreateReque
 	if resp.Diagnostics.HasError() || !requireClients(r.c, &resp.Diagnostics) {
 		return
 	}
-	live := r.apply(ctx, &plan, nil, "Create the HTTP route", resp.Diagnostics.AddError, resp.Diagnostics.AddWarning)
+	live, record := r.apply(ctx, &plan, nil, "Create the HTTP route", resp.Diagnostics.AddError, resp.Diagnostics.AddWarning)
 	if resp.Diagnostics.HasError() {
 		return
 	}
 	resp.Diagnostics.Append(resp.State.Set(ctx, &plan)...)
+	if record != nil {
+		resp.Diagnostics.Append(resp.Private.SetKey(ctx, gatewayCachePoliciesKey, record)...)
+	}
 	resp.Diagnostics.Append(recordWrittenRoute(ctx, resp.Private.SetKey, live)...)
 }
 
@@ -188,28 +213,33 @@ func (r *httpRouteResource) Update(ctx context.Context, req resource.UpdateReque
 	if resp.Diagnostics.HasError() || !requireClients(r.c, &resp.Diagnostics) {
 		return
 	}
-	live := r.apply(ctx, &plan, parentRefs(state.toHTTPRoute()), "Update the HTTP route", resp.Diagnostics.AddError, resp.Diagnostics.AddWarning)
+	live, record := r.apply(ctx, &plan, parentRefs(state.toHTTPRoute()), "Update the HTTP route", resp.Diagnostics.AddError, resp.Diagnostics.AddWarning)
 	if resp.Diagnostics.HasError() {
 		return
 	}
 	resp.Diagnostics.Append(resp.State.Set(ctx, &plan)...)
+	if record != nil {
+		resp.Diagnostics.Append(resp.Private.SetKey(ctx, gatewayCachePoliciesKey, record)...)
+	}
 	resp.Diagnostics.Append(recordWrittenRoute(ctx, resp.Private.SetKey, live)...)
 }
 
 // apply writes the HTTPRoute, its fragments and its status, and returns
-// the HTTPRoute written. oldParents are the parent Gateways of the prior
-// state, whose fragments are deleted when they are parents no more.
-func (r *httpRouteResource) apply(ctx context.Context, m *httpRouteModel, oldParents []routing.ObjectRef, action string, fail, warn func(string, string)) *gatewayv1.HTTPRoute {
+// the HTTPRoute written and, when it computed effective_cache, the
+// Gateways' cache policies it used, for the private state (nil: keep
+// it). oldParents are the parent Gateways of the prior state, whose
+// fragments are deleted when they are parents no more.
+func (r *httpRouteResource) apply(ctx context.Context, m *httpRouteModel, oldParents []routing.ObjectRef, action string, fail, warn func(string, string)) (*gatewayv1.HTTPRoute, []byte) {
 	desired := m.toHTTPRoute()
 	if errs := routing.ValidateHTTPRoute(desired); len(errs) > 0 {
 		fail(action, errs.ToAggregate().Error())
-		return nil
+		return nil, nil
 	}
 	snap := r.c.routes.take(routing.ObjectRef{Namespace: desired.Namespace, Name: desired.Name})
 	live, err := r.c.applyRoute(ctx, desired, false)
 	if err != nil {
 		fail(action, fmt.Sprintf("apply HTTPRoute %s/%s: %v", desired.Namespace, desired.Name, err))
-		return nil
+		return nil, nil
 	}
 	// What the plan of this apply read, when it planned the route stored
 	// now; else the route's Gateways and Services are read again.
@@ -218,12 +248,18 @@ func (r *httpRouteResource) apply(ctx context.Context, m *httpRouteModel, oldPar
 		in = snap.inputs
 	} else if in, err = r.c.readAttachInputs(ctx, live); err != nil {
 		fail(action, err.Error())
-		return nil
+		return nil, nil
 	}
 	frags, err := in.attach(live)
 	if err != nil {
 		fail(action, err.Error())
-		return nil
+		return nil, nil
+	}
+	m.setRuleCaches(frags)
+	policies, record, err := policiesOf(in.parents)
+	if err != nil {
+		fail(action, fmt.Sprintf("read the default cache policy of a parent Gateway: %v", err))
+		return nil, nil
 	}
 	stale := append(oldParents, parentRefs(live)...)
 	// The RoleBindings first: a gateway pod starts watching a backend
@@ -231,12 +267,12 @@ func (r *httpRouteResource) apply(ctx context.Context, m *httpRouteModel, oldPar
 	// lack of a binding backs off for seconds before it tries again.
 	if err := r.c.writeBackendBindings(ctx, live, frags, stale); err != nil {
 		fail(action, err.Error())
-		return nil
+		return nil, nil
 	}
 	writes, err := r.c.writeFragments(ctx, live, frags, stale, m.WaitForServed.ValueBool())
 	if err != nil {
 		fail(action, err.Error())
-		return nil
+		return nil, nil
 	}
 	timeout, _ := time.ParseDuration(m.ServedTimeout.ValueString())
 	var served error
@@ -246,7 +282,7 @@ func (r *httpRouteResource) apply(ctx context.Context, m *httpRouteModel, oldPar
 	if served == nil {
 		if err := r.c.retireLegacyFragments(ctx, routing.ObjectRef{Namespace: live.Namespace, Name: live.Name}, writes, timeout); err != nil {
 			fail(action, err.Error())
-			return nil
+			return nil, nil
 		}
 	}
 	var rejected *servedError
@@ -255,25 +291,34 @@ func (r *httpRouteResource) apply(ctx context.Context, m *httpRouteModel, oldPar
 	}
 	if err := r.c.writeStatus(ctx, live, frags); err != nil {
 		fail(action, err.Error())
-		return nil
+		return nil, nil
 	}
 	if served != nil {
 		fail(action, served.Error())
-		return nil
+		return nil, nil
 	}
 	rj, err := routingJSON(frags)
 	if err != nil {
 		fail(action, "encode the routing: "+err.Error())
-		return nil
+		return nil, nil
 	}
 	m.ID = types.StringValue(live.Namespace + "/" + live.Name)
+	// A value known at plan time is kept: a parent Gateway's cache block
+	// applied in the same run changes the policy only after the plan was
+	// made, and Terraform requires the planned value. The next refresh
+	// (Read) shows the Gateway's new default.
+	if m.EffectiveCache.IsUnknown() || m.EffectiveCache.IsNull() {
+		m.EffectiveCache = effectiveCache(frags, policies)
+	} else {
+		record = nil
+	}
 	if !m.Routing.IsUnknown() && m.Routing.ValueString() != rj {
 		warn(action, "The routing changed between plan and apply (a parent Gateway, backend Service or ReferenceGrant "+
 			"changed meanwhile). The gateways got the routing as of now; run terraform plan to see it:\n"+rj)
-		return live
+		return live, record
 	}
 	m.Routing = types.StringValue(rj)
-	return live
+	return live, record
 }
 
 func (r *httpRouteResource) Read(ctx context.Context, req resource.ReadRequest, resp *resource.ReadResponse) {
@@ -292,8 +337,13 @@ func (r *httpRouteResource) Read(ctx context.Context, req resource.ReadRequest, 
 		resp.Diagnostics.AddError("Read the HTTP route", fmt.Sprintf("get HTTPRoute %s/%s: %v", ns, name, err))
 		return
 	}
+	imported := len(state.ParentRefs) == 0
+	priorCaches := make([]*cachePolicyModel, len(state.Rules))
+	for i := range state.Rules {
+		priorCaches[i] = state.Rules[i].Cache
+	}
 	switch {
-	case len(state.ParentRefs) == 0:
+	case imported:
 		state.fromHTTPRoute(live) // import
 	case readWrittenRoute(ctx, req.Private).is(live):
 		// The spec has not changed since the provider wrote it.
@@ -310,6 +360,12 @@ func (r *httpRouteResource) Read(ctx context.Context, req resource.ReadRequest, 
 		}
 		if !equality.Semantic.DeepEqual(dry.Spec, live.Spec) {
 			state.fromHTTPRoute(live)
+			// The cache blocks are not in the HTTPRoute: keep them.
+			for i := range state.Rules {
+				if i < len(priorCaches) {
+					state.Rules[i].Cache = priorCaches[i]
+				}
+			}
 			break
 		}
 		// Unchanged where the provider writes: no dry run next time.
@@ -321,10 +377,22 @@ func (r *httpRouteResource) Read(ctx context.Context, req resource.ReadRequest, 
 		resp.Diagnostics.AddError("Read the HTTP route", err.Error())
 		return
 	}
+	if imported {
+		state.ruleCachesFromFragments(frags)
+	}
 	rj, err := routingJSON(frags)
 	if err != nil {
 		resp.Diagnostics.AddError("Read the HTTP route", "encode the routing: "+err.Error())
 		return
+	}
+	policies, record, err := r.c.gatewayPoliciesOf(ctx, frags)
+	if err != nil {
+		resp.Diagnostics.AddError("Read the HTTP route", err.Error())
+		return
+	}
+	state.EffectiveCache = effectiveCache(frags, policies)
+	if resp.Private != nil { // nil when a list resource reads for terraform query
+		resp.Diagnostics.Append(resp.Private.SetKey(ctx, gatewayCachePoliciesKey, record)...)
 	}
 	state.Routing = types.StringValue(rj)
 	state.ID = types.StringValue(ns + "/" + name)

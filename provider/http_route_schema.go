@@ -323,8 +323,9 @@ func (r *httpRouteResource) Schema(_ context.Context, _ resource.SchemaRequest, 
 				Description: "What the route contributes to each parent Gateway served by varnishgw, as deterministic JSON: " +
 					"an array sorted by gateway (namespace/name) of objects with gateway, accepted, listeners (name, port, " +
 					"intersected hostnames), rules (normalised as the gateways apply them: matches, filters, timeouts, " +
-					"backends with weights) and status (the conditions of each parent reference). Known at plan time.",
+					"backends with weights, the rule's own cache policy) and status (the conditions of each parent reference). Known at plan time.",
 			},
+			"effective_cache": effectiveCacheAttribute(),
 		},
 		Blocks: map[string]schema.Block{
 			"parent_ref": schema.ListNestedBlock{
@@ -426,6 +427,7 @@ func (r *httpRouteResource) Schema(_ context.Context, _ resource.SchemaRequest, 
 								"backoff":  schema.StringAttribute{Optional: true, Description: "Not supported yet: the time between retries."},
 							},
 						},
+						"cache": cacheBlock(true),
 						"session_persistence": schema.SingleNestedBlock{
 							Description: notSupported("requests are spread over the backends by weight, without affinity. Setting it is an error."),
 							Attributes: map[string]schema.Attribute{

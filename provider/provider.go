@@ -10,6 +10,7 @@ import (
 	"slices"
 	"sync"
 
+	"github.com/hashicorp/terraform-plugin-framework/action"
 	"github.com/hashicorp/terraform-plugin-framework/datasource"
 	"github.com/hashicorp/terraform-plugin-framework/list"
 	"github.com/hashicorp/terraform-plugin-framework/path"
@@ -44,6 +45,7 @@ var managedLabels = map[string]string{
 var (
 	_ provider.Provider                  = (*varnishgwProvider)(nil)
 	_ provider.ProviderWithListResources = (*varnishgwProvider)(nil)
+	_ provider.ProviderWithActions       = (*varnishgwProvider)(nil)
 )
 
 type varnishgwProvider struct {
@@ -209,6 +211,7 @@ func (p *varnishgwProvider) Configure(ctx context.Context, req provider.Configur
 	resp.ResourceData = c
 	resp.DataSourceData = c
 	resp.ListResourceData = c
+	resp.ActionData = c
 }
 
 // checkGatewayAPI fails when the cluster does not serve the Gateway API
@@ -238,12 +241,18 @@ func (p *varnishgwProvider) Resources(context.Context) []func() resource.Resourc
 		NewGatewayClassResourceWithIdentity,
 		NewHTTPRouteResourceWithIdentity,
 		NewGatewayResourceWithIdentity,
+		NewCacheInvalidationResource,
 	}
 }
 
 // ListResources are the list resources of terraform query (Terraform 1.14).
 func (p *varnishgwProvider) ListResources(context.Context) []func() list.ListResource {
 	return []func() list.ListResource{NewGatewayListResource, NewHTTPRouteListResource}
+}
+
+// Actions are the provider's actions (Terraform 1.14).
+func (p *varnishgwProvider) Actions(context.Context) []func() action.Action {
+	return []func() action.Action{NewCacheInvalidateAction}
 }
 
 func (p *varnishgwProvider) DataSources(context.Context) []func() datasource.DataSource {

@@ -33,7 +33,8 @@ const (
 
 // ProviderClusterRules are the provider's cluster-wide rights.
 func ProviderClusterRules() []rbacv1.PolicyRule {
-	crds := []string{vgwapi.RoutingFragmentResource + "." + vgwapi.Group, vgwapi.GatewayPodReportResource + "." + vgwapi.Group}
+	crds := []string{vgwapi.RoutingFragmentResource + "." + vgwapi.Group, vgwapi.GatewayPodReportResource + "." + vgwapi.Group,
+		vgwapi.CacheInvalidationResource + "." + vgwapi.Group}
 	return []rbacv1.PolicyRule{
 		{APIGroups: []string{"apiextensions.k8s.io"}, Resources: []string{"customresourcedefinitions"}, Verbs: []string{"create"}},
 		{APIGroups: []string{"apiextensions.k8s.io"}, Resources: []string{"customresourcedefinitions"}, ResourceNames: crds, Verbs: []string{"get", "patch"}},
@@ -67,6 +68,7 @@ func ProviderNamespaceRules() []rbacv1.PolicyRule {
 		{APIGroups: []string{"policy"}, Resources: []string{"poddisruptionbudgets"}, Verbs: []string{"get", "create", "patch", "delete"}},
 		{APIGroups: []string{vgwapi.Group}, Resources: []string{vgwapi.RoutingFragmentResource}, Verbs: []string{"get", "list", "watch", "create", "patch", "delete"}},
 		{APIGroups: []string{vgwapi.Group}, Resources: []string{vgwapi.GatewayPodReportResource}, Verbs: []string{"get", "list", "create", "patch"}},
+		{APIGroups: []string{vgwapi.Group}, Resources: []string{vgwapi.CacheInvalidationResource}, Verbs: []string{"get", "list", "watch", "create", "delete"}},
 	}
 }
 
@@ -91,4 +93,6 @@ var GrantOnly = []string{
 	vgwapi.Group + "/" + vgwapi.GatewayPodReportResource + " get",
 	vgwapi.Group + "/" + vgwapi.GatewayPodReportResource + " create",
 	vgwapi.Group + "/" + vgwapi.GatewayPodReportResource + " patch",
+	vgwapi.Group + "/" + vgwapi.CacheInvalidationResource + " list",
+	vgwapi.Group + "/" + vgwapi.CacheInvalidationResource + " watch",
 }

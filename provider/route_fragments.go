@@ -47,7 +47,7 @@ func (c *clients) ensureAPI(ctx context.Context) error {
 	}
 	if err := vgwapi.EnsureCRDs(ctx, c.ext); err != nil {
 		if apierrors.IsForbidden(err) {
-			return fmt.Errorf("%w\nThe provider installs the CustomResourceDefinitions of %s (RoutingFragment, GatewayPodReport) "+
+			return fmt.Errorf("%w\nThe provider installs the CustomResourceDefinitions of %s (RoutingFragment, GatewayPodReport, CacheInvalidation) "+
 				"and needs get, create and patch on customresourcedefinitions for that: grant its identity the provider role "+
 				"of the security guide, or have a cluster administrator apply the provider once", err, vgwapi.Group)
 		}

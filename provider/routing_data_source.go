@@ -60,6 +60,7 @@ type routingRouteModel struct {
 	PathType        types.String          `tfsdk:"path_type"`
 	PathValue       types.String          `tfsdk:"path_value"`
 	Method          types.String          `tfsdk:"method"`
+	CachePolicy     types.String          `tfsdk:"cache_policy"`
 	Backends        []routingBackendModel `tfsdk:"backends"`
 }
 
@@ -157,7 +158,7 @@ func (d *routingDataSource) Schema(_ context.Context, _ datasource.SchemaRequest
 	attrs["ghost_json"] = schema.StringAttribute{
 		Computed: true,
 		Description: "The routing as the ghost.json document (version 2) the chaperone writes for the ghost VMOD: " +
-			"routes name backends of its backends table. The table lists endpoints only with resolve_endpoints; otherwise " +
+			"routes name backends of its backends table and cache policies of its cachePolicies table. The table lists endpoints only with resolve_endpoints; otherwise " +
 			"every entry's endpoints list is empty and no reference is marked unresolved (except one of a kind other than Service).",
 	}
 	attrs["vhosts"] = schema.ListNestedAttribute{
@@ -179,6 +180,8 @@ func (d *routingDataSource) Schema(_ context.Context, _ datasource.SchemaRequest
 					"path_type":        schema.StringAttribute{Computed: true, Description: "The path match type: Exact, PathPrefix or RegularExpression."},
 					"path_value":       schema.StringAttribute{Computed: true, Description: "The path match value."},
 					"method":           schema.StringAttribute{Computed: true, Description: "The HTTP method the match requires, or null for any method."},
+					"cache_policy": schema.StringAttribute{Computed: true, Description: "The name of the match's effective cache policy in " +
+						"ghost_json's cachePolicies table (\"gateway\" for the Gateway's default), or null when its requests are passed."},
 					"backends": schema.ListNestedAttribute{
 						Computed:    true,
 						Description: "The weighted backend Services of the rule.",
@@ -291,7 +294,7 @@ func (d *routingDataSource) Read(ctx context.Context, req datasource.ReadRequest
 	m.GhostJSON = types.StringValue(string(data))
 	m.RejectedFragments = rejectedFragmentModels(ref.Namespace, rejected)
 	m.Pods = pods
-	m.VHosts = routingVHostModels(table)
+	m.VHosts = routingVHostModels(table, doc)
 	m.Conflicts = []routingConflictModel{}
 	for _, c := range table.Conflicts {
 		m.Conflicts = append(m.Conflicts, routingConflictModel{
@@ -303,7 +306,17 @@ func (d *routingDataSource) Read(ctx context.Context, req datasource.ReadRequest
 	resp.Diagnostics.Append(resp.State.Set(ctx, &m)...)
 }
 
-func routingVHostModels(t *routing.Table) []routingVHostModel {
+func routingVHostModels(t *routing.Table, doc *ghostjson.Document) []routingVHostModel {
+	// the cache policy of each route of doc, by vhost and route name
+	type key struct{ host, route string }
+	policies := map[key]string{}
+	for _, v := range doc.VHosts {
+		for _, r := range v.Routes {
+			if r.Cache != "" {
+				policies[key{v.Hostname, r.Name}] = r.Cache
+			}
+		}
+	}
 	out := make([]routingVHostModel, 0, len(t.VHosts))
 	for _, v := range t.VHosts {
 		vm := routingVHostModel{Hostname: types.StringValue(v.Hostname), Sockets: slices.Clone(v.Sockets), Routes: make([]routingRouteModel, 0, len(v.Routes))}
@@ -322,7 +335,11 @@ func routingVHostModels(t *routing.Table) []routingVHostModel {
 				PathType:        types.StringValue(match.Path.Type),
 				PathValue:       types.StringValue(match.Path.Value),
 				Method:          types.StringNull(),
+				CachePolicy:     types.StringNull(),
 				Backends:        make([]routingBackendModel, 0, len(tr.Rule.Backends)),
+			}
+			if c, ok := policies[key{v.Hostname, tr.Name()}]; ok {
+				rm.CachePolicy = types.StringValue(c)
 			}
 			if match.Method != "" {
 				rm.Method = types.StringValue(match.Method)

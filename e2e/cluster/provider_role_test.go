@@ -93,6 +93,16 @@ resource "varnishgw_http_route" "www" {
   }
 }
 
+resource "varnishgw_cache_invalidation" "www" {
+  gateway_namespace = %[2]q
+  gateway_name      = varnishgw_gateway.g.name
+  purge {
+    host = "www.role.test"
+    path = "/"
+  }
+  depends_on = [varnishgw_http_route.www]
+}
+
 data "varnishgw_gateway" "g" {
   namespace  = %[2]q
   name       = varnishgw_gateway.g.name
@@ -113,7 +123,8 @@ data "varnishgw_routing" "g" {
 // provider.ProviderNamespaceRules bound in the gateway's namespace):
 // installing the varnishgw.dev CRDs, a class, a sidecar gateway whose pods
 // become Ready, routes to backends in two namespaces (waiting until the
-// pods serve them), both data sources, a change that rolls the pods, a
+// pods serve them), a cache invalidation (waiting until the pods applied
+// it), both data sources, a change that rolls the pods, a
 // mode change and destroy. Every request succeeds, and the API server's
 // audit log shows that the identity used every right it holds, apart from
 // the ones it holds only to grant them to the gateway pods

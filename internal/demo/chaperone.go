@@ -92,6 +92,9 @@ type ChaperoneOptions struct {
 	HealthAddr, AdminAddr, GhostAdminAddr, ListenHost string
 	// Stderr receives the chaperone's JSON logs.
 	Stderr io.Writer
+	// PodName is the pod the chaperone plays (its GatewayPodReport's
+	// name); "demo-0" when empty.
+	PodName string
 }
 
 // Chaperone is a running chaperone process.
@@ -108,7 +111,11 @@ type Chaperone struct {
 // environment of gw's Deployment, plus the overrides of opts (later flags
 // win). It returns once the process runs; Ready waits for /readyz.
 func StartChaperone(ctx context.Context, kube kubernetes.Interface, opts ChaperoneOptions) (*Chaperone, error) {
-	argv, env, err := PodCommand(ctx, kube, opts.Gateway, "demo-0")
+	pod := opts.PodName
+	if pod == "" {
+		pod = "demo-0"
+	}
+	argv, env, err := PodCommand(ctx, kube, opts.Gateway, pod)
 	if err != nil {
 		return nil, err
 	}

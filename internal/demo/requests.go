@@ -37,6 +37,8 @@ type Answer struct {
 	Backend  string // X-Backend of the answer: which backend served it
 	Location string
 	Body     string
+	// Header is the answer's whole header (X-Cache and the like).
+	Header http.Header
 }
 
 func (a Answer) String() string {
@@ -79,7 +81,7 @@ func (r Request) Do(addr string) (Answer, error) {
 	}
 	defer resp.Body.Close()
 	body, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
-	return Answer{Status: resp.StatusCode, Backend: resp.Header.Get("X-Backend"), Location: resp.Header.Get("Location"), Body: string(body)}, nil
+	return Answer{Status: resp.StatusCode, Backend: resp.Header.Get("X-Backend"), Location: resp.Header.Get("Location"), Body: string(body), Header: resp.Header}, nil
 }
 
 // Spread sends r n times and counts the answers by backend ("" for answers

@@ -96,31 +96,38 @@ type ChaperoneFlags struct {
 	// PodName and PodUID name the pod in its GatewayPodReport
 	// (RoutingKubernetes); the UID makes the Pod the report's owner.
 	PodName, PodUID string
+	// InvalidateAddr is the address of the authenticated POST /invalidate
+	// endpoint (RoutingKubernetes); empty: none.
+	InvalidateAddr string
+	// InvalidateTimeout bounds how long POST /invalidate waits for the
+	// Gateway's Ready pods to acknowledge.
+	InvalidateTimeout time.Duration
 }
 
 // DefaultChaperoneFlags are the values of the flags nobody sets.
 func DefaultChaperoneFlags() ChaperoneFlags {
 	return ChaperoneFlags{
-		Mode:           ModeSupervise,
-		WorkDir:        "/var/lib/varnishgw/varnishd",
-		AdminAddr:      "127.0.0.1:6082",
-		GhostAdminAddr: "127.0.0.1:6084",
-		HealthAddr:     ":9091",
-		VCLPath:        "/etc/varnishgw/main.vcl",
-		VCLKeep:        3,
-		GhostJSONPath:  "/var/lib/varnishgw/ghost.json",
-		VarnishdBin:    "/usr/sbin/varnishd",
-		TLSDir:         "/run/varnishgw/tls",
-		HitchBin:       "/usr/sbin/hitch",
-		HTTP2:          true,
-		VarnishstatBin: "varnishstat",
-		VarnishncsaBin: "varnishncsa",
-		Storage:        []string{"malloc,256m"},
-		DrainTimeout:   5 * time.Minute,
-		StatsInterval:  2 * time.Second,
-		StatsExclude:   []string{"VBE.*"},
-		LogLevel:       "info",
-		RoutingSource:  RoutingFile,
+		Mode:              ModeSupervise,
+		WorkDir:           "/var/lib/varnishgw/varnishd",
+		AdminAddr:         "127.0.0.1:6082",
+		GhostAdminAddr:    "127.0.0.1:6084",
+		HealthAddr:        ":9091",
+		VCLPath:           "/etc/varnishgw/main.vcl",
+		VCLKeep:           3,
+		GhostJSONPath:     "/var/lib/varnishgw/ghost.json",
+		VarnishdBin:       "/usr/sbin/varnishd",
+		TLSDir:            "/run/varnishgw/tls",
+		HitchBin:          "/usr/sbin/hitch",
+		HTTP2:             true,
+		VarnishstatBin:    "varnishstat",
+		VarnishncsaBin:    "varnishncsa",
+		Storage:           []string{"malloc,256m"},
+		DrainTimeout:      5 * time.Minute,
+		StatsInterval:     2 * time.Second,
+		StatsExclude:      []string{"VBE.*"},
+		LogLevel:          "info",
+		RoutingSource:     RoutingFile,
+		InvalidateTimeout: 30 * time.Second,
 	}
 }
 
@@ -245,6 +252,8 @@ func (f *ChaperoneFlags) define(fs *flag.FlagSet) []string {
 	str(&f.LogLevel, "log-level", "debug, info, warn or error")
 	dur(&f.DrainTimeout, "drain-timeout", "longest wait for client sessions to close on SIGTERM (keep below terminationGracePeriodSeconds)")
 	str(&f.HealthAddr, "health-addr", "address of /healthz, /readyz and /metrics (read only)")
+	str(&f.InvalidateAddr, "invalidate-addr", "address of the authenticated POST /invalidate endpoint (--routing=kubernetes; callers need a Kubernetes token allowed to create cacheinvalidations in the Gateway's namespace); empty: none")
+	dur(&f.InvalidateTimeout, "invalidate-timeout", "longest wait of POST /invalidate for the acknowledgements of the Gateway's Ready pods")
 	return names
 }
 

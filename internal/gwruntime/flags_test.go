@@ -98,7 +98,7 @@ func TestDefaultsArePinned(t *testing.T) {
 		"varnishd": "/usr/sbin/varnishd", "admin-addr": "127.0.0.1:6082", "ghost-admin-addr": "127.0.0.1:6084",
 		"drain-socket": "", "varnishstat": "varnishstat", "stats-interval": "2s", "stats-exclude": "VBE.*",
 		"access-log": "false", "varnishncsa": "varnishncsa", "log-level": "info", "drain-timeout": "5m0s",
-		"health-addr": ":9091",
+		"health-addr": ":9091", "invalidate-addr": "", "invalidate-timeout": "30s",
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("defaults = %v\nwant %v", got, want)

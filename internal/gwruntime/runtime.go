@@ -99,10 +99,31 @@ func GatewayRules(gw routing.ObjectRef) []rbacv1.PolicyRule {
 		{APIGroups: []string{""}, Resources: []string{"configmaps"}, ResourceNames: []string{VCLConfigMapName(gw)}, Verbs: []string{"get", "list", "watch"}},
 		{APIGroups: []string{"varnishgw.dev"}, Resources: []string{"routingfragments"}, Verbs: []string{"get", "list", "watch"}},
 		{APIGroups: []string{"varnishgw.dev"}, Resources: []string{"gatewaypodreports"}, Verbs: []string{"get", "create", "patch"}},
+		{APIGroups: []string{"varnishgw.dev"}, Resources: []string{"cacheinvalidations"}, Verbs: []string{"get", "list", "watch"}},
 		{APIGroups: []string{gatewayv1.GroupName}, Resources: []string{"gateways"}, ResourceNames: []string{gw.Name}, Verbs: []string{"get", "list", "watch"}},
 		{APIGroups: []string{gatewayv1.GroupName}, Resources: []string{"gateways/status"}, ResourceNames: []string{gw.Name}, Verbs: []string{"get", "patch"}},
 	}
 }
+
+// InvalidateEndpointRules are the further rights, in the Gateway's
+// namespace, of pods that serve the POST /invalidate endpoint
+// (--invalidate-addr): create the CacheInvalidations callers ask for (and
+// delete them once applied), and list the pods and their reports to know
+// which Ready pods must acknowledge and which did. With them the
+// pods need AuthDelegatorClusterRole, bound cluster-wide, to check callers
+// (TokenReview, SubjectAccessReview).
+func InvalidateEndpointRules() []rbacv1.PolicyRule {
+	return []rbacv1.PolicyRule{
+		{APIGroups: []string{"varnishgw.dev"}, Resources: []string{"cacheinvalidations"}, Verbs: []string{"create", "delete"}},
+		{APIGroups: []string{"varnishgw.dev"}, Resources: []string{"gatewaypodreports"}, Verbs: []string{"list"}},
+		{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"list"}},
+	}
+}
+
+// AuthDelegatorClusterRole is Kubernetes' built-in ClusterRole that lets
+// an identity create TokenReviews and SubjectAccessReviews: what the
+// invalidation endpoint authenticates and authorizes its callers with.
+const AuthDelegatorClusterRole = "system:auth-delegator"
 
 // CertificateRoleName is the Role (and its RoleBinding) in another
 // namespace than gw's that lets gw's chaperone read the certificate

@@ -50,10 +50,18 @@ type Options struct {
 //
 // The preamble's vcl_recv routes and returns only for requests ghost
 // answers itself (404, 500, redirects, its admin endpoints); for routed
-// requests it falls through to the user VCL, which may return (hash) to
-// cache. The default, after all user VCL, is pass: without user VCL a
-// gateway caches nothing. Likewise the user's vcl_synth runs after ghost
-// has written its answer, before the final deliver.
+// requests it falls through to the user VCL, which may return (hash) or
+// (pass) itself. The defaults, after all user VCL, look a request up when
+// its route's cache policy (ghost.json cachePolicies, route.cache) allows
+// it (router.cacheable()) and pass everything else: a gateway caches
+// nothing unless a cache policy or user VCL says so. The defaults'
+// vcl_hash hashes ghost's key (router.hash()) and their
+// vcl_backend_response applies the policy (TTL, grace, keep, the object
+// headers bans match) and skips the builtin VCL when there is one
+// (router.backend_response()); the preamble's vcl_backend_fetch takes the
+// policy off the backend request (router.backend_fetch()). Likewise the
+// user's vcl_synth runs after ghost has written its answer, before the
+// final deliver.
 func Render(o Options) string {
 	ghostJSON := o.GhostJSON
 	if ghostJSON == "" {
@@ -99,7 +107,14 @@ sub vcl_recv {
 		return (synth(router.status()));
 	}
 	# Routed: req.backend_hint is the endpoint ghost chose. User VCL below
-	# may return (hash) to cache; otherwise the default at the end passes.
+	# may return (hash) or (pass); otherwise the defaults at the end look
+	# the request up when its cache policy allows, and pass it otherwise.
+}
+
+sub vcl_backend_fetch {
+	# A lookup's cache policy travels in X-Ghost-Cache, which ghost takes
+	# off the backend request: the origin never sees it.
+	router.backend_fetch();
 }
 
 sub vcl_synth {
@@ -123,10 +138,24 @@ sub vcl_deliver {
 	section("GatewayClass VCL", o.ClassVCL)
 	section("Gateway VCL", o.GatewayVCL)
 	b.WriteString(`
-# --- varnishgw defaults: pass what user VCL did not decide, deliver ghost's answers ---
+# --- varnishgw defaults: cache per the routes' cache policies, pass the rest, deliver ghost's answers ---
 
 sub vcl_recv {
+	if (router.cacheable()) {
+		return (hash);
+	}
 	return (pass);
+}
+
+sub vcl_hash {
+	router.hash();
+	return (lookup);
+}
+
+sub vcl_backend_response {
+	if (router.backend_response()) {
+		return (deliver);
+	}
 }
 
 sub vcl_synth {

@@ -21,7 +21,11 @@ func TestRender(t *testing.T) {
 			name: "preamble only",
 			opts: Options{},
 			want: []string{"vcl 4.1;", "import ghost;", "import proxy;", `ghost.router("ghost.json", admin_socket = "ghost-admin")`, "router.deliver();",
-				"router.sni(proxy.authority());\n\tif (!router.recv()) {", `set req.http.X-Forwarded-Proto = "https";`},
+				"router.sni(proxy.authority());\n\tif (!router.recv()) {", `set req.http.X-Forwarded-Proto = "https";`,
+				"sub vcl_backend_fetch {\n\t# A lookup's cache policy", "\trouter.backend_fetch();\n}",
+				"sub vcl_recv {\n\tif (router.cacheable()) {\n\t\treturn (hash);\n\t}\n\treturn (pass);\n}",
+				"sub vcl_hash {\n\trouter.hash();\n\treturn (lookup);\n}",
+				"sub vcl_backend_response {\n\tif (router.backend_response()) {\n\t\treturn (deliver);\n\t}\n}"},
 			not: []string{"# --- GatewayClass VCL", "# --- Gateway VCL"},
 		},
 		{
@@ -63,6 +67,10 @@ func TestRender(t *testing.T) {
 			}
 			if tc.classFirst && strings.Index(got, "# --- GatewayClass VCL") > strings.Index(got, "# --- Gateway VCL") {
 				t.Errorf("class VCL comes after gateway VCL:\n%s", got)
+			}
+			// the defaults come after all user VCL
+			if d := strings.Index(got, "# --- varnishgw defaults"); d < 0 || d < strings.LastIndex(got, "# --- Gateway") {
+				t.Errorf("the defaults are missing or before user VCL:\n%s", got)
 			}
 		})
 	}

@@ -17,5 +17,10 @@
 //   - Resolve turns a Table plus Services, EndpointSlices and ReferenceGrants
 //     into a ghost.json document (package ghostjson), deterministically.
 //
+// Cache policies (CachePolicy: a Gateway's default in its
+// CachePolicyAnnotation, a rule's own in Rule.Cache) are validated by
+// ValidateCachePolicy and merged field by field by EffectiveCache, which
+// Resolve uses for ghost.json's cachePolicies and the provider for the plan.
+//
 // Listener sockets are named by SocketName; see docs/routing.md.
 package routing

@@ -14,9 +14,19 @@ import (
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/ghostjson"
 )
 
-// FragmentVersion is the version of the fragment format this package reads
-// and writes.
-const FragmentVersion = 1
+// Fragment format versions. This package reads both and writes the lowest
+// that holds the fragment (MarshalFragment), so a fragment without cache
+// policies stays readable by chaperones that predate them, and one with a
+// cache policy is rejected by such a chaperone, whose pod reports the
+// rejection (the apply that wrote it fails), instead of being served
+// without its policy.
+const (
+	// FragmentVersion is the version of fragments without cache policies.
+	FragmentVersion = 1
+	// FragmentVersionCache is the version of fragments in which a rule
+	// has a cache policy (Rule.Cache).
+	FragmentVersionCache = 2
+)
 
 // Fragment is what one HTTPRoute contributes to one parent Gateway after
 // attachment and validation. The provider stores it (MarshalFragment) in a
@@ -112,6 +122,10 @@ type Rule struct {
 	Filters  []Filter            `json:"filters,omitempty"`
 	Timeouts *ghostjson.Timeouts `json:"timeouts,omitempty"`
 	Backends []BackendRef        `json:"backends,omitempty"`
+	// Cache is the rule's own cache policy (the provider sets it after
+	// Attach); nil: the rule takes the Gateway's default policy
+	// (EffectiveCache). Only in fragments of FragmentVersionCache.
+	Cache *CachePolicy `json:"cache,omitempty"`
 }
 
 // Filter is a rule filter; it is ghostjson.Filter except that a mirror names
@@ -153,8 +167,26 @@ func (b BackendRef) GroupName() string {
 // Accepted reports whether the route is attached to at least one listener.
 func (f *Fragment) Accepted() bool { return len(f.Listeners) > 0 }
 
-// MarshalFragment encodes f as indented JSON after validating it.
+// NeededVersion is the lowest fragment version that holds f:
+// FragmentVersionCache when a rule has a cache policy, else
+// FragmentVersion.
+func (f *Fragment) NeededVersion() int {
+	for i := range f.Rules {
+		if f.Rules[i].Cache != nil {
+			return FragmentVersionCache
+		}
+	}
+	return FragmentVersion
+}
+
+// MarshalFragment encodes f as indented JSON after validating it, with the
+// version NeededVersion gives (whatever f.Version says).
 func MarshalFragment(f *Fragment) ([]byte, error) {
+	if f != nil && f.Version != f.NeededVersion() {
+		c := *f
+		c.Version = c.NeededVersion()
+		f = &c
+	}
 	if err := f.Validate(); err != nil {
 		return nil, fmt.Errorf("marshal fragment: %w", err)
 	}
@@ -169,7 +201,8 @@ func MarshalFragment(f *Fragment) ([]byte, error) {
 }
 
 // UnmarshalFragment decodes and validates a fragment. Unknown fields and
-// other versions are rejected.
+// versions other than FragmentVersion and FragmentVersionCache are
+// rejected.
 func UnmarshalFragment(data []byte) (*Fragment, error) {
 	var probe struct {
 		Version *int `json:"version"`
@@ -177,12 +210,12 @@ func UnmarshalFragment(data []byte) (*Fragment, error) {
 	if err := json.Unmarshal(data, &probe); err != nil {
 		return nil, fmt.Errorf("unmarshal fragment: %w", err)
 	}
-	if probe.Version == nil || *probe.Version != FragmentVersion {
+	if probe.Version == nil || (*probe.Version != FragmentVersion && *probe.Version != FragmentVersionCache) {
 		v := "absent"
 		if probe.Version != nil {
 			v = fmt.Sprint(*probe.Version)
 		}
-		return nil, fmt.Errorf("unmarshal fragment: version is %s, this build reads version %d: upgrade the chaperone or re-apply with a matching provider", v, FragmentVersion)
+		return nil, fmt.Errorf("unmarshal fragment: version is %s, this build reads versions %d and %d: upgrade the chaperone or re-apply with a matching provider", v, FragmentVersion, FragmentVersionCache)
 	}
 	var f Fragment
 	dec := json.NewDecoder(bytes.NewReader(data))
@@ -206,8 +239,11 @@ func (f *Fragment) Validate() error {
 		return fmt.Errorf("nil fragment")
 	}
 	var errs field.ErrorList
-	if f.Version != FragmentVersion {
-		errs = append(errs, field.Invalid(field.NewPath("version"), f.Version, fmt.Sprintf("must be %d", FragmentVersion)))
+	switch need := f.NeededVersion(); {
+	case f.Version != FragmentVersion && f.Version != FragmentVersionCache:
+		errs = append(errs, field.Invalid(field.NewPath("version"), f.Version, fmt.Sprintf("must be %d, or %d when a rule has a cache policy", FragmentVersion, FragmentVersionCache)))
+	case f.Version < need:
+		errs = append(errs, field.Invalid(field.NewPath("version"), f.Version, fmt.Sprintf("must be %d: a rule has a cache policy", need)))
 	}
 	errs = append(errs, validateObjectName(field.NewPath("gateway"), f.Gateway.Namespace, f.Gateway.Name)...)
 	errs = append(errs, validateObjectName(field.NewPath("route"), f.Route.Namespace, f.Route.Name)...)
@@ -296,6 +332,7 @@ func validateRule(p *field.Path, r *Rule) field.ErrorList {
 			errs = append(errs, field.NotSupported(fp.Child("type"), fl.Type, supportedFilterTypes))
 		}
 	}
+	errs = append(errs, ValidateCachePolicy(p.Child("cache"), r.Cache)...)
 	if t := r.Timeouts; t != nil && (t.RequestMs < 0 || t.BackendRequestMs < 0) {
 		errs = append(errs, field.Invalid(p.Child("timeouts"), *t, "timeouts must not be negative"))
 	}

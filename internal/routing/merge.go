@@ -24,6 +24,9 @@ type Table struct {
 	VHosts []TableVHost
 	// Conflicts lists everything Merge could not apply as written.
 	Conflicts []Conflict
+	// CacheDefault is the Gateway's default cache policy
+	// (CachePolicyAnnotation); nil: none.
+	CacheDefault *CachePolicy
 }
 
 // TableSocket is one listener socket: every served listener of the
@@ -218,13 +221,20 @@ type socketInfo struct {
 // vhost for a request host and never falls through. Routes are ordered as
 // compareTableRoutes describes. Fragments for another Gateway, duplicate
 // fragments, listeners the Gateway no longer has, and matches shadowed by
-// an identical match are reported in Table.Conflicts. The fragments must
-// have been validated (UnmarshalFragment does).
+// an identical match are reported in Table.Conflicts. The Gateway's default
+// cache policy (CachePolicyAnnotation) becomes Table.CacheDefault; an
+// invalid one is an error naming the annotation and the field, so that the
+// routing served so far stays. The fragments must have been validated
+// (UnmarshalFragment does).
 func Merge(gw *gatewayv1.Gateway, fragments []*Fragment) (*Table, error) {
 	if gw == nil {
 		return nil, fmt.Errorf("merge: nil Gateway")
 	}
-	t := &Table{Gateway: ObjectRef{Namespace: gw.Namespace, Name: gw.Name}}
+	cacheDefault, err := GatewayCachePolicy(gw)
+	if err != nil {
+		return nil, fmt.Errorf("merge: %w", err)
+	}
+	t := &Table{Gateway: ObjectRef{Namespace: gw.Namespace, Name: gw.Name}, CacheDefault: cacheDefault}
 
 	// Sockets and their HTTP listeners.
 	sockets := map[int32]*socketInfo{}

@@ -1,6 +1,7 @@
 package routing
 
 import (
+	"encoding/json"
 	"fmt"
 	"net/netip"
 	"slices"
@@ -34,6 +35,13 @@ import (
 //     requests on them with scheme https and checks their TLS server name
 //     (SNI) against the Host header. Plain HTTP sockets are not written
 //     (ghost's default);
+//   - each rule's effective cache policy (EffectiveCache of the table's
+//     CacheDefault and the rule's own) is an entry of the document's
+//     cachePolicies that its routes name: "gateway" when it is the
+//     Gateway's default unchanged, else "<namespace>/<route>/<rule>" of the
+//     first rule (in file order) with that policy, so that identical
+//     policies share one entry; a rule whose requests are passed names
+//     none;
 //   - a reference of a kind other than Service (InvalidKind), a
 //     cross-namespace reference without a ReferenceGrant now
 //     (RefNotPermitted) or to a Service that does not exist now
@@ -68,7 +76,9 @@ func Resolve(t *Table, objs *Objects) (*ghostjson.Document, error) {
 	type ruleOut struct {
 		filters  []ghostjson.Filter
 		backends []ghostjson.BackendGroup
+		cache    string
 	}
+	cp := newCachePolicies(t.CacheDefault)
 	rules := map[*Rule]*ruleOut{}
 	// Routes with wildcard hostnames appear in many vhosts; name them once.
 	type nameKey struct {
@@ -89,6 +99,7 @@ func Resolve(t *Table, objs *Objects) (*ghostjson.Document, error) {
 				for _, b := range tr.Rule.Backends {
 					ro.backends = append(ro.backends, r.group(tr.Route.Namespace, b))
 				}
+				ro.cache = cp.name(tr.Route, tr.Rule)
 				rules[tr.Rule] = ro
 			}
 			nk := nameKey{tr.Rule, tr.MatchIndex}
@@ -104,12 +115,79 @@ func Resolve(t *Table, objs *Objects) (*ghostjson.Document, error) {
 				Filters:         ro.filters,
 				Timeouts:        tr.Rule.Timeouts,
 				Backends:        ro.backends,
+				Cache:           ro.cache,
 			})
 		}
 		doc.VHosts = append(doc.VHosts, gv)
 	}
 	doc.Backends = r.table()
+	doc.CachePolicies = cp.table()
 	return doc, nil
+}
+
+// cachePolicies builds the document's cachePolicies: each distinct
+// effective policy once.
+type cachePolicies struct {
+	def     *CachePolicy           // the Gateway's default as written
+	gateway *ghostjson.CachePolicy // its effective policy; nil: passed
+	byKey   map[string]string      // policy without its name, as JSON -> name
+	out     []ghostjson.CachePolicy
+	used    bool // the gateway entry is named by a route
+}
+
+func newCachePolicies(def *CachePolicy) *cachePolicies {
+	c := &cachePolicies{def: def, byKey: map[string]string{}}
+	if g := EffectiveCache(def, nil); g != nil {
+		g.Name = GatewayCachePolicyName
+		c.gateway = g
+		c.byKey[cacheKey(g)] = GatewayCachePolicyName
+	}
+	return c
+}
+
+// name is the name of the rule's effective policy, added to the table if
+// new; "" when the rule's requests are passed.
+func (c *cachePolicies) name(route *RouteRef, rule *Rule) string {
+	var p *ghostjson.CachePolicy
+	if rule.Cache == nil {
+		p = c.gateway
+	} else {
+		p = EffectiveCache(c.def, rule.Cache)
+	}
+	if p == nil {
+		return ""
+	}
+	k := cacheKey(p)
+	name, ok := c.byKey[k]
+	if !ok {
+		q := *p
+		q.Name = CachePolicyName(route, rule.Index)
+		c.out = append(c.out, q)
+		name = q.Name
+		c.byKey[k] = name
+	}
+	if name == GatewayCachePolicyName {
+		c.used = true
+	}
+	return name
+}
+
+// table lists the policies named by routes: the Gateway's first, then the
+// rules' by name.
+func (c *cachePolicies) table() []ghostjson.CachePolicy {
+	slices.SortFunc(c.out, func(a, b ghostjson.CachePolicy) int { return strings.Compare(a.Name, b.Name) })
+	if c.used {
+		return append([]ghostjson.CachePolicy{*c.gateway}, c.out...)
+	}
+	return c.out
+}
+
+// cacheKey is equal for policies equal but for their names.
+func cacheKey(p *ghostjson.CachePolicy) string {
+	q := *p
+	q.Name = ""
+	b, _ := json.Marshal(&q) // plain data: cannot fail
+	return string(b)
 }
 
 type svcPort struct {

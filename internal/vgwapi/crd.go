@@ -21,7 +21,7 @@ import (
 // CRDRevision numbers the CRDs this build installs. EnsureCRDs never
 // replaces CRDs of a higher revision (a newer provider installed them), so
 // an older provider cannot take fields away from a newer one.
-const CRDRevision = 1
+const CRDRevision = 2
 
 // CRDRevisionAnnotation holds CRDRevision on the installed CRDs.
 const CRDRevisionAnnotation = "varnishgw.dev/crd-revision"
@@ -30,8 +30,8 @@ const CRDRevisionAnnotation = "varnishgw.dev/crd-revision"
 // writes (the provider package's FieldManager).
 const FieldManager = "varnishgw"
 
-// CRDs are the CustomResourceDefinitions of RoutingFragment and
-// GatewayPodReport.
+// CRDs are the CustomResourceDefinitions of RoutingFragment,
+// GatewayPodReport and CacheInvalidation.
 func CRDs() []apiextensionsv1.CustomResourceDefinition {
 	str := apiextensionsv1.JSONSchemaProps{Type: "string"}
 	nonEmpty := apiextensionsv1.JSONSchemaProps{Type: "string", MinLength: ptr(int64(1))}
@@ -96,6 +96,22 @@ func CRDs() []apiextensionsv1.CustomResourceDefinition {
 						"time": {Type: "string", Format: "date-time", Description: "When the pod loaded this routing."},
 					},
 				},
+				"invalidations": {
+					Type:        "array",
+					Description: "The CacheInvalidations of the Gateway the pod has handled.",
+					Items: &apiextensionsv1.JSONSchemaPropsOrArray{Schema: &apiextensionsv1.JSONSchemaProps{
+						Type:     "object",
+						Required: []string{"name", "uid", "time", "bans"},
+						Properties: map[string]apiextensionsv1.JSONSchemaProps{
+							"name":    withDesc(str, "The CacheInvalidation's name."),
+							"uid":     withDesc(str, "The CacheInvalidation's UID."),
+							"time":    {Type: "string", Format: "date-time", Description: "When the pod applied it."},
+							"bans":    {Type: "integer", Description: "The number of bans the pod issued."},
+							"skipped": {Type: "boolean", Description: "True when the invalidation is older than the pod's cache: nothing to ban."},
+							"error":   withDesc(str, "Why the pod could not apply it."),
+						},
+					}},
+				},
 			},
 		},
 		[]apiextensionsv1.CustomResourceColumnDefinition{
@@ -104,7 +120,7 @@ func CRDs() []apiextensionsv1.CustomResourceDefinition {
 			{Name: "Up-To", Type: "string", JSONPath: ".status.routing.fragmentsResourceVersion"},
 			{Name: "Age", Type: "date", JSONPath: ".metadata.creationTimestamp"},
 		})
-	return []apiextensionsv1.CustomResourceDefinition{fragment, report}
+	return []apiextensionsv1.CustomResourceDefinition{fragment, report, invalidationCRD()}
 }
 
 func crd(kind, plural, short, description string, spec apiextensionsv1.JSONSchemaProps, status *apiextensionsv1.JSONSchemaProps,
@@ -215,4 +231,71 @@ func crdReady(c *apiextensionsv1.CustomResourceDefinition) bool {
 	return slices.ContainsFunc(c.Status.Conditions, func(cond apiextensionsv1.CustomResourceDefinitionCondition) bool {
 		return cond.Type == apiextensionsv1.Established && cond.Status == apiextensionsv1.ConditionTrue
 	})
+}
+
+// invalidationCRD is the CacheInvalidation CRD: its schema checks what
+// ValidateInvalidation checks except the regular expressions' subset,
+// and makes the spec immutable.
+func invalidationCRD() apiextensionsv1.CustomResourceDefinition {
+	host := apiextensionsv1.JSONSchemaProps{
+		Type: "string", MinLength: ptr(int64(1)), MaxLength: ptr(int64(MaxHostLength)), Pattern: hostPattern,
+		Description: "The request's host name, lower case, without port.",
+	}
+	path := apiextensionsv1.JSONSchemaProps{Type: "string", MinLength: ptr(int64(1)), MaxLength: ptr(int64(MaxPathLength)), Pattern: pathPattern}
+	list := func(desc string, item apiextensionsv1.JSONSchemaProps) apiextensionsv1.JSONSchemaProps {
+		return apiextensionsv1.JSONSchemaProps{
+			Type: "array", Description: desc, MaxItems: ptr(int64(MaxInvalidationItems)),
+			Items: &apiextensionsv1.JSONSchemaPropsOrArray{Schema: &item},
+		}
+	}
+	spec := apiextensionsv1.JSONSchemaProps{
+		Type:     "object",
+		Required: []string{"gateway"},
+		Properties: map[string]apiextensionsv1.JSONSchemaProps{
+			"gateway": withDesc(apiextensionsv1.JSONSchemaProps{Type: "string", MinLength: ptr(int64(1)), MaxLength: ptr(int64(253))},
+				"The name of the Gateway, in this namespace."),
+			"purges": list("URLs whose cached objects are removed.", apiextensionsv1.JSONSchemaProps{
+				Type:     "object",
+				Required: []string{"host", "path"},
+				Properties: map[string]apiextensionsv1.JSONSchemaProps{
+					"host": host,
+					"path": withDesc(path, "The path as clients send it, without query."),
+					"query": {Type: "string", MaxLength: ptr(int64(MaxPathLength)), Pattern: queryPattern,
+						Description: "The query string as the cache key holds it, without '?': only that URL is removed. Left out, every query of the path is."},
+				},
+			}),
+			"bans": list("Hosts plus a path prefix or a path regular expression whose cached objects are removed.", apiextensionsv1.JSONSchemaProps{
+				Type:     "object",
+				Required: []string{"host"},
+				Properties: map[string]apiextensionsv1.JSONSchemaProps{
+					"host":       host,
+					"pathPrefix": withDesc(path, "Paths starting with this prefix."),
+					"pathRegex": {Type: "string", MinLength: ptr(int64(1)), MaxLength: ptr(int64(MaxPathLength)),
+						Description: "Paths matching this regular expression (PCRE2, in varnishgw's portable subset; the pods refuse others)."},
+				},
+				XValidations: apiextensionsv1.ValidationRules{{
+					Rule:    "has(self.pathPrefix) != has(self.pathRegex)",
+					Message: "give exactly one of pathPrefix and pathRegex",
+				}},
+			}),
+			"tags": list("Tags: objects whose response listed one of them in the cache policy's tag header are removed.", apiextensionsv1.JSONSchemaProps{
+				Type: "string", MinLength: ptr(int64(1)), MaxLength: ptr(int64(MaxTagLength)), Pattern: tagPattern,
+			}),
+		},
+		XValidations: apiextensionsv1.ValidationRules{
+			{Rule: "self == oldSelf", Message: "the spec of a CacheInvalidation cannot change: create a new one"},
+			{
+				Rule:    "size(self.?purges.orValue([])) + size(self.?bans.orValue([])) + size(self.?tags.orValue([])) > 0",
+				Message: "give at least one purge, ban or tag",
+			},
+		},
+	}
+	return crd(CacheInvalidationKind, CacheInvalidationResource, "vgwinval",
+		"One invalidation of the cache of every pod of a varnishgw Gateway: the pods ban what it names and acknowledge "+
+			"it in their GatewayPodReports. Whoever can create these can empty the Gateway's cache.",
+		spec, nil,
+		[]apiextensionsv1.CustomResourceColumnDefinition{
+			{Name: "Gateway", Type: "string", JSONPath: ".spec.gateway"},
+			{Name: "Age", Type: "date", JSONPath: ".metadata.creationTimestamp"},
+		})
 }

@@ -1,7 +1,7 @@
 // Package vgwapi is varnishgw's own Kubernetes API, group varnishgw.dev:
-// the two namespaced resources through which the provider and the gateway
-// pods talk, their CustomResourceDefinitions, and the code both sides use
-// to write and read them.
+// the namespaced resources through which the provider and the gateway pods
+// talk, their CustomResourceDefinitions, and the code both sides use to
+// write and read them.
 //
 //   - RoutingFragment: what one HTTPRoute contributes to one Gateway
 //     (routing.Fragment), in the Gateway's namespace. Only the provider
@@ -16,8 +16,13 @@
 //     Kubernetes deletes it with the pod. Its routing part says up to which
 //     RoutingFragment resource version the served routing includes every
 //     fragment, and which fragments the pod rejected and why; that is how
-//     the provider knows an apply is served. Later reports (certificates,
-//     cache invalidations) go in further parts of the same object.
+//     the provider knows an apply is served. Its invalidations part
+//     acknowledges CacheInvalidations, written by another field manager.
+//     Later reports (certificates) go in further parts of the same object.
+//   - CacheInvalidation: one invalidation of a Gateway's cache (purges,
+//     bans, tags), labelled for the Gateway like fragments; every pod of
+//     the Gateway applies it once and acknowledges it in its report
+//     (WaitAcknowledged waits for the Ready pods).
 //
 // The provider installs and updates the CRDs (EnsureCRDs) and never deletes
 // them. ReadFragments is the one fragment reader, used by the chaperone and

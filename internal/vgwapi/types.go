@@ -64,6 +64,11 @@ type ReportSpec struct {
 type ReportStatus struct {
 	// Routing is the routing the pod serves; nil before its first load.
 	Routing *RoutingReport `json:"routing,omitempty"`
+	// Invalidations acknowledges the Gateway's CacheInvalidations the pod
+	// has handled (applied, skipped or refused), sorted by name; entries
+	// of deleted invalidations are pruned. Written by its own field
+	// manager (InvalidationFieldManager), apart from Routing.
+	Invalidations []InvalidationReport `json:"invalidations,omitempty"`
 }
 
 // RoutingReport describes the routing a pod serves.

@@ -1,7 +1,7 @@
 # A gateway of the class "varnish" in the namespace "gateways": a Gateway
 # with two HTTP listeners and an HTTPS one, two gateway pods behind a
-# LoadBalancer Service, and a little VCL of its own that caches static files
-# for a minute.
+# LoadBalancer Service, a default cache policy for its routes and a little VCL
+# of its own.
 resource "varnishgw_gateway" "public" {
   namespace          = "gateways"
   name               = "public"
@@ -47,12 +47,24 @@ resource "varnishgw_gateway" "public" {
     }
   }
 
+  # The default cache policy of the routes (off without this block): GET and
+  # HEAD responses are cached for what their Cache-Control says, 2 minutes
+  # when it says nothing, and served up to 30 s stale while they are fetched
+  # again. Requests with Authorization or with cookies other than the
+  # analytics ones are passed; responses with Set-Cookie are never cached.
+  # A route rule's own cache block overrides it argument by argument.
+  cache {
+    ttl                      = "2m"
+    grace                    = "30s"
+    query_parameters_exclude = ["utm_source", "utm_medium", "gclid"]
+    strip_cookies            = ["_ga", "_gid"]
+    status_header            = "X-Cache"
+  }
+
   # Hot-reloaded by the running pods: changing it does not restart them.
   vcl = <<-VCL
-    sub vcl_backend_response {
-      if (bereq.url ~ "\.(css|js|png|svg)$") {
-        set beresp.ttl = 1m;
-      }
+    sub vcl_deliver {
+      unset resp.http.Via;
     }
   VCL
 

@@ -51,6 +51,30 @@ resource "varnishgw_http_route" "shop" {
     timeouts {
       request = "10s"
     }
+    # The API answers per user: never cached, whatever the Gateway's policy.
+    cache {
+      enabled = false
+    }
+  }
+
+  # Static files: cached for a day whatever the origin says, keyed without
+  # the query string.
+  rule {
+    match {
+      path {
+        type  = "PathPrefix"
+        value = "/static"
+      }
+    }
+    backend_ref {
+      name = "web"
+      port = 80
+    }
+    cache {
+      ttl                      = "24h"
+      force_ttl                = true
+      query_parameters_include = []
+    }
   }
 
   # A permanent redirect of the old catalogue to the new one.

@@ -1,0 +1,577 @@
+/*
+ * Cache policies (ghost.json "cachePolicies", README.md "Caching").
+ *
+ * Client side: .recv() strips the policy's cookies, decides lookup or
+ * pass and, on a lookup, hands the backend side the policy and the
+ * request's identity in the request header X-Ghost-Cache (varnishd copies
+ * it into the bereq; PRIV_TASK does not cross from the client task to the
+ * backend task). .hash() hashes the key recv built. .deliver() counts
+ * HIT/MISS/PASS, sets the policy's status header and strips the object
+ * headers below.
+ *
+ * Backend side: .backend_fetch() takes X-Ghost-Cache off the bereq (the
+ * origin never sees it) into the backend task; .backend_response()
+ * applies the TTL (fallback or forced), grace and keep, makes what the
+ * builtin VCL would not cache hit-for-miss, and stamps the object headers
+ * that bans match: X-Ghost-Host, X-Ghost-Path, X-Ghost-Url, X-Ghost-Tags.
+ *
+ * X-Ghost-Cache: "TTL GRACE KEEP FORCE TL HL PL BLOB"
+ *   TTL GRACE KEEP  milliseconds
+ *   FORCE           1: the TTL replaces the origin's
+ *   TL HL PL        the lengths of the tag header name (0: no tags), the
+ *                   host and the path
+ *   BLOB            the tag header name, the host and the URL (the path,
+ *                   then "?" and the key's query when it has one), one
+ *                   after the other: lengths rather than separators, so
+ *                   any byte of a host or a path is safe
+ */
+
+#include "config.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cache/cache.h"
+
+#include "vcl.h"
+#include "vrt_obj.h"
+
+#include "VSC_ghost.h"
+
+#include "vcc_ghost_if.h"
+#include "ghost.h"
+
+static const char H_X_Ghost_Host[] = "\015X-Ghost-Host:";
+static const char H_X_Ghost_Path[] = "\015X-Ghost-Path:";
+static const char H_X_Ghost_Url[] = "\014X-Ghost-Url:";
+static const char H_X_Ghost_Tags[] = "\015X-Ghost-Tags:";
+
+/* what the builtin VCL makes hit-for-miss, for as long */
+#define GH_HITMISS_TTL	120.
+
+/*--------------------------------------------------------------------
+ * client side
+ */
+
+/*
+ * Remove the policy's cookies from the Cookie header (all with "*"); an
+ * emptied header is removed. -1: out of workspace.
+ */
+static int
+cookie_strip(VRT_CTX, const struct gh_cache *c)
+{
+	const char *v, *p, *e, *ne, *eq;
+	char *buf, *o;
+	size_t l, nl, sep;
+	unsigned u, removed;
+
+	if (!http_GetHdr(ctx->http_req, H_Cookie, &v))
+		return (0);
+	if (c->strip_all) {
+		http_Unset(ctx->http_req, H_Cookie);
+		return (0);
+	}
+	/* "; " between the pairs kept: at most one more byte per ';' */
+	l = strlen(v);
+	for (sep = 0, p = v; (p = strchr(p, ';')) != NULL; p++)
+		sep++;
+	buf = WS_Alloc(ctx->ws, sizeof "Cookie: " + l + sep);
+	if (buf == NULL)
+		return (-1);
+	memcpy(buf, "Cookie: ", sizeof "Cookie: " - 1);
+	o = buf + sizeof "Cookie: " - 1;
+	removed = 0;
+	for (p = v; ; p = e + 1) {
+		while (*p == ' ' || *p == '\t')
+			p++;
+		e = strchr(p, ';');
+		if (e == NULL)
+			e = p + strlen(p);
+		ne = e;
+		while (ne > p && (ne[-1] == ' ' || ne[-1] == '\t'))
+			ne--;
+		if (ne > p) {
+			eq = memchr(p, '=', ne - p);
+			nl = (eq != NULL ? eq : ne) - p;
+			while (nl > 0 && (p[nl - 1] == ' ' || p[nl - 1] == '\t'))
+				nl--;
+			for (u = 0; u < c->nstrip; u++)
+				if (c->striplen[u] == nl &&
+				    !memcmp(c->strip[u], p, nl))
+					break;
+			if (u < c->nstrip)
+				removed++;
+			else {
+				if (o > buf + sizeof "Cookie: " - 1) {
+					*o++ = ';';
+					*o++ = ' ';
+				}
+				memcpy(o, p, ne - p);
+				o += ne - p;
+			}
+		}
+		if (*e == '\0')
+			break;
+	}
+	*o = '\0';
+	assert(o < buf + sizeof "Cookie: " + l + sep);
+	if (o == buf + sizeof "Cookie: " - 1) {
+		http_Unset(ctx->http_req, H_Cookie);
+		return (0);
+	}
+	if (removed == 0)
+		return (0);
+	http_Unset(ctx->http_req, H_Cookie);
+	http_SetHeader(ctx->http_req, buf);
+	return (0);
+}
+
+/*
+ * The key's query from the request's (q, ql bytes, without "?") into o
+ * (ql bytes at least): all of it, none, or the parameters queryParams
+ * includes or excludes, in their original order. Returns its length.
+ */
+static size_t
+key_query(const struct gh_cache *c, const char *q, size_t ql, char *o)
+{
+	const char *p, *s, *e, *eq;
+	size_t n, nl;
+	unsigned u;
+
+	switch (c->qkey) {
+	case GH_QK_NONE:
+		return (0);
+	case GH_QK_ALL:
+		memcpy(o, q, ql);
+		return (ql);
+	default:
+		assert(c->qkey == GH_QK_INCLUDE || c->qkey == GH_QK_EXCLUDE);
+		break;
+	}
+	n = 0;
+	e = q + ql;
+	for (p = q; p < e; p = s + 1) {
+		s = memchr(p, '&', e - p);
+		if (s == NULL)
+			s = e;
+		if (s > p) {
+			eq = memchr(p, '=', s - p);
+			nl = (eq != NULL ? eq : s) - p;
+			for (u = 0; u < c->nqparam; u++)
+				if (c->qplen[u] == nl &&
+				    !memcmp(c->qparam[u], p, nl))
+					break;
+			if ((u < c->nqparam) == (c->qkey == GH_QK_INCLUDE)) {
+				if (n > 0)
+					o[n++] = '&';
+				memcpy(o + n, p, s - p);
+				n += s - p;
+			}
+		}
+		if (s == e)
+			break;
+	}
+	assert(n <= ql);
+	return (n);
+}
+
+/*
+ * Called by .recv() for a routed request, before the route's filters:
+ * the policy's decision, lookup (t->cache set, X-Ghost-Cache on the
+ * request) or pass. A client's X-Ghost-Cache was removed already.
+ * host is normalized (hl bytes), path and q the client's (before
+ * URLRewrite). -1: out of workspace (VRT_fail done).
+ */
+int
+gh_cache_recv(VRT_CTX, struct gh_task *t, const struct gh_route *r,
+    const char *host, size_t hl, const char *path, size_t pl,
+    const char *q, size_t ql)
+{
+	const struct gh_cache *c;
+	const char *m;
+	char *buf, *o;
+	size_t tl, need, kl;
+	int n;
+
+	CHECK_OBJ_NOTNULL(t, GH_TASK_MAGIC);
+	CHECK_OBJ_NOTNULL(r, GH_ROUTE_MAGIC);
+	AZ(t->cache);
+	c = r->cache;
+	if (c == NULL)
+		return (0);
+	CHECK_OBJ(c, GH_CACHE_MAGIC);
+	m = ctx->http_req->hd[HTTP_HDR_METHOD].b;
+	AN(m);
+	if (strcmp(m, "GET") && strcmp(m, "HEAD"))
+		return (0);
+	if (c->nstrip > 0 && cookie_strip(ctx, c)) {
+		VRT_fail(ctx, "ghost: out of workspace");
+		return (-1);
+	}
+	if (!c->allow_auth && http_GetHdr(ctx->http_req, H_Authorization,
+	    NULL)) {
+		VSLb(ctx->vsl, SLT_VCL_Log, "ghost.cache: pass (Authorization)");
+		return (0);
+	}
+	if (http_GetHdr(ctx->http_req, H_Cookie, NULL)) {
+		VSLb(ctx->vsl, SLT_VCL_Log, "ghost.cache: pass (Cookie)");
+		return (0);
+	}
+
+	tl = c->taghdr != NULL ? strlen(c->taghdr) : 0;
+	/* the header, a NUL, the host for .hash(), a NUL */
+	need = sizeof "X-Ghost-Cache: " + 7 * 21 + tl + hl + pl + 1 + ql +
+	    1 + hl + 1;
+	buf = WS_Alloc(ctx->ws, need);
+	if (buf == NULL) {
+		VRT_fail(ctx, "ghost: out of workspace");
+		return (-1);
+	}
+	n = snprintf(buf, need, "X-Ghost-Cache: %lld %lld %lld %d %zu %zu %zu ",
+	    c->ttl_ms, c->grace_ms, c->keep_ms, c->force_ttl, tl, hl, pl);
+	assert(n > 0 && (size_t)n < need);
+	o = buf + n;
+	memcpy(o, c->taghdr != NULL ? c->taghdr : "", tl);
+	o += tl;
+	memcpy(o, host, hl);
+	o += hl;
+	t->kurl = o;
+	memcpy(o, path, pl);
+	o += pl;
+	kl = key_query(c, q, ql, o + 1);
+	if (kl > 0) {
+		*o = '?';
+		o += 1 + kl;
+	}
+	*o++ = '\0';
+	t->khost = o;
+	memcpy(o, host, hl);
+	o[hl] = '\0';
+	assert(o + hl < buf + need);
+	http_SetHeader(ctx->http_req, buf);
+	t->cache = c;
+	VSLb(ctx->vsl, SLT_VCL_Log, "ghost.cache: lookup (policy %s)",
+	    c->name);
+	return (0);
+}
+
+/*
+ * .deliver(): the object headers never reach the client; a routed
+ * response counts as HIT (grace hits too), PASS (pass, hit-for-pass,
+ * hit-for-miss, uncacheable) or MISS, and carries the policy's status
+ * header.
+ */
+void
+gh_cache_deliver(VRT_CTX, const struct gh_task *t)
+{
+	const struct gh_cache *c;
+	const char *s;
+
+	http_Unset(ctx->http_resp, H_X_Ghost_Host);
+	http_Unset(ctx->http_resp, H_X_Ghost_Path);
+	http_Unset(ctx->http_resp, H_X_Ghost_Url);
+	http_Unset(ctx->http_resp, H_X_Ghost_Tags);
+	if (t == NULL || t->route == NULL || t->vh == NULL || t->status != 0)
+		return;
+	CHECK_OBJ_NOTNULL(t, GH_TASK_MAGIC);
+	if (VRT_r_obj_hits(ctx) > 0) {
+		GH_COUNT(t->vh, cache_hit);
+		s = "HIT";
+	} else if (VRT_r_obj_uncacheable(ctx)) {
+		GH_COUNT(t->vh, cache_pass);
+		s = "PASS";
+	} else {
+		GH_COUNT(t->vh, cache_miss);
+		s = "MISS";
+	}
+	c = t->route->cache;
+	if (c == NULL || c->statushdr == NULL)
+		return;
+	http_Unset(ctx->http_resp, c->statushdr_h);
+	http_PrintfHeader(ctx->http_resp, "%s: %s", c->statushdr, s);
+}
+
+/*--------------------------------------------------------------------
+ * VCL methods
+ */
+
+VCL_BOOL v_matchproto_(td_vmod_ghost_router_cacheable)
+vmod_router_cacheable(VRT_CTX, struct VPFX(ghost_router) *rt)
+{
+	struct gh_task *t;
+
+	CHECK_OBJ_NOTNULL(ctx, VRT_CTX_MAGIC);
+	CHECK_OBJ_NOTNULL(rt, GH_ROUTER_MAGIC);
+	if (!(ctx->method & VCL_MET_TASK_C)) {
+		VRT_fail(ctx, "ghost: %s.cacheable() is only allowed on the "
+		    "client side", rt->vcl_name);
+		return (0);
+	}
+	t = gh_task_get(ctx, rt, 0);
+	return (t != NULL && t->cache != NULL);
+}
+
+VCL_VOID v_matchproto_(td_vmod_ghost_router_hash)
+vmod_router_hash(VRT_CTX, struct VPFX(ghost_router) *rt)
+{
+	struct gh_task *t;
+	const struct gh_cache *c;
+	const char *v;
+	unsigned u;
+
+	CHECK_OBJ_NOTNULL(ctx, VRT_CTX_MAGIC);
+	CHECK_OBJ_NOTNULL(rt, GH_ROUTER_MAGIC);
+	if (ctx->method != VCL_MET_HASH) {
+		VRT_fail(ctx, "ghost: %s.hash() is only allowed in vcl_hash",
+		    rt->vcl_name);
+		return;
+	}
+	t = gh_task_get(ctx, rt, 0);
+	if (t == NULL || t->cache == NULL) {
+		/* what the builtin vcl_hash hashes */
+		VRT_hashdata(ctx, TOSTRAND(ctx->http_req->hd[HTTP_HDR_URL].b));
+		if (http_GetHdr(ctx->http_req, H_Host, &v))
+			VRT_hashdata(ctx, TOSTRAND(v));
+		else
+			VRT_hashdata(ctx, TOSTRAND(VRT_IP_string(ctx,
+			    VRT_r_server_ip(ctx))));
+		return;
+	}
+	c = t->cache;
+	CHECK_OBJ_NOTNULL(c, GH_CACHE_MAGIC);
+	AN(t->khost);
+	AN(t->kurl);
+	VRT_hashdata(ctx, TOSTRAND(t->khost));
+	VRT_hashdata(ctx, TOSTRAND(t->kurl));
+	/* a header's value, or its absence */
+	for (u = 0; u < c->nkeyhdr; u++) {
+		if (http_GetHdr(ctx->http_req, c->keyhdr[u], &v))
+			VRT_hashdata(ctx, TOSTRANDS(2, "+", v));
+		else
+			VRT_hashdata(ctx, TOSTRAND("-"));
+	}
+}
+
+/* "N " at *pp: N into *out, *pp past the space; -1: malformed */
+static int
+take_num(const char **pp, long long *out)
+{
+	char *e;
+
+	errno = 0;
+	*out = strtoll(*pp, &e, 10);
+	if (e == *pp || *e != ' ' || *out < 0 || errno != 0)
+		return (-1);
+	*pp = e + 1;
+	return (0);
+}
+
+VCL_VOID v_matchproto_(td_vmod_ghost_router_backend_fetch)
+vmod_router_backend_fetch(VRT_CTX, struct VPFX(ghost_router) *rt)
+{
+	struct vmod_priv *p;
+	struct gh_btask *b;
+	const char *v, *s;
+	long long ttl, grace, keep, force, tl, hl, pl;
+	size_t l;
+	char *h;
+
+	CHECK_OBJ_NOTNULL(ctx, VRT_CTX_MAGIC);
+	CHECK_OBJ_NOTNULL(rt, GH_ROUTER_MAGIC);
+	if (ctx->method != VCL_MET_BACKEND_FETCH) {
+		VRT_fail(ctx, "ghost: %s.backend_fetch() is only allowed in "
+		    "vcl_backend_fetch", rt->vcl_name);
+		return;
+	}
+	if (!http_GetHdr(ctx->http_bereq, GH_H_CACHE, &v))
+		return;
+	/* a copy: a background fetch outlives the client's workspace */
+	v = WS_Copy(ctx->ws, v, -1);
+	http_Unset(ctx->http_bereq, GH_H_CACHE);
+	if (v == NULL) {
+		VRT_fail(ctx, "ghost: out of workspace");
+		return;
+	}
+	s = v;
+	if (take_num(&s, &ttl) || take_num(&s, &grace) ||
+	    take_num(&s, &keep) || take_num(&s, &force) ||
+	    take_num(&s, &tl) || take_num(&s, &hl) || take_num(&s, &pl) ||
+	    force > 1 || tl > 254 || (l = strlen(s)) < (size_t)tl ||
+	    l - tl < (size_t)hl || l - tl - hl < (size_t)pl) {
+		VSLb(ctx->vsl, SLT_VCL_Error, "ghost: malformed X-Ghost-Cache "
+		    "\"%s\": no cache policy", v);
+		return;
+	}
+	p = VRT_priv_task(ctx, &rt->bkey);
+	b = WS_Alloc(ctx->ws, sizeof *b);
+	h = tl > 0 ? WS_Alloc(ctx->ws, tl + 3) : NULL;
+	if (p == NULL || b == NULL || (tl > 0 && h == NULL)) {
+		VRT_fail(ctx, "ghost: out of workspace");
+		return;
+	}
+	INIT_OBJ(b, GH_BTASK_MAGIC);
+	b->ttl = ttl / 1e3;
+	b->grace = grace / 1e3;
+	b->keep = keep / 1e3;
+	b->force = (int)force;
+	if (h != NULL) {
+		/* hdr_t: the length of "name:", name, ':' */
+		h[0] = (char)(tl + 1);
+		memcpy(h + 1, s, tl);
+		h[tl + 1] = ':';
+		h[tl + 2] = '\0';
+		b->taghdr = h;
+	}
+	b->host = s + tl;
+	b->hl = hl;
+	b->url = s + tl + hl;
+	b->ul = l - tl - hl;
+	b->pl = pl;
+	p->priv = b;
+	p->methods = NULL;
+}
+
+static VCL_BOOL
+hitmiss(VRT_CTX, const char *why)
+{
+	VSLb(ctx->vsl, SLT_VCL_Log, "ghost.cache: uncacheable (%s)", why);
+	VRT_l_beresp_ttl(ctx, GH_HITMISS_TTL);
+	VRT_l_beresp_uncacheable(ctx, 1);
+	return (1);
+}
+
+static int
+cc_has(const struct http *hp, const char *directive)
+{
+	const char *p;
+
+	return (http_GetHdrField(hp, H_Cache_Control, directive, &p));
+}
+
+/* X-Ghost-Tags: the tag header's tags, " a b " */
+static void
+stamp_tags(VRT_CTX, const struct gh_btask *b)
+{
+	const char *v, *p;
+	char *buf, *o, *s;
+	size_t l;
+
+	if (b->taghdr == NULL ||
+	    !http_GetHdr(ctx->http_beresp, b->taghdr, &v))
+		return;
+	l = strlen(v);
+	buf = WS_Alloc(ctx->ws, sizeof "X-Ghost-Tags: " + l + 2);
+	if (buf == NULL) {
+		VSLb(ctx->vsl, SLT_VCL_Error, "ghost: out of workspace for "
+		    "X-Ghost-Tags: the object has no tags");
+		return;
+	}
+	memcpy(buf, "X-Ghost-Tags: ", sizeof "X-Ghost-Tags: " - 1);
+	s = o = buf + sizeof "X-Ghost-Tags: " - 1;
+	*o++ = ' ';
+	for (p = v; *p != '\0'; p++) {
+		if (*p == ',' || *p == ' ' || *p == '\t') {
+			if (o[-1] != ' ')
+				*o++ = ' ';
+		} else
+			*o++ = *p;
+	}
+	if (o[-1] != ' ')
+		*o++ = ' ';
+	*o = '\0';
+	assert(o < buf + sizeof "X-Ghost-Tags: " + l + 2);
+	if (o - s > 1)
+		http_SetHeader(ctx->http_beresp, buf);
+}
+
+VCL_BOOL v_matchproto_(td_vmod_ghost_router_backend_response)
+vmod_router_backend_response(VRT_CTX, struct VPFX(ghost_router) *rt)
+{
+	struct vmod_priv *p;
+	const struct gh_btask *b;
+	struct http *hp;
+	const char *v;
+	unsigned status;
+	int said;
+
+	CHECK_OBJ_NOTNULL(ctx, VRT_CTX_MAGIC);
+	CHECK_OBJ_NOTNULL(rt, GH_ROUTER_MAGIC);
+	if (ctx->method != VCL_MET_BACKEND_RESPONSE) {
+		VRT_fail(ctx, "ghost: %s.backend_response() is only allowed "
+		    "in vcl_backend_response", rt->vcl_name);
+		return (0);
+	}
+	hp = ctx->http_beresp;
+	/* only ghost stamps these, never the origin */
+	http_Unset(hp, H_X_Ghost_Host);
+	http_Unset(hp, H_X_Ghost_Path);
+	http_Unset(hp, H_X_Ghost_Url);
+	http_Unset(hp, H_X_Ghost_Tags);
+	p = VRT_priv_task_get(ctx, &rt->bkey);
+	if (p == NULL || p->priv == NULL)
+		return (0);		/* no policy: the builtin VCL */
+	CAST_OBJ_NOTNULL(b, p->priv, GH_BTASK_MAGIC);
+	if (VRT_r_bereq_uncacheable(ctx))
+		return (1);		/* pass: nothing to cache */
+
+	/*
+	 * A background fetch (an object in grace is being refreshed) that
+	 * gets a server error is abandoned, so the stale object keeps being
+	 * served for the rest of its grace: the builtin VCL would replace it
+	 * with a hit-for-miss object and send every client the error. The
+	 * handling is checked by the compiled VCL after the if statement
+	 * that called us (false: its return (deliver) is not taken).
+	 */
+	status = http_GetStatus(hp);
+	if (status >= 500 && VRT_r_bereq_is_bgfetch(ctx)) {
+		VSLb(ctx->vsl, SLT_VCL_Log, "ghost.cache: abandoned (%u from "
+		    "the origin on a background fetch; the object in grace "
+		    "stays)", status);
+		VRT_handling(ctx, VCL_RET_ABANDON);
+		return (0);
+	}
+
+	/* never cached, forced or not (as the builtin VCL) */
+	if (http_GetHdr(hp, H_Set_Cookie, NULL))
+		return (hitmiss(ctx, "Set-Cookie"));
+	if (cc_has(hp, "no-store"))
+		return (hitmiss(ctx, "Cache-Control: no-store"));
+	if (cc_has(hp, "private"))
+		return (hitmiss(ctx, "Cache-Control: private"));
+	if (http_GetHdrField(hp, H_Vary, "*", &v))
+		return (hitmiss(ctx, "Vary: *"));
+	if (!b->force && cc_has(hp, "no-cache"))
+		return (hitmiss(ctx, "Cache-Control: no-cache"));
+
+	/*
+	 * varnishd computed beresp.ttl from the headers (RFC2616_Ttl): the
+	 * origin's max-age, s-maxage or Expires, else default_ttl for the
+	 * statuses cacheable by default, -1 for the others. The policy's TTL
+	 * replaces default_ttl (the origin said nothing), or every TTL of
+	 * those statuses when forced; other statuses keep varnishd's.
+	 */
+	said = cc_has(hp, "s-maxage") || cc_has(hp, "max-age") ||
+	    http_GetHdr(hp, H_Expires, NULL);
+	switch (status) {
+	case 200: case 203: case 204: case 300: case 301: case 304:
+	case 404: case 410: case 414:
+		if (b->force || !said)
+			VRT_l_beresp_ttl(ctx, b->ttl);
+		break;
+	default:
+		break;
+	}
+	if (VRT_r_beresp_ttl(ctx) <= 0.)
+		return (hitmiss(ctx, "no TTL"));
+	VRT_l_beresp_grace(ctx, b->grace);
+	VRT_l_beresp_keep(ctx, b->keep);
+
+	/* the object headers bans match */
+	http_PrintfHeader(hp, "X-Ghost-Host: %.*s", (int)b->hl, b->host);
+	http_PrintfHeader(hp, "X-Ghost-Path: %.*s", (int)b->pl, b->url);
+	http_PrintfHeader(hp, "X-Ghost-Url: %.*s", (int)b->ul, b->url);
+	stamp_tags(ctx, b);
+	return (1);
+}
