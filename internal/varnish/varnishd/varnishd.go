@@ -105,9 +105,10 @@ type Config struct {
 }
 
 // accessLogVSL are the shared memory log records the gateway does not
-// write (vsl_mask, on top of varnishd's own mask): the response headers
-// and status line the client gets, everything about the backend request
-// and response, and the backend connection and storage records. The
+// write (vsl_mask, on top of varnishd's own mask): the headers, protocol
+// and reason of the response the client gets (not its status), everything
+// about the backend request and response, and the backend connection and
+// storage records. The
 // access log (internal/chaperone/accesslog: varnishncsa's Format and
 // Query) reads the request line and headers, the response status,
 // Timestamp, ReqAcct, ReqStart, VCL_call, VCL_return and ghost's VCL_Log
