@@ -15,6 +15,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/mainvcl"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/varnish/varnishd/varnishdtest"
 )
 
@@ -22,7 +23,9 @@ import (
 // ghost, and the varnishncsa the chaperone starts. Every client request
 // gives one JSON line on the chaperone's stdout with the route, the
 // backend group and endpoint, the status, the timing and the request ID
-// (the client's, or the one ghost made, which the backend received); lines
+// (the client's, or the one ghost made, which the backend received), with
+// the gateway's main.vcl (internal/mainvcl) and varnishd defaults: a route
+// with a cache policy logs a miss, then a hit; lines
 // stay valid JSON (and UTF-8) with hostile header values; ghost's admin
 // requests (the chaperone's reloads) are not logged; varnishncsa is
 // restarted when it dies, and dies with the chaperone.
@@ -43,17 +46,24 @@ func TestAccessLog(t *testing.T) {
 	t.Cleanup(be.Close)
 	c := startChaperone(t, be, "--access-log", "--varnishncsa", varnishdtest.NcsaBin(t))
 	host, port, _ := net.SplitHostPort(strings.TrimPrefix(be.URL, "http://"))
+	// The gateway's own main.vcl, and a route with a cache policy: the
+	// access log tells a miss from a hit with the gateway's varnishd
+	// defaults (vsl_mask) in force.
+	writeFile(t, c.vclPath, mainvcl.Render(mainvcl.Options{VMOD: ghostVMOD, GhostJSON: c.ghostPath}))
 	writeFile(t, c.ghostPath, fmt.Sprintf(`{"version": 2, "backends": [
   {"name": "shop/web:80", "endpoints": [{"address": %q, "port": %s}]},
   {"name": "shop/gone:80", "endpoints": []}
-], "vhosts": [
+], "cachePolicies": [{"name": "gateway", "ttlMs": 60000}],
+"vhosts": [
   {"hostname": "app.example.com", "routes": [
     {"name": "shop/web/0/0", "match": {"path": {"type": "PathPrefix", "value": "/"}},
      "backends": [{"backend": "shop/web:80", "weight": 1}]},
     {"name": "shop/web/1/0", "match": {"path": {"type": "PathPrefix", "value": "/none"}},
-     "backends": [{"backend": "shop/gone:80", "weight": 1}]}]}
+     "backends": [{"backend": "shop/gone:80", "weight": 1}]},
+    {"name": "shop/web/2/0", "match": {"path": {"type": "PathPrefix", "value": "/cached"}},
+     "backends": [{"backend": "shop/web:80", "weight": 1}], "cache": "gateway"}]}
 ]}`, host, port))
-	c.waitFor("the named routes", 30*time.Second, func() bool {
+	c.waitFor("the named routes and the gateway's main.vcl", 30*time.Second, func() bool {
 		req, _ := http.NewRequest("GET", "http://"+c.listenAddr+"/none", nil)
 		req.Host = "app.example.com"
 		resp, err := noKeepAlive.Do(req)
@@ -61,7 +71,7 @@ func TestAccessLog(t *testing.T) {
 			return false
 		}
 		resp.Body.Close()
-		return resp.StatusCode == 500
+		return resp.StatusCode == 500 && resp.Header.Get("X-VCL") == ""
 	})
 	// The lines so far (earlier requests) are not the test's.
 	time.Sleep(2 * time.Second)
@@ -95,6 +105,11 @@ func TestAccessLog(t *testing.T) {
 	if code := send("/", "unknown.example.com"); code != 404 {
 		t.Fatalf("GET unknown host: %d", code)
 	}
+	for range 2 {
+		if code := send("/cached", "app.example.com"); code != 200 {
+			t.Fatalf("GET /cached: %d", code)
+		}
+	}
 	// Hostile header values, sent raw: quotes, backslashes, JSON
 	// delimiters, a tab, bytes that are not UTF-8 (varnishd refuses control characters and DEL with 400).
 	hostile := "GET /hostile HTTP/1.1\r\nHost: app.example.com\r\n" +
@@ -113,18 +128,22 @@ func TestAccessLog(t *testing.T) {
 	}
 
 	var lines []map[string]any
-	c.waitFor("5 access log lines", 30*time.Second, func() bool {
+	c.waitFor("7 access log lines", 30*time.Second, func() bool {
 		lines = accessLines(t, c)[before:]
-		return len(lines) >= 5
+		return len(lines) >= 7
 	})
 	time.Sleep(2 * time.Second)
 	lines = accessLines(t, c)[before:]
-	if len(lines) != 5 {
-		t.Fatalf("%d access log lines for 5 requests:\n%v", len(lines), lines)
+	if len(lines) != 7 {
+		t.Fatalf("%d access log lines for 7 requests:\n%v", len(lines), lines)
 	}
 	byURL := map[string]map[string]any{}
+	var cached []any // the handling of /cached, in order
 	for _, l := range lines {
 		byURL[fmt.Sprint(l["url"])] = l
+		if l["url"] == "/cached" {
+			cached = append(cached, l["handling"])
+		}
 		for _, k := range []string{"time", "request_id", "client", "method", "host", "url", "status", "bytes", "duration_us", "ttfb_s", "route", "backend", "endpoint", "vxid"} {
 			if _, ok := l[k]; !ok {
 				t.Errorf("access log line without %q: %v", k, l)
@@ -185,6 +204,10 @@ func TestAccessLog(t *testing.T) {
 	}
 	if rid := fmt.Sprint(h["request_id"]); len(rid) != 32 {
 		t.Errorf("hostile X-Request-Id logged as %q, want it replaced by a made one", rid)
+	}
+	check("/cached", 200, "shop/web/2/0", "shop/web:80")
+	if len(cached) != 2 || cached[0] != "miss" || cached[1] != "hit" {
+		t.Errorf("handling of the two GET /cached = %v, want [miss hit]", cached)
 	}
 
 	// varnishncsa killed: started again; killed chaperone: gone.
