@@ -84,7 +84,7 @@ func validateCORS(p *field.Path, c *gatewayv1.HTTPCORSFilter) field.ErrorList {
 	errs = append(errs, validateCORSList(p.Child("allowHeaders"), headerNames(c.AllowHeaders), maxCORSHeaders, false, header)...)
 	errs = append(errs, validateCORSList(p.Child("exposeHeaders"), headerNames(c.ExposeHeaders), maxCORSHeaders, false, header)...)
 	if c.AllowCredentials != nil && *c.AllowCredentials && slices.Contains(c.ExposeHeaders, corsWildcard) {
-		errs = append(errs, field.Invalid(p.Child("exposeHeaders"), corsWildcard, `with allowCredentials true browsers read "*" as a header named "*": list the header names to expose, or set allowCredentials to false`))
+		errs = append(errs, field.Invalid(p.Child("exposeHeaders"), corsWildcard, `with credentials allowed, browsers read "*" as a header named "*": list the header names to expose, or stop allowing credentials`))
 	}
 	if c.MaxAge < 0 {
 		errs = append(errs, field.Invalid(p.Child("maxAge"), c.MaxAge, "must be 1 or more seconds (unset: 5)"))

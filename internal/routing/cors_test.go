@@ -67,7 +67,7 @@ func TestValidateCORS(t *testing.T) {
 		{"header twice in other case", gatewayv1.HTTPCORSFilter{ExposeHeaders: headers("X-A", "x-a")},
 			`cors.exposeHeaders[1]: Invalid value: "x-a": repeats exposeHeaders[0] (X-A): remove one`},
 		{"expose star with credentials", gatewayv1.HTTPCORSFilter{ExposeHeaders: headers("*"), AllowCredentials: ptr(true)},
-			`cors.exposeHeaders: Invalid value: "*": with allowCredentials true browsers read "*" as a header named "*"`},
+			`cors.exposeHeaders: Invalid value: "*": with credentials allowed, browsers read "*" as a header named "*"`},
 		{"negative max age", gatewayv1.HTTPCORSFilter{MaxAge: -1}, `cors.maxAge: Invalid value: -1: must be 1 or more seconds`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
