@@ -515,17 +515,10 @@ func (c *CORS) Check() error {
 
 var corsMethods = []string{"GET", "HEAD", "POST", "PUT", "DELETE", "CONNECT", "OPTIONS", "TRACE", "PATCH"}
 
-func isToken(s string) bool {
-	if s == "" {
-		return false
-	}
-	for _, r := range s {
-		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("!#$%&'*+-.^_`|~", r)) {
-			return false
-		}
-	}
-	return true
-}
+// tokenRE is an HTTP token (RFC 9110), the form of header names.
+var tokenRE = regexp.MustCompile("^[A-Za-z0-9!#$%&'*+\\-.^_`|~]+$")
+
+func isToken(s string) bool { return tokenRE.MatchString(s) }
 
 // Table returns the backends by name, for readers that follow references.
 func (d *Document) Table() map[string]*Backend {
