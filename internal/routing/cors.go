@@ -48,6 +48,10 @@ func validateCORS(p *field.Path, c *gatewayv1.HTTPCORSFilter) field.ErrorList {
 			}
 			continue
 		}
+		if len(s) > 253 {
+			errs = append(errs, field.TooLong(op, s, 253))
+			continue
+		}
 		m := corsOriginRE.FindStringSubmatch(s)
 		if m == nil {
 			errs = append(errs, field.Invalid(op, s, "must be "+corsOriginShape))

@@ -55,6 +55,8 @@ func TestValidateCORS(t *testing.T) {
 			`cors.allowOrigins[1]: Invalid value: "*": "*" allows every origin: keep it alone`},
 		{"same origin twice", gatewayv1.HTTPCORSFilter{AllowOrigins: origins("https://a.example", "https://A.example:443")},
 			`cors.allowOrigins[1]: Invalid value: "https://A.example:443": is the origin of allowOrigins[0] (https://a.example): remove one`},
+		{"origin too long", gatewayv1.HTTPCORSFilter{AllowOrigins: origins("https://" + strings.Repeat("a.", 123) + "example")},
+			`cors.allowOrigins[0]: Too long: may not be more than 253 bytes`},
 		{"too many origins", gatewayv1.HTTPCORSFilter{AllowOrigins: origins(many...)}, "cors.allowOrigins: Too many: 65: must have at most 64 items"},
 		{"lower-case method", gatewayv1.HTTPCORSFilter{AllowMethods: []gatewayv1.HTTPMethodWithWildcard{"get"}},
 			`cors.allowMethods[0]: Invalid value: "get": must be one of GET, HEAD, POST`},
