@@ -362,8 +362,9 @@ func Unmarshal(data []byte) (*Document, error) {
 
 // Check reports the first violation of the rules the schema cannot express
 // and ghost enforces: the version, unique socket names, unique listener
-// names and hostnames within a socket, unique backend names, and every
-// reference without Unresolved naming a backend of the table. Errors name
+// names and hostnames within a socket, unique backend names, every
+// reference without Unresolved naming a backend of the table, and the
+// values of CORS filters (CORS.Check). Errors name
 // the field as ghost does (vhosts[0].routes[1].backends[0].backend).
 func (d *Document) Check() error {
 	if d.Version != Version {
