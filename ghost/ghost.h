@@ -13,6 +13,7 @@
  *   ghost_filter.c   filters applied to a routed request or a redirect
  *   ghost_reqid.c    X-Request-Id and the access log records
  *   ghost_mirror.c   RequestMirror copies
+ *   ghost_cors.c     CORS filters: preflights, response headers
  *   ghost_cache.c    cache policies: lookup or pass, the cache key, TTLs
  *                    and the object headers for invalidation
  * and the loader, which uses no varnishd symbol (ghost_state.h):
@@ -210,6 +211,8 @@ struct gh_task {
 	const struct gh_cache	*cache;		/* lookup's policy, NULL: none */
 	const char		*khost;		/* key: host, ws */
 	const char		*kurl;		/* key: path?query, ws */
+	const char		*cors_origin;	/* allowed Origin, ws; NULL */
+	int			cors_preflight;	/* answered by ghost_cors.c */
 };
 
 /*
@@ -301,6 +304,12 @@ int gh_cache_recv(VRT_CTX, struct gh_task *t, const struct gh_route *r,
     const char *host, size_t hl, const char *path, size_t pl,
     const char *q, size_t ql);
 void gh_cache_deliver(VRT_CTX, const struct gh_task *t);
+
+/* ghost_cors.c */
+int gh_cors_allowed(const struct gh_cors *c, const char *origin);
+int gh_cors_recv(VRT_CTX, struct gh_task *t, const struct gh_route *r);
+void gh_cors_preflight(VRT_CTX, const struct gh_task *t);
+void gh_cors_response(VRT_CTX, const struct gh_task *t);
 
 /* ghost_mirror.c */
 void gh_mirror_init(struct gh_mirror_q *, struct VSC_ghostrouter *);

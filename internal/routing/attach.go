@@ -525,6 +525,8 @@ func normalizeFilter(routeNS string, f *gatewayv1.HTTPRouteFilter, refs map[*gat
 			mr.Percent = &p
 		}
 		out.RequestMirror = mr
+	case gatewayv1.HTTPRouteFilterCORS:
+		out.CORS = normalizeCORS(f.CORS)
 	}
 	return out
 }

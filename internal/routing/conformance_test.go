@@ -138,11 +138,7 @@ var conformanceExpect = map[string]string{
 	"listenerset-gateway-parent-section-name-not-found.yaml: gateway-conformance-infra/route-via-gateway@gateway-conformance-infra/gateway-section-name": "!NoMatchingParent ResolvedRefs",
 
 	// Extended features varnishgw rejects on purpose (ghost.json v1 has no
-	// CORS, no retries and no per-backendRef filters).
-	"httproute-cors.yaml: gateway-conformance-infra/cors-multiple-origins-methods-headers@gateway-conformance-infra/same-namespace":                                      "!UnsupportedValue ResolvedRefs",
-	"httproute-cors.yaml: gateway-conformance-infra/cors-wildcard-methods-headers@gateway-conformance-infra/same-namespace":                                              "!UnsupportedValue ResolvedRefs",
-	"httproute-cors.yaml: gateway-conformance-infra/cors-wildcard-methods@gateway-conformance-infra/same-namespace":                                                      "!UnsupportedValue ResolvedRefs",
-	"httproute-cors.yaml: gateway-conformance-infra/cors-wildcard-origin@gateway-conformance-infra/same-namespace":                                                       "!UnsupportedValue ResolvedRefs",
+	// retries and no per-backendRef filters).
 	"httproute-request-header-modifier-backend-weights.yaml: gateway-conformance-infra/request-header-modifier-backend-weights@gateway-conformance-infra/same-namespace": "!UnsupportedValue ResolvedRefs",
 	"httproute-request-header-modifier-backend.yaml: gateway-conformance-infra/request-header-modifier@gateway-conformance-infra/same-namespace":                         "!UnsupportedValue ResolvedRefs",
 	"httproute-retry.yaml: gateway-conformance-infra/retries@gateway-conformance-infra/same-namespace":                                                                   "!UnsupportedValue ResolvedRefs",

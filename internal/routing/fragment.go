@@ -137,6 +137,7 @@ type Filter struct {
 	RequestRedirect        *ghostjson.Redirect       `json:"requestRedirect,omitempty"`
 	URLRewrite             *ghostjson.Rewrite        `json:"urlRewrite,omitempty"`
 	RequestMirror          *MirrorRef                `json:"requestMirror,omitempty"`
+	CORS                   *ghostjson.CORS           `json:"cors,omitempty"`
 }
 
 // MirrorRef is a RequestMirror filter before resolution.
@@ -297,7 +298,7 @@ func validateRule(p *field.Path, r *Rule) field.ErrorList {
 	for i, fl := range r.Filters {
 		fp := p.Child("filters").Index(i)
 		n := 0
-		for _, set := range []bool{fl.RequestHeaderModifier != nil, fl.ResponseHeaderModifier != nil, fl.RequestRedirect != nil, fl.URLRewrite != nil, fl.RequestMirror != nil} {
+		for _, set := range []bool{fl.RequestHeaderModifier != nil, fl.ResponseHeaderModifier != nil, fl.RequestRedirect != nil, fl.URLRewrite != nil, fl.RequestMirror != nil, fl.CORS != nil} {
 			if set {
 				n++
 			}
@@ -328,6 +329,12 @@ func validateRule(p *field.Path, r *Rule) field.ErrorList {
 			if pc := fl.RequestMirror.Percent; pc != nil && (*pc < 0 || *pc > 100) {
 				errs = append(errs, field.Invalid(fp.Child("requestMirror", "percent"), *pc, "must be from 0 to 100"))
 			}
+		case ghostjson.FilterCORS:
+			if fl.CORS == nil {
+				errs = append(errs, field.Required(fp.Child("cors"), ""))
+				break
+			}
+			errs = append(errs, validateGhostCORS(fp.Child("cors"), fl.CORS)...)
 		default:
 			errs = append(errs, field.NotSupported(fp.Child("type"), fl.Type, supportedFilterTypes))
 		}

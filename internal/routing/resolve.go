@@ -238,6 +238,7 @@ func (r *resolver) filter(routeNS string, f Filter) ghostjson.Filter {
 		ResponseHeaderModifier: f.ResponseHeaderModifier,
 		RequestRedirect:        f.RequestRedirect,
 		URLRewrite:             f.URLRewrite,
+		CORS:                   f.CORS,
 	}
 	if m := f.RequestMirror; m != nil {
 		g := r.group(routeNS, m.Backend)
