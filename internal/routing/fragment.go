@@ -21,10 +21,13 @@ import (
 // rejection (the apply that wrote it fails), instead of being served
 // without its policy.
 const (
-	// FragmentVersion is the version of fragments without cache policies.
+	// FragmentVersion is the version of fragments without cache policies
+	// and CORS filters.
 	FragmentVersion = 1
 	// FragmentVersionCache is the version of fragments in which a rule
-	// has a cache policy (Rule.Cache).
+	// has a cache policy (Rule.Cache) or a CORS filter: chaperones older
+	// than both read version 1 only, and reject such a fragment with a
+	// message that says to upgrade them instead of serving it without.
 	FragmentVersionCache = 2
 )
 
@@ -169,12 +172,17 @@ func (b BackendRef) GroupName() string {
 func (f *Fragment) Accepted() bool { return len(f.Listeners) > 0 }
 
 // NeededVersion is the lowest fragment version that holds f:
-// FragmentVersionCache when a rule has a cache policy, else
-// FragmentVersion.
+// FragmentVersionCache when a rule has a cache policy or a CORS filter,
+// else FragmentVersion.
 func (f *Fragment) NeededVersion() int {
 	for i := range f.Rules {
 		if f.Rules[i].Cache != nil {
 			return FragmentVersionCache
+		}
+		for _, fl := range f.Rules[i].Filters {
+			if fl.CORS != nil {
+				return FragmentVersionCache
+			}
 		}
 	}
 	return FragmentVersion
@@ -242,9 +250,9 @@ func (f *Fragment) Validate() error {
 	var errs field.ErrorList
 	switch need := f.NeededVersion(); {
 	case f.Version != FragmentVersion && f.Version != FragmentVersionCache:
-		errs = append(errs, field.Invalid(field.NewPath("version"), f.Version, fmt.Sprintf("must be %d, or %d when a rule has a cache policy", FragmentVersion, FragmentVersionCache)))
+		errs = append(errs, field.Invalid(field.NewPath("version"), f.Version, fmt.Sprintf("must be %d, or %d when a rule has a cache policy or a CORS filter", FragmentVersion, FragmentVersionCache)))
 	case f.Version < need:
-		errs = append(errs, field.Invalid(field.NewPath("version"), f.Version, fmt.Sprintf("must be %d: a rule has a cache policy", need)))
+		errs = append(errs, field.Invalid(field.NewPath("version"), f.Version, fmt.Sprintf("must be %d: a rule has a cache policy or a CORS filter", need)))
 	}
 	errs = append(errs, validateObjectName(field.NewPath("gateway"), f.Gateway.Namespace, f.Gateway.Name)...)
 	errs = append(errs, validateObjectName(field.NewPath("route"), f.Route.Namespace, f.Route.Name)...)
