@@ -135,11 +135,14 @@ func (c *clients) applyInvalidateAuthBinding(ctx context.Context, s *runtimeSpec
 
 // deleteInvalidateAuthBinding deletes the gateway's ClusterRoleBinding to
 // system:auth-delegator if there is one and it is the gateway's (carries
-// its runtime labels).
+// its runtime labels). An identity that may not read ClusterRoleBindings
+// (the provider's role of releases before the endpoint) cannot have
+// written one: that is no error, so gateways without the endpoint need no
+// new rights.
 func (c *clients) deleteInvalidateAuthBinding(ctx context.Context, gw routing.ObjectRef) error {
 	name := gwruntime.InvalidateAuthBindingName(gw)
 	crb, err := c.kube.RbacV1().ClusterRoleBindings().Get(ctx, name, metav1.GetOptions{})
-	if apierrors.IsNotFound(err) {
+	if apierrors.IsNotFound(err) || apierrors.IsForbidden(err) {
 		return nil
 	}
 	if err != nil {
@@ -164,7 +167,8 @@ func (c *clients) invalidateAuthBindingDrift(ctx context.Context, s *runtimeSpec
 	what := "ClusterRoleBinding " + name
 	crb, err := c.kube.RbacV1().ClusterRoleBindings().Get(ctx, name, metav1.GetOptions{})
 	switch {
-	case apierrors.IsNotFound(err) && s.invalidatePort == 0:
+	case (apierrors.IsNotFound(err) || apierrors.IsForbidden(err)) && s.invalidatePort == 0:
+		// Forbidden: see deleteInvalidateAuthBinding.
 		return "", nil
 	case apierrors.IsNotFound(err):
 		return what + " is missing", nil

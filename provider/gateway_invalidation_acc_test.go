@@ -220,6 +220,12 @@ func providerIdentity(t *testing.T, cp *testenv.ControlPlane, clusterRules []rba
 	return kubeconfig, kube
 }
 
+// withoutEndpointRights is ProviderClusterRules without the rules the
+// invalidation endpoint added: the role of earlier releases.
+func withoutEndpointRights() []rbacv1.PolicyRule {
+	return slices.DeleteFunc(withoutBind(), func(r rbacv1.PolicyRule) bool { return slices.Contains(r.Resources, "clusterrolebindings") })
+}
+
 // withoutBind is ProviderClusterRules without the bind rule.
 func withoutBind() []rbacv1.PolicyRule {
 	return slices.DeleteFunc(ProviderClusterRules(), func(r rbacv1.PolicyRule) bool { return slices.Contains(r.Verbs, "bind") })
@@ -273,7 +279,9 @@ func TestProviderRoleBindsOnlyAuthDelegator(t *testing.T) {
 // the invalidation endpoint, removes it and destroys the gateway as an
 // identity holding only the provider's roles of the security guide; with
 // its cluster-wide role lacking bind of system:auth-delegator, the apply
-// fails at the ClusterRoleBinding.
+// fails at the ClusterRoleBinding. With the role of earlier releases (no
+// ClusterRoleBinding rights), a gateway without the endpoint is applied,
+// planned and destroyed as before.
 func TestAccGatewayInvalidationEndpointProviderRoles(t *testing.T) {
 	cp := accPreCheck(t)
 	for _, tc := range []struct {
@@ -283,6 +291,7 @@ func TestAccGatewayInvalidationEndpointProviderRoles(t *testing.T) {
 	}{
 		{"the guide's roles", ProviderClusterRules(), ""},
 		{"without bind", withoutBind(), "apply ClusterRoleBinding varnishgw-invalidate-"},
+		{"earlier role, no endpoint", withoutEndpointRights(), ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ns := cp.Namespace(t)
@@ -319,9 +328,14 @@ resource "varnishgw_gateway" "test" {
 			}
 			binding := gwruntime.InvalidateAuthBindingName(gw)
 			var steps []resource.TestStep
-			if tc.wantErr != "" {
+			switch {
+			case tc.wantErr != "":
 				steps = []resource.TestStep{{Config: config("  invalidation_endpoint_port = 9092"), ExpectError: words(tc.wantErr)}}
-			} else {
+			case len(tc.rules) != len(ProviderClusterRules()):
+				steps = []resource.TestStep{{Config: config(""), Check: resource.ComposeAggregateTestCheckFunc(
+					resource.TestCheckResourceAttrSet("varnishgw_gateway.test", "start_hash"),
+					resource.TestCheckNoResourceAttr("varnishgw_gateway.test", "invalidation_endpoint_port"))}}
+			default:
 				steps = []resource.TestStep{
 					{Config: config("  invalidation_endpoint_port = 9092"), Check: invalidationEndpointCheck(cp, gw, 9092)},
 					{Config: config(""), Check: invalidationEndpointCheck(cp, gw, 0)},
