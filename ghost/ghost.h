@@ -15,6 +15,8 @@
  *   ghost_mirror.c   RequestMirror copies
  *   ghost_cache.c    cache policies: lookup or pass, the cache key, TTLs
  *                    and the object headers for invalidation
+ *   ghost_timeout.c  .backend_error(): 504 for a fetch whose timeout ran
+ *                    out
  * and the loader, which uses no varnishd symbol (ghost_state.h):
  *   ghost_conf.c, ghost_arena.c, ghost_re.c
  *
