@@ -151,6 +151,7 @@ struct sender {
 	struct gh_mirror_item	it;
 	char			rbuf[MIRROR_RBUF];
 	size_t			rb, re;		/* unread: rbuf[rb..re) */
+	int			eof;		/* the peer closed or reset */
 };
 
 static void
@@ -271,7 +272,10 @@ send_all(int fd, const char *b, size_t len, double deadline)
 	return (0);
 }
 
-/* more answer bytes into rbuf; 0: got some, -1: EOF, error or deadline */
+/*
+ * more answer bytes into rbuf; 0: got some, -1: EOF, error (s->eof set)
+ * or deadline
+ */
 static int
 rd_fill(struct sender *s, int fd, double deadline)
 {
@@ -294,8 +298,10 @@ rd_fill(struct sender *s, int fd, double deadline)
 			s->re += n;
 			return (0);
 		}
-		if (n == 0 || errno != EAGAIN)
+		if (n == 0 || errno != EAGAIN) {
+			s->eof = 1;
 			return (-1);
+		}
 		tmo = (int)((deadline - VTIM_mono()) * 1e3);
 		if (tmo <= 0 || poll(&pfd, 1, tmo) <= 0)
 			return (-1);
@@ -368,8 +374,10 @@ hdr_is(const char *l, const char *name, const char **v)
 
 /*
  * Read one answer to its end. 1: the connection can carry another copy,
- * 0: it cannot (closed, close-delimited, malformed or too slow), -1: no
- * answer at all (a kept-alive connection the peer had closed).
+ * 0: it cannot (closed, close-delimited, malformed or too slow), -1: the
+ * peer closed it without a byte of answer (a kept-alive connection it had
+ * closed: the copy was not read). A mirror that has not answered within
+ * the deadline got the copy: 0, not sent again.
  */
 static int
 read_answer(struct sender *s, int fd, int head, double deadline)
@@ -380,10 +388,11 @@ read_answer(struct sender *s, int fd, int head, double deadline)
 	int status, have_cl = 0, chunked = 0, close_ = 0, keep = 1;
 
 	s->rb = s->re = 0;
+	s->eof = 0;
 	do {
 		l = rd_line(s, fd, deadline);
 		if (l == NULL)
-			return (s->re == 0 ? -1 : 0);
+			return (s->re == 0 && s->eof ? -1 : 0);
 		/* HTTP/1.x NNN; 1xx answers are followed by the real one */
 		if (strncmp(l, "HTTP/1.", 7) || strlen(l) < 12)
 			return (0);
