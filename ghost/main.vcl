@@ -51,6 +51,13 @@ sub vcl_backend_fetch {
 	router.backend_fetch();
 }
 
+sub vcl_backend_error {
+	# a fetch that failed because a timeout ran out (the route's
+	# timeouts.request or timeouts.backendRequest, else varnishd's
+	# connect and first-byte timeouts) answers 504, not 503
+	router.backend_error();
+}
+
 sub vcl_synth {
 	router.synth();
 }

@@ -59,9 +59,12 @@ type Options struct {
 // vcl_backend_response applies the policy (TTL, grace, keep, the object
 // headers bans match) and skips the builtin VCL when there is one
 // (router.backend_response()); the preamble's vcl_backend_fetch takes the
-// policy off the backend request (router.backend_fetch()). Likewise the
-// user's vcl_synth runs after ghost has written its answer, before the
-// final deliver.
+// policy off the backend request (router.backend_fetch()), and its
+// vcl_backend_error turns the 503 of a fetch that failed because a timeout
+// ran out into 504 Gateway Timeout, as the Gateway API wants for
+// timeouts.request and timeouts.backendRequest (router.backend_error()).
+// Likewise the user's vcl_synth runs after ghost has written its answer,
+// before the final deliver.
 func Render(o Options) string {
 	ghostJSON := o.GhostJSON
 	if ghostJSON == "" {
@@ -115,6 +118,14 @@ sub vcl_backend_fetch {
 	# A lookup's cache policy travels in X-Ghost-Cache, which ghost takes
 	# off the backend request: the origin never sees it.
 	router.backend_fetch();
+}
+
+sub vcl_backend_error {
+	# A fetch that failed because a timeout ran out (the route's
+	# timeouts.request or timeouts.backendRequest, else varnishd's connect
+	# and first-byte timeouts) answers 504 Gateway Timeout; other fetch
+	# failures stay varnishd's 503.
+	router.backend_error();
 }
 
 sub vcl_synth {
