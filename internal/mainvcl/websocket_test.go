@@ -18,6 +18,7 @@ import (
 
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/varnish/varnishd"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/varnish/varnishd/varnishdtest"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/varnish/varnishstat"
 )
 
 // echoServer is a WebSocket echo backend that prefixes each text message
@@ -220,4 +221,86 @@ func TestRenderPipesWebSockets(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestWebSocketSessionAndPipeTimeout checks what docs/guides/websockets.md
+// and the drain documentation say about a piped WebSocket: it is a live
+// client session (MEMPOOL.sess*.live, which a drain waits for) while open,
+// and varnishd's pipe_timeout closes it after that long without traffic in
+// either direction, which frees the session.
+func TestWebSocketSessionAndPipeTimeout(t *testing.T) {
+	echo := startEcho(t, "echo")
+	doc := fmt.Sprintf(`{"version":2,"backends":[{"name":"ns/echo:80","endpoints":[{"address":"127.0.0.1","port":%d}]}],
+"vhosts":[{"hostname":"ws.test","routes":[{"name":"r","match":{"path":{"type":"PathPrefix","value":"/"}},"backends":[{"backend":"ns/echo:80"}]}]}]}`, echo.port)
+	work := filepath.Join(varnishdtest.Dir(t), "work")
+	if err := os.MkdirAll(work, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(work, GhostJSON), []byte(doc), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	listen := varnishdtest.FreeAddr(t)
+	p := varnishdtest.Start(t, varnishd.Config{
+		WorkDir:        work,
+		Listeners:      []varnishd.Listener{{Name: "port-" + strconv.Itoa(varnishdtest.Port(t, listen)), Addr: listen}},
+		GhostAdminAddr: varnishdtest.FreeAddr(t),
+		Params:         []string{"pipe_timeout=2"},
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := p.Admin.VCLInline(ctx, "main", Render(Options{VMOD: varnishdtest.GhostVMOD(t)})); err != nil {
+		t.Fatalf("vcl.inline: %v", err)
+	}
+	if err := p.Admin.VCLUse(ctx, "main"); err != nil {
+		t.Fatal(err)
+	}
+	stat := varnishstat.Reader{Bin: varnishdtest.StatBin(t), WorkDir: p.WorkDir()}
+	// live waits until the live session count satisfies ok.
+	live := func(what string, ok func(uint64) bool) {
+		t.Helper()
+		deadline := time.Now().Add(20 * time.Second)
+		for {
+			s, err := stat.Read(ctx)
+			n, have := s.LiveSessions()
+			if err == nil && have && ok(n) {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("live sessions %d (read error %v): want %s", n, err, what)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+
+	cfg, err := websocket.NewConfig("ws://ws.test/", "http://ws.test/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, err := net.DialTimeout("tcp", listen, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ws, err := websocket.NewClient(cfg, conn)
+	if err != nil {
+		t.Fatalf("handshake: %v", err)
+	}
+	defer ws.Close()
+	ws.SetDeadline(time.Now().Add(15 * time.Second))
+	var reply string
+	if err := websocket.Message.Send(ws, "ping"); err != nil {
+		t.Fatal(err)
+	}
+	if err := websocket.Message.Receive(ws, &reply); err != nil || reply != "echo: ping" {
+		t.Fatalf("reply %q (%v), want %q", reply, err, "echo: ping")
+	}
+	live("at least 1 while the WebSocket is open", func(n uint64) bool { return n >= 1 })
+	// idle: pipe_timeout (2 s) closes the pipe, the client reads EOF
+	start := time.Now()
+	if err := websocket.Message.Receive(ws, &reply); err == nil {
+		t.Fatalf("received %q on an idle WebSocket, want the connection closed by pipe_timeout", reply)
+	}
+	if d := time.Since(start); d < 1500*time.Millisecond || d > 10*time.Second {
+		t.Errorf("the idle WebSocket was closed after %v, want about pipe_timeout (2 s)", d)
+	}
+	live("0 after pipe_timeout closed the WebSocket", func(n uint64) bool { return n == 0 })
 }
