@@ -196,7 +196,9 @@ func TestHTTPSThroughHitch(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		conn.SetDeadline(time.Now().Add(10 * time.Second))
+		if err := conn.SetDeadline(time.Now().Add(10 * time.Second)); err != nil {
+			t.Fatal(err)
+		}
 		cfg, err := websocket.NewConfig("wss://"+hostPort("www.example.com")+"/ws", "https://www.example.com/")
 		if err != nil {
 			t.Fatal(err)

@@ -285,7 +285,9 @@ func TestWebSocketSessionAndPipeTimeout(t *testing.T) {
 		t.Fatalf("handshake: %v", err)
 	}
 	defer ws.Close()
-	ws.SetDeadline(time.Now().Add(15 * time.Second))
+	if err := ws.SetDeadline(time.Now().Add(15 * time.Second)); err != nil {
+		t.Fatal(err)
+	}
 	var reply string
 	if err := websocket.Message.Send(ws, "ping"); err != nil {
 		t.Fatal(err)

@@ -130,7 +130,9 @@ func TestConformanceWebSocketThroughGhost(t *testing.T) {
 		t.Fatalf("dial: %v", err)
 	}
 	defer ws.Close()
-	ws.SetDeadline(time.Now().Add(10 * time.Second))
+	if err := ws.SetDeadline(time.Now().Add(10 * time.Second)); err != nil {
+		t.Fatal(err)
+	}
 	text, reply := "Websocket Support!", ""
 	if err := websocket.Message.Send(ws, text); err != nil {
 		t.Fatal(err)
