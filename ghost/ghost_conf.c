@@ -1017,6 +1017,7 @@ static const struct {
 	{"BackendNotFound", GH_UNRESOLVED_NOT_FOUND},
 	{"InvalidKind", GH_UNRESOLVED_INVALID_KIND},
 	{"RefNotPermitted", GH_UNRESOLVED_NOT_PERMITTED},
+	{"UnsupportedProtocol", GH_UNRESOLVED_UNSUPPORTED_PROTOCOL},
 	{NULL, GH_RESOLVED}
 };
 
@@ -1044,8 +1045,9 @@ load_ref(struct pc *pc, const char *path, const json_t *j,
 		if (unresolved_reasons[u].name == NULL) {
 			SUB(p, path, ".unresolved");
 			return (fail(pc, p, "unknown reason %s; use "
-			    "\"BackendNotFound\", \"InvalidKind\" or "
-			    "\"RefNotPermitted\", or leave the field out for "
+			    "\"BackendNotFound\", \"InvalidKind\", "
+			    "\"RefNotPermitted\" or \"UnsupportedProtocol\", "
+			    "or leave the field out for "
 			    "a backend of the \"backends\" table",
 			    qv(q, sizeof q, why)));
 		}

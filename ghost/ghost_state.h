@@ -130,6 +130,7 @@ enum gh_unresolved {
 	GH_UNRESOLVED_NOT_FOUND,	/* BackendNotFound */
 	GH_UNRESOLVED_INVALID_KIND,	/* InvalidKind */
 	GH_UNRESOLVED_NOT_PERMITTED,	/* RefNotPermitted */
+	GH_UNRESOLVED_UNSUPPORTED_PROTOCOL,	/* UnsupportedProtocol */
 };
 
 /* A weighted backend group of a route, or a mirror's backend. */

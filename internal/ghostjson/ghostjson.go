@@ -289,6 +289,9 @@ const (
 	UnresolvedBackendNotFound = "BackendNotFound"
 	UnresolvedInvalidKind     = "InvalidKind"
 	UnresolvedRefNotPermitted = "RefNotPermitted"
+	// UnresolvedUnsupportedProtocol: the Service port's appProtocol is one
+	// Varnish cannot speak to a backend (kubernetes.io/h2c, kubernetes.io/wss).
+	UnresolvedUnsupportedProtocol = "UnsupportedProtocol"
 )
 
 // BackendGroup is one weighted backendRef of a route. Backend names a

@@ -65,6 +65,12 @@ type Options struct {
 // timeouts.request and timeouts.backendRequest (router.backend_error()).
 // Likewise the user's vcl_synth runs after ghost has written its answer,
 // before the final deliver.
+//
+// A WebSocket upgrade request (Upgrade: websocket with Connection: upgrade)
+// that ghost routed is piped to the endpoint ghost chose, on every route,
+// before user VCL: it is never looked up or cached, and the preamble's
+// vcl_pipe hands the backend the Upgrade and Connection headers that
+// varnishd's pipe drops. Other requests are unaffected.
 func Render(o Options) string {
 	ghostJSON := o.GhostJSON
 	if ghostJSON == "" {
@@ -109,9 +115,28 @@ sub vcl_recv {
 	if (!router.recv()) {
 		return (synth(router.status()));
 	}
-	# Routed: req.backend_hint is the endpoint ghost chose. User VCL below
-	# may return (hash) or (pass); otherwise the defaults at the end look
-	# the request up when its cache policy allows, and pass it otherwise.
+	# Routed: req.backend_hint is the endpoint ghost chose. A WebSocket
+	# upgrade (RFC 6455: Upgrade: websocket, Connection: upgrade) is piped
+	# to it: varnishd relays bytes both ways until one side closes, and it
+	# is never looked up or cached. Every route pipes upgrades: a Service
+	# port without appProtocol kubernetes.io/ws may speak WebSocket too.
+	if (req.http.Upgrade ~ "(?i)(^|[ ,])websocket($|[ ,])" &&
+	    req.http.Connection ~ "(?i)(^|[ ,])upgrade($|[ ,])") {
+		return (pipe);
+	}
+	# User VCL below may return (hash) or (pass); otherwise the defaults
+	# at the end look the request up when its cache policy allows, and
+	# pass it otherwise.
+}
+
+sub vcl_pipe {
+	# varnishd sends a piped request with Connection: close and without
+	# the client's Upgrade header: give the backend the WebSocket
+	# handshake back.
+	if (req.http.Upgrade ~ "(?i)(^|[ ,])websocket($|[ ,])") {
+		set bereq.http.Upgrade = req.http.Upgrade;
+		set bereq.http.Connection = "Upgrade";
+	}
 }
 
 sub vcl_backend_fetch {

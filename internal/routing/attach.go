@@ -402,6 +402,11 @@ func checkBackendRef(routeNS string, ref *gatewayv1.BackendObjectReference, objs
 	if ref.Port != nil && !slices.ContainsFunc(svc.Spec.Ports, func(p corev1.ServicePort) bool { return p.Port == *ref.Port }) {
 		return gatewayv1.RouteReasonBackendNotFound, fmt.Sprintf("Service %s/%s has no port %d", ns, ref.Name, *ref.Port)
 	}
+	if ref.Port != nil {
+		if why := unsupportedProtocol(svc, *ref.Port); why != "" {
+			return gatewayv1.RouteReasonUnsupportedProtocol, why
+		}
+	}
 	return "", ""
 }
 

@@ -157,7 +157,7 @@ type BackendRef struct {
 	Port      int32  `json:"port"`
 	Weight    int32  `json:"weight"`
 	// Unresolved is the ResolvedRefs reason (RefNotPermitted, InvalidKind,
-	// BackendNotFound) when the reference could not be resolved at attach
+	// BackendNotFound, UnsupportedProtocol) when the reference could not be resolved at attach
 	// time. InvalidKind groups never get endpoints; for the others Resolve
 	// checks the Service and ReferenceGrants again.
 	Unresolved string `json:"unresolved,omitempty"`
