@@ -13,8 +13,11 @@
  *   ghost_filter.c   filters applied to a routed request or a redirect
  *   ghost_reqid.c    X-Request-Id and the access log records
  *   ghost_mirror.c   RequestMirror copies
+ *   ghost_cors.c     CORS filters: preflights, response headers
  *   ghost_cache.c    cache policies: lookup or pass, the cache key, TTLs
  *                    and the object headers for invalidation
+ *   ghost_timeout.c  .backend_error(): 504 for a fetch whose timeout ran
+ *                    out
  * and the loader, which uses no varnishd symbol (ghost_state.h):
  *   ghost_conf.c, ghost_arena.c, ghost_re.c
  *
@@ -103,18 +106,23 @@ VRBT_HEAD(gh_stat_tree, gh_stat);
 
 /*--------------------------------------------------------------------
  * RequestMirror (ghost_mirror.c): fire-and-forget copies of the request
- * line and headers (no body), sent by one VMOD-owned thread per router.
- * A fixed ring of preallocated slots: when it is full the copy is
- * dropped and counted, so the main request is never delayed or failed.
+ * line and headers (no body), queued in a fixed ring of preallocated
+ * slots and sent by GH_MIRROR_SENDERS VMOD-owned threads per router over
+ * kept-alive connections (up to GH_MIRROR_CONNS per sender). A full ring
+ * drops the copy and counts it, so the main request is never delayed or
+ * failed.
  */
 
-#define GH_MIRROR_SLOTS	32
-#define GH_MIRROR_BUF	8192
+#define GH_MIRROR_SLOTS		256
+#define GH_MIRROR_BUF		8192
+#define GH_MIRROR_SENDERS	4
+#define GH_MIRROR_CONNS		8
 
 struct gh_mirror_item {
 	int			family;
 	unsigned char		addr[16];
 	unsigned		port;
+	int			head;		/* HEAD: an answer without body */
 	size_t			len;
 	char			buf[GH_MIRROR_BUF];
 };
@@ -125,8 +133,8 @@ struct gh_mirror_q {
 	struct gh_mirror_item	*items;
 	unsigned		head, n;
 	int			stop;
-	int			started;
-	pthread_t		thr;
+	unsigned		nthr;
+	pthread_t		thr[GH_MIRROR_SENDERS];
 	struct VSC_ghostrouter	*rvsc;
 };
 
@@ -210,6 +218,8 @@ struct gh_task {
 	const struct gh_cache	*cache;		/* lookup's policy, NULL: none */
 	const char		*khost;		/* key: host, ws */
 	const char		*kurl;		/* key: path?query, ws */
+	const char		*cors_origin;	/* allowed Origin, ws; NULL */
+	int			cors_preflight;	/* answered by ghost_cors.c */
 };
 
 /*
@@ -301,6 +311,12 @@ int gh_cache_recv(VRT_CTX, struct gh_task *t, const struct gh_route *r,
     const char *host, size_t hl, const char *path, size_t pl,
     const char *q, size_t ql);
 void gh_cache_deliver(VRT_CTX, const struct gh_task *t);
+
+/* ghost_cors.c */
+int gh_cors_allowed(const struct gh_cors *c, const char *origin);
+int gh_cors_recv(VRT_CTX, struct gh_task *t, const struct gh_route *r);
+void gh_cors_preflight(VRT_CTX, const struct gh_task *t);
+void gh_cors_response(VRT_CTX, const struct gh_task *t);
 
 /* ghost_mirror.c */
 void gh_mirror_init(struct gh_mirror_q *, struct VSC_ghostrouter *);

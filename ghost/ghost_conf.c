@@ -1017,6 +1017,7 @@ static const struct {
 	{"BackendNotFound", GH_UNRESOLVED_NOT_FOUND},
 	{"InvalidKind", GH_UNRESOLVED_INVALID_KIND},
 	{"RefNotPermitted", GH_UNRESOLVED_NOT_PERMITTED},
+	{"UnsupportedProtocol", GH_UNRESOLVED_UNSUPPORTED_PROTOCOL},
 	{NULL, GH_RESOLVED}
 };
 
@@ -1044,8 +1045,9 @@ load_ref(struct pc *pc, const char *path, const json_t *j,
 		if (unresolved_reasons[u].name == NULL) {
 			SUB(p, path, ".unresolved");
 			return (fail(pc, p, "unknown reason %s; use "
-			    "\"BackendNotFound\", \"InvalidKind\" or "
-			    "\"RefNotPermitted\", or leave the field out for "
+			    "\"BackendNotFound\", \"InvalidKind\", "
+			    "\"RefNotPermitted\" or \"UnsupportedProtocol\", "
+			    "or leave the field out for "
 			    "a backend of the \"backends\" table",
 			    qv(q, sizeof q, why)));
 		}
@@ -1182,8 +1184,202 @@ static const struct filter_type {
 	{"RequestRedirect", "requestRedirect", GH_FILTER_REDIRECT},
 	{"URLRewrite", "urlRewrite", GH_FILTER_REWRITE},
 	{"RequestMirror", "requestMirror", GH_FILTER_MIRROR},
+	{"CORS", "cors", GH_FILTER_CORS},
 	{NULL, NULL, 0}
 };
+
+static const char * const methods[] = {
+	"GET", "HEAD", "POST", "PUT", "DELETE", "CONNECT", "OPTIONS",
+	"TRACE", "PATCH", NULL};
+
+static const char * const cors_fields[] = {
+	"allowOrigins", "allowMethods", "allowHeaders", "exposeHeaders",
+	"allowCredentials", "maxAge", NULL};
+
+/*
+ * An allowed origin: "*" (handled by the caller), or scheme://host[:port]
+ * with scheme http or https and a lower-case host that may be "*" or
+ * start with "*.".
+ */
+static int
+load_cors_origin(struct pc *pc, const char *path, const char *s,
+    struct gh_cors_origin *o)
+{
+	const char *h, *colon;
+	char host[254], q[96];
+	size_t l;
+	long port;
+	char *end;
+
+	if (!strncmp(s, "https://", 8)) {
+		o->https = 1;
+		h = s + 8;
+	} else if (!strncmp(s, "http://", 7)) {
+		h = s + 7;
+	} else
+		return (fail(pc, path, "origin %s has no scheme http:// or "
+		    "https://; write scheme://host[:port], or \"*\" alone",
+		    qv(q, sizeof q, s)));
+	colon = strchr(h, ':');
+	l = colon != NULL ? (size_t)(colon - h) : strlen(h);
+	if (l == 0 || l >= sizeof host)
+		return (fail(pc, path, "origin %s has no host, or one longer "
+		    "than 253 characters; write scheme://host[:port]",
+		    qv(q, sizeof q, s)));
+	memcpy(host, h, l);
+	host[l] = '\0';
+	if (!is_lower_hostname(host, 1))
+		return (fail(pc, path, "origin %s: host %s is not a lower-case "
+		    "host name (\"*.\" allowed in front, or \"*\" alone); "
+		    "write scheme://host[:port]", qv(q, sizeof q, s), host));
+	o->port = o->https ? 443 : 80;
+	if (colon != NULL) {
+		errno = 0;
+		port = strtol(colon + 1, &end, 10);
+		if (!isdigit((unsigned char)colon[1]) || *end != '\0' ||
+		    errno != 0 || port < 1 || port > 65535)
+			return (fail(pc, path, "origin %s: the port is not a "
+			    "number from 1 to 65535; fix it or leave it out "
+			    "(80 for http, 443 for https)", qv(q, sizeof q, s)));
+		o->port = (unsigned)port;
+	}
+	if (!strcmp(host, "*")) {
+		o->host_any = 1;
+		return (0);
+	}
+	if (host[0] == '*') {
+		o->host_wild = 1;
+		o->host = sdup(pc, path, host + 1);	/* ".suffix" */
+	} else
+		o->host = sdup(pc, path, host);
+	if (o->host == NULL)
+		return (-1);
+	o->hlen = strlen(o->host);
+	return (0);
+}
+
+/*
+ * A list of a CORS filter as a response header value ("a, b"): each item
+ * a token (methods: a method name), or the single "*" (*any set, *out
+ * NULL).
+ */
+static int
+load_cors_list(struct pc *pc, const char *path, const json_t *j,
+    const char *key, size_t maxitems, int method, int *any, char **out)
+{
+	json_t *a, *e;
+	size_t i, len = 0;
+	const char *v;
+	const char * const *mt;
+	char p[PATHLEN], q[96];
+
+	*any = 0;
+	*out = NULL;
+	if (get_array(pc, path, j, key, 0, maxitems, &a))
+		return (-1);
+	if (a == NULL || json_array_size(a) == 0)
+		return (0);
+	json_array_foreach(a, i, e) {
+		SUB(p, path, ".%s[%zu]", key, i);
+		if (want_string(pc, p, e, 1, 256, &v))
+			return (-1);
+		if (!strcmp(v, "*")) {
+			if (json_array_size(a) > 1)
+				return (fail(pc, p, "\"*\" alongside other "
+				    "values; keep it alone or remove it"));
+			*any = 1;
+			return (0);
+		}
+		if (method) {
+			for (mt = methods; *mt != NULL; mt++)
+				if (!strcmp(*mt, v))
+					break;
+			if (*mt == NULL)
+				return (fail(pc, p, "unknown method %s; use one "
+				    "of GET, HEAD, POST, PUT, DELETE, CONNECT, "
+				    "OPTIONS, TRACE, PATCH, or \"*\" alone",
+				    qv(q, sizeof q, v)));
+		} else if (!is_token(v))
+			return (fail(pc, p, "invalid header name %s; use only "
+			    "letters, digits and !#$%%&'*+-.^_`|~, or \"*\" "
+			    "alone", qv(q, sizeof q, v)));
+		len += strlen(v) + 2;
+	}
+	SUB(p, path, ".%s", key);
+	*out = salloc(pc, p, len);
+	if (*out == NULL)
+		return (-1);
+	(*out)[0] = '\0';
+	json_array_foreach(a, i, e) {
+		if (i > 0)
+			strcat(*out, ", ");
+		strcat(*out, json_string_value(e));
+	}
+	return (0);
+}
+
+static int
+load_cors(struct pc *pc, const char *path, const json_t *j,
+    struct gh_cors **out)
+{
+	struct gh_cors *c;
+	json_t *a, *e;
+	size_t i;
+	const char *v;
+	long long ll;
+	int any;
+	char p[PATHLEN];
+
+	if (check_object(pc, path, j, cors_fields))
+		return (-1);
+	c = zalloc(pc, path, 1, sizeof *c);
+	if (c == NULL)
+		return (-1);
+	c->magic = GH_CORS_MAGIC;
+	*out = c;
+	if (get_array(pc, path, j, "allowOrigins", 0, 64, &a))
+		return (-1);
+	if (a != NULL && json_array_size(a) > 0) {
+		c->origin = zalloc(pc, path, json_array_size(a),
+		    sizeof *c->origin);
+		if (c->origin == NULL)
+			return (-1);
+		json_array_foreach(a, i, e) {
+			SUB(p, path, ".allowOrigins[%zu]", i);
+			if (want_string(pc, p, e, 1, 300, &v))
+				return (-1);
+			if (!strcmp(v, "*")) {
+				if (json_array_size(a) > 1)
+					return (fail(pc, p, "\"*\" alongside "
+					    "other origins; \"*\" allows every "
+					    "origin, keep it alone or remove "
+					    "it"));
+				c->origin_any = 1;
+				continue;
+			}
+			if (load_cors_origin(pc, p, v, &c->origin[i]))
+				return (-1);
+			c->norigin++;
+		}
+	}
+	if (load_cors_list(pc, path, j, "allowMethods", 9, 1, &c->method_any,
+	    &c->methods) ||
+	    load_cors_list(pc, path, j, "allowHeaders", 64, 0, &c->header_any,
+	    &c->headers) ||
+	    load_cors_list(pc, path, j, "exposeHeaders", 64, 0, &any,
+	    &c->expose) ||
+	    get_bool(pc, path, j, "allowCredentials", &c->credentials) ||
+	    get_int(pc, path, j, "maxAge", 0, 0, INT32_MAX, 5, &ll))
+		return (-1);
+	if (any) {
+		SUB(p, path, ".exposeHeaders");
+		c->expose = sdup(pc, p, "*");
+		if (c->expose == NULL)
+			return (-1);
+	}
+	c->max_age = ll > 0 ? (unsigned)ll : 5;
+	return (0);
+}
 
 static int
 load_filter(struct pc *pc, const char *path, const json_t *j,
@@ -1209,7 +1405,7 @@ load_filter(struct pc *pc, const char *path, const json_t *j,
 		SUB(p, path, ".type");
 		return (fail(pc, p, "unknown filter type %s; use one of "
 		    "RequestHeaderModifier, ResponseHeaderModifier, "
-		    "RequestRedirect, URLRewrite, RequestMirror",
+		    "RequestRedirect, URLRewrite, RequestMirror, CORS",
 		    qv(q, sizeof q, type)));
 	}
 	key = ft->key;
@@ -1327,6 +1523,8 @@ load_filter(struct pc *pc, const char *path, const json_t *j,
 			return (fail(pc, p, "missing required field; add "
 			    "\"backend\": {\"endpoints\": [...]}"));
 		return (load_v1_ref(pc, p, c, &mi->group));
+	case GH_FILTER_CORS:
+		return (load_cors(pc, p, c, &r->cors));
 	}
 	WRONG("filter type");
 }
@@ -1339,9 +1537,6 @@ static const char * const match_fields[] = {
 static const char * const path_fields[] = {"type", "value", NULL};
 static const char * const tmo_fields[] = {
 	"requestMs", "backendRequestMs", NULL};
-static const char * const methods[] = {
-	"GET", "HEAD", "POST", "PUT", "DELETE", "CONNECT", "OPTIONS",
-	"TRACE", "PATCH", NULL};
 
 static int
 load_route(struct pc *pc, const char *path, const json_t *j,
@@ -2258,6 +2453,12 @@ check_state(const struct gh_state *st)
 			CHECK_OBJ(r, GH_ROUTE_MAGIC);
 			assert(r->nmirror == 0 || (r->filters &
 			    GH_FILTER_MIRROR));
+			if (r->filters & GH_FILTER_CORS) {
+				CHECK_OBJ_NOTNULL(r->cors, GH_CORS_MAGIC);
+				assert(r->cors->norigin == 0 ||
+				    !r->cors->origin_any);
+			} else
+				AZ(r->cors);
 			for (wt = 0, w = 0; w < r->ngroup; w++) {
 				g = &r->group[w];
 				wt += g->weight;

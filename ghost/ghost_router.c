@@ -192,6 +192,8 @@ vmod_router_recv(VRT_CTX, struct VPFX(ghost_router) *rt)
 	t->cache = NULL;
 	t->khost = NULL;
 	t->kurl = NULL;
+	t->cors_origin = NULL;
+	t->cors_preflight = 0;
 	/* only ghost sets it, for lookups (ghost_cache.c) */
 	http_Unset(ctx->http_req, GH_H_CACHE);
 
@@ -263,6 +265,11 @@ vmod_router_recv(VRT_CTX, struct VPFX(ghost_router) *rt)
 		return (0);
 	}
 	t->route = r;
+	/* a CORS preflight is answered before the route redirects or sends */
+	if (gh_cors_recv(ctx, t, r)) {
+		gh_log_route(ctx, r, NULL, NULL);
+		return (0);
+	}
 	if (r->filters & GH_FILTER_REDIRECT) {
 		AN(r->redirect);
 		gh_log_route(ctx, r, NULL, NULL);
@@ -418,6 +425,12 @@ vmod_router_synth(VRT_CTX, struct VPFX(ghost_router) *rt)
 	default:
 		break;
 	}
+	if (t->cors_preflight) {
+		gh_cors_preflight(ctx, t);
+		if (t->route->filters & GH_FILTER_RESPHDR)
+			gh_hmod_apply(ctx->http_resp, t->route->resphdr);
+		return;
+	}
 	http_Unset(ctx->http_resp, H_Content_Type);
 	http_SetHeader(ctx->http_resp, "Content-Type: text/plain");
 	if (t->location != NULL) {
@@ -438,6 +451,8 @@ vmod_router_synth(VRT_CTX, struct VPFX(ghost_router) *rt)
 		VSB_printf(body, "500 Internal Server Error: route %s has no "
 		    "usable backend\n", t->route != NULL ? t->route->name : "");
 	}
+	if (t->route != NULL)
+		gh_cors_response(ctx, t);
 	if (t->route != NULL && (t->route->filters & GH_FILTER_RESPHDR))
 		gh_hmod_apply(ctx->http_resp, t->route->resphdr);
 	if (t->vh != NULL && t->status >= 500)
@@ -461,6 +476,7 @@ vmod_router_deliver(VRT_CTX, struct VPFX(ghost_router) *rt)
 	gh_cache_deliver(ctx, t);
 	if (t == NULL || t->route == NULL || t->status != 0)
 		return;
+	gh_cors_response(ctx, t);
 	if (t->route->filters & GH_FILTER_RESPHDR)
 		gh_hmod_apply(ctx->http_resp, t->route->resphdr);
 	if (t->vh != NULL && ctx->http_resp->status >= 500)

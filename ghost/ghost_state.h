@@ -29,6 +29,7 @@ enum gh_filter {
 	GH_FILTER_REDIRECT	= 1U << 2,	/* RequestRedirect */
 	GH_FILTER_REWRITE	= 1U << 3,	/* URLRewrite */
 	GH_FILTER_MIRROR	= 1U << 4,	/* RequestMirror (repeatable) */
+	GH_FILTER_CORS		= 1U << 5,	/* CORS */
 };
 
 #define GH_PMOD_NONE	0
@@ -129,6 +130,7 @@ enum gh_unresolved {
 	GH_UNRESOLVED_NOT_FOUND,	/* BackendNotFound */
 	GH_UNRESOLVED_INVALID_KIND,	/* InvalidKind */
 	GH_UNRESOLVED_NOT_PERMITTED,	/* RefNotPermitted */
+	GH_UNRESOLVED_UNSUPPORTED_PROTOCOL,	/* UnsupportedProtocol */
 };
 
 /* A weighted backend group of a route, or a mirror's backend. */
@@ -190,6 +192,38 @@ struct gh_mirror {
 };
 
 /*
+ * A CORS filter (ghost_cors.c answers preflights and adds the response
+ * headers). An allowed origin is a scheme, a host and a port (the
+ * scheme's default when the file gives none); the host is exact, "*."
+ * followed by a suffix (one or more labels in its place), or "*".
+ * The lists are joined for the response headers when loading.
+ */
+struct gh_cors_origin {
+	int			https;
+	int			host_any;	/* host "*" */
+	int			host_wild;	/* host "*.": host is the suffix,
+						 * with its leading '.' */
+	char			*host;		/* lower case */
+	size_t			hlen;
+	unsigned		port;
+};
+
+struct gh_cors {
+	unsigned		magic;
+#define GH_CORS_MAGIC		0x6768636f
+	int			origin_any;	/* allowOrigins ["*"] */
+	unsigned		norigin;
+	struct gh_cors_origin	*origin;
+	int			method_any;	/* allowMethods ["*"] */
+	char			*methods;	/* "GET, PUT"; NULL: none */
+	int			header_any;	/* allowHeaders ["*"] */
+	char			*headers;	/* joined; NULL: none */
+	char			*expose;	/* joined or "*"; NULL: none */
+	int			credentials;
+	unsigned		max_age;	/* seconds */
+};
+
+/*
  * An entry of the file's "cachePolicies" table (README, "Caching"): an
  * effective cache policy that routes name. Header names are lower case
  * in the file; hdr_t forms are for http_GetHdr().
@@ -246,6 +280,7 @@ struct gh_route {
 	struct gh_rewrite	*rewrite;	/* GH_FILTER_REWRITE */
 	unsigned		nmirror;	/* GH_FILTER_MIRROR */
 	struct gh_mirror	*mirror;
+	struct gh_cors		*cors;		/* GH_FILTER_CORS */
 
 	double			tmo;		/* seconds, 0: defaults */
 	const struct gh_cache	*cache;		/* NULL: passed */

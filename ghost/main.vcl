@@ -8,7 +8,8 @@
 #   varnishd -a http=:8080 -a ghost-admin=127.0.0.1:8081 -f main.vcl ...
 #
 # Routes whose ghost.json entry names a cache policy ("cache") are cached
-# as the policy says; everything else is passed to the backends. User VCL
+# as the policy says; WebSocket upgrades are piped; everything else is
+# passed to the backends. User VCL
 # goes between the preamble and the defaults at the end (VCL concatenates
 # the subroutines), so it can still return (hash) or (pass) itself.
 
@@ -42,13 +43,35 @@ sub vcl_recv {
 		# endpoint's answer
 		return (synth(router.status()));
 	}
-	# routed: req.backend_hint is the chosen endpoint; the defaults
-	# below look it up when its cache policy allows, else pass
+	# routed: req.backend_hint is the chosen endpoint. A WebSocket
+	# upgrade is piped to it on every route (never looked up or cached)
+	if (req.http.Upgrade ~ "(?i)(^|[ ,])websocket($|[ ,])" &&
+	    req.http.Connection ~ "(?i)(^|[ ,])upgrade($|[ ,])") {
+		return (pipe);
+	}
+	# the defaults below look it up when its cache policy allows, else
+	# pass
+}
+
+sub vcl_pipe {
+	# varnishd pipes with Connection: close and no Upgrade header: give
+	# the backend the WebSocket handshake back
+	if (req.http.Upgrade ~ "(?i)(^|[ ,])websocket($|[ ,])") {
+		set bereq.http.Upgrade = req.http.Upgrade;
+		set bereq.http.Connection = "Upgrade";
+	}
 }
 
 sub vcl_backend_fetch {
 	# the policy of a lookup travels in X-Ghost-Cache: off the bereq
 	router.backend_fetch();
+}
+
+sub vcl_backend_error {
+	# a fetch that failed because a timeout ran out (the route's
+	# timeouts.request or timeouts.backendRequest, else varnishd's
+	# connect and first-byte timeouts) answers 504, not 503
+	router.backend_error();
 }
 
 sub vcl_synth {

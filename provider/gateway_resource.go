@@ -69,6 +69,7 @@ type gatewayModel struct {
 	ExternalTrafficPolicy  types.String         `tfsdk:"external_traffic_policy"`
 	HTTP2                  types.Bool           `tfsdk:"http2"`
 	ProxyProtocol          types.Bool           `tfsdk:"proxy_protocol"`
+	InvalidationPort       types.Int64          `tfsdk:"invalidation_endpoint_port"`
 	Sysctls                types.Map            `tfsdk:"sysctls"`
 	PDBMaxUnavailable      types.String         `tfsdk:"pdb_max_unavailable"`
 	WaitForRollout         types.Bool           `tfsdk:"wait_for_rollout"`
@@ -189,6 +190,7 @@ func (r *gatewayResource) ValidateConfig(ctx context.Context, req resource.Valid
 				"set service_type = \"LoadBalancer\" (or \"NodePort\"), or remove external_traffic_policy.", etp.ValueString()))
 	}
 	m.Pod.validate(&resp.Diagnostics)
+	m.validateInvalidationPort(&resp.Diagnostics)
 	m.validateMetadataKeys(&resp.Diagnostics)
 	validateCache(path.Root("cache"), field.NewPath("cache"), m.Cache, &resp.Diagnostics)
 	if m.Resources != nil {
@@ -427,6 +429,7 @@ func (m *gatewayModel) runtimeSpec(class *classDefaults) (*runtimeSpec, error) {
 	slices.Sort(s.tlsPorts)
 	s.noHTTP2 = !m.HTTP2.IsNull() && !m.HTTP2.ValueBool()
 	s.proxyProtocol = m.ProxyProtocol.ValueBool()
+	s.invalidatePort = int32(m.InvalidationPort.ValueInt64())
 	if sc := stringMap(m.Sysctls); len(sc) > 0 {
 		s.sysctls = sc
 	}
@@ -973,6 +976,7 @@ func (c *clients) readGateway(ctx context.Context, m *gatewayModel) error {
 				if f.ProxyProtocol || !m.ProxyProtocol.IsNull() {
 					m.ProxyProtocol = types.BoolValue(f.ProxyProtocol)
 				}
+				m.InvalidationPort = invalidationPortOf(f.InvalidateAddr)
 			}
 			if m.Mode.ValueString() != modeSidecar {
 				m.Resources = readResources(m.Resources, ctr.Resources)

@@ -42,29 +42,32 @@ const (
 	// gatewayVCLKey keeps the Gateway's own vcl attribute in the VCL
 	// ConfigMap beside main.vcl, so that import and drift detection can
 	// read it back.
-	gatewayVCLKey    = "gateway.vcl"
-	chaperoneName    = "chaperone"
-	stateVolume      = "state"
-	stateDir         = "/var/lib/varnishgw"
-	healthPort       = 9091
-	healthPortName   = "health"
-	preStopSleep     = 5  // seconds for endpoints to drop the pod before the drain starts
-	graceAfterDrain  = 30 // seconds of terminationGracePeriodSeconds beyond the drain timeout
-	varnishName      = "varnish"
-	workDir          = stateDir + "/varnishd"
-	secretVolume     = "admin-secret"
-	secretDir        = "/etc/varnishgw/secret"
-	secretKey        = "secret"
-	bootVolume       = "boot-vcl"
-	bootDir          = "/etc/varnishgw/boot"
-	bootVCLKey       = "boot.vcl"
-	varnishdBin      = "/usr/sbin/varnishd"
-	chaperoneBin     = "/usr/local/bin/chaperone" // in the gateway image, beside varnishd
-	adminAddr        = "127.0.0.1:6082"
-	ghostAdminAddr   = "127.0.0.1:6084"
-	modeSupervise    = "supervise"
-	modeSidecar      = "sidecar"
-	rolloutPollEvery = time.Second
+	gatewayVCLKey  = "gateway.vcl"
+	chaperoneName  = "chaperone"
+	stateVolume    = "state"
+	stateDir       = "/var/lib/varnishgw"
+	healthPort     = 9091
+	healthPortName = "health"
+	// invalidatePortName names the container port of the chaperone's
+	// invalidation endpoint (invalidation_endpoint_port).
+	invalidatePortName = "invalidate"
+	preStopSleep       = 5  // seconds for endpoints to drop the pod before the drain starts
+	graceAfterDrain    = 30 // seconds of terminationGracePeriodSeconds beyond the drain timeout
+	varnishName        = "varnish"
+	workDir            = stateDir + "/varnishd"
+	secretVolume       = "admin-secret"
+	secretDir          = "/etc/varnishgw/secret"
+	secretKey          = "secret"
+	bootVolume         = "boot-vcl"
+	bootDir            = "/etc/varnishgw/boot"
+	bootVCLKey         = "boot.vcl"
+	varnishdBin        = "/usr/sbin/varnishd"
+	chaperoneBin       = "/usr/local/bin/chaperone" // in the gateway image, beside varnishd
+	adminAddr          = "127.0.0.1:6082"
+	ghostAdminAddr     = "127.0.0.1:6084"
+	modeSupervise      = "supervise"
+	modeSidecar        = "sidecar"
+	rolloutPollEvery   = time.Second
 	// tlsVolume holds hitch's configuration, the certificates and keys
 	// (mode 0600) and varnishd's TLS sockets: memory-backed, so keys never
 	// reach a node's disk, and mounted at the chaperone's default --tls-dir
@@ -205,6 +208,9 @@ type runtimeSpec struct {
 	// load balancer in front (chaperone --proxy-protocol): varnishd's HTTP
 	// sockets expect it, and hitch passes it on on the HTTPS ports.
 	proxyProtocol bool
+	// invalidatePort is the port of the chaperone's authenticated POST
+	// /invalidate endpoint (invalidation_endpoint_port); 0: none.
+	invalidatePort int32
 	// sysctls are the sysctls attribute: set in the pods' security
 	// context after the provider's own unprivilegedPortSysctl, by name.
 	sysctls map[string]string
@@ -271,6 +277,9 @@ func (s *runtimeSpec) chaperoneFlags() gwruntime.ChaperoneFlags {
 	f.LogLevel = s.class.logLevel
 	f.DrainTimeout = time.Duration(s.drainTimeout) * time.Second
 	f.HealthAddr = fmt.Sprintf(":%d", healthPort)
+	if s.invalidatePort != 0 {
+		f.InvalidateAddr = fmt.Sprintf(":%d", s.invalidatePort)
+	}
 	return f
 }
 
@@ -320,11 +329,16 @@ func (s *runtimeSpec) varnishdArgs() []string {
 }
 
 // gatewayRules are the rules of the pods' Role in the Gateway's
-// namespace: gwruntime.GatewayRules, and reading exactly the certificate
+// namespace: gwruntime.GatewayRules, reading exactly the certificate
 // Secrets of the HTTPS listeners there (none without HTTPS listeners, so
-// the Role of an HTTP gateway is unchanged).
+// the Role of an HTTP gateway is unchanged), and, with the invalidation
+// endpoint, gwruntime.InvalidateEndpointRules.
 func (s *runtimeSpec) gatewayRules() []rbacv1.PolicyRule {
-	return append(gwruntime.GatewayRules(s.gw), gwruntime.CertificateRules(s.certSecretNames()[s.gw.Namespace], false)...)
+	rules := append(gwruntime.GatewayRules(s.gw), gwruntime.CertificateRules(s.certSecretNames()[s.gw.Namespace], false)...)
+	if s.invalidatePort != 0 {
+		rules = append(rules, gwruntime.InvalidateEndpointRules()...)
+	}
+	return rules
 }
 
 // certSecretNames are the names of the certificate Secrets by namespace.
@@ -478,6 +492,9 @@ func (c *clients) runtimeDrift(ctx context.Context, s *runtimeSpec, dry *appsv1.
 			return missing("RoleBinding "+other+"/"+gwruntime.CertificateRoleName(s.gw), err)
 		}
 	}
+	if d, err := c.invalidateAuthBindingDrift(ctx, s); d != "" || err != nil {
+		return d, err
+	}
 	if s.mode == modeSidecar {
 		sec, err := c.kube.CoreV1().Secrets(ns).Get(ctx, adminSecretName(s.gw), metav1.GetOptions{})
 		if err != nil {
@@ -518,7 +535,8 @@ func gatewayOwner(gw *gatewayv1.Gateway) *metav1apply.OwnerReferenceApplyConfigu
 		WithController(true)
 }
 
-// applyRuntime writes the gateway's runtime: ServiceAccount, RBAC, the VCL
+// applyRuntime writes the gateway's runtime: ServiceAccount, RBAC (with the
+// invalidation endpoint's ClusterRoleBinding, or without it), the VCL
 // ConfigMap, Service, Deployment and PodDisruptionBudget. The namespaced
 // objects are owned by gw, the Gateway as stored (gatewayOwner); the
 // backends' ClusterRole cannot be (a namespaced object cannot own a
@@ -549,6 +567,9 @@ func (c *clients) applyRuntime(ctx context.Context, s *runtimeSpec, gw *gatewayv
 	}
 
 	if err := c.applyCertificateRoles(ctx, s); err != nil {
+		return err
+	}
+	if err := c.applyInvalidateAuthBinding(ctx, s); err != nil {
 		return err
 	}
 
@@ -750,6 +771,9 @@ func (s *runtimeSpec) deployment() *appsv1apply.DeploymentApplyConfiguration {
 			WithContainerPort(p).WithProtocol(corev1.ProtocolTCP))
 	}
 	ctr.WithPorts(corev1apply.ContainerPort().WithName(healthPortName).WithContainerPort(healthPort).WithProtocol(corev1.ProtocolTCP))
+	if s.invalidatePort != 0 {
+		ctr.WithPorts(corev1apply.ContainerPort().WithName(invalidatePortName).WithContainerPort(s.invalidatePort).WithProtocol(corev1.ProtocolTCP))
+	}
 	if len(s.requests) > 0 || len(s.limits) > 0 {
 		rr := corev1apply.ResourceRequirements()
 		if len(s.requests) > 0 {
@@ -773,11 +797,12 @@ func (s *runtimeSpec) deployment() *appsv1apply.DeploymentApplyConfiguration {
 	}
 	if s.mode == modeSidecar {
 		// The HTTP listener ports move to the varnish container; hitch,
-		// which listens on the HTTPS ports, stays in the chaperone's. The
+		// which listens on the HTTPS ports, and the invalidation endpoint
+		// stay in the chaperone's. The
 		// chaperone keeps its preStop pause: its SIGTERM starts the drain too.
 		var kept []corev1apply.ContainerPortApplyConfiguration
 		for _, p := range ctr.Ports {
-			if *p.Name == healthPortName || slices.Contains(s.tlsPorts, *p.ContainerPort) {
+			if *p.Name == healthPortName || *p.Name == invalidatePortName || slices.Contains(s.tlsPorts, *p.ContainerPort) {
 				kept = append(kept, p)
 			}
 		}
@@ -1035,6 +1060,9 @@ func (c *clients) deleteRuntime(ctx context.Context, gw routing.ObjectRef) error
 			func(o metav1.DeleteOptions) error { return c.kube.CoreV1().ServiceAccounts(ns).Delete(ctx, name, o) }},
 	}
 	if err := c.deleteCertificateRoles(ctx, gw, nil); err != nil {
+		return err
+	}
+	if err := c.deleteInvalidateAuthBinding(ctx, gw); err != nil {
 		return err
 	}
 	for _, t := range targets {

@@ -199,6 +199,7 @@ func (r *gatewayResource) Schema(_ context.Context, _ resource.SchemaRequest, re
 					"by their Host header alone, and a request whose Host belongs to another listener than the one whose certificate " +
 					"the client got is not answered 421 Misdirected Request. Changing it rolls the pods.",
 			},
+			"invalidation_endpoint_port": invalidationPortAttribute(),
 			"sysctls": schema.MapAttribute{
 				Optional:    true,
 				ElementType: types.StringType,

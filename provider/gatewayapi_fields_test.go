@@ -226,17 +226,6 @@ func decisionTable(fields []apiField) string {
 var rejectedExamples = map[string]struct{ res, body, line, want string }{
 	"use_default_gateways": {"route", `use_default_gateways = "All"`, `use_default_gateways = "All"`,
 		`use_default_gateways = "All" is not supported yet: varnishgw Gateways are not default Gateways`},
-	"rule.filter.cors": {"route", `rule {
-    filter {
-      type = "ResponseHeaderModifier"
-      response_header_modifier {
-        remove = ["x-debug"]
-      }
-      cors {
-        allow_origins = ["https://example.com"]
-      }
-    }
-  }`, `cors {`, `rule\[0\]\.filter\[0\]\.cors: Forbidden: CORS filters are not supported yet`},
 	"rule.filter.external_auth": {"route", `rule {
     filter {
       type = "ExternalAuth"

@@ -528,12 +528,54 @@ func TestAccHTTPRouteValidation(t *testing.T) {
 		{"unsupported filter", `
   rule {
     filter {
-      type = "CORS"
-      cors {
-        allow_origins = ["*"]
+      type = "ExtensionRef"
+      extension_ref {
+        group = "example.com"
+        kind  = "Filter"
+        name  = "x"
       }
     }
-  }`, `type = "CORS"`, `rule\[0\]\.filter\[0\]\.type: Invalid value: "CORS": CORS filters are not supported yet`},
+  }`, `type = "ExtensionRef"`, `rule\[0\]\.filter\[0\]\.type: Invalid value: "ExtensionRef": ExtensionRef filters are not supported`},
+		{"cors origin", `
+  rule {
+    filter {
+      type = "CORS"
+      cors {
+        allow_origins = ["https://www.example.com", "www.example.org"]
+      }
+    }
+  }`, `allow_origins = \["https://www.example.com", "www.example.org"\]`,
+			`rule\[0\]\.filter\[0\]\.cors\.allow_origins\[1\]: Invalid value: "www.example.org": must be scheme://host\[:port\] with scheme http or https`},
+		{"cors wildcard with credentials", `
+  rule {
+    filter {
+      type = "CORS"
+      cors {
+        allow_origins     = ["https://www.example.com"]
+        expose_headers    = ["*"]
+        allow_credentials = true
+      }
+    }
+  }`, `expose_headers    = \["\*"\]`,
+			`rule\[0\]\.filter\[0\]\.cors\.expose_headers: Invalid value: "\*": with credentials allowed, browsers read "\*" as a header named "\*"`},
+		{"cors method", `
+  rule {
+    filter {
+      type = "CORS"
+      cors {
+        allow_methods = ["get"]
+      }
+    }
+  }`, `allow_methods = \["get"\]`, `rule\[0\]\.filter\[0\]\.cors\.allow_methods\[0\]: Invalid value: "get": must be one of GET, HEAD, POST, PUT, DELETE, CONNECT, OPTIONS, TRACE, PATCH \(upper case\)`},
+		{"cors max age", `
+  rule {
+    filter {
+      type = "CORS"
+      cors {
+        max_age = 0
+      }
+    }
+  }`, `max_age = 0`, `Attribute rule\[0\]\.filter\[0\]\.cors\.max_age value must be between 1 and 2147483647, got: 0`},
 		{"weight", `
   rule {
     backend_ref {

@@ -137,6 +137,68 @@ func stringList(desc string) schema.ListAttribute {
 	return schema.ListAttribute{Optional: true, ElementType: types.StringType, Description: desc}
 }
 
+// corsBlock is the schema of a CORS filter (the Gateway API
+// HTTPCORSFilter). The routing core checks the lists at plan time (origin
+// form, methods, header names, "*" alone, duplicates, lengths) with
+// errors that name the fix, so they have no validators of their own that
+// would repeat its errors; max_age, which the core takes as is, has one.
+func corsBlock() schema.SingleNestedBlock {
+	return schema.SingleNestedBlock{
+		Description: "Cross-origin resource sharing, with type CORS: the gateway answers preflight requests (OPTIONS with Origin " +
+			"and Access-Control-Request-Method) itself with 204, never sending them to the backend, and adds the " +
+			"Access-Control-Allow-Origin (the request's origin), Access-Control-Allow-Credentials and " +
+			"Access-Control-Expose-Headers headers to the responses of requests from an allowed origin. On a rule with " +
+			"this filter the gateway owns the Access-Control-* response headers: those of the backend are removed, and " +
+			"responses say Vary: Origin. A request from an origin that is not allowed is served without CORS headers, so " +
+			"the browser refuses it.",
+		Attributes: map[string]schema.Attribute{
+			"allow_origins": schema.ListAttribute{
+				Optional:    true,
+				ElementType: types.StringType,
+				Description: "The origins allowed, each as scheme://host[:port] with scheme http or https, such as " +
+					"\"https://www.example.com\"; without a port an origin means 80 for http and 443 for https. The host " +
+					"may start with \"*.\", which stands for one or more labels (\"https://*.example.com\" allows " +
+					"https://www.example.com and https://a.b.example.com, not https://example.com), or be \"*\" (any host " +
+					"with that scheme and port). \"*\" alone allows every origin. Without origins no request is allowed. " +
+					"At most 64.",
+			},
+			"allow_methods": schema.ListAttribute{
+				Optional:    true,
+				ElementType: types.StringType,
+				Description: "The methods a preflight allows (Access-Control-Allow-Methods): GET, HEAD, POST, PUT, DELETE, " +
+					"CONNECT, OPTIONS, TRACE or PATCH, in upper case, or \"*\" alone, which allows the method the " +
+					"preflight asks for. Browsers allow GET, HEAD and POST without it.",
+			},
+			"allow_headers": schema.ListAttribute{
+				Optional:    true,
+				ElementType: types.StringType,
+				Description: "The request headers a preflight allows (Access-Control-Allow-Headers), or \"*\" alone, " +
+					"which allows the headers the preflight asks for. Header names are case-insensitive; the gateway sends " +
+					"them in lower case. At most 64.",
+			},
+			"expose_headers": schema.ListAttribute{
+				Optional:    true,
+				ElementType: types.StringType,
+				Description: "The response headers scripts may read besides the CORS-safelisted ones " +
+					"(Access-Control-Expose-Headers), or \"*\" alone for all of them, which requires allow_credentials " +
+					"false. Header names are case-insensitive; the gateway sends them in lower case. At most 64.",
+			},
+			"allow_credentials": schema.BoolAttribute{
+				Optional: true,
+				Description: "Whether requests with credentials (cookies, HTTP authentication) are allowed: the gateway then " +
+					"sends Access-Control-Allow-Credentials: true. Unset or false, the header is left out.",
+			},
+			"max_age": schema.Int64Attribute{
+				Optional:    true,
+				Computed:    true,
+				Default:     int64default.StaticInt64(5),
+				Description: "How long, in seconds, a browser may cache a preflight's answer (Access-Control-Max-Age); 5 when unset.",
+				Validators:  []validator.Int64{int64validator.Between(1, 2147483647)},
+			},
+		},
+	}
+}
+
 // filterBlock is the schema of an HTTPRouteFilter, in a rule or, not
 // supported yet, in a backend_ref.
 func filterBlock(desc string) schema.ListNestedBlock {
@@ -146,8 +208,8 @@ func filterBlock(desc string) schema.ListNestedBlock {
 			Attributes: map[string]schema.Attribute{
 				"type": schema.StringAttribute{
 					Required: true,
-					Description: "RequestHeaderModifier, ResponseHeaderModifier, RequestRedirect, URLRewrite or RequestMirror; " +
-						"set the block of the same name. CORS, ExternalAuth and ExtensionRef are not supported yet.",
+					Description: "RequestHeaderModifier, ResponseHeaderModifier, RequestRedirect, URLRewrite, RequestMirror or CORS; " +
+						"set the block of the same name. ExternalAuth and ExtensionRef are not supported yet.",
 				},
 			},
 			Blocks: map[string]schema.Block{
@@ -200,18 +262,7 @@ func filterBlock(desc string) schema.ListNestedBlock {
 						},
 					},
 				},
-				"cors": schema.SingleNestedBlock{
-					Description: notSupported("varnishgw does not answer CORS requests itself; answer them in the backend, or set the " +
-						"Access-Control-* response headers with a ResponseHeaderModifier filter. Setting it is an error."),
-					Attributes: map[string]schema.Attribute{
-						"allow_origins":     stringList("Not supported yet: the origins allowed."),
-						"allow_credentials": schema.BoolAttribute{Optional: true, Description: "Not supported yet: whether credentials are allowed."},
-						"allow_methods":     stringList("Not supported yet: the methods allowed."),
-						"allow_headers":     stringList("Not supported yet: the request headers allowed."),
-						"expose_headers":    stringList("Not supported yet: the response headers exposed."),
-						"max_age":           schema.Int64Attribute{Optional: true, Description: "Not supported yet: how long a preflight answer may be cached, in seconds."},
-					},
-				},
+				"cors": corsBlock(),
 				"external_auth": schema.SingleNestedBlock{
 					Description: notSupported("authenticate requests in the backend. Setting it is an error."),
 					Attributes: map[string]schema.Attribute{

@@ -4,6 +4,7 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/gwruntime"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/vgwapi"
 )
 
@@ -13,7 +14,8 @@ import (
 // log that each one is used):
 //
 //   - ProviderClusterRules, bound cluster-wide: the cluster-scoped objects
-//     (CRDs, GatewayClasses, the gateways' backend ClusterRoles), the
+//     (CRDs, GatewayClasses, the gateways' backend ClusterRoles and the
+//     ClusterRoleBindings of their invalidation endpoints), the
 //     HTTPRoutes wherever they live, RoleBindings in the routes' backend
 //     namespaces, and reading what plan-time validation and attachment read
 //     (Gateways, Services, EndpointSlices, ReferenceGrants, Namespaces);
@@ -49,6 +51,12 @@ func ProviderClusterRules() []rbacv1.PolicyRule {
 		{APIGroups: []string{""}, Resources: []string{"namespaces"}, Verbs: []string{"get"}},
 		{APIGroups: []string{rbacv1.GroupName}, Resources: []string{"clusterroles"}, Verbs: []string{"get", "create", "patch", "delete"}},
 		{APIGroups: []string{rbacv1.GroupName}, Resources: []string{"rolebindings"}, Verbs: []string{"get", "list", "create", "patch", "delete"}},
+		// The ClusterRoleBinding of a gateway's pods to system:auth-delegator
+		// (invalidation_endpoint_port), and bind of exactly that ClusterRole:
+		// Kubernetes lets the provider bind no other ClusterRole whose
+		// rights it does not hold itself.
+		{APIGroups: []string{rbacv1.GroupName}, Resources: []string{"clusterrolebindings"}, Verbs: []string{"get", "create", "patch", "delete"}},
+		{APIGroups: []string{rbacv1.GroupName}, Resources: []string{"clusterroles"}, ResourceNames: []string{gwruntime.AuthDelegatorClusterRole}, Verbs: []string{"bind"}},
 	}
 }
 
@@ -95,4 +103,7 @@ var GrantOnly = []string{
 	vgwapi.Group + "/" + vgwapi.GatewayPodReportResource + " patch",
 	vgwapi.Group + "/" + vgwapi.CacheInvalidationResource + " list",
 	vgwapi.Group + "/" + vgwapi.CacheInvalidationResource + " watch",
+	// bind of system:auth-delegator is checked by the API server when the
+	// provider binds the pods' ServiceAccount to it; it is never a request.
+	rbacv1.GroupName + "/clusterroles bind",
 }

@@ -28,7 +28,7 @@ import (
 // namespace and one to a backend in another namespace (with a
 // ReferenceGrant), and both data sources. %[1]s is the kubeconfig, %[2]s
 // the namespace, %[3]s the image, %[4]s the backend namespace, %[5]s the
-// class's varnishd_params, %[6]s the mode.
+// class's varnishd_params, %[6]s the mode, %[7]s further gateway arguments.
 const providerRoleHCL = `
 terraform {
   required_providers {
@@ -53,6 +53,7 @@ resource "varnishgw_gateway" "g" {
   gateway_class_name = varnishgw_gateway_class.c.name
   mode               = %[6]q
   rollout_timeout    = "4m"
+%[7]s
 
   listener {
     name     = "http"
@@ -124,8 +125,9 @@ data "varnishgw_routing" "g" {
 // installing the varnishgw.dev CRDs, a class, a sidecar gateway whose pods
 // become Ready, routes to backends in two namespaces (waiting until the
 // pods serve them), a cache invalidation (waiting until the pods applied
-// it), both data sources, a change that rolls the pods, a
-// mode change and destroy. Every request succeeds, and the API server's
+// it), both data sources, the invalidation endpoint (its ClusterRoleBinding
+// to system:auth-delegator), a change that rolls the pods, a
+// mode change that also turns the endpoint off, and destroy. Every request succeeds, and the API server's
 // audit log shows that the identity used every right it holds, apart from
 // the ones it holds only to grant them to the gateway pods
 // (provider.GrantOnly), which it never used.
@@ -217,10 +219,11 @@ func TestProviderLeastPrivilege(t *testing.T) {
 
 	tf := c.terraform()
 	tf.noKubeconfigVar = true
-	hcl := func(params, mode string) string {
-		return fmt.Sprintf(providerRoleHCL, kubeconfig, c.ns, c.images.Gateway.Name, backends, params, mode)
+	const endpoint = "  invalidation_endpoint_port = 9092"
+	hcl := func(params, mode, extra string) string {
+		return fmt.Sprintf(providerRoleHCL, kubeconfig, c.ns, c.images.Gateway.Name, backends, params, mode, extra)
 	}
-	tf.write(hcl("{}", "sidecar"))
+	tf.write(hcl("{}", "sidecar", endpoint))
 	tf.mustRun("apply")
 	gw := routing.ObjectRef{Namespace: c.ns, Name: "edge"}
 	pods := c.gatewayPods(gw)
@@ -232,10 +235,12 @@ func TestProviderLeastPrivilege(t *testing.T) {
 	expect(t, addr, demo.Request{Host: "www.role.test", Path: "/api"}, 200, "api-")
 
 	// A change that rolls the pods, and back to supervise mode (the
-	// provider deletes the admin Secret).
-	tf.write(hcl(`{ default_grace = "20" }`, "sidecar"))
+	// provider deletes the admin Secret) without the invalidation endpoint.
+	tf.write(hcl(`{ default_grace = "20" }`, "sidecar", endpoint))
 	tf.mustRun("apply")
-	tf.write(hcl(`{ default_grace = "20" }`, "supervise"))
+	// supervise mode without the endpoint: the provider deletes its
+	// ClusterRoleBinding.
+	tf.write(hcl(`{ default_grace = "20" }`, "supervise", ""))
 	tf.mustRun("apply")
 	tf.mustRun("plan", "-detailed-exitcode")
 	tf.mustRun("destroy")

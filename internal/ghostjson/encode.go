@@ -331,6 +331,26 @@ func (e *encoder) filter(f *Filter) {
 		}
 		e.buf = append(e.buf, '}')
 	}
+	if c := f.CORS; c != nil {
+		e.buf = append(e.buf, `,"cors":{`...)
+		n := len(e.buf)
+		e.strings(`,"allowOrigins":[`, c.AllowOrigins)
+		e.strings(`,"allowMethods":[`, c.AllowMethods)
+		e.strings(`,"allowHeaders":[`, c.AllowHeaders)
+		e.strings(`,"exposeHeaders":[`, c.ExposeHeaders)
+		if c.AllowCredentials {
+			e.buf = append(e.buf, `,"allowCredentials":true`...)
+		}
+		if c.MaxAge != 0 {
+			e.buf = append(e.buf, `,"maxAge":`...)
+			e.buf = strconv.AppendInt(e.buf, int64(c.MaxAge), 10)
+		}
+		if len(e.buf) > n {
+			// the first field's comma
+			e.buf = append(e.buf[:n], e.buf[n+1:]...)
+		}
+		e.buf = append(e.buf, '}')
+	}
 	e.buf = append(e.buf, '}')
 }
 

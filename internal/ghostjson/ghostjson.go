@@ -17,6 +17,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
 )
 
 // Version is the only schema version this package writes and reads.
@@ -192,6 +196,7 @@ const (
 	FilterRequestRedirect        = "RequestRedirect"
 	FilterURLRewrite             = "URLRewrite"
 	FilterRequestMirror          = "RequestMirror"
+	FilterCORS                   = "CORS"
 )
 
 // Filter is one filter; exactly the field named by Type is set.
@@ -202,6 +207,7 @@ type Filter struct {
 	RequestRedirect        *Redirect       `json:"requestRedirect,omitempty"`
 	URLRewrite             *Rewrite        `json:"urlRewrite,omitempty"`
 	RequestMirror          *Mirror         `json:"requestMirror,omitempty"`
+	CORS                   *CORS           `json:"cors,omitempty"`
 }
 
 // HeaderModifier sets, adds and removes headers.
@@ -253,12 +259,39 @@ type Mirror struct {
 	Percent    *int32 `json:"percent,omitempty"`
 }
 
+// CORS is the Gateway API HTTPCORSFilter, normalised: ghost answers a
+// preflight (OPTIONS with Origin and Access-Control-Request-Method) itself
+// and adds the Access-Control-* headers to the responses of other requests
+// whose Origin is allowed.
+type CORS struct {
+	// AllowOrigins are origins as scheme://host[:port], in lower case; a
+	// host may start with "*." (any number of labels in its place), and
+	// the single origin "*" allows every origin. Without a port an origin
+	// means its scheme's default port (80, 443).
+	AllowOrigins []string `json:"allowOrigins,omitempty"`
+	// AllowMethods are method names, or the single "*" (every method).
+	AllowMethods []string `json:"allowMethods,omitempty"`
+	// AllowHeaders are request header names, or the single "*".
+	AllowHeaders []string `json:"allowHeaders,omitempty"`
+	// ExposeHeaders are response header names; "*" exposes all of them
+	// (without credentials only: browsers read it literally otherwise).
+	ExposeHeaders []string `json:"exposeHeaders,omitempty"`
+	// AllowCredentials sends Access-Control-Allow-Credentials: true.
+	AllowCredentials bool `json:"allowCredentials,omitempty"`
+	// MaxAge is Access-Control-Max-Age in seconds; 0 means the Gateway
+	// API's default, 5.
+	MaxAge int32 `json:"maxAge,omitempty"`
+}
+
 // Reasons a reference did not resolve (the Gateway API ResolvedRefs
 // reasons), for BackendGroup.Unresolved and Mirror.Unresolved.
 const (
 	UnresolvedBackendNotFound = "BackendNotFound"
 	UnresolvedInvalidKind     = "InvalidKind"
 	UnresolvedRefNotPermitted = "RefNotPermitted"
+	// UnresolvedUnsupportedProtocol: the Service port's appProtocol is one
+	// Varnish cannot speak to a backend (kubernetes.io/h2c, kubernetes.io/wss).
+	UnresolvedUnsupportedProtocol = "UnsupportedProtocol"
 )
 
 // BackendGroup is one weighted backendRef of a route. Backend names a
@@ -332,8 +365,9 @@ func Unmarshal(data []byte) (*Document, error) {
 
 // Check reports the first violation of the rules the schema cannot express
 // and ghost enforces: the version, unique socket names, unique listener
-// names and hostnames within a socket, unique backend names, and every
-// reference without Unresolved naming a backend of the table. Errors name
+// names and hostnames within a socket, unique backend names, every
+// reference without Unresolved naming a backend of the table, and the
+// values of CORS filters (CORS.Check). Errors name
 // the field as ghost does (vhosts[0].routes[1].backends[0].backend).
 func (d *Document) Check() error {
 	if d.Version != Version {
@@ -388,6 +422,11 @@ func (d *Document) Check() error {
 		for j := range d.VHosts[i].Routes {
 			r := &d.VHosts[i].Routes[j]
 			for k, f := range r.Filters {
+				if c := f.CORS; c != nil {
+					if err := c.Check(); err != nil {
+						return fmt.Errorf("vhosts[%d].routes[%d].filters[%d].cors.%w", i, j, k, err)
+					}
+				}
 				if m := f.RequestMirror; m != nil && !known(m.Backend, m.Unresolved) {
 					return fmt.Errorf("vhosts[%d].routes[%d].filters[%d].requestMirror.backend: unknown backend %q: the backends table has no entry of that name", i, j, k, m.Backend)
 				}
@@ -429,6 +468,61 @@ func (c *CachePolicy) check() error {
 	}
 	return nil
 }
+
+// corsOriginRE is the origin form ghost reads: a scheme, a lower-case host
+// that may start with "*." or be "*", and an optional port.
+var corsOriginRE = regexp.MustCompile(`^https?://(\*|(\*\.)?[a-z0-9]([a-z0-9-]*[a-z0-9])?(\.[a-z0-9]([a-z0-9-]*[a-z0-9])?)*)(:[0-9]{1,5})?$`)
+
+// Check reports the first field of c that ghost would reject, as
+// "field: problem" (Document.Check prefixes the filter's path).
+func (c *CORS) Check() error {
+	for i, o := range c.AllowOrigins {
+		if o == "*" {
+			if len(c.AllowOrigins) > 1 {
+				return fmt.Errorf("allowOrigins[%d]: \"*\" alongside other origins: \"*\" allows every origin, keep it alone or remove it", i)
+			}
+			continue
+		}
+		if !corsOriginRE.MatchString(o) {
+			return fmt.Errorf("allowOrigins[%d]: %q is not scheme://host[:port] with scheme http or https and a lower-case host (\"*.\" allowed in front)", i, o)
+		}
+		if k := strings.LastIndexByte(o, ':'); k > len("https:") {
+			if p, _ := strconv.Atoi(o[k+1:]); p < 1 || p > 65535 {
+				return fmt.Errorf("allowOrigins[%d]: port %q is not from 1 to 65535", i, o[k+1:])
+			}
+		}
+	}
+	for _, l := range []struct {
+		name  string
+		items []string
+		isOK  func(string) bool
+		what  string
+	}{
+		{"allowMethods", c.AllowMethods, func(s string) bool { return slices.Contains(corsMethods, s) }, "a method of " + strings.Join(corsMethods, ", ")},
+		{"allowHeaders", c.AllowHeaders, isToken, "a header name (letters, digits and !#$%&'*+-.^_`|~)"},
+		{"exposeHeaders", c.ExposeHeaders, isToken, "a header name (letters, digits and !#$%&'*+-.^_`|~)"},
+	} {
+		for i, v := range l.items {
+			if v == "*" && len(l.items) > 1 {
+				return fmt.Errorf("%s[%d]: \"*\" alongside other values: keep it alone or remove it", l.name, i)
+			}
+			if v != "*" && !l.isOK(v) {
+				return fmt.Errorf("%s[%d]: %q is not %s", l.name, i, v, l.what)
+			}
+		}
+	}
+	if c.MaxAge < 0 {
+		return fmt.Errorf("maxAge: %d is negative: use 1 or more seconds (0 means 5)", c.MaxAge)
+	}
+	return nil
+}
+
+var corsMethods = []string{"GET", "HEAD", "POST", "PUT", "DELETE", "CONNECT", "OPTIONS", "TRACE", "PATCH"}
+
+// tokenRE is an HTTP token (RFC 9110), the form of header names.
+var tokenRE = regexp.MustCompile("^[A-Za-z0-9!#$%&'*+\\-.^_`|~]+$")
+
+func isToken(s string) bool { return tokenRE.MatchString(s) }
 
 // Table returns the backends by name, for readers that follow references.
 func (d *Document) Table() map[string]*Backend {

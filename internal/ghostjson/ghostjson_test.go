@@ -17,6 +17,10 @@ func sample() *Document {
 		{Type: FilterURLRewrite, URLRewrite: &Rewrite{Hostname: "in.example.com", Path: &PathModifier{Type: ReplacePrefixMatch, Value: "/v2"}}},
 		{Type: FilterRequestMirror, RequestMirror: &Mirror{Backend: "a/shadow:80", Percent: &pct}},
 		{Type: FilterRequestMirror, RequestMirror: &Mirror{Backend: "b/shadow:80", Unresolved: UnresolvedRefNotPermitted}},
+		{Type: FilterCORS, CORS: &CORS{AllowOrigins: []string{"https://www.foo.com", "https://*.bar.com:8443"}, AllowMethods: []string{"GET", "OPTIONS"},
+			AllowHeaders: []string{"x-header-1"}, ExposeHeaders: []string{"x-header-3", "x-header-4"}, AllowCredentials: true, MaxAge: 3600}},
+		{Type: FilterCORS, CORS: &CORS{}},
+		{Type: FilterCORS, CORS: &CORS{AllowOrigins: []string{"*"}, MaxAge: 5}},
 	}
 	redirect := []Filter{{Type: FilterRequestRedirect, RequestRedirect: &Redirect{Scheme: "https", Port: 8443, Path: &PathModifier{Type: ReplaceFullPath, Value: "/"}, StatusCode: 301}}}
 	return &Document{Version: Version,
@@ -193,6 +197,22 @@ func TestCheck(t *testing.T) {
 			`cachePolicies[0].queryKey: "some" is not one of`},
 		{"query params without include or exclude", func(d *Document) { d.CachePolicies[0].QueryParams = []string{"a"} },
 			`cachePolicies[0].queryParams: set with queryKey ""`},
+		{"cors wildcard origin with others", func(d *Document) {
+			d.VHosts[0].Routes[0].Filters[5].CORS.AllowOrigins = []string{"*", "https://a.example"}
+		},
+			`vhosts[0].routes[0].filters[5].cors.allowOrigins[0]: "*" alongside other origins`},
+		{"cors origin without scheme", func(d *Document) { d.VHosts[0].Routes[0].Filters[5].CORS.AllowOrigins[1] = "www.example.com" },
+			`vhosts[0].routes[0].filters[5].cors.allowOrigins[1]: "www.example.com" is not scheme://host[:port]`},
+		{"cors origin upper case", func(d *Document) { d.VHosts[0].Routes[0].Filters[5].CORS.AllowOrigins[1] = "https://WWW.example.com" },
+			`cors.allowOrigins[1]: "https://WWW.example.com" is not scheme://host[:port]`},
+		{"cors origin port", func(d *Document) { d.VHosts[0].Routes[0].Filters[5].CORS.AllowOrigins[1] = "https://a.example:70000" },
+			`cors.allowOrigins[1]: port "70000" is not from 1 to 65535`},
+		{"cors method", func(d *Document) { d.VHosts[0].Routes[0].Filters[5].CORS.AllowMethods = []string{"get"} },
+			`cors.allowMethods[0]: "get" is not a method of GET, HEAD`},
+		{"cors header", func(d *Document) { d.VHosts[0].Routes[0].Filters[5].CORS.ExposeHeaders = []string{"x y"} },
+			`cors.exposeHeaders[0]: "x y" is not a header name`},
+		{"cors max age", func(d *Document) { d.VHosts[0].Routes[0].Filters[5].CORS.MaxAge = -1 },
+			`cors.maxAge: -1 is negative`},
 		{"unknown mirror backend", func(d *Document) { d.VHosts[0].Routes[0].Filters[3].RequestMirror = &Mirror{Backend: "a/x:80"} },
 			`vhosts[0].routes[0].filters[3].requestMirror.backend: unknown backend "a/x:80"`},
 	} {

@@ -120,6 +120,20 @@ func InvalidateEndpointRules() []rbacv1.PolicyRule {
 	}
 }
 
+// InvalidateAuthBindingName is the ClusterRoleBinding that binds
+// AuthDelegatorClusterRole to gw's ServiceAccount when its pods serve the
+// invalidation endpoint: "varnishgw-invalidate-<namespace>.<name>", a DNS
+// subdomain that no other gateway's name can give (a namespace has no dot),
+// or, when that is too long, a readable prefix cut to fit plus a hash of
+// namespace and name.
+func InvalidateAuthBindingName(gw routing.ObjectRef) string {
+	const prefix = "varnishgw-invalidate-"
+	if n := prefix + gw.Namespace + "." + gw.Name; len(validation.IsDNS1123Subdomain(n)) == 0 {
+		return n
+	}
+	return hashedName(prefix, gw.Namespace+"."+gw.Name, 253)
+}
+
 // AuthDelegatorClusterRole is Kubernetes' built-in ClusterRole that lets
 // an identity create TokenReviews and SubjectAccessReviews: what the
 // invalidation endpoint authenticates and authorizes its callers with.

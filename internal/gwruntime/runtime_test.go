@@ -79,3 +79,32 @@ func TestCertificateRules(t *testing.T) {
 		t.Errorf("CertificateRoleName of a long name: %v", errs)
 	}
 }
+
+func TestInvalidateAuthBindingName(t *testing.T) {
+	long := strings.Repeat("b", 253)
+	tests := []struct {
+		gw   routing.ObjectRef
+		want string // prefix
+	}{
+		{routing.ObjectRef{Namespace: "edge", Name: "public"}, "varnishgw-invalidate-edge.public"},
+		{routing.ObjectRef{Namespace: "edge", Name: "with.dots"}, "varnishgw-invalidate-edge.with.dots"},
+		{routing.ObjectRef{Namespace: "edge", Name: long}, "varnishgw-invalidate-edge-bbbb"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.gw.String(), func(t *testing.T) {
+			got := InvalidateAuthBindingName(tt.gw)
+			if !strings.HasPrefix(got, tt.want) {
+				t.Errorf("InvalidateAuthBindingName = %q, want prefix %q", got, tt.want)
+			}
+			if errs := validation.IsDNS1123Subdomain(got); len(errs) > 0 {
+				t.Errorf("InvalidateAuthBindingName %q: %v", got, errs)
+			}
+		})
+	}
+	// The namespace/name boundary is never ambiguous: a-b/c and a/b-c differ.
+	x := InvalidateAuthBindingName(routing.ObjectRef{Namespace: "a-b", Name: "c"})
+	y := InvalidateAuthBindingName(routing.ObjectRef{Namespace: "a", Name: "b-c"})
+	if x == y {
+		t.Errorf("two gateways share the binding %q", x)
+	}
+}

@@ -59,9 +59,18 @@ type Options struct {
 // vcl_backend_response applies the policy (TTL, grace, keep, the object
 // headers bans match) and skips the builtin VCL when there is one
 // (router.backend_response()); the preamble's vcl_backend_fetch takes the
-// policy off the backend request (router.backend_fetch()). Likewise the
-// user's vcl_synth runs after ghost has written its answer, before the
-// final deliver.
+// policy off the backend request (router.backend_fetch()), and its
+// vcl_backend_error turns the 503 of a fetch that failed because a timeout
+// ran out into 504 Gateway Timeout, as the Gateway API wants for
+// timeouts.request and timeouts.backendRequest (router.backend_error()).
+// Likewise the user's vcl_synth runs after ghost has written its answer,
+// before the final deliver.
+//
+// A WebSocket upgrade request (Upgrade: websocket with Connection: upgrade)
+// that ghost routed is piped to the endpoint ghost chose, on every route,
+// before user VCL: it is never looked up or cached, and the preamble's
+// vcl_pipe hands the backend the Upgrade and Connection headers that
+// varnishd's pipe drops. Other requests are unaffected.
 func Render(o Options) string {
 	ghostJSON := o.GhostJSON
 	if ghostJSON == "" {
@@ -106,15 +115,42 @@ sub vcl_recv {
 	if (!router.recv()) {
 		return (synth(router.status()));
 	}
-	# Routed: req.backend_hint is the endpoint ghost chose. User VCL below
-	# may return (hash) or (pass); otherwise the defaults at the end look
-	# the request up when its cache policy allows, and pass it otherwise.
+	# Routed: req.backend_hint is the endpoint ghost chose. A WebSocket
+	# upgrade (RFC 6455: Upgrade: websocket, Connection: upgrade) is piped
+	# to it: varnishd relays bytes both ways until one side closes, and it
+	# is never looked up or cached. Every route pipes upgrades: a Service
+	# port without appProtocol kubernetes.io/ws may speak WebSocket too.
+	if (req.http.Upgrade ~ "(?i)(^|[ ,])websocket($|[ ,])" &&
+	    req.http.Connection ~ "(?i)(^|[ ,])upgrade($|[ ,])") {
+		return (pipe);
+	}
+	# User VCL below may return (hash) or (pass); otherwise the defaults
+	# at the end look the request up when its cache policy allows, and
+	# pass it otherwise.
+}
+
+sub vcl_pipe {
+	# varnishd sends a piped request with Connection: close and without
+	# the client's Upgrade header: give the backend the WebSocket
+	# handshake back.
+	if (req.http.Upgrade ~ "(?i)(^|[ ,])websocket($|[ ,])") {
+		set bereq.http.Upgrade = req.http.Upgrade;
+		set bereq.http.Connection = "Upgrade";
+	}
 }
 
 sub vcl_backend_fetch {
 	# A lookup's cache policy travels in X-Ghost-Cache, which ghost takes
 	# off the backend request: the origin never sees it.
 	router.backend_fetch();
+}
+
+sub vcl_backend_error {
+	# A fetch that failed because a timeout ran out (the route's
+	# timeouts.request or timeouts.backendRequest, else varnishd's connect
+	# and first-byte timeouts) answers 504 Gateway Timeout; other fetch
+	# failures stay varnishd's 503.
+	router.backend_error();
 }
 
 sub vcl_synth {

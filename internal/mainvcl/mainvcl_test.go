@@ -23,6 +23,7 @@ func TestRender(t *testing.T) {
 			want: []string{"vcl 4.1;", "import ghost;", "import proxy;", `ghost.router("ghost.json", admin_socket = "ghost-admin")`, "router.deliver();",
 				"router.sni(proxy.authority());\n\tif (!router.recv()) {", `set req.http.X-Forwarded-Proto = "https";`,
 				"sub vcl_backend_fetch {\n\t# A lookup's cache policy", "\trouter.backend_fetch();\n}",
+				"sub vcl_backend_error {\n\t# A fetch that failed because a timeout ran out", "\trouter.backend_error();\n}",
 				"sub vcl_recv {\n\tif (router.cacheable()) {\n\t\treturn (hash);\n\t}\n\treturn (pass);\n}",
 				"sub vcl_hash {\n\trouter.hash();\n\treturn (lookup);\n}",
 				"sub vcl_backend_response {\n\tif (router.backend_response()) {\n\t\treturn (deliver);\n\t}\n}"},

@@ -2,6 +2,7 @@ package mainvcl
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"io"
 	"net"
@@ -14,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/net/websocket"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -42,10 +44,15 @@ func TestHTTPSThroughHitch(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	echo := websocket.Handler(func(c *websocket.Conn) { io.Copy(c, c) })
 	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		mu.Lock()
 		last = seen{r.Header.Get("X-Forwarded-Proto"), r.Header.Get("X-Forwarded-For"), r.Host}
 		mu.Unlock()
+		if r.Header.Get("Upgrade") != "" {
+			echo.ServeHTTP(w, r)
+			return
+		}
 		fmt.Fprintln(w, "hello")
 	})}
 	go srv.Serve(l)
@@ -180,6 +187,44 @@ func TestHTTPSThroughHitch(t *testing.T) {
 			}
 		})
 	}
+
+	// A WebSocket over TLS from the client (wss://): hitch terminates TLS
+	// (ALPN http/1.1: WebSocket over HTTP/2 is not offered), varnishd
+	// pipes the upgrade to the backend in plain TCP.
+	t.Run("WebSocket over an HTTPS listener", func(t *testing.T) {
+		conn, err := tls.Dial("tcp", h.Addr, &tls.Config{ServerName: "www.example.com", RootCAs: ca.Pool(), NextProtos: []string{"http/1.1"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := conn.SetDeadline(time.Now().Add(10 * time.Second)); err != nil {
+			t.Fatal(err)
+		}
+		cfg, err := websocket.NewConfig("wss://"+hostPort("www.example.com")+"/ws", "https://www.example.com/")
+		if err != nil {
+			t.Fatal(err)
+		}
+		ws, err := websocket.NewClient(cfg, conn)
+		if err != nil {
+			conn.Close()
+			t.Fatalf("WebSocket handshake: %v\nhitch:\n%s", err, h.Output())
+		}
+		defer ws.Close()
+		for _, msg := range []string{"one", "two"} {
+			if err := websocket.Message.Send(ws, msg); err != nil {
+				t.Fatal(err)
+			}
+			var got string
+			if err := websocket.Message.Receive(ws, &got); err != nil || got != msg {
+				t.Fatalf("echo %q (%v), want %q", got, err, msg)
+			}
+		}
+		mu.Lock()
+		got := last
+		mu.Unlock()
+		if got.proto != "https" {
+			t.Errorf("backend saw X-Forwarded-Proto %q on the upgrade, want https", got.proto)
+		}
+	})
 
 	// The HTTP listener redirects to the HTTPS listener, whose answer
 	// comes through hitch; on the plain socket X-Forwarded-Proto is http.

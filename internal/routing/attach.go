@@ -402,6 +402,11 @@ func checkBackendRef(routeNS string, ref *gatewayv1.BackendObjectReference, objs
 	if ref.Port != nil && !slices.ContainsFunc(svc.Spec.Ports, func(p corev1.ServicePort) bool { return p.Port == *ref.Port }) {
 		return gatewayv1.RouteReasonBackendNotFound, fmt.Sprintf("Service %s/%s has no port %d", ns, ref.Name, *ref.Port)
 	}
+	if ref.Port != nil {
+		if why := unsupportedProtocol(svc, *ref.Port); why != "" {
+			return gatewayv1.RouteReasonUnsupportedProtocol, why
+		}
+	}
 	return "", ""
 }
 
@@ -525,6 +530,8 @@ func normalizeFilter(routeNS string, f *gatewayv1.HTTPRouteFilter, refs map[*gat
 			mr.Percent = &p
 		}
 		out.RequestMirror = mr
+	case gatewayv1.HTTPRouteFilterCORS:
+		out.CORS = normalizeCORS(f.CORS)
 	}
 	return out
 }

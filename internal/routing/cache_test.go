@@ -204,7 +204,7 @@ func TestFragmentVersions(t *testing.T) {
 	for _, tc := range []struct {
 		name, from, to, want string
 	}{
-		{"cache in version 1", `"version": 2`, `"version": 1`, `version: Invalid value: 1: must be 2: a rule has a cache policy`},
+		{"cache in version 1", `"version": 2`, `"version": 1`, `version: Invalid value: 1: must be 2: a rule has a cache policy or a CORS filter`},
 		{"version 3", `"version": 2`, `"version": 3`, `version is 3, this build reads versions 1 and 2: upgrade the chaperone`},
 		{"bad policy", `"ttl": "1h"`, `"ttl": "1 hour"`, `rules[1].cache.ttl: Invalid value: "1 hour"`},
 		{"unknown policy field", `"ttl": "1h"`, `"ttl": "1h", "staleIfError": "1h"`, `unknown field "staleIfError"`},
@@ -216,6 +216,21 @@ func TestFragmentVersions(t *testing.T) {
 		if _, err := UnmarshalFragment([]byte(bad)); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: %v, want an error with %q", tc.name, err, tc.want)
 		}
+	}
+}
+
+// TestFragmentVersionCORS: a CORS filter needs version 2 too, so a
+// chaperone older than CORS rejects it with "upgrade the chaperone".
+func TestFragmentVersionCORS(t *testing.T) {
+	f := &Fragment{Version: FragmentVersion, Gateway: ObjectRef{Namespace: "infra", Name: "gw"},
+		Route: RouteRef{Namespace: "infra", Name: "r"},
+		Rules: []Rule{{Filters: []Filter{{Type: "CORS", CORS: &ghostjson.CORS{AllowOrigins: []string{"https://a.example"}}}}}}}
+	if got := f.NeededVersion(); got != FragmentVersionCache {
+		t.Fatalf("NeededVersion() = %d with a CORS filter, want %d", got, FragmentVersionCache)
+	}
+	f.Rules[0].Filters = nil
+	if got := f.NeededVersion(); got != FragmentVersion {
+		t.Fatalf("NeededVersion() = %d without, want %d", got, FragmentVersion)
 	}
 }
 

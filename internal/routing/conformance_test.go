@@ -137,12 +137,13 @@ var conformanceExpect = map[string]string{
 	"listenerset-dual-parentref-independence.yaml: gateway-conformance-infra/route-dual-parentref-one@gateway-conformance-infra/gateway-dual-parentref":  "!NoMatchingParent ResolvedRefs",
 	"listenerset-gateway-parent-section-name-not-found.yaml: gateway-conformance-infra/route-via-gateway@gateway-conformance-infra/gateway-section-name": "!NoMatchingParent ResolvedRefs",
 
+	// A backend port with appProtocol kubernetes.io/h2c: Varnish talks
+	// HTTP/1.1 to backends, so the reference does not resolve
+	// (HTTPRouteBackendProtocolH2C is not claimed).
+	"httproute-backend-protocol-h2c.yaml: gateway-conformance-infra/backend-protocol-h2c@gateway-conformance-infra/same-namespace": "Accepted !UnsupportedProtocol",
+
 	// Extended features varnishgw rejects on purpose (ghost.json v1 has no
-	// CORS, no retries and no per-backendRef filters).
-	"httproute-cors.yaml: gateway-conformance-infra/cors-multiple-origins-methods-headers@gateway-conformance-infra/same-namespace":                                      "!UnsupportedValue ResolvedRefs",
-	"httproute-cors.yaml: gateway-conformance-infra/cors-wildcard-methods-headers@gateway-conformance-infra/same-namespace":                                              "!UnsupportedValue ResolvedRefs",
-	"httproute-cors.yaml: gateway-conformance-infra/cors-wildcard-methods@gateway-conformance-infra/same-namespace":                                                      "!UnsupportedValue ResolvedRefs",
-	"httproute-cors.yaml: gateway-conformance-infra/cors-wildcard-origin@gateway-conformance-infra/same-namespace":                                                       "!UnsupportedValue ResolvedRefs",
+	// retries and no per-backendRef filters).
 	"httproute-request-header-modifier-backend-weights.yaml: gateway-conformance-infra/request-header-modifier-backend-weights@gateway-conformance-infra/same-namespace": "!UnsupportedValue ResolvedRefs",
 	"httproute-request-header-modifier-backend.yaml: gateway-conformance-infra/request-header-modifier@gateway-conformance-infra/same-namespace":                         "!UnsupportedValue ResolvedRefs",
 	"httproute-retry.yaml: gateway-conformance-infra/retries@gateway-conformance-infra/same-namespace":                                                                   "!UnsupportedValue ResolvedRefs",

@@ -21,10 +21,13 @@ import (
 // rejection (the apply that wrote it fails), instead of being served
 // without its policy.
 const (
-	// FragmentVersion is the version of fragments without cache policies.
+	// FragmentVersion is the version of fragments without cache policies
+	// and CORS filters.
 	FragmentVersion = 1
 	// FragmentVersionCache is the version of fragments in which a rule
-	// has a cache policy (Rule.Cache).
+	// has a cache policy (Rule.Cache) or a CORS filter: chaperones older
+	// than both read version 1 only, and reject such a fragment with a
+	// message that says to upgrade them instead of serving it without.
 	FragmentVersionCache = 2
 )
 
@@ -137,6 +140,7 @@ type Filter struct {
 	RequestRedirect        *ghostjson.Redirect       `json:"requestRedirect,omitempty"`
 	URLRewrite             *ghostjson.Rewrite        `json:"urlRewrite,omitempty"`
 	RequestMirror          *MirrorRef                `json:"requestMirror,omitempty"`
+	CORS                   *ghostjson.CORS           `json:"cors,omitempty"`
 }
 
 // MirrorRef is a RequestMirror filter before resolution.
@@ -153,7 +157,7 @@ type BackendRef struct {
 	Port      int32  `json:"port"`
 	Weight    int32  `json:"weight"`
 	// Unresolved is the ResolvedRefs reason (RefNotPermitted, InvalidKind,
-	// BackendNotFound) when the reference could not be resolved at attach
+	// BackendNotFound, UnsupportedProtocol) when the reference could not be resolved at attach
 	// time. InvalidKind groups never get endpoints; for the others Resolve
 	// checks the Service and ReferenceGrants again.
 	Unresolved string `json:"unresolved,omitempty"`
@@ -168,12 +172,17 @@ func (b BackendRef) GroupName() string {
 func (f *Fragment) Accepted() bool { return len(f.Listeners) > 0 }
 
 // NeededVersion is the lowest fragment version that holds f:
-// FragmentVersionCache when a rule has a cache policy, else
-// FragmentVersion.
+// FragmentVersionCache when a rule has a cache policy or a CORS filter,
+// else FragmentVersion.
 func (f *Fragment) NeededVersion() int {
 	for i := range f.Rules {
 		if f.Rules[i].Cache != nil {
 			return FragmentVersionCache
+		}
+		for _, fl := range f.Rules[i].Filters {
+			if fl.CORS != nil {
+				return FragmentVersionCache
+			}
 		}
 	}
 	return FragmentVersion
@@ -241,9 +250,9 @@ func (f *Fragment) Validate() error {
 	var errs field.ErrorList
 	switch need := f.NeededVersion(); {
 	case f.Version != FragmentVersion && f.Version != FragmentVersionCache:
-		errs = append(errs, field.Invalid(field.NewPath("version"), f.Version, fmt.Sprintf("must be %d, or %d when a rule has a cache policy", FragmentVersion, FragmentVersionCache)))
+		errs = append(errs, field.Invalid(field.NewPath("version"), f.Version, fmt.Sprintf("must be %d, or %d when a rule has a cache policy or a CORS filter", FragmentVersion, FragmentVersionCache)))
 	case f.Version < need:
-		errs = append(errs, field.Invalid(field.NewPath("version"), f.Version, fmt.Sprintf("must be %d: a rule has a cache policy", need)))
+		errs = append(errs, field.Invalid(field.NewPath("version"), f.Version, fmt.Sprintf("must be %d: a rule has a cache policy or a CORS filter", need)))
 	}
 	errs = append(errs, validateObjectName(field.NewPath("gateway"), f.Gateway.Namespace, f.Gateway.Name)...)
 	errs = append(errs, validateObjectName(field.NewPath("route"), f.Route.Namespace, f.Route.Name)...)
@@ -297,7 +306,7 @@ func validateRule(p *field.Path, r *Rule) field.ErrorList {
 	for i, fl := range r.Filters {
 		fp := p.Child("filters").Index(i)
 		n := 0
-		for _, set := range []bool{fl.RequestHeaderModifier != nil, fl.ResponseHeaderModifier != nil, fl.RequestRedirect != nil, fl.URLRewrite != nil, fl.RequestMirror != nil} {
+		for _, set := range []bool{fl.RequestHeaderModifier != nil, fl.ResponseHeaderModifier != nil, fl.RequestRedirect != nil, fl.URLRewrite != nil, fl.RequestMirror != nil, fl.CORS != nil} {
 			if set {
 				n++
 			}
@@ -328,6 +337,12 @@ func validateRule(p *field.Path, r *Rule) field.ErrorList {
 			if pc := fl.RequestMirror.Percent; pc != nil && (*pc < 0 || *pc > 100) {
 				errs = append(errs, field.Invalid(fp.Child("requestMirror", "percent"), *pc, "must be from 0 to 100"))
 			}
+		case ghostjson.FilterCORS:
+			if fl.CORS == nil {
+				errs = append(errs, field.Required(fp.Child("cors"), ""))
+				break
+			}
+			errs = append(errs, validateGhostCORS(fp.Child("cors"), fl.CORS)...)
 		default:
 			errs = append(errs, field.NotSupported(fp.Child("type"), fl.Type, supportedFilterTypes))
 		}

@@ -45,7 +45,9 @@ import (
 //   - a reference of a kind other than Service (InvalidKind), a
 //     cross-namespace reference without a ReferenceGrant now
 //     (RefNotPermitted) or to a Service that does not exist now
-//     (BackendNotFound) is marked unresolved with that reason and has no
+//     (BackendNotFound), or to a Service port whose appProtocol Varnish
+//     cannot speak (UnsupportedProtocol: kubernetes.io/h2c and
+//     kubernetes.io/wss), is marked unresolved with that reason and has no
 //     entry: ghost answers its share with 500, whatever the table holds.
 //
 // With nil objs nothing is looked up (the varnishgw_routing data source
@@ -238,6 +240,7 @@ func (r *resolver) filter(routeNS string, f Filter) ghostjson.Filter {
 		ResponseHeaderModifier: f.ResponseHeaderModifier,
 		RequestRedirect:        f.RequestRedirect,
 		URLRewrite:             f.URLRewrite,
+		CORS:                   f.CORS,
 	}
 	if m := f.RequestMirror; m != nil {
 		g := r.group(routeNS, m.Backend)
@@ -264,6 +267,8 @@ func (r *resolver) group(routeNS string, b BackendRef) ghostjson.BackendGroup {
 		g.Unresolved = ghostjson.UnresolvedRefNotPermitted
 	case r.services[nsName{b.Namespace, b.Name}] == nil:
 		g.Unresolved = ghostjson.UnresolvedBackendNotFound
+	case unsupportedProtocol(r.services[nsName{b.Namespace, b.Name}], b.Port) != "":
+		g.Unresolved = ghostjson.UnresolvedUnsupportedProtocol
 	default:
 		r.used[k] = g.Backend
 	}

@@ -35,6 +35,7 @@ var (
 		string(gatewayv1.HTTPRouteFilterRequestRedirect),
 		string(gatewayv1.HTTPRouteFilterURLRewrite),
 		string(gatewayv1.HTTPRouteFilterRequestMirror),
+		string(gatewayv1.HTTPRouteFilterCORS),
 	}
 	methodList       = []string{"GET", "HEAD", "POST", "PUT", "DELETE", "CONNECT", "OPTIONS", "TRACE", "PATCH"}
 	supportedMethods = func() map[string]bool {
@@ -55,7 +56,7 @@ var (
 // ValidateHTTPRoute checks everything varnishgw accepts in an HTTPRoute spec:
 // hostnames, matches (paths, regular expressions, header and query names),
 // filters and their combinations, backend references, weights and timeouts.
-// Unsupported features (CORS, ExternalAuth, ExtensionRef and backendRef
+// Unsupported features (ExternalAuth, ExtensionRef and backendRef
 // filters, retries, session persistence) are rejected, never ignored. Each
 // error names the field path (spec.rules[0].matches[1].path.value), the
 // value and what to do instead.
@@ -347,8 +348,6 @@ func validateFilter(p *field.Path, f *gatewayv1.HTTPRouteFilter, r *gatewayv1.HT
 		set bool
 		why string
 	}{
-		{gatewayv1.HTTPRouteFilterCORS, f.CORS != nil, "CORS filters are not supported yet: answer CORS requests in the backend, " +
-			"or set the Access-Control-* response headers with a ResponseHeaderModifier filter"},
 		{gatewayv1.HTTPRouteFilterExternalAuth, f.ExternalAuth != nil, "ExternalAuth filters are not supported yet: authenticate " +
 			"requests in the backend"},
 		{gatewayv1.HTTPRouteFilterExtensionRef, f.ExtensionRef != nil, "ExtensionRef filters are not supported: varnishgw has no " +
@@ -361,7 +360,8 @@ func validateFilter(p *field.Path, f *gatewayv1.HTTPRouteFilter, r *gatewayv1.HT
 	}
 	switch f.Type {
 	case gatewayv1.HTTPRouteFilterRequestHeaderModifier, gatewayv1.HTTPRouteFilterResponseHeaderModifier,
-		gatewayv1.HTTPRouteFilterRequestRedirect, gatewayv1.HTTPRouteFilterURLRewrite, gatewayv1.HTTPRouteFilterRequestMirror:
+		gatewayv1.HTTPRouteFilterRequestRedirect, gatewayv1.HTTPRouteFilterURLRewrite, gatewayv1.HTTPRouteFilterRequestMirror,
+		gatewayv1.HTTPRouteFilterCORS:
 	default:
 		return field.ErrorList{field.NotSupported(p.Child("type"), f.Type, supportedFilterTypes)}
 	}
@@ -431,6 +431,8 @@ func validateFilter(p *field.Path, f *gatewayv1.HTTPRouteFilter, r *gatewayv1.HT
 				errs = append(errs, field.Invalid(mp.Child("fraction"), fmt.Sprintf("%d/%d", fr.Numerator, denominator(fr)), err.Error()))
 			}
 		}
+	case gatewayv1.HTTPRouteFilterCORS:
+		errs = append(errs, validateCORS(p.Child("cors"), f.CORS)...)
 	}
 	return errs
 }

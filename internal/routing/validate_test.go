@@ -17,6 +17,9 @@ func TestValidateHTTPRoute(t *testing.T) {
 		}
 		return f
 	}
+	cors := func(c *gatewayv1.HTTPCORSFilter) gatewayv1.HTTPRouteFilter {
+		return gatewayv1.HTTPRouteFilter{Type: gatewayv1.HTTPRouteFilterCORS, CORS: c}
+	}
 	tests := []struct {
 		name    string
 		mutate  func(r *gatewayv1.HTTPRoute)
@@ -105,14 +108,17 @@ func TestValidateHTTPRoute(t *testing.T) {
 		{"filter field missing", func(r *gatewayv1.HTTPRoute) {
 			r.Spec.Rules[0].Filters = []gatewayv1.HTTPRouteFilter{{Type: gatewayv1.HTTPRouteFilterRequestHeaderModifier}}
 		}, "spec.rules[0].filters[0].requestHeaderModifier: Required"},
-		{"cors unsupported", func(r *gatewayv1.HTTPRoute) {
-			r.Spec.Rules[0].Filters = []gatewayv1.HTTPRouteFilter{{Type: gatewayv1.HTTPRouteFilterCORS, CORS: &gatewayv1.HTTPCORSFilter{}}}
-		}, `spec.rules[0].filters[0].type: Invalid value: "CORS": CORS filters are not supported yet: answer CORS requests in the backend, or set the Access-Control-* response headers with a ResponseHeaderModifier filter; remove the filter`},
 		{"cors in another filter", func(r *gatewayv1.HTTPRoute) {
 			f := headerMod("X-A")
 			f.CORS = &gatewayv1.HTTPCORSFilter{}
 			r.Spec.Rules[0].Filters = []gatewayv1.HTTPRouteFilter{f}
-		}, `spec.rules[0].filters[0].cors: Forbidden: CORS filters are not supported yet: answer CORS requests in the backend, or set the Access-Control-* response headers with a ResponseHeaderModifier filter; remove it`},
+		}, `spec.rules[0].filters[0].cors: Forbidden: must not be set when type is RequestHeaderModifier`},
+		{"cors without its field", func(r *gatewayv1.HTTPRoute) {
+			r.Spec.Rules[0].Filters = []gatewayv1.HTTPRouteFilter{{Type: gatewayv1.HTTPRouteFilterCORS}}
+		}, "spec.rules[0].filters[0].cors: Required value: must be set when type is CORS"},
+		{"cors twice", func(r *gatewayv1.HTTPRoute) {
+			r.Spec.Rules[0].Filters = []gatewayv1.HTTPRouteFilter{cors(&gatewayv1.HTTPCORSFilter{}), cors(&gatewayv1.HTTPCORSFilter{})}
+		}, `spec.rules[0].filters[1].type: Duplicate value: "CORS"`},
 		{"externalAuth unsupported", func(r *gatewayv1.HTTPRoute) {
 			r.Spec.Rules[0].Filters = []gatewayv1.HTTPRouteFilter{{Type: gatewayv1.HTTPRouteFilterExternalAuth, ExternalAuth: &gatewayv1.HTTPExternalAuthFilter{}}}
 		}, `Invalid value: "ExternalAuth": ExternalAuth filters are not supported yet: authenticate requests in the backend; remove the filter`},
