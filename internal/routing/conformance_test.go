@@ -137,11 +137,9 @@ var conformanceExpect = map[string]string{
 	"listenerset-dual-parentref-independence.yaml: gateway-conformance-infra/route-dual-parentref-one@gateway-conformance-infra/gateway-dual-parentref":  "!NoMatchingParent ResolvedRefs",
 	"listenerset-gateway-parent-section-name-not-found.yaml: gateway-conformance-infra/route-via-gateway@gateway-conformance-infra/gateway-section-name": "!NoMatchingParent ResolvedRefs",
 
-	// Extended features varnishgw rejects on purpose (ghost.json v1 has no
-	// retries and no per-backendRef filters).
-	"httproute-request-header-modifier-backend-weights.yaml: gateway-conformance-infra/request-header-modifier-backend-weights@gateway-conformance-infra/same-namespace": "!UnsupportedValue ResolvedRefs",
-	"httproute-request-header-modifier-backend.yaml: gateway-conformance-infra/request-header-modifier@gateway-conformance-infra/same-namespace":                         "!UnsupportedValue ResolvedRefs",
-	"httproute-retry.yaml: gateway-conformance-infra/retries@gateway-conformance-infra/same-namespace":                                                                   "!UnsupportedValue ResolvedRefs",
+	// Extended features varnishgw rejects on purpose (ghost.json has no
+	// retries).
+	"httproute-retry.yaml: gateway-conformance-infra/retries@gateway-conformance-infra/same-namespace": "!UnsupportedValue ResolvedRefs",
 }
 
 // suiteRoutesWithoutGateway are suite routes whose parent Gateway is not in
