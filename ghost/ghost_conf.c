@@ -1143,7 +1143,57 @@ bset_get(struct pc *pc, const char *path, struct gh_state *st,
 }
 
 static const char * const group_fields[] = {
-	"backend", "weight", "unresolved", NULL};
+	"backend", "weight", "unresolved", "filters", NULL};
+static const char * const group_filter_fields[] = {
+	"type", "requestHeaderModifier", NULL};
+
+/*
+ * A group's "filters": the filters of its backendRef, applied only when
+ * the group is picked. Only RequestHeaderModifier, once.
+ */
+static int
+load_group_filters(struct pc *pc, const char *path, const json_t *j,
+    struct gh_group *g)
+{
+	json_t *a, *e, *c;
+	size_t i;
+	const char *type;
+	char p[PATHLEN], q[96];
+
+	if (get_array(pc, path, j, "filters", 0, 16, &a))
+		return (-1);
+	if (a == NULL)
+		return (0);
+	json_array_foreach(a, i, e) {
+		SUB(p, path, ".filters[%zu]", i);
+		if (!json_is_object(e))
+			return (fail(pc, p, "expected an object, got %s; "
+			    "write a JSON object {...}", jtype(e)));
+		if (get_string(pc, p, e, "type", 1, 1, 64, &type))
+			return (-1);
+		if (strcmp(type, "RequestHeaderModifier")) {
+			SUB(p, path, ".filters[%zu].type", i);
+			return (fail(pc, p, "filter type %s is not supported "
+			    "on a backend; use RequestHeaderModifier, or move "
+			    "the filter to the route", qv(q, sizeof q, type)));
+		}
+		if (check_object(pc, p, e, group_filter_fields))
+			return (-1);
+		if (g->reqhdr != NULL)
+			return (fail(pc, p, "a second RequestHeaderModifier "
+			    "filter on the same backend; the Gateway API "
+			    "allows it once per backendRef, merge them"));
+		c = json_object_get(e, "requestHeaderModifier");
+		SUB(p, path, ".filters[%zu].requestHeaderModifier", i);
+		if (c == NULL)
+			return (fail(pc, p, "missing required field for a "
+			    "RequestHeaderModifier filter; add "
+			    "\"requestHeaderModifier\": {...}"));
+		if (load_hmod(pc, p, c, &g->reqhdr))
+			return (-1);
+	}
+	return (0);
+}
 
 /* a route's weighted group; after the route's filters and timeouts */
 static int
@@ -1156,7 +1206,7 @@ load_group(struct pc *pc, const char *path, const json_t *j,
 		if (load_v1_ref(pc, path, j, g))
 			return (-1);
 	} else if (check_object(pc, path, j, group_fields) ||
-	    load_ref(pc, path, j, g))
+	    load_ref(pc, path, j, g) || load_group_filters(pc, path, j, g))
 		return (-1);
 	if (get_int(pc, path, j, "weight", 0, 0, 1000000, 1, &ll))
 		return (-1);

@@ -339,6 +339,9 @@ vmod_router_recv(VRT_CTX, struct VPFX(ghost_router) *rt)
 	}
 	if (r->filters & GH_FILTER_REQHDR)
 		gh_hmod_apply(ctx->http_req, r->reqhdr);
+	/* the picked backendRef's own filter, after the rule's */
+	if (g->reqhdr != NULL)
+		gh_hmod_apply(ctx->http_req, g->reqhdr);
 
 	VRT_l_req_backend_hint(ctx, be->be);
 	GH_COUNT(vh, backend_picks);

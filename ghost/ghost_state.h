@@ -143,6 +143,9 @@ struct gh_group {
 	const struct gh_endpoint *ep;		/* backend's */
 	const struct gh_bset	*set;		/* NULL: no endpoints, route
 						 * redirects, or a mirror */
+	struct gh_hmod		*reqhdr;	/* the backendRef's
+						 * RequestHeaderModifier,
+						 * NULL: none */
 };
 
 /* A header match or query parameter match */

@@ -248,18 +248,99 @@ var rejectedExamples = map[string]struct{ res, body, line, want string }{
       }
     }
   }`, `type = "ExtensionRef"`, `rule\[0\]\.filter\[0\]\.type: Invalid value: "ExtensionRef": ExtensionRef filters are not supported`},
-	"rule.backend_ref.filter": {"route", `rule {
+	"rule.backend_ref.filter.response_header_modifier": {"route", `rule {
     backend_ref {
       name = "web"
       port = 80
       filter {
-        type = "RequestHeaderModifier"
-        request_header_modifier {
-          remove = ["x-debug"]
+        type = "ResponseHeaderModifier"
+        response_header_modifier {
+          remove = ["server"]
         }
       }
     }
-  }`, `filter {`, `rule\[0\]\.backend_ref\[0\]\.filter: Forbidden: backendRef filters are not supported yet: move the filters to the rule`},
+  }`, `type = "ResponseHeaderModifier"`, `rule\[0\]\.backend_ref\[0\]\.filter\[0\]\.type: Invalid value: "ResponseHeaderModifier": not supported on a backendRef, which may have RequestHeaderModifier filters only: move this filter to the rule`},
+	"rule.backend_ref.filter.request_redirect": {"route", `rule {
+    backend_ref {
+      name = "web"
+      port = 80
+      filter {
+        type = "RequestRedirect"
+        request_redirect {
+          status_code = 301
+        }
+      }
+    }
+  }`, `type = "RequestRedirect"`, `rule\[0\]\.backend_ref\[0\]\.filter\[0\]\.type: Invalid value: "RequestRedirect": not supported on a backendRef, which may have RequestHeaderModifier filters only: move this filter to the rule`},
+	"rule.backend_ref.filter.url_rewrite": {"route", `rule {
+    backend_ref {
+      name = "web"
+      port = 80
+      filter {
+        type = "URLRewrite"
+        url_rewrite {
+          hostname = "in.example.com"
+        }
+      }
+    }
+  }`, `type = "URLRewrite"`, `rule\[0\]\.backend_ref\[0\]\.filter\[0\]\.type: Invalid value: "URLRewrite": not supported on a backendRef, which may have RequestHeaderModifier filters only: move this filter to the rule`},
+	"rule.backend_ref.filter.request_mirror": {"route", `rule {
+    backend_ref {
+      name = "web"
+      port = 80
+      filter {
+        type = "RequestMirror"
+        request_mirror {
+          backend_ref {
+            name = "shadow"
+            port = 80
+          }
+        }
+      }
+    }
+  }`, `type = "RequestMirror"`, `rule\[0\]\.backend_ref\[0\]\.filter\[0\]\.type: Invalid value: "RequestMirror": not supported on a backendRef, which may have RequestHeaderModifier filters only: move this filter to the rule`},
+	"rule.backend_ref.filter.cors": {"route", `rule {
+    backend_ref {
+      name = "web"
+      port = 80
+      filter {
+        type = "CORS"
+        cors {
+          allow_origins = ["https://a.example"]
+        }
+      }
+    }
+  }`, `type = "CORS"`, `rule\[0\]\.backend_ref\[0\]\.filter\[0\]\.type: Invalid value: "CORS": not supported on a backendRef, which may have RequestHeaderModifier filters only: move this filter to the rule`},
+	"rule.backend_ref.filter.external_auth": {"route", `rule {
+    backend_ref {
+      name = "web"
+      port = 80
+      filter {
+        type = "ExternalAuth"
+        external_auth {
+          protocol = "HTTP"
+          backend_ref {
+            name = "auth"
+            port = 80
+          }
+        }
+      }
+    }
+  }`, `type = "ExternalAuth"`, `rule\[0\]\.backend_ref\[0\]\.filter\[0\]\.type: Invalid value: "ExternalAuth": ExternalAuth filters are not supported`},
+	"rule.backend_ref.filter.extension_ref": {"route", `rule {
+    backend_ref {
+      name = "web"
+      port = 80
+      filter {
+        type = "ExtensionRef"
+        extension_ref {
+          group = "example.com"
+          kind  = "Thing"
+          name  = "x"
+        }
+      }
+    }
+  }`, `type = "ExtensionRef"`, `rule\[0\]\.backend_ref\[0\]\.filter\[0\]\.type: Invalid value: "ExtensionRef": ExtensionRef filters are not supported`},
 	"rule.retry": {"route", `rule {
     retry {
       attempts = 3

@@ -199,10 +199,11 @@ func corsBlock() schema.SingleNestedBlock {
 	}
 }
 
-// filterBlock is the schema of an HTTPRouteFilter, in a rule or, not
-// supported yet, in a backend_ref.
-func filterBlock(desc string) schema.ListNestedBlock {
-	return schema.ListNestedBlock{
+// filterBlock is the schema of an HTTPRouteFilter, in a rule or in a
+// backend_ref (where routing.ValidateHTTPRoute accepts
+// RequestHeaderModifier only).
+func filterBlock(desc string, onBackend bool) schema.ListNestedBlock {
+	b := schema.ListNestedBlock{
 		Description: desc,
 		NestedObject: schema.NestedBlockObject{
 			Attributes: map[string]schema.Attribute{
@@ -308,6 +309,24 @@ func filterBlock(desc string) schema.ListNestedBlock {
 			},
 		},
 	}
+	if !onBackend {
+		return b
+	}
+	// On a backend_ref only RequestHeaderModifier is applied (ghost
+	// applies it when that backend is picked); the other types are
+	// rejected by routing.ValidateHTTPRoute at plan time.
+	b.NestedObject.Attributes["type"] = schema.StringAttribute{
+		Required: true,
+		Description: "RequestHeaderModifier, with the request_header_modifier block. The other filter types are not supported " +
+			"on a backend_ref: setting one is an error.",
+	}
+	for _, k := range []string{"response_header_modifier", "request_redirect", "url_rewrite", "request_mirror", "cors"} {
+		sb := b.NestedObject.Blocks[k].(schema.SingleNestedBlock)
+		sb.Description = notSupported("on a backend_ref; put this filter in the rule, whose filters apply to all of its " +
+			"backends, or give the backend a rule of its own. Setting it is an error.")
+		b.NestedObject.Blocks[k] = sb
+	}
+	return b
 }
 
 func (r *httpRouteResource) Schema(_ context.Context, _ resource.SchemaRequest, resp *resource.SchemaResponse) {
@@ -443,7 +462,7 @@ func (r *httpRouteResource) Schema(_ context.Context, _ resource.SchemaRequest, 
 								},
 							},
 						},
-						"filter": filterBlock("A filter applied to the requests the rule selects, in order."),
+						"filter": filterBlock("A filter applied to the requests the rule selects, in order.", false),
 						"backend_ref": schema.ListNestedBlock{
 							Description: "A Service that serves the rule's requests; the requests are spread over them by weight.",
 							NestedObject: schema.NestedBlockObject{
@@ -458,8 +477,9 @@ func (r *httpRouteResource) Schema(_ context.Context, _ resource.SchemaRequest, 
 									return a
 								}(),
 								Blocks: map[string]schema.Block{
-									"filter": filterBlock(notSupported("filters of one backend; put the filter in the rule, whose " +
-										"filters apply to all of its backends, or give the backend a rule of its own. Setting it is an error.")),
+									"filter": filterBlock("A filter applied only to the requests sent to this backend, after the rule's filters. "+
+										"Only type RequestHeaderModifier is supported here; any other type is an error: put that filter in "+
+										"the rule, whose filters apply to all of its backends, or give the backend a rule of its own.", true),
 								},
 							},
 						},

@@ -245,6 +245,16 @@ func (e *encoder) route(r *Route) {
 				e.buf = append(e.buf, `,"unresolved":`...)
 				e.buf = appendString(e.buf, g.Unresolved)
 			}
+			if len(g.Filters) > 0 {
+				e.buf = append(e.buf, `,"filters":[`...)
+				for j := range g.Filters {
+					if j > 0 {
+						e.buf = append(e.buf, ',')
+					}
+					e.filter(&g.Filters[j])
+				}
+				e.buf = append(e.buf, ']')
+			}
 			e.buf = append(e.buf, '}')
 		}
 		e.buf = append(e.buf, ']')

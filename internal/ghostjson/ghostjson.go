@@ -302,6 +302,10 @@ type BackendGroup struct {
 	Backend    string `json:"backend"`
 	Weight     int32  `json:"weight"`
 	Unresolved string `json:"unresolved,omitempty"`
+	// Filters are the backendRef's own filters, applied only to the
+	// requests this group is picked for, after the route's filters. Only
+	// a RequestHeaderModifier, at most once (Check); optional.
+	Filters []Filter `json:"filters,omitempty"`
 }
 
 // Endpoint is an IP address literal (no brackets) and a port.
@@ -367,7 +371,8 @@ func Unmarshal(data []byte) (*Document, error) {
 // and ghost enforces: the version, unique socket names, unique listener
 // names and hostnames within a socket, unique backend names, every
 // reference without Unresolved naming a backend of the table, and the
-// values of CORS filters (CORS.Check). Errors name
+// values of CORS filters (CORS.Check), and the filters of backend groups
+// (one RequestHeaderModifier at most). Errors name
 // the field as ghost does (vhosts[0].routes[1].backends[0].backend).
 func (d *Document) Check() error {
 	if d.Version != Version {
@@ -435,10 +440,34 @@ func (d *Document) Check() error {
 				if !known(g.Backend, g.Unresolved) {
 					return fmt.Errorf("vhosts[%d].routes[%d].backends[%d].backend: unknown backend %q: the backends table has no entry of that name", i, j, k, g.Backend)
 				}
+				if err := checkGroupFilters(g.Filters); err != nil {
+					return fmt.Errorf("vhosts[%d].routes[%d].backends[%d].%w", i, j, k, err)
+				}
 			}
 			if _, ok := policies[r.Cache]; r.Cache != "" && !ok {
 				return fmt.Errorf("vhosts[%d].routes[%d].cache: unknown cache policy %q: the cachePolicies table has no entry of that name", i, j, r.Cache)
 			}
+		}
+	}
+	return nil
+}
+
+// checkGroupFilters reports the first filter of a backend group that ghost
+// would reject, as "filters[n]...: problem": ghost applies only a
+// RequestHeaderModifier on a backend, once.
+func checkGroupFilters(fs []Filter) error {
+	if len(fs) > 1 {
+		return fmt.Errorf("filters[1]: a second filter on the same backend: ghost applies one RequestHeaderModifier per backend; merge them")
+	}
+	for n, f := range fs {
+		if f.Type != FilterRequestHeaderModifier {
+			return fmt.Errorf("filters[%d].type: filter type %q is not supported on a backend: use %s, or move the filter to the route", n, f.Type, FilterRequestHeaderModifier)
+		}
+		if f.RequestHeaderModifier == nil {
+			return fmt.Errorf("filters[%d].requestHeaderModifier: missing for a %s filter: set it", n, f.Type)
+		}
+		if f.ResponseHeaderModifier != nil || f.RequestRedirect != nil || f.URLRewrite != nil || f.RequestMirror != nil || f.CORS != nil {
+			return fmt.Errorf("filters[%d]: only requestHeaderModifier may be set when type is %s: remove the others", n, f.Type)
 		}
 	}
 	return nil

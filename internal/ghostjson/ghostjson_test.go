@@ -45,7 +45,9 @@ func sample() *Document {
 					Headers:     []ValueMatch{{Type: "Exact", Name: "x", Value: "1"}},
 					QueryParams: []ValueMatch{{Type: "RegularExpression", Name: "q", Value: `^\d+$`}}},
 					Filters: filters, Timeouts: &Timeouts{RequestMs: 1000, BackendRequestMs: 500},
-					Backends: []BackendGroup{{Backend: "a/web:80", Weight: 3}, {Backend: "a/gone:80", Weight: 1}, {Backend: "c/web:80", Weight: 1, Unresolved: UnresolvedInvalidKind}}},
+					Backends: []BackendGroup{{Backend: "a/web:80", Weight: 3, Filters: []Filter{{Type: FilterRequestHeaderModifier,
+						RequestHeaderModifier: &HeaderModifier{Set: []HeaderValue{{Name: "Backend", Value: "web"}}, Remove: []string{"X-B"}}}}},
+						{Backend: "a/gone:80", Weight: 1}, {Backend: "c/web:80", Weight: 1, Unresolved: UnresolvedInvalidKind}}},
 				{PrecedenceGroup: 2, Match: Match{Path: PathMatch{Type: PathExact, Value: "/x"}}, Filters: filters, Timeouts: &Timeouts{BackendRequestMs: 5},
 					Backends: []BackendGroup{{Backend: "a/web:80", Weight: 0}}},
 				{Match: Match{Path: PathMatch{Type: PathExact, Value: "/r"}}, Filters: redirect},
@@ -72,6 +74,9 @@ func TestMarshalMatchesEncodingJSON(t *testing.T) {
 		a, _ := json.Marshal(got)
 		b, _ := json.Marshal(d)
 		t.Fatalf("round trip differs:\n%s\n%s", a, b)
+	}
+	if !strings.Contains(string(out), `"backends":[{"backend":"a/web:80","weight":3,"filters":[{"type":"RequestHeaderModifier","requestHeaderModifier":{"set":[{"name":"Backend","value":"web"}],"remove":["X-B"]}}]},{"backend":"a/gone:80","weight":1},`) {
+		t.Errorf("backend group filters not written after the group's fields:\n%s", out)
 	}
 	if !strings.Contains(string(out), "\n        {\"name\":\"a/b/0/0\",") {
 		t.Errorf("route not on its own line:\n%s", out)
@@ -213,6 +218,21 @@ func TestCheck(t *testing.T) {
 			`cors.exposeHeaders[0]: "x y" is not a header name`},
 		{"cors max age", func(d *Document) { d.VHosts[0].Routes[0].Filters[5].CORS.MaxAge = -1 },
 			`cors.maxAge: -1 is negative`},
+		{"backend filter of another type", func(d *Document) {
+			d.VHosts[0].Routes[0].Backends[0].Filters[0] = Filter{Type: FilterURLRewrite, URLRewrite: &Rewrite{Hostname: "x"}}
+		},
+			`vhosts[0].routes[0].backends[0].filters[0].type: filter type "URLRewrite" is not supported on a backend: use RequestHeaderModifier, or move the filter to the route`},
+		{"two backend filters", func(d *Document) {
+			g := &d.VHosts[0].Routes[0].Backends[0]
+			g.Filters = append(g.Filters, g.Filters[0])
+		},
+			`vhosts[0].routes[0].backends[0].filters[1]: a second filter on the same backend`},
+		{"backend filter without its modifier", func(d *Document) { d.VHosts[0].Routes[0].Backends[0].Filters[0].RequestHeaderModifier = nil },
+			`vhosts[0].routes[0].backends[0].filters[0].requestHeaderModifier: missing for a RequestHeaderModifier filter`},
+		{"backend filter with a second modifier", func(d *Document) {
+			d.VHosts[0].Routes[0].Backends[0].Filters[0].ResponseHeaderModifier = &HeaderModifier{}
+		},
+			`vhosts[0].routes[0].backends[0].filters[0]: only requestHeaderModifier may be set`},
 		{"unknown mirror backend", func(d *Document) { d.VHosts[0].Routes[0].Filters[3].RequestMirror = &Mirror{Backend: "a/x:80"} },
 			`vhosts[0].routes[0].filters[3].requestMirror.backend: unknown backend "a/x:80"`},
 	} {

@@ -447,6 +447,9 @@ func normalizeRules(route *gatewayv1.HTTPRoute, refs map[*gatewayv1.BackendObjec
 			if b.Weight != nil {
 				br.Weight = *b.Weight
 			}
+			for k := range b.Filters {
+				br.Filters = append(br.Filters, normalizeFilter(route.Namespace, &b.Filters[k], refs))
+			}
 			out.Backends = append(out.Backends, br)
 		}
 		rules = append(rules, out)

@@ -142,11 +142,9 @@ var conformanceExpect = map[string]string{
 	// (HTTPRouteBackendProtocolH2C is not claimed).
 	"httproute-backend-protocol-h2c.yaml: gateway-conformance-infra/backend-protocol-h2c@gateway-conformance-infra/same-namespace": "Accepted !UnsupportedProtocol",
 
-	// Extended features varnishgw rejects on purpose (ghost.json v1 has no
-	// retries and no per-backendRef filters).
-	"httproute-request-header-modifier-backend-weights.yaml: gateway-conformance-infra/request-header-modifier-backend-weights@gateway-conformance-infra/same-namespace": "!UnsupportedValue ResolvedRefs",
-	"httproute-request-header-modifier-backend.yaml: gateway-conformance-infra/request-header-modifier@gateway-conformance-infra/same-namespace":                         "!UnsupportedValue ResolvedRefs",
-	"httproute-retry.yaml: gateway-conformance-infra/retries@gateway-conformance-infra/same-namespace":                                                                   "!UnsupportedValue ResolvedRefs",
+	// Extended features varnishgw rejects on purpose (ghost.json has no
+	// retries).
+	"httproute-retry.yaml: gateway-conformance-infra/retries@gateway-conformance-infra/same-namespace": "!UnsupportedValue ResolvedRefs",
 }
 
 // suiteRoutesWithoutGateway are suite routes whose parent Gateway is not in

@@ -161,6 +161,11 @@ type BackendRef struct {
 	// time. InvalidKind groups never get endpoints; for the others Resolve
 	// checks the Service and ReferenceGrants again.
 	Unresolved string `json:"unresolved,omitempty"`
+	// Filters are the backendRef's own filters, applied only when this
+	// backend is picked: a RequestHeaderModifier at most. Only in a
+	// rule's backends (not a mirror's), in fragments of
+	// FragmentVersionCache.
+	Filters []Filter `json:"filters,omitempty"`
 }
 
 // GroupName is the backend group name in ghost.json: namespace/service:port.
@@ -172,8 +177,8 @@ func (b BackendRef) GroupName() string {
 func (f *Fragment) Accepted() bool { return len(f.Listeners) > 0 }
 
 // NeededVersion is the lowest fragment version that holds f:
-// FragmentVersionCache when a rule has a cache policy or a CORS filter,
-// else FragmentVersion.
+// FragmentVersionCache when a rule has a cache policy or a CORS filter, or
+// a backendRef has filters, else FragmentVersion.
 func (f *Fragment) NeededVersion() int {
 	for i := range f.Rules {
 		if f.Rules[i].Cache != nil {
@@ -181,6 +186,11 @@ func (f *Fragment) NeededVersion() int {
 		}
 		for _, fl := range f.Rules[i].Filters {
 			if fl.CORS != nil {
+				return FragmentVersionCache
+			}
+		}
+		for _, b := range f.Rules[i].Backends {
+			if len(b.Filters) > 0 {
 				return FragmentVersionCache
 			}
 		}
@@ -250,9 +260,9 @@ func (f *Fragment) Validate() error {
 	var errs field.ErrorList
 	switch need := f.NeededVersion(); {
 	case f.Version != FragmentVersion && f.Version != FragmentVersionCache:
-		errs = append(errs, field.Invalid(field.NewPath("version"), f.Version, fmt.Sprintf("must be %d, or %d when a rule has a cache policy or a CORS filter", FragmentVersion, FragmentVersionCache)))
+		errs = append(errs, field.Invalid(field.NewPath("version"), f.Version, fmt.Sprintf("must be %d, or %d when a rule has a cache policy or a CORS filter or a backendRef has filters", FragmentVersion, FragmentVersionCache)))
 	case f.Version < need:
-		errs = append(errs, field.Invalid(field.NewPath("version"), f.Version, fmt.Sprintf("must be %d: a rule has a cache policy or a CORS filter", need)))
+		errs = append(errs, field.Invalid(field.NewPath("version"), f.Version, fmt.Sprintf("must be %d: a rule has a cache policy or a CORS filter, or a backendRef has filters", need)))
 	}
 	errs = append(errs, validateObjectName(field.NewPath("gateway"), f.Gateway.Namespace, f.Gateway.Name)...)
 	errs = append(errs, validateObjectName(field.NewPath("route"), f.Route.Namespace, f.Route.Name)...)
@@ -301,7 +311,23 @@ func validateRule(p *field.Path, r *Rule) field.ErrorList {
 		errs = append(errs, validateGhostMatch(p.Child("matches").Index(i), &r.Matches[i])...)
 	}
 	for i := range r.Backends {
-		errs = append(errs, validateBackendRef(p.Child("backends").Index(i), &r.Backends[i])...)
+		bp := p.Child("backends").Index(i)
+		b := &r.Backends[i]
+		errs = append(errs, validateBackendRef(bp, b)...)
+		for j, fl := range b.Filters {
+			fp := bp.Child("filters").Index(j)
+			switch {
+			case j > 0:
+				errs = append(errs, field.TooMany(bp.Child("filters"), len(b.Filters), 1))
+			case fl.Type != ghostjson.FilterRequestHeaderModifier:
+				errs = append(errs, field.NotSupported(fp.Child("type"), fl.Type, []string{ghostjson.FilterRequestHeaderModifier}))
+			case fl.RequestHeaderModifier == nil || fl.ResponseHeaderModifier != nil || fl.RequestRedirect != nil || fl.URLRewrite != nil ||
+				fl.RequestMirror != nil || fl.CORS != nil:
+				errs = append(errs, field.Invalid(fp, fl.Type, "exactly one filter field must be set, the one named by type"))
+			default:
+				errs = append(errs, validateGhostHeaderModifier(fp.Child("requestHeaderModifier"), fl.RequestHeaderModifier)...)
+			}
+		}
 	}
 	for i, fl := range r.Filters {
 		fp := p.Child("filters").Index(i)
@@ -334,6 +360,9 @@ func validateRule(p *field.Path, r *Rule) field.ErrorList {
 				break
 			}
 			errs = append(errs, validateBackendRef(fp.Child("requestMirror", "backend"), &fl.RequestMirror.Backend)...)
+			if len(fl.RequestMirror.Backend.Filters) > 0 {
+				errs = append(errs, field.Forbidden(fp.Child("requestMirror", "backend", "filters"), "a mirror's backend has no filters: remove them"))
+			}
 			if pc := fl.RequestMirror.Percent; pc != nil && (*pc < 0 || *pc > 100) {
 				errs = append(errs, field.Invalid(fp.Child("requestMirror", "percent"), *pc, "must be from 0 to 100"))
 			}

@@ -99,7 +99,11 @@ func Resolve(t *Table, objs *Objects) (*ghostjson.Document, error) {
 					ro.filters = append(ro.filters, r.filter(tr.Route.Namespace, f))
 				}
 				for _, b := range tr.Rule.Backends {
-					ro.backends = append(ro.backends, r.group(tr.Route.Namespace, b))
+					g := r.group(tr.Route.Namespace, b)
+					for _, f := range b.Filters {
+						g.Filters = append(g.Filters, r.filter(tr.Route.Namespace, f))
+					}
+					ro.backends = append(ro.backends, g)
 				}
 				ro.cache = cp.name(tr.Route, tr.Rule)
 				rules[tr.Rule] = ro

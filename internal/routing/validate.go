@@ -131,10 +131,7 @@ func validateHTTPRouteRule(p *field.Path, r *gatewayv1.HTTPRouteRule) field.Erro
 		if b.Weight != nil && (*b.Weight < 0 || *b.Weight > maxWeight) {
 			errs = append(errs, field.Invalid(bp.Child("weight"), *b.Weight, fmt.Sprintf("must be from 0 to %d", maxWeight)))
 		}
-		if len(b.Filters) > 0 {
-			errs = append(errs, field.Forbidden(bp.Child("filters"), "backendRef filters are not supported yet: move the filters to the rule, "+
-				"whose filters apply to all of its backends, or give this backend a rule of its own"))
-		}
+		errs = append(errs, validateBackendRefFilters(bp.Child("filters"), b.Filters, r)...)
 	}
 	if t := r.Timeouts; t != nil {
 		req, e1 := parseDuration(p.Child("timeouts", "request"), t.Request)
@@ -152,6 +149,44 @@ func validateHTTPRouteRule(p *field.Path, r *gatewayv1.HTTPRouteRule) field.Erro
 	if r.SessionPersistence != nil {
 		errs = append(errs, field.Forbidden(p.Child("sessionPersistence"), "session persistence is not supported yet: remove it; "+
 			"requests are spread over the backends by weight, without affinity"))
+	}
+	return errs
+}
+
+// backendRefFilterTypes are the filter types varnishgw applies on a
+// backendRef (ghost applies them only when that backend is picked).
+var backendRefFilterTypes = []string{string(gatewayv1.HTTPRouteFilterRequestHeaderModifier)}
+
+// validateBackendRefFilters checks a backendRef's filters: only a
+// RequestHeaderModifier, once; the other types are rejected with where to
+// put them instead.
+func validateBackendRefFilters(p *field.Path, fs []gatewayv1.HTTPRouteFilter, r *gatewayv1.HTTPRouteRule) field.ErrorList {
+	var errs field.ErrorList
+	if len(fs) > maxFilters {
+		return field.ErrorList{field.TooMany(p, len(fs), maxFilters)}
+	}
+	seen := false
+	for i := range fs {
+		fp := p.Index(i)
+		f := &fs[i]
+		switch f.Type {
+		case gatewayv1.HTTPRouteFilterRequestHeaderModifier:
+			if seen {
+				errs = append(errs, field.Duplicate(fp.Child("type"), f.Type))
+				continue
+			}
+			seen = true
+			errs = append(errs, validateFilter(fp, f, r)...)
+		case gatewayv1.HTTPRouteFilterResponseHeaderModifier, gatewayv1.HTTPRouteFilterRequestRedirect, gatewayv1.HTTPRouteFilterURLRewrite,
+			gatewayv1.HTTPRouteFilterRequestMirror, gatewayv1.HTTPRouteFilterCORS:
+			errs = append(errs, field.Invalid(fp.Child("type"), f.Type, fmt.Sprintf("not supported on a backendRef, which may have "+
+				"%s filters only: move this filter to the rule's filters, which apply to all of its backends, or give this backend "+
+				"a rule of its own", strings.Join(backendRefFilterTypes, ", "))))
+		default:
+			// ExternalAuth, ExtensionRef and unknown types: the rule
+			// filter's message says why.
+			errs = append(errs, validateFilter(fp, f, r)...)
+		}
 	}
 	return errs
 }

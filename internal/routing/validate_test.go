@@ -68,9 +68,29 @@ func TestValidateHTTPRoute(t *testing.T) {
 			r.Spec.Rules[0].BackendRefs[0].Namespace = ptr(gatewayv1.Namespace("Bad_NS"))
 		}, "spec.rules[0].backendRefs[0].namespace"},
 		{"service without port", func(r *gatewayv1.HTTPRoute) { r.Spec.Rules[0].BackendRefs[0].Port = nil }, "spec.rules[0].backendRefs[0].port: Required"},
-		{"backendRef filters", func(r *gatewayv1.HTTPRoute) {
+		{"backendRef request header filter", func(r *gatewayv1.HTTPRoute) {
 			r.Spec.Rules[0].BackendRefs[0].Filters = []gatewayv1.HTTPRouteFilter{headerMod("X-A")}
-		}, "spec.rules[0].backendRefs[0].filters: Forbidden"},
+		}, ""},
+		{"backendRef request header filter twice", func(r *gatewayv1.HTTPRoute) {
+			r.Spec.Rules[0].BackendRefs[0].Filters = []gatewayv1.HTTPRouteFilter{headerMod("X-A"), headerMod("X-B")}
+		}, `spec.rules[0].backendRefs[0].filters[1].type: Duplicate value: "RequestHeaderModifier"`},
+		{"backendRef request header filter bad name", func(r *gatewayv1.HTTPRoute) {
+			r.Spec.Rules[0].BackendRefs[0].Filters = []gatewayv1.HTTPRouteFilter{headerMod("bad name")}
+		}, `spec.rules[0].backendRefs[0].filters[0].requestHeaderModifier.set[0].name: Invalid value: "bad name"`},
+		{"backendRef rewrite filter", func(r *gatewayv1.HTTPRoute) {
+			r.Spec.Rules[0].BackendRefs[0].Filters = []gatewayv1.HTTPRouteFilter{rewrite}
+		}, `spec.rules[0].backendRefs[0].filters[0].type: Invalid value: "URLRewrite": not supported on a backendRef, which may have RequestHeaderModifier filters only: move this filter to the rule's filters`},
+		{"backendRef response header filter", func(r *gatewayv1.HTTPRoute) {
+			r.Spec.Rules[0].BackendRefs[0].Filters = []gatewayv1.HTTPRouteFilter{{Type: gatewayv1.HTTPRouteFilterResponseHeaderModifier,
+				ResponseHeaderModifier: &gatewayv1.HTTPHeaderFilter{Remove: []string{"Server"}}}}
+		}, `spec.rules[0].backendRefs[0].filters[0].type: Invalid value: "ResponseHeaderModifier": not supported on a backendRef`},
+		{"backendRef extension filter", func(r *gatewayv1.HTTPRoute) {
+			r.Spec.Rules[0].BackendRefs[0].Filters = []gatewayv1.HTTPRouteFilter{{Type: gatewayv1.HTTPRouteFilterExtensionRef,
+				ExtensionRef: &gatewayv1.LocalObjectReference{Group: "x.example", Kind: "F", Name: "f"}}}
+		}, `spec.rules[0].backendRefs[0].filters[0].type: Invalid value: "ExtensionRef": ExtensionRef filters are not supported`},
+		{"backendRef filter type without its field", func(r *gatewayv1.HTTPRoute) {
+			r.Spec.Rules[0].BackendRefs[0].Filters = []gatewayv1.HTTPRouteFilter{{Type: gatewayv1.HTTPRouteFilterRequestHeaderModifier}}
+		}, `spec.rules[0].backendRefs[0].filters[0].requestHeaderModifier: Required value`},
 		{"redirect and rewrite", func(r *gatewayv1.HTTPRoute) {
 			r.Spec.Rules[0].BackendRefs = nil
 			r.Spec.Rules[0].Filters = []gatewayv1.HTTPRouteFilter{redirect, rewrite}
