@@ -38,6 +38,8 @@ func layoutGroup(pkg string) string {
 		return "testing"
 	case strings.HasPrefix(rel, "internal/demo"):
 		return "demo"
+	case strings.HasPrefix(rel, "internal/bench/"):
+		return "bench" // benchmark harnesses (make bench-*), never imported by the product
 	case strings.HasPrefix(rel, "e2e"):
 		return "e2e"
 	case strings.HasPrefix(rel, "internal/"):
@@ -56,6 +58,7 @@ var allowed = map[string][]string{
 	"build":           {"build", "core", "testing"},    // the echo image holds the test backends' server
 	"testing":         {"testing", "build", "varnish", "core"},
 	"demo":            {"demo", "testing", "build", "varnish", "core"},
+	"bench":           {"bench", "testing", "varnish", "core"},
 	"e2e":             {"e2e", "demo", "testing", "build", "varnish", "core", "provider"},
 }
 
