@@ -129,8 +129,8 @@ var accessLogVSL = []string{
 // the same name (WithDefaults). docs/performance.md ("Gateway varnishd
 // defaults") has the measurement behind each:
 //
-//   - thread_pools=1: one pool instead of two (a gateway pod has few
-//     cores); CPU per passed request down.
+//   - thread_pools=1: one pool instead of two (a gateway pod has one or
+//     two cores; varnishd advises at most one pool per core).
 //   - vsl_mask: varnishd's default mask plus the records the access log
 //     does not read (accessLogVSL).
 func DefaultParams() []string {
