@@ -35,6 +35,7 @@ import (
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/gwruntime"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/routing"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/testing/testenv"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/varnish/varnishd"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/vgwapi"
 )
 
@@ -865,7 +866,8 @@ func TestAccGatewaySidecar(t *testing.T) {
 					}
 					varnish, chap := pod.Containers[0], pod.Containers[1]
 					wantVarnishd := "-F -n /var/lib/varnishgw/varnishd -a port-8080=:8080 -a port-9090=:9090 -a ghost-admin=127.0.0.1:6084 " +
-						"-M 127.0.0.1:6082 -S /etc/varnishgw/secret/secret -f /etc/varnishgw/boot/boot.vcl -s " + DefaultStorage + " -p thread_pool_min=20"
+						"-M 127.0.0.1:6082 -S /etc/varnishgw/secret/secret -f /etc/varnishgw/boot/boot.vcl -s " + DefaultStorage +
+						" -p " + strings.Join(varnishd.DefaultParams(), " -p ") + " -p thread_pool_min=20"
 					if got := strings.Join(varnish.Args, " "); got != wantVarnishd || len(varnish.Command) != 1 || varnish.Command[0] != "/usr/sbin/varnishd" {
 						return fmt.Errorf("varnish container runs %q %q, want varnishd %q", varnish.Command, got, wantVarnishd)
 					}
