@@ -370,14 +370,7 @@ func (e *encoder) headerModifier(h *HeaderModifier) {
 	c = e.headerValues(`"add":[`, h.Add, c)
 	if len(h.Remove) > 0 {
 		e.comma(c)
-		e.buf = append(e.buf, `"remove":[`...)
-		for i, n := range h.Remove {
-			if i > 0 {
-				e.buf = append(e.buf, ',')
-			}
-			e.buf = appendString(e.buf, n)
-		}
-		e.buf = append(e.buf, ']')
+		e.strings(`"remove":[`, h.Remove)
 	}
 	e.buf = append(e.buf, '}')
 }
