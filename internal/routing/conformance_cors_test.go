@@ -1,7 +1,6 @@
 package routing
 
 import (
-	"context"
 	"fmt"
 	"go/ast"
 	"go/parser"
@@ -9,7 +8,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -20,10 +18,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
-	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 
-	"github.com/varnishgw/terraform-provider-varnishgw/internal/ghostjson"
-	"github.com/varnishgw/terraform-provider-varnishgw/internal/varnish/varnishd"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/varnish/varnishd/varnishdtest"
 )
 
@@ -184,7 +179,6 @@ func TestConformanceCORSThroughGhost(t *testing.T) {
 	backendPort := int32(l.Addr().(*net.TCPAddr).Port)
 
 	base := readManifests(t, filepath.Join(dir, "base", "manifests.yaml"))
-	m := readManifests(t, filepath.Join(dir, "tests", "httproute-cors.yaml"))
 	objs := &Objects{Namespaces: base.namespaces, Services: append([]*corev1.Service{}, base.services...)}
 	for _, svc := range objs.Services {
 		for _, p := range svc.Spec.Ports {
@@ -192,54 +186,7 @@ func TestConformanceCORSThroughGhost(t *testing.T) {
 				discoveryv1.AddressTypeIPv4, p.Name, backendPort, ep(nil, "127.0.0.1")))
 		}
 	}
-	var gw *gatewayv1.Gateway
-	for _, g := range base.gateways {
-		if g.Name == "same-namespace" {
-			gw = g
-		}
-	}
-	var frags []*Fragment
-	for _, r := range m.routes {
-		f, err := Attach(gw, r, objs)
-		if err != nil || !f.Accepted() {
-			t.Fatalf("%s: %v %+v", r.Name, err, f)
-		}
-		frags = append(frags, f)
-	}
-	tb, err := Merge(gw, frags)
-	if err != nil {
-		t.Fatal(err)
-	}
-	doc, err := Resolve(tb, objs)
-	if err != nil {
-		t.Fatal(err)
-	}
-	data, err := ghostjson.Marshal(doc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	work := filepath.Join(varnishdtest.Dir(t), "work")
-	if err := os.MkdirAll(work, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	path := filepath.Join(work, "ghost.json")
-	if err := os.WriteFile(path, data, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	listen := varnishdtest.FreeAddr(t)
-	p := varnishdtest.Start(t, varnishd.Config{
-		WorkDir:        work,
-		Listeners:      []varnishd.Listener{{Name: SocketName(gw.Spec.Listeners[0].Port), Addr: listen}},
-		GhostAdminAddr: varnishdtest.FreeAddr(t),
-	})
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	if err := p.Admin.VCLInline(ctx, "main", varnishdtest.MainVCL(varnishdtest.GhostVMOD(t), path)); err != nil {
-		t.Fatalf("vcl.inline: %v", err)
-	}
-	if err := p.Admin.VCLUse(ctx, "main"); err != nil {
-		t.Fatal(err)
-	}
+	listen := serveThroughGhost(t, dir, "httproute-cors.yaml", objs, base)
 
 	client := &http.Client{Timeout: 10 * time.Second}
 	for _, c := range cases {
