@@ -47,6 +47,12 @@ type Options struct {
 	EtcdPath          string
 	KubeAPIServerPath string
 	CRDDir            string
+	// ExperimentalChannel installs the Gateway API experimental channel's
+	// CRDs (the "experimental" directory beside the standard one that
+	// EnvGatewayCRDs names) instead of the standard channel's. Fields that
+	// exist only in the experimental channel (an HTTPRoute rule's retry
+	// and sessionPersistence) are pruned by a standard channel API server.
+	ExperimentalChannel bool
 	// StartTimeout bounds the whole start, CRDs included (default 2
 	// minutes, 5 with a node, not counting the wait for the node lock).
 	StartTimeout time.Duration
@@ -166,6 +172,13 @@ func (o Options) withDefaults() (Options, error) {
 		fromEnv(&o.CRDDir, EnvGatewayCRDs),
 	); err != nil {
 		return o, err
+	}
+	if o.ExperimentalChannel {
+		dir := filepath.Join(filepath.Dir(o.CRDDir), "experimental")
+		if _, err := os.Stat(dir); err != nil {
+			return o, fmt.Errorf("start control plane: the experimental channel's CRDs beside %s: %w; run `make setup`", o.CRDDir, err)
+		}
+		o.CRDDir = dir
 	}
 	if o.Node != nil {
 		node, err := o.Node.withDefaults()

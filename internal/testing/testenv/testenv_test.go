@@ -15,6 +15,7 @@ import (
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
@@ -397,5 +398,63 @@ func TestAPIServerRestart(t *testing.T) {
 	}
 	if err := cp.StartAPIServer(ctx); err == nil {
 		t.Error("StartAPIServer on a running API server succeeded, want an error")
+	}
+}
+
+// TestExperimentalChannel starts a control plane with the experimental
+// channel's CRDs: its HTTPRoute CRD says so, and a rule's retry survives a
+// round trip, which the shared standard channel control plane prunes.
+func TestExperimentalChannel(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts another control plane; skipped with -short")
+	}
+	ctx := context.Background()
+	codes := []gatewayv1.HTTPRouteRetryStatusCode{503}
+	route := func(ns string) *gatewayv1.HTTPRoute {
+		return &gatewayv1.HTTPRoute{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "retrying"},
+			Spec: gatewayv1.HTTPRouteSpec{Rules: []gatewayv1.HTTPRouteRule{{
+				Retry: &gatewayv1.HTTPRouteRetry{Codes: codes},
+			}}},
+		}
+	}
+	for _, tc := range []struct {
+		name      string
+		cp        func(t testing.TB) *ControlPlane
+		channel   string
+		keepRetry bool
+	}{
+		{"standard", Get, "standard", false},
+		{"experimental", func(t testing.TB) *ControlPlane {
+			cp, err := Start(ctx, Options{ExperimentalChannel: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() {
+				if err := cp.Stop(); err != nil {
+					t.Errorf("stop the control plane: %v", err)
+				}
+			})
+			return cp
+		}, "experimental", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cp := tc.cp(t)
+			crd, err := apiextensionsclient.NewForConfigOrDie(cp.Config).ApiextensionsV1().CustomResourceDefinitions().Get(ctx, "httproutes.gateway.networking.k8s.io", metav1.GetOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := crd.Annotations["gateway.networking.k8s.io/channel"]; got != tc.channel {
+				t.Errorf("HTTPRoute CRD channel = %q, want %q", got, tc.channel)
+			}
+			ns := cp.Namespace(t)
+			got, err := cp.Gateway.GatewayV1().HTTPRoutes(ns).Create(ctx, route(ns), metav1.CreateOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if kept := got.Spec.Rules[0].Retry != nil; kept != tc.keepRetry {
+				t.Errorf("rule retry kept = %v, want %v", kept, tc.keepRetry)
+			}
+		})
 	}
 }
