@@ -3,6 +3,7 @@ package routing
 import (
 	"errors"
 	"fmt"
+	"net/netip"
 	"slices"
 	"strings"
 	"sync"
@@ -36,6 +37,18 @@ type Objects struct {
 	EndpointSlices []*discoveryv1.EndpointSlice
 	// ReferenceGrants allow cross-namespace backendRefs.
 	ReferenceGrants []*gatewayv1.ReferenceGrant
+	// ExternalNameServices is set when the Gateway's class lets
+	// backendRefs name Services of type ExternalName (the class's
+	// external_name_services, the chaperone's --external-name-services).
+	// Unset, such a reference does not resolve (BackendNotFound) and its
+	// share of requests gets 500.
+	ExternalNameServices bool
+	// ExternalNames are the addresses the DNS names of ExternalName
+	// Services resolve to, by ExternalNameHost; read by Resolve only, and
+	// only with ExternalNameServices. The chaperone resolves them (see
+	// ExternalNameHosts); nothing here calls DNS. A name without an entry
+	// has no endpoints.
+	ExternalNames map[string][]netip.Addr
 
 	// An index of Services by namespace and name, built on first use by
 	// Attach: do not change Services after the first call.
@@ -396,10 +409,10 @@ func checkBackendRef(routeNS string, ref *gatewayv1.BackendObjectReference, objs
 	if svc == nil {
 		return gatewayv1.RouteReasonBackendNotFound, fmt.Sprintf("Service %s/%s not found", ns, ref.Name)
 	}
-	if svc.Spec.Type == corev1.ServiceTypeExternalName {
-		return gatewayv1.RouteReasonBackendNotFound, fmt.Sprintf("Service %s/%s is of type ExternalName, which varnishgw does not route to: use a Service with endpoints", ns, ref.Name)
+	if why := externalNameRefused(svc, objs); why != "" {
+		return gatewayv1.RouteReasonBackendNotFound, why
 	}
-	if ref.Port != nil && !slices.ContainsFunc(svc.Spec.Ports, func(p corev1.ServicePort) bool { return p.Port == *ref.Port }) {
+	if ref.Port != nil && !servicePortOK(svc, *ref.Port) {
 		return gatewayv1.RouteReasonBackendNotFound, fmt.Sprintf("Service %s/%s has no port %d", ns, ref.Name, *ref.Port)
 	}
 	if ref.Port != nil {
@@ -408,6 +421,84 @@ func checkBackendRef(routeNS string, ref *gatewayv1.BackendObjectReference, objs
 		}
 	}
 	return "", ""
+}
+
+// externalNameRefused explains why svc, an ExternalName Service, is not a
+// backend of a Gateway whose class does not allow them; "" for any other
+// Service, or when the class allows them.
+func externalNameRefused(svc *corev1.Service, objs *Objects) string {
+	if svc == nil || svc.Spec.Type != corev1.ServiceTypeExternalName || objs != nil && objs.ExternalNameServices {
+		return ""
+	}
+	return fmt.Sprintf("Service %s/%s is of type ExternalName (%s), which this Gateway's class does not route to: "+
+		"set external_name_services = true on its varnishgw_gateway_class to have the gateway pods resolve the name "+
+		"through DNS (see docs/guides/external-name-services.md for the risk), or use a Service with endpoints",
+		svc.Namespace, svc.Name, svc.Spec.ExternalName)
+}
+
+// servicePortOK reports whether a backendRef's port is one of the
+// Service's ports. An ExternalName Service that lists no ports takes any:
+// Kubernetes does not use them, and the gateway connects to the
+// backendRef's port.
+func servicePortOK(svc *corev1.Service, port int32) bool {
+	if svc.Spec.Type == corev1.ServiceTypeExternalName && len(svc.Spec.Ports) == 0 {
+		return true
+	}
+	return slices.ContainsFunc(svc.Spec.Ports, func(p corev1.ServicePort) bool { return p.Port == port })
+}
+
+// ExternalNameHost is the DNS name of an ExternalName Service as the
+// chaperone looks it up and Objects.ExternalNames is keyed: lower case,
+// without a trailing dot; "" for other Services.
+func ExternalNameHost(svc *corev1.Service) string {
+	if svc == nil || svc.Spec.Type != corev1.ServiceTypeExternalName {
+		return ""
+	}
+	return strings.TrimSuffix(strings.ToLower(svc.Spec.ExternalName), ".")
+}
+
+// ExternalNameHosts lists, sorted and once each, the DNS names of the
+// ExternalName Services that the fragments' backends and mirrors reference
+// and may reach (same namespace, or a ReferenceGrant in objs): what the
+// chaperone resolves into objs.ExternalNames. None when objs does not
+// allow ExternalName Services.
+func ExternalNameHosts(frags []*Fragment, objs *Objects) []string {
+	if objs == nil || !objs.ExternalNameServices {
+		return nil
+	}
+	set := map[string]bool{}
+	add := func(routeNS string, b BackendRef) {
+		if b.Unresolved == string(gatewayv1.RouteReasonInvalidKind) {
+			return
+		}
+		if b.Namespace != routeNS && !refPermitted(objs.ReferenceGrants, routeNS, b.Namespace, b.Name) {
+			return
+		}
+		if h := ExternalNameHost(objs.service(b.Namespace, b.Name)); h != "" {
+			set[h] = true
+		}
+	}
+	for _, f := range frags {
+		if f == nil {
+			continue
+		}
+		for _, r := range f.Rules {
+			for _, b := range r.Backends {
+				add(f.Route.Namespace, b)
+			}
+			for _, fl := range r.Filters {
+				if fl.RequestMirror != nil {
+					add(f.Route.Namespace, fl.RequestMirror.Backend)
+				}
+			}
+		}
+	}
+	out := make([]string, 0, len(set))
+	for h := range set {
+		out = append(out, h)
+	}
+	slices.Sort(out)
+	return out
 }
 
 // normalizeRules converts the validated spec rules to fragment rules.

@@ -26,10 +26,15 @@ import (
 //   - each Service port that routes or mirrors send to is one entry of the
 //     document's backends table (sorted by name, namespace/service:port),
 //     written once whatever the number of routes; the routes' groups name
-//     it. An ExternalName Service (varnishgw routes only to endpoints, never
-//     to DNS names), a port the Service lacks or a Service without a ready
-//     endpoint gives an entry with no endpoints: ghost answers the groups'
-//     share with 500;
+//     it. A port the Service lacks or a Service without a ready endpoint
+//     gives an entry with no endpoints: ghost answers the groups' share
+//     with 500;
+//   - an ExternalName Service, when objs.ExternalNameServices allows them,
+//     has the addresses of objs.ExternalNames for its ExternalNameHost,
+//     each with the backendRef's port (such a Service has no
+//     EndpointSlices); no addresses: no endpoints. When they are not
+//     allowed the reference is marked unresolved (BackendNotFound), as
+//     Attach reports it;
 //   - the TLS sockets of the table (HTTPS listeners) are the document's
 //     sockets, with their listeners' names and hostnames: ghost answers
 //     requests on them with scheme https and checks their TLS server name
@@ -271,6 +276,8 @@ func (r *resolver) group(routeNS string, b BackendRef) ghostjson.BackendGroup {
 		g.Unresolved = ghostjson.UnresolvedRefNotPermitted
 	case r.services[nsName{b.Namespace, b.Name}] == nil:
 		g.Unresolved = ghostjson.UnresolvedBackendNotFound
+	case externalNameRefused(r.services[nsName{b.Namespace, b.Name}], r.objs) != "":
+		g.Unresolved = ghostjson.UnresolvedBackendNotFound
 	case unsupportedProtocol(r.services[nsName{b.Namespace, b.Name}], b.Port) != "":
 		g.Unresolved = ghostjson.UnresolvedUnsupportedProtocol
 	default:
@@ -295,8 +302,11 @@ func (r *resolver) table() []ghostjson.Backend {
 func (r *resolver) endpoints(k svcPort) []ghostjson.Endpoint {
 	eps := []ghostjson.Endpoint{}
 	svc := r.services[nsName{k.ns, k.name}]
-	if svc == nil || svc.Spec.Type == corev1.ServiceTypeExternalName {
+	if svc == nil {
 		return eps
+	}
+	if svc.Spec.Type == corev1.ServiceTypeExternalName {
+		return r.externalEndpoints(svc, k.port)
 	}
 	i := slices.IndexFunc(svc.Spec.Ports, func(p corev1.ServicePort) bool { return p.Port == k.port })
 	if i < 0 {
@@ -355,6 +365,27 @@ func (r *resolver) endpoints(k svcPort) []ghostjson.Endpoint {
 	eps = make([]ghostjson.Endpoint, len(found))
 	for i, e := range found {
 		eps[i] = ghostjson.Endpoint{Address: e.addr.String(), Port: e.port}
+	}
+	return eps
+}
+
+// externalEndpoints are the addresses an ExternalName Service's name
+// resolved to, with the backendRef's port, sorted and once each.
+func (r *resolver) externalEndpoints(svc *corev1.Service, port int32) []ghostjson.Endpoint {
+	if r.objs == nil || !r.objs.ExternalNameServices || !servicePortOK(svc, port) {
+		return []ghostjson.Endpoint{}
+	}
+	addrs := make([]netip.Addr, 0, len(r.objs.ExternalNames[ExternalNameHost(svc)]))
+	for _, a := range r.objs.ExternalNames[ExternalNameHost(svc)] {
+		if a.IsValid() && a.Zone() == "" {
+			addrs = append(addrs, a.Unmap())
+		}
+	}
+	slices.SortFunc(addrs, netip.Addr.Compare)
+	addrs = slices.Compact(addrs)
+	eps := make([]ghostjson.Endpoint, len(addrs))
+	for i, a := range addrs {
+		eps[i] = ghostjson.Endpoint{Address: a.String(), Port: port}
 	}
 	return eps
 }

@@ -181,7 +181,7 @@ func TestResolve(t *testing.T) {
 		"infra/empty:80":         `[]`,
 		"infra/missing:80":       `nullBackendNotFound`,
 		"other/web:80":           `nullRefNotPermitted`, // no ReferenceGrant
-		"infra/ext:80":           `[]`,                  // ExternalName
+		"infra/ext:80":           `nullBackendNotFound`, // ExternalName, not allowed
 		"mirror infra/mirror:80": `[{"address":"10.0.2.1","port":9000}]`,
 	}
 	for k, v := range want {
@@ -195,7 +195,7 @@ func TestResolve(t *testing.T) {
 	for _, b := range doc.Backends {
 		names = append(names, b.Name)
 	}
-	if got, want := strings.Join(names, " "), "infra/empty:80 infra/ext:80 infra/mirror:80 infra/web:80 infra/web:8443"; got != want {
+	if got, want := strings.Join(names, " "), "infra/empty:80 infra/mirror:80 infra/web:80 infra/web:8443"; got != want {
 		t.Errorf("backends table = %s, want %s", got, want)
 	}
 	if n := strings.Count(string(data), `"address":"fd00::1"`); n != 1 {
