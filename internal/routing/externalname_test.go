@@ -57,8 +57,8 @@ func TestExternalName(t *testing.T) {
 	}, {
 		name: "allowed", ref: backend("", "ext", 443, nil), svc: externalService("infra", "ext", "api.example.org", 443),
 		allow: true, resolved: addrs,
-		wantCond: "ResolvedRefs",
-		wantEps:  `[{"address":"192.0.2.3","port":443},{"address":"192.0.2.7","port":443},{"address":"2001:db8::1","port":443}]`,
+		wantCond:  "ResolvedRefs",
+		wantEps:   `[{"address":"192.0.2.3","port":443},{"address":"192.0.2.7","port":443},{"address":"2001:db8::1","port":443}]`,
 		wantHosts: "[api.example.org]",
 	}, {
 		name: "name in upper case with a trailing dot", ref: backend("", "ext", 443, nil), svc: externalService("infra", "ext", "API.Example.org.", 443),
