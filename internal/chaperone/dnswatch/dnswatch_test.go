@@ -1,0 +1,265 @@
+package dnswatch
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/miekg/dns"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/testing/dnstest"
+)
+
+// start runs a Watcher of srv with a 200 ms floor until the test ends.
+func start(t *testing.T, srv *dnstest.Server, cfg Config) (*Watcher, *atomic.Int32) {
+	t.Helper()
+	cfg.Servers = []string{srv.Addr()}
+	if cfg.MinTTL == 0 {
+		cfg.MinTTL = 200 * time.Millisecond
+	}
+	cfg.Timeout = 300 * time.Millisecond
+	w, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	var changes atomic.Int32
+	go func() { w.Run(ctx, func() { changes.Add(1) }); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
+	return w, &changes
+}
+
+// waitAddrs waits until name's addresses are want (space separated).
+func waitAddrs(t *testing.T, w *Watcher, name, want string) {
+	t.Helper()
+	var got string
+	for end := time.Now().Add(5 * time.Second); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
+		got = addrs(w, name)
+		if got == want {
+			return
+		}
+	}
+	t.Fatalf("addresses of %s = %q, want %q", name, got, want)
+}
+
+func addrs(w *Watcher, name string) string {
+	var s []string
+	for _, a := range w.Addrs()[name] {
+		s = append(s, a.String())
+	}
+	return strings.Join(s, " ")
+}
+
+func waitPending(t *testing.T, w *Watcher) {
+	t.Helper()
+	for end := time.Now().Add(5 * time.Second); w.Pending(); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(end) {
+			t.Fatal("the first lookup did not finish")
+		}
+	}
+}
+
+func TestWatcherAnswers(t *testing.T) {
+	srv := dnstest.Start(t)
+	srv.SetAddrs("v4v6.test", 60, "192.0.2.2", "2001:db8::1", "192.0.2.1", "192.0.2.1")
+	srv.SetCNAME("alias.test", "mid.test", 60)
+	srv.SetCNAME("mid.test", "v4v6.test", 60)
+	srv.SetAddrs("metadata.test", 60, "169.254.169.254", "127.0.0.1", "::1", "fe80::1", "192.0.2.9", "::ffff:127.0.0.2")
+	srv.SetAddrs("only-refused.test", 60, "169.254.169.254")
+	srv.SetRcode("gone.test", dns.RcodeNameError)
+	srv.SetRcode("broken.test", dns.RcodeServerFailure)
+	srv.SetAddrs("v6only.test", 60, "2001:db8::6")
+	tests := []struct {
+		name, want string
+		chase      bool
+	}{
+		{"v4v6.test", "192.0.2.1 192.0.2.2 2001:db8::1", true},
+		{"V4V6.test.", "192.0.2.1 192.0.2.2 2001:db8::1", true},
+		{"alias.test", "192.0.2.1 192.0.2.2 2001:db8::1", true},
+		// a server that stops at the CNAME: the watcher asks for the target
+		{"alias.test", "192.0.2.1 192.0.2.2 2001:db8::1", false},
+		{"metadata.test", "192.0.2.9", true},
+		{"only-refused.test", "", true},
+		{"gone.test", "", true},
+		{"broken.test", "", true},
+		{"v6only.test", "2001:db8::6", true},
+		{"missing.test", "", true},
+	}
+	for _, tc := range tests {
+		t.Run(fmt.Sprintf("%s chase=%v", tc.name, tc.chase), func(t *testing.T) {
+			srv.ChaseCNAMEs(tc.chase)
+			w, changes := start(t, srv, Config{})
+			w.Want([]string{tc.name})
+			waitPending(t, w)
+			key := strings.TrimSuffix(strings.ToLower(tc.name), ".")
+			if got := addrs(w, key); got != tc.want {
+				t.Errorf("addresses = %q, want %q", got, tc.want)
+			}
+			if n := changes.Load(); n != 1 {
+				t.Errorf("changed called %d times after the first lookup, want 1", n)
+			}
+			result := "ok"
+			if tc.want == "" {
+				result = "error"
+			}
+			if n := testutil.ToFloat64(w.metrics.lookups.WithLabelValues(key, result)); n < 1 {
+				t.Errorf("varnishgw_dns_lookups_total{result=%q} = %v, want at least 1", result, n)
+			}
+		})
+	}
+	srv.ChaseCNAMEs(true)
+	w, _ := start(t, srv, Config{})
+	w.Want([]string{"metadata.test"})
+	waitPending(t, w)
+	if n := testutil.ToFloat64(w.metrics.refused.WithLabelValues("metadata.test")); n != 5 {
+		t.Errorf("refused addresses = %v, want 5", n)
+	}
+}
+
+// TestWatcherFollowsTTL: a changed record is picked up after its TTL, a
+// failed or invalid answer keeps the last good addresses, and a forgotten
+// name loses them.
+func TestWatcherFollowsTTL(t *testing.T) {
+	srv := dnstest.Start(t)
+	srv.SetAddrs("app.test", 1, "192.0.2.1")
+	w, changes := start(t, srv, Config{MinTTL: 500 * time.Millisecond, MaxTTL: 2 * time.Second})
+	w.Want([]string{"app.test"})
+	waitAddrs(t, w, "app.test", "192.0.2.1")
+
+	moved := time.Now()
+	srv.SetAddrs("app.test", 1, "192.0.2.2", "192.0.2.3")
+	waitAddrs(t, w, "app.test", "192.0.2.2 192.0.2.3")
+	if d := time.Since(moved); d > 2500*time.Millisecond {
+		t.Errorf("the new addresses took %s, more than the 1 s TTL and a lookup", d)
+	}
+	before := changes.Load()
+
+	// invalid answers never replace working addresses
+	for _, bad := range []func(){
+		func() { srv.SetRcode("app.test", dns.RcodeNameError) },
+		func() { srv.SetRcode("app.test", dns.RcodeServerFailure) },
+		func() { srv.SetAddrs("app.test", 1, "169.254.169.254") },
+		func() { srv.SetAddrs("app.test", 1) },
+	} {
+		errs := testutil.ToFloat64(w.metrics.lookups.WithLabelValues("app.test", "error"))
+		bad()
+		for end := time.Now().Add(5 * time.Second); testutil.ToFloat64(w.metrics.lookups.WithLabelValues("app.test", "error")) < errs+2; time.Sleep(50 * time.Millisecond) {
+			if time.Now().After(end) {
+				t.Fatal("no failed lookup counted")
+			}
+		}
+		if got := addrs(w, "app.test"); got != "192.0.2.2 192.0.2.3" {
+			t.Fatalf("addresses after a bad answer = %q, want the last good ones", got)
+		}
+	}
+	// the server stops: lookups time out, the addresses stay
+	srv.Stop()
+	errs := testutil.ToFloat64(w.metrics.lookups.WithLabelValues("app.test", "error"))
+	time.Sleep(2 * time.Second)
+	if n := testutil.ToFloat64(w.metrics.lookups.WithLabelValues("app.test", "error")); n <= errs {
+		t.Errorf("no failed lookup counted while the server is down")
+	}
+	if got := addrs(w, "app.test"); got != "192.0.2.2 192.0.2.3" {
+		t.Errorf("addresses with the server down = %q, want the last good ones", got)
+	}
+	if n := changes.Load(); n != before {
+		t.Errorf("changed called %d times by failed lookups", n-before)
+	}
+	w.Want(nil)
+	if got := w.Addrs(); len(got) != 0 {
+		t.Errorf("addresses of forgotten names = %v", got)
+	}
+}
+
+// TestWatcherTTLBounds: the time between lookups is the TTL within
+// MinTTL and MaxTTL.
+func TestWatcherTTLBounds(t *testing.T) {
+	srv := dnstest.Start(t)
+	srv.SetAddrs("zero.test", 0, "192.0.2.1")
+	srv.SetAddrs("long.test", 3600, "192.0.2.1")
+	w, _ := start(t, srv, Config{MinTTL: 300 * time.Millisecond, MaxTTL: 600 * time.Millisecond})
+	w.Want([]string{"zero.test", "long.test"})
+	waitPending(t, w)
+	time.Sleep(1900 * time.Millisecond)
+	// each name: 2 queries (A, AAAA) per lookup; over ~1.9 s zero.test is
+	// looked up about 7 times (every 300 ms), long.test about 4 (600 ms).
+	zero := testutil.ToFloat64(w.metrics.lookups.WithLabelValues("zero.test", "ok"))
+	long := testutil.ToFloat64(w.metrics.lookups.WithLabelValues("long.test", "ok"))
+	if zero < 5 || zero > 8 {
+		t.Errorf("zero.test looked up %v times in 1.9 s, want about 7 (every MinTTL)", zero)
+	}
+	if long < 3 || long > 5 {
+		t.Errorf("long.test looked up %v times in 1.9 s, want about 4 (every MaxTTL)", long)
+	}
+}
+
+func TestNewConfig(t *testing.T) {
+	dir := t.TempDir()
+	conf := filepath.Join(dir, "resolv.conf")
+	if err := os.WriteFile(conf, []byte("search svc.cluster.local\nnameserver 10.96.0.10\nnameserver fd00::10\noptions ndots:5\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	w, err := New(Config{ResolvConf: conf})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(w.Servers(), " "); got != "10.96.0.10:53 [fd00::10]:53" {
+		t.Errorf("servers from resolv.conf = %s", got)
+	}
+	empty := filepath.Join(dir, "empty.conf")
+	if err := os.WriteFile(empty, []byte("search x\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		cfg  Config
+		want string
+	}{
+		{Config{ResolvConf: filepath.Join(dir, "missing")}, "name one with --dns-server"},
+		{Config{ResolvConf: empty}, "names no nameserver"},
+		{Config{Servers: []string{"10.0.0.1"}}, `DNS server "10.0.0.1" is not host:port`},
+		{Config{Servers: []string{"10.0.0.1:53"}, MinTTL: time.Minute, MaxTTL: time.Second}, "MaxTTL 1s is below MinTTL 1m0s"},
+	} {
+		if _, err := New(tc.cfg); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("New(%+v) = %v, want an error with %q", tc.cfg, err, tc.want)
+		}
+	}
+	p, err := ParsePrefixes([]string{"10.0.0.1", "10.1.2.3/8", "fe80::/10"})
+	if err != nil || fmt.Sprint(p) != "[10.0.0.1/32 10.0.0.0/8 fe80::/10]" {
+		t.Errorf("ParsePrefixes = %v, %v", p, err)
+	}
+	if _, err := ParsePrefixes([]string{"10.0.0.0/33"}); err == nil || !strings.Contains(err.Error(), `"10.0.0.0/33" is not an address prefix`) {
+		t.Errorf("ParsePrefixes(10.0.0.0/33) = %v", err)
+	}
+	d, err := ParsePrefixes(DefaultRefuse)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range []string{"127.0.0.1", "169.254.169.254", "::1", "fe80::1", "fd00:ec2::254", "0.0.0.0", "224.0.0.1"} {
+		addr := netip.MustParseAddr(a)
+		if !containsAddr(d, addr) {
+			t.Errorf("DefaultRefuse does not refuse %s", a)
+		}
+	}
+	for _, a := range []string{"10.0.0.1", "192.168.1.1", "172.16.0.1", "8.8.8.8", "fd00::1", "2001:db8::1"} {
+		if containsAddr(d, netip.MustParseAddr(a)) {
+			t.Errorf("DefaultRefuse refuses %s", a)
+		}
+	}
+}
+
+func containsAddr(ps []netip.Prefix, a netip.Addr) bool {
+	for _, p := range ps {
+		if p.Contains(a) {
+			return true
+		}
+	}
+	return false
+}
