@@ -16,6 +16,7 @@ import (
 
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/chaperone/dnswatch"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/chaperone/drain"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/gwruntime"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/routing"
@@ -190,6 +191,20 @@ func (c *Config) validate() error {
 		}
 	default:
 		return fmt.Errorf("--routing=%q: want %s, %s or %s", c.RoutingSource, RoutingFile, RoutingKubernetes, RoutingDir)
+	}
+	if c.ExternalNameServices && c.RoutingSource != RoutingKubernetes {
+		return fmt.Errorf("--external-name-services with --routing=%s: ExternalName Services are Kubernetes objects; use --routing=%s or leave the flag out", c.RoutingSource, RoutingKubernetes)
+	}
+	if len(c.DNSServers) > 0 && !c.ExternalNameServices {
+		return fmt.Errorf("--dns-server=%s without --external-name-services: the DNS servers are asked only for the names of ExternalName Services; add --external-name-services or leave --dns-server out", strings.Join(c.DNSServers, ","))
+	}
+	for _, s := range c.DNSServers {
+		if _, _, err := net.SplitHostPort(s); err != nil {
+			return fmt.Errorf("--dns-server=%q: %v; use host:port, e.g. --dns-server=10.96.0.10:53", s, err)
+		}
+	}
+	if _, err := dnswatch.ParsePrefixes(c.ExternalNameRefuse); err != nil {
+		return fmt.Errorf("--external-name-refuse: %w", err)
 	}
 	if c.VCLPath == "" && c.RoutingSource != RoutingKubernetes {
 		return fmt.Errorf("--vcl is empty with --routing=%s: only --routing=kubernetes brings main.vcl (from the Gateway's VCL ConfigMap); give the main VCL file, e.g. --vcl=/etc/varnishgw/main.vcl", c.RoutingSource)

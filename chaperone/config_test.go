@@ -75,6 +75,20 @@ func TestParseConfig(t *testing.T) {
 				t.Errorf("InvalidateAddr = %q, InvalidateTimeout = %s", c.InvalidateAddr, c.InvalidateTimeout)
 			}
 		}},
+		{name: "external names need kubernetes", args: []string{"--listen=80", "--external-name-services"}, wantErr: "--external-name-services with --routing=file: ExternalName Services are Kubernetes objects"},
+		{name: "dns server without external names", args: []string{"--listen=80", "--routing=kubernetes", "--gateway=a/b", "--dns-server=10.0.0.10:53"}, wantErr: "--dns-server=10.0.0.10:53 without --external-name-services"},
+		{name: "dns server address", args: []string{"--listen=80", "--routing=kubernetes", "--gateway=a/b", "--external-name-services", "--dns-server=10.0.0.10"}, wantErr: `--dns-server="10.0.0.10": address 10.0.0.10: missing port`},
+		{name: "refused prefix", args: []string{"--listen=80", "--external-name-refuse=10.0.0.0/40"}, wantErr: `--external-name-refuse: "10.0.0.0/40" is not an address prefix`},
+		{name: "external names", args: []string{"--listen=80", "--routing=kubernetes", "--gateway=a/b", "--external-name-services", "--dns-server=127.0.0.1:5353", "--external-name-refuse=169.254.0.0/16"}, check: func(t *testing.T, c *Config) {
+			if !c.ExternalNameServices || !slices.Equal(c.DNSServers, []string{"127.0.0.1:5353"}) || !slices.Equal(c.ExternalNameRefuse, []string{"169.254.0.0/16"}) {
+				t.Errorf("ExternalNameServices = %v, DNSServers = %q, ExternalNameRefuse = %q", c.ExternalNameServices, c.DNSServers, c.ExternalNameRefuse)
+			}
+		}},
+		{name: "external names refuse by default", args: []string{"--listen=80"}, check: func(t *testing.T, c *Config) {
+			if c.ExternalNameServices || !slices.Contains(c.ExternalNameRefuse, "169.254.0.0/16") || !slices.Contains(c.ExternalNameRefuse, "127.0.0.0/8") {
+				t.Errorf("ExternalNameServices = %v, ExternalNameRefuse = %q", c.ExternalNameServices, c.ExternalNameRefuse)
+			}
+		}},
 		{name: "empty vcl without kubernetes", args: []string{"--listen=80", "--vcl="}, wantErr: "--vcl is empty with --routing=file"},
 		{name: "empty vcl with kubernetes", args: []string{"--listen=80", "--vcl=", "--routing=kubernetes", "--gateway=edge/public"}, check: func(t *testing.T, c *Config) {
 			if c.VCLPath != "" {

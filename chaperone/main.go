@@ -30,6 +30,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/chaperone/apiwatch"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/chaperone/dnswatch"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/chaperone/gatewaystatus"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/chaperone/routingsync"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/chaperone/tlssource"
@@ -76,7 +77,21 @@ func newRouting(cfg *Config, logger *slog.Logger) (routingHalf, *Halves, error) 
 			return nil, nil, fmt.Errorf("dynamic client: %w", err)
 		}
 		ns, name, _ := strings.Cut(cfg.Gateway, "/")
-		src, err := routingsync.NewKubeSource(routingsync.KubeConfig{Client: kube, Gateway: gw, Dynamic: dyn, Namespace: ns, Name: name, Logger: log})
+		// ExternalName Services, when the class allows them: their names
+		// are resolved by the pod's DNS servers (docs/chaperone.md).
+		var names *dnswatch.Watcher
+		if cfg.ExternalNameServices {
+			refuse, err := dnswatch.ParsePrefixes(cfg.ExternalNameRefuse)
+			if err != nil {
+				return nil, nil, fmt.Errorf("--external-name-refuse: %w", err)
+			}
+			if names, err = dnswatch.New(dnswatch.Config{Servers: cfg.DNSServers, Refuse: refuse, Logger: log}); err != nil {
+				return nil, nil, fmt.Errorf("--external-name-services: %w", err)
+			}
+			log.Info("ExternalName Services are resolved", "dns_servers", names.Servers(), "refused_prefixes", cfg.ExternalNameRefuse)
+		}
+		src, err := routingsync.NewKubeSource(routingsync.KubeConfig{Client: kube, Gateway: gw, Dynamic: dyn, Namespace: ns, Name: name,
+			ExternalNames: names, Logger: log})
 		if err != nil {
 			return nil, nil, fmt.Errorf("watch Gateway %s: %w", cfg.Gateway, err)
 		}
@@ -86,6 +101,9 @@ func newRouting(cfg *Config, logger *slog.Logger) (routingHalf, *Halves, error) 
 			Status:   gatewaystatus.NewWriter(gw, ns, name, log),
 			Reporter: vgwapi.NewReporter(dyn, gwRef, vgwapi.Pod{Name: cfg.PodName, UID: cfg.PodUID}, log.With("component", "report")),
 			API:      api,
+		}
+		if names != nil {
+			a.Collectors = append(a.Collectors, names)
 		}
 		if cfg.VCLPath == "" {
 			// main.vcl from the Gateway's VCL ConfigMap, through the API

@@ -102,6 +102,28 @@ type ChaperoneFlags struct {
 	// InvalidateTimeout bounds how long POST /invalidate waits for the
 	// Gateway's Ready pods to acknowledge.
 	InvalidateTimeout time.Duration
+	// ExternalNameServices lets routes send traffic to ExternalName
+	// Services (RoutingKubernetes): the chaperone resolves their DNS names
+	// into endpoints (the class's external_name_services).
+	ExternalNameServices bool
+	// DNSServers are the DNS servers (host:port) asked for the names of
+	// ExternalName Services; empty: the nameservers of /etc/resolv.conf.
+	DNSServers []string
+	// ExternalNameRefuse are the address prefixes never used as endpoints
+	// of ExternalName Services, whatever DNS answers
+	// (DefaultExternalNameRefuse).
+	ExternalNameRefuse []string
+}
+
+// DefaultExternalNameRefuse are the prefixes whose addresses the names of
+// ExternalName Services never resolve to: the pod itself (loopback, where
+// varnishd's, the chaperone's and ghost's admin ports listen), link-local
+// addresses (among them the cloud metadata endpoint 169.254.169.254), AWS's
+// IPv6 metadata endpoint fd00:ec2::254, unspecified, broadcast and
+// multicast addresses.
+var DefaultExternalNameRefuse = []string{
+	"0.0.0.0/8", "127.0.0.0/8", "169.254.0.0/16", "224.0.0.0/4", "255.255.255.255/32",
+	"::/128", "::1/128", "fe80::/10", "ff00::/8", "fd00:ec2::254/128",
 }
 
 // DefaultChaperoneFlags are the values of the flags nobody sets.
@@ -128,6 +150,8 @@ func DefaultChaperoneFlags() ChaperoneFlags {
 		LogLevel:          "info",
 		RoutingSource:     RoutingFile,
 		InvalidateTimeout: 30 * time.Second,
+		// a copy: the flag's values must not change the default
+		ExternalNameRefuse: slices.Clone(DefaultExternalNameRefuse),
 	}
 }
 
@@ -254,6 +278,9 @@ func (f *ChaperoneFlags) define(fs *flag.FlagSet) []string {
 	str(&f.HealthAddr, "health-addr", "address of /healthz, /readyz and /metrics (read only)")
 	str(&f.InvalidateAddr, "invalidate-addr", "address of the authenticated POST /invalidate endpoint (--routing=kubernetes; callers need a Kubernetes token allowed to create cacheinvalidations in the Gateway's namespace); empty: none")
 	dur(&f.InvalidateTimeout, "invalidate-timeout", "longest wait of POST /invalidate for the acknowledgements of the Gateway's Ready pods")
+	boolean(&f.ExternalNameServices, "external-name-services", "let routes send traffic to ExternalName Services (--routing=kubernetes): their DNS names are resolved, again after each TTL (5s to 5m), into endpoints with the backendRef's port; off, such references get 500. Route owners can then send the gateway's traffic wherever DNS points: see docs/guides/external-name-services.md")
+	val(&stringsFlag{values: &f.DNSServers}, "dns-server", "DNS server host:port asked for the names of ExternalName Services, repeated (default: the nameservers of /etc/resolv.conf)")
+	val(&stringsFlag{values: &f.ExternalNameRefuse}, "external-name-refuse", "address prefix (CIDR) never used as an endpoint of an ExternalName Service whatever DNS answers, repeated; default loopback, link-local (cloud metadata 169.254.169.254), fd00:ec2::254, unspecified, broadcast and multicast; empty: refuse none")
 	return names
 }
 

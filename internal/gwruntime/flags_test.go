@@ -99,6 +99,8 @@ func TestDefaultsArePinned(t *testing.T) {
 		"drain-socket": "", "varnishstat": "varnishstat", "stats-interval": "2s", "stats-exclude": "VBE.*",
 		"access-log": "false", "varnishncsa": "varnishncsa", "log-level": "info", "drain-timeout": "5m0s",
 		"health-addr": ":9091", "invalidate-addr": "", "invalidate-timeout": "30s",
+		"external-name-services": "false", "dns-server": "",
+		"external-name-refuse": "0.0.0.0/8 127.0.0.0/8 169.254.0.0/16 224.0.0.0/4 255.255.255.255/32 ::/128 ::1/128 fe80::/10 ff00::/8 fd00:ec2::254/128",
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("defaults = %v\nwant %v", got, want)

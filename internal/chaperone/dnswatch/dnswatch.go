@@ -36,6 +36,8 @@ import (
 
 	"github.com/miekg/dns"
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/gwruntime"
 )
 
 // Defaults of Config.
@@ -48,15 +50,9 @@ const (
 	maxChain = 8
 )
 
-// DefaultRefuse are the prefixes whose addresses are never used: the
-// pod itself (loopback: varnishd's, the chaperone's and ghost's admin
-// ports), link-local addresses (among them the cloud metadata endpoint
-// 169.254.169.254), AWS's IPv6 metadata endpoint fd00:ec2::254,
-// unspecified and multicast addresses.
-var DefaultRefuse = []string{
-	"0.0.0.0/8", "127.0.0.0/8", "169.254.0.0/16", "224.0.0.0/4", "255.255.255.255/32",
-	"::/128", "::1/128", "fe80::/10", "ff00::/8", "fd00:ec2::254/128",
-}
+// DefaultRefuse are the prefixes whose addresses are never used
+// (gwruntime.DefaultExternalNameRefuse, the chaperone's default).
+var DefaultRefuse = gwruntime.DefaultExternalNameRefuse
 
 // Config configures a Watcher.
 type Config struct {

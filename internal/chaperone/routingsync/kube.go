@@ -27,6 +27,7 @@ import (
 	gatewayclient "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned"
 	gwinformers "sigs.k8s.io/gateway-api/pkg/client/informers/externalversions"
 
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/chaperone/dnswatch"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/gwruntime"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/routing"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/vgwapi"
@@ -46,7 +47,12 @@ type KubeConfig struct {
 	// referenced namespace before it builds without them (default 10s;
 	// their backends answer 500 until the cache syncs).
 	PendingTimeout time.Duration
-	Logger         *slog.Logger
+	// ExternalNames, when set, lets routes send traffic to ExternalName
+	// Services (routing.Objects.ExternalNameServices): the source has it
+	// follow the names of the referenced ones and gives their addresses to
+	// the routing core. Nil: such references get 500.
+	ExternalNames *dnswatch.Watcher
+	Logger        *slog.Logger
 }
 
 // KubeSource watches, through informers, the RoutingFragments of one
@@ -160,8 +166,15 @@ func (k *KubeSource) Run(ctx context.Context, changed func()) error {
 	k.mu.Unlock()
 	ff.Start(ctx.Done())
 	gf.Start(ctx.Done())
+	dnsDone := make(chan struct{})
+	if w := k.cfg.ExternalNames; w != nil {
+		go func() { w.Run(ctx, changed); close(dnsDone) }()
+	} else {
+		close(dnsDone)
+	}
 	defer func() {
 		cancel()
+		<-dnsDone
 		ff.Shutdown()
 		gf.Shutdown()
 		k.mu.Lock()
@@ -391,6 +404,18 @@ func (k *KubeSource) State() (*State, error) {
 		for _, o := range w.grants.GetStore().List() {
 			objs.ReferenceGrants = append(objs.ReferenceGrants, o.(*gatewayv1.ReferenceGrant))
 		}
+	}
+	if w := k.cfg.ExternalNames; w != nil {
+		// The names of the ExternalName Services routes reach: follow
+		// them, and wait for the first lookup of a new one (bounded by
+		// the DNS timeouts; it calls changed when done) rather than
+		// answer 500 for it.
+		objs.ExternalNameServices = true
+		w.Want(routing.ExternalNameHosts(frags, objs))
+		if w.Pending() {
+			return nil, ErrNotSynced
+		}
+		objs.ExternalNames = w.Addrs()
 	}
 	return &State{Gateway: gw, Fragments: frags, Rejected: rejected, FragmentsResourceVersion: rv, Objects: objs}, nil
 }

@@ -43,6 +43,9 @@ type Routing struct {
 	// are registered with the chaperone's, and it is in sync once Source
 	// (when it has a Synced method, as KubeSource) has synced.
 	API *apiwatch.Monitor
+	// Collectors are registered with the chaperone's metrics in Run (for
+	// example the dnswatch.Watcher of KubeConfig.ExternalNames).
+	Collectors []prometheus.Collector
 
 	syncer atomic.Pointer[Syncer]
 
@@ -69,6 +72,14 @@ func (a *Routing) Run(ctx context.Context, env Env) error {
 	m := NewMetrics()
 	if env.Metrics != nil {
 		if err := env.Metrics.Register(m); err != nil && !errors.As(err, new(prometheus.AlreadyRegisteredError)) {
+			return err
+		}
+	}
+	for _, c := range a.Collectors {
+		if env.Metrics == nil {
+			break
+		}
+		if err := env.Metrics.Register(c); err != nil && !errors.As(err, new(prometheus.AlreadyRegisteredError)) {
 			return err
 		}
 	}
