@@ -47,6 +47,7 @@ const (
 	classKeyVCL             = "user.vcl"
 	classKeyLogLevel        = "log-level"
 	classKeyAccessLog       = "access-log"
+	classKeyExternalNames   = "external-name-services"
 )
 
 var (
@@ -80,6 +81,7 @@ type gatewayClassModel struct {
 	VCL                 types.String `tfsdk:"vcl"`
 	LogLevel            types.String `tfsdk:"log_level"`
 	AccessLog           types.Bool   `tfsdk:"access_log"`
+	ExternalNames       types.Bool   `tfsdk:"external_name_services"`
 	ControllerName      types.String `tfsdk:"controller_name"`
 }
 
@@ -181,6 +183,20 @@ func (r *gatewayClassResource) Schema(_ context.Context, _ resource.SchemaReques
 					"and endpoint that served it; written by a varnishncsa that the chaperone runs. Off by default. " +
 					"Changing it rolls the gateways' pods.",
 			},
+			"external_name_services": schema.BoolAttribute{
+				Optional: true,
+				Computed: true,
+				Default:  booldefault.StaticBool(false),
+				Description: "Whether routes attached to the class's gateways may send traffic to Services of type " +
+					"ExternalName: the gateway pods resolve the Service's DNS name (A and AAAA records, again after each " +
+					"record's TTL, kept between 5 seconds and 5 minutes) and connect to the addresses with the backend " +
+					"reference's port. Off by default: such references then get ResolvedRefs=False (BackendNotFound) and " +
+					"answer 500. Turning it on lets anyone who may create Services in a namespace that a route reaches " +
+					"send the gateway's traffic, with the clients' headers, wherever DNS points: internal services that " +
+					"the gateway pods can reach but those users cannot, or addresses outside the cluster. Loopback and " +
+					"link-local addresses (the pod itself, cloud metadata endpoints such as 169.254.169.254) are always " +
+					"refused. Changing it rolls the gateways' pods.",
+			},
 			"controller_name": schema.StringAttribute{
 				Computed:      true,
 				Description:   "The class's controllerName, " + ControllerName + ".",
@@ -232,6 +248,7 @@ func (r *gatewayClassResource) ModifyPlan(ctx context.Context, req resource.Modi
 		{"vcl", state.VCL, plan.VCL},
 		{"log_level", state.LogLevel, plan.LogLevel},
 		{"access_log", state.AccessLog, plan.AccessLog},
+		{"external_name_services", state.ExternalNames, plan.ExternalNames},
 		{"parameters_namespace", state.ParametersNamespace, plan.ParametersNamespace},
 	} {
 		if !a.old.Equal(a.future) {
@@ -293,6 +310,7 @@ func (r *gatewayClassResource) apply(ctx context.Context, m *gatewayClassModel) 
 		classKeyParams:          string(paramsJSON),
 		classKeyLogLevel:        m.LogLevel.ValueString(),
 		classKeyAccessLog:       strconv.FormatBool(m.AccessLog.ValueBool()),
+		classKeyExternalNames:   strconv.FormatBool(m.ExternalNames.ValueBool()),
 	}
 	if !m.VCL.IsNull() {
 		data[classKeyVCL] = m.VCL.ValueString()
@@ -390,6 +408,7 @@ func (m *gatewayClassModel) readParameters(ctx context.Context, data map[string]
 	if v, ok := data[classKeyAccessLog]; ok {
 		m.AccessLog = types.BoolValue(v == "true")
 	}
+	m.ExternalNames = types.BoolValue(data[classKeyExternalNames] == "true")
 
 	params := map[string]string{}
 	if raw, ok := data[classKeyParams]; ok {

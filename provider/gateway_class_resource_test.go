@@ -44,7 +44,8 @@ resource "varnishgw_gateway_class" "test" {
   varnishd_params = { thread_pool_min = "50" }
   vcl             = "sub vcl_backend_response { set beresp.ttl = 10s; }"
   log_level       = "debug"
-  access_log      = true`)
+  access_log      = true
+  external_name_services = true`)
 	var uid string
 	resource.Test(t, resource.TestCase{
 		ProtoV6ProviderFactories: protoV6ProviderFactories,
@@ -72,6 +73,7 @@ resource "varnishgw_gateway_class" "test" {
 					statecheck.ExpectKnownValue(addr, tfjsonpath.New("storage"), knownvalue.StringExact(DefaultStorage)),
 					statecheck.ExpectKnownValue(addr, tfjsonpath.New("log_level"), knownvalue.StringExact("info")),
 					statecheck.ExpectKnownValue(addr, tfjsonpath.New("access_log"), knownvalue.Bool(false)),
+					statecheck.ExpectKnownValue(addr, tfjsonpath.New("external_name_services"), knownvalue.Bool(false)),
 				},
 				Check: resource.ComposeAggregateTestCheckFunc(
 					func(*terraform.State) error {
@@ -100,6 +102,7 @@ resource "varnishgw_gateway_class" "test" {
 					statecheck.ExpectKnownValue(addr, tfjsonpath.New("image_pull_policy"), knownvalue.StringExact("Always")),
 					statecheck.ExpectKnownValue(addr, tfjsonpath.New("varnishd_params"), knownvalue.MapExact(map[string]knownvalue.Check{"thread_pool_min": knownvalue.StringExact("50")})),
 					statecheck.ExpectKnownValue(addr, tfjsonpath.New("access_log"), knownvalue.Bool(true)),
+					statecheck.ExpectKnownValue(addr, tfjsonpath.New("external_name_services"), knownvalue.Bool(true)),
 				},
 				Check: func(*terraform.State) error {
 					if gc := getClass(t, cp, name); string(gc.UID) != uid {
@@ -117,6 +120,7 @@ resource "varnishgw_gateway_class" "test" {
 						classKeyVCL:             "sub vcl_backend_response { set beresp.ttl = 10s; }",
 						classKeyLogLevel:        "debug",
 						classKeyAccessLog:       "true",
+						classKeyExternalNames:   "true",
 					}
 					for k, v := range want {
 						if cm.Data[k] != v {

@@ -299,6 +299,7 @@ func TestClassDefaultsMerge(t *testing.T) {
 		`{"varnishd-params.json": "{\"X\":\"1\"}"}`: `"X" is not a varnishd parameter name`,
 		`{"log-level": "loud"}`:                     `key log-level is "loud"`,
 		`{"access-log": "true"}`:                    "key access-log is a class parameter only",
+		`{"external-name-services": "true"}`:        "key external-name-services is a class parameter only; set external_name_services on the varnishgw_gateway_class",
 	} {
 		var m map[string]string
 		if err := json.Unmarshal([]byte(data), &m); err != nil {
@@ -315,6 +316,13 @@ func TestClassDefaultsMerge(t *testing.T) {
 	}
 	if err := class().merge(map[string]string{"access-log": "yes"}, true); err == nil || !strings.Contains(err.Error(), `key access-log is "yes", not true or false`) {
 		t.Errorf("class merge of access-log=yes = %v", err)
+	}
+	d = class()
+	if err := d.merge(map[string]string{"external-name-services": "true"}, true); err != nil || !d.externalNames {
+		t.Errorf("class merge of external-name-services = %v, externalNames %v", err, d.externalNames)
+	}
+	if err := class().merge(map[string]string{"external-name-services": "on"}, true); err == nil || !strings.Contains(err.Error(), `key external-name-services is "on", not true or false`) {
+		t.Errorf("class merge of external-name-services=on = %v", err)
 	}
 	// A class's ConfigMap may hold user.vcl and keys of other versions.
 	d = class()

@@ -83,6 +83,9 @@ type classDefaults struct {
 	image, pullPolicy, storage, vcl, logLevel string
 	params                                    map[string]string
 	accessLog                                 bool
+	// externalNames: the class's external_name_services (chaperone
+	// --external-name-services).
+	externalNames bool
 }
 
 // gatewayClassDefaults reads the GatewayClass name and its parameters
@@ -169,6 +172,16 @@ func (d *classDefaults) merge(data map[string]string, class bool) error {
 			switch v {
 			case "true", "false":
 				d.accessLog = v == "true"
+			default:
+				return fmt.Errorf("key %s is %q, not true or false", k, v)
+			}
+		case classKeyExternalNames:
+			if !class {
+				return fmt.Errorf("key %s is a class parameter only; set external_name_services on the varnishgw_gateway_class", k)
+			}
+			switch v {
+			case "true", "false":
+				d.externalNames = v == "true"
 			default:
 				return fmt.Errorf("key %s is %q, not true or false", k, v)
 			}
@@ -274,6 +287,7 @@ func (s *runtimeSpec) chaperoneFlags() gwruntime.ChaperoneFlags {
 	f.ProxyProtocol = s.proxyProtocol
 	// varnishncsa runs in the chaperone container, in both modes.
 	f.AccessLog = s.class.accessLog
+	f.ExternalNameServices = s.class.externalNames
 	f.LogLevel = s.class.logLevel
 	f.DrainTimeout = time.Duration(s.drainTimeout) * time.Second
 	f.HealthAddr = fmt.Sprintf(":%d", healthPort)

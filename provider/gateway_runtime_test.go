@@ -94,6 +94,12 @@ func TestChaperoneArgs(t *testing.T) {
 		t.Errorf("sidecar args with access_log = %q\nwant %q", got, want)
 	}
 	s.class.accessLog = false
+	s.class.externalNames = true
+	want = append(slices.Delete(want, len(want)-4, len(want)-3), "--external-name-services")
+	if got := s.chaperoneArgs(); !slices.Equal(got, want) {
+		t.Errorf("sidecar args with external_name_services = %q\nwant %q", got, want)
+	}
+	s.class.externalNames = false
 	wantVarnishd := []string{"-F", "-n", "/var/lib/varnishgw/varnishd", "-a", "port-80=:80", "-a", "port-8080=:8080",
 		"-a", "ghost-admin=127.0.0.1:6084", "-M", "127.0.0.1:6082", "-S", "/etc/varnishgw/secret/secret",
 		"-f", "/etc/varnishgw/boot/boot.vcl", "-s", "malloc,1g"}

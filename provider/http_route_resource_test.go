@@ -1039,3 +1039,79 @@ func TestAccHTTPRouteExample(t *testing.T) {
 		}},
 	})
 }
+
+// TestAccHTTPRouteExternalName: a backendRef to an ExternalName Service
+// gets ResolvedRefs=False naming the class attribute while the class does
+// not allow such Services; once its external_name_services is on, the
+// next plan shows the route's routing change and the apply makes it True.
+func TestAccHTTPRouteExternalName(t *testing.T) {
+	cp := accPreCheck(t)
+	ns := cp.Namespace(t)
+	ctx := context.Background()
+	class := createClass(t, cp, ControllerName)
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: classParametersName(class)},
+		Data: map[string]string{classKeyImage: "localhost/varnishgw/gateway:1.0", classKeyExternalNames: "false"}}
+	if _, err := cp.Client.CoreV1().ConfigMaps(ns).Create(ctx, cm, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	gc, err := cp.Gateway.GatewayV1().GatewayClasses().Get(ctx, class, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gc.Spec.ParametersRef = &gatewayv1.ParametersReference{Group: "", Kind: "ConfigMap", Name: cm.Name, Namespace: ptrTo(gatewayv1.Namespace(ns))}
+	if _, err := cp.Gateway.GatewayV1().GatewayClasses().Update(ctx, gc, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	createGateway(t, cp, ns, "gw", class, "")
+	svc := &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "ext"},
+		Spec:       corev1.ServiceSpec{Type: corev1.ServiceTypeExternalName, ExternalName: "api.example.org"},
+	}
+	if _, err := cp.Client.CoreV1().Services(ns).Create(ctx, svc, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	const addr = "varnishgw_http_route.ext"
+	config := providerBlock(cp) + fmt.Sprintf(`
+resource "varnishgw_http_route" "ext" {
+  namespace = %q
+  name      = "ext"
+  parent_ref {
+    name = "gw"
+  }
+  rule {
+    backend_ref {
+      name = "ext"
+      port = 443
+    }
+  }
+}
+`, ns)
+	resource.Test(t, resource.TestCase{
+		ProtoV6ProviderFactories: protoV6ProviderFactories,
+		Steps: []resource.TestStep{{
+			Config: config,
+			ConfigPlanChecks: resource.ConfigPlanChecks{
+				PreApply: []plancheck.PlanCheck{routingKnown{addr, `set external_name_services = true on its varnishgw_gateway_class`}},
+			},
+			Check: resource.ComposeAggregateTestCheckFunc(
+				checkRouteCondition(cp, ns, "ext", "gw", "ResolvedRefs", metav1.ConditionFalse, "BackendNotFound"),
+				resource.TestMatchResourceAttr(addr, "routing", regexp.MustCompile(`Service `+ns+`/ext is of type ExternalName \(api\.example\.org\)`)),
+			),
+		}, {
+			PreConfig: func() {
+				cm.Data[classKeyExternalNames] = "true"
+				if _, err := cp.Client.CoreV1().ConfigMaps(ns).Update(ctx, cm, metav1.UpdateOptions{}); err != nil {
+					t.Fatal(err)
+				}
+			},
+			Config: config,
+			ConfigPlanChecks: resource.ConfigPlanChecks{
+				PreApply: []plancheck.PlanCheck{
+					plancheck.ExpectResourceAction(addr, plancheck.ResourceActionUpdate),
+					routingKnown{addr, `"reason":"ResolvedRefs"`},
+				},
+			},
+			Check: checkRouteCondition(cp, ns, "ext", "gw", "ResolvedRefs", metav1.ConditionTrue, "ResolvedRefs"),
+		}},
+	})
+}

@@ -24,6 +24,9 @@ type routeParent struct {
 	ref     routing.ObjectRef
 	gateway *gatewayv1.Gateway // nil when the Gateway does not exist
 	ours    bool               // its GatewayClass is served by varnishgw
+	// externalNames: its class has external_name_services, so backendRefs
+	// may name ExternalName Services.
+	externalNames bool
 }
 
 // parentGateways lists the distinct Gateways the route's parentRefs name,
@@ -31,7 +34,8 @@ type routeParent struct {
 func (c *clients) parentGateways(ctx context.Context, route *gatewayv1.HTTPRoute) ([]routeParent, error) {
 	var out []routeParent
 	seen := map[routing.ObjectRef]bool{}
-	classes := map[string]bool{}
+	type classInfo struct{ ours, externalNames bool }
+	classes := map[string]classInfo{}
 	for _, p := range route.Spec.ParentRefs {
 		if p.Kind != nil && *p.Kind != "Gateway" || p.Group != nil && *p.Group != gatewayv1.GroupName {
 			continue
@@ -53,16 +57,21 @@ func (c *clients) parentGateways(ctx context.Context, route *gatewayv1.HTTPRoute
 		default:
 			rp.gateway = gw
 			class := string(gw.Spec.GatewayClassName)
-			ours, ok := classes[class]
+			info, ok := classes[class]
 			if !ok {
 				gc, err := c.gateway.GatewayV1().GatewayClasses().Get(ctx, class, metav1.GetOptions{})
 				if err != nil && !apierrors.IsNotFound(err) {
 					return nil, fmt.Errorf("get GatewayClass %s of Gateway %s: %w", class, ref, err)
 				}
-				ours = err == nil && gc.Spec.ControllerName == ControllerName
-				classes[class] = ours
+				info.ours = err == nil && gc.Spec.ControllerName == ControllerName
+				if info.ours {
+					if info.externalNames, err = c.classExternalNames(ctx, gc); err != nil {
+						return nil, fmt.Errorf("Gateway %s: %w", ref, err)
+					}
+				}
+				classes[class] = info
 			}
-			rp.ours = ours
+			rp.ours, rp.externalNames = info.ours, info.externalNames
 		}
 		out = append(out, rp)
 	}
@@ -200,7 +209,7 @@ func (in *attachInputs) attach(route *gatewayv1.HTTPRoute) ([]*routing.Fragment,
 		if !p.ours {
 			continue
 		}
-		f, err := routing.Attach(p.gateway, route, in.objs)
+		f, err := routing.Attach(p.gateway, route, in.objs.WithExternalNameServices(p.externalNames))
 		if errors.Is(err, routing.ErrNotParent) {
 			continue
 		}
@@ -459,4 +468,22 @@ func (c *clients) pruneBackendBindings(ctx context.Context, gw, route routing.Ob
 		}
 	}
 	return nil
+}
+
+// classExternalNames reports whether a varnishgw GatewayClass allows
+// ExternalName Services (external_name_services in its parameters
+// ConfigMap). A class without its ConfigMap does not.
+func (c *clients) classExternalNames(ctx context.Context, gc *gatewayv1.GatewayClass) (bool, error) {
+	ref := gc.Spec.ParametersRef
+	if ref == nil || ref.Kind != "ConfigMap" || ref.Group != "" || ref.Namespace == nil {
+		return false, nil
+	}
+	cm, err := c.kube.CoreV1().ConfigMaps(string(*ref.Namespace)).Get(ctx, ref.Name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("get the parameters ConfigMap %s/%s of GatewayClass %s: %w", *ref.Namespace, ref.Name, gc.Name, err)
+	}
+	return cm.Data[classKeyExternalNames] == "true", nil
 }

@@ -146,6 +146,7 @@ func (d *routingDataSource) Schema(_ context.Context, _ datasource.SchemaRequest
 		Optional: true,
 		Description: "Whether to resolve backend Services to their ready endpoints, as the chaperone does at run time, " +
 			"so that ghost_json lists them. This reads the referenced Services, EndpointSlices and ReferenceGrants. " +
+			"The names of ExternalName Services are not looked up here (the gateway pods do): their entries have no endpoints. " +
 			"Endpoints change whenever pods do; leave it unset (false) for values that only change with the configuration.",
 	}
 	attrs["valid"] = schema.BoolAttribute{
@@ -276,6 +277,20 @@ func (d *routingDataSource) Read(ctx context.Context, req datasource.ReadRequest
 		if objs, err = d.c.routingBackendObjects(ctx, frags); err != nil {
 			resp.Diagnostics.AddError("Read the backends of Gateway "+ref.String(), err.Error())
 			return
+		}
+		// ExternalName Services resolve as in the pods when the class
+		// allows them, but the provider does not look their names up:
+		// their entries have no endpoints here.
+		gc, err := d.c.gateway.GatewayV1().GatewayClasses().Get(ctx, string(gw.Spec.GatewayClassName), metav1.GetOptions{})
+		if err != nil && !apierrors.IsNotFound(err) {
+			resp.Diagnostics.AddError("Read the GatewayClass of Gateway "+ref.String(), err.Error())
+			return
+		}
+		if err == nil {
+			if objs.ExternalNameServices, err = d.c.classExternalNames(ctx, gc); err != nil {
+				resp.Diagnostics.AddError("Read the GatewayClass of Gateway "+ref.String(), err.Error())
+				return
+			}
 		}
 	}
 	doc, err := routing.Resolve(table, objs)

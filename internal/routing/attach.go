@@ -58,6 +58,20 @@ type Objects struct {
 
 type nsName struct{ ns, name string }
 
+// WithExternalNameServices returns o with ExternalNameServices set to on:
+// o itself when it already is, else a copy sharing o's objects (for
+// parent Gateways of different classes).
+func (o *Objects) WithExternalNameServices(on bool) *Objects {
+	if o == nil {
+		return &Objects{ExternalNameServices: on}
+	}
+	if o.ExternalNameServices == on {
+		return o
+	}
+	return &Objects{Namespaces: o.Namespaces, Services: o.Services, EndpointSlices: o.EndpointSlices,
+		ReferenceGrants: o.ReferenceGrants, ExternalNameServices: on, ExternalNames: o.ExternalNames}
+}
+
 // namespaceLabels returns the labels of namespace ns. The API server sets
 // kubernetes.io/metadata.name on every namespace; it is added here too, so
 // a selector on it works even when the Namespace object is not at hand.
