@@ -15,6 +15,8 @@
 //     listener socket with listener isolation, routes in GEP-713 order, and
 //     the conflicts it found.
 //   - Resolve turns a Table plus Services, EndpointSlices and ReferenceGrants
+//     (and, when the Gateway's class allows ExternalName Services, the
+//     addresses their DNS names resolved to, which the chaperone looks up)
 //     into a ghost.json document (package ghostjson), deterministically.
 //
 // Cache policies (CachePolicy: a Gateway's default in its
