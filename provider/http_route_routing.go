@@ -66,7 +66,7 @@ func (c *clients) parentGateways(ctx context.Context, route *gatewayv1.HTTPRoute
 				info.ours = err == nil && gc.Spec.ControllerName == ControllerName
 				if info.ours {
 					if info.externalNames, err = c.classExternalNames(ctx, gc); err != nil {
-						return nil, fmt.Errorf("Gateway %s: %w", ref, err)
+						return nil, fmt.Errorf("parent Gateway %s: %w", ref, err)
 					}
 				}
 				classes[class] = info
