@@ -169,3 +169,22 @@ func TestExternalNameFollowsClass(t *testing.T) {
 		}
 	}
 }
+
+// TestWithExternalNameServices: the copy for a parent of another class
+// shares the objects and changes only the allowance.
+func TestWithExternalNameServices(t *testing.T) {
+	o := &Objects{Services: []*corev1.Service{externalService("a", "ext", "x.example")}}
+	if o.WithExternalNameServices(false) != o {
+		t.Error("WithExternalNameServices(false) of a disallowing Objects is not the Objects itself")
+	}
+	on := o.WithExternalNameServices(true)
+	if on == o || !on.ExternalNameServices || o.ExternalNameServices || len(on.Services) != 1 || on.Services[0] != o.Services[0] {
+		t.Errorf("WithExternalNameServices(true) = %+v from %+v", on, o)
+	}
+	if on.service("a", "ext") == nil {
+		t.Error("the copy's Service index does not find a/ext")
+	}
+	if n := (*Objects)(nil).WithExternalNameServices(true); n == nil || !n.ExternalNameServices {
+		t.Errorf("nil.WithExternalNameServices(true) = %+v", n)
+	}
+}
