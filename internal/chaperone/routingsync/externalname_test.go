@@ -74,7 +74,12 @@ func TestKubeSourceExternalNames(t *testing.T) {
 			}
 		})
 	}()
-	t.Cleanup(func() { cancel(); <-done })
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("KubeSource.Run: %v", err)
+		}
+	})
 
 	names := func(want string) {
 		t.Helper()
