@@ -34,14 +34,20 @@ type Server struct {
 // test stops at its end.
 func Start(t testing.TB) *Server {
 	t.Helper()
-	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	l, err := net.Listen("tcp", pc.LocalAddr().String())
-	if err != nil {
-		pc.Close()
-		t.Fatal(err)
+	// The UDP port's TCP twin may be taken: try other ports.
+	var pc net.PacketConn
+	var l net.Listener
+	for try := 0; l == nil; try++ {
+		var err error
+		if pc, err = net.ListenPacket("udp", "127.0.0.1:0"); err != nil {
+			t.Fatal(err)
+		}
+		if l, err = net.Listen("tcp", pc.LocalAddr().String()); err != nil {
+			pc.Close()
+			if try == 20 {
+				t.Fatalf("no port free for both UDP and TCP on 127.0.0.1: %v", err)
+			}
+		}
 	}
 	s := &Server{addr: pc.LocalAddr().String(), records: map[string][]dns.RR{}, rcode: map[string]int{}, chase: true}
 	s.udp = &dns.Server{PacketConn: pc, Handler: s}
