@@ -437,11 +437,17 @@ func checkBackendRef(routeNS string, ref *gatewayv1.BackendObjectReference, objs
 	return "", ""
 }
 
+// externalNameDenied reports whether svc is an ExternalName Service that
+// the Gateway's class does not allow as a backend.
+func externalNameDenied(svc *corev1.Service, objs *Objects) bool {
+	return svc != nil && svc.Spec.Type == corev1.ServiceTypeExternalName && (objs == nil || !objs.ExternalNameServices)
+}
+
 // externalNameRefused explains why svc, an ExternalName Service, is not a
 // backend of a Gateway whose class does not allow them; "" for any other
 // Service, or when the class allows them.
 func externalNameRefused(svc *corev1.Service, objs *Objects) string {
-	if svc == nil || svc.Spec.Type != corev1.ServiceTypeExternalName || objs != nil && objs.ExternalNameServices {
+	if !externalNameDenied(svc, objs) {
 		return ""
 	}
 	return fmt.Sprintf("Service %s/%s is of type ExternalName (%s), which this Gateway's class does not route to: "+

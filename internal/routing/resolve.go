@@ -276,7 +276,7 @@ func (r *resolver) group(routeNS string, b BackendRef) ghostjson.BackendGroup {
 		g.Unresolved = ghostjson.UnresolvedRefNotPermitted
 	case r.services[nsName{b.Namespace, b.Name}] == nil:
 		g.Unresolved = ghostjson.UnresolvedBackendNotFound
-	case externalNameRefused(r.services[nsName{b.Namespace, b.Name}], r.objs) != "":
+	case externalNameDenied(r.services[nsName{b.Namespace, b.Name}], r.objs):
 		g.Unresolved = ghostjson.UnresolvedBackendNotFound
 	case unsupportedProtocol(r.services[nsName{b.Namespace, b.Name}], b.Port) != "":
 		g.Unresolved = ghostjson.UnresolvedUnsupportedProtocol
