@@ -15,6 +15,11 @@ import (
 // GatewayPodReports; the pods and the provider select on it.
 const GatewayLabel = "varnishgw.dev/gateway"
 
+// ControllerName is the GatewayClass controllerName of varnishgw classes,
+// which the provider and the chaperone put in the routes' status.parents
+// entries they write.
+const ControllerName = "varnishgw.dev/gateway-controller"
+
 // FragmentName names what a route writes for gw: its RoutingFragment in
 // gw's namespace, and its backend RoleBindings. "vgw-" plus a readable
 // gateway-namespace-name part, cut to fit, plus a hash of the exact triple,
