@@ -228,6 +228,21 @@ func TestStatusStaysTrue(t *testing.T) {
 	provider(app)
 	resolved(metav1.ConditionTrue, "ResolvedRefs", app.Generation)
 
+	// An apply that wrote the route's status from older information (a
+	// saved plan's view, with the Service still there) is corrected
+	// without any other change.
+	must(t, cp.Client.CoreV1().Services(ns).Delete(ctx, "app", metav1.DeleteOptions{}))
+	resolved(metav1.ConditionFalse, "BackendNotFound", app.Generation)
+	app, err = routes.Get(ctx, "app", metav1.GetOptions{})
+	must(t, err)
+	f, err := routing.Attach(gw, app, &routing.Objects{Services: []*corev1.Service{appService(ns, "app"), api}, ReferenceGrants: []*gatewayv1.ReferenceGrant{grant}})
+	must(t, err)
+	app.Status.Parents[0] = f.Parents[0].RouteParentStatus(gwruntime.ControllerName, app.Generation, metav1.Now().Rfc3339Copy())
+	_, err = routes.UpdateStatus(ctx, app, metav1.UpdateOptions{FieldManager: "varnishgw"})
+	must(t, err)
+	resolved(metav1.ConditionTrue, "ResolvedRefs", app.Generation)
+	resolved(metav1.ConditionFalse, "BackendNotFound", app.Generation)
+
 	// The chaperone's real token: this route's status, nothing else.
 	sa := gatewayclient.NewForConfigOrDie(saCfg).GatewayV1().HTTPRoutes(ns)
 	_, err = routes.Create(ctx, &gatewayv1.HTTPRoute{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "other"},

@@ -26,7 +26,17 @@ import (
 type RouteResolvedRefs struct {
 	Route     routing.RouteRef
 	Condition routing.Condition
+	// Applied is the condition in the route's fragment: the one the
+	// provider writes at an apply. While Condition differs, the writer
+	// checks the route again every RecheckInterval, so that a status an
+	// apply wrote with older information is corrected without waiting for
+	// the next change.
+	Applied routing.Condition
 }
+
+// RecheckInterval is how often the RouteWriter reads again the routes
+// whose condition differs from their fragment's.
+const RecheckInterval = 10 * time.Second
 
 // RouteWriter keeps the ResolvedRefs condition of the Gateway's routes
 // true between applies: when a backend Service or a ReferenceGrant
@@ -109,6 +119,32 @@ func (w *RouteWriter) Set(routes []RouteResolvedRefs) {
 // Run writes the desired conditions until ctx ends, retrying failures
 // with backoff.
 func (w *RouteWriter) Run(ctx context.Context) {
+	go func() {
+		tick := time.NewTicker(RecheckInterval)
+		defer tick.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+			}
+			recheck := false
+			w.mu.Lock()
+			for k, r := range w.done {
+				if r.Condition != r.Applied {
+					delete(w.done, k)
+					recheck = true
+				}
+			}
+			w.mu.Unlock()
+			if recheck {
+				select {
+				case w.kick <- struct{}{}:
+				default:
+				}
+			}
+		}
+	}()
 	retryLoop(ctx, w.kick, w.log, "the routes' ResolvedRefs condition", func(ctx context.Context) error {
 		w.mu.Lock()
 		var todo []RouteResolvedRefs

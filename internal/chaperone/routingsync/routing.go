@@ -192,9 +192,19 @@ func RouteStatus(st *State) (gatewaystatus.AttachedRoutes, []gatewaystatus.Route
 	}
 	var routes []gatewaystatus.RouteResolvedRefs
 	for _, f := range st.Fragments {
-		if c, ok := f.ResolvedRefs(st.Objects); ok {
-			routes = append(routes, gatewaystatus.RouteResolvedRefs{Route: f.Route, Condition: c})
+		c, ok := f.ResolvedRefs(st.Objects)
+		if !ok {
+			continue
 		}
+		r := gatewaystatus.RouteResolvedRefs{Route: f.Route, Condition: c}
+		for _, p := range f.Parents {
+			for _, pc := range p.Conditions {
+				if pc.Type == c.Type {
+					r.Applied = pc
+				}
+			}
+		}
+		routes = append(routes, r)
 	}
 	return attached, routes
 }
