@@ -946,10 +946,12 @@ func (c *clients) attachedRoutes(ctx context.Context, gw *gatewayv1.Gateway) (ma
 // manager) is left alone.
 //
 // A listener's attachedRoutes is the gateway pods' (they follow every
-// route change): the provider gives a new listener entry the count of its
-// RoutingFragments (the field is required), and an existing entry the
-// value it has, so that its apply neither changes nor, by leaving out a
-// field it owned, deletes it. Entries of listeners the Gateway no longer
+// route change) once they write it: while a pod owns it
+// (podsCountRoutes), the provider's apply repeats the value the entry has,
+// so that it neither changes nor, by leaving out a field it owned,
+// deletes it; before (a new listener, no pod running yet, pods of a
+// release that did not count), it is the count of the listener's
+// RoutingFragments now. Entries of listeners the Gateway no longer
 // has are removed first, whoever wrote their fields. The apply carries the
 // resource version it read, and is made again on a conflict.
 func (c *clients) writeGatewayStatus(ctx context.Context, gw *gatewayv1.Gateway, svc *corev1.Service, invalidParams error) error {
@@ -1006,6 +1008,33 @@ func (c *clients) removeStaleListenerStatus(ctx context.Context, gw *gatewayv1.G
 	return out, nil
 }
 
+// podsCountRoutes reports whether the gateway pods' field manager
+// (gwruntime.RoutesFieldManager) owns the attachedRoutes of gw's listener
+// entry named listener.
+func podsCountRoutes(gw *gatewayv1.Gateway, listener gatewayv1.SectionName) bool {
+	key, err := json.Marshal(map[string]string{"name": string(listener)})
+	if err != nil {
+		return false
+	}
+	for _, mf := range gw.ManagedFields {
+		if mf.Manager != gwruntime.RoutesFieldManager || mf.Subresource != "status" || mf.FieldsV1 == nil {
+			continue
+		}
+		var fields struct {
+			Status struct {
+				Listeners map[string]map[string]json.RawMessage `json:"f:listeners"`
+			} `json:"f:status"`
+		}
+		if json.Unmarshal(mf.FieldsV1.Raw, &fields) != nil {
+			continue
+		}
+		if _, ok := fields.Status.Listeners["k:"+string(key)]["f:attachedRoutes"]; ok {
+			return true
+		}
+	}
+	return false
+}
+
 func (c *clients) applyGatewayStatus(ctx context.Context, gw *gatewayv1.Gateway, svc *corev1.Service, invalidParams error) error {
 	var attached map[string]int32
 	accepted := metav1.Condition{Type: string(gatewayv1.GatewayConditionAccepted), Status: metav1.ConditionTrue,
@@ -1029,7 +1058,10 @@ func (c *clients) applyGatewayStatus(ctx context.Context, gw *gatewayv1.Gateway,
 		var old []metav1.Condition
 		var routes int32
 		if live != nil {
-			old, routes = live.Conditions, live.AttachedRoutes
+			old = live.Conditions
+		}
+		if live != nil && podsCountRoutes(gw, l.Name) {
+			routes = live.AttachedRoutes
 		} else {
 			if attached == nil {
 				var err error

@@ -11,6 +11,8 @@ import (
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 	gwapply "sigs.k8s.io/gateway-api/applyconfiguration/apis/v1"
 	gatewayclient "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned"
+
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/gwruntime"
 )
 
 // RoutesFieldManager is the field manager of what the chaperone writes
@@ -19,7 +21,7 @@ import (
 // parent entries for the Gateway (RouteWriter). It is neither FieldManager
 // nor ListenerFieldManager: a server-side apply removes the fields its
 // manager owned and left out.
-const RoutesFieldManager = "varnishgw-chaperone-routes"
+const RoutesFieldManager = gwruntime.RoutesFieldManager
 
 // AttachedRoutes is the desired status.listeners[].attachedRoutes of one
 // Gateway generation: the number of accepted routes per listener name.
