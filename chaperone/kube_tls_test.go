@@ -178,7 +178,7 @@ func TestKubernetesHTTPSBinary(t *testing.T) {
 	gw, err = cp.Gateway.GatewayV1().Gateways(ns).Get(ctx, "edge", metav1.GetOptions{})
 	must(t, err)
 	gw.Spec.Infrastructure = &gatewayv1.GatewayInfrastructure{Labels: map[gatewayv1.LabelKey]gatewayv1.LabelValue{"team": "edge"}}
-	gw, err = cp.Gateway.GatewayV1().Gateways(ns).Update(ctx, gw, metav1.UpdateOptions{})
+	_, err = cp.Gateway.GatewayV1().Gateways(ns).Update(ctx, gw, metav1.UpdateOptions{})
 	must(t, err)
 	resolvedRefs(metav1.ConditionTrue, "ResolvedRefs")
 	got, err := cp.Gateway.GatewayV1().Gateways(ns).Get(ctx, "edge", metav1.GetOptions{})

@@ -1025,7 +1025,7 @@ func podsCountRoutes(gw *gatewayv1.Gateway, listener gatewayv1.SectionName) bool
 				Listeners map[string]map[string]json.RawMessage `json:"f:listeners"`
 			} `json:"f:status"`
 		}
-		if json.Unmarshal(mf.FieldsV1.Raw, &fields) != nil {
+		if json.Unmarshal(mf.FieldsV1.GetRawBytes(), &fields) != nil {
 			continue
 		}
 		if _, ok := fields.Status.Listeners["k:"+string(key)]["f:attachedRoutes"]; ok {

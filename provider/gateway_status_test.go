@@ -12,7 +12,7 @@ import (
 func TestPodsCountRoutes(t *testing.T) {
 	entry := func(manager, sub, fields string) metav1.ManagedFieldsEntry {
 		return metav1.ManagedFieldsEntry{Manager: manager, Subresource: sub, Operation: metav1.ManagedFieldsOperationApply,
-			FieldsType: "FieldsV1", FieldsV1: &metav1.FieldsV1{Raw: []byte(fields)}}
+			FieldsType: "FieldsV1", FieldsV1: metav1.NewFieldsV1(fields)}
 	}
 	pods := `{"f:status":{"f:listeners":{"k:{\"name\":\"http\"}":{".":{},"f:attachedRoutes":{},"f:name":{}}}}}`
 	tls := `{"f:status":{"f:listeners":{"k:{\"name\":\"http\"}":{".":{},"f:conditions":{},"f:name":{}}}}}`
