@@ -67,7 +67,10 @@ type RouteWriter struct {
 	// done are the conditions this writer found or wrote, so that a sync
 	// that changes nothing reads no route.
 	done map[routing.ObjectRef]RouteResolvedRefs
-	kick chan struct{}
+	// denied are the conditions the writer may not write (Forbidden),
+	// not checked again until they change.
+	denied map[routing.ObjectRef]RouteResolvedRefs
+	kick   chan struct{}
 }
 
 // NewRouteWriter returns a RouteWriter for the routes of the Gateway gw,
@@ -78,11 +81,12 @@ func NewRouteWriter(client gatewayclient.Interface, gw routing.ObjectRef, contro
 	}
 	return &RouteWriter{
 		client: client, gateway: gw, controller: controller,
-		log:  log.With("component", "gatewaystatus", "gateway", gw.String()),
-		now:  time.Now,
-		want: map[routing.ObjectRef]RouteResolvedRefs{},
-		done: map[routing.ObjectRef]RouteResolvedRefs{},
-		kick: make(chan struct{}, 1),
+		log:    log.With("component", "gatewaystatus", "gateway", gw.String()),
+		now:    time.Now,
+		want:   map[routing.ObjectRef]RouteResolvedRefs{},
+		done:   map[routing.ObjectRef]RouteResolvedRefs{},
+		denied: map[routing.ObjectRef]RouteResolvedRefs{},
+		kick:   make(chan struct{}, 1),
 	}
 }
 
@@ -99,6 +103,7 @@ func (w *RouteWriter) Set(routes []RouteResolvedRefs) {
 	for k := range w.done {
 		if _, ok := want[k]; !ok {
 			delete(w.done, k)
+			delete(w.denied, k)
 		}
 	}
 	for k, r := range want {
@@ -131,7 +136,7 @@ func (w *RouteWriter) Run(ctx context.Context) {
 			recheck := false
 			w.mu.Lock()
 			for k, r := range w.done {
-				if r.Condition != r.Applied {
+				if r.Condition != r.Applied && w.denied[k] != r {
 					delete(w.done, k)
 					recheck = true
 				}
@@ -156,11 +161,20 @@ func (w *RouteWriter) Run(ctx context.Context) {
 		w.mu.Unlock()
 		var errs []error
 		for _, r := range todo {
-			if err := w.Apply(ctx, r); err != nil {
+			k := routing.ObjectRef{Namespace: r.Route.Namespace, Name: r.Route.Name}
+			if err := w.Apply(ctx, r); apierrors.IsForbidden(err) {
+				// No right on this route (it was applied by a provider
+				// that did not grant it yet): not retried until its
+				// condition changes again.
+				w.mu.Lock()
+				w.denied[k] = r
+				w.mu.Unlock()
+				w.log.Warn("may not write the route's ResolvedRefs condition; apply the route again with this provider release, which grants it",
+					"route", r.Route.String(), "error", err)
+			} else if err != nil {
 				errs = append(errs, err)
 				continue
 			}
-			k := routing.ObjectRef{Namespace: r.Route.Namespace, Name: r.Route.Name}
 			w.mu.Lock()
 			if w.want[k] == r {
 				w.done[k] = r
