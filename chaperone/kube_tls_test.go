@@ -173,6 +173,14 @@ func TestKubernetesHTTPSBinary(t *testing.T) {
 		b, _ := io.ReadAll(resp.Body)
 		return resp.StatusCode == 200 && string(b) == "K"
 	})
+	// A new Gateway generation that changes no certificate: the
+	// condition's observedGeneration follows it.
+	gw, err = cp.Gateway.GatewayV1().Gateways(ns).Get(ctx, "edge", metav1.GetOptions{})
+	must(t, err)
+	gw.Spec.Infrastructure = &gatewayv1.GatewayInfrastructure{Labels: map[gatewayv1.LabelKey]gatewayv1.LabelValue{"team": "edge"}}
+	_, err = cp.Gateway.GatewayV1().Gateways(ns).Update(ctx, gw, metav1.UpdateOptions{})
+	must(t, err)
+	resolvedRefs(metav1.ConditionTrue, "ResolvedRefs")
 	got, err := cp.Gateway.GatewayV1().Gateways(ns).Get(ctx, "edge", metav1.GetOptions{})
 	must(t, err)
 	for _, ls := range got.Status.Listeners {

@@ -35,6 +35,7 @@ import (
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/chaperone/routingsync"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/chaperone/tlssource"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/chaperone/vcl"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/gwruntime"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/routing"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/vgwapi"
 )
@@ -97,10 +98,14 @@ func newRouting(cfg *Config, logger *slog.Logger) (routingHalf, *Halves, error) 
 		}
 		gwRef := routing.ObjectRef{Namespace: ns, Name: name}
 		a := &routingsync.Routing{
-			Source:   src,
-			Status:   gatewaystatus.NewWriter(gw, ns, name, log),
-			Reporter: vgwapi.NewReporter(dyn, gwRef, vgwapi.Pod{Name: cfg.PodName, UID: cfg.PodUID}, log.With("component", "report")),
-			API:      api,
+			Source: src,
+			Status: gatewaystatus.NewWriter(gw, ns, name, log),
+			// The routes' status between applies (docs/routing-sync.md,
+			// "Status").
+			AttachedRoutes: gatewaystatus.NewAttachedRoutesWriter(gw, ns, name, log),
+			Routes:         gatewaystatus.NewRouteWriter(gw, routing.ObjectRef{Namespace: ns, Name: name}, gwruntime.ControllerName, log),
+			Reporter:       vgwapi.NewReporter(dyn, gwRef, vgwapi.Pod{Name: cfg.PodName, UID: cfg.PodUID}, log.With("component", "report")),
+			API:            api,
 		}
 		if names != nil {
 			a.Collectors = append(a.Collectors, names)

@@ -434,6 +434,38 @@ func TestAccGateway(t *testing.T) {
 					return nil
 				},
 			},
+			{
+				// The gateway pods own attachedRoutes (and an HTTPS
+				// listener's ResolvedRefs) under their field managers: an
+				// apply keeps their value, and removing a listener removes
+				// its whole status entry, their fields included.
+				PreConfig: func() {
+					st := gatewayv1apply.GatewayStatus()
+					for _, l := range []gatewayv1.SectionName{"http", "alt"} {
+						st.WithListeners(gatewayv1apply.ListenerStatus().WithName(l).WithAttachedRoutes(3))
+					}
+					if _, err := cp.Gateway.GatewayV1().Gateways(ns).ApplyStatus(ctx, gatewayv1apply.Gateway("edge", ns).WithStatus(st),
+						metav1.ApplyOptions{FieldManager: "varnishgw-chaperone-routes", Force: true}); err != nil {
+						t.Fatal(err)
+					}
+				},
+				Config: gatewayConfig(cp, ns, class, `  varnishd_params = { thread_pool_min = "20" }`+"\n  storage = \"malloc,512m\"", listenerHCL("http", 8080)+`  vcl = "sub vcl_deliver { set resp.http.x-v = \"2\"; }"`),
+				Check: func(*terraform.State) error {
+					g, err := cp.Gateway.GatewayV1().Gateways(ns).Get(ctx, "edge", metav1.GetOptions{})
+					if err != nil {
+						return err
+					}
+					if len(g.Status.Listeners) != 1 || g.Status.Listeners[0].Name != "http" || g.Status.Listeners[0].AttachedRoutes != 3 {
+						return fmt.Errorf("listener status = %+v, want http alone with the pods' attachedRoutes 3", g.Status.Listeners)
+					}
+					for _, c := range g.Status.Listeners[0].Conditions {
+						if c.ObservedGeneration != g.Generation {
+							return fmt.Errorf("listener condition %s at observedGeneration %d, want %d", c.Type, c.ObservedGeneration, g.Generation)
+						}
+					}
+					return checkGatewayAccepted(g)
+				},
+			},
 		},
 	})
 }
@@ -530,6 +562,17 @@ resource "varnishgw_http_route" "foreign" {
 		}
 		return r.Status.Allowed
 	}
+	// canRoute: may it verb the route ns/name's status (or, with
+	// sub "", the route itself)?
+	canRoute := func(ns, verb, sub, name string) bool {
+		r, err := kube.AuthorizationV1().SelfSubjectAccessReviews().Create(ctx, &authorizationv1.SelfSubjectAccessReview{
+			Spec: authorizationv1.SelfSubjectAccessReviewSpec{ResourceAttributes: &authorizationv1.ResourceAttributes{
+				Namespace: ns, Verb: verb, Group: gatewayv1.GroupName, Resource: "httproutes", Subresource: sub, Name: name}}}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatalf("SelfSubjectAccessReview: %v", err)
+		}
+		return r.Status.Allowed
+	}
 	statusPatch := []byte(`{"status":{"conditions":[{"type":"Programmed","status":"True","reason":"Programmed","message":"test","lastTransitionTime":"2026-01-01T00:00:00Z","observedGeneration":1}]}}`)
 
 	resource.Test(t, resource.TestCase{
@@ -597,6 +640,7 @@ resource "varnishgw_http_route" "foreign" {
 						{backends, "list", "discovery.k8s.io", "endpointslices", ""},
 						{backends, "list", "", "services", ""},
 						{ns, "list", "discovery.k8s.io", "endpointslices", ""},
+						{ns, "get", gatewayv1.GroupName, "httproutes", "api"},
 					} {
 						if can(denied.ns, denied.verb, denied.group, denied.res, denied.name) {
 							return fmt.Errorf("the ServiceAccount may %s %s %s/%s before any route: want denied", denied.verb, denied.res, denied.ns, denied.name)
@@ -630,6 +674,23 @@ resource "varnishgw_http_route" "foreign" {
 					if can(backends, "list", "", "secrets", "") || can(backends, "update", "", "services", "api") {
 						return fmt.Errorf("the backend binding grants more than read access to services, endpointslices and referencegrants")
 					}
+					// The status of the route it serves, to keep its
+					// ResolvedRefs condition true; not the route's spec,
+					// not the route it does not accept, not others.
+					if !canRoute(ns, "get", "", "api") || !canRoute(ns, "patch", "status", "api") {
+						return fmt.Errorf("cannot get route %s/api and patch its status", ns)
+					}
+					if _, err := gwc.GatewayV1().HTTPRoutes(ns).Get(ctx, "api", metav1.GetOptions{}); err != nil {
+						return fmt.Errorf("get the route it serves: %v", err)
+					}
+					for _, denied := range []struct{ ns, verb, sub, name string }{
+						{ns, "patch", "", "api"}, {ns, "update", "status", "api"}, {ns, "list", "", ""}, {ns, "patch", "status", "other"},
+						{backends, "get", "", "foreign"}, {backends, "patch", "status", "foreign"},
+					} {
+						if canRoute(denied.ns, denied.verb, denied.sub, denied.name) {
+							return fmt.Errorf("the ServiceAccount may %s httproutes/%s %s/%s: want denied", denied.verb, denied.sub, denied.ns, denied.name)
+						}
+					}
 					return nil
 				},
 			},
@@ -652,6 +713,13 @@ resource "varnishgw_http_route" "foreign" {
 				Check: func(*terraform.State) error {
 					if can(moved, "list", "discovery.k8s.io", "endpointslices", "") {
 						return fmt.Errorf("may still list EndpointSlices in %s after the route was destroyed", moved)
+					}
+					if canRoute(ns, "patch", "status", "api") {
+						return fmt.Errorf("may still patch the status of route %s/api after it was destroyed", ns)
+					}
+					name := gwruntime.RouteStatusRoleName(gw, routing.ObjectRef{Namespace: ns, Name: "api"})
+					if _, err := cp.Client.RbacV1().Roles(ns).Get(ctx, name, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+						return fmt.Errorf("the route's status Role %s/%s after the route was destroyed: %v, want NotFound", ns, name, err)
 					}
 					for _, n := range []string{backends, moved} {
 						list, err := cp.Client.RbacV1().RoleBindings(n).List(ctx, metav1.ListOptions{})

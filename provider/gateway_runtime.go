@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -18,6 +19,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	appsv1apply "k8s.io/client-go/applyconfigurations/apps/v1"
 	corev1apply "k8s.io/client-go/applyconfigurations/core/v1"
@@ -951,16 +953,104 @@ func (c *clients) attachedRoutes(ctx context.Context, gw *gatewayv1.Gateway) (ma
 
 // writeGatewayStatus sets the provider's part of the Gateway status with
 // field manager FieldManager: Accepted, the listeners (supported kinds,
-// attached routes, Accepted, and ResolvedRefs of the HTTP listeners: the
-// gateway pods write an HTTPS listener's) and the addresses of svc
-// (none when nil). With invalidParams the Gateway is not accepted (reason
-// InvalidParameters, the error as message). The chaperone's Programmed
-// condition (another field manager) is left alone.
+// Accepted, and ResolvedRefs of the HTTP listeners: the gateway pods write
+// an HTTPS listener's) and the addresses of svc (none when nil). With
+// invalidParams the Gateway is not accepted (reason InvalidParameters, the
+// error as message). The chaperone's Programmed condition (another field
+// manager) is left alone.
+//
+// A listener's attachedRoutes is the gateway pods' (they follow every
+// route change) once they write it: while a pod owns it
+// (podsCountRoutes), the provider's apply repeats the value the entry has,
+// so that it neither changes nor, by leaving out a field it owned,
+// deletes it; before (a new listener, no pod running yet, pods of a
+// release that did not count), it is the count of the listener's
+// RoutingFragments now. Entries of listeners the Gateway no longer
+// has are removed first, whoever wrote their fields. The apply carries the
+// resource version it read, and is made again on a conflict.
 func (c *clients) writeGatewayStatus(ctx context.Context, gw *gatewayv1.Gateway, svc *corev1.Service, invalidParams error) error {
-	attached, err := c.attachedRoutes(ctx, gw)
-	if err != nil {
-		return err
+	ns, name := gw.Namespace, gw.Name
+	var err error
+	for attempt := 0; attempt < 5; attempt++ {
+		if attempt > 0 {
+			if gw, err = c.gateway.GatewayV1().Gateways(ns).Get(ctx, name, metav1.GetOptions{}); err != nil {
+				return fmt.Errorf("read Gateway %s/%s: %w", ns, name, err)
+			}
+		}
+		if gw, err = c.removeStaleListenerStatus(ctx, gw); err == nil {
+			err = c.applyGatewayStatus(ctx, gw, svc, invalidParams)
+		}
+		if !apierrors.IsConflict(err) {
+			return err
+		}
 	}
+	return err
+}
+
+// removeStaleListenerStatus removes the status entries of listeners gw's
+// spec no longer has, with a JSON patch that tests the resource version
+// (a server-side apply could only drop the provider's own fields of such
+// an entry: the gateway pods' attachedRoutes or ResolvedRefs would be left
+// as an entry without its required fields, which the API server refuses).
+func (c *clients) removeStaleListenerStatus(ctx context.Context, gw *gatewayv1.Gateway) (*gatewayv1.Gateway, error) {
+	inSpec := map[gatewayv1.SectionName]bool{}
+	for _, l := range gw.Spec.Listeners {
+		inSpec[l.Name] = true
+	}
+	ops := []map[string]any{{"op": "test", "path": "/metadata/resourceVersion", "value": gw.ResourceVersion}}
+	for i := len(gw.Status.Listeners) - 1; i >= 0; i-- {
+		if !inSpec[gw.Status.Listeners[i].Name] {
+			ops = append(ops, map[string]any{"op": "remove", "path": fmt.Sprintf("/status/listeners/%d", i)})
+		}
+	}
+	if len(ops) == 1 {
+		return gw, nil
+	}
+	patch, err := json.Marshal(ops)
+	if err != nil {
+		return nil, fmt.Errorf("encode the removal of old listener status of Gateway %s/%s: %w", gw.Namespace, gw.Name, err)
+	}
+	out, err := c.gateway.GatewayV1().Gateways(gw.Namespace).Patch(ctx, gw.Name, types.JSONPatchType, patch,
+		metav1.PatchOptions{FieldManager: FieldManager}, "status")
+	if err != nil {
+		if apierrors.IsInvalid(err) && strings.Contains(err.Error(), "/metadata/resourceVersion") {
+			// The resource version changed since the read: read again.
+			return nil, apierrors.NewConflict(gatewayv1.Resource("gateways"), gw.Name, err)
+		}
+		return nil, fmt.Errorf("remove the status of removed listeners of Gateway %s/%s: %w", gw.Namespace, gw.Name, err)
+	}
+	return out, nil
+}
+
+// podsCountRoutes reports whether the gateway pods' field manager
+// (gwruntime.RoutesFieldManager) owns the attachedRoutes of gw's listener
+// entry named listener.
+func podsCountRoutes(gw *gatewayv1.Gateway, listener gatewayv1.SectionName) bool {
+	key, err := json.Marshal(map[string]string{"name": string(listener)})
+	if err != nil {
+		return false
+	}
+	for _, mf := range gw.ManagedFields {
+		if mf.Manager != gwruntime.RoutesFieldManager || mf.Subresource != "status" || mf.FieldsV1 == nil {
+			continue
+		}
+		var fields struct {
+			Status struct {
+				Listeners map[string]map[string]json.RawMessage `json:"f:listeners"`
+			} `json:"f:status"`
+		}
+		if json.Unmarshal(mf.FieldsV1.GetRawBytes(), &fields) != nil {
+			continue
+		}
+		if _, ok := fields.Status.Listeners["k:"+string(key)]["f:attachedRoutes"]; ok {
+			return true
+		}
+	}
+	return false
+}
+
+func (c *clients) applyGatewayStatus(ctx context.Context, gw *gatewayv1.Gateway, svc *corev1.Service, invalidParams error) error {
+	var attached map[string]int32
 	accepted := metav1.Condition{Type: string(gatewayv1.GatewayConditionAccepted), Status: metav1.ConditionTrue,
 		Reason: string(gatewayv1.GatewayReasonAccepted), Message: "Accepted by the varnishgw provider.", ObservedGeneration: gw.Generation}
 	if invalidParams != nil {
@@ -973,16 +1063,32 @@ func (c *clients) writeGatewayStatus(ctx context.Context, gw *gatewayv1.Gateway,
 		}
 	}
 	for _, l := range gw.Spec.Listeners {
-		var old []metav1.Condition
-		for _, ls := range gw.Status.Listeners {
-			if ls.Name == l.Name {
-				old = ls.Conditions
+		var live *gatewayv1.ListenerStatus
+		for i := range gw.Status.Listeners {
+			if gw.Status.Listeners[i].Name == l.Name {
+				live = &gw.Status.Listeners[i]
 			}
+		}
+		var old []metav1.Condition
+		var routes int32
+		if live != nil {
+			old = live.Conditions
+		}
+		if live != nil && podsCountRoutes(gw, l.Name) {
+			routes = live.AttachedRoutes
+		} else {
+			if attached == nil {
+				var err error
+				if attached, err = c.attachedRoutes(ctx, gw); err != nil {
+					return err
+				}
+			}
+			routes = attached[string(l.Name)]
 		}
 		ls := gatewayv1apply.ListenerStatus().
 			WithName(l.Name).
 			WithSupportedKinds(gatewayv1apply.RouteGroupKind().WithGroup(gatewayv1.GroupName).WithKind("HTTPRoute")).
-			WithAttachedRoutes(attached[string(l.Name)]).
+			WithAttachedRoutes(routes).
 			WithConditions(condition(old, metav1.Condition{Type: string(gatewayv1.ListenerConditionAccepted), Status: metav1.ConditionTrue,
 				Reason: string(gatewayv1.ListenerReasonAccepted), Message: "Served on varnishd socket " + routing.SocketName(l.Port) + ".", ObservedGeneration: gw.Generation}))
 		// An HTTPS listener's ResolvedRefs says whether its certificates
@@ -996,8 +1102,11 @@ func (c *clients) writeGatewayStatus(ctx context.Context, gw *gatewayv1.Gateway,
 		}
 		st.WithListeners(ls)
 	}
-	ac := gatewayv1apply.Gateway(gw.Name, gw.Namespace).WithStatus(st)
+	ac := gatewayv1apply.Gateway(gw.Name, gw.Namespace).WithResourceVersion(gw.ResourceVersion).WithStatus(st)
 	if _, err := c.gateway.GatewayV1().Gateways(gw.Namespace).ApplyStatus(ctx, ac, applyOptions()); err != nil {
+		if apierrors.IsConflict(err) {
+			return err
+		}
 		return fmt.Errorf("set the status of Gateway %s/%s: %w", gw.Namespace, gw.Name, err)
 	}
 	return nil

@@ -269,6 +269,10 @@ func (r *httpRouteResource) apply(ctx context.Context, m *httpRouteModel, oldPar
 		fail(action, err.Error())
 		return nil, nil
 	}
+	if err := r.c.writeStatusRoles(ctx, live, frags, stale); err != nil {
+		fail(action, err.Error())
+		return nil, nil
+	}
 	writes, err := r.c.writeFragments(ctx, live, frags, stale, m.WaitForServed.ValueBool())
 	if err != nil {
 		fail(action, err.Error())
@@ -446,6 +450,10 @@ func (r *httpRouteResource) Delete(ctx context.Context, req resource.DeleteReque
 	for _, gw := range gateways {
 		if err := r.c.pruneBackendBindings(ctx, gw, routeRef, nil); err != nil {
 			resp.Diagnostics.AddError("Delete the HTTP route", err.Error()+"\nDelete the RoleBinding by hand or run terraform destroy again.")
+			return
+		}
+		if err := r.c.deleteStatusRole(ctx, gw, routeRef); err != nil {
+			resp.Diagnostics.AddError("Delete the HTTP route", err.Error()+"\nDelete the Role and RoleBinding by hand or run terraform destroy again.")
 			return
 		}
 	}

@@ -339,8 +339,10 @@ func (r *httpRouteResource) Schema(_ context.Context, _ resource.SchemaRequest, 
 			"by varnishgw, and stores what the route contributes to each such Gateway in a RoutingFragment (varnishgw.dev) " +
 			"in the Gateway's namespace, which the gateway pods load; by default it waits until they serve it. In every namespace its backends live in, it writes a " +
 			"RoleBinding that lets the pods of each such Gateway that accepts the route read Services, EndpointSlices and " +
-			"ReferenceGrants there, and removes it when no longer needed. The computed routing attribute shows that " +
-			"contribution in the plan.",
+			"ReferenceGrants there, and removes it when no longer needed. In the route's own namespace it writes, for " +
+			"each such Gateway, a Role and RoleBinding that let that Gateway's pods read this route and patch its " +
+			"status, so that they keep ResolvedRefs current when a backend Service or ReferenceGrant appears or " +
+			"disappears. The computed routing attribute shows that contribution in the plan.",
 		Attributes: map[string]schema.Attribute{
 			"id": schema.StringAttribute{
 				Computed:      true,

@@ -23,13 +23,15 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	gatewayclient "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned"
+
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/gwruntime"
 )
 
 const (
 	// Address is the provider's registry address.
 	Address = "registry.terraform.io/varnishgw/varnishgw"
 	// ControllerName is the GatewayClass controllerName of varnishgw classes.
-	ControllerName = "varnishgw.dev/gateway-controller"
+	ControllerName = gwruntime.ControllerName
 	// FieldManager owns every field the provider writes with server-side apply.
 	FieldManager = "varnishgw"
 	// GatewayAPIVersion is the Gateway API release whose CRDs the provider

@@ -17,7 +17,8 @@ import (
 //     (CRDs, GatewayClasses, the gateways' backend ClusterRoles and the
 //     ClusterRoleBindings of their invalidation endpoints), the
 //     HTTPRoutes wherever they live, RoleBindings in the routes' backend
-//     namespaces, and reading what plan-time validation and attachment read
+//     namespaces, Roles and RoleBindings in the routes' namespaces, and
+//     reading what plan-time validation and attachment read
 //     (Gateways, Services, EndpointSlices, ReferenceGrants, Namespaces);
 //   - ProviderNamespaceRules, bound with a RoleBinding in each namespace
 //     that holds Gateways (and in each class's parameters namespace): the
@@ -50,6 +51,10 @@ func ProviderClusterRules() []rbacv1.PolicyRule {
 		{APIGroups: []string{"discovery.k8s.io"}, Resources: []string{"endpointslices"}, Verbs: []string{"get", "list", "watch"}},
 		{APIGroups: []string{""}, Resources: []string{"namespaces"}, Verbs: []string{"get"}},
 		{APIGroups: []string{rbacv1.GroupName}, Resources: []string{"clusterroles"}, Verbs: []string{"get", "create", "patch", "delete"}},
+		// Roles: the gateways' own and their certificate Roles, and in a
+		// route's namespace the Role that lets each Gateway serving it
+		// write its ResolvedRefs condition (on that route alone).
+		{APIGroups: []string{rbacv1.GroupName}, Resources: []string{"roles"}, Verbs: []string{"get", "create", "patch", "delete"}},
 		{APIGroups: []string{rbacv1.GroupName}, Resources: []string{"rolebindings"}, Verbs: []string{"get", "list", "create", "patch", "delete"}},
 		// The ClusterRoleBinding of a gateway's pods to system:auth-delegator
 		// (invalidation_endpoint_port), and bind of exactly that ClusterRole:
@@ -70,7 +75,6 @@ func ProviderNamespaceRules() []rbacv1.PolicyRule {
 		{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"list", "watch"}},
 		{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"list", "watch"}},
 		{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"list"}},
-		{APIGroups: []string{rbacv1.GroupName}, Resources: []string{"roles"}, Verbs: []string{"get", "create", "patch", "delete"}},
 		{APIGroups: []string{"apps"}, Resources: []string{"deployments"}, Verbs: []string{"get", "create", "patch", "delete"}},
 		{APIGroups: []string{"apps"}, Resources: []string{"replicasets"}, Verbs: []string{"list"}},
 		{APIGroups: []string{"policy"}, Resources: []string{"poddisruptionbudgets"}, Verbs: []string{"get", "create", "patch", "delete"}},

@@ -15,6 +15,17 @@ import (
 // GatewayPodReports; the pods and the provider select on it.
 const GatewayLabel = "varnishgw.dev/gateway"
 
+// ControllerName is the GatewayClass controllerName of varnishgw classes,
+// which the provider and the chaperone put in the routes' status.parents
+// entries they write.
+const ControllerName = "varnishgw.dev/gateway-controller"
+
+// RoutesFieldManager is the field manager under which the gateway pods
+// write what they keep true about their routes between applies: the
+// listeners' attachedRoutes and the routes' ResolvedRefs condition. The
+// provider writes a listener's attachedRoutes only while no pod does.
+const RoutesFieldManager = "varnishgw-chaperone-routes"
+
 // FragmentName names what a route writes for gw: its RoutingFragment in
 // gw's namespace, and its backend RoleBindings. "vgw-" plus a readable
 // gateway-namespace-name part, cut to fit, plus a hash of the exact triple,

@@ -177,3 +177,34 @@ func BackendRules() []rbacv1.PolicyRule {
 		{APIGroups: []string{gatewayv1.GroupName}, Resources: []string{"referencegrants"}, Verbs: []string{"get", "list", "watch"}},
 	}
 }
+
+// RouteStatusRules are the chaperone's rights on one route it serves, in
+// the route's namespace (the Role RouteStatusRoleName, which the route
+// writes while the Gateway accepts it): read the route and patch its
+// status, to keep the ResolvedRefs condition of its parent entries for the
+// Gateway true between applies. Exactly that route (resourceNames): no
+// other route's status, and no spec.
+func RouteStatusRules(route string) []rbacv1.PolicyRule {
+	return []rbacv1.PolicyRule{
+		{APIGroups: []string{gatewayv1.GroupName}, Resources: []string{"httproutes"}, ResourceNames: []string{route}, Verbs: []string{"get"}},
+		{APIGroups: []string{gatewayv1.GroupName}, Resources: []string{"httproutes/status"}, ResourceNames: []string{route}, Verbs: []string{"patch"}},
+	}
+}
+
+// RouteStatusRoleName names the Role and RoleBinding, in route's
+// namespace, that give gw's ServiceAccount RouteStatusRules on route. One
+// per (gateway, route); the hash covers the Gateway's namespace too, so
+// two Gateways of one name in different namespaces get different objects.
+func RouteStatusRoleName(gw, route routing.ObjectRef) string {
+	sum := sha256.Sum256([]byte(gw.Namespace + "\x00" + gw.Name + "\x00" + route.Namespace + "\x00" + route.Name))
+	readable := strings.Map(func(r rune) rune {
+		if r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '-' {
+			return r
+		}
+		return '-'
+	}, strings.ToLower(gw.Name+"-"+route.Name))
+	if len(readable) > 200 {
+		readable = readable[:200]
+	}
+	return "vgw-status-" + strings.Trim(readable, "-") + "-" + hex.EncodeToString(sum[:5])
+}

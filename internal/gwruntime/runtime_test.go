@@ -108,3 +108,31 @@ func TestInvalidateAuthBindingName(t *testing.T) {
 		t.Errorf("two gateways share the binding %q", x)
 	}
 }
+
+func TestRouteStatusRoleName(t *testing.T) {
+	route := routing.ObjectRef{Namespace: "apps", Name: "web"}
+	names := map[string]routing.ObjectRef{}
+	for _, gw := range []routing.ObjectRef{{Namespace: "a", Name: "gw"}, {Namespace: "b", Name: "gw"}, {Namespace: "a", Name: "gw2"}} {
+		n := RouteStatusRoleName(gw, route)
+		if other, ok := names[n]; ok {
+			t.Errorf("Gateways %s and %s share the name %s", other, gw, n)
+		}
+		names[n] = gw
+		if errs := validation.IsDNS1123Subdomain(n); len(errs) > 0 {
+			t.Errorf("%s: %v", n, errs)
+		}
+		if !strings.HasPrefix(n, "vgw-status-"+gw.Name+"-web-") {
+			t.Errorf("name %s is not readable", n)
+		}
+	}
+	long := RouteStatusRoleName(routing.ObjectRef{Namespace: "n", Name: strings.Repeat("G", 253)}, routing.ObjectRef{Namespace: "n", Name: strings.Repeat("r", 253)})
+	if errs := validation.IsDNS1123Subdomain(long); len(errs) > 0 {
+		t.Errorf("%s: %v", long, errs)
+	}
+	rules := RouteStatusRules("web")
+	for _, r := range rules {
+		if !slices.Equal(r.ResourceNames, []string{"web"}) {
+			t.Errorf("rule %v is not limited to the route", r)
+		}
+	}
+}

@@ -362,41 +362,125 @@ type backendCheck struct {
 
 func checkBackendRefs(route *gatewayv1.HTTPRoute, objs *Objects) backendCheck {
 	bc := backendCheck{refs: map[*gatewayv1.BackendObjectReference]string{}}
-	var first gatewayv1.RouteConditionReason
-	var msgs []string
+	var problems []refProblem
 	check := func(path string, ref *gatewayv1.BackendObjectReference) {
 		reason, msg := checkBackendRef(route.Namespace, ref, objs)
 		bc.refs[ref] = string(reason)
 		if reason != "" {
-			if first == "" {
-				first = reason
-			}
-			msgs = append(msgs, path+": "+msg)
+			problems = append(problems, refProblem{path, reason, msg})
 		}
 	}
 	for i := range route.Spec.Rules {
 		r := &route.Spec.Rules[i]
 		for j := range r.BackendRefs {
-			check(fmt.Sprintf("spec.rules[%d].backendRefs[%d]", i, j), &r.BackendRefs[j].BackendObjectReference)
+			check(backendRefPath(i, j), &r.BackendRefs[j].BackendObjectReference)
 		}
 		for j := range r.Filters {
 			if m := r.Filters[j].RequestMirror; m != nil {
-				check(fmt.Sprintf("spec.rules[%d].filters[%d].requestMirror.backendRef", i, j), &m.BackendRef)
+				check(mirrorRefPath(i, j), &m.BackendRef)
 			}
 		}
 	}
-	bc.condition = Condition{
+	bc.condition = resolvedRefsCondition(problems)
+	return bc
+}
+
+// backendRefPath and mirrorRefPath are the spec paths of a rule's
+// backendRef and of a mirror filter's backendRef.
+func backendRefPath(rule, ref int) string {
+	return fmt.Sprintf("spec.rules[%d].backendRefs[%d]", rule, ref)
+}
+func mirrorRefPath(rule, filter int) string {
+	return fmt.Sprintf("spec.rules[%d].filters[%d].requestMirror.backendRef", rule, filter)
+}
+
+// refProblem is a backend reference that does not resolve: its spec path,
+// the ResolvedRefs reason and what is wrong.
+type refProblem struct {
+	path   string
+	reason gatewayv1.RouteConditionReason
+	msg    string
+}
+
+// resolvedRefsCondition is the route's ResolvedRefs condition for the
+// references that do not resolve (in spec order): True when there are
+// none, else False with the first one's reason and every one's message.
+func resolvedRefsCondition(problems []refProblem) Condition {
+	c := Condition{
 		Type:    string(gatewayv1.RouteConditionResolvedRefs),
 		Status:  string(metav1.ConditionTrue),
 		Reason:  string(gatewayv1.RouteReasonResolvedRefs),
 		Message: "all backend references resolved",
 	}
-	if first != "" {
-		bc.condition.Status = string(metav1.ConditionFalse)
-		bc.condition.Reason = string(first)
-		bc.condition.Message = truncate(strings.Join(msgs, "; ") + "; requests for these backends get 500 while they do not resolve")
+	if len(problems) == 0 {
+		return c
 	}
-	return bc
+	msgs := make([]string, len(problems))
+	for i, p := range problems {
+		msgs[i] = p.path + ": " + p.msg
+	}
+	c.Status = string(metav1.ConditionFalse)
+	c.Reason = string(problems[0].reason)
+	c.Message = truncate(strings.Join(msgs, "; ") + "; requests for these backends get 500 while they do not resolve")
+	return c
+}
+
+// ResolvedRefs is the ResolvedRefs condition of the fragment's route with
+// its backend references checked again, by the rules Attach checks them
+// with, against objs: the Services and ReferenceGrants of now. It is the
+// condition Attach would give the route now, so that what the chaperone
+// writes between applies and what the provider writes at an apply agree.
+// When every reference resolves as it did at attach time, it is the
+// fragment's own condition, message included. A reference of a kind other
+// than Service stays unresolved (InvalidKind; its message then no longer
+// names the kind, which the fragment does not keep).
+//
+// ok is false when the fragment has no rules (the route is not accepted,
+// so its references are not in the fragment): its condition is the
+// fragment's.
+func (f *Fragment) ResolvedRefs(objs *Objects) (c Condition, ok bool) {
+	if f == nil || len(f.Rules) == 0 {
+		return Condition{}, false
+	}
+	var problems []refProblem
+	same := true
+	check := func(path string, b BackendRef) {
+		var reason gatewayv1.RouteConditionReason
+		var msg string
+		if b.Unresolved == string(gatewayv1.RouteReasonInvalidKind) {
+			reason, msg = gatewayv1.RouteReasonInvalidKind, "the kind is not supported: only core Services are"
+		} else {
+			ns, port := gatewayv1.Namespace(b.Namespace), gatewayv1.PortNumber(b.Port)
+			ref := gatewayv1.BackendObjectReference{Name: gatewayv1.ObjectName(b.Name), Namespace: &ns, Port: &port}
+			reason, msg = checkBackendRef(f.Route.Namespace, &ref, objs)
+		}
+		if string(reason) != b.Unresolved {
+			same = false
+		}
+		if reason != "" {
+			problems = append(problems, refProblem{path, reason, msg})
+		}
+	}
+	for _, r := range f.Rules {
+		for j, b := range r.Backends {
+			check(backendRefPath(r.Index, j), b)
+		}
+		for j, fl := range r.Filters {
+			if fl.RequestMirror != nil {
+				check(mirrorRefPath(r.Index, j), fl.RequestMirror.Backend)
+			}
+		}
+	}
+	if same {
+		for _, p := range f.Parents {
+			for _, pc := range p.Conditions {
+				if pc.Type == string(gatewayv1.RouteConditionResolvedRefs) {
+					return pc, true
+				}
+			}
+		}
+	}
+	return resolvedRefsCondition(problems), true
 }
 
 // checkBackendRef returns the ResolvedRefs reason and message for one

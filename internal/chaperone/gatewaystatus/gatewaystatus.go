@@ -1,13 +1,21 @@
-// Package gatewaystatus writes the chaperone's part of a Gateway's status:
-// the Programmed condition, which says whether ghost has loaded the routing
-// of the Gateway's current generation (Writer), and the ResolvedRefs
-// condition of the HTTPS listeners, which says whether their certificates
-// are served (ListenerWriter, under its own field manager).
+// Package gatewaystatus writes the chaperone's part of the status of its
+// Gateway and of the routes it serves: the Programmed condition, which
+// says whether ghost has loaded the routing of the Gateway's current
+// generation (Writer); the ResolvedRefs condition of the HTTPS listeners,
+// which says whether their certificates are served (ListenerWriter); the
+// listeners' attachedRoutes (AttachedRoutesWriter); and the ResolvedRefs
+// condition of the routes' parent entries for the Gateway between applies
+// (RouteWriter). docs/guides/architecture.md ("Status: who writes what")
+// lists every status field's one writer.
 //
-// It patches only that condition, with server-side apply on the status
-// subresource under its own field manager (FieldManager): conditions are a
-// map keyed by type, so the conditions that the provider or another
-// controller owns (Accepted, listener status) are left alone.
+// The Gateway's fields are written with server-side apply on the status
+// subresource, each writer under its own field manager (FieldManager,
+// ListenerFieldManager, RoutesFieldManager): a server-side apply removes
+// the fields its manager owned and left out, and conditions and listener
+// entries are maps keyed by type and name, so the fields the provider or
+// another writer owns are left alone. A route's status.parents is one
+// value for server-side apply; RouteWriter writes it with a merge patch
+// that carries the resource version it read.
 package gatewaystatus
 
 import (

@@ -34,8 +34,9 @@ const ListenerFieldManager = "varnishgw-chaperone-tls"
 // ListenerWriter applies the ResolvedRefs condition of a Gateway's HTTPS
 // listeners: status.listeners[name].conditions[ResolvedRefs], with
 // server-side apply under ListenerFieldManager. The listener entries' other fields
-// (supportedKinds, attachedRoutes, the other conditions) belong to the
-// provider: the API server refuses the apply while an entry lacks them
+// (supportedKinds, the other conditions) belong to the provider, and
+// attachedRoutes to AttachedRoutesWriter once the provider created the
+// entry: the API server refuses the apply while an entry lacks them
 // ("attachedRoutes: Required value": the provider has not written the
 // listener's status yet), and Run retries. Set never blocks; Run applies the latest desired conditions.
 type ListenerWriter struct {

@@ -417,7 +417,9 @@ func (k *KubeSource) State() (*State, error) {
 		}
 		objs.ExternalNames = w.Addrs()
 	}
-	return &State{Gateway: gw, Fragments: frags, Rejected: rejected, FragmentsResourceVersion: rv, Objects: objs}, nil
+	// The namespaces still pending here waited longer than PendingTimeout.
+	return &State{Gateway: gw, Fragments: frags, Rejected: rejected, FragmentsResourceVersion: rv, Objects: objs,
+		ObjectsIncomplete: len(k.pending) > 0}, nil
 }
 
 // cachedEndpointSlices counts the EndpointSlices in the informer caches

@@ -17,6 +17,7 @@ import (
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/chaperone/ghostadmin"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/chaperone/metrics"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/chaperone/vcl"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/routing"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/vgwapi"
 )
 
@@ -32,6 +33,11 @@ type Routing struct {
 	Source Source
 	// Status, if set, receives the Programmed condition (Kubernetes only).
 	Status *gatewaystatus.Writer
+	// AttachedRoutes and Routes, if set, receive after every sync the
+	// listeners' attachedRoutes and the routes' ResolvedRefs condition of
+	// the state it was built from (Kubernetes only; RouteStatus).
+	AttachedRoutes *gatewaystatus.AttachedRoutesWriter
+	Routes         *gatewaystatus.RouteWriter
 	// Reporter, if set, receives the routing the pod serves after every
 	// sync that loaded it (Kubernetes only): the pod's GatewayPodReport.
 	Reporter *vgwapi.Reporter
@@ -96,6 +102,12 @@ func (a *Routing) Run(ctx context.Context, env Env) error {
 	if a.Status != nil {
 		go a.Status.Run(ctx)
 	}
+	if a.AttachedRoutes != nil {
+		go a.AttachedRoutes.Run(ctx)
+	}
+	if a.Routes != nil {
+		go a.Routes.Run(ctx)
+	}
 	if a.Reporter != nil {
 		go a.Reporter.Run(ctx)
 	}
@@ -122,6 +134,15 @@ func (a *Routing) Run(ctx context.Context, env Env) error {
 				a.routingRes = &routingState{r.Gateway.Generation, r.Err, r.Outcome == OutcomeError, r.Rejected}
 				a.mu.Unlock()
 				a.setStatus()
+			}
+			if r.State != nil && r.State.Gateway != nil {
+				attached, routes := RouteStatus(r.State)
+				if a.AttachedRoutes != nil {
+					a.AttachedRoutes.Set(attached, r.State.Gateway)
+				}
+				if a.Routes != nil && !r.State.ObjectsIncomplete {
+					a.Routes.Set(routes)
+				}
 			}
 			served := r.Outcome == OutcomeReloaded || r.Outcome == OutcomeUnchanged
 			if a.Reporter != nil && served && r.Gateway != nil && r.FragmentsResourceVersion != "" {
@@ -166,6 +187,37 @@ func (a *Routing) Run(ctx context.Context, env Env) error {
 		err = fmt.Errorf("main VCL: %w", verr)
 	}
 	return err
+}
+
+// RouteStatus is what the state says about the Gateway's routes: the
+// number of accepted routes per listener of the Gateway (every listener
+// has a count), and each accepted route's ResolvedRefs condition with its
+// backend references checked against the state's objects
+// (routing.Fragment.ResolvedRefs). A route that is not accepted has no
+// references in its fragment and keeps the condition the provider wrote.
+func RouteStatus(st *State) (gatewaystatus.AttachedRoutes, []gatewaystatus.RouteResolvedRefs) {
+	counts := routing.ListenerAttachedRoutes(st.Fragments)
+	attached := gatewaystatus.AttachedRoutes{Generation: st.Gateway.Generation, Counts: make(map[string]int32, len(st.Gateway.Spec.Listeners))}
+	for _, l := range st.Gateway.Spec.Listeners {
+		attached.Counts[string(l.Name)] = counts[string(l.Name)]
+	}
+	var routes []gatewaystatus.RouteResolvedRefs
+	for _, f := range st.Fragments {
+		c, ok := f.ResolvedRefs(st.Objects)
+		if !ok {
+			continue
+		}
+		r := gatewaystatus.RouteResolvedRefs{Route: f.Route, Condition: c}
+		for _, p := range f.Parents {
+			for _, pc := range p.Conditions {
+				if pc.Type == c.Type {
+					r.Applied = pc
+				}
+			}
+		}
+		routes = append(routes, r)
+	}
+	return attached, routes
 }
 
 // setStatus applies the Programmed condition of the current routing and

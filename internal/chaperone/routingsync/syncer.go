@@ -39,6 +39,11 @@ type State struct {
 	// Objects are the Services, EndpointSlices and ReferenceGrants of the
 	// namespaces the fragments reference.
 	Objects *routing.Objects
+	// ObjectsIncomplete is set when Objects lack a referenced namespace
+	// whose caches did not sync in time (KubeConfig.PendingTimeout): the
+	// routing is built without it, but the routes' references are not
+	// checked again against it.
+	ObjectsIncomplete bool
 	// Secrets are the Secrets of a routing directory (DirSource), for
 	// the HTTPS listeners' certificates (tlssource.Dir); the routing
 	// does not use them. KubeSource leaves it empty.
@@ -102,6 +107,9 @@ type Result struct {
 	FragmentsResourceVersion string
 	// Duration is the time the sync took, build to reload answer.
 	Duration time.Duration
+	// State is the state the sync was built from (nil when the source
+	// had none), for the status of the Gateway's listeners and routes.
+	State *State
 }
 
 // Config configures a Syncer.
@@ -310,7 +318,7 @@ func (s *Syncer) syncOnce(ctx context.Context, force bool) Result {
 		return res
 	}
 	res := Result{Gateway: st.Gateway, Fragments: len(st.Fragments), Rejected: st.Rejected,
-		FragmentsResourceVersion: st.FragmentsResourceVersion}
+		FragmentsResourceVersion: st.FragmentsResourceVersion, State: st}
 	s.logRejections(st.Rejected)
 	table, doc, err := Build(st)
 	if table != nil {

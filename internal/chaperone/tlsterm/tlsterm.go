@@ -92,8 +92,10 @@ type Config struct {
 	Logger *slog.Logger
 	// Registry, if set, gets the metrics.
 	Registry prometheus.Registerer
-	// OnStatus, if set, is called with the listeners' conditions after a
-	// change of any of them (never concurrently).
+	// OnStatus, if set, is called with the listeners' conditions after
+	// every apply (never concurrently), changed or not: the Gateway
+	// generation they describe may have changed (observedGeneration); the
+	// status writer skips what it already wrote.
 	OnStatus func([]ListenerStatus)
 	// Now is the clock (time.Now when nil).
 	Now func() time.Time
@@ -403,10 +405,9 @@ func (m *Manager) apply() {
 	m.removeStaleCerts()
 
 	m.mu.Lock()
-	changed := !slices.Equal(statuses, m.status)
 	m.status = statuses
 	m.mu.Unlock()
-	if changed && m.cfg.OnStatus != nil {
+	if m.cfg.OnStatus != nil {
 		m.cfg.OnStatus(slices.Clone(statuses))
 	}
 }

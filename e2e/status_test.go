@@ -1,0 +1,215 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/demo"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/gwruntime"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/routing"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/testing/testenv"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/testing/tfcli"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/varnish/varnishd/varnishdtest"
+)
+
+// statusRoute is a route named %[2]s to the Service %[2]s.
+const statusRoute = `
+resource "varnishgw_http_route" %[2]q {
+  namespace = %[1]q
+  name      = %[2]q
+  hostnames = ["%[2]s.status.test"]
+  parent_ref {
+    name = varnishgw_gateway.day.name
+  }
+  rule {
+    backend_ref {
+      name = %[2]q
+      port = 80
+    }
+  }
+}
+`
+
+// TestStatusFromTerraform: with the real CLI, the real API server and a
+// gateway pod's chaperone started with its Deployment's command line as
+// the gateway's ServiceAccount (with only the rights the provider
+// granted), the status stays true without applies of the gateway:
+//   - a route applied on its own raises the listener's attachedRoutes
+//     within seconds, and destroying it lowers it, while the Gateway's
+//     spec is untouched;
+//   - deleting a route's backend Service turns its ResolvedRefs to
+//     False/BackendNotFound and creating it again back to True, written by
+//     the gateway pod under its own field manager, at the route's
+//     generation.
+func TestStatusFromTerraform(t *testing.T) {
+	cp := testenv.Get(t)
+	ctx := context.Background()
+	ns := cp.Namespace(t)
+	gw := routing.ObjectRef{Namespace: ns, Name: "day"}
+	ip, err := varnishdtest.FindHostIP()
+	if err != nil {
+		t.Fatal(err)
+	}
+	backends := map[string]*demo.Backend{}
+	for _, name := range []string{"www", "api"} {
+		b, err := demo.StartBackend(name+"-1", ip)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { b.Close() })
+		backends[name] = b
+		if err := demo.RegisterService(ctx, cp.Client, ns, name, 80, b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	dir := varnishdtest.Dir(t)
+	port := varnishdtest.Port(t, varnishdtest.FreeAddr(t))
+	tf, err := tfcli.New(ctx, tfcli.Options{Dir: t.TempDir(), ProviderDir: providerDir(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	class := "status-" + ns
+	apply := func(routes ...string) {
+		t.Helper()
+		var hcl string
+		for _, r := range routes {
+			hcl += fmt.Sprintf(statusRoute, ns, r)
+		}
+		if err := tf.WriteFile("main.tf", fmt.Sprintf(dayHCL, ns, port, class, "", hcl)); err != nil {
+			t.Fatal(err)
+		}
+		if out, err := tf.Run(ctx, "apply", "-no-color", "-input=false", "-auto-approve", "-var", "kubeconfig="+cp.Kubeconfig); err != nil {
+			t.Fatalf("%v\n%s", err, out)
+		}
+	}
+	t.Cleanup(func() {
+		_, _ = tf.Run(context.Background(), "destroy", "-no-color", "-input=false", "-auto-approve", "-var", "kubeconfig="+cp.Kubeconfig)
+	})
+	apply("www")
+
+	kubeconfig, err := cp.ServiceAccountKubeconfig(ctx, ns, gwruntime.Name(gw))
+	if err != nil {
+		t.Fatal(err)
+	}
+	vmodDir := varnishdtest.Dir(t)
+	if _, err := varnishdtest.BuildGhost(vmodDir); err != nil {
+		t.Fatal(err)
+	}
+	logPath := filepath.Join(dir, "chaperone.log")
+	logFile, err := os.Create(logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer logFile.Close()
+	ch, err := demo.StartChaperone(ctx, cp.Client, demo.ChaperoneOptions{
+		Binary: filepath.Join(providerDir(t), "chaperone"), Gateway: gw, Kubeconfig: kubeconfig,
+		Dir: dir, VMODDir: vmodDir, ListenHost: "127.0.0.1", Stderr: logFile,
+		HealthAddr: varnishdtest.FreeAddr(t), AdminAddr: varnishdtest.FreeAddr(t), GhostAdminAddr: varnishdtest.FreeAddr(t),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(ch.Kill)
+	t.Cleanup(func() {
+		if t.Failed() {
+			b, _ := os.ReadFile(logPath)
+			if len(b) > 20000 {
+				b = b[len(b)-20000:]
+			}
+			t.Logf("chaperone log (tail):\n%s", b)
+		}
+	})
+	if err := ch.Ready(ctx, 90*time.Second); err != nil {
+		t.Fatal(err)
+	}
+
+	gws := cp.Gateway.GatewayV1().Gateways(ns)
+	start, err := gws.Get(ctx, "day", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor := func(what string, timeout time.Duration, ok func() (bool, string)) {
+		t.Helper()
+		began := time.Now()
+		var last string
+		for {
+			var done bool
+			done, last = ok()
+			if done {
+				t.Logf("%s after %s", what, time.Since(began).Round(time.Millisecond))
+				return
+			}
+			if time.Since(began) > timeout {
+				t.Fatalf("%s: not within %s; last: %s", what, timeout, last)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	// Within 10 s of the apply's end (the fragment is written during it).
+	attached := func(want int32) {
+		t.Helper()
+		waitFor(fmt.Sprintf("attachedRoutes=%d", want), 10*time.Second, func() (bool, string) {
+			g, err := gws.Get(ctx, "day", metav1.GetOptions{})
+			if err != nil {
+				return false, err.Error()
+			}
+			if g.Generation != start.Generation {
+				t.Fatalf("the Gateway's spec changed: generation %d, was %d", g.Generation, start.Generation)
+			}
+			if len(g.Status.Listeners) != 1 {
+				return false, fmt.Sprintf("%+v", g.Status.Listeners)
+			}
+			return g.Status.Listeners[0].AttachedRoutes == want, fmt.Sprint(g.Status.Listeners[0].AttachedRoutes)
+		})
+	}
+	attached(1)
+	applied := time.Now()
+	apply("www", "api")
+	t.Logf("terraform apply of the api route took %s", time.Since(applied).Round(time.Millisecond))
+	attached(2)
+
+	resolved := func(route, status, reason string) {
+		t.Helper()
+		waitFor(route+" ResolvedRefs="+status+"/"+reason, 10*time.Second, func() (bool, string) {
+			r, err := cp.Gateway.GatewayV1().HTTPRoutes(ns).Get(ctx, route, metav1.GetOptions{})
+			if err != nil || len(r.Status.Parents) != 1 {
+				return false, fmt.Sprint(err)
+			}
+			c := meta.FindStatusCondition(r.Status.Parents[0].Conditions, "ResolvedRefs")
+			if c == nil {
+				return false, "no condition"
+			}
+			return string(c.Status) == status && c.Reason == reason && c.ObservedGeneration == r.Generation,
+				fmt.Sprintf("%s/%s at %d: %s", c.Status, c.Reason, c.ObservedGeneration, c.Message)
+		})
+	}
+	resolved("api", "True", "ResolvedRefs")
+	if err := cp.Client.CoreV1().Services(ns).Delete(ctx, "api", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	resolved("api", "False", "BackendNotFound")
+	r, err := cp.Gateway.GatewayV1().HTTPRoutes(ns).Get(ctx, "api", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.ContainsFunc(r.ManagedFields, func(mf metav1.ManagedFieldsEntry) bool {
+		return mf.Manager == gwruntime.RoutesFieldManager && mf.Subresource == "status"
+	}) {
+		t.Errorf("the route's status was not written by the gateway pod's field manager %s", gwruntime.RoutesFieldManager)
+	}
+	if err := demo.RegisterService(ctx, cp.Client, ns, "api", 80, backends["api"]); err != nil {
+		t.Fatal(err)
+	}
+	resolved("api", "True", "ResolvedRefs")
+
+	apply("www")
+	attached(1)
+}
