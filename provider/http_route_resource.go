@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"regexp"
 	"strings"
 	"time"
 
+	"github.com/hashicorp/terraform-plugin-framework/diag"
 	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/resource"
 	"github.com/hashicorp/terraform-plugin-framework/types"
@@ -62,6 +64,9 @@ func (r *httpRouteResource) ValidateConfig(ctx context.Context, req resource.Val
 	var s resource.SchemaResponse
 	r.Schema(ctx, resource.SchemaRequest{}, &s)
 	for _, e := range routing.ValidateHTTPRoute(m.toHTTPRoute()) {
+		if schemaValidated.MatchString(e.Field) {
+			continue // the attribute's validators report it
+		}
 		p, text := attributePath(ctx, s.Schema, e.Field)
 		if !known && (text == "" || !knownAt(req.Config.Raw, p)) {
 			// The value, or part of it, is known only after apply
@@ -78,6 +83,10 @@ func (r *httpRouteResource) ValidateConfig(ctx context.Context, req resource.Val
 		resp.Diagnostics.AddAttributeError(diagnosticPath(req.Config.Raw, p), "Invalid HTTP route", fmt.Sprintf("%s: %s", text, e.ErrorBody()))
 	}
 }
+
+// schemaValidated matches the fields of the routing core's errors that the
+// schema's validators check too (retryBlock), so each is reported once.
+var schemaValidated = regexp.MustCompile(`^spec\.rules\[\d+\]\.retry\.(attempts|codes\[\d+\])$`)
 
 // ModifyPlan computes the routing attribute from the planned route and the
 // parent Gateways and backend Services in the cluster.
@@ -98,6 +107,11 @@ func (r *httpRouteResource) ModifyPlan(ctx context.Context, req resource.ModifyP
 	route := plan.toHTTPRoute()
 	if len(routing.ValidateHTTPRoute(route)) > 0 {
 		return // ValidateConfig reported it
+	}
+	// Before the dry run, whose answer lacks the experimental channel's
+	// fields on a standard channel cluster.
+	if r.c.checkExperimentalFields(ctx, route, &resp.Diagnostics); resp.Diagnostics.HasError() {
+		return
 	}
 	ref := routing.ObjectRef{Namespace: route.Namespace, Name: route.Name}
 	// A dry run gives the route exactly as the API server will store it
@@ -233,6 +247,14 @@ func (r *httpRouteResource) apply(ctx context.Context, m *httpRouteModel, oldPar
 	desired := m.toHTTPRoute()
 	if errs := routing.ValidateHTTPRoute(desired); len(errs) > 0 {
 		fail(action, errs.ToAggregate().Error())
+		return nil, nil
+	}
+	// A plan with values known only after apply could not check them.
+	var exp diag.Diagnostics
+	if r.c.checkExperimentalFields(ctx, desired, &exp); exp.HasError() {
+		for _, d := range exp.Errors() {
+			fail(action, d.Detail())
+		}
 		return nil, nil
 	}
 	snap := r.c.routes.take(routing.ObjectRef{Namespace: desired.Namespace, Name: desired.Name})
