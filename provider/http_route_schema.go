@@ -396,7 +396,7 @@ func (r *httpRouteResource) Schema(_ context.Context, _ resource.SchemaRequest, 
 				Computed: true,
 				Description: "What the route contributes to each parent Gateway served by varnishgw, as deterministic JSON: " +
 					"an array sorted by gateway (namespace/name) of objects with gateway, accepted, listeners (name, port, " +
-					"intersected hostnames), rules (normalised as the gateways apply them: matches, filters, timeouts, " +
+					"intersected hostnames), rules (normalised as the gateways apply them: matches, filters, timeouts, retry, " +
 					"backends with weights, the rule's own cache policy) and status (the conditions of each parent reference). Known at plan time.",
 			},
 			"effective_cache": effectiveCacheAttribute(),
