@@ -20,8 +20,9 @@ import (
 // in the experimental channel's CRDs, and an API server with the standard
 // channel's prunes them without an error: the HTTPRoute would be stored,
 // and served, without them. So when a rule uses such a field the provider
-// reads the cluster's HTTPRoute CRD and fails the plan (and the apply,
-// when the plan could not check it) unless the CRD's schema has the field,
+// reads the cluster's HTTPRoute CRD and fails the plan (ModifyPlan, which
+// Terraform runs again during the apply once every value is known) unless
+// the CRD's schema has the field,
 // naming the attribute, the channel the CRD says it is from
 // (gateway.networking.k8s.io/channel) and the fix. The schema decides, not
 // the annotation: a later standard channel that graduates the field

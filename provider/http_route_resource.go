@@ -8,7 +8,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/hashicorp/terraform-plugin-framework/diag"
 	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/resource"
 	"github.com/hashicorp/terraform-plugin-framework/types"
@@ -109,7 +108,9 @@ func (r *httpRouteResource) ModifyPlan(ctx context.Context, req resource.ModifyP
 		return // ValidateConfig reported it
 	}
 	// Before the dry run, whose answer lacks the experimental channel's
-	// fields on a standard channel cluster.
+	// fields on a standard channel cluster. (A value known only after
+	// apply is checked here too: Terraform plans the route again during
+	// the apply, with every value known, before it is applied.)
 	if r.c.checkExperimentalFields(ctx, route, &resp.Diagnostics); resp.Diagnostics.HasError() {
 		return
 	}
@@ -247,14 +248,6 @@ func (r *httpRouteResource) apply(ctx context.Context, m *httpRouteModel, oldPar
 	desired := m.toHTTPRoute()
 	if errs := routing.ValidateHTTPRoute(desired); len(errs) > 0 {
 		fail(action, errs.ToAggregate().Error())
-		return nil, nil
-	}
-	// A plan with values known only after apply could not check them.
-	var exp diag.Diagnostics
-	if r.c.checkExperimentalFields(ctx, desired, &exp); exp.HasError() {
-		for _, d := range exp.Errors() {
-			fail(action, d.Detail())
-		}
 		return nil, nil
 	}
 	snap := r.c.routes.take(routing.ObjectRef{Namespace: desired.Namespace, Name: desired.Name})

@@ -50,22 +50,36 @@ resource "varnishgw_http_route" "retry" {
 // TestAccHTTPRouteRetryStandardChannel: on the shared control plane,
 // which has the Gateway API standard channel's CRDs (whose API server
 // would drop the rule's retry), a retry block fails the plan at the block,
-// naming the channel found and the fix, and nothing is written.
+// naming the channel found and the fix, and nothing is written; when the
+// plan cannot check it (attempts known only after apply), the apply fails
+// during the apply, before the HTTPRoute is written.
 func TestAccHTTPRouteRetryStandardChannel(t *testing.T) {
 	cp := accPreCheck(t)
 	ns := cp.Namespace(t)
 	gw := routeFixture(t, cp, ns, "")
 	resource.Test(t, resource.TestCase{
 		ProtoV6ProviderFactories: protoV6ProviderFactories,
-		Steps: []resource.TestStep{{
-			Config: retryRouteConfig(cp, ns, gw, `retry {
+		Steps: []resource.TestStep{
+			{
+				Config: retryRouteConfig(cp, ns, gw, `retry {
       codes    = [503]
       attempts = 2
     }`),
-			ExpectError: wrapped(`(?s)Plan the HTTP route.*rule\[0\]\.retry needs the HTTPRoute field rules\[\]\.retry, which the cluster's HTTPRoute CRD ` +
-				`does not have \(httproutes\.gateway\.networking\.k8s\.io: channel standard, bundle version ` + regexp.QuoteMeta(GatewayAPIVersion) +
-				`\).*Install the experimental channel's CRDs of Gateway API ` + regexp.QuoteMeta(GatewayAPIVersion) + `.*or remove rule\[0\]\.retry\.`),
-		}},
+				ExpectError: wrapped(`(?s)Plan the HTTP route.*` + standardChannelError),
+			},
+			{
+				Config: `resource "terraform_data" "attempts" {
+  input = 2
+}
+` + retryRouteConfig(cp, ns, gw, `retry {
+      codes    = [503]
+      attempts = terraform_data.attempts.output
+    }`),
+				// Terraform plans the route again during the apply, once
+				// attempts is known: that plan fails.
+				ExpectError: wrapped(`(?s)Error running apply.*(Plan|Create) the HTTP route.*` + standardChannelError),
+			},
+		},
 	})
 	if _, err := getRoute(ns, "retry", cp); err == nil {
 		t.Error("the HTTPRoute was created although the plan failed")
@@ -212,6 +226,12 @@ func TestAccHTTPRouteRetryInvalid(t *testing.T) {
 		})
 	}
 }
+
+// standardChannelError is the detail of the diagnostic for a retry on a
+// cluster with the standard channel's HTTPRoute CRD, for wrapped.
+var standardChannelError = `rule\[0\]\.retry needs the HTTPRoute field rules\[\]\.retry, which the cluster's HTTPRoute CRD ` +
+	`does not have \(httproutes\.gateway\.networking\.k8s\.io: channel standard, bundle version ` + regexp.QuoteMeta(GatewayAPIVersion) +
+	`\).*Install the experimental channel's CRDs of Gateway API ` + regexp.QuoteMeta(GatewayAPIVersion) + `.*or remove rule\[0\]\.retry\.`
 
 // wrapped compiles pattern with each space matching any white space, as
 // Terraform wraps the lines of a diagnostic.
