@@ -47,6 +47,8 @@
 #include "vrt_obj.h"
 #include "vtim.h"
 
+#include "VSC_ghost.h"
+
 #include "vcc_ghost_if.h"
 #include "ghost.h"
 
@@ -336,6 +338,8 @@ vmod_router_retry(VRT_CTX, struct VPFX(ghost_router) *rt)
 	}
 	VSLb(ctx->vsl, SLT_VCL_Log, "ghost.retry: %u: retry %u of %u after "
 	    "%.3fs", status, retries + 1, rp->attempts, rp->backoff);
+	AN(rk->st);
+	GH_COUNT(&rk->st->vhost[rk->vhost], retries);
 	if (rp->backoff > 0)
 		VTIM_sleep(rp->backoff);
 	return (1);
