@@ -397,8 +397,9 @@ func Unmarshal(data []byte) (*Document, error) {
 // and ghost enforces: the version, unique socket names, unique listener
 // names and hostnames within a socket, unique backend names, every
 // reference without Unresolved naming a backend of the table, and the
-// values of CORS filters (CORS.Check), and the filters of backend groups
-// (one RequestHeaderModifier at most). Errors name
+// values of CORS filters (CORS.Check), the filters of backend groups
+// (one RequestHeaderModifier at most), and retry policies (attempts,
+// backoff, codes; none on a route whose groups have filters). Errors name
 // the field as ghost does (vhosts[0].routes[1].backends[0].backend).
 func (d *Document) Check() error {
 	if d.Version != Version {
