@@ -60,6 +60,9 @@ sub vcl_pipe {
 		set bereq.http.Upgrade = req.http.Upgrade;
 		set bereq.http.Connection = "Upgrade";
 	}
+	# a request user VCL pipes is never retried: ghost's retry header
+	# stays inside
+	unset bereq.http.X-Ghost-Retry;
 }
 
 sub vcl_backend_fetch {

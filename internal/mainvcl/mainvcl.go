@@ -142,6 +142,9 @@ sub vcl_pipe {
 		set bereq.http.Upgrade = req.http.Upgrade;
 		set bereq.http.Connection = "Upgrade";
 	}
+	# A request user VCL pipes is never retried: ghost's retry header
+	# (X-Ghost-Retry, see vcl_backend_fetch) stays inside.
+	unset bereq.http.X-Ghost-Retry;
 }
 
 sub vcl_backend_fetch {
