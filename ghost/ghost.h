@@ -18,6 +18,7 @@
  *                    and the object headers for invalidation
  *   ghost_timeout.c  .backend_error(): 504 for a fetch whose timeout ran
  *                    out
+ *   ghost_retry.c    .retry() and the backend picked again for a retry
  * and the loader, which uses no varnishd symbol (ghost_state.h):
  *   ghost_conf.c, ghost_arena.c, ghost_re.c
  *
@@ -69,6 +70,8 @@
 
 /* the request header that carries a lookup's policy (ghost_cache.c) */
 #define GH_H_CACHE	"\016X-Ghost-Cache:"
+/* the request header that carries a retried route (ghost_retry.c) */
+#define GH_H_RETRY	"\016X-Ghost-Retry:"
 
 struct VSC_ghost;
 struct VSC_ghostrouter;
@@ -178,6 +181,7 @@ struct VPFX(ghost_router) {
 	struct gh_mirror_q	mq;
 	struct gh_chunkpool	cpool;		/* memory for loads */
 	char			bkey;		/* backend PRIV_TASK key */
+	char			rkey;		/* retry PRIV_TASK key */
 };
 
 struct gh_vcl {
@@ -311,6 +315,13 @@ int gh_cache_recv(VRT_CTX, struct gh_task *t, const struct gh_route *r,
     const char *host, size_t hl, const char *path, size_t pl,
     const char *q, size_t ql);
 void gh_cache_deliver(VRT_CTX, const struct gh_task *t);
+
+/* ghost_retry.c */
+void gh_retry_recv(VRT_CTX, const struct gh_state *st,
+    const struct gh_vhost *vh, const struct gh_route *r);
+void gh_retry_fetch(VRT_CTX, struct VPFX(ghost_router) *rt);
+int gh_retry_attempt(VRT_CTX, struct VPFX(ghost_router) *rt, double *start,
+    double *tmo);
 
 /* ghost_cors.c */
 int gh_cors_allowed(const struct gh_cors *c, const char *origin);

@@ -385,6 +385,8 @@ vmod_router_backend_fetch(VRT_CTX, struct VPFX(ghost_router) *rt)
 		    "vcl_backend_fetch", rt->vcl_name);
 		return;
 	}
+	/* a retry picks its backend again (ghost_retry.c) */
+	gh_retry_fetch(ctx, rt);
 	if (!http_GetHdr(ctx->http_bereq, GH_H_CACHE, &v))
 		return;
 	/* a copy: a background fetch outlives the client's workspace */

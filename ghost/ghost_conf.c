@@ -1581,12 +1581,70 @@ load_filter(struct pc *pc, const char *path, const json_t *j,
 
 static const char * const route_fields[] = {
 	"name", "precedenceGroup", "match", "filters", "timeouts", "backends",
-	"cache", NULL};
+	"cache", "retry", NULL};
 static const char * const match_fields[] = {
 	"path", "method", "headers", "queryParams", NULL};
 static const char * const path_fields[] = {"type", "value", NULL};
 static const char * const tmo_fields[] = {
 	"requestMs", "backendRequestMs", NULL};
+static const char * const retry_fields[] = {
+	"attempts", "backoffMs", "codes", NULL};
+
+/* route.retry; call after the backends are loaded */
+static int
+load_retry(struct pc *pc, const char *path, const json_t *j,
+    struct gh_route *r)
+{
+	struct gh_retry *rp;
+	json_t *a, *e;
+	char p[PATHLEN];
+	long long n, ms;
+	size_t i;
+	unsigned c, u;
+
+	if (check_object(pc, path, j, retry_fields) ||
+	    get_int(pc, path, j, "attempts", 1, 1, GH_RETRY_MAX_ATTEMPTS, 1,
+	    &n) ||
+	    get_int(pc, path, j, "backoffMs", 0, 0, GH_RETRY_MAX_BACKOFF_MS,
+	    0, &ms) ||
+	    get_array(pc, path, j, "codes", 0, 200, &a))
+		return (-1);
+	rp = zalloc(pc, path, 1, sizeof *rp);
+	if (rp == NULL)
+		return (-1);
+	rp->magic = GH_RETRY_MAGIC;
+	rp->attempts = (unsigned)n;
+	rp->backoff = ms / 1e3;
+	if (a != NULL) {
+		json_array_foreach(a, i, e) {
+			SUB(p, path, ".codes[%zu]", i);
+			if (!json_is_integer(e))
+				return (fail(pc, p, "expected an integer, got %s; "
+				    "list the backend statuses to retry, such "
+				    "as 502 or 503", jtype(e)));
+			if (json_integer_value(e) < 400 ||
+			    json_integer_value(e) > 599)
+				return (fail(pc, p, "status %lld is not from 400 "
+				    "to 599; list the backend statuses to "
+				    "retry, such as 502 or 503",
+				    (long long)json_integer_value(e)));
+			c = (unsigned)json_integer_value(e);
+			if (gh_retry_code(rp, c))
+				return (fail(pc, p, "status %u is listed twice; "
+				    "list each status once", c));
+			c -= 400;
+			rp->codes[c / 64] |= (uint64_t)1 << (c % 64);
+		}
+	}
+	for (u = 0; u < r->ngroup; u++)
+		if (r->group[u].reqhdr != NULL)
+			return (fail(pc, path, "backends[%u] has filters of its "
+			    "own, which ghost cannot apply again to a retry "
+			    "that picks another backend; remove the retry "
+			    "policy or the backend's filters", u));
+	r->retry = rp;
+	return (0);
+}
 
 static int
 load_route(struct pc *pc, const char *path, const json_t *j,
@@ -1711,6 +1769,7 @@ load_route(struct pc *pc, const char *path, const json_t *j,
 		    get_int(pc, p, e, "backendRequestMs", 0, 0, 86400000, 0,
 		    &brq))
 			return (-1);
+		r->req_tmo = rq / 1000.0;
 		if (rq > 0 && (brq == 0 || rq < brq))
 			brq = rq;
 		r->tmo = brq / 1000.0;
@@ -1748,6 +1807,14 @@ load_route(struct pc *pc, const char *path, const json_t *j,
 				return (-1);
 			r->wtotal += r->group[i].weight;
 		}
+	}
+
+	/* retry policy */
+	e = json_object_get(j, "retry");
+	if (e != NULL) {
+		SUB(p, path, ".retry");
+		if (load_retry(pc, p, e, r))
+			return (-1);
 	}
 	return (0);
 }

@@ -196,6 +196,7 @@ vmod_router_recv(VRT_CTX, struct VPFX(ghost_router) *rt)
 	t->cors_preflight = 0;
 	/* only ghost sets it, for lookups (ghost_cache.c) */
 	http_Unset(ctx->http_req, GH_H_CACHE);
+	http_Unset(ctx->http_req, GH_H_RETRY);
 
 	sock = VRT_r_local_socket(ctx);
 	url = ctx->http_req->hd[HTTP_HDR_URL].b;
@@ -342,6 +343,9 @@ vmod_router_recv(VRT_CTX, struct VPFX(ghost_router) *rt)
 	/* the picked backendRef's own filter, after the rule's */
 	if (g->reqhdr != NULL)
 		gh_hmod_apply(ctx->http_req, g->reqhdr);
+
+	/* the backend side's retries need the route (ghost_retry.c) */
+	gh_retry_recv(ctx, t->st, vh, r);
 
 	VRT_l_req_backend_hint(ctx, be->be);
 	GH_COUNT(vh, backend_picks);

@@ -261,6 +261,30 @@ struct gh_cache {
 	char			*statushdr_h;	/* its hdr_t */
 };
 
+/*
+ * A route's retry policy (the file's route.retry, Gateway API
+ * HTTPRouteRetry; ghost_retry.c applies it).
+ */
+#define GH_RETRY_MAX_ATTEMPTS	100
+#define GH_RETRY_MAX_BACKOFF_MS	3600000
+struct gh_retry {
+	unsigned		magic;
+#define GH_RETRY_MAGIC		0x67687279
+	unsigned		attempts;	/* retries after the first */
+	double			backoff;	/* seconds before each retry */
+	uint64_t		codes[4];	/* bit (status - 400) */
+};
+
+static inline int
+gh_retry_code(const struct gh_retry *rp, unsigned status)
+{
+
+	if (status < 400 || status > 599)
+		return (0);
+	status -= 400;
+	return ((rp->codes[status / 64] >> (status % 64)) & 1);
+}
+
 struct gh_route {
 	unsigned		magic;
 #define GH_ROUTE_MAGIC		0x67687274
@@ -286,6 +310,8 @@ struct gh_route {
 	struct gh_cors		*cors;		/* GH_FILTER_CORS */
 
 	double			tmo;		/* seconds, 0: defaults */
+	double			req_tmo;	/* timeouts.request, s; 0: none */
+	const struct gh_retry	*retry;		/* NULL: no retries */
 	const struct gh_cache	*cache;		/* NULL: passed */
 	unsigned		ngroup;
 	struct gh_group		*group;

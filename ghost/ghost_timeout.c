@@ -65,7 +65,7 @@ VCL_VOID v_matchproto_(td_vmod_ghost_router_backend_error)
 vmod_router_backend_error(VRT_CTX, struct VPFX(ghost_router) *rt)
 {
 	struct busyobj *bo;
-	double tmo, elapsed;
+	double tmo, elapsed, start, atmo;
 
 	CHECK_OBJ_NOTNULL(ctx, VRT_CTX_MAGIC);
 	CHECK_OBJ_NOTNULL(rt, GH_ROUTER_MAGIC);
@@ -78,14 +78,19 @@ vmod_router_backend_error(VRT_CTX, struct VPFX(ghost_router) *rt)
 	CHECK_OBJ_NOTNULL(bo, BUSYOBJ_MAGIC);
 	if (bo->err_code != 0 || ctx->http_beresp->status != 503)
 		return;		/* VCL's own error, or not a failed fetch */
-	tmo = route_tmo(VRT_r_beresp_backend(ctx));
+	/* a retry: its own start, and its timeout when the request
+	 * timeout cut it (ghost_retry.c) */
+	start = bo->t_first;
+	atmo = 0;
+	(void)gh_retry_attempt(ctx, rt, &start, &atmo);
+	tmo = atmo > 0 ? atmo : route_tmo(VRT_r_beresp_backend(ctx));
 	if (tmo == 0) {
 		tmo = min_set(cache_param->connect_timeout,
 		    cache_param->first_byte_timeout);
 		tmo = min_set(tmo, bo->connect_timeout);
 		tmo = min_set(tmo, bo->first_byte_timeout);
 	}
-	elapsed = VTIM_real() - bo->t_first;
+	elapsed = VTIM_real() - start;
 	if (!(tmo > 0) || !(elapsed + GH_TMO_SLACK >= tmo))
 		return;
 	VSLb(ctx->vsl, SLT_VCL_Log, "ghost: backend timeout (%.3fs after "

@@ -60,11 +60,23 @@ sub vcl_pipe {
 		set bereq.http.Upgrade = req.http.Upgrade;
 		set bereq.http.Connection = "Upgrade";
 	}
+	# a request user VCL pipes is never retried: ghost's retry header
+	# stays inside
+	unset bereq.http.X-Ghost-Retry;
 }
 
 sub vcl_backend_fetch {
-	# the policy of a lookup travels in X-Ghost-Cache: off the bereq
+	# the policy of a lookup travels in X-Ghost-Cache, a retried
+	# route in X-Ghost-Retry: off the bereq; a retry picks its backend
+	# again
 	router.backend_fetch();
+}
+
+sub vcl_backend_response {
+	# a status the route's retry policy lists is fetched again
+	if (router.retry()) {
+		return (retry);
+	}
 }
 
 sub vcl_backend_error {
@@ -72,6 +84,10 @@ sub vcl_backend_error {
 	# timeouts.request or timeouts.backendRequest, else varnishd's
 	# connect and first-byte timeouts) answers 504, not 503
 	router.backend_error();
+	# a failed fetch of a route with a retry policy is fetched again
+	if (router.retry()) {
+		return (retry);
+	}
 }
 
 sub vcl_synth {

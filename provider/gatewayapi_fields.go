@@ -150,7 +150,10 @@ var httpRouteFields = []apiField{
 	{"rules[].timeouts", "rule.timeouts", supported, ""},
 	{"rules[].timeouts.request", "rule.timeouts.request", supported, ""},
 	{"rules[].timeouts.backendRequest", "rule.timeouts.backend_request", supported, ""},
-	{"rules[].retry", "rule.retry", rejected, "varnishgw does not retry backend requests; remove the block"},
+	{"rules[].retry", "rule.retry", supported, "experimental channel only: the plan fails on a cluster whose HTTPRoute CRD lacks it"},
+	{"rules[].retry.codes", "rule.retry.codes", supported, ""},
+	{"rules[].retry.attempts", "rule.retry.attempts", supported, ""},
+	{"rules[].retry.backoff", "rule.retry.backoff", supported, ""},
 	{"rules[].sessionPersistence", "rule.session_persistence", rejected, "requests are spread over the backends by weight, without affinity; remove the block"},
 }
 

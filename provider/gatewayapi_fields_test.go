@@ -341,11 +341,6 @@ var rejectedExamples = map[string]struct{ res, body, line, want string }{
       }
     }
   }`, `type = "ExtensionRef"`, `rule\[0\]\.backend_ref\[0\]\.filter\[0\]\.type: Invalid value: "ExtensionRef": ExtensionRef filters are not supported`},
-	"rule.retry": {"route", `rule {
-    retry {
-      attempts = 3
-    }
-  }`, `retry {`, `rule\[0\]\.retry: Forbidden: retries are not supported yet`},
 	"rule.session_persistence": {"route", `rule {
     session_persistence {
       type = "Cookie"

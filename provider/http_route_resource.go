@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"regexp"
 	"strings"
 	"time"
 
@@ -62,6 +63,9 @@ func (r *httpRouteResource) ValidateConfig(ctx context.Context, req resource.Val
 	var s resource.SchemaResponse
 	r.Schema(ctx, resource.SchemaRequest{}, &s)
 	for _, e := range routing.ValidateHTTPRoute(m.toHTTPRoute()) {
+		if schemaValidated.MatchString(e.Field) {
+			continue // the attribute's validators report it
+		}
 		p, text := attributePath(ctx, s.Schema, e.Field)
 		if !known && (text == "" || !knownAt(req.Config.Raw, p)) {
 			// The value, or part of it, is known only after apply
@@ -78,6 +82,10 @@ func (r *httpRouteResource) ValidateConfig(ctx context.Context, req resource.Val
 		resp.Diagnostics.AddAttributeError(diagnosticPath(req.Config.Raw, p), "Invalid HTTP route", fmt.Sprintf("%s: %s", text, e.ErrorBody()))
 	}
 }
+
+// schemaValidated matches the fields of the routing core's errors that the
+// schema's validators check too (retryBlock), so each is reported once.
+var schemaValidated = regexp.MustCompile(`^spec\.rules\[\d+\]\.retry\.(attempts|codes\[\d+\])$`)
 
 // ModifyPlan computes the routing attribute from the planned route and the
 // parent Gateways and backend Services in the cluster.
@@ -98,6 +106,13 @@ func (r *httpRouteResource) ModifyPlan(ctx context.Context, req resource.ModifyP
 	route := plan.toHTTPRoute()
 	if len(routing.ValidateHTTPRoute(route)) > 0 {
 		return // ValidateConfig reported it
+	}
+	// Before the dry run, whose answer lacks the experimental channel's
+	// fields on a standard channel cluster. (A value known only after
+	// apply is checked here too: Terraform plans the route again during
+	// the apply, with every value known, before it is applied.)
+	if r.c.checkExperimentalFields(ctx, route, &resp.Diagnostics); resp.Diagnostics.HasError() {
+		return
 	}
 	ref := routing.ObjectRef{Namespace: route.Namespace, Name: route.Name}
 	// A dry run gives the route exactly as the API server will store it

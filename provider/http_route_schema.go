@@ -2,6 +2,7 @@ package provider
 
 import (
 	"context"
+	"fmt"
 
 	"github.com/hashicorp/terraform-plugin-framework-validators/int64validator"
 	"github.com/hashicorp/terraform-plugin-framework-validators/listvalidator"
@@ -17,6 +18,9 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/stringplanmodifier"
 	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
 	"github.com/hashicorp/terraform-plugin-framework/types"
+
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/ghostjson"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/routing"
 )
 
 // httpRouteSchemaVersion is the version of varnishgw_http_route's schema:
@@ -394,7 +398,7 @@ func (r *httpRouteResource) Schema(_ context.Context, _ resource.SchemaRequest, 
 				Computed: true,
 				Description: "What the route contributes to each parent Gateway served by varnishgw, as deterministic JSON: " +
 					"an array sorted by gateway (namespace/name) of objects with gateway, accepted, listeners (name, port, " +
-					"intersected hostnames), rules (normalised as the gateways apply them: matches, filters, timeouts, " +
+					"intersected hostnames), rules (normalised as the gateways apply them: matches, filters, timeouts, retry, " +
 					"backends with weights, the rule's own cache policy) and status (the conditions of each parent reference). Known at plan time.",
 			},
 			"effective_cache": effectiveCacheAttribute(),
@@ -492,14 +496,7 @@ func (r *httpRouteResource) Schema(_ context.Context, _ resource.SchemaRequest, 
 								"backend_request": schema.StringAttribute{Optional: true, Description: "The time for one request to a backend."},
 							},
 						},
-						"retry": schema.SingleNestedBlock{
-							Description: notSupported("varnishgw does not retry backend requests. Setting it is an error."),
-							Attributes: map[string]schema.Attribute{
-								"codes":    schema.ListAttribute{Optional: true, ElementType: types.Int64Type, Description: "Not supported yet: the status codes retried."},
-								"attempts": schema.Int64Attribute{Optional: true, Description: "Not supported yet: the number of retries."},
-								"backoff":  schema.StringAttribute{Optional: true, Description: "Not supported yet: the time between retries."},
-							},
-						},
+						"retry": retryBlock(),
 						"cache": cacheBlock(true),
 						"session_persistence": schema.SingleNestedBlock{
 							Description: notSupported("requests are spread over the backends by weight, without affinity. Setting it is an error."),
@@ -519,6 +516,42 @@ func (r *httpRouteResource) Schema(_ context.Context, _ resource.SchemaRequest, 
 						},
 					},
 				},
+			},
+		},
+	}
+}
+
+// retryBlock is a rule's retry policy (Gateway API HTTPRouteRetry, an
+// experimental channel field: checkExperimentalFields).
+func retryBlock() schema.SingleNestedBlock {
+	return schema.SingleNestedBlock{
+		Description: "The rule's retry policy: a backend request that fails to connect, times out, or gets one of codes is sent " +
+			"again, to a backend picked again by the rule's weights, after backoff, at most attempts times (and at most varnishd's " +
+			"max_retries times, 4 by default); the client then gets the last answer (or 503, or 504 for a timeout). Only requests " +
+			"without a body whose method is GET, HEAD, OPTIONS, TRACE, PUT or DELETE are retried. A rule with a retry cannot have " +
+			"backend_ref filters. The HTTPRoute field exists only in the Gateway API experimental channel's CRDs: on a cluster " +
+			"with the standard channel's, whose API server would drop it without a word, the plan fails.",
+		Attributes: map[string]schema.Attribute{
+			"codes": schema.ListAttribute{
+				Optional:    true,
+				ElementType: types.Int64Type,
+				Description: "The backend response statuses that are retried, each from 400 to 599 and listed once, for example " +
+					"[502, 503, 504]. Unset or empty: only failed connections and timeouts are retried.",
+				Validators: []validator.List{
+					listvalidator.ValueInt64sAre(int64validator.Between(400, 599)),
+					listvalidator.UniqueValues(),
+				},
+			},
+			"attempts": schema.Int64Attribute{
+				Optional: true,
+				Description: fmt.Sprintf("The number of retries after the first request, from 1 to %d; %d when unset.",
+					ghostjson.MaxRetryAttempts, routing.DefaultRetryAttempts),
+				Validators: []validator.Int64{int64validator.Between(1, ghostjson.MaxRetryAttempts)},
+			},
+			"backoff": schema.StringAttribute{
+				Optional: true,
+				Description: "The wait before each retry, a Gateway API duration such as 100ms or 1s, at most 1h. Unset: none. " +
+					"With a timeouts request, no retry starts that could not wait its backoff within it.",
 			},
 		},
 	}

@@ -231,6 +231,25 @@ func (e *encoder) route(r *Route) {
 		}
 		e.buf = append(e.buf, '}')
 	}
+	if rt := r.Retry; rt != nil {
+		e.buf = append(e.buf, `,"retry":{"attempts":`...)
+		e.buf = strconv.AppendInt(e.buf, int64(rt.Attempts), 10)
+		if rt.BackoffMs != 0 {
+			e.buf = append(e.buf, `,"backoffMs":`...)
+			e.buf = strconv.AppendInt(e.buf, rt.BackoffMs, 10)
+		}
+		if len(rt.Codes) > 0 {
+			e.buf = append(e.buf, `,"codes":[`...)
+			for i, c := range rt.Codes {
+				if i > 0 {
+					e.buf = append(e.buf, ',')
+				}
+				e.buf = strconv.AppendInt(e.buf, int64(c), 10)
+			}
+			e.buf = append(e.buf, ']')
+		}
+		e.buf = append(e.buf, '}')
+	}
 	if len(r.Backends) > 0 {
 		e.buf = append(e.buf, `,"backends":[`...)
 		for i, g := range r.Backends {

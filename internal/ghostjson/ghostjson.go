@@ -143,11 +143,14 @@ type Route struct {
 	// tries every route of a lower group before any route of a higher
 	// group. Resolve uses it for the Gateway API hostname precedence (0:
 	// the most specific route hostname of the vhost). Zero is not written.
-	PrecedenceGroup int            `json:"precedenceGroup,omitempty"`
-	Match           Match          `json:"match"`
-	Filters         []Filter       `json:"filters,omitempty"`
-	Timeouts        *Timeouts      `json:"timeouts,omitempty"`
-	Backends        []BackendGroup `json:"backends,omitempty"`
+	PrecedenceGroup int       `json:"precedenceGroup,omitempty"`
+	Match           Match     `json:"match"`
+	Filters         []Filter  `json:"filters,omitempty"`
+	Timeouts        *Timeouts `json:"timeouts,omitempty"`
+	// Retry is the rule's retry policy (Gateway API HTTPRouteRetry);
+	// nil: a failed backend request is not retried.
+	Retry    *Retry         `json:"retry,omitempty"`
+	Backends []BackendGroup `json:"backends,omitempty"`
 	// Cache names the route's effective cache policy in the document's
 	// CachePolicies table; empty: the route's requests are passed.
 	Cache string `json:"cache,omitempty"`
@@ -188,6 +191,29 @@ type Timeouts struct {
 	RequestMs        int64 `json:"requestMs,omitempty"`
 	BackendRequestMs int64 `json:"backendRequestMs,omitempty"`
 }
+
+// Retry is a route's retry policy: ghost answers vcl_backend_response
+// and vcl_backend_error with return (retry) when the backend answered one
+// of Codes or the connection failed, at most Attempts times (and at most
+// varnishd's max_retries), waiting BackoffMs before each retry and picking
+// a backend again by weight.
+type Retry struct {
+	// Attempts is the number of retries after the first request, from 1
+	// to MaxRetryAttempts.
+	Attempts int `json:"attempts"`
+	// BackoffMs is the wait before each retry in milliseconds; 0: none.
+	BackoffMs int64 `json:"backoffMs,omitempty"`
+	// Codes are the backend response statuses that are retried, from 400
+	// to 599, without duplicates; empty: only connection failures and
+	// timeouts are retried.
+	Codes []int `json:"codes,omitempty"`
+}
+
+// Limits of a route's retry policy, which ghost enforces too.
+const (
+	MaxRetryAttempts  = 100
+	MaxRetryBackoffMs = 3600000
+)
 
 // Filter types.
 const (
@@ -371,8 +397,9 @@ func Unmarshal(data []byte) (*Document, error) {
 // and ghost enforces: the version, unique socket names, unique listener
 // names and hostnames within a socket, unique backend names, every
 // reference without Unresolved naming a backend of the table, and the
-// values of CORS filters (CORS.Check), and the filters of backend groups
-// (one RequestHeaderModifier at most). Errors name
+// values of CORS filters (CORS.Check), the filters of backend groups
+// (one RequestHeaderModifier at most), and retry policies (attempts,
+// backoff, codes; none on a route whose groups have filters). Errors name
 // the field as ghost does (vhosts[0].routes[1].backends[0].backend).
 func (d *Document) Check() error {
 	if d.Version != Version {
@@ -444,9 +471,42 @@ func (d *Document) Check() error {
 					return fmt.Errorf("vhosts[%d].routes[%d].backends[%d].%w", i, j, k, err)
 				}
 			}
+			if err := r.Retry.check(r.Backends); err != nil {
+				return fmt.Errorf("vhosts[%d].routes[%d].retry%w", i, j, err)
+			}
 			if _, ok := policies[r.Cache]; r.Cache != "" && !ok {
 				return fmt.Errorf("vhosts[%d].routes[%d].cache: unknown cache policy %q: the cachePolicies table has no entry of that name", i, j, r.Cache)
 			}
+		}
+	}
+	return nil
+}
+
+// check reports the first value of a retry policy ghost would reject, as
+// ".field: problem" (nil: no policy, or a valid one).
+func (r *Retry) check(groups []BackendGroup) error {
+	if r == nil {
+		return nil
+	}
+	if r.Attempts < 1 || r.Attempts > MaxRetryAttempts {
+		return fmt.Errorf(".attempts: %d is not from 1 to %d retries", r.Attempts, MaxRetryAttempts)
+	}
+	if r.BackoffMs < 0 || r.BackoffMs > MaxRetryBackoffMs {
+		return fmt.Errorf(".backoffMs: %d is not from 0 to %d milliseconds", r.BackoffMs, MaxRetryBackoffMs)
+	}
+	seen := make(map[int]bool, len(r.Codes))
+	for k, c := range r.Codes {
+		if c < 400 || c > 599 {
+			return fmt.Errorf(".codes[%d]: status %d is not from 400 to 599", k, c)
+		}
+		if seen[c] {
+			return fmt.Errorf(".codes[%d]: status %d is listed twice: list each status once", k, c)
+		}
+		seen[c] = true
+	}
+	for k, g := range groups {
+		if len(g.Filters) > 0 {
+			return fmt.Errorf(": backends[%d] has filters of its own, which ghost cannot apply again to a retry that picks another backend: remove the retry policy or the backend's filters", k)
 		}
 	}
 	return nil

@@ -63,6 +63,11 @@ type Options struct {
 // vcl_backend_error turns the 503 of a fetch that failed because a timeout
 // ran out into 504 Gateway Timeout, as the Gateway API wants for
 // timeouts.request and timeouts.backendRequest (router.backend_error()).
+// The preamble's vcl_backend_response and vcl_backend_error return
+// (retry), varnishd's own retry, when the route's retry policy says so
+// (router.retry(): a listed status, or a failed fetch, within the
+// policy's attempts and varnishd's max_retries, after its backoff); the
+// retry's vcl_backend_fetch picks a backend again by weight.
 // Likewise the user's vcl_synth runs after ghost has written its answer,
 // before the final deliver.
 //
@@ -137,12 +142,26 @@ sub vcl_pipe {
 		set bereq.http.Upgrade = req.http.Upgrade;
 		set bereq.http.Connection = "Upgrade";
 	}
+	# A request user VCL pipes is never retried: ghost's retry header
+	# (X-Ghost-Retry, see vcl_backend_fetch) stays inside.
+	unset bereq.http.X-Ghost-Retry;
 }
 
 sub vcl_backend_fetch {
-	# A lookup's cache policy travels in X-Ghost-Cache, which ghost takes
-	# off the backend request: the origin never sees it.
+	# A lookup's cache policy travels in X-Ghost-Cache and a retried
+	# route in X-Ghost-Retry, which ghost takes off the backend request:
+	# the origin never sees them. A retry picks its backend again by the
+	# rule's weights.
 	router.backend_fetch();
+}
+
+sub vcl_backend_response {
+	# A status the route's retry policy (HTTPRoute retry.codes) lists is
+	# fetched again, after the backoff, while attempts and varnishd's
+	# max_retries allow.
+	if (router.retry()) {
+		return (retry);
+	}
 }
 
 sub vcl_backend_error {
@@ -151,6 +170,11 @@ sub vcl_backend_error {
 	# and first-byte timeouts) answers 504 Gateway Timeout; other fetch
 	# failures stay varnishd's 503.
 	router.backend_error();
+	# A route with a retry policy fetches again after a failed fetch
+	# (refused or reset connection, timeout), as the Gateway API asks.
+	if (router.retry()) {
+		return (retry);
+	}
 }
 
 sub vcl_synth {

@@ -635,6 +635,7 @@ func normalizeRules(route *gatewayv1.HTTPRoute, refs map[*gatewayv1.BackendObjec
 				out.Timeouts = &ghostjson.Timeouts{RequestMs: req.Milliseconds(), BackendRequestMs: be.Milliseconds()}
 			}
 		}
+		out.Retry = normalizeRetry(r.Retry)
 		for j := range r.BackendRefs {
 			b := &r.BackendRefs[j]
 			br := backendRef(route.Namespace, &b.BackendObjectReference, refs)
@@ -730,6 +731,30 @@ func normalizeFilter(routeNS string, f *gatewayv1.HTTPRouteFilter, refs map[*gat
 		out.RequestMirror = mr
 	case gatewayv1.HTTPRouteFilterCORS:
 		out.CORS = normalizeCORS(f.CORS)
+	}
+	return out
+}
+
+// DefaultRetryAttempts is the number of retries of a retry policy that
+// does not say (HTTPRouteRetry attempts is implementation-specific when
+// unset).
+const DefaultRetryAttempts = 1
+
+// normalizeRetry converts a validated retry policy for ghost.json: attempts
+// default to DefaultRetryAttempts, no backoff means none, the codes keep
+// their order.
+func normalizeRetry(rt *gatewayv1.HTTPRouteRetry) *ghostjson.Retry {
+	if rt == nil {
+		return nil
+	}
+	out := &ghostjson.Retry{Attempts: DefaultRetryAttempts}
+	if rt.Attempts != nil {
+		out.Attempts = *rt.Attempts
+	}
+	b, _ := parseDuration(nil, rt.Backoff)
+	out.BackoffMs = b.Milliseconds()
+	for _, c := range rt.Codes {
+		out.Codes = append(out.Codes, int(c))
 	}
 	return out
 }

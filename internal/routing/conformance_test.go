@@ -141,10 +141,6 @@ var conformanceExpect = map[string]string{
 	// HTTP/1.1 to backends, so the reference does not resolve
 	// (HTTPRouteBackendProtocolH2C is not claimed).
 	"httproute-backend-protocol-h2c.yaml: gateway-conformance-infra/backend-protocol-h2c@gateway-conformance-infra/same-namespace": "Accepted !UnsupportedProtocol",
-
-	// Extended features varnishgw rejects on purpose (ghost.json has no
-	// retries).
-	"httproute-retry.yaml: gateway-conformance-infra/retries@gateway-conformance-infra/same-namespace": "!UnsupportedValue ResolvedRefs",
 }
 
 // suiteRoutesWithoutGateway are suite routes whose parent Gateway is not in

@@ -29,6 +29,10 @@ const (
 	// than both read version 1 only, and reject such a fragment with a
 	// message that says to upgrade them instead of serving it without.
 	FragmentVersionCache = 2
+	// FragmentVersionTraffic is the version of fragments in which a rule
+	// has a retry policy (Rule.Retry): older chaperones reject them
+	// instead of serving the rule without retries.
+	FragmentVersionTraffic = 3
 )
 
 // Fragment is what one HTTPRoute contributes to one parent Gateway after
@@ -124,7 +128,10 @@ type Rule struct {
 	Matches  []ghostjson.Match   `json:"matches"`
 	Filters  []Filter            `json:"filters,omitempty"`
 	Timeouts *ghostjson.Timeouts `json:"timeouts,omitempty"`
-	Backends []BackendRef        `json:"backends,omitempty"`
+	// Retry is the rule's retry policy (HTTPRoute retry), defaults filled
+	// in; nil: no retries. Only in fragments of FragmentVersionTraffic.
+	Retry    *ghostjson.Retry `json:"retry,omitempty"`
+	Backends []BackendRef     `json:"backends,omitempty"`
 	// Cache is the rule's own cache policy (the provider sets it after
 	// Attach); nil: the rule takes the Gateway's default policy
 	// (EffectiveCache). Only in fragments of FragmentVersionCache.
@@ -177,9 +184,15 @@ func (b BackendRef) GroupName() string {
 func (f *Fragment) Accepted() bool { return len(f.Listeners) > 0 }
 
 // NeededVersion is the lowest fragment version that holds f:
+// FragmentVersionTraffic when a rule has a retry policy,
 // FragmentVersionCache when a rule has a cache policy or a CORS filter, or
 // a backendRef has filters, else FragmentVersion.
 func (f *Fragment) NeededVersion() int {
+	for i := range f.Rules {
+		if f.Rules[i].Retry != nil {
+			return FragmentVersionTraffic
+		}
+	}
 	for i := range f.Rules {
 		if f.Rules[i].Cache != nil {
 			return FragmentVersionCache
@@ -220,8 +233,8 @@ func MarshalFragment(f *Fragment) ([]byte, error) {
 }
 
 // UnmarshalFragment decodes and validates a fragment. Unknown fields and
-// versions other than FragmentVersion and FragmentVersionCache are
-// rejected.
+// versions other than FragmentVersion, FragmentVersionCache and
+// FragmentVersionTraffic are rejected.
 func UnmarshalFragment(data []byte) (*Fragment, error) {
 	var probe struct {
 		Version *int `json:"version"`
@@ -229,12 +242,12 @@ func UnmarshalFragment(data []byte) (*Fragment, error) {
 	if err := json.Unmarshal(data, &probe); err != nil {
 		return nil, fmt.Errorf("unmarshal fragment: %w", err)
 	}
-	if probe.Version == nil || (*probe.Version != FragmentVersion && *probe.Version != FragmentVersionCache) {
+	if probe.Version == nil || !knownVersion(*probe.Version) {
 		v := "absent"
 		if probe.Version != nil {
 			v = fmt.Sprint(*probe.Version)
 		}
-		return nil, fmt.Errorf("unmarshal fragment: version is %s, this build reads versions %d and %d: upgrade the chaperone or re-apply with a matching provider", v, FragmentVersion, FragmentVersionCache)
+		return nil, fmt.Errorf("unmarshal fragment: version is %s, this build reads versions %d to %d: upgrade the chaperone or re-apply with a matching provider", v, FragmentVersion, FragmentVersionTraffic)
 	}
 	var f Fragment
 	dec := json.NewDecoder(bytes.NewReader(data))
@@ -251,6 +264,10 @@ func UnmarshalFragment(data []byte) (*Fragment, error) {
 	return &f, nil
 }
 
+func knownVersion(v int) bool {
+	return v == FragmentVersion || v == FragmentVersionCache || v == FragmentVersionTraffic
+}
+
 // Validate checks a fragment's structure and every value that ends up in
 // ghost.json, so a hand-edited or corrupt ConfigMap cannot reach varnishd.
 func (f *Fragment) Validate() error {
@@ -259,8 +276,10 @@ func (f *Fragment) Validate() error {
 	}
 	var errs field.ErrorList
 	switch need := f.NeededVersion(); {
-	case f.Version != FragmentVersion && f.Version != FragmentVersionCache:
-		errs = append(errs, field.Invalid(field.NewPath("version"), f.Version, fmt.Sprintf("must be %d, or %d when a rule has a cache policy or a CORS filter or a backendRef has filters", FragmentVersion, FragmentVersionCache)))
+	case !knownVersion(f.Version):
+		errs = append(errs, field.Invalid(field.NewPath("version"), f.Version, fmt.Sprintf("must be %d, or %d when a rule has a cache policy or a CORS filter or a backendRef has filters, or %d when a rule has a retry policy", FragmentVersion, FragmentVersionCache, FragmentVersionTraffic)))
+	case f.Version < need && need == FragmentVersionTraffic:
+		errs = append(errs, field.Invalid(field.NewPath("version"), f.Version, fmt.Sprintf("must be %d: a rule has a retry policy", need)))
 	case f.Version < need:
 		errs = append(errs, field.Invalid(field.NewPath("version"), f.Version, fmt.Sprintf("must be %d: a rule has a cache policy or a CORS filter, or a backendRef has filters", need)))
 	}
@@ -379,6 +398,45 @@ func validateRule(p *field.Path, r *Rule) field.ErrorList {
 	errs = append(errs, ValidateCachePolicy(p.Child("cache"), r.Cache)...)
 	if t := r.Timeouts; t != nil && (t.RequestMs < 0 || t.BackendRequestMs < 0) {
 		errs = append(errs, field.Invalid(p.Child("timeouts"), *t, "timeouts must not be negative"))
+	}
+	if rt := r.Retry; rt != nil {
+		errs = append(errs, validateGhostRetry(p.Child("retry"), rt)...)
+		for i := range r.Backends {
+			if len(r.Backends[i].Filters) > 0 {
+				errs = append(errs, field.Forbidden(p.Child("retry"), retryWithBackendFilters))
+				break
+			}
+		}
+	}
+	return errs
+}
+
+// validateGhostRetry checks a normalised retry policy against ghost's
+// limits.
+func validateGhostRetry(p *field.Path, rt *ghostjson.Retry) field.ErrorList {
+	var errs field.ErrorList
+	if rt.Attempts < 1 || rt.Attempts > ghostjson.MaxRetryAttempts {
+		errs = append(errs, field.Invalid(p.Child("attempts"), rt.Attempts, fmt.Sprintf("must be from 1 to %d", ghostjson.MaxRetryAttempts)))
+	}
+	if rt.BackoffMs < 0 || rt.BackoffMs > ghostjson.MaxRetryBackoffMs {
+		errs = append(errs, field.Invalid(p.Child("backoffMs"), rt.BackoffMs, fmt.Sprintf("must be from 0 to %d milliseconds", ghostjson.MaxRetryBackoffMs)))
+	}
+	errs = append(errs, validateRetryCodes(p.Child("codes"), rt.Codes)...)
+	return errs
+}
+
+// validateRetryCodes checks retry status codes: 400 to 599, each once.
+func validateRetryCodes(p *field.Path, codes []int) field.ErrorList {
+	var errs field.ErrorList
+	seen := make(map[int]bool, len(codes))
+	for i, c := range codes {
+		switch {
+		case c < 400 || c > 599:
+			errs = append(errs, field.Invalid(p.Index(i), c, "must be an HTTP status from 400 to 599, such as 502 or 503"))
+		case seen[c]:
+			errs = append(errs, field.Duplicate(p.Index(i), c))
+		}
+		seen[c] = true
 	}
 	return errs
 }

@@ -60,6 +60,9 @@ func FuzzUnmarshalFragment(f *testing.F) {
 	f.Add([]byte(`{"version":2,"gateway":{"namespace":"a","name":"g"},"route":{"namespace":"a","name":"r","creationTimestamp":"2026-01-01T00:00:00Z"},` +
 		`"parents":[],"listeners":[{"name":"l","port":80,"hostnames":["*"]}],"rules":[{"index":0,"matches":[{"path":{"type":"PathPrefix","value":"/"}}],` +
 		`"cache":{"ttl":"1h","queryParametersInclude":[],"keyHeaders":["Accept"],"stripCookies":["*"]}}]}`))
+	f.Add([]byte(`{"version":3,"gateway":{"namespace":"a","name":"g"},"route":{"namespace":"a","name":"r","creationTimestamp":"2026-01-01T00:00:00Z"},` +
+		`"parents":[],"listeners":[{"name":"l","port":80,"hostnames":["*"]}],"rules":[{"index":0,"matches":[{"path":{"type":"PathPrefix","value":"/"}}],` +
+		`"retry":{"attempts":2,"backoffMs":100,"codes":[502,503]},"backends":[{"namespace":"a","name":"web","port":80,"weight":1}]}]}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		fr, err := UnmarshalFragment(data)
 		if err != nil {

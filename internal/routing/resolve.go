@@ -125,6 +125,7 @@ func Resolve(t *Table, objs *Objects) (*ghostjson.Document, error) {
 				Match:           *tr.Match(),
 				Filters:         ro.filters,
 				Timeouts:        tr.Rule.Timeouts,
+				Retry:           tr.Rule.Retry,
 				Backends:        ro.backends,
 				Cache:           ro.cache,
 			})

@@ -55,9 +55,10 @@ var (
 
 // ValidateHTTPRoute checks everything varnishgw accepts in an HTTPRoute spec:
 // hostnames, matches (paths, regular expressions, header and query names),
-// filters and their combinations, backend references, weights and timeouts.
-// Unsupported features (ExternalAuth, ExtensionRef and backendRef
-// filters, retries, session persistence) are rejected, never ignored. Each
+// filters and their combinations, backend references, weights, timeouts
+// and retries. Unsupported features (ExternalAuth, ExtensionRef, backendRef
+// filters other than RequestHeaderModifier, session persistence) are
+// rejected, never ignored. Each
 // error names the field path (spec.rules[0].matches[1].path.value), the
 // value and what to do instead.
 func ValidateHTTPRoute(route *gatewayv1.HTTPRoute) field.ErrorList {
@@ -143,12 +144,46 @@ func validateHTTPRouteRule(p *field.Path, r *gatewayv1.HTTPRouteRule) field.Erro
 		}
 	}
 	if r.Retry != nil {
-		errs = append(errs, field.Forbidden(p.Child("retry"), "retries are not supported yet: remove the retry settings; "+
-			"a request whose backend fails gets the error"))
+		errs = append(errs, validateRetry(p.Child("retry"), r)...)
 	}
 	if r.SessionPersistence != nil {
 		errs = append(errs, field.Forbidden(p.Child("sessionPersistence"), "session persistence is not supported yet: remove it; "+
 			"requests are spread over the backends by weight, without affinity"))
+	}
+	return errs
+}
+
+// retryWithBackendFilters says why a rule cannot have both.
+const retryWithBackendFilters = "a rule with a retry policy cannot have backendRefs with filters of their own: a retry picks " +
+	"a backend again, and the first backend's header changes would stay on the request; move the filters to the rule's " +
+	"filters or remove the retry"
+
+// validateRetry checks a rule's retry policy (HTTPRouteRetry): attempts
+// from 1 to ghostjson.MaxRetryAttempts, codes from 400 to 599 each once,
+// a backoff no longer than ghostjson.MaxRetryBackoffMs, and no
+// backendRef filters in the same rule.
+func validateRetry(p *field.Path, r *gatewayv1.HTTPRouteRule) field.ErrorList {
+	var errs field.ErrorList
+	rt := r.Retry
+	if a := rt.Attempts; a != nil && (*a < 1 || *a > ghostjson.MaxRetryAttempts) {
+		errs = append(errs, field.Invalid(p.Child("attempts"), *a, fmt.Sprintf("must be from 1 to %d retries; varnishd's "+
+			"max_retries (4 by default) bounds it too", ghostjson.MaxRetryAttempts)))
+	}
+	codes := make([]int, len(rt.Codes))
+	for i, c := range rt.Codes {
+		codes[i] = int(c)
+	}
+	errs = append(errs, validateRetryCodes(p.Child("codes"), codes)...)
+	if b, e := parseDuration(p.Child("backoff"), rt.Backoff); len(e) > 0 {
+		errs = append(errs, e...)
+	} else if b.Milliseconds() > ghostjson.MaxRetryBackoffMs {
+		errs = append(errs, field.Invalid(p.Child("backoff"), *rt.Backoff, fmt.Sprintf("must not be longer than %s", time.Duration(ghostjson.MaxRetryBackoffMs)*time.Millisecond)))
+	}
+	for i := range r.BackendRefs {
+		if len(r.BackendRefs[i].Filters) > 0 {
+			errs = append(errs, field.Forbidden(p, retryWithBackendFilters))
+			break
+		}
 	}
 	return errs
 }

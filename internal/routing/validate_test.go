@@ -164,9 +164,37 @@ func TestValidateHTTPRoute(t *testing.T) {
 				r.Spec.Rules[i].Matches = make([]gatewayv1.HTTPRouteMatch, 50)
 			}
 		}, "spec.rules[*].matches: Too many: 150"},
-		{"retry unsupported", func(r *gatewayv1.HTTPRoute) {
+		{"retry", func(r *gatewayv1.HTTPRoute) {
+			r.Spec.Rules[0].Retry = &gatewayv1.HTTPRouteRetry{Codes: []gatewayv1.HTTPRouteRetryStatusCode{500, 502, 503, 504, 429},
+				Attempts: ptr(3), Backoff: ptr(gatewayv1.Duration("100ms"))}
+		}, ""},
+		{"retry without settings", func(r *gatewayv1.HTTPRoute) {
 			r.Spec.Rules[0].Retry = &gatewayv1.HTTPRouteRetry{}
-		}, "spec.rules[0].retry: Forbidden"},
+		}, ""},
+		{"retry attempts 0", func(r *gatewayv1.HTTPRoute) {
+			r.Spec.Rules[0].Retry = &gatewayv1.HTTPRouteRetry{Attempts: ptr(0)}
+		}, "spec.rules[0].retry.attempts: Invalid value: 0: must be from 1 to 100 retries"},
+		{"retry attempts 101", func(r *gatewayv1.HTTPRoute) {
+			r.Spec.Rules[0].Retry = &gatewayv1.HTTPRouteRetry{Attempts: ptr(101)}
+		}, "spec.rules[0].retry.attempts: Invalid value: 101"},
+		{"retry code 200", func(r *gatewayv1.HTTPRoute) {
+			r.Spec.Rules[0].Retry = &gatewayv1.HTTPRouteRetry{Codes: []gatewayv1.HTTPRouteRetryStatusCode{500, 200}}
+		}, "spec.rules[0].retry.codes[1]: Invalid value: 200: must be an HTTP status from 400 to 599"},
+		{"retry code twice", func(r *gatewayv1.HTTPRoute) {
+			r.Spec.Rules[0].Retry = &gatewayv1.HTTPRouteRetry{Codes: []gatewayv1.HTTPRouteRetryStatusCode{503, 503}}
+		}, "spec.rules[0].retry.codes[1]: Duplicate value: 503"},
+		{"retry bad backoff", func(r *gatewayv1.HTTPRoute) {
+			r.Spec.Rules[0].Retry = &gatewayv1.HTTPRouteRetry{Backoff: ptr(gatewayv1.Duration("0.5s"))}
+		}, `spec.rules[0].retry.backoff: Invalid value: "0.5s": must be a Gateway API duration`},
+		{"retry backoff too long", func(r *gatewayv1.HTTPRoute) {
+			r.Spec.Rules[0].Retry = &gatewayv1.HTTPRouteRetry{Backoff: ptr(gatewayv1.Duration("2h"))}
+		}, `spec.rules[0].retry.backoff: Invalid value: "2h": must not be longer than 1h0m0s`},
+		{"retry with backendRef filters", func(r *gatewayv1.HTTPRoute) {
+			r.Spec.Rules[0].Retry = &gatewayv1.HTTPRouteRetry{Attempts: ptr(1)}
+			r.Spec.Rules[0].BackendRefs = []gatewayv1.HTTPBackendRef{backend("", "web", 80, nil)}
+			r.Spec.Rules[0].BackendRefs[0].Filters = []gatewayv1.HTTPRouteFilter{{Type: gatewayv1.HTTPRouteFilterRequestHeaderModifier,
+				RequestHeaderModifier: &gatewayv1.HTTPHeaderFilter{Set: []gatewayv1.HTTPHeader{{Name: "X", Value: "1"}}}}}
+		}, "spec.rules[0].retry: Forbidden: a rule with a retry policy cannot have backendRefs with filters of their own"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
