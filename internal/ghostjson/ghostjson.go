@@ -151,6 +151,59 @@ type Route struct {
 	// Cache names the route's effective cache policy in the document's
 	// CachePolicies table; empty: the route's requests are passed.
 	Cache string `json:"cache,omitempty"`
+	// Session keeps a client on the endpoint it was first sent to (the
+	// Gateway API sessionPersistence of the route's rule); nil: every
+	// request is sent by weight.
+	Session *SessionPersistence `json:"sessionPersistence,omitempty"`
+}
+
+// SessionTypeCookie is the only SessionPersistence.Type ghost reads.
+const SessionTypeCookie = "Cookie"
+
+// SessionPersistence is a route's cookie-based session persistence. ghost
+// sends a request whose cookie Name holds the identifier of an endpoint of
+// the route's backend groups (any weight, 0 included) that is still
+// healthy to that endpoint; otherwise it picks by weight and, on the
+// response, sets the cookie to the picked endpoint's identifier and the
+// time. The identifier is derived from Scope, the group's backend name
+// and the endpoint's address and port (README, "Session persistence"), so
+// a cookie can only name an endpoint of the route.
+type SessionPersistence struct {
+	// Type is SessionTypeCookie.
+	Type string `json:"type"`
+	// Name is the cookie name, an HTTP token.
+	Name string `json:"name"`
+	// Path is the cookie's Path attribute, an absolute path without ';'.
+	Path string `json:"path"`
+	// Scope identifies the rule ("namespace/route/rule"): the routes of
+	// one rule share sessions, those of different rules never do.
+	Scope string `json:"scope"`
+	// AbsoluteTimeoutMs ends a session that long after it began (whole
+	// seconds); 0: never.
+	AbsoluteTimeoutMs int64 `json:"absoluteTimeoutMs,omitempty"`
+	// Permanent gives the cookie Max-Age (AbsoluteTimeoutMs, required);
+	// otherwise it is a session cookie, dropped when the browser closes.
+	Permanent bool `json:"permanent,omitempty"`
+}
+
+// check reports the first field of s that ghost would reject, as
+// "field: problem" (Document.Check prefixes the route's path).
+func (s *SessionPersistence) check() error {
+	switch {
+	case s.Type != SessionTypeCookie:
+		return fmt.Errorf("type: %q is not supported: use %q", s.Type, SessionTypeCookie)
+	case s.Name == "" || len(s.Name) > 128 || !isToken(s.Name):
+		return fmt.Errorf("name: %q is not a cookie name of 1 to 128 letters, digits and !#$%%&'*+-.^_`|~", s.Name)
+	case !strings.HasPrefix(s.Path, "/") || len(s.Path) > 1024 || strings.ContainsFunc(s.Path, func(c rune) bool { return c == ';' || c < 0x21 || c == 0x7f }):
+		return fmt.Errorf("path: %q is not an absolute path of at most 1024 characters without ';', spaces or control characters", s.Path)
+	case s.Scope == "" || len(s.Scope) > 512:
+		return fmt.Errorf("scope: %q must have 1 to 512 characters", s.Scope)
+	case s.AbsoluteTimeoutMs < 0 || s.AbsoluteTimeoutMs%1000 != 0:
+		return fmt.Errorf("absoluteTimeoutMs: %d is not 0 or a whole number of seconds in milliseconds", s.AbsoluteTimeoutMs)
+	case s.Permanent && s.AbsoluteTimeoutMs == 0:
+		return fmt.Errorf("absoluteTimeoutMs: 0 with permanent: a permanent cookie needs a timeout, its Max-Age; set one or remove permanent")
+	}
+	return nil
 }
 
 // Match is a request match: a path plus optional method, headers and query
@@ -371,8 +424,9 @@ func Unmarshal(data []byte) (*Document, error) {
 // and ghost enforces: the version, unique socket names, unique listener
 // names and hostnames within a socket, unique backend names, every
 // reference without Unresolved naming a backend of the table, and the
-// values of CORS filters (CORS.Check), and the filters of backend groups
-// (one RequestHeaderModifier at most). Errors name
+// values of CORS filters (CORS.Check), the filters of backend groups
+// (one RequestHeaderModifier at most), and session persistence (type
+// Cookie, a token name, an absolute cookie path, whole seconds). Errors name
 // the field as ghost does (vhosts[0].routes[1].backends[0].backend).
 func (d *Document) Check() error {
 	if d.Version != Version {
@@ -442,6 +496,11 @@ func (d *Document) Check() error {
 				}
 				if err := checkGroupFilters(g.Filters); err != nil {
 					return fmt.Errorf("vhosts[%d].routes[%d].backends[%d].%w", i, j, k, err)
+				}
+			}
+			if sp := r.Session; sp != nil {
+				if err := sp.check(); err != nil {
+					return fmt.Errorf("vhosts[%d].routes[%d].sessionPersistence.%w", i, j, err)
 				}
 			}
 			if _, ok := policies[r.Cache]; r.Cache != "" && !ok {

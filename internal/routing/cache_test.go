@@ -205,7 +205,7 @@ func TestFragmentVersions(t *testing.T) {
 		name, from, to, want string
 	}{
 		{"cache in version 1", `"version": 2`, `"version": 1`, `version: Invalid value: 1: must be 2: a rule has a cache policy or a CORS filter`},
-		{"version 3", `"version": 2`, `"version": 3`, `version is 3, this build reads versions 1 and 2: upgrade the chaperone`},
+		{"version 4", `"version": 2`, `"version": 4`, `version is 4, this build reads versions 1, 2 and 3: upgrade the chaperone`},
 		{"bad policy", `"ttl": "1h"`, `"ttl": "1 hour"`, `rules[1].cache.ttl: Invalid value: "1 hour"`},
 		{"unknown policy field", `"ttl": "1h"`, `"ttl": "1h", "staleIfError": "1h"`, `unknown field "staleIfError"`},
 	} {

@@ -29,6 +29,11 @@ const (
 	// than both read version 1 only, and reject such a fragment with a
 	// message that says to upgrade them instead of serving it without.
 	FragmentVersionCache = 2
+	// FragmentVersionTraffic is the version of fragments in which a rule
+	// has session persistence (Rule.SessionPersistence) or retries:
+	// chaperones that read versions 1 and 2 only reject such a fragment
+	// with a message that says to upgrade them.
+	FragmentVersionTraffic = 3
 )
 
 // Fragment is what one HTTPRoute contributes to one parent Gateway after
@@ -129,6 +134,10 @@ type Rule struct {
 	// Attach); nil: the rule takes the Gateway's default policy
 	// (EffectiveCache). Only in fragments of FragmentVersionCache.
 	Cache *CachePolicy `json:"cache,omitempty"`
+	// SessionPersistence keeps a client on one endpoint of the rule's
+	// backends by cookie; nil: none. Only in fragments of
+	// FragmentVersionTraffic.
+	SessionPersistence *SessionPersistence `json:"sessionPersistence,omitempty"`
 }
 
 // Filter is a rule filter; it is ghostjson.Filter except that a mirror names
@@ -177,9 +186,15 @@ func (b BackendRef) GroupName() string {
 func (f *Fragment) Accepted() bool { return len(f.Listeners) > 0 }
 
 // NeededVersion is the lowest fragment version that holds f:
+// FragmentVersionTraffic when a rule has session persistence,
 // FragmentVersionCache when a rule has a cache policy or a CORS filter, or
 // a backendRef has filters, else FragmentVersion.
 func (f *Fragment) NeededVersion() int {
+	for i := range f.Rules {
+		if f.Rules[i].SessionPersistence != nil {
+			return FragmentVersionTraffic
+		}
+	}
 	for i := range f.Rules {
 		if f.Rules[i].Cache != nil {
 			return FragmentVersionCache
@@ -220,8 +235,8 @@ func MarshalFragment(f *Fragment) ([]byte, error) {
 }
 
 // UnmarshalFragment decodes and validates a fragment. Unknown fields and
-// versions other than FragmentVersion and FragmentVersionCache are
-// rejected.
+// versions other than FragmentVersion, FragmentVersionCache and
+// FragmentVersionTraffic are rejected.
 func UnmarshalFragment(data []byte) (*Fragment, error) {
 	var probe struct {
 		Version *int `json:"version"`
@@ -229,12 +244,12 @@ func UnmarshalFragment(data []byte) (*Fragment, error) {
 	if err := json.Unmarshal(data, &probe); err != nil {
 		return nil, fmt.Errorf("unmarshal fragment: %w", err)
 	}
-	if probe.Version == nil || (*probe.Version != FragmentVersion && *probe.Version != FragmentVersionCache) {
+	if probe.Version == nil || !knownFragmentVersion(*probe.Version) {
 		v := "absent"
 		if probe.Version != nil {
 			v = fmt.Sprint(*probe.Version)
 		}
-		return nil, fmt.Errorf("unmarshal fragment: version is %s, this build reads versions %d and %d: upgrade the chaperone or re-apply with a matching provider", v, FragmentVersion, FragmentVersionCache)
+		return nil, fmt.Errorf("unmarshal fragment: version is %s, this build reads versions %d, %d and %d: upgrade the chaperone or re-apply with a matching provider", v, FragmentVersion, FragmentVersionCache, FragmentVersionTraffic)
 	}
 	var f Fragment
 	dec := json.NewDecoder(bytes.NewReader(data))
@@ -259,8 +274,10 @@ func (f *Fragment) Validate() error {
 	}
 	var errs field.ErrorList
 	switch need := f.NeededVersion(); {
-	case f.Version != FragmentVersion && f.Version != FragmentVersionCache:
-		errs = append(errs, field.Invalid(field.NewPath("version"), f.Version, fmt.Sprintf("must be %d, or %d when a rule has a cache policy or a CORS filter or a backendRef has filters", FragmentVersion, FragmentVersionCache)))
+	case !knownFragmentVersion(f.Version):
+		errs = append(errs, field.Invalid(field.NewPath("version"), f.Version, fmt.Sprintf("must be %d, or %d when a rule has a cache policy or a CORS filter or a backendRef has filters, or %d when a rule has session persistence", FragmentVersion, FragmentVersionCache, FragmentVersionTraffic)))
+	case f.Version < need && need == FragmentVersionTraffic:
+		errs = append(errs, field.Invalid(field.NewPath("version"), f.Version, fmt.Sprintf("must be %d: a rule has session persistence", need)))
 	case f.Version < need:
 		errs = append(errs, field.Invalid(field.NewPath("version"), f.Version, fmt.Sprintf("must be %d: a rule has a cache policy or a CORS filter, or a backendRef has filters", need)))
 	}
@@ -289,6 +306,11 @@ func (f *Fragment) Validate() error {
 		errs = append(errs, validateRule(rp.Index(i), &f.Rules[i])...)
 	}
 	return errs.ToAggregate()
+}
+
+// knownFragmentVersion reports whether this build reads fragment version v.
+func knownFragmentVersion(v int) bool {
+	return v == FragmentVersion || v == FragmentVersionCache || v == FragmentVersionTraffic
 }
 
 func validateObjectName(p *field.Path, ns, name string) field.ErrorList {
@@ -377,6 +399,7 @@ func validateRule(p *field.Path, r *Rule) field.ErrorList {
 		}
 	}
 	errs = append(errs, ValidateCachePolicy(p.Child("cache"), r.Cache)...)
+	errs = append(errs, validateFragmentSession(p.Child("sessionPersistence"), r.SessionPersistence)...)
 	if t := r.Timeouts; t != nil && (t.RequestMs < 0 || t.BackendRequestMs < 0) {
 		errs = append(errs, field.Invalid(p.Child("timeouts"), *t, "timeouts must not be negative"))
 	}

@@ -122,6 +122,7 @@ func Resolve(t *Table, objs *Objects) (*ghostjson.Document, error) {
 				Timeouts:        tr.Rule.Timeouts,
 				Backends:        ro.backends,
 				Cache:           ro.cache,
+				Session:         ghostSession(*tr.Route, tr.Rule, tr.Match()),
 			})
 		}
 		doc.VHosts = append(doc.VHosts, gv)

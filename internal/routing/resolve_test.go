@@ -260,7 +260,7 @@ func TestFragmentRoundTrip(t *testing.T) {
 		t.Fatalf("round trip changed the fragment:\n%s\n%s", data, again)
 	}
 	bad := []struct{ name, data, want string }{
-		{"version", strings.Replace(string(data), `"version": 1`, `"version": 3`, 1), "version is 3"},
+		{"version", strings.Replace(string(data), `"version": 1`, `"version": 4`, 1), "version is 4"},
 		{"unknown field", strings.Replace(string(data), `"version": 1,`, `"version": 1, "extra": true,`, 1), "unknown field"},
 		{"bad regex", strings.Replace(string(data), `^/old/.*`, `(?=x)`, 1), "rules[1].matches[0].path.value"},
 		{"bad weight", strings.Replace(string(data), `"weight": 3`, `"weight": -3`, 1), "rules[0].backends[0].weight"},

@@ -56,8 +56,8 @@ var (
 // ValidateHTTPRoute checks everything varnishgw accepts in an HTTPRoute spec:
 // hostnames, matches (paths, regular expressions, header and query names),
 // filters and their combinations, backend references, weights and timeouts.
-// Unsupported features (ExternalAuth, ExtensionRef and backendRef
-// filters, retries, session persistence) are rejected, never ignored. Each
+// Unsupported features (ExternalAuth and ExtensionRef filters, retries,
+// header-based session persistence) are rejected, never ignored. Each
 // error names the field path (spec.rules[0].matches[1].path.value), the
 // value and what to do instead.
 func ValidateHTTPRoute(route *gatewayv1.HTTPRoute) field.ErrorList {
@@ -146,10 +146,7 @@ func validateHTTPRouteRule(p *field.Path, r *gatewayv1.HTTPRouteRule) field.Erro
 		errs = append(errs, field.Forbidden(p.Child("retry"), "retries are not supported yet: remove the retry settings; "+
 			"a request whose backend fails gets the error"))
 	}
-	if r.SessionPersistence != nil {
-		errs = append(errs, field.Forbidden(p.Child("sessionPersistence"), "session persistence is not supported yet: remove it; "+
-			"requests are spread over the backends by weight, without affinity"))
-	}
+	errs = append(errs, validateSessionPersistence(p.Child("sessionPersistence"), r.SessionPersistence, r)...)
 	return errs
 }
 
