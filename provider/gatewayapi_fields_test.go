@@ -346,11 +346,6 @@ var rejectedExamples = map[string]struct{ res, body, line, want string }{
       attempts = 3
     }
   }`, `retry {`, `rule\[0\]\.retry: Forbidden: retries are not supported yet`},
-	"rule.session_persistence": {"route", `rule {
-    session_persistence {
-      type = "Cookie"
-    }
-  }`, `session_persistence {`, `rule\[0\]\.session_persistence: Forbidden: session persistence is not supported yet`},
 	"listener.tls.options": {"gateway", `listener {
     name     = "https"
     port     = 8443

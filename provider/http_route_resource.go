@@ -99,6 +99,14 @@ func (r *httpRouteResource) ModifyPlan(ctx context.Context, req resource.ModifyP
 	if len(routing.ValidateHTTPRoute(route)) > 0 {
 		return // ValidateConfig reported it
 	}
+	// Fields of the Gateway API experimental channel only: the plan-time
+	// check of the cluster's channel.
+	if fields := experimentalFields(route); len(fields) > 0 {
+		r.checkGatewayAPIChannel(ctx, fields, &resp.Diagnostics)
+		if resp.Diagnostics.HasError() {
+			return
+		}
+	}
 	ref := routing.ObjectRef{Namespace: route.Namespace, Name: route.Name}
 	// A dry run gives the route exactly as the API server will store it
 	// (defaults filled in) and reports what its validation rejects. The
