@@ -1629,14 +1629,15 @@ load_session(struct pc *pc, const char *path, const json_t *j,
 	char q[96];
 	long long ms;
 	unsigned u, e;
-	int perm;
+	int perm, hdr;
 
 	if (check_object(pc, path, j, session_fields) ||
 	    get_string(pc, path, j, "type", 1, 1, 64, &s))
 		return (-1);
-	if (strcmp(s, "Cookie"))
+	if (strcmp(s, "Cookie") && strcmp(s, "Header"))
 		return (fail(pc, path, "type %s is not supported; use "
-		    "\"Cookie\"", qv(q, sizeof q, s)));
+		    "\"Cookie\" or \"Header\"", qv(q, sizeof q, s)));
+	hdr = !strcmp(s, "Header");
 	if (pc->version == 1)
 		return (fail(pc, path, "a version 1 file has no session "
 		    "persistence; write \"version\": %d", GH_VERSION));
@@ -1645,16 +1646,20 @@ load_session(struct pc *pc, const char *path, const json_t *j,
 		    "backend to keep a session on; remove sessionPersistence "
 		    "or the RequestRedirect filter"));
 	if (get_string(pc, path, j, "name", 1, 1, 128, &name) ||
-	    get_string(pc, path, j, "path", 1, 1, 1024, &cpath) ||
+	    get_string(pc, path, j, "path", !hdr, 1, 1024, &cpath) ||
 	    get_string(pc, path, j, "scope", 1, 1, 512, &scope) ||
 	    get_int(pc, path, j, "absoluteTimeoutMs", 0, 0, 315360000000LL,
 	    0, &ms) || get_bool(pc, path, j, "permanent", &perm))
 		return (-1);
 	if (!is_token(name))
-		return (fail(pc, path, "name %s is not a cookie name; use "
-		    "letters, digits and !#$%%&'*+-.^_`|~ only",
+		return (fail(pc, path, "name %s is not a cookie or header "
+		    "name; use letters, digits and !#$%%&'*+-.^_`|~ only",
 		    qv(q, sizeof q, name)));
-	if (cpath[0] != '/' || has_ctl(cpath, 0) || strchr(cpath, ';'))
+	if (hdr && (cpath != NULL || perm))
+		return (fail(pc, path, "path and permanent are cookie "
+		    "attributes, and the type is \"Header\"; remove them"));
+	if (!hdr && (cpath[0] != '/' || has_ctl(cpath, 0) ||
+	    strchr(cpath, ';')))
 		return (fail(pc, path, "path %s is not an absolute path "
 		    "without ';', spaces or control characters; write the "
 		    "route's path such as \"/\" or \"/cart\"",
@@ -1671,9 +1676,15 @@ load_session(struct pc *pc, const char *path, const json_t *j,
 		return (-1);
 	sp->magic = GH_SESSION_MAGIC;
 	sp->name = sdup(pc, path, name);
-	sp->path = sdup(pc, path, cpath);
 	sp->scope = sdup(pc, path, scope);
-	if (sp->name == NULL || sp->path == NULL || sp->scope == NULL)
+	if (sp->name == NULL || sp->scope == NULL)
+		return (-1);
+	sp->header = hdr;
+	if (hdr)
+		sp->hdr = mkhdr(pc, path, name);
+	else
+		sp->path = sdup(pc, path, cpath);
+	if (sp->hdr == NULL && sp->path == NULL)
 		return (-1);
 	sp->nlen = strlen(name);
 	sp->timeout = ms / 1000;

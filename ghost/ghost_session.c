@@ -1,14 +1,16 @@
 /*
- * Cookie-based session persistence (ghost.json routes'
- * "sessionPersistence", README.md "Session persistence").
+ * Session persistence (ghost.json routes' "sessionPersistence", README.md
+ * "Session persistence"), by cookie or by header.
  *
- * .recv(): the session cookie of a route that has one is read and taken
- * off the request (the origin never sees it, and a cache policy decides
- * as if it were not there). Its value "<id>.<time>" selects the endpoint
+ * .recv(): the session cookie (or request header) of a route that has one
+ * is read and taken off the request (the origin never sees it, and a cache
+ * policy decides as if it were not there). Its value "<id>.<time>" selects
+ * the endpoint
  * whose identifier is <id> among the route's own groups, weight 0 too,
  * while the session is younger than its absolute timeout and the endpoint
  * is healthy. Otherwise the route picks by weight, and .deliver() sets the
- * cookie to the picked endpoint and the time, on a response below 500.
+ * cookie (or the response header) to the picked endpoint and the time, on
+ * a response below 500.
  *
  * The identifiers (struct gh_group's sid[]) are computed by the loader,
  * so a request costs a scan of the Cookie header and a comparison per
@@ -103,9 +105,9 @@ find_endpoint(VRT_CTX, const struct gh_route *r, uint64_t id,
 	return (0);
 }
 
-/* a session cookie's value (l bytes at v): 1 if it selects an endpoint */
+/* a session's value (l bytes at v): 1 if it selects an endpoint */
 static int
-check_cookie(VRT_CTX, const struct gh_route *r, const char *v, size_t l,
+check_value(VRT_CTX, const struct gh_route *r, const char *v, size_t l,
     const struct gh_group **gp, unsigned *ep)
 {
 	const struct gh_session *sp = r->session;
@@ -113,30 +115,33 @@ check_cookie(VRT_CTX, const struct gh_route *r, const char *v, size_t l,
 	long long tm;
 
 	if (parse_value(v, l, &id, &tm)) {
-		VSLb(ctx->vsl, SLT_VCL_Log, "ghost.session: cookie %s is "
-		    "malformed: picked again", sp->name);
+		VSLb(ctx->vsl, SLT_VCL_Log, "ghost.session: %s %s is "
+		    "malformed: picked again", sp->header ? "header" : "cookie",
+		    sp->name);
 		return (0);
 	}
 	if (sp->timeout > 0 && ((double)tm + sp->timeout <= ctx->now ||
 	    (double)tm > ctx->now + GH_SESSION_SKEW)) {
-		VSLb(ctx->vsl, SLT_VCL_Log, "ghost.session: cookie %s expired "
+		VSLb(ctx->vsl, SLT_VCL_Log, "ghost.session: %s %s expired "
 		    "(began %lld, absolute timeout %llds): picked again",
-		    sp->name, tm, sp->timeout);
+		    sp->header ? "header" : "cookie", sp->name, tm,
+		    sp->timeout);
 		return (0);
 	}
 	if (find_endpoint(ctx, r, id, gp, ep))
 		return (1);
-	VSLb(ctx->vsl, SLT_VCL_Log, "ghost.session: cookie %s names no "
-	    "usable endpoint of the route: picked again", sp->name);
+	VSLb(ctx->vsl, SLT_VCL_Log, "ghost.session: %s %s names no "
+	    "usable endpoint of the route: picked again",
+	    sp->header ? "header" : "cookie", sp->name);
 	return (0);
 }
 
 /*
  * Called by .recv() for a route with session persistence, before the
- * cache policy: 1 with *gp and *ep set when the request's cookie names a
- * usable endpoint of the route, 0 when the route must pick, -1 when out
- * of workspace (VRT_fail done). The session's cookies are removed from
- * the request either way.
+ * cache policy: 1 with *gp and *ep set when the request's cookie (or
+ * header) names a usable endpoint of the route, 0 when the route must
+ * pick, -1 when out of workspace (VRT_fail done). The session's cookies
+ * (or headers) are removed from the request either way.
  */
 int
 gh_session_recv(VRT_CTX, const struct gh_route *r,
@@ -154,6 +159,14 @@ gh_session_recv(VRT_CTX, const struct gh_route *r,
 	CHECK_OBJ_NOTNULL(sp, GH_SESSION_MAGIC);
 	*gp = NULL;
 	*ep = 0;
+	if (sp->header) {
+		/* the first such header; all of them are removed */
+		if (!http_GetHdr(ctx->http_req, sp->hdr, &v))
+			return (0);
+		found = check_value(ctx, r, v, strlen(v), gp, ep);
+		http_Unset(ctx->http_req, sp->hdr);
+		goto done;
+	}
 	/* one header, as HTTP/2 clients may send many */
 	http_CollectHdrSep(ctx->http_req, H_Cookie, "; ");
 	if (!http_GetHdr(ctx->http_req, H_Cookie, &v))
@@ -190,7 +203,7 @@ gh_session_recv(VRT_CTX, const struct gh_route *r,
 				while (val < ne && (*val == ' ' || *val == '\t'))
 					val++;
 				if (!found)
-					found = check_cookie(ctx, r, val,
+					found = check_value(ctx, r, val,
 					    ne - val, gp, ep);
 			} else {
 				if (o > buf + sizeof "Cookie: " - 1) {
@@ -211,6 +224,7 @@ gh_session_recv(VRT_CTX, const struct gh_route *r,
 		if (o > buf + sizeof "Cookie: " - 1)
 			http_SetHeader(ctx->http_req, buf);
 	}
+  done:
 	if (found) {
 		AN(*gp);
 		VSLb(ctx->vsl, SLT_VCL_Log, "ghost.session: kept on %s:%u "
@@ -235,7 +249,10 @@ gh_session_new(VRT_CTX, struct gh_task *t, const struct gh_group *g,
 	t->sess_new = 1;
 }
 
-/* .deliver(): the new session's cookie, on a response below 500 */
+/*
+ * .deliver(): the new session's cookie (or response header, replacing
+ * the backend's), on a response below 500
+ */
 void
 gh_session_deliver(VRT_CTX, const struct gh_task *t)
 {
@@ -247,7 +264,11 @@ gh_session_deliver(VRT_CTX, const struct gh_task *t)
 		return;
 	sp = t->route->session;
 	CHECK_OBJ_NOTNULL(sp, GH_SESSION_MAGIC);
-	if (sp->permanent)
+	if (sp->header) {
+		http_Unset(ctx->http_resp, sp->hdr);
+		http_PrintfHeader(ctx->http_resp, "%s: %016" PRIx64 ".%lld",
+		    sp->name, t->sess_id, t->sess_time);
+	} else if (sp->permanent)
 		http_PrintfHeader(ctx->http_resp, "Set-Cookie: %s=%016"
 		    PRIx64 ".%lld; Path=%s; Max-Age=%lld; HttpOnly; "
 		    "SameSite=Lax%s", sp->name, t->sess_id, t->sess_time,

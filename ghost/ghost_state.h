@@ -265,8 +265,9 @@ struct gh_cache {
 };
 
 /*
- * Cookie-based session persistence of a route (ghost_session.c, README
- * "Session persistence"). The cookie's value is "<id>.<time>": the
+ * Session persistence of a route (ghost_session.c, README "Session
+ * persistence"), by cookie or, with header set, by a request and response
+ * header of that name. The value is "<id>.<time>": the
  * identifier of an endpoint of one of the route's groups (16 hexadecimal
  * digits, gh_session_id() of the scope, the group's backend name and the
  * endpoint's address and port; the groups' sid[]) and the Unix time the
@@ -275,9 +276,11 @@ struct gh_cache {
 struct gh_session {
 	unsigned		magic;
 #define GH_SESSION_MAGIC	0x67687370
-	char			*name;		/* cookie name, a token */
+	char			*name;		/* cookie or header name */
 	size_t			nlen;
-	char			*path;		/* cookie Path */
+	int			header;		/* type Header */
+	char			*hdr;		/* header: its hdr_t */
+	char			*path;		/* cookie Path; NULL: header */
 	char			*scope;		/* the rule */
 	long long		timeout;	/* absolute, seconds; 0: none */
 	int			permanent;	/* Max-Age = timeout */

@@ -268,8 +268,10 @@ func (e *encoder) route(r *Route) {
 		e.buf = appendString(e.buf, sp.Type)
 		e.buf = append(e.buf, `,"name":`...)
 		e.buf = appendString(e.buf, sp.Name)
-		e.buf = append(e.buf, `,"path":`...)
-		e.buf = appendString(e.buf, sp.Path)
+		if sp.Path != "" {
+			e.buf = append(e.buf, `,"path":`...)
+			e.buf = appendString(e.buf, sp.Path)
+		}
 		e.buf = append(e.buf, `,"scope":`...)
 		e.buf = appendString(e.buf, sp.Scope)
 		if sp.AbsoluteTimeoutMs != 0 {

@@ -157,24 +157,28 @@ type Route struct {
 	Session *SessionPersistence `json:"sessionPersistence,omitempty"`
 }
 
-// SessionTypeCookie is the only SessionPersistence.Type ghost reads.
-const SessionTypeCookie = "Cookie"
+// SessionPersistence.Type values.
+const (
+	SessionTypeCookie = "Cookie"
+	SessionTypeHeader = "Header"
+)
 
-// SessionPersistence is a route's cookie-based session persistence. ghost
-// sends a request whose cookie Name holds the identifier of an endpoint of
-// the route's backend groups (any weight, 0 included) that is still
-// healthy to that endpoint; otherwise it picks by weight and, on the
-// response, sets the cookie to the picked endpoint's identifier and the
-// time. The identifier is derived from Scope, the group's backend name
+// SessionPersistence is a route's session persistence. ghost sends a
+// request whose cookie Name (type Cookie) or header Name (type Header)
+// holds the identifier of an endpoint of the route's backend groups (any
+// weight, 0 included) that is still healthy to that endpoint; otherwise it
+// picks by weight and, on the response, sets the cookie (or the response
+// header) to the picked endpoint's identifier and the time. The identifier is derived from Scope, the group's backend name
 // and the endpoint's address and port (README, "Session persistence"), so
 // a cookie can only name an endpoint of the route.
 type SessionPersistence struct {
-	// Type is SessionTypeCookie.
+	// Type is SessionTypeCookie or SessionTypeHeader.
 	Type string `json:"type"`
-	// Name is the cookie name, an HTTP token.
+	// Name is the cookie or header name, an HTTP token.
 	Name string `json:"name"`
-	// Path is the cookie's Path attribute, an absolute path without ';'.
-	Path string `json:"path"`
+	// Path is the cookie's Path attribute, an absolute path without ';';
+	// type Cookie only (required), empty for Header.
+	Path string `json:"path,omitempty"`
 	// Scope identifies the rule ("namespace/route/rule"): the routes of
 	// one rule share sessions, those of different rules never do.
 	Scope string `json:"scope"`
@@ -183,6 +187,7 @@ type SessionPersistence struct {
 	AbsoluteTimeoutMs int64 `json:"absoluteTimeoutMs,omitempty"`
 	// Permanent gives the cookie Max-Age (AbsoluteTimeoutMs, required);
 	// otherwise it is a session cookie, dropped when the browser closes.
+	// Type Cookie only.
 	Permanent bool `json:"permanent,omitempty"`
 }
 
@@ -190,11 +195,13 @@ type SessionPersistence struct {
 // "field: problem" (Document.Check prefixes the route's path).
 func (s *SessionPersistence) check() error {
 	switch {
-	case s.Type != SessionTypeCookie:
-		return fmt.Errorf("type: %q is not supported: use %q", s.Type, SessionTypeCookie)
+	case s.Type != SessionTypeCookie && s.Type != SessionTypeHeader:
+		return fmt.Errorf("type: %q is not supported: use %q or %q", s.Type, SessionTypeCookie, SessionTypeHeader)
 	case s.Name == "" || len(s.Name) > 128 || !isToken(s.Name):
-		return fmt.Errorf("name: %q is not a cookie name of 1 to 128 letters, digits and !#$%%&'*+-.^_`|~", s.Name)
-	case !strings.HasPrefix(s.Path, "/") || len(s.Path) > 1024 || strings.ContainsFunc(s.Path, func(c rune) bool { return c == ';' || c < 0x21 || c == 0x7f }):
+		return fmt.Errorf("name: %q is not a cookie or header name of 1 to 128 letters, digits and !#$%%&'*+-.^_`|~", s.Name)
+	case s.Type == SessionTypeHeader && (s.Path != "" || s.Permanent):
+		return fmt.Errorf("path, permanent: set with type %q: they are cookie attributes; remove them", s.Type)
+	case s.Type == SessionTypeCookie && !strings.HasPrefix(s.Path, "/") || len(s.Path) > 1024 || strings.ContainsFunc(s.Path, func(c rune) bool { return c == ';' || c < 0x21 || c == 0x7f }):
 		return fmt.Errorf("path: %q is not an absolute path of at most 1024 characters without ';', spaces or control characters", s.Path)
 	case s.Scope == "" || len(s.Scope) > 512:
 		return fmt.Errorf("scope: %q must have 1 to 512 characters", s.Scope)
@@ -426,7 +433,7 @@ func Unmarshal(data []byte) (*Document, error) {
 // reference without Unresolved naming a backend of the table, and the
 // values of CORS filters (CORS.Check), the filters of backend groups
 // (one RequestHeaderModifier at most), and session persistence (type
-// Cookie, a token name, an absolute cookie path, whole seconds). Errors name
+// Cookie or Header, a token name, an absolute cookie path, whole seconds). Errors name
 // the field as ghost does (vhosts[0].routes[1].backends[0].backend).
 func (d *Document) Check() error {
 	if d.Version != Version {

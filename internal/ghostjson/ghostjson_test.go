@@ -55,7 +55,7 @@ func sample() *Document {
 				{Name: "a/c/0/0", Match: Match{Path: PathMatch{Type: PathPrefix, Value: "/static"}}, Cache: "a/c/0",
 					Backends: []BackendGroup{{Backend: "a/web:80", Weight: 1}}},
 				{Name: "a/d/0/0", Match: Match{Path: PathMatch{Type: PathPrefix, Value: "/d"}}, Backends: []BackendGroup{{Backend: "a/web:80", Weight: 1}},
-					Session: &SessionPersistence{Type: SessionTypeCookie, Name: "vgw-session-0123456789abcdef", Path: "/d", Scope: "a/d/0"}},
+					Session: &SessionPersistence{Type: SessionTypeHeader, Name: "vgw-session-0123456789abcdef", Scope: "a/d/0", AbsoluteTimeoutMs: 1000}},
 			}},
 			{Hostname: "a.example.com", Routes: []Route{}},
 		}}
@@ -183,12 +183,15 @@ func TestCheck(t *testing.T) {
 		want string
 	}{
 		{"version 1", func(d *Document) { d.Version = 1 }, "version is 1, this package writes and reads version 2"},
-		{"session type header", func(d *Document) {
+		{"session type query", func(d *Document) {
+			d.VHosts[0].Routes[1].Session = &SessionPersistence{Type: "Query", Name: "s", Path: "/", Scope: "a/b/0"}
+		}, `vhosts[0].routes[1].sessionPersistence.type: "Query" is not supported: use "Cookie" or "Header"`},
+		{"session header with a path", func(d *Document) {
 			d.VHosts[0].Routes[1].Session = &SessionPersistence{Type: "Header", Name: "s", Path: "/", Scope: "a/b/0"}
-		}, `vhosts[0].routes[1].sessionPersistence.type: "Header" is not supported: use "Cookie"`},
+		}, `vhosts[0].routes[1].sessionPersistence.path, permanent: set with type "Header"`},
 		{"session cookie name", func(d *Document) {
 			d.VHosts[0].Routes[1].Session = &SessionPersistence{Type: "Cookie", Name: "a=b", Path: "/", Scope: "a/b/0"}
-		}, `vhosts[0].routes[1].sessionPersistence.name: "a=b" is not a cookie name`},
+		}, `vhosts[0].routes[1].sessionPersistence.name: "a=b" is not a cookie or header name`},
 		{"session cookie path", func(d *Document) {
 			d.VHosts[0].Routes[1].Session = &SessionPersistence{Type: "Cookie", Name: "s", Path: "/a;b", Scope: "a/b/0"}
 		}, `vhosts[0].routes[1].sessionPersistence.path: "/a;b" is not an absolute path`},

@@ -14,47 +14,54 @@ import (
 )
 
 // Session persistence (GEP-1619, HTTPRouteRule.SessionPersistence): ghost
-// keeps a client on the endpoint it was first sent to by a cookie that
-// names that endpoint within the rule. Only type Cookie is supported; see
-// docs/guides/session-persistence.md.
+// keeps a client on the endpoint it was first sent to by a cookie (type
+// Cookie) or a header (type Header) that names that endpoint within the
+// rule; see docs/guides/session-persistence.md.
 
 // maxSessionName is the Gateway API CRD's limit on sessionName.
 const maxSessionName = 128
 
-// DefaultSessionCookiePrefix starts the cookie name of a rule without a
-// sessionName: the prefix and 16 hexadecimal digits of the SHA-256 of the
+// DefaultSessionCookiePrefix starts the cookie (or header) name of a rule
+// without a sessionName: the prefix and 16 hexadecimal digits of the SHA-256 of the
 // rule's identity (SessionScope), so that each rule has its own cookie, the
 // same on every replica of the Gateway.
 const DefaultSessionCookiePrefix = "vgw-session-"
 
-// SessionPersistence is a rule's session persistence, normalised: type
-// Cookie (the only type supported), the cookie name (sessionName or the
-// default), the absolute timeout in milliseconds (0: none) and whether
-// the cookie is permanent (Max-Age, lifetimeType Permanent) rather than a
-// session cookie. Only in fragments of FragmentVersionTraffic.
+// SessionPersistence is a rule's session persistence, normalised: the type
+// (Cookie, the default, or Header), the cookie or header name (sessionName
+// or the default), the absolute timeout in milliseconds (0: none) and
+// whether the cookie is permanent (Max-Age, lifetimeType Permanent) rather
+// than a session cookie. Only in fragments of FragmentVersionTraffic.
 type SessionPersistence struct {
 	Type              string `json:"type"`
-	CookieName        string `json:"cookieName"`
+	SessionName       string `json:"sessionName"`
 	AbsoluteTimeoutMs int64  `json:"absoluteTimeoutMs,omitempty"`
 	Permanent         bool   `json:"permanent,omitempty"`
 }
 
-// SessionTypeCookie is SessionPersistence.Type for cookie-based session
-// persistence.
-const SessionTypeCookie = string(gatewayv1.CookieBasedSessionPersistence)
+// SessionPersistence.Type values.
+const (
+	// SessionTypeCookie: a cookie the gateway sets carries the session.
+	SessionTypeCookie = string(gatewayv1.CookieBasedSessionPersistence)
+	// SessionTypeHeader: a response header of the gateway carries it, and
+	// the client sends it back as a request header of the same name.
+	SessionTypeHeader = string(gatewayv1.HeaderBasedSessionPersistence)
+)
+
+var sessionTypes = []string{SessionTypeCookie, SessionTypeHeader}
 
 // validateSessionPersistence checks a rule's sessionPersistence: type
-// Cookie, a sessionName that is a cookie name, an absoluteTimeout of whole
-// seconds, lifetimeType Permanent only with an absoluteTimeout, and a rule
-// that sends requests to backends.
+// Cookie or Header, a sessionName that is a cookie or header name (both
+// HTTP tokens), an absoluteTimeout of whole seconds, cookieConfig for type
+// Cookie only, lifetimeType Permanent only with an absoluteTimeout, and a
+// rule that sends requests to backends.
 func validateSessionPersistence(p *field.Path, sp *gatewayv1.SessionPersistence, r *gatewayv1.HTTPRouteRule) field.ErrorList {
 	if sp == nil {
 		return nil
 	}
 	var errs field.ErrorList
-	if sp.Type != nil && *sp.Type != gatewayv1.CookieBasedSessionPersistence {
-		errs = append(errs, field.NotSupported(p.Child("type"), *sp.Type, []string{SessionTypeCookie}))
-		errs[len(errs)-1].Detail += ": varnishgw keeps sessions by cookie only; set type Cookie (or leave it unset) or remove sessionPersistence"
+	if sp.Type != nil && *sp.Type != gatewayv1.CookieBasedSessionPersistence && *sp.Type != gatewayv1.HeaderBasedSessionPersistence {
+		errs = append(errs, field.NotSupported(p.Child("type"), *sp.Type, sessionTypes))
 	}
 	if sp.SessionName != nil {
 		errs = append(errs, validateCookieName(p.Child("sessionName"), *sp.SessionName)...)
@@ -71,7 +78,7 @@ func validateSessionPersistence(p *field.Path, sp *gatewayv1.SessionPersistence,
 	}
 	if c := sp.CookieConfig; c != nil {
 		if sp.Type != nil && *sp.Type != gatewayv1.CookieBasedSessionPersistence {
-			errs = append(errs, field.Forbidden(p.Child("cookieConfig"), "cookieConfig is for type Cookie only: remove it or set type Cookie"))
+			errs = append(errs, field.Forbidden(p.Child("cookieConfig"), "cookieConfig is for type Cookie only: remove it, or set type Cookie"))
 		}
 		if lt := c.LifetimeType; lt != nil {
 			switch *lt {
@@ -95,16 +102,17 @@ func validateSessionPersistence(p *field.Path, sp *gatewayv1.SessionPersistence,
 	return errs
 }
 
-// validateCookieName checks a cookie name (an RFC 6265 cookie-name, an
-// HTTP token) of at most maxSessionName characters.
+// validateCookieName checks a session name: a cookie name (an RFC 6265
+// cookie-name) or a header name, both HTTP tokens, of at most
+// maxSessionName characters.
 func validateCookieName(p *field.Path, name string) field.ErrorList {
 	switch {
 	case name == "":
-		return field.ErrorList{field.Invalid(p, name, "must not be empty: give a cookie name such as \"gw-session\", or leave sessionName unset for a generated one")}
+		return field.ErrorList{field.Invalid(p, name, "must not be empty: give a name such as \"gw-session\", or leave sessionName unset for a generated one")}
 	case len(name) > maxSessionName:
 		return field.ErrorList{field.TooLong(p, name, maxSessionName)}
 	case !headerNameRE.MatchString(name):
-		return field.ErrorList{field.Invalid(p, name, "must be a cookie name: letters, digits and !#$%&'*+-.^_`|~ only (no spaces, '=', ';' or quotes)")}
+		return field.ErrorList{field.Invalid(p, name, "must be a cookie or header name: letters, digits and !#$%&'*+-.^_`|~ only (no spaces, '=', ';' or quotes)")}
 	}
 	return nil
 }
@@ -116,10 +124,13 @@ func normalizeSessionPersistence(ns, name string, ruleIndex int, ruleName string
 		return nil
 	}
 	out := &SessionPersistence{Type: SessionTypeCookie}
+	if sp.Type != nil {
+		out.Type = string(*sp.Type)
+	}
 	if sp.SessionName != nil {
-		out.CookieName = *sp.SessionName
+		out.SessionName = *sp.SessionName
 	} else {
-		out.CookieName = DefaultSessionCookieName(SessionScope(ns, name, ruleIndex, ruleName))
+		out.SessionName = DefaultSessionCookieName(SessionScope(ns, name, ruleIndex, ruleName))
 	}
 	if sp.AbsoluteTimeout != nil {
 		d, _ := parseDuration(nil, sp.AbsoluteTimeout)
@@ -192,10 +203,13 @@ func validateFragmentSession(p *field.Path, sp *SessionPersistence) field.ErrorL
 		return nil
 	}
 	var errs field.ErrorList
-	if sp.Type != SessionTypeCookie {
-		errs = append(errs, field.NotSupported(p.Child("type"), sp.Type, []string{SessionTypeCookie}))
+	if sp.Type != SessionTypeCookie && sp.Type != SessionTypeHeader {
+		errs = append(errs, field.NotSupported(p.Child("type"), sp.Type, sessionTypes))
 	}
-	errs = append(errs, validateCookieName(p.Child("cookieName"), sp.CookieName)...)
+	if sp.Type == SessionTypeHeader && sp.Permanent {
+		errs = append(errs, field.Forbidden(p.Child("permanent"), "a header session has no cookie to make permanent"))
+	}
+	errs = append(errs, validateCookieName(p.Child("sessionName"), sp.SessionName)...)
 	if ms := sp.AbsoluteTimeoutMs; ms < 0 || ms%1000 != 0 {
 		errs = append(errs, field.Invalid(p.Child("absoluteTimeoutMs"), ms, "must be 0 (none) or a whole number of seconds in milliseconds"))
 	}
@@ -212,10 +226,14 @@ func ghostSession(route RouteRef, rule *Rule, m *ghostjson.Match) *ghostjson.Ses
 	if sp == nil {
 		return nil
 	}
+	path := ""
+	if sp.Type == SessionTypeCookie {
+		path = SessionCookiePath(m.Path)
+	}
 	return &ghostjson.SessionPersistence{
 		Type:              sp.Type,
-		Name:              sp.CookieName,
-		Path:              SessionCookiePath(m.Path),
+		Name:              sp.SessionName,
+		Path:              path,
 		Scope:             SessionScope(route.Namespace, route.Name, rule.Index, rule.Name),
 		AbsoluteTimeoutMs: sp.AbsoluteTimeoutMs,
 		Permanent:         sp.Permanent,

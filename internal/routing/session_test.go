@@ -43,19 +43,23 @@ func TestNormalizeSessionPersistence(t *testing.T) {
 		t.Fatalf("SessionScope with a rule name = %q", named)
 	}
 	def := normalizeSessionPersistence("shop", "web", 2, "", &gatewayv1.SessionPersistence{})
-	if def.Type != SessionTypeCookie || def.CookieName != DefaultSessionCookieName(scope) || def.AbsoluteTimeoutMs != 0 || def.Permanent {
+	if def.Type != SessionTypeCookie || def.SessionName != DefaultSessionCookieName(scope) || def.AbsoluteTimeoutMs != 0 || def.Permanent {
 		t.Errorf("defaults: %+v", def)
 	}
-	if n := def.CookieName; !strings.HasPrefix(n, DefaultSessionCookiePrefix) || len(n) != len(DefaultSessionCookiePrefix)+16 {
+	if n := def.SessionName; !strings.HasPrefix(n, DefaultSessionCookiePrefix) || len(n) != len(DefaultSessionCookiePrefix)+16 {
 		t.Errorf("default cookie name %q", n)
 	}
-	if DefaultSessionCookieName("shop/web/1") == def.CookieName {
+	if DefaultSessionCookieName("shop/web/1") == def.SessionName {
 		t.Error("two rules share a default cookie name")
 	}
 	full := normalizeSessionPersistence("shop", "web", 0, "", &gatewayv1.SessionPersistence{SessionName: ptr("cart"), AbsoluteTimeout: ptr(gatewayv1.Duration("1h30m")),
 		CookieConfig: &gatewayv1.CookieConfig{LifetimeType: ptr(gatewayv1.PermanentCookieLifetimeType)}})
-	if *full != (SessionPersistence{Type: SessionTypeCookie, CookieName: "cart", AbsoluteTimeoutMs: 5400000, Permanent: true}) {
+	if *full != (SessionPersistence{Type: SessionTypeCookie, SessionName: "cart", AbsoluteTimeoutMs: 5400000, Permanent: true}) {
 		t.Errorf("full: %+v", full)
+	}
+	hdr := normalizeSessionPersistence("shop", "web", 0, "", &gatewayv1.SessionPersistence{Type: ptr(gatewayv1.HeaderBasedSessionPersistence), AbsoluteTimeout: ptr(gatewayv1.Duration("30s"))})
+	if *hdr != (SessionPersistence{Type: SessionTypeHeader, SessionName: DefaultSessionCookieName("shop/web/0"), AbsoluteTimeoutMs: 30000}) {
+		t.Errorf("header: %+v", hdr)
 	}
 }
 
@@ -77,6 +81,12 @@ func TestSessionPersistenceThroughAttachAndResolve(t *testing.T) {
 			Matches:     []gatewayv1.HTTPRouteMatch{prefix("/")},
 			BackendRefs: []gatewayv1.HTTPBackendRef{backend("", "web", 80, nil)},
 		},
+		gatewayv1.HTTPRouteRule{
+			Name:               ptr(gatewayv1.SectionName("api")),
+			Matches:            []gatewayv1.HTTPRouteMatch{prefix("/api")},
+			BackendRefs:        []gatewayv1.HTTPBackendRef{backend("", "web", 80, nil)},
+			SessionPersistence: &gatewayv1.SessionPersistence{Type: ptr(gatewayv1.HeaderBasedSessionPersistence), SessionName: ptr("X-Session")},
+		},
 	))
 	if errs := ValidateHTTPRoute(r); len(errs) > 0 {
 		t.Fatal(errs.ToAggregate())
@@ -86,7 +96,7 @@ func TestSessionPersistenceThroughAttachAndResolve(t *testing.T) {
 	if err != nil || !f.Accepted() {
 		t.Fatalf("attach: %v %+v", err, f)
 	}
-	want := &SessionPersistence{Type: SessionTypeCookie, CookieName: "cart", AbsoluteTimeoutMs: 600000, Permanent: true}
+	want := &SessionPersistence{Type: SessionTypeCookie, SessionName: "cart", AbsoluteTimeoutMs: 600000, Permanent: true}
 	if got := f.Rules[0].SessionPersistence; got == nil || *got != *want || f.Rules[1].SessionPersistence != nil {
 		t.Fatalf("fragment rules: %+v, %+v", f.Rules[0].SessionPersistence, f.Rules[1].SessionPersistence)
 	}
@@ -110,11 +120,12 @@ func TestSessionPersistenceThroughAttachAndResolve(t *testing.T) {
 	}
 	for _, tc := range []struct{ name, from, to, want string }{
 		{"session in version 2", `"version": 3`, `"version": 2`, "version: Invalid value: 2: must be 3: a rule has session persistence"},
-		{"header type", `"type": "Cookie"`, `"type": "Header"`, `rules[0].sessionPersistence.type: Unsupported value: "Header"`},
-		{"bad cookie name", `"cookieName": "cart"`, `"cookieName": "a;b"`, `rules[0].sessionPersistence.cookieName: Invalid value: "a;b"`},
+		{"unknown type", `"type": "Cookie"`, `"type": "Query"`, `rules[0].sessionPersistence.type: Unsupported value: "Query"`},
+		{"permanent header", `"type": "Cookie"`, `"type": "Header"`, `rules[0].sessionPersistence.permanent: Forbidden: a header session has no cookie`},
+		{"bad cookie name", `"sessionName": "cart"`, `"sessionName": "a;b"`, `rules[0].sessionPersistence.sessionName: Invalid value: "a;b"`},
 		{"millisecond timeout", `"absoluteTimeoutMs": 600000`, `"absoluteTimeoutMs": 600001`, "rules[0].sessionPersistence.absoluteTimeoutMs: Invalid value: 600001"},
 		{"permanent without timeout", `"absoluteTimeoutMs": 600000,`, ``, "rules[0].sessionPersistence.absoluteTimeoutMs: Required value"},
-		{"unknown field", `"cookieName": "cart"`, `"cookieName": "cart", "idleTimeoutMs": 1000`, `unknown field "idleTimeoutMs"`},
+		{"unknown field", `"sessionName": "cart"`, `"sessionName": "cart", "idleTimeoutMs": 1000`, `unknown field "idleTimeoutMs"`},
 	} {
 		bad := strings.Replace(string(data), tc.from, tc.to, 1)
 		if bad == string(data) {
@@ -152,6 +163,12 @@ func TestSessionPersistenceThroughAttachAndResolve(t *testing.T) {
 	}
 	if got["/"] != nil {
 		t.Errorf("the rule without session persistence has %+v", got["/"])
+	}
+	if sp := got["/api"]; sp == nil || *sp != (ghostjson.SessionPersistence{Type: "Header", Name: "X-Session", Scope: "infra/shop/api"}) {
+		t.Errorf("header rule: %+v", sp)
+	}
+	if !strings.Contains(string(out), `"sessionPersistence":{"type":"Header","name":"X-Session","scope":"infra/shop/api"}`) {
+		t.Errorf("ghost.json:\n%s", out)
 	}
 	if !strings.Contains(string(out), `"sessionPersistence":{"type":"Cookie","name":"cart","path":"/cart","scope":"infra/shop/0","absoluteTimeoutMs":600000,"permanent":true}`) {
 		t.Errorf("ghost.json:\n%s", out)

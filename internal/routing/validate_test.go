@@ -175,14 +175,17 @@ func TestValidateHTTPRoute(t *testing.T) {
 			r.Spec.Rules[0].SessionPersistence = &gatewayv1.SessionPersistence{}
 		}, ""},
 		{"session persistence by header", func(r *gatewayv1.HTTPRoute) {
-			r.Spec.Rules[0].SessionPersistence = &gatewayv1.SessionPersistence{Type: ptr(gatewayv1.HeaderBasedSessionPersistence)}
-		}, `spec.rules[0].sessionPersistence.type: Unsupported value: "Header": supported values: "Cookie": varnishgw keeps sessions by cookie only; set type Cookie (or leave it unset) or remove sessionPersistence`},
+			r.Spec.Rules[0].SessionPersistence = &gatewayv1.SessionPersistence{Type: ptr(gatewayv1.HeaderBasedSessionPersistence), SessionName: ptr("X-Session")}
+		}, ""},
+		{"session persistence of an unknown type", func(r *gatewayv1.HTTPRoute) {
+			r.Spec.Rules[0].SessionPersistence = &gatewayv1.SessionPersistence{Type: ptr(gatewayv1.SessionPersistenceType("Query"))}
+		}, `spec.rules[0].sessionPersistence.type: Unsupported value: "Query": supported values: "Cookie", "Header"`},
 		{"session cookie config with header", func(r *gatewayv1.HTTPRoute) {
 			r.Spec.Rules[0].SessionPersistence = &gatewayv1.SessionPersistence{Type: ptr(gatewayv1.HeaderBasedSessionPersistence), CookieConfig: &gatewayv1.CookieConfig{}}
 		}, "spec.rules[0].sessionPersistence.cookieConfig: Forbidden: cookieConfig is for type Cookie only"},
 		{"session name with a space", func(r *gatewayv1.HTTPRoute) {
 			r.Spec.Rules[0].SessionPersistence = &gatewayv1.SessionPersistence{SessionName: ptr("my session")}
-		}, `spec.rules[0].sessionPersistence.sessionName: Invalid value: "my session": must be a cookie name: letters, digits and`},
+		}, `spec.rules[0].sessionPersistence.sessionName: Invalid value: "my session": must be a cookie or header name: letters, digits and`},
 		{"session name empty", func(r *gatewayv1.HTTPRoute) {
 			r.Spec.Rules[0].SessionPersistence = &gatewayv1.SessionPersistence{SessionName: ptr("")}
 		}, `spec.rules[0].sessionPersistence.sessionName: Invalid value: "": must not be empty`},
