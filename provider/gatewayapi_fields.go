@@ -152,9 +152,9 @@ var httpRouteFields = []apiField{
 	{"rules[].timeouts.backendRequest", "rule.timeouts.backend_request", supported, ""},
 	{"rules[].retry", "rule.retry", rejected, "varnishgw does not retry backend requests; remove the block"},
 	{"rules[].sessionPersistence", "rule.session_persistence", supported, "experimental channel only: the cluster needs the experimental channel's HTTPRoute CRD"},
-	{"rules[].sessionPersistence.sessionName", "rule.session_persistence.session_name", supported, "the cookie name; a name derived from the route and rule when unset"},
+	{"rules[].sessionPersistence.sessionName", "rule.session_persistence.session_name", supported, "the cookie (or header) name; a name derived from the route and rule when unset"},
 	{"rules[].sessionPersistence.absoluteTimeout", "rule.session_persistence.absolute_timeout", supported, "whole seconds"},
-	{"rules[].sessionPersistence.type", "rule.session_persistence.type", supported, "Cookie; Header is rejected"},
+	{"rules[].sessionPersistence.type", "rule.session_persistence.type", supported, "Cookie (the default) or Header"},
 	{"rules[].sessionPersistence.cookieConfig", "rule.session_persistence.cookie_config", supported, ""},
 	{"rules[].sessionPersistence.cookieConfig.lifetimeType", "rule.session_persistence.cookie_config.lifetime_type", supported, "Session or Permanent (Max-Age, needs absolute_timeout)"},
 }

@@ -19,18 +19,19 @@ import (
 func sessionPersistenceBlock() schema.SingleNestedBlock {
 	return schema.SingleNestedBlock{
 		Description: "Keeps each client on the backend endpoint its first request was sent to, with a cookie the " +
-			"gateway sets (cookie-based session persistence). A request with a valid session cookie goes to that " +
-			"endpoint while it is still one of the rule's backends (any weight, 0 included) and healthy; other " +
-			"requests are sent by weight and start a new session. The cookie's Path is the rule's path match. " +
+			"gateway sets (or, with type Header, a header it sends and the client sends back). A request with a " +
+			"valid session goes to that endpoint while it is still one of the rule's backends (any weight, 0 " +
+			"included) and healthy; other requests are sent by weight and start a new session. The cookie's Path " +
+			"is the rule's path match. " +
 			"This field exists only in the Gateway API experimental channel: the cluster needs the experimental " +
 			"channel's HTTPRoute CRD. See the session persistence guide.",
 		Attributes: map[string]schema.Attribute{
 			"session_name": schema.StringAttribute{
 				Optional: true,
-				Description: "The cookie name, at most 128 letters, digits and !#$%&'*+-.^_`|~. When unset, each rule " +
-					"gets its own name, vgw-session- followed by 16 hexadecimal digits derived from the route and rule. " +
-					"Choose a name your application does not use: the gateway removes the cookie from the requests it " +
-					"forwards.",
+				Description: "The cookie name (the header name with type Header), at most 128 letters, digits and " +
+					"!#$%&'*+-.^_`|~. When unset, each rule gets its own name, vgw-session- followed by 16 hexadecimal " +
+					"digits derived from the route and rule. Choose a name your application does not use: the gateway " +
+					"removes the cookie (or header) from the requests it forwards.",
 			},
 			"absolute_timeout": schema.StringAttribute{
 				Optional: true,
@@ -42,8 +43,10 @@ func sessionPersistenceBlock() schema.SingleNestedBlock {
 				Optional: true,
 				Computed: true,
 				Default:  stringdefault.StaticString(string(gatewayv1.CookieBasedSessionPersistence)),
-				Description: "Cookie (the default), the only type supported. Header, header-based session persistence, " +
-					"is an error.",
+				Description: "Cookie (the default): the gateway sets a cookie, which browsers send back. Header: the " +
+					"gateway answers a new session with a response header named session_name, which the client must " +
+					"send back as a request header; for API clients that do not keep cookies. cookie_config is for " +
+					"Cookie only.",
 			},
 		},
 		Blocks: map[string]schema.Block{

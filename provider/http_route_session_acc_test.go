@@ -45,9 +45,9 @@ func sessionControlPlane(t *testing.T) *testenv.ControlPlane {
 // reaches the HTTPRoute as written (type Cookie by default), the
 // RoutingFragment (version 3, the cookie name, the timeout in
 // milliseconds, permanent) and the planned routing; it imports back,
-// refuses type Header and a cookie name with a space at plan time, on
-// their attributes with the fix, and updates in place to the defaults (a
-// cookie name derived from the rule).
+// refuses an unknown type and a cookie name with a space at plan time, on
+// their attributes with the fix, updates in place to the defaults (a
+// cookie name derived from the rule), then to type Header.
 func TestAccHTTPRouteSessionPersistence(t *testing.T) {
 	cp := sessionControlPlane(t)
 	ns := cp.Namespace(t)
@@ -111,6 +111,8 @@ resource "varnishgw_http_route" "session" {
 	cookie := gatewayv1.CookieBasedSessionPersistence
 	permanent := gatewayv1.PermanentCookieLifetimeType
 	hour := gatewayv1.Duration("1h")
+	header := gatewayv1.HeaderBasedSessionPersistence
+	halfHour := gatewayv1.Duration("30m")
 	defaultName := routing.DefaultSessionCookieName(routing.SessionScope(ns, "session", 0, ""))
 	resource.Test(t, resource.TestCase{
 		ProtoV6ProviderFactories: protoV6ProviderFactories,
@@ -124,11 +126,11 @@ resource "varnishgw_http_route" "session" {
       }
     }`),
 				ConfigPlanChecks: resource.ConfigPlanChecks{
-					PreApply: []plancheck.PlanCheck{routingKnown{addr, `"sessionPersistence":{"type":"Cookie","cookieName":"shop","absoluteTimeoutMs":3600000,"permanent":true}`}},
+					PreApply: []plancheck.PlanCheck{routingKnown{addr, `"sessionPersistence":{"type":"Cookie","sessionName":"shop","absoluteTimeoutMs":3600000,"permanent":true}`}},
 				},
 				Check: check(&gatewayv1.SessionPersistence{SessionName: str("shop"), AbsoluteTimeout: &hour, Type: &cookie,
 					CookieConfig: &gatewayv1.CookieConfig{LifetimeType: &permanent}},
-					&routing.SessionPersistence{Type: "Cookie", CookieName: "shop", AbsoluteTimeoutMs: 3600000, Permanent: true}),
+					&routing.SessionPersistence{Type: "Cookie", SessionName: "shop", AbsoluteTimeoutMs: 3600000, Permanent: true}),
 			},
 			{
 				ResourceName:      addr,
@@ -138,9 +140,9 @@ resource "varnishgw_http_route" "session" {
 			},
 			{
 				Config: config(`session_persistence {
-      type = "Header"
+      type = "Query"
     }`),
-				ExpectError: regexp.MustCompile(`rule\[0\]\.session_persistence\.type: Unsupported value: "Header"[\s\S]*set type\s+Cookie`),
+				ExpectError: regexp.MustCompile(`rule\[0\]\.session_persistence\.type: Unsupported value: "Query":\s+supported\s+values: "Cookie", "Header"`),
 			},
 			{
 				Config: config(`session_persistence {
@@ -150,18 +152,33 @@ resource "varnishgw_http_route" "session" {
       }
       session_name = "a b"
     }`),
-				ExpectError: regexp.MustCompile(`rule\[0\]\.session_persistence\.session_name: Invalid value: "a b": must be a\s+cookie name`),
+				ExpectError: regexp.MustCompile(`rule\[0\]\.session_persistence\.session_name: Invalid value: "a b": must be a\s+cookie\s+or\s+header\s+name`),
 			},
 			{
 				Config: config(`session_persistence {}`),
 				ConfigPlanChecks: resource.ConfigPlanChecks{
 					PreApply: []plancheck.PlanCheck{
 						plancheck.ExpectResourceAction(addr, plancheck.ResourceActionUpdate),
-						routingKnown{addr, `"sessionPersistence":{"type":"Cookie","cookieName":"` + defaultName + `"}`},
+						routingKnown{addr, `"sessionPersistence":{"type":"Cookie","sessionName":"` + defaultName + `"}`},
 					},
 				},
 				Check: check(&gatewayv1.SessionPersistence{Type: &cookie},
-					&routing.SessionPersistence{Type: "Cookie", CookieName: defaultName}),
+					&routing.SessionPersistence{Type: "Cookie", SessionName: defaultName}),
+			},
+			{
+				Config: config(`session_persistence {
+      type             = "Header"
+      session_name     = "X-Session"
+      absolute_timeout = "30m"
+    }`),
+				ConfigPlanChecks: resource.ConfigPlanChecks{
+					PreApply: []plancheck.PlanCheck{
+						plancheck.ExpectResourceAction(addr, plancheck.ResourceActionUpdate),
+						routingKnown{addr, `"sessionPersistence":{"type":"Header","sessionName":"X-Session","absoluteTimeoutMs":1800000}`},
+					},
+				},
+				Check: check(&gatewayv1.SessionPersistence{Type: &header, SessionName: str("X-Session"), AbsoluteTimeout: &halfHour},
+					&routing.SessionPersistence{Type: "Header", SessionName: "X-Session", AbsoluteTimeoutMs: 1800000}),
 			},
 		},
 	})
