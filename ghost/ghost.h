@@ -14,6 +14,8 @@
  *   ghost_reqid.c    X-Request-Id and the access log records
  *   ghost_mirror.c   RequestMirror copies
  *   ghost_cors.c     CORS filters: preflights, response headers
+ *   ghost_session.c  session persistence: the cookie's endpoint, the
+ *                    Set-Cookie of a new session
  *   ghost_cache.c    cache policies: lookup or pass, the cache key, TTLs
  *                    and the object headers for invalidation
  *   ghost_timeout.c  .backend_error(): 504 for a fetch whose timeout ran
@@ -224,6 +226,9 @@ struct gh_task {
 	const char		*kurl;		/* key: path?query, ws */
 	const char		*cors_origin;	/* allowed Origin, ws; NULL */
 	int			cors_preflight;	/* answered by ghost_cors.c */
+	int			sess_new;	/* .deliver() sets the cookie */
+	uint64_t		sess_id;	/* of the picked endpoint */
+	long long		sess_time;	/* the session's start */
 };
 
 /*
@@ -322,6 +327,12 @@ void gh_retry_recv(VRT_CTX, const struct gh_state *st,
 void gh_retry_fetch(VRT_CTX, struct VPFX(ghost_router) *rt);
 int gh_retry_attempt(VRT_CTX, struct VPFX(ghost_router) *rt, double *start,
     double *tmo);
+/* ghost_session.c */
+int gh_session_recv(VRT_CTX, const struct gh_route *r,
+    const struct gh_group **gp, unsigned *ep);
+void gh_session_new(VRT_CTX, struct gh_task *t, const struct gh_group *g,
+    unsigned e);
+void gh_session_deliver(VRT_CTX, const struct gh_task *t);
 
 /* ghost_cors.c */
 int gh_cors_allowed(const struct gh_cors *c, const char *origin);

@@ -1579,9 +1579,136 @@ load_filter(struct pc *pc, const char *path, const json_t *j,
 	WRONG("filter type");
 }
 
+/*
+ * A session identifier: FNV-1a (64 bits) of the scope, the backend name,
+ * the address and the port in decimal, each followed by a NUL byte. Not a
+ * secret: .recv() only looks a cookie's identifier up among the route's
+ * own endpoints, so a forged one can select nothing else (README,
+ * "Session persistence").
+ */
+static uint64_t
+fnv64(uint64_t h, const char *s, size_t l)
+{
+	while (l-- > 0) {
+		h ^= (unsigned char)*s++;
+		h *= 1099511628211ULL;
+	}
+	/* the terminating NUL: h ^= 0, then the multiplication */
+	return (h * 1099511628211ULL);
+}
+
+uint64_t
+gh_session_id(const char *scope, const char *backend, const char *address,
+    unsigned port)
+{
+	char pb[16];
+	uint64_t h;
+	int n;
+
+	n = snprintf(pb, sizeof pb, "%u", port);
+	assert(n > 0 && (size_t)n < sizeof pb);
+	h = 14695981039346656037ULL;
+	h = fnv64(h, scope, strlen(scope));
+	h = fnv64(h, backend, strlen(backend));
+	h = fnv64(h, address, strlen(address));
+	return (fnv64(h, pb, (size_t)n));
+}
+
+static const char * const session_fields[] = {
+	"type", "name", "path", "scope", "absoluteTimeoutMs", "permanent",
+	NULL};
+
+/* "sessionPersistence", after the route's backends */
+static int
+load_session(struct pc *pc, const char *path, const json_t *j,
+    struct gh_route *r)
+{
+	struct gh_session *sp;
+	struct gh_group *g;
+	const char *s, *name, *cpath, *scope;
+	char q[96];
+	long long ms;
+	unsigned u, e;
+	int perm, hdr;
+
+	if (check_object(pc, path, j, session_fields) ||
+	    get_string(pc, path, j, "type", 1, 1, 64, &s))
+		return (-1);
+	if (strcmp(s, "Cookie") && strcmp(s, "Header"))
+		return (fail(pc, path, "type %s is not supported; use "
+		    "\"Cookie\" or \"Header\"", qv(q, sizeof q, s)));
+	hdr = !strcmp(s, "Header");
+	if (pc->version == 1)
+		return (fail(pc, path, "a version 1 file has no session "
+		    "persistence; write \"version\": %d", GH_VERSION));
+	if (r->filters & GH_FILTER_REDIRECT)
+		return (fail(pc, path, "the route redirects, so it has no "
+		    "backend to keep a session on; remove sessionPersistence "
+		    "or the RequestRedirect filter"));
+	if (get_string(pc, path, j, "name", 1, 1, 128, &name) ||
+	    get_string(pc, path, j, "path", !hdr, 1, 1024, &cpath) ||
+	    get_string(pc, path, j, "scope", 1, 1, 512, &scope) ||
+	    get_int(pc, path, j, "absoluteTimeoutMs", 0, 0, 315360000000LL,
+	    0, &ms) || get_bool(pc, path, j, "permanent", &perm))
+		return (-1);
+	if (!is_token(name))
+		return (fail(pc, path, "name %s is not a cookie or header "
+		    "name; use letters, digits and !#$%%&'*+-.^_`|~ only",
+		    qv(q, sizeof q, name)));
+	if (hdr && (cpath != NULL || perm))
+		return (fail(pc, path, "path and permanent are cookie "
+		    "attributes, and the type is \"Header\"; remove them"));
+	if (!hdr && (cpath[0] != '/' || has_ctl(cpath, 0) ||
+	    strchr(cpath, ';')))
+		return (fail(pc, path, "path %s is not an absolute path "
+		    "without ';', spaces or control characters; write the "
+		    "route's path such as \"/\" or \"/cart\"",
+		    qv(q, sizeof q, cpath)));
+	if (ms % 1000 != 0)
+		return (fail(pc, path, "absoluteTimeoutMs %lld is not whole "
+		    "seconds; use a multiple of 1000", ms));
+	if (perm && ms == 0)
+		return (fail(pc, path, "permanent without absoluteTimeoutMs: "
+		    "a permanent cookie needs its Max-Age; set "
+		    "absoluteTimeoutMs or remove permanent"));
+	sp = zalloc(pc, path, 1, sizeof *sp);
+	if (sp == NULL)
+		return (-1);
+	sp->magic = GH_SESSION_MAGIC;
+	sp->name = sdup(pc, path, name);
+	sp->scope = sdup(pc, path, scope);
+	if (sp->name == NULL || sp->scope == NULL)
+		return (-1);
+	sp->header = hdr;
+	if (hdr)
+		sp->hdr = mkhdr(pc, path, name);
+	else
+		sp->path = sdup(pc, path, cpath);
+	if (sp->hdr == NULL && sp->path == NULL)
+		return (-1);
+	sp->nlen = strlen(name);
+	sp->timeout = ms / 1000;
+	sp->permanent = perm;
+	/* every group with endpoints, weight 0 too (GEP-1619) */
+	for (u = 0; u < r->ngroup; u++) {
+		g = &r->group[u];
+		if (g->nep == 0 || g->set == NULL)
+			continue;
+		CHECK_OBJ_NOTNULL(g->backend, GH_BACKEND_MAGIC);
+		g->sid = zalloc(pc, path, g->nep, sizeof *g->sid);
+		if (g->sid == NULL)
+			return (-1);
+		for (e = 0; e < g->nep; e++)
+			g->sid[e] = gh_session_id(scope, g->backend->name,
+			    g->ep[e].address, g->ep[e].port);
+	}
+	r->session = sp;
+	return (0);
+}
+
 static const char * const route_fields[] = {
 	"name", "precedenceGroup", "match", "filters", "timeouts", "backends",
-	"cache", "retry", NULL};
+	"cache", "retry", "sessionPersistence", NULL};
 static const char * const match_fields[] = {
 	"path", "method", "headers", "queryParams", NULL};
 static const char * const path_fields[] = {"type", "value", NULL};
@@ -1814,6 +1941,14 @@ load_route(struct pc *pc, const char *path, const json_t *j,
 	if (e != NULL) {
 		SUB(p, path, ".retry");
 		if (load_retry(pc, p, e, r))
+			return (-1);
+	}
+
+	/* session persistence, which identifies the groups' endpoints */
+	e = json_object_get(j, "sessionPersistence");
+	if (e != NULL) {
+		SUB(p, path, ".sessionPersistence");
+		if (load_session(pc, p, e, r))
 			return (-1);
 	}
 	return (0);

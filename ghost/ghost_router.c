@@ -194,6 +194,9 @@ vmod_router_recv(VRT_CTX, struct VPFX(ghost_router) *rt)
 	t->kurl = NULL;
 	t->cors_origin = NULL;
 	t->cors_preflight = 0;
+	t->sess_new = 0;
+	t->sess_id = 0;
+	t->sess_time = 0;
 	/* only ghost sets it, for lookups (ghost_cache.c) */
 	http_Unset(ctx->http_req, GH_H_CACHE);
 	http_Unset(ctx->http_req, GH_H_RETRY);
@@ -291,26 +294,35 @@ vmod_router_recv(VRT_CTX, struct VPFX(ghost_router) *rt)
 			gh_mirror_send(ctx, &rt->mq, &r->mirror[u]);
 	}
 
-	/* weighted group, then a uniform endpoint */
-	if (r->wtotal == 0) {
-		gh_log_route(ctx, r, NULL, NULL);
-		t->status = 500;
+	/* the session's endpoint, whatever the weights (GEP-1619) */
+	g = NULL;
+	u = 0;
+	if (r->session != NULL && gh_session_recv(ctx, r, &g, &u) < 0)
 		return (0);
+	if (g == NULL) {
+		/* weighted group, then a uniform endpoint */
+		if (r->wtotal == 0) {
+			gh_log_route(ctx, r, NULL, NULL);
+			t->status = 500;
+			return (0);
+		}
+		w = (uint64_t)VRND_RandomTestable() % r->wtotal;
+		for (u = 0; u < r->ngroup; u++) {
+			if (w < r->group[u].weight)
+				break;
+			w -= r->group[u].weight;
+		}
+		assert(u < r->ngroup);
+		g = &r->group[u];
+		if (g->nep == 0) {
+			gh_log_route(ctx, r, g, NULL);
+			t->status = 500;
+			return (0);
+		}
+		u = g->nep > 1 ? VRND_RandomTestable() % g->nep : 0;
+		if (r->session != NULL)
+			gh_session_new(ctx, t, g, u);
 	}
-	w = (uint64_t)VRND_RandomTestable() % r->wtotal;
-	for (u = 0; u < r->ngroup; u++) {
-		if (w < r->group[u].weight)
-			break;
-		w -= r->group[u].weight;
-	}
-	assert(u < r->ngroup);
-	g = &r->group[u];
-	if (g->nep == 0) {
-		gh_log_route(ctx, r, g, NULL);
-		t->status = 500;
-		return (0);
-	}
-	u = g->nep > 1 ? VRND_RandomTestable() % g->nep : 0;
 	ep = &g->ep[u];
 	CHECK_OBJ_NOTNULL(g->set, GH_BSET_MAGIC);
 	be = g->set->be[u];
@@ -484,6 +496,7 @@ vmod_router_deliver(VRT_CTX, struct VPFX(ghost_router) *rt)
 	if (t == NULL || t->route == NULL || t->status != 0)
 		return;
 	gh_cors_response(ctx, t);
+	gh_session_deliver(ctx, t);
 	if (t->route->filters & GH_FILTER_RESPHDR)
 		gh_hmod_apply(ctx->http_resp, t->route->resphdr);
 	if (t->vh != NULL && ctx->http_resp->status >= 500)

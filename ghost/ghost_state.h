@@ -146,6 +146,9 @@ struct gh_group {
 	struct gh_hmod		*reqhdr;	/* the backendRef's
 						 * RequestHeaderModifier,
 						 * NULL: none */
+	uint64_t		*sid;		/* [nep] session identifiers
+						 * of the endpoints (struct
+						 * gh_session); NULL: none */
 };
 
 /* A header match or query parameter match */
@@ -285,6 +288,30 @@ gh_retry_code(const struct gh_retry *rp, unsigned status)
 	return ((rp->codes[status / 64] >> (status % 64)) & 1);
 }
 
+/*
+ * Session persistence of a route (ghost_session.c, README "Session
+ * persistence"), by cookie or, with header set, by a request and response
+ * header of that name. The value is "<id>.<time>": the
+ * identifier of an endpoint of one of the route's groups (16 hexadecimal
+ * digits, gh_session_id() of the scope, the group's backend name and the
+ * endpoint's address and port; the groups' sid[]) and the Unix time the
+ * session began, in seconds.
+ */
+struct gh_session {
+	unsigned		magic;
+#define GH_SESSION_MAGIC	0x67687370
+	char			*name;		/* cookie or header name */
+	size_t			nlen;
+	int			header;		/* type Header */
+	char			*hdr;		/* header: its hdr_t */
+	char			*path;		/* cookie Path; NULL: header */
+	char			*scope;		/* the rule */
+	long long		timeout;	/* absolute, seconds; 0: none */
+	int			permanent;	/* Max-Age = timeout */
+};
+
+#define GH_SESSION_IDLEN	16	/* hexadecimal digits */
+
 struct gh_route {
 	unsigned		magic;
 #define GH_ROUTE_MAGIC		0x67687274
@@ -313,6 +340,7 @@ struct gh_route {
 	double			req_tmo;	/* timeouts.request, s; 0: none */
 	const struct gh_retry	*retry;		/* NULL: no retries */
 	const struct gh_cache	*cache;		/* NULL: passed */
+	struct gh_session	*session;	/* NULL: none */
 	unsigned		ngroup;
 	struct gh_group		*group;
 	uint64_t		wtotal;
@@ -408,3 +436,5 @@ const struct gh_sock *gh_sock_find(const struct gh_state *st,
 const struct gh_listener *gh_listener_select(const struct gh_sock *sk,
     const char *host, size_t len);
 size_t gh_prefix_len(const char *value);
+uint64_t gh_session_id(const char *scope, const char *backend,
+    const char *address, unsigned port);

@@ -40,11 +40,14 @@ const (
 
 // checkExperimentalFields fails diags for each experimental channel field
 // the route's rules use that the cluster's HTTPRoute CRD does not have
-// (requireExperimentalField): a rule's retry.
+// (requireExperimentalField): a rule's retry and session persistence.
 func (c *clients) checkExperimentalFields(ctx context.Context, route *gatewayv1.HTTPRoute, diags *diag.Diagnostics) {
 	for i := range route.Spec.Rules {
 		if route.Spec.Rules[i].Retry != nil {
 			c.requireExperimentalField(ctx, path.Root("rule").AtListIndex(i).AtName("retry"), "rules[].retry", diags)
+		}
+		if route.Spec.Rules[i].SessionPersistence != nil {
+			c.requireExperimentalField(ctx, path.Root("rule").AtListIndex(i).AtName("session_persistence"), "rules[].sessionPersistence", diags)
 		}
 	}
 }

@@ -154,7 +154,12 @@ var httpRouteFields = []apiField{
 	{"rules[].retry.codes", "rule.retry.codes", supported, ""},
 	{"rules[].retry.attempts", "rule.retry.attempts", supported, ""},
 	{"rules[].retry.backoff", "rule.retry.backoff", supported, ""},
-	{"rules[].sessionPersistence", "rule.session_persistence", rejected, "requests are spread over the backends by weight, without affinity; remove the block"},
+	{"rules[].sessionPersistence", "rule.session_persistence", supported, "experimental channel only: the cluster needs the experimental channel's HTTPRoute CRD"},
+	{"rules[].sessionPersistence.sessionName", "rule.session_persistence.session_name", supported, "the cookie (or header) name; a name derived from the route and rule when unset"},
+	{"rules[].sessionPersistence.absoluteTimeout", "rule.session_persistence.absolute_timeout", supported, "whole seconds"},
+	{"rules[].sessionPersistence.type", "rule.session_persistence.type", supported, "Cookie (the default) or Header"},
+	{"rules[].sessionPersistence.cookieConfig", "rule.session_persistence.cookie_config", supported, ""},
+	{"rules[].sessionPersistence.cookieConfig.lifetimeType", "rule.session_persistence.cookie_config.lifetime_type", supported, "Session or Permanent (Max-Age, needs absolute_timeout)"},
 }
 
 // rejectUnsupportedRoute reports the fields of the route the provider

@@ -341,11 +341,6 @@ var rejectedExamples = map[string]struct{ res, body, line, want string }{
       }
     }
   }`, `type = "ExtensionRef"`, `rule\[0\]\.backend_ref\[0\]\.filter\[0\]\.type: Invalid value: "ExtensionRef": ExtensionRef filters are not supported`},
-	"rule.session_persistence": {"route", `rule {
-    session_persistence {
-      type = "Cookie"
-    }
-  }`, `session_persistence {`, `rule\[0\]\.session_persistence: Forbidden: session persistence is not supported yet`},
 	"listener.tls.options": {"gateway", `listener {
     name     = "https"
     port     = 8443

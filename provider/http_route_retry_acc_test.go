@@ -1,7 +1,6 @@
 package provider
 
 import (
-	"context"
 	"fmt"
 	"reflect"
 	"regexp"
@@ -93,18 +92,7 @@ func TestAccHTTPRouteRetryStandardChannel(t *testing.T) {
 // removed.
 func TestAccHTTPRouteRetry(t *testing.T) {
 	accPreCheck(t)
-	if testing.Short() {
-		t.Skip("starts a control plane with the experimental channel's CRDs; skipped with -short")
-	}
-	cp, err := testenv.Start(context.Background(), testenv.Options{ExperimentalChannel: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := cp.Stop(); err != nil {
-			t.Errorf("stop the control plane: %v", err)
-		}
-	})
+	cp := experimentalControlPlane(t)
 	ns := cp.Namespace(t)
 	gw := routeFixture(t, cp, ns, "")
 	const addr = "varnishgw_http_route.retry"

@@ -496,24 +496,9 @@ func (r *httpRouteResource) Schema(_ context.Context, _ resource.SchemaRequest, 
 								"backend_request": schema.StringAttribute{Optional: true, Description: "The time for one request to a backend."},
 							},
 						},
-						"retry": retryBlock(),
-						"cache": cacheBlock(true),
-						"session_persistence": schema.SingleNestedBlock{
-							Description: notSupported("requests are spread over the backends by weight, without affinity. Setting it is an error."),
-							Attributes: map[string]schema.Attribute{
-								"session_name":     schema.StringAttribute{Optional: true, Description: "Not supported yet: the cookie or header name."},
-								"absolute_timeout": schema.StringAttribute{Optional: true, Description: "Not supported yet: how long a session lasts."},
-								"type":             schema.StringAttribute{Optional: true, Description: "Not supported yet: Cookie or Header."},
-							},
-							Blocks: map[string]schema.Block{
-								"cookie_config": schema.SingleNestedBlock{
-									Description: "Not supported yet: the session cookie.",
-									Attributes: map[string]schema.Attribute{
-										"lifetime_type": schema.StringAttribute{Optional: true, Description: "Not supported yet: Session or Permanent."},
-									},
-								},
-							},
-						},
+						"retry":               retryBlock(),
+						"cache":               cacheBlock(true),
+						"session_persistence": sessionPersistenceBlock(),
 					},
 				},
 			},

@@ -282,6 +282,26 @@ func (e *encoder) route(r *Route) {
 		e.buf = append(e.buf, `,"cache":`...)
 		e.buf = appendString(e.buf, r.Cache)
 	}
+	if sp := r.Session; sp != nil {
+		e.buf = append(e.buf, `,"sessionPersistence":{"type":`...)
+		e.buf = appendString(e.buf, sp.Type)
+		e.buf = append(e.buf, `,"name":`...)
+		e.buf = appendString(e.buf, sp.Name)
+		if sp.Path != "" {
+			e.buf = append(e.buf, `,"path":`...)
+			e.buf = appendString(e.buf, sp.Path)
+		}
+		e.buf = append(e.buf, `,"scope":`...)
+		e.buf = appendString(e.buf, sp.Scope)
+		if sp.AbsoluteTimeoutMs != 0 {
+			e.buf = append(e.buf, `,"absoluteTimeoutMs":`...)
+			e.buf = strconv.AppendInt(e.buf, sp.AbsoluteTimeoutMs, 10)
+		}
+		if sp.Permanent {
+			e.buf = append(e.buf, `,"permanent":true`...)
+		}
+		e.buf = append(e.buf, '}')
+	}
 	e.buf = append(e.buf, '}')
 }
 

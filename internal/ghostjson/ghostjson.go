@@ -154,6 +154,66 @@ type Route struct {
 	// Cache names the route's effective cache policy in the document's
 	// CachePolicies table; empty: the route's requests are passed.
 	Cache string `json:"cache,omitempty"`
+	// Session keeps a client on the endpoint it was first sent to (the
+	// Gateway API sessionPersistence of the route's rule); nil: every
+	// request is sent by weight.
+	Session *SessionPersistence `json:"sessionPersistence,omitempty"`
+}
+
+// SessionPersistence.Type values.
+const (
+	SessionTypeCookie = "Cookie"
+	SessionTypeHeader = "Header"
+)
+
+// SessionPersistence is a route's session persistence. ghost sends a
+// request whose cookie Name (type Cookie) or header Name (type Header)
+// holds the identifier of an endpoint of the route's backend groups (any
+// weight, 0 included) that is still healthy to that endpoint; otherwise it
+// picks by weight and, on the response, sets the cookie (or the response
+// header) to the picked endpoint's identifier and the time. The identifier is derived from Scope, the group's backend name
+// and the endpoint's address and port (README, "Session persistence"), so
+// a cookie can only name an endpoint of the route.
+type SessionPersistence struct {
+	// Type is SessionTypeCookie or SessionTypeHeader.
+	Type string `json:"type"`
+	// Name is the cookie or header name, an HTTP token.
+	Name string `json:"name"`
+	// Path is the cookie's Path attribute, an absolute path without ';';
+	// type Cookie only (required), empty for Header.
+	Path string `json:"path,omitempty"`
+	// Scope identifies the rule ("namespace/route/rule"): the routes of
+	// one rule share sessions, those of different rules never do.
+	Scope string `json:"scope"`
+	// AbsoluteTimeoutMs ends a session that long after it began (whole
+	// seconds); 0: never.
+	AbsoluteTimeoutMs int64 `json:"absoluteTimeoutMs,omitempty"`
+	// Permanent gives the cookie Max-Age (AbsoluteTimeoutMs, required);
+	// otherwise it is a session cookie, dropped when the browser closes.
+	// Type Cookie only.
+	Permanent bool `json:"permanent,omitempty"`
+}
+
+// check reports the first field of s that ghost would reject, as
+// "field: problem" (Document.Check prefixes the route's path).
+func (s *SessionPersistence) check() error {
+	switch {
+	case s.Type != SessionTypeCookie && s.Type != SessionTypeHeader:
+		return fmt.Errorf("type: %q is not supported: use %q or %q", s.Type, SessionTypeCookie, SessionTypeHeader)
+	case s.Name == "" || len(s.Name) > 128 || !isToken(s.Name):
+		return fmt.Errorf("name: %q is not a cookie or header name of 1 to 128 letters, digits and !#$%%&'*+-.^_`|~", s.Name)
+	case s.Type == SessionTypeHeader && (s.Path != "" || s.Permanent):
+		return fmt.Errorf("path, permanent: set with type %q: they are cookie attributes; remove them", s.Type)
+	case s.Type == SessionTypeCookie && !strings.HasPrefix(s.Path, "/") || len(s.Path) > 1024 || strings.ContainsFunc(s.Path, func(c rune) bool { return c == ';' || c < 0x21 || c == 0x7f }):
+		return fmt.Errorf("path: %q is not an absolute path of at most 1024 characters without ';', spaces or control characters", s.Path)
+	case s.Scope == "" || len(s.Scope) > 512:
+		return fmt.Errorf("scope: %q must have 1 to 512 characters", s.Scope)
+	case s.AbsoluteTimeoutMs < 0 || s.AbsoluteTimeoutMs%1000 != 0:
+		return fmt.Errorf("absoluteTimeoutMs: %d is not 0 or a whole number of seconds in milliseconds", s.AbsoluteTimeoutMs)
+	case s.Permanent && s.AbsoluteTimeoutMs == 0:
+		return fmt.Errorf("absoluteTimeoutMs: 0 with permanent: a permanent cookie needs a timeout, its Max-Age; set one or remove permanent")
+	}
+	return nil
 }
 
 // Match is a request match: a path plus optional method, headers and query
@@ -398,8 +458,10 @@ func Unmarshal(data []byte) (*Document, error) {
 // names and hostnames within a socket, unique backend names, every
 // reference without Unresolved naming a backend of the table, and the
 // values of CORS filters (CORS.Check), the filters of backend groups
-// (one RequestHeaderModifier at most), and retry policies (attempts,
-// backoff, codes; none on a route whose groups have filters). Errors name
+// (one RequestHeaderModifier at most), retry policies (attempts, backoff,
+// codes; none on a route whose groups have filters), and session
+// persistence (type Cookie or Header, a token name, an absolute cookie
+// path, whole seconds). Errors name
 // the field as ghost does (vhosts[0].routes[1].backends[0].backend).
 func (d *Document) Check() error {
 	if d.Version != Version {
@@ -473,6 +535,11 @@ func (d *Document) Check() error {
 			}
 			if err := r.Retry.check(r.Backends); err != nil {
 				return fmt.Errorf("vhosts[%d].routes[%d].retry%w", i, j, err)
+			}
+			if sp := r.Session; sp != nil {
+				if err := sp.check(); err != nil {
+					return fmt.Errorf("vhosts[%d].routes[%d].sessionPersistence.%w", i, j, err)
+				}
 			}
 			if _, ok := policies[r.Cache]; r.Cache != "" && !ok {
 				return fmt.Errorf("vhosts[%d].routes[%d].cache: unknown cache policy %q: the cachePolicies table has no entry of that name", i, j, r.Cache)

@@ -50,10 +50,13 @@ func sample() *Document {
 						{Backend: "a/gone:80", Weight: 1}, {Backend: "c/web:80", Weight: 1, Unresolved: UnresolvedInvalidKind}}},
 				{PrecedenceGroup: 2, Match: Match{Path: PathMatch{Type: PathExact, Value: "/x"}}, Filters: filters, Timeouts: &Timeouts{BackendRequestMs: 5},
 					Retry:    &Retry{Attempts: 3, BackoffMs: 100, Codes: []int{500, 503}},
-					Backends: []BackendGroup{{Backend: "a/web:80", Weight: 0}}},
+					Backends: []BackendGroup{{Backend: "a/web:80", Weight: 0}},
+					Session:  &SessionPersistence{Type: SessionTypeCookie, Name: "s~x", Path: "/x", Scope: "a/b/1", AbsoluteTimeoutMs: 60000, Permanent: true}},
 				{Match: Match{Path: PathMatch{Type: PathExact, Value: "/r"}}, Filters: redirect},
 				{Name: "a/c/0/0", Match: Match{Path: PathMatch{Type: PathPrefix, Value: "/static"}}, Cache: "a/c/0",
 					Backends: []BackendGroup{{Backend: "a/web:80", Weight: 1}}},
+				{Name: "a/d/0/0", Match: Match{Path: PathMatch{Type: PathPrefix, Value: "/d"}}, Backends: []BackendGroup{{Backend: "a/web:80", Weight: 1}},
+					Session: &SessionPersistence{Type: SessionTypeHeader, Name: "vgw-session-0123456789abcdef", Scope: "a/d/0", AbsoluteTimeoutMs: 1000}},
 			}},
 			{Hostname: "a.example.com", Routes: []Route{}},
 		}}
@@ -181,6 +184,27 @@ func TestCheck(t *testing.T) {
 		want string
 	}{
 		{"version 1", func(d *Document) { d.Version = 1 }, "version is 1, this package writes and reads version 2"},
+		{"session type query", func(d *Document) {
+			d.VHosts[0].Routes[1].Session = &SessionPersistence{Type: "Query", Name: "s", Path: "/", Scope: "a/b/0"}
+		}, `vhosts[0].routes[1].sessionPersistence.type: "Query" is not supported: use "Cookie" or "Header"`},
+		{"session header with a path", func(d *Document) {
+			d.VHosts[0].Routes[1].Session = &SessionPersistence{Type: "Header", Name: "s", Path: "/", Scope: "a/b/0"}
+		}, `vhosts[0].routes[1].sessionPersistence.path, permanent: set with type "Header"`},
+		{"session cookie name", func(d *Document) {
+			d.VHosts[0].Routes[1].Session = &SessionPersistence{Type: "Cookie", Name: "a=b", Path: "/", Scope: "a/b/0"}
+		}, `vhosts[0].routes[1].sessionPersistence.name: "a=b" is not a cookie or header name`},
+		{"session cookie path", func(d *Document) {
+			d.VHosts[0].Routes[1].Session = &SessionPersistence{Type: "Cookie", Name: "s", Path: "/a;b", Scope: "a/b/0"}
+		}, `vhosts[0].routes[1].sessionPersistence.path: "/a;b" is not an absolute path`},
+		{"session without scope", func(d *Document) {
+			d.VHosts[0].Routes[1].Session = &SessionPersistence{Type: "Cookie", Name: "s", Path: "/"}
+		}, `vhosts[0].routes[1].sessionPersistence.scope: "" must have 1 to 512 characters`},
+		{"session timeout in milliseconds", func(d *Document) {
+			d.VHosts[0].Routes[1].Session = &SessionPersistence{Type: "Cookie", Name: "s", Path: "/", Scope: "a/b/0", AbsoluteTimeoutMs: 1500}
+		}, `vhosts[0].routes[1].sessionPersistence.absoluteTimeoutMs: 1500 is not 0 or a whole number of seconds`},
+		{"permanent session without timeout", func(d *Document) {
+			d.VHosts[0].Routes[1].Session = &SessionPersistence{Type: "Cookie", Name: "s", Path: "/", Scope: "a/b/0", Permanent: true}
+		}, `vhosts[0].routes[1].sessionPersistence.absoluteTimeoutMs: 0 with permanent`},
 		{"duplicate name", func(d *Document) { d.Backends = append(d.Backends, Backend{Name: "a/web:80"}) },
 			`backends[3].name: duplicate backend name "a/web:80", already defined by backends[2]`},
 		{"unknown backend", func(d *Document) { d.VHosts[0].Routes[1].Backends[0].Backend = "a/api:80" },

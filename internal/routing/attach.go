@@ -636,6 +636,7 @@ func normalizeRules(route *gatewayv1.HTTPRoute, refs map[*gatewayv1.BackendObjec
 			}
 		}
 		out.Retry = normalizeRetry(r.Retry)
+		out.SessionPersistence = normalizeSessionPersistence(route.Namespace, route.Name, i, out.Name, r.SessionPersistence)
 		for j := range r.BackendRefs {
 			b := &r.BackendRefs[j]
 			br := backendRef(route.Namespace, &b.BackendObjectReference, refs)

@@ -30,8 +30,10 @@ const (
 	// message that says to upgrade them instead of serving it without.
 	FragmentVersionCache = 2
 	// FragmentVersionTraffic is the version of fragments in which a rule
-	// has a retry policy (Rule.Retry): older chaperones reject them
-	// instead of serving the rule without retries.
+	// has a retry policy (Rule.Retry) or session persistence
+	// (Rule.SessionPersistence): chaperones that read versions 1 and 2
+	// only reject such a fragment with a message that says to upgrade
+	// them, instead of serving the rule without.
 	FragmentVersionTraffic = 3
 )
 
@@ -136,6 +138,10 @@ type Rule struct {
 	// Attach); nil: the rule takes the Gateway's default policy
 	// (EffectiveCache). Only in fragments of FragmentVersionCache.
 	Cache *CachePolicy `json:"cache,omitempty"`
+	// SessionPersistence keeps a client on one endpoint of the rule's
+	// backends by cookie; nil: none. Only in fragments of
+	// FragmentVersionTraffic.
+	SessionPersistence *SessionPersistence `json:"sessionPersistence,omitempty"`
 }
 
 // Filter is a rule filter; it is ghostjson.Filter except that a mirror names
@@ -184,12 +190,13 @@ func (b BackendRef) GroupName() string {
 func (f *Fragment) Accepted() bool { return len(f.Listeners) > 0 }
 
 // NeededVersion is the lowest fragment version that holds f:
-// FragmentVersionTraffic when a rule has a retry policy,
+// FragmentVersionTraffic when a rule has a retry policy or session
+// persistence,
 // FragmentVersionCache when a rule has a cache policy or a CORS filter, or
 // a backendRef has filters, else FragmentVersion.
 func (f *Fragment) NeededVersion() int {
 	for i := range f.Rules {
-		if f.Rules[i].Retry != nil {
+		if f.Rules[i].Retry != nil || f.Rules[i].SessionPersistence != nil {
 			return FragmentVersionTraffic
 		}
 	}
@@ -277,9 +284,9 @@ func (f *Fragment) Validate() error {
 	var errs field.ErrorList
 	switch need := f.NeededVersion(); {
 	case !knownVersion(f.Version):
-		errs = append(errs, field.Invalid(field.NewPath("version"), f.Version, fmt.Sprintf("must be %d, or %d when a rule has a cache policy or a CORS filter or a backendRef has filters, or %d when a rule has a retry policy", FragmentVersion, FragmentVersionCache, FragmentVersionTraffic)))
+		errs = append(errs, field.Invalid(field.NewPath("version"), f.Version, fmt.Sprintf("must be %d, or %d when a rule has a cache policy or a CORS filter or a backendRef has filters, or %d when a rule has a retry policy or session persistence", FragmentVersion, FragmentVersionCache, FragmentVersionTraffic)))
 	case f.Version < need && need == FragmentVersionTraffic:
-		errs = append(errs, field.Invalid(field.NewPath("version"), f.Version, fmt.Sprintf("must be %d: a rule has a retry policy", need)))
+		errs = append(errs, field.Invalid(field.NewPath("version"), f.Version, fmt.Sprintf("must be %d: a rule has a retry policy or session persistence", need)))
 	case f.Version < need:
 		errs = append(errs, field.Invalid(field.NewPath("version"), f.Version, fmt.Sprintf("must be %d: a rule has a cache policy or a CORS filter, or a backendRef has filters", need)))
 	}
@@ -309,6 +316,7 @@ func (f *Fragment) Validate() error {
 	}
 	return errs.ToAggregate()
 }
+
 
 func validateObjectName(p *field.Path, ns, name string) field.ErrorList {
 	var errs field.ErrorList
@@ -396,6 +404,7 @@ func validateRule(p *field.Path, r *Rule) field.ErrorList {
 		}
 	}
 	errs = append(errs, ValidateCachePolicy(p.Child("cache"), r.Cache)...)
+	errs = append(errs, validateFragmentSession(p.Child("sessionPersistence"), r.SessionPersistence)...)
 	if t := r.Timeouts; t != nil && (t.RequestMs < 0 || t.BackendRequestMs < 0) {
 		errs = append(errs, field.Invalid(p.Child("timeouts"), *t, "timeouts must not be negative"))
 	}

@@ -128,6 +128,7 @@ func Resolve(t *Table, objs *Objects) (*ghostjson.Document, error) {
 				Retry:           tr.Rule.Retry,
 				Backends:        ro.backends,
 				Cache:           ro.cache,
+				Session:         ghostSession(*tr.Route, tr.Rule, tr.Match()),
 			})
 		}
 		doc.VHosts = append(doc.VHosts, gv)

@@ -55,9 +55,9 @@ var (
 
 // ValidateHTTPRoute checks everything varnishgw accepts in an HTTPRoute spec:
 // hostnames, matches (paths, regular expressions, header and query names),
-// filters and their combinations, backend references, weights, timeouts
-// and retries. Unsupported features (ExternalAuth, ExtensionRef, backendRef
-// filters other than RequestHeaderModifier, session persistence) are
+// filters and their combinations, backend references, weights, timeouts,
+// retries and session persistence. Unsupported features (ExternalAuth,
+// ExtensionRef, backendRef filters other than RequestHeaderModifier) are
 // rejected, never ignored. Each
 // error names the field path (spec.rules[0].matches[1].path.value), the
 // value and what to do instead.
@@ -146,10 +146,7 @@ func validateHTTPRouteRule(p *field.Path, r *gatewayv1.HTTPRouteRule) field.Erro
 	if r.Retry != nil {
 		errs = append(errs, validateRetry(p.Child("retry"), r)...)
 	}
-	if r.SessionPersistence != nil {
-		errs = append(errs, field.Forbidden(p.Child("sessionPersistence"), "session persistence is not supported yet: remove it; "+
-			"requests are spread over the backends by weight, without affinity"))
-	}
+	errs = append(errs, validateSessionPersistence(p.Child("sessionPersistence"), r.SessionPersistence, r)...)
 	return errs
 }
 

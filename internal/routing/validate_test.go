@@ -195,6 +195,48 @@ func TestValidateHTTPRoute(t *testing.T) {
 			r.Spec.Rules[0].BackendRefs[0].Filters = []gatewayv1.HTTPRouteFilter{{Type: gatewayv1.HTTPRouteFilterRequestHeaderModifier,
 				RequestHeaderModifier: &gatewayv1.HTTPHeaderFilter{Set: []gatewayv1.HTTPHeader{{Name: "X", Value: "1"}}}}}
 		}, "spec.rules[0].retry: Forbidden: a rule with a retry policy cannot have backendRefs with filters of their own"},
+		{"session persistence", func(r *gatewayv1.HTTPRoute) {
+			r.Spec.Rules[0].SessionPersistence = &gatewayv1.SessionPersistence{SessionName: ptr("gw-session"), AbsoluteTimeout: ptr(gatewayv1.Duration("1h")),
+				Type: ptr(gatewayv1.CookieBasedSessionPersistence), CookieConfig: &gatewayv1.CookieConfig{LifetimeType: ptr(gatewayv1.PermanentCookieLifetimeType)}}
+		}, ""},
+		{"session persistence defaults", func(r *gatewayv1.HTTPRoute) {
+			r.Spec.Rules[0].SessionPersistence = &gatewayv1.SessionPersistence{}
+		}, ""},
+		{"session persistence by header", func(r *gatewayv1.HTTPRoute) {
+			r.Spec.Rules[0].SessionPersistence = &gatewayv1.SessionPersistence{Type: ptr(gatewayv1.HeaderBasedSessionPersistence), SessionName: ptr("X-Session")}
+		}, ""},
+		{"session persistence of an unknown type", func(r *gatewayv1.HTTPRoute) {
+			r.Spec.Rules[0].SessionPersistence = &gatewayv1.SessionPersistence{Type: ptr(gatewayv1.SessionPersistenceType("Query"))}
+		}, `spec.rules[0].sessionPersistence.type: Unsupported value: "Query": supported values: "Cookie", "Header"`},
+		{"session cookie config with header", func(r *gatewayv1.HTTPRoute) {
+			r.Spec.Rules[0].SessionPersistence = &gatewayv1.SessionPersistence{Type: ptr(gatewayv1.HeaderBasedSessionPersistence), CookieConfig: &gatewayv1.CookieConfig{}}
+		}, "spec.rules[0].sessionPersistence.cookieConfig: Forbidden: cookieConfig is for type Cookie only"},
+		{"session name with a space", func(r *gatewayv1.HTTPRoute) {
+			r.Spec.Rules[0].SessionPersistence = &gatewayv1.SessionPersistence{SessionName: ptr("my session")}
+		}, `spec.rules[0].sessionPersistence.sessionName: Invalid value: "my session": must be a cookie or header name: letters, digits and`},
+		{"session name empty", func(r *gatewayv1.HTTPRoute) {
+			r.Spec.Rules[0].SessionPersistence = &gatewayv1.SessionPersistence{SessionName: ptr("")}
+		}, `spec.rules[0].sessionPersistence.sessionName: Invalid value: "": must not be empty`},
+		{"session name too long", func(r *gatewayv1.HTTPRoute) {
+			r.Spec.Rules[0].SessionPersistence = &gatewayv1.SessionPersistence{SessionName: ptr(strings.Repeat("a", 129))}
+		}, `spec.rules[0].sessionPersistence.sessionName: Too long`},
+		{"session timeout not a duration", func(r *gatewayv1.HTTPRoute) {
+			r.Spec.Rules[0].SessionPersistence = &gatewayv1.SessionPersistence{AbsoluteTimeout: ptr(gatewayv1.Duration("1 hour"))}
+		}, `spec.rules[0].sessionPersistence.absoluteTimeout: Invalid value: "1 hour": must be a Gateway API duration`},
+		{"session timeout below a second", func(r *gatewayv1.HTTPRoute) {
+			r.Spec.Rules[0].SessionPersistence = &gatewayv1.SessionPersistence{AbsoluteTimeout: ptr(gatewayv1.Duration("1500ms"))}
+		}, `spec.rules[0].sessionPersistence.absoluteTimeout: Invalid value: "1500ms": must be a whole number of seconds`},
+		{"permanent session without timeout", func(r *gatewayv1.HTTPRoute) {
+			r.Spec.Rules[0].SessionPersistence = &gatewayv1.SessionPersistence{CookieConfig: &gatewayv1.CookieConfig{LifetimeType: ptr(gatewayv1.PermanentCookieLifetimeType)}}
+		}, "spec.rules[0].sessionPersistence.absoluteTimeout: Required value: lifetimeType Permanent needs an absoluteTimeout"},
+		{"unknown lifetime type", func(r *gatewayv1.HTTPRoute) {
+			r.Spec.Rules[0].SessionPersistence = &gatewayv1.SessionPersistence{CookieConfig: &gatewayv1.CookieConfig{LifetimeType: ptr(gatewayv1.CookieLifetimeType("Forever"))}}
+		}, `spec.rules[0].sessionPersistence.cookieConfig.lifetimeType: Unsupported value: "Forever"`},
+		{"session on a redirect", func(r *gatewayv1.HTTPRoute) {
+			r.Spec.Rules[0].BackendRefs = nil
+			r.Spec.Rules[0].Filters = []gatewayv1.HTTPRouteFilter{redirect}
+			r.Spec.Rules[0].SessionPersistence = &gatewayv1.SessionPersistence{}
+		}, "spec.rules[0].sessionPersistence: Invalid value: \"sessionPersistence\": a rule with a RequestRedirect filter sends no request to a backend"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
