@@ -119,7 +119,7 @@ func TestSessionPersistenceThroughAttachAndResolve(t *testing.T) {
 		t.Fatalf("round trip: %+v", got)
 	}
 	for _, tc := range []struct{ name, from, to, want string }{
-		{"session in version 2", `"version": 3`, `"version": 2`, "version: Invalid value: 2: must be 3: a rule has session persistence"},
+		{"session in version 2", `"version": 3`, `"version": 2`, "version: Invalid value: 2: must be 3: a rule has a retry policy or session persistence"},
 		{"unknown type", `"type": "Cookie"`, `"type": "Query"`, `rules[0].sessionPersistence.type: Unsupported value: "Query"`},
 		{"permanent header", `"type": "Cookie"`, `"type": "Header"`, `rules[0].sessionPersistence.permanent: Forbidden: a header session has no cookie`},
 		{"bad cookie name", `"sessionName": "cart"`, `"sessionName": "a;b"`, `rules[0].sessionPersistence.sessionName: Invalid value: "a;b"`},
