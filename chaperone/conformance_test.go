@@ -1,0 +1,491 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/dynamic"
+	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
+
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/conformance"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/routing"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/testing/testenv"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/varnish/varnishd/varnishdtest"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/vgwapi"
+)
+
+// The outcome of one scenario of the replay.
+const (
+	outcomePass        = "passes"
+	outcomeFail        = "fails"
+	outcomeNotReplayed = "not replayed"
+	outcomeStatusOnly  = "status only"
+)
+
+// scenarioResult is the outcome of one scenario.
+type scenarioResult struct {
+	s        *suiteScenario
+	outcome  string
+	reason   string // why it fails or is not replayed
+	requests int    // requests sent
+	cases    int    // ExpectedResponse cases that passed
+}
+
+// conformanceDocPath is docs/conformance.md, which the replay writes with
+// VARNISHGW_UPDATE_CONFORMANCE_DOC=1 (make conformance-docs) and otherwise
+// compares with what it would write.
+const conformanceDocPath = "../docs/conformance.md"
+
+// TestConformanceReplay replays every HTTPRoute scenario of the public
+// Gateway API conformance suite (tests/httproute-*.go of
+// sigs.k8s.io/gateway-api/conformance at the version of go.mod's
+// sigs.k8s.io/gateway-api) through real chaperones: each Gateway a
+// scenario sends requests to is created in the test API server and served
+// by the chaperone binary (--routing=kubernetes, as the Gateway's
+// ServiceAccount), which runs varnishd with ghost; the scenario's routes
+// are written as the RoutingFragments the provider writes (routing.Attach);
+// its Services are served by echo servers that answer like the suite's
+// echo backend. Each http.ExpectedResponse of the scenario is sent and
+// checked with the suite's semantics; weights and percentage mirrors are
+// checked statistically.
+//
+// From the outcomes it derives the features varnishgw can claim (the
+// suite's rule: every scenario whose features are all claimed passes, and
+// each claimed feature has a passing scenario), fails when they differ
+// from conformance.SupportedFeatures (what the provider writes into
+// GatewayClass status), and fails when docs/conformance.md differs from
+// the report of this run (VARNISHGW_UPDATE_CONFORMANCE_DOC=1 rewrites it).
+func TestConformanceReplay(t *testing.T) {
+	start := time.Now()
+	cp := testenv.Get(t)
+	dir := suiteModuleDir(t)
+	ctx := context.Background()
+	if err := vgwapi.EnsureCRDs(ctx, apiextensionsclient.NewForConfigOrDie(cp.Config)); err != nil {
+		t.Fatal(err)
+	}
+	base, err := readSuiteManifests(filepath.Join(dir, "base", "manifests.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &replay{
+		t: t, cp: cp, dyn: dynamic.NewForConfigOrDie(cp.Config), dir: dir, base: base,
+		echo: &echoServers{t: t, ip: hostIP(t), got: map[string][]string{}},
+		gws:  map[string]*replayGateway{},
+	}
+	for _, ns := range base.Namespaces {
+		r.ensureNamespace(t, ns)
+	}
+	for _, svc := range base.Services {
+		r.createService(t, svc, false)
+	}
+
+	scenarios := readSuiteScenarios(t, dir)
+	var results []*scenarioResult
+	for _, s := range scenarios {
+		res := &scenarioResult{s: s}
+		results = append(results, res)
+		t.Run(s.ShortName, func(t *testing.T) {
+			r.run(t, s, res)
+			t.Logf("%s %s: %d requests, %d of %d cases passed %s", s.ShortName, res.outcome, res.requests, res.cases, len(s.Cases), res.reason)
+		})
+	}
+
+	claimed := claimFeatures(results)
+	requests, passed := 0, 0
+	for _, res := range results {
+		requests += res.requests
+		if res.outcome == outcomePass {
+			passed++
+		}
+	}
+	t.Logf("replay: %d scenarios, %d passed, %d requests in %s; claimed %v", len(results), passed, requests, time.Since(start).Round(time.Second), claimed)
+
+	var want []string
+	for _, f := range conformance.SupportedFeatures() {
+		want = append(want, string(f))
+	}
+	if !slices.Equal(claimed, want) {
+		t.Errorf("the replay claims %v, conformance.SupportedFeatures lists %v: make them equal (internal/conformance/features.go), so that GatewayClass status says what passes", claimed, want)
+	}
+
+	doc := renderConformanceDoc(suiteVersion(t), results, claimed)
+	if os.Getenv("VARNISHGW_UPDATE_CONFORMANCE_DOC") == "1" {
+		if err := os.WriteFile(conformanceDocPath, []byte(doc), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("wrote %s", conformanceDocPath)
+		return
+	}
+	got, err := os.ReadFile(conformanceDocPath)
+	if err != nil || string(got) != doc {
+		t.Errorf("docs/conformance.md differs from this run's report (%v): run make conformance-docs and commit it", err)
+	}
+}
+
+// hostIP is the address the echo servers listen on: one varnishd can
+// reach (the host's, as the chaperone tests' backends use).
+func hostIP(t *testing.T) string {
+	t.Helper()
+	return varnishdtest.HostIP(t)
+}
+
+// run replays scenario s and records its outcome in res.
+func (r *replay) run(t *testing.T, s *suiteScenario, res *scenarioResult) {
+	notReplayed := func(format string, args ...any) {
+		res.outcome, res.reason = outcomeNotReplayed, fmt.Sprintf(format, args...)
+	}
+	if reason, ok := suiteNotReplayed[s.ShortName]; ok {
+		notReplayed("%s", reason)
+		return
+	}
+	scn := &suiteManifests{}
+	for _, name := range s.Manifests {
+		m, err := readSuiteManifests(filepath.Join(r.dir, name))
+		if err != nil {
+			t.Fatalf("%s: %v", s.File, err)
+		}
+		scn.Namespaces = append(scn.Namespaces, m.Namespaces...)
+		scn.Services = append(scn.Services, m.Services...)
+		scn.Gateways = append(scn.Gateways, m.Gateways...)
+		scn.Grants = append(scn.Grants, m.Grants...)
+		scn.Routes = append(scn.Routes, m.Routes...)
+		scn.Unknown = append(scn.Unknown, m.Unknown...)
+	}
+	if len(scn.Unknown) > 0 {
+		slices.Sort(scn.Unknown)
+		notReplayed("its manifests hold objects the routing core does not load (%s)", strings.Join(slices.Compact(scn.Unknown), ", "))
+		return
+	}
+	if s.Unreadable != "" {
+		notReplayed("a request is built in code, not a literal (%s)", s.Unreadable)
+		return
+	}
+	if len(s.Cases) == 0 {
+		res.outcome, res.reason = outcomeStatusOnly, "sends no request: it checks route and Gateway status, which the provider writes (internal/routing TestConformanceManifests checks the conditions)"
+		return
+	}
+	gateways := map[string]*gatewayv1.Gateway{}
+	for _, gw := range append(slices.Clone(r.base.Gateways), scn.Gateways...) {
+		gateways[gw.Name] = gw
+	}
+	var needed []string
+	for _, c := range s.Cases {
+		gw, ok := gateways[c.Gateway]
+		if !ok {
+			notReplayed("%s sends to Gateway %q, which is not in the manifests", c.Pos, c.Gateway)
+			return
+		}
+		for _, l := range gw.Spec.Listeners {
+			if l.Protocol != gatewayv1.HTTPProtocolType {
+				notReplayed("Gateway %s has a %s listener (%s): the replay serves HTTP listeners only", gw.Name, l.Protocol, l.Name)
+				return
+			}
+		}
+		if !slices.Contains(needed, c.Gateway) {
+			needed = append(needed, c.Gateway)
+		}
+	}
+
+	// The scenario's objects, removed when it ends.
+	ctx := context.Background()
+	for _, ns := range scn.Namespaces {
+		r.ensureNamespace(t, ns)
+	}
+	for _, svc := range scn.Services {
+		r.createService(t, svc, true)
+	}
+	for _, g := range scn.Grants {
+		if _, err := r.cp.Gateway.GatewayV1().ReferenceGrants(g.Namespace).Create(ctx, g.DeepCopy(), metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			r.cp.Gateway.GatewayV1().ReferenceGrants(g.Namespace).Delete(ctx, g.Name, metav1.DeleteOptions{})
+		})
+	}
+	var namespaces []string
+	for _, ns := range append(slices.Clone(r.base.Namespaces), scn.Namespaces...) {
+		namespaces = append(namespaces, ns.Name)
+	}
+	objs := &routing.Objects{
+		Namespaces:      append(slices.Clone(r.base.Namespaces), scn.Namespaces...),
+		Services:        append(slices.Clone(r.base.Services), scn.Services...),
+		ReferenceGrants: append(slices.Clone(r.base.Grants), scn.Grants...),
+	}
+	served := map[string]*replayGateway{}
+	for _, name := range needed {
+		gw := gateways[name]
+		g := r.gws[name]
+		switch {
+		case g != nil:
+		case slices.Contains(r.base.Gateways, gw):
+			g = r.startGateway(r.t, gw, namespaces)
+			r.gws[name] = g
+		default:
+			g = r.startGateway(t, gw, namespaces)
+		}
+		if err := r.serveFragments(t, g, scn.Routes, objs); err != nil {
+			res.outcome, res.reason = outcomeFail, err.Error()
+			return
+		}
+		served[name] = g
+	}
+
+	for i, c := range s.Cases {
+		if step := suiteSteps[s.ShortName]; step != nil {
+			if err := step(r, t, i, scn); err != nil {
+				t.Fatal(err)
+			}
+		}
+		g := served[c.Gateway]
+		var err error
+		if slices.ContainsFunc(c.MirroredTo, func(m suiteMirror) bool { return m.Percent != nil }) {
+			err = r.percentMirror(g, c, &res.requests)
+		} else {
+			err = r.eventually(g, c, &res.requests)
+		}
+		if err != nil {
+			res.outcome, res.reason = outcomeFail, fmt.Sprintf("%s: %v", c.Pos, err)
+			return
+		}
+		res.cases++
+	}
+	if stat := suiteStatistics[s.ShortName]; stat != nil {
+		if err := stat(r, served[s.Cases[0].Gateway], scn, &res.requests); err != nil {
+			res.outcome, res.reason = outcomeFail, err.Error()
+			return
+		}
+	}
+	res.outcome = outcomePass
+}
+
+// eventually sends c until the response meets its expectations (and the
+// mirrors got their copies), for at most 10 s: the suite's requests are
+// eventually consistent too.
+func (r *replay) eventually(g *replayGateway, c suiteCase, requests *int) error {
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		err := r.sendOnce(g, c, requests)
+		if err == nil || time.Now().After(deadline) {
+			return err
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+func (r *replay) sendOnce(g *replayGateway, c suiteCase, requests *int) error {
+	path, _, _ := strings.Cut(c.Request.Path, "?")
+	before := map[string]int{}
+	for _, m := range c.MirroredTo {
+		key := m.BackendRef.Namespace + "/" + m.BackendRef.Name
+		before[key] = r.echo.count(key, path)
+	}
+	*requests++
+	got, err := g.send(c)
+	if err != nil {
+		return err
+	}
+	if err := check(c, got); err != nil {
+		return err
+	}
+	for key, n := range before {
+		deadline := time.Now().Add(3 * time.Second)
+		for r.echo.count(key, path) <= n {
+			if time.Now().After(deadline) {
+				return fmt.Errorf("the mirror %s got no copy of %s", key, path)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	return nil
+}
+
+// percentMirror sends c 200 times and checks that each mirror with a
+// percentage got that share of copies (±10 points).
+func (r *replay) percentMirror(g *replayGateway, c suiteCase, requests *int) error {
+	const n = 200
+	plain := c
+	plain.MirroredTo = nil
+	if err := r.eventually(g, plain, requests); err != nil {
+		return err
+	}
+	path, _, _ := strings.Cut(c.Request.Path, "?")
+	before := map[string]int{}
+	for _, m := range c.MirroredTo {
+		key := m.BackendRef.Namespace + "/" + m.BackendRef.Name
+		before[key] = r.echo.count(key, path)
+	}
+	for range n {
+		if err := r.sendOnce(g, plain, requests); err != nil {
+			return err
+		}
+	}
+	time.Sleep(time.Second) // the last copies
+	for _, m := range c.MirroredTo {
+		key := m.BackendRef.Namespace + "/" + m.BackendRef.Name
+		want := 100.0
+		if m.Percent != nil {
+			want = float64(*m.Percent)
+		}
+		got := 100 * float64(r.echo.count(key, path)-before[key]) / n
+		if math.Abs(got-want) > 10 {
+			return fmt.Errorf("the mirror %s got %.0f%% of %d requests, want %.0f%% ± 10", key, got, n, want)
+		}
+	}
+	return nil
+}
+
+// suiteNotReplayed are scenarios the replay does not send, with the reason.
+var suiteNotReplayed = map[string]string{
+	"HTTPRouteBackendProtocolWebSocket": "the suite's requests are a WebSocket exchange built in code (internal/routing TestConformanceWebSocket replays it through varnishd and ghost)",
+}
+
+// suiteSteps change the cluster between cases, as the suite's test does.
+var suiteSteps = map[string]func(r *replay, t *testing.T, i int, m *suiteManifests) error{
+	// Before its second request the test deletes the ReferenceGrant.
+	"HTTPRouteReferenceGrant": func(r *replay, _ *testing.T, i int, m *suiteManifests) error {
+		if i != 1 {
+			return nil
+		}
+		for _, g := range m.Grants {
+			if err := r.cp.Gateway.GatewayV1().ReferenceGrants(g.Namespace).Delete(context.Background(), g.Name, metav1.DeleteOptions{}); err != nil {
+				return fmt.Errorf("delete ReferenceGrant %s/%s: %w", g.Namespace, g.Name, err)
+			}
+		}
+		return nil
+	},
+}
+
+// suiteStatistics are the checks a scenario makes in code after its
+// literal cases: the distribution over weighted backends.
+var suiteStatistics = map[string]func(r *replay, g *replayGateway, m *suiteManifests, requests *int) error{
+	"HTTPRouteWeight": func(r *replay, g *replayGateway, m *suiteManifests, requests *int) error {
+		return r.weights(g, m, requests, nil)
+	},
+	// Each backendRef's filter sets a Backend header naming it.
+	"HTTPRouteRequestHeaderModifierBackendWeights": func(r *replay, g *replayGateway, m *suiteManifests, requests *int) error {
+		return r.weights(g, m, requests, func(e echoBody) error {
+			var b []string
+			for k, v := range e.Headers {
+				if strings.EqualFold(k, "Backend") {
+					b = append(b, v...)
+				}
+			}
+			if len(b) != 1 || !strings.HasPrefix(e.Pod, b[0]) {
+				return fmt.Errorf("served by %s with Backend %q, want exactly one naming it", e.Pod, b)
+			}
+			return nil
+		})
+	},
+}
+
+// weights sends 300 requests for / and compares the share of each
+// backend with the weights of the scenario's one weighted rule (±10
+// points; a weight of 0 gets nothing).
+func (r *replay) weights(g *replayGateway, m *suiteManifests, requests *int, each func(echoBody) error) error {
+	const n = 300
+	want := map[string]float64{}
+	total := 0.0
+	for _, route := range m.Routes {
+		for _, rule := range route.Spec.Rules {
+			for _, b := range rule.BackendRefs {
+				w := 1.0
+				if b.Weight != nil {
+					w = float64(*b.Weight)
+				}
+				want[string(b.Name)] += w
+				total += w
+			}
+		}
+	}
+	got := map[string]int{}
+	for i := range n {
+		*requests++
+		resp, err := g.send(suiteCase{Request: suiteRequest{Path: "/", Headers: map[string]string{"X-Jitter": fmt.Sprint(i)}}})
+		if err != nil {
+			return err
+		}
+		if resp.status != 200 || !resp.isEcho {
+			return fmt.Errorf("request %d of %d: status %d", i, n, resp.status)
+		}
+		if each != nil {
+			if err := each(resp.echo); err != nil {
+				return fmt.Errorf("request %d of %d: %w", i, n, err)
+			}
+		}
+		got[strings.TrimSuffix(resp.echo.Pod, "-replay")]++
+	}
+	for svc, w := range want {
+		share, wantShare := float64(got[svc])/n, w/total
+		if (wantShare == 0 && got[svc] > 0) || math.Abs(share-wantShare) > 0.1 {
+			return fmt.Errorf("%d requests: %v, want the shares of the weights %v", n, got, want)
+		}
+	}
+	return nil
+}
+
+// claimFeatures derives the claimed features from the outcomes with the
+// suite's rule: the suite runs a scenario when every feature it declares
+// is claimed, and all those it runs must pass. Starting from every
+// feature a scenario declares, each scenario that would run and does not
+// pass (status-only scenarios aside) removes its most specific features
+// (those the fewest scenarios declare) until none is left; then a feature
+// is claimed only when a scenario that would run declares it and passes.
+func claimFeatures(results []*scenarioResult) []string {
+	declared := map[string]int{}
+	for _, res := range results {
+		for _, f := range res.s.Features {
+			declared[f]++
+		}
+	}
+	claimed := map[string]bool{}
+	for f := range declared {
+		claimed[f] = true
+	}
+	runs := func(res *scenarioResult) bool {
+		for _, f := range res.s.Features {
+			if !claimed[f] {
+				return false
+			}
+		}
+		return true
+	}
+	for changed := true; changed; {
+		changed = false
+		for _, res := range results {
+			if res.outcome == outcomePass || res.outcome == outcomeStatusOnly || !runs(res) {
+				continue
+			}
+			rarest := math.MaxInt
+			for _, f := range res.s.Features {
+				rarest = min(rarest, declared[f])
+			}
+			for _, f := range res.s.Features {
+				if declared[f] == rarest {
+					delete(claimed, f)
+				}
+			}
+			changed = true
+		}
+	}
+	var out []string
+	for f := range claimed {
+		for _, res := range results {
+			if res.outcome == outcomePass && runs(res) && slices.Contains(res.s.Features, f) {
+				out = append(out, f)
+				break
+			}
+		}
+	}
+	slices.Sort(out)
+	return out
+}
