@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -21,15 +22,19 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/net/websocket"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/dynamic"
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 	"sigs.k8s.io/yaml"
 
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/gwruntime"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/mainvcl"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/routing"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/testing/testenv"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/varnish/varnishd/varnishdtest"
@@ -45,6 +50,7 @@ type suiteManifests struct {
 	Gateways   []*gatewayv1.Gateway
 	Grants     []*gatewayv1.ReferenceGrant
 	Routes     []*gatewayv1.HTTPRoute
+	Slices     []*discoveryv1.EndpointSlice // filled by the test in code (suiteSetups)
 	Unknown    []string
 }
 
@@ -85,6 +91,9 @@ func readSuiteManifests(path string) (*suiteManifests, error) {
 		case "gateway.networking.k8s.io/v1 HTTPRoute":
 			o := &gatewayv1.HTTPRoute{}
 			m.Routes, v = append(m.Routes, o), o
+		case "discovery.k8s.io/v1 EndpointSlice":
+			o := &discoveryv1.EndpointSlice{}
+			m.Slices, v = append(m.Slices, o), o
 		case "apps/v1 Deployment", "v1 ConfigMap":
 			continue // the echo server: replaced by echoServers
 		default:
@@ -109,8 +118,15 @@ type echoServers struct {
 	t  *testing.T
 	ip string
 
-	mu  sync.Mutex
-	got map[string][]string // namespace/service -> request paths, in order
+	mu      sync.Mutex
+	got     map[string][]string    // namespace/service -> request paths, in order
+	servers map[string]echoAddress // namespace/selector -> the echo server of those pods
+}
+
+// echoAddress is one echo server: its port and the pod name it answers with.
+type echoAddress struct {
+	port int32
+	pod  string
 }
 
 type echoBody struct {
@@ -122,18 +138,35 @@ type echoBody struct {
 	Pod       string              `json:"pod"`
 }
 
-// serve starts svc's echo server and returns its EndpointSlice.
+// serve starts svc's echo server and returns its EndpointSlice. A Service
+// whose selector an earlier Service has selects the same pods: the same
+// echo server.
 func (e *echoServers) serve(svc *corev1.Service) *discoveryv1.EndpointSlice {
+	sel := svc.Namespace + "/" + labels.SelectorFromSet(svc.Spec.Selector).String()
+	addr, ok := e.servers[sel]
+	if !ok || len(svc.Spec.Selector) == 0 {
+		addr = e.start(svc.Namespace, svc.Name+"-replay")
+		if len(svc.Spec.Selector) > 0 {
+			e.servers[sel] = addr
+		}
+	}
+	return e.slice(svc, addr)
+}
+
+// start starts an echo server answering as pod of namespace.
+func (e *echoServers) start(namespace, pod string) echoAddress {
 	l, err := net.Listen("tcp", net.JoinHostPort(e.ip, "0"))
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	key := svc.Namespace + "/" + svc.Name
-	pod := svc.Name + "-replay"
 	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		e.mu.Lock()
-		e.got[key] = append(e.got[key], r.URL.Path)
+		e.got[pod] = append(e.got[pod], r.URL.Path)
 		e.mu.Unlock()
+		if strings.EqualFold(r.Header.Get("Upgrade"), "websocket") {
+			wsEcho.ServeHTTP(w, r)
+			return
+		}
 		if d, err := time.ParseDuration(r.URL.Query().Get("delay")); err == nil {
 			time.Sleep(d)
 		}
@@ -147,12 +180,39 @@ func (e *echoServers) serve(svc *corev1.Service) *discoveryv1.EndpointSlice {
 		w.Header().Set("Content-Type", "application/json")
 		json.NewEncoder(w).Encode(echoBody{
 			Path: r.RequestURI, Host: r.Host, Method: r.Method, Headers: r.Header,
-			Namespace: svc.Namespace, Pod: pod,
+			Namespace: namespace, Pod: pod,
 		})
 	})}
 	go srv.Serve(l)
 	e.t.Cleanup(func() { srv.Close() })
-	port := int32(l.Addr().(*net.TCPAddr).Port)
+	return echoAddress{port: int32(l.Addr().(*net.TCPAddr).Port), pod: pod}
+}
+
+// wsEcho answers a WebSocket upgrade as the suite's echo backend does:
+// each message comes back as it came, text or binary.
+var wsEcho = websocket.Server{Handler: func(c *websocket.Conn) {
+	for {
+		var payload []byte
+		var frameType byte
+		frame := websocket.Codec{
+			Marshal: func(any) ([]byte, byte, error) { return payload, frameType, nil },
+			Unmarshal: func(data []byte, typ byte, _ any) error {
+				payload, frameType = data, typ
+				return nil
+			},
+		}
+		if err := frame.Receive(c, nil); err != nil {
+			return
+		}
+		if err := frame.Send(c, nil); err != nil {
+			return
+		}
+	}
+}}
+
+// slice is svc's EndpointSlice naming the echo server addr on every port.
+func (e *echoServers) slice(svc *corev1.Service, addr echoAddress) *discoveryv1.EndpointSlice {
+	port := addr.port
 	es := &discoveryv1.EndpointSlice{
 		ObjectMeta:  metav1.ObjectMeta{Namespace: svc.Namespace, Name: svc.Name + "-replay", Labels: map[string]string{discoveryv1.LabelServiceName: svc.Name}},
 		AddressType: discoveryv1.AddressTypeIPv4,
@@ -164,12 +224,14 @@ func (e *echoServers) serve(svc *corev1.Service) *discoveryv1.EndpointSlice {
 	return es
 }
 
-// count is the number of requests svc got for path.
+// count is the number of requests the pods of Service svc (namespace/name)
+// got for path.
 func (e *echoServers) count(svc, path string) int {
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	_, name, _ := strings.Cut(svc, "/")
 	n := 0
-	for _, p := range e.got[svc] {
+	for _, p := range e.got[name+"-replay"] {
 		if p == path {
 			n++
 		}
@@ -184,6 +246,7 @@ type replayGateway struct {
 	gw    *gatewayv1.Gateway
 	ip    string
 	ports []int32
+	https map[int32]bool // the ports of HTTPS listeners (hitch in front)
 	c     *chaperone
 	pod   string
 	frags []string // the fragments of the current scenario
@@ -209,9 +272,10 @@ func (r *replay) ensureNamespace(t *testing.T, ns *corev1.Namespace) {
 	}
 }
 
-// createService creates svc and its echo server's EndpointSlice; the
+// createService creates svc and its echo server's EndpointSlice (none for
+// a Service without selector whose slices the manifest holds: manual); the
 // scenario's Services are deleted when t ends.
-func (r *replay) createService(t *testing.T, svc *corev1.Service, scenario bool) {
+func (r *replay) createService(t *testing.T, svc *corev1.Service, scenario, manual bool) {
 	t.Helper()
 	ctx := context.Background()
 	r.ensureNamespace(t, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: svc.Namespace}})
@@ -225,14 +289,26 @@ func (r *replay) createService(t *testing.T, svc *corev1.Service, scenario bool)
 	if _, err := r.cp.Client.CoreV1().Services(s.Namespace).Create(ctx, s, metav1.CreateOptions{}); err != nil {
 		t.Fatalf("create Service %s/%s: %v", s.Namespace, s.Name, err)
 	}
-	es, err := r.cp.Client.DiscoveryV1().EndpointSlices(s.Namespace).Create(ctx, r.echo.serve(svc), metav1.CreateOptions{})
+	if scenario {
+		t.Cleanup(func() { r.cp.Client.CoreV1().Services(s.Namespace).Delete(ctx, s.Name, metav1.DeleteOptions{}) })
+	}
+	if len(svc.Spec.Selector) == 0 && manual {
+		return // the manifest's EndpointSlices, which the test fills
+	}
+	r.createSlice(t, r.echo.serve(svc), scenario)
+}
+
+// createSlice creates es; a scenario's is deleted when t ends.
+func (r *replay) createSlice(t *testing.T, es *discoveryv1.EndpointSlice, scenario bool) {
+	t.Helper()
+	ctx := context.Background()
+	es, err := r.cp.Client.DiscoveryV1().EndpointSlices(es.Namespace).Create(ctx, es, metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if scenario {
 		t.Cleanup(func() {
 			r.cp.Client.DiscoveryV1().EndpointSlices(es.Namespace).Delete(ctx, es.Name, metav1.DeleteOptions{})
-			r.cp.Client.CoreV1().Services(s.Namespace).Delete(ctx, s.Name, metav1.DeleteOptions{})
 		})
 	}
 }
@@ -244,10 +320,19 @@ func (r *replay) createService(t *testing.T, svc *corev1.Service, scenario bool)
 func (r *replay) startGateway(t *testing.T, gw *gatewayv1.Gateway, namespaces []string) *replayGateway {
 	t.Helper()
 	ctx := context.Background()
-	g := &replayGateway{gw: gw, pod: "replay-" + gw.Name}
+	g := &replayGateway{gw: gw, pod: "replay-" + gw.Name, https: map[int32]bool{}}
+	var certs []string
 	for _, l := range gw.Spec.Listeners {
 		if !slices.Contains(g.ports, int32(l.Port)) {
 			g.ports = append(g.ports, int32(l.Port))
+		}
+		if l.Protocol == gatewayv1.HTTPSProtocolType {
+			g.https[int32(l.Port)] = true
+			for _, ref := range l.TLS.CertificateRefs {
+				if !slices.Contains(certs, string(ref.Name)) {
+					certs = append(certs, string(ref.Name))
+				}
+			}
 		}
 	}
 	// A loopback address of its own: the listener ports are the
@@ -283,22 +368,45 @@ func (r *replay) startGateway(t *testing.T, gw *gatewayv1.Gateway, namespaces []
 	for _, ns := range namespaces {
 		r.cp.GrantRole(t, ns, sa+"-backends", gw.Namespace, sa, gwruntime.BackendRules())
 	}
+	if len(certs) > 0 {
+		// The suite creates its certificates in code: one self-signed
+		// certificate per Secret the HTTPS listeners name (the replay
+		// checks routing; the chaperone's certificate handling has its
+		// own tests).
+		r.cp.GrantRole(t, gw.Namespace, sa+"-certificates", gw.Namespace, sa, []rbacv1.PolicyRule{
+			{APIGroups: []string{""}, Resources: []string{"secrets"}, ResourceNames: certs, Verbs: []string{"get", "list", "watch"}},
+		})
+		for _, name := range certs {
+			secret, _ := tlsSecret(t, name, "example.org", time.Now().Add(-time.Hour), time.Now().Add(24*time.Hour))
+			secret.Namespace = gw.Namespace
+			if _, err := r.cp.Client.CoreV1().Secrets(gw.Namespace).Create(ctx, secret, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+				t.Fatal(err)
+			}
+		}
+	}
 	kubeconfig, err := r.cp.ServiceAccountKubeconfig(ctx, gw.Namespace, sa)
 	if err != nil {
 		t.Fatal(err)
 	}
 	dir := varnishdtest.Dir(t)
-	cm, err := r.cp.Client.CoreV1().ConfigMaps(gw.Namespace).Create(ctx, vclConfigMap(created, mainVCL(filepath.Join(dir, "ghost.json"), "replay")), metav1.CreateOptions{})
+	cm, err := r.cp.Client.CoreV1().ConfigMaps(gw.Namespace).Create(ctx, vclConfigMap(created, mainvcl.Render(mainvcl.Options{GhostJSON: filepath.Join(dir, "ghost.json"), VMOD: ghostVMOD})), metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { r.cp.Client.CoreV1().ConfigMaps(cm.Namespace).Delete(ctx, cm.Name, metav1.DeleteOptions{}) })
 	args := []string{"--routing=kubernetes", "--gateway=" + gw.Namespace + "/" + gw.Name, "--vcl=", "--kubeconfig=" + kubeconfig,
 		"--pod-name=" + g.pod, "--listen-host", g.ip, "--log-level", "info"}
-	for _, p := range g.ports[1:] {
-		args = append(args, "--listen", strconv.Itoa(int(p)))
+	for _, p := range g.ports {
+		if g.https[p] {
+			args = append(args, "--tls-listen", strconv.Itoa(int(p)))
+		} else {
+			args = append(args, "--listen", strconv.Itoa(int(p)))
+		}
 	}
-	g.c = launchChaperone(t, dir, backend(t, "boot"), net.JoinHostPort(g.ip, strconv.Itoa(int(g.ports[0]))), args...)
+	if len(g.https) > 0 {
+		args = append(args, "--tls-dir", filepath.Join(dir, "tls"), "--hitch", "/usr/sbin/hitch")
+	}
+	g.c = launchChaperone(t, dir, backend(t, "boot"), "", args...)
 	g.c.waitFor("ready", 90*time.Second, func() bool { code, _ := g.c.health("/readyz"); return code == 200 })
 	return g
 }
@@ -385,18 +493,40 @@ func (g *replayGateway) send(c suiteCase) (*caseResponse, error) {
 	if c.Request.Protocol != "" {
 		return nil, fmt.Errorf("%s: protocol %s is not replayed", c.Pos, c.Request.Protocol)
 	}
+	// The suite's Gateway address has the port of the listener the test
+	// names (gwAddr8080, ...), else of the first listener; a port in the
+	// Host header picks that listener.
 	port := g.ports[0]
+	if slices.Contains(g.ports, c.Port) {
+		port = c.Port
+	}
 	if _, p, ok := strings.Cut(c.Request.Host, ":"); ok {
 		if n, err := strconv.Atoi(p); err == nil && slices.Contains(g.ports, int32(n)) {
 			port = int32(n)
 		}
 	}
+	if !slices.Contains(g.ports, port) {
+		return nil, fmt.Errorf("%s: Gateway %s has no listener on port %d", c.Pos, g.gw.Name, port)
+	}
 	addr := net.JoinHostPort(g.ip, strconv.Itoa(int(port)))
+	scheme, client := "http", replayClient
+	if g.https[port] {
+		// TLS with the Host as server name (SNI), as the suite's
+		// MakeTLSRequest does.
+		serverName, _, _ := strings.Cut(c.Request.Host, ":")
+		scheme, client = "https", &http.Client{
+			Timeout:       replayClient.Timeout,
+			CheckRedirect: replayClient.CheckRedirect,
+			Transport: &http.Transport{DisableKeepAlives: true, TLSClientConfig: &tls.Config{
+				ServerName: serverName, InsecureSkipVerify: true, //nolint:gosec // the replay checks routing, not the self-signed certificate
+			}},
+		}
+	}
 	method := c.Request.Method
 	if method == "" {
 		method = "GET"
 	}
-	req, err := http.NewRequest(method, "http://"+addr+c.Request.Path, nil)
+	req, err := http.NewRequest(method, scheme+"://"+addr+c.Request.Path, nil)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", c.Pos, err)
 	}
@@ -414,7 +544,7 @@ func (g *replayGateway) send(c suiteCase) (*caseResponse, error) {
 		slices.Sort(set)
 		req.Header.Set("X-Echo-Set-Header", strings.Join(set, ","))
 	}
-	resp, err := replayClient.Do(req)
+	resp, err := client.Do(req)
 	if err != nil {
 		return nil, fmt.Errorf("%s %s (Host %s): %w", method, c.Request.Path, req.Host, err)
 	}

@@ -5,6 +5,7 @@ import (
 	"go/ast"
 	"go/parser"
 	"go/token"
+	"go/types"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -42,6 +43,8 @@ type suiteScenario struct {
 type suiteCase struct {
 	Pos     string
 	Gateway string
+	Port    int32  // the listener port of the gwAddrNNN the test sends it to; 0: the first listener's
+	table   string // the []http.ExpectedResponse variable that holds it
 
 	Request                   suiteRequest
 	ExpectedRequest           *suiteExpectedRequest
@@ -238,6 +241,21 @@ func compactStrings(s []string) []string {
 type suiteEval struct {
 	fset *token.FileSet
 	vars map[string]string
+	row  map[string]map[string]ast.Expr // tc -> field -> value, in a range over a table
+}
+
+// resolve replaces tc.field, in a range over a table, by the row's value;
+// nil when the row leaves the field out (its zero value).
+func (ev *suiteEval) resolve(e ast.Expr) (ast.Expr, bool) {
+	if sel, ok := e.(*ast.SelectorExpr); ok {
+		if x, ok := sel.X.(*ast.Ident); ok {
+			if fields, ok := ev.row[x.Name]; ok {
+				v, ok := fields[sel.Sel.Name]
+				return v, ok
+			}
+		}
+	}
+	return e, true
 }
 
 func (ev *suiteEval) pos(n ast.Node) string {
@@ -260,11 +278,15 @@ func (ev *suiteEval) str(e ast.Expr) (string, error) {
 			return v, nil
 		}
 	}
-	return "", fmt.Errorf("%s: %T is not a string literal or a known name", ev.pos(e), e)
+	return "", fmt.Errorf("%s: %s is not a literal the replay evaluates", ev.pos(e), types.ExprString(e))
 }
 
 // cases returns the ExpectedResponse literals in the test function body,
-// each with the Gateway it is sent to.
+// each with the Gateway it is sent to. A literal inside a range over a
+// table of struct literals (for _, tc := range cases) is evaluated once
+// per row, tc.field standing for the row's field. Cases held by a
+// []http.ExpectedResponse variable get the listener port of the gwAddrNNN
+// the range over that variable passes on.
 func (ev *suiteEval) cases(bodies ...ast.Node) (cases []suiteCase, unreadable string) {
 	gateway := "same-namespace"
 	gwName := func(e ast.Expr) {
@@ -278,39 +300,119 @@ func (ev *suiteEval) cases(bodies ...ast.Node) (cases []suiteCase, unreadable st
 			}
 		}
 	}
-	for _, body := range bodies {
-		ast.Inspect(body, func(n ast.Node) bool {
-			switch n := n.(type) {
-			case *ast.AssignStmt:
-				for i, l := range n.Lhs {
-					if id, ok := l.(*ast.Ident); ok && strings.HasPrefix(id.Name, "gw") && i < len(n.Rhs) {
-						gwName(n.Rhs[i])
+	tables := map[string]*ast.CompositeLit{} // struct tables by variable
+	addrGateway := map[string]string{}       // gwAddr variable -> Gateway name
+	table := ""                              // the ExpectedResponse slice being assigned
+	var visit func(n ast.Node) bool
+	visit = func(n ast.Node) bool {
+		switch n := n.(type) {
+		case *ast.AssignStmt:
+			for i, l := range n.Lhs {
+				id, ok := l.(*ast.Ident)
+				if !ok || i >= len(n.Rhs) {
+					continue
+				}
+				if strings.HasPrefix(id.Name, "gwAddr") {
+					addrGateway[id.Name] = gateway // the Gateway this address is of
+				} else if strings.HasPrefix(id.Name, "gw") {
+					gwName(n.Rhs[i])
+				}
+				if cl, ok := n.Rhs[i].(*ast.CompositeLit); ok {
+					if at, ok := cl.Type.(*ast.ArrayType); ok {
+						if _, isStruct := at.Elt.(*ast.StructType); isStruct {
+							tables[id.Name] = cl
+						} else if sel, ok := at.Elt.(*ast.SelectorExpr); ok && sel.Sel.Name == "ExpectedResponse" {
+							table = id.Name
+							for i := range cases {
+								if cases[i].table == id.Name {
+									cases[i].table = "" // an earlier slice of the same name
+								}
+							}
+						}
 					}
 				}
-			case *ast.ValueSpec:
-				for i, id := range n.Names {
-					if strings.HasPrefix(id.Name, "gw") && i < len(n.Values) {
-						gwName(n.Values[i])
+			}
+		case *ast.ValueSpec:
+			for i, id := range n.Names {
+				if strings.HasPrefix(id.Name, "gw") && i < len(n.Values) {
+					gwName(n.Values[i])
+				}
+			}
+		case *ast.RangeStmt:
+			x, _ := n.X.(*ast.Ident)
+			if x == nil {
+				return true
+			}
+			if addr := rangeAddr(n.Body); addr != "" {
+				port, _ := strconv.Atoi(strings.TrimPrefix(addr, "gwAddr"))
+				for i := range cases {
+					if cases[i].table == x.Name {
+						cases[i].Port = int32(port)
+						if gw, ok := addrGateway[addr]; ok {
+							cases[i].Gateway = gw
+						}
 					}
 				}
-			case *ast.CompositeLit:
-				if !isSuiteExpectedResponse(n) {
-					return true
+			}
+			rows, ok := tables[x.Name]
+			v, _ := n.Value.(*ast.Ident)
+			if !ok || v == nil {
+				return true
+			}
+			for _, row := range rows.Elts {
+				cl, ok := row.(*ast.CompositeLit)
+				if !ok {
+					continue
 				}
-				c := suiteCase{Pos: ev.pos(n), Gateway: gateway}
-				if err := ev.into(n, reflect.ValueOf(&c).Elem()); err != nil {
-					if unreadable == "" {
-						unreadable = err.Error()
+				fields := map[string]ast.Expr{}
+				for _, el := range cl.Elts {
+					if kv, ok := el.(*ast.KeyValueExpr); ok {
+						fields[fmt.Sprint(kv.Key)] = kv.Value
 					}
-					return false
 				}
-				cases = append(cases, c)
+				ev.row = map[string]map[string]ast.Expr{v.Name: fields}
+				ast.Inspect(n.Body, visit)
+				ev.row = nil
+			}
+			return false
+		case *ast.CompositeLit:
+			if !isSuiteExpectedResponse(n) {
+				return true
+			}
+			c := suiteCase{Pos: ev.pos(n), Gateway: gateway, table: table}
+			if err := ev.into(n, reflect.ValueOf(&c).Elem()); err != nil {
+				if unreadable == "" {
+					unreadable = err.Error()
+				}
 				return false
 			}
-			return true
-		})
+			cases = append(cases, c)
+			return false
+		}
+		return true
+	}
+	for _, body := range bodies {
+		ast.Inspect(body, visit)
 	}
 	return cases, unreadable
+}
+
+// rangeAddr is the gwAddr... variable a call in body passes.
+func rangeAddr(body ast.Node) string {
+	addr := ""
+	ast.Inspect(body, func(n ast.Node) bool {
+		call, ok := n.(*ast.CallExpr)
+		if !ok {
+			return true
+		}
+		for _, a := range call.Args {
+			if id, ok := a.(*ast.Ident); ok && strings.HasPrefix(id.Name, "gwAddr") {
+				addr = id.Name
+			}
+		}
+		return true
+	})
+	return addr
 }
 
 // calledFuncs returns the declarations of the file's functions that n calls.
@@ -352,6 +454,10 @@ func isSuiteExpectedResponse(cl *ast.CompositeLit) bool {
 // into evaluates e into v (a mirror type): composite literals, string,
 // integer and boolean literals, known names, & and new(T(x)).
 func (ev *suiteEval) into(e ast.Expr, v reflect.Value) error {
+	e, ok := ev.resolve(e)
+	if !ok {
+		return nil // a field the table row leaves out
+	}
 	if id, isID := e.(*ast.Ident); isID && id.Name == "nil" {
 		return nil
 	}
@@ -399,7 +505,7 @@ func (ev *suiteEval) into(e ast.Expr, v reflect.Value) error {
 		return nil
 	}
 	if !ok {
-		return fmt.Errorf("%s: %T is not a literal", ev.pos(e), e)
+		return fmt.Errorf("%s: %s is not a literal the replay evaluates", ev.pos(e), types.ExprString(e))
 	}
 	switch v.Kind() {
 	case reflect.Struct:
@@ -410,7 +516,8 @@ func (ev *suiteEval) into(e ast.Expr, v reflect.Value) error {
 			}
 			name := fmt.Sprint(kv.Key)
 			f := v.FieldByName(name)
-			if !f.IsValid() || name == "Pos" || name == "Gateway" {
+			own := v.Type() == reflect.TypeOf(suiteCase{}) && (name == "Pos" || name == "Gateway" || name == "Port")
+			if !f.IsValid() || !f.CanSet() || own {
 				return fmt.Errorf("%s: field %s is not modelled by the replay", ev.pos(kv), name)
 			}
 			if err := ev.into(kv.Value, f); err != nil {

@@ -17,6 +17,31 @@ import (
 
 // supported is the list of claimed features, sorted by name.
 var supported = []features.FeatureName{
+	features.SupportGateway,
+	features.SupportGatewayPort8080,
+	features.SupportHTTPRoute,
+	features.SupportHTTPRoute303RedirectStatusCode,
+	features.SupportHTTPRoute307RedirectStatusCode,
+	features.SupportHTTPRoute308RedirectStatusCode,
+	features.SupportHTTPRouteBackendProtocolWebSocket,
+	features.SupportHTTPRouteBackendRequestHeaderModification,
+	features.SupportHTTPRouteBackendTimeout,
+	features.SupportHTTPRouteCORS,
+	features.SupportHTTPRouteHostRewrite,
+	features.SupportHTTPRouteMethodMatching,
+	features.SupportHTTPRouteNamedRouteRule,
+	features.SupportHTTPRouteParentRefPort,
+	features.SupportHTTPRoutePathRedirect,
+	features.SupportHTTPRoutePathRewrite,
+	features.SupportHTTPRoutePortRedirect,
+	features.SupportHTTPRouteQueryParamMatching,
+	features.SupportHTTPRouteRequestMirror,
+	features.SupportHTTPRouteRequestMultipleMirrors,
+	features.SupportHTTPRouteRequestPercentageMirror,
+	features.SupportHTTPRouteRequestTimeout,
+	features.SupportHTTPRouteResponseHeaderModification,
+	features.SupportHTTPRouteSchemeRedirect,
+	features.SupportReferenceGrant,
 }
 
 // SupportedFeatures returns the claimed features, sorted by name (the order
