@@ -5,7 +5,6 @@ import (
 	"context"
 	"crypto/tls"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -178,7 +177,7 @@ func (e *echoServers) start(namespace, pod string) echoAddress {
 			}
 		}
 		w.Header().Set("Content-Type", "application/json")
-		json.NewEncoder(w).Encode(echoBody{
+		_ = json.NewEncoder(w).Encode(echoBody{ // a client that left gets nothing
 			Path: r.RequestURI, Host: r.Host, Method: r.Method, Headers: r.Header,
 			Namespace: namespace, Pod: pod,
 		})
@@ -290,7 +289,9 @@ func (r *replay) createService(t *testing.T, svc *corev1.Service, scenario, manu
 		t.Fatalf("create Service %s/%s: %v", s.Namespace, s.Name, err)
 	}
 	if scenario {
-		t.Cleanup(func() { r.cp.Client.CoreV1().Services(s.Namespace).Delete(ctx, s.Name, metav1.DeleteOptions{}) })
+		cleanupDelete(t, "Service "+s.Name, func() error {
+			return r.cp.Client.CoreV1().Services(s.Namespace).Delete(ctx, s.Name, metav1.DeleteOptions{})
+		})
 	}
 	if len(svc.Spec.Selector) == 0 && manual {
 		return // the manifest's EndpointSlices, which the test fills
@@ -307,8 +308,8 @@ func (r *replay) createSlice(t *testing.T, es *discoveryv1.EndpointSlice, scenar
 		t.Fatal(err)
 	}
 	if scenario {
-		t.Cleanup(func() {
-			r.cp.Client.DiscoveryV1().EndpointSlices(es.Namespace).Delete(ctx, es.Name, metav1.DeleteOptions{})
+		cleanupDelete(t, "EndpointSlice "+es.Name, func() error {
+			return r.cp.Client.DiscoveryV1().EndpointSlices(es.Namespace).Delete(ctx, es.Name, metav1.DeleteOptions{})
 		})
 	}
 }
@@ -359,8 +360,8 @@ func (r *replay) startGateway(t *testing.T, gw *gatewayv1.Gateway, namespaces []
 	if err != nil {
 		t.Fatalf("create Gateway %s/%s: %v", gw.Namespace, gw.Name, err)
 	}
-	t.Cleanup(func() {
-		r.cp.Gateway.GatewayV1().Gateways(gw.Namespace).Delete(ctx, created.Name, metav1.DeleteOptions{})
+	cleanupDelete(t, "Gateway "+gw.Name, func() error {
+		return r.cp.Gateway.GatewayV1().Gateways(gw.Namespace).Delete(ctx, created.Name, metav1.DeleteOptions{})
 	})
 	ref := routing.ObjectRef{Namespace: gw.Namespace, Name: gw.Name}
 	sa := "replay-" + gw.Name
@@ -393,7 +394,9 @@ func (r *replay) startGateway(t *testing.T, gw *gatewayv1.Gateway, namespaces []
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { r.cp.Client.CoreV1().ConfigMaps(cm.Namespace).Delete(ctx, cm.Name, metav1.DeleteOptions{}) })
+	cleanupDelete(t, "ConfigMap "+cm.Name, func() error {
+		return r.cp.Client.CoreV1().ConfigMaps(cm.Namespace).Delete(ctx, cm.Name, metav1.DeleteOptions{})
+	})
 	args := []string{"--routing=kubernetes", "--gateway=" + gw.Namespace + "/" + gw.Name, "--vcl=", "--kubeconfig=" + kubeconfig,
 		"--pod-name=" + g.pod, "--listen-host", g.ip, "--log-level", "info"}
 	for _, p := range g.ports {
@@ -692,5 +695,11 @@ func check(c suiteCase, got *caseResponse) error {
 	return nil
 }
 
-// errNotReplayed marks a scenario or case the replay cannot send.
-var errNotReplayed = errors.New("not replayed")
+// cleanupDelete deletes an object when t ends; one already gone is fine.
+func cleanupDelete(t *testing.T, what string, del func() error) {
+	t.Cleanup(func() {
+		if err := del(); err != nil && !apierrors.IsNotFound(err) {
+			t.Errorf("delete %s: %v", what, err)
+		}
+	})
+}

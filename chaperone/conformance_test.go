@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -233,8 +234,8 @@ func (r *replay) run(t *testing.T, s *suiteScenario, res *scenarioResult) {
 		if _, err := r.cp.Gateway.GatewayV1().ReferenceGrants(g.Namespace).Create(ctx, g.DeepCopy(), metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 			t.Fatal(err)
 		}
-		t.Cleanup(func() {
-			r.cp.Gateway.GatewayV1().ReferenceGrants(g.Namespace).Delete(ctx, g.Name, metav1.DeleteOptions{})
+		cleanupDelete(t, "ReferenceGrant "+g.Name, func() error {
+			return r.cp.Gateway.GatewayV1().ReferenceGrants(g.Namespace).Delete(ctx, g.Name, metav1.DeleteOptions{})
 		})
 	}
 	var namespaces []string
@@ -334,39 +335,92 @@ func (r *replay) sendOnce(g *replayGateway, c suiteCase, requests *int) error {
 	return nil
 }
 
-// percentMirror sends c 200 times and checks that each mirror with a
-// percentage got that share of copies (±10 points).
+// The suite's distribution checks: 500 requests, 10 at a time; a mirror's
+// share within 3 binomial standard deviations of its percentage (up to 5
+// tries), a backend's share within 5 points of its weight (up to 10
+// tries).
+const (
+	distributionRequests    = 500
+	distributionConcurrency = 10
+	mirrorTries             = 5
+	weightTries             = 10
+)
+
+// concurrently runs f for 0..n-1, distributionConcurrency at a time, and
+// returns the first error.
+func concurrently(n int, f func(i int) error) error {
+	var (
+		mu    sync.Mutex
+		first error
+		wg    sync.WaitGroup
+		sem   = make(chan struct{}, distributionConcurrency)
+	)
+	for i := range n {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			if err := f(i); err != nil {
+				mu.Lock()
+				if first == nil {
+					first = err
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	return first
+}
+
+// percentMirror sends c distributionRequests times and checks that each
+// mirror with a percentage got its share of copies.
 func (r *replay) percentMirror(g *replayGateway, c suiteCase, requests *int) error {
-	const n = 200
 	plain := c
 	plain.MirroredTo = nil
 	if err := r.eventually(g, plain, requests); err != nil {
 		return err
 	}
 	path, _, _ := strings.Cut(c.Request.Path, "?")
-	before := map[string]int{}
-	for _, m := range c.MirroredTo {
-		key := m.BackendRef.Namespace + "/" + m.BackendRef.Name
-		before[key] = r.echo.count(key, path)
-	}
-	for range n {
-		if err := r.sendOnce(g, plain, requests); err != nil {
+	var last error
+	for range mirrorTries {
+		before := map[string]int{}
+		for _, m := range c.MirroredTo {
+			key := m.BackendRef.Namespace + "/" + m.BackendRef.Name
+			before[key] = r.echo.count(key, path)
+		}
+		*requests += distributionRequests
+		err := concurrently(distributionRequests, func(int) error {
+			resp, err := g.send(plain)
+			if err != nil {
+				return err
+			}
+			return check(plain, resp)
+		})
+		if err != nil {
 			return err
 		}
-	}
-	time.Sleep(time.Second) // the last copies
-	for _, m := range c.MirroredTo {
-		key := m.BackendRef.Namespace + "/" + m.BackendRef.Name
-		want := 100.0
-		if m.Percent != nil {
-			want = float64(*m.Percent)
+		time.Sleep(time.Second) // the last copies
+		last = nil
+		for _, m := range c.MirroredTo {
+			key := m.BackendRef.Namespace + "/" + m.BackendRef.Name
+			p := 1.0
+			if m.Percent != nil {
+				p = float64(*m.Percent) / 100
+			}
+			got := float64(r.echo.count(key, path) - before[key])
+			want, margin := distributionRequests*p, 3*math.Sqrt(distributionRequests*p*(1-p))
+			if math.Abs(got-want) > margin {
+				last = fmt.Errorf("the mirror %s got %.0f copies of %d requests, want %.0f ± %.0f", key, got, distributionRequests, want, margin)
+			}
 		}
-		got := 100 * float64(r.echo.count(key, path)-before[key]) / n
-		if math.Abs(got-want) > 10 {
-			return fmt.Errorf("the mirror %s got %.0f%% of %d requests, want %.0f%% ± 10", key, got, n, want)
+		if last == nil {
+			return nil
 		}
+		time.Sleep(2 * time.Second)
 	}
-	return nil
+	return last
 }
 
 // suiteNotReplayed are scenarios the replay does not send, with the reason.
@@ -475,11 +529,10 @@ var suiteStatistics = map[string]func(r *replay, g *replayGateway, m *suiteManif
 	},
 }
 
-// weights sends 300 requests for / and compares the share of each
-// backend with the weights of the scenario's one weighted rule (±10
-// points; a weight of 0 gets nothing).
+// weights sends distributionRequests requests for / and compares the share
+// of each backend with the weights of the scenario's rules (within 5
+// points; a weight of 0 gets nothing), as the suite does.
 func (r *replay) weights(g *replayGateway, m *suiteManifests, requests *int, each func(echoBody) error) error {
-	const n = 300
 	want := map[string]float64{}
 	total := 0.0
 	for _, route := range m.Routes {
@@ -494,30 +547,44 @@ func (r *replay) weights(g *replayGateway, m *suiteManifests, requests *int, eac
 			}
 		}
 	}
-	got := map[string]int{}
-	for i := range n {
-		*requests++
-		resp, err := g.send(suiteCase{Request: suiteRequest{Path: "/", Headers: map[string]string{"X-Jitter": fmt.Sprint(i)}}})
+	var last error
+	for range weightTries {
+		var mu sync.Mutex
+		got := map[string]int{}
+		*requests += distributionRequests
+		err := concurrently(distributionRequests, func(i int) error {
+			resp, err := g.send(suiteCase{Request: suiteRequest{Path: "/", Headers: map[string]string{"X-Jitter": strconv.Itoa(i)}}})
+			if err != nil {
+				return err
+			}
+			if resp.status != 200 || !resp.isEcho {
+				return fmt.Errorf("status %d", resp.status)
+			}
+			if each != nil {
+				if err := each(resp.echo); err != nil {
+					return err
+				}
+			}
+			mu.Lock()
+			got[strings.TrimSuffix(resp.echo.Pod, "-replay")]++
+			mu.Unlock()
+			return nil
+		})
 		if err != nil {
 			return err
 		}
-		if resp.status != 200 || !resp.isEcho {
-			return fmt.Errorf("request %d of %d: status %d", i, n, resp.status)
-		}
-		if each != nil {
-			if err := each(resp.echo); err != nil {
-				return fmt.Errorf("request %d of %d: %w", i, n, err)
+		last = nil
+		for svc, w := range want {
+			share, wantShare := float64(got[svc])/distributionRequests, w/total
+			if (wantShare == 0 && got[svc] > 0) || math.Abs(share-wantShare) > 0.05 {
+				last = fmt.Errorf("%d requests: %v, want the shares of the weights %v", distributionRequests, got, want)
 			}
 		}
-		got[strings.TrimSuffix(resp.echo.Pod, "-replay")]++
-	}
-	for svc, w := range want {
-		share, wantShare := float64(got[svc])/n, w/total
-		if (wantShare == 0 && got[svc] > 0) || math.Abs(share-wantShare) > 0.1 {
-			return fmt.Errorf("%d requests: %v, want the shares of the weights %v", n, got, want)
+		if last == nil {
+			return nil
 		}
 	}
-	return nil
+	return last
 }
 
 // claimFeatures derives the claimed features from the outcomes with the
@@ -590,7 +657,9 @@ func websocketEcho(addr string) error {
 		return fmt.Errorf("dial ws://%s/ws: %w", addr, err)
 	}
 	defer ws.Close()
-	ws.SetDeadline(time.Now().Add(5 * time.Second))
+	if err := ws.SetDeadline(time.Now().Add(5 * time.Second)); err != nil {
+		return err
+	}
 	var text string
 	if err := websocket.Message.Send(ws, "Websocket Support!"); err != nil {
 		return err
