@@ -94,7 +94,8 @@ func (r *gatewayClassResource) Schema(_ context.Context, _ resource.SchemaReques
 		Description: "A Gateway API GatewayClass served by varnishgw, with the defaults its gateways inherit: " +
 			"the container image, varnishd storage and parameters, user VCL, log level and access log. The defaults are " +
 			"stored in a ConfigMap that the GatewayClass names as its parametersRef. The provider sets the " +
-			"class's Accepted condition.",
+			"class's Accepted condition and its status.supportedFeatures: the Gateway API features that the " +
+			"conformance suite's scenarios prove when replayed through the gateway (docs/conformance.md).",
 		Attributes: map[string]schema.Attribute{
 			"id": schema.StringAttribute{
 				Computed:      true,
