@@ -188,6 +188,9 @@ func (r *replay) run(t *testing.T, s *suiteScenario, res *scenarioResult) {
 	}
 	if len(s.Cases) == 0 && suiteStatistics[s.ShortName] == nil {
 		res.outcome, res.reason = outcomeStatusOnly, "sends no request: it checks route and Gateway status, which the provider writes (internal/routing TestConformanceManifests checks the conditions)"
+		if why, ok := suiteStatusOnly[s.ShortName]; ok {
+			res.reason = why
+		}
 		return
 	}
 	gateways := map[string]*gatewayv1.Gateway{}
@@ -428,6 +431,12 @@ var suiteNotReplayed = map[string]string{
 	"HTTPRouteBackendProtocolH2C":                     "its requests are HTTP/2 with prior knowledge, for an h2c backend: Varnish talks HTTP/1.1 to backends, so the route's backend does not resolve (UnsupportedProtocol)",
 	"HTTPRouteHTTPSListenerDetectMisdirectedRequests": "its requests are HTTP/2 over TLS reusing a connection for another host (421 Misdirected Request); the replay sends HTTP/1.1",
 	"HTTPRouteRetry":                                  "retries are not supported yet (the route is rejected with UnsupportedValue), and the test builds its requests in code",
+}
+
+// suiteStatusOnly says, for the status-only scenarios that
+// TestConformanceManifests does not cover, what they check.
+var suiteStatusOnly = map[string]string{
+	"HTTPRouteObservedGenerationBump": "sends no request: it checks that the route's status.parents[].conditions[].observedGeneration follows a change of the route, which the provider writes (not checked here)",
 }
 
 // suiteCaseBuilders make the requests of tests that build them in code,
