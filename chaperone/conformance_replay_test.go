@@ -108,17 +108,18 @@ func readSuiteManifests(path string) (*suiteManifests, error) {
 	return m, nil
 }
 
-// echoServers imitate the suite's echo backend: each Service has one
-// HTTP server (an EndpointSlice per Service names it for every port) that
-// answers with the request as JSON (path with query, host, method,
-// headers, namespace, pod), sleeps for ?delay=, sets the response headers
-// X-Echo-Set-Header names ("name:value,..."), and counts what it got.
+// echoServers imitate the suite's echo backend: the pods of each selector
+// (each Service without one) are one HTTP server, which an EndpointSlice
+// per Service names for every port. It answers with the request as JSON
+// (path with query, host, method, headers, namespace, pod), sleeps for
+// ?delay=, sets the response headers X-Echo-Set-Header names
+// ("name:value,..."), echoes WebSocket messages and counts what it got.
 type echoServers struct {
 	t  *testing.T
 	ip string
 
 	mu      sync.Mutex
-	got     map[string][]string    // namespace/service -> request paths, in order
+	got     map[string][]string    // pod -> request paths, in order
 	servers map[string]echoAddress // namespace/selector -> the echo server of those pods
 }
 
