@@ -167,7 +167,8 @@ func startChaperoneIn(t testing.TB, dir string, be *httptest.Server, listenAddr 
 	return c
 }
 
-// launchChaperone is startChaperoneIn without waiting for readiness.
+// launchChaperone is startChaperoneIn without waiting for readiness. An
+// empty listenAddr gives no --listen (extra names the ports).
 func launchChaperone(t testing.TB, dir string, be *httptest.Server, listenAddr string, extra ...string) *chaperone {
 	t.Helper()
 	c := &chaperone{
@@ -185,7 +186,6 @@ func launchChaperone(t testing.TB, dir string, be *httptest.Server, listenAddr s
 	writeFile(t, c.vclPath, mainVCL(c.ghostPath, "v1"))
 	args := []string{
 		"--workdir", filepath.Join(dir, "work"),
-		"--listen", strconv.Itoa(varnishdtest.Port(t, c.listenAddr)),
 		"--listen-host", "127.0.0.1",
 		"--admin-addr", "127.0.0.1:0",
 		"--ghost-admin-addr", c.ghostAdmin,
@@ -198,6 +198,9 @@ func launchChaperone(t testing.TB, dir string, be *httptest.Server, listenAddr s
 		"--param", "thread_pool_min=5", "--param", "thread_pools=1",
 		"--stats-interval", "500ms",
 		"--log-level", "debug",
+	}
+	if c.listenAddr != "" { // "": HTTPS listeners only (--tls-listen in extra)
+		args = append(args, "--listen", strconv.Itoa(varnishdtest.Port(t, c.listenAddr)))
 	}
 	c.cmd = exec.Command(chaperoneBin, append(args, extra...)...)
 	c.cmd.Env = []string{"PATH=" + os.Getenv("PATH")}

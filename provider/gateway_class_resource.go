@@ -28,6 +28,8 @@ import (
 	corev1apply "k8s.io/client-go/applyconfigurations/core/v1"
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 	gatewayv1apply "sigs.k8s.io/gateway-api/applyconfiguration/apis/v1"
+
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/conformance"
 )
 
 // Defaults of a gateway class. The image has none: no image is published,
@@ -94,7 +96,8 @@ func (r *gatewayClassResource) Schema(_ context.Context, _ resource.SchemaReques
 		Description: "A Gateway API GatewayClass served by varnishgw, with the defaults its gateways inherit: " +
 			"the container image, varnishd storage and parameters, user VCL, log level and access log. The defaults are " +
 			"stored in a ConfigMap that the GatewayClass names as its parametersRef. The provider sets the " +
-			"class's Accepted condition.",
+			"class's Accepted condition and its status.supportedFeatures: the Gateway API features that the " +
+			"conformance suite's scenarios prove when replayed through the gateway (docs/conformance.md).",
 		Attributes: map[string]schema.Attribute{
 			"id": schema.StringAttribute{
 				Computed:      true,
@@ -337,9 +340,16 @@ func (r *gatewayClassResource) apply(ctx context.Context, m *gatewayClassModel) 
 
 	accepted := condition(gc.Status.Conditions, metav1.Condition{Type: string(gatewayv1.GatewayClassConditionStatusAccepted), Status: metav1.ConditionTrue,
 		Reason: string(gatewayv1.GatewayClassReasonAccepted), Message: "Accepted by the varnishgw provider.", ObservedGeneration: gc.Generation})
-	status := gatewayv1apply.GatewayClass(name).WithStatus(gatewayv1apply.GatewayClassStatus().WithConditions(accepted))
+	// status.supportedFeatures: the features the conformance replay
+	// claims (internal/conformance, docs/conformance.md).
+	var supported []*gatewayv1apply.SupportedFeatureApplyConfiguration
+	for _, f := range conformance.SupportedFeatures() {
+		supported = append(supported, gatewayv1apply.SupportedFeature().WithName(gatewayv1.FeatureName(f)))
+	}
+	status := gatewayv1apply.GatewayClass(name).WithStatus(gatewayv1apply.GatewayClassStatus().
+		WithConditions(accepted).WithSupportedFeatures(supported...))
 	if _, err := r.c.gateway.GatewayV1().GatewayClasses().ApplyStatus(ctx, status, applyOptions()); err != nil {
-		return fmt.Errorf("set the Accepted condition of GatewayClass %s: %w", name, err)
+		return fmt.Errorf("set the Accepted condition and supported features of GatewayClass %s: %w", name, err)
 	}
 
 	m.ID = types.StringValue(name)

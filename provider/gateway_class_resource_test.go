@@ -3,6 +3,7 @@ package provider
 import (
 	"context"
 	"fmt"
+	"slices"
 	"testing"
 
 	"github.com/hashicorp/terraform-plugin-testing/helper/resource"
@@ -16,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/rand"
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/conformance"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/testing/testenv"
 )
 
@@ -87,6 +89,9 @@ resource "varnishgw_gateway_class" "test" {
 						}
 						if gc.Labels["app.kubernetes.io/managed-by"] != "varnishgw" {
 							return fmt.Errorf("labels = %v, want managed-by varnishgw", gc.Labels)
+						}
+						if err := checkSupportedFeatures(gc); err != nil {
+							return err
 						}
 						return checkAccepted(gc)
 					},
@@ -206,6 +211,22 @@ func getClass(t *testing.T, cp *testenv.ControlPlane, name string) *gatewayv1.Ga
 		t.Fatalf("get GatewayClass %s: %v", name, err)
 	}
 	return gc
+}
+
+// checkSupportedFeatures checks that status.supportedFeatures lists
+// exactly the features the conformance replay claims.
+func checkSupportedFeatures(gc *gatewayv1.GatewayClass) error {
+	var got, want []string
+	for _, f := range gc.Status.SupportedFeatures {
+		got = append(got, string(f.Name))
+	}
+	for _, f := range conformance.SupportedFeatures() {
+		want = append(want, string(f))
+	}
+	if !slices.Equal(got, want) {
+		return fmt.Errorf("status.supportedFeatures = %v, want %v (internal/conformance)", got, want)
+	}
+	return nil
 }
 
 func checkAccepted(gc *gatewayv1.GatewayClass) error {
