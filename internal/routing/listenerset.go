@@ -2,6 +2,7 @@ package routing
 
 import (
 	"cmp"
+	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
@@ -402,4 +403,95 @@ func entryConditions(accepted bool, reason gatewayv1.ListenerEntryConditionReaso
 		c[3].Status, c[3].Reason, c[3].Message = f, string(gatewayv1.ListenerEntryReasonInvalidRouteKinds), refsMsg
 	}
 	return c
+}
+
+// ListenerSetListenersAnnotation is the Gateway annotation in which the
+// provider records the accepted listeners of the Gateway's ListenerSets
+// (ComposedGateway.ListenerSetListeners), for the chaperone: it serves
+// them (WithListenerSetListeners) without reading ListenerSets, whose
+// namespaces the Gateway's allowedListeners may leave open. Its field
+// manager is ListenerSetListenersManager.
+const ListenerSetListenersAnnotation = "varnishgw.dev/listener-set-listeners"
+
+// ListenerSetListenersManager is the server-side apply field manager of
+// ListenerSetListenersAnnotation: the Gateway and every ListenerSet of it
+// write the whole value, computed from the same objects, with it.
+const ListenerSetListenersManager = "varnishgw-listener-sets"
+
+// ListenerSetListeners returns the value of ListenerSetListenersAnnotation
+// for c: the accepted ListenerSet listeners as a JSON array of Gateway
+// listeners named by ListenerSetListenerKey, in precedence order; "" when
+// there are none.
+func (c *ComposedGateway) ListenerSetListeners() (string, error) {
+	var ls []gatewayv1.Listener
+	for _, l := range c.Gateway.Spec.Listeners {
+		if _, _, ok := parseListenerKey(string(l.Name)); ok {
+			ls = append(ls, l)
+		}
+	}
+	if len(ls) == 0 {
+		return "", nil
+	}
+	b, err := json.Marshal(ls)
+	if err != nil {
+		return "", fmt.Errorf("encode the ListenerSet listeners of Gateway %s/%s: %w", c.Gateway.Namespace, c.Gateway.Name, err)
+	}
+	return string(b), nil
+}
+
+// WithListenerSetListeners returns gw with the ListenerSet listeners its
+// ListenerSetListenersAnnotation records appended to its own (gw itself
+// when there are none). A value that does not decode, a listener whose
+// name is not a ListenerSetListenerKey or that is not a valid HTTP
+// listener is an error naming the annotation: the caller keeps what it
+// serves. Conflicts with the Gateway's own listeners are resolved again:
+// the Gateway's win.
+func WithListenerSetListeners(gw *gatewayv1.Gateway) (*gatewayv1.Gateway, error) {
+	v := gw.Annotations[ListenerSetListenersAnnotation]
+	if v == "" {
+		return gw, nil
+	}
+	var ls []gatewayv1.Listener
+	dec := json.NewDecoder(strings.NewReader(v))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&ls); err != nil {
+		return nil, fmt.Errorf("annotation %s of Gateway %s/%s: %w; apply the gateway or a ListenerSet again to rewrite it", ListenerSetListenersAnnotation, gw.Namespace, gw.Name, err)
+	}
+	// Rebuild ListenerSets from the keys and compose them like the
+	// provider did; all of them were admitted by the provider.
+	byKey := map[ObjectRef]*gatewayv1.ListenerSet{}
+	var sets []*gatewayv1.ListenerSet
+	for i, l := range ls {
+		set, name, ok := parseListenerKey(string(l.Name))
+		if !ok || l.Protocol != gatewayv1.HTTPProtocolType {
+			return nil, fmt.Errorf("annotation %s of Gateway %s/%s: listener %d (%q, %s) is not an HTTP listener of a ListenerSet; apply the gateway or a ListenerSet again to rewrite it", ListenerSetListenersAnnotation, gw.Namespace, gw.Name, i, l.Name, l.Protocol)
+		}
+		s := byKey[set]
+		if s == nil {
+			s = &gatewayv1.ListenerSet{ObjectMeta: metav1.ObjectMeta{Namespace: set.Namespace, Name: set.Name,
+				// Precedence is the annotation's order.
+				CreationTimestamp: metav1.Unix(int64(len(sets)), 0)}}
+			s.Spec.ParentRef = gatewayv1.ParentGatewayReference{Name: gatewayv1.ObjectName(gw.Name), Namespace: ptrTo(gatewayv1.Namespace(gw.Namespace))}
+			byKey[set] = s
+			sets = append(sets, s)
+		}
+		l.Name = gatewayv1.SectionName(name)
+		s.Spec.Listeners = append(s.Spec.Listeners, gatewayv1.ListenerEntry(l))
+	}
+	for _, s := range sets {
+		if errs := ValidateListenerSet(s); len(errs) > 0 {
+			return nil, fmt.Errorf("annotation %s of Gateway %s/%s: ListenerSet %s/%s: %w; apply the gateway or a ListenerSet again to rewrite it", ListenerSetListenersAnnotation, gw.Namespace, gw.Name, s.Namespace, s.Name, errs.ToAggregate())
+		}
+	}
+	// The Gateway's allowedListeners still applies (it may have changed
+	// since), except a selector, which the provider evaluated with the
+	// namespaces' labels the chaperone does not read.
+	admit := gw
+	if al := gw.Spec.AllowedListeners; al != nil && al.Namespaces != nil && al.Namespaces.From != nil && *al.Namespaces.From == gatewayv1.NamespacesFromSelector {
+		admit = gw.DeepCopy()
+		admit.Spec.AllowedListeners = &gatewayv1.AllowedListeners{Namespaces: &gatewayv1.ListenerNamespaces{From: ptrTo(gatewayv1.NamespacesFromAll)}}
+	}
+	out := ComposeGateway(admit, sets, nil).Gateway
+	out.Spec.AllowedListeners = gw.Spec.AllowedListeners
+	return out, nil
 }

@@ -1,6 +1,7 @@
 package routing
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -255,6 +256,58 @@ func TestValidateAllowedListeners(t *testing.T) {
 			t.Errorf("%s: got %v", tt.from, err)
 		case tt.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tt.wantErr)):
 			t.Errorf("%s: got %v, want %q", tt.from, err, tt.wantErr)
+		}
+	}
+}
+
+func TestListenerSetListenersAnnotation(t *testing.T) {
+	gw := allowListeners(gateway(listener("http", 80, "gw.example")), gatewayv1.NamespacesFromAll, nil)
+	sets := []*gatewayv1.ListenerSet{
+		listenerSet("apps", "b", time.Minute, listener("x", 8080, "b.example")),
+		listenerSet("apps", "a", 0, listener("x", 8080, "a.example"), listener("y", 80, "gw.example")),
+	}
+	c := ComposeGateway(gw, sets, nil)
+	v, err := c.ListenerSetListeners()
+	if err != nil {
+		t.Fatal(err)
+	}
+	served := gw.DeepCopy()
+	served.Annotations = map[string]string{ListenerSetListenersAnnotation: v}
+	got, err := WithListenerSetListeners(served)
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := func(g *gatewayv1.Gateway) string {
+		var s []string
+		for _, l := range g.Spec.Listeners {
+			s = append(s, fmt.Sprintf("%s:%d:%s", l.Name, l.Port, listenerHost(&l)))
+		}
+		return strings.Join(s, ",")
+	}
+	if want := "http:80:gw.example,apps/a/x:8080:a.example,apps/b/x:8080:b.example"; names(got) != want || names(c.Gateway) != want {
+		t.Errorf("composed %s, from the annotation %s, want %s", names(c.Gateway), names(got), want)
+	}
+	// A Gateway that admits ListenerSets no more serves none of them.
+	closed := served.DeepCopy()
+	closed.Spec.AllowedListeners = nil
+	if got, err := WithListenerSetListeners(closed); err != nil || names(got) != "http:80:gw.example" {
+		t.Errorf("allowedListeners removed: %v, %s", err, names(got))
+	}
+	// No annotation: the Gateway itself.
+	if got, err := WithListenerSetListeners(gw); err != nil || got != gw {
+		t.Errorf("no annotation: %v", err)
+	}
+	for name, bad := range map[string]string{
+		"not JSON":      "{",
+		"unknown field": `[{"name":"apps/a/x","port":8080,"protocol":"HTTP","bogus":1}]`,
+		"not a key":     `[{"name":"x","port":8080,"protocol":"HTTP"}]`,
+		"HTTPS":         `[{"name":"apps/a/x","port":8443,"protocol":"HTTPS","tls":{"certificateRefs":[{"name":"c"}]}}]`,
+		"bad port":      `[{"name":"apps/a/x","port":0,"protocol":"HTTP"}]`,
+	} {
+		g := gw.DeepCopy()
+		g.Annotations = map[string]string{ListenerSetListenersAnnotation: bad}
+		if _, err := WithListenerSetListeners(g); err == nil || !strings.Contains(err.Error(), ListenerSetListenersAnnotation) {
+			t.Errorf("%s: got %v, want an error naming the annotation", name, err)
 		}
 	}
 }
