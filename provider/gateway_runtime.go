@@ -982,6 +982,15 @@ func (c *clients) writeGatewayStatus(ctx context.Context, gw *gatewayv1.Gateway,
 		}
 		st.WithListeners(ls)
 	}
+	// attachedListenerSets: the ListenerSets it admits with a listener
+	// served.
+	if gw.Spec.AllowedListeners != nil {
+		cg, err := c.composeGateway(ctx, gw, nil)
+		if err != nil {
+			return err
+		}
+		st.WithAttachedListenerSets(cg.AttachedListenerSets())
+	}
 	ac := gatewayv1apply.Gateway(gw.Name, gw.Namespace).WithStatus(st)
 	if _, err := c.gateway.GatewayV1().Gateways(gw.Namespace).ApplyStatus(ctx, ac, applyOptions()); err != nil {
 		return fmt.Errorf("set the status of Gateway %s/%s: %w", gw.Namespace, gw.Name, err)

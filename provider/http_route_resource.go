@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -151,11 +152,12 @@ func (r *httpRouteResource) ModifyPlan(ctx context.Context, req resource.ModifyP
 	// For the apply that follows this plan in an apply run.
 	r.c.routes.put(ref, routeSnapshot{route: route, inputs: in})
 	parents := in.parents
-	if req.State.Raw.IsNull() {
+	if req.State.Raw.IsNull() || slices.ContainsFunc(parents, func(p routeParent) bool { return p.pendingListenerSet }) {
 		// A new route whose parent Gateway (or its class) does not exist
 		// yet is usually applied together with it: its routing is known
 		// only once they exist, so it is "known after apply" rather than
-		// an empty list that apply would contradict.
+		// an empty list that apply would contradict; so is the routing of
+		// a route that names a ListenerSet not created yet.
 		for _, p := range parents {
 			if p.gateway == nil || !p.ours {
 				resp.Diagnostics.Append(resp.Plan.SetAttribute(ctx, path.Root("routing"), types.StringUnknown())...)
@@ -213,7 +215,7 @@ func (r *httpRouteResource) Update(ctx context.Context, req resource.UpdateReque
 	if resp.Diagnostics.HasError() || !requireClients(r.c, &resp.Diagnostics) {
 		return
 	}
-	live, record := r.apply(ctx, &plan, parentRefs(state.toHTTPRoute()), "Update the HTTP route", resp.Diagnostics.AddError, resp.Diagnostics.AddWarning)
+	live, record := r.apply(ctx, &plan, r.c.parentRefs(ctx, state.toHTTPRoute()), "Update the HTTP route", resp.Diagnostics.AddError, resp.Diagnostics.AddWarning)
 	if resp.Diagnostics.HasError() {
 		return
 	}
@@ -261,7 +263,7 @@ func (r *httpRouteResource) apply(ctx context.Context, m *httpRouteModel, oldPar
 		fail(action, fmt.Sprintf("read the default cache policy of a parent Gateway: %v", err))
 		return nil, nil
 	}
-	stale := append(oldParents, parentRefs(live)...)
+	stale := append(oldParents, r.c.parentRefs(ctx, live)...)
 	// The RoleBindings first: a gateway pod starts watching a backend
 	// namespace as soon as a fragment names it, and a watch refused for
 	// lack of a binding backs off for seconds before it tries again.
@@ -406,10 +408,10 @@ func (r *httpRouteResource) Delete(ctx context.Context, req resource.DeleteReque
 		return
 	}
 	route := state.toHTTPRoute()
-	gateways := parentRefs(route)
+	gateways := r.c.parentRefs(ctx, route)
 	live, err := r.c.gateway.GatewayV1().HTTPRoutes(route.Namespace).Get(ctx, route.Name, metav1.GetOptions{})
 	if err == nil {
-		gateways = append(gateways, parentRefs(live)...)
+		gateways = append(gateways, r.c.parentRefs(ctx, live)...)
 		err = r.c.gateway.GatewayV1().HTTPRoutes(route.Namespace).Delete(ctx, route.Name, metav1.DeleteOptions{})
 	}
 	if err != nil && !apierrors.IsNotFound(err) {

@@ -242,6 +242,7 @@ func (p *varnishgwProvider) Resources(context.Context) []func() resource.Resourc
 		NewHTTPRouteResourceWithIdentity,
 		NewGatewayResourceWithIdentity,
 		NewCacheInvalidationResource,
+		NewListenerSetResource,
 	}
 }
 
