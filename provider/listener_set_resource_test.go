@@ -91,6 +91,12 @@ resource "varnishgw_http_route" "team" {
     }
   }
 }
+
+data "varnishgw_routing" "gw" {
+  namespace  = %[1]q
+  name       = varnishgw_gateway.test.name
+  depends_on = [varnishgw_http_route.team, varnishgw_listener_set.late]
+}
 `, ns)
 	servicePorts := func() ([]int32, error) {
 		svc, err := cp.Client.CoreV1().Services(ns).Get(ctx, gwruntime.Name(gw), metav1.GetOptions{})
@@ -133,6 +139,14 @@ resource "varnishgw_http_route" "team" {
 					statecheck.ExpectKnownValue("varnishgw_http_route.team", tfjsonpath.New("routing"), knownvalue.StringRegexp(regexp.MustCompile(`"listeners":\[\{"name":"`+ns+`/team/extra","port":9090,"hostnames":\["team.example.com"\]\}\]`))),
 				},
 				Check: resource.ComposeAggregateTestCheckFunc(
+					// The merged routing, as the pods serve it: the
+					// ListenerSet's host on its own socket only.
+					resource.TestCheckResourceAttr("data.varnishgw_routing.gw", "vhosts.#", "2"),
+					resource.TestCheckResourceAttr("data.varnishgw_routing.gw", "vhosts.1.hostname", "team.example.com"),
+					resource.TestCheckResourceAttr("data.varnishgw_routing.gw", "vhosts.1.sockets.#", "1"),
+					resource.TestCheckResourceAttr("data.varnishgw_routing.gw", "vhosts.1.sockets.0", "port-9090"),
+					resource.TestCheckResourceAttr("data.varnishgw_routing.gw", "vhosts.1.routes.0.route", ns+"/team"),
+					resource.TestCheckResourceAttr("data.varnishgw_routing.gw", "vhosts.0.routes.#", "0"),
 					func(*terraform.State) error {
 						ports, err := servicePorts()
 						if err != nil {
