@@ -3,6 +3,7 @@ package provider
 import (
 	"context"
 	"fmt"
+	"os"
 	"regexp"
 	"slices"
 	"strings"
@@ -241,5 +242,22 @@ data "varnishgw_routing" "gw" {
 				},
 			},
 		},
+	})
+}
+
+// TestAccListenerSetExample: the documented example plans.
+func TestAccListenerSetExample(t *testing.T) {
+	cp := accPreCheck(t)
+	example, err := os.ReadFile("../examples/resources/varnishgw_listener_set/resource.tf")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resource.Test(t, resource.TestCase{
+		ProtoV6ProviderFactories: protoV6ProviderFactories,
+		Steps: []resource.TestStep{{
+			Config:             providerBlock(cp) + string(example),
+			PlanOnly:           true,
+			ExpectNonEmptyPlan: true,
+		}},
 	})
 }

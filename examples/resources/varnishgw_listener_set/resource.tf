@@ -2,7 +2,7 @@
 resource "varnishgw_gateway" "public" {
   namespace          = "gateways"
   name               = "public"
-  gateway_class_name = varnishgw_gateway_class.varnish.name
+  gateway_class_name = "varnish"
 
   listener {
     name = "http"
