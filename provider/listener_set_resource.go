@@ -355,6 +355,7 @@ func (c *clients) applyListenerSet(ctx context.Context, ls *gatewayv1.ListenerSe
 // varnishgw, its runtime (Service ports, varnishd's listen addresses). It
 // reports whether the runtime changed (the pods roll).
 func (c *clients) refreshListenerSets(ctx context.Context, gw *gatewayv1.Gateway, ls *gatewayv1.ListenerSet) (bool, error) {
+	defer c.listenerSetLocks.lock(routing.ObjectRef{Namespace: gw.Namespace, Name: gw.Name})()
 	cg, sets, err := c.composeGatewaySets(ctx, gw, ls)
 	if err != nil {
 		return false, err

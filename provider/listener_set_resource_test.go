@@ -78,6 +78,21 @@ resource "varnishgw_listener_set" "late" {
   depends_on = [varnishgw_listener_set.team]
 }
 
+# Applied in parallel with team: each apply sees the other's port.
+resource "varnishgw_listener_set" "other" {
+  namespace        = %[1]q
+  name             = "other"
+  wait_for_rollout = false
+  parent_ref {
+    name = varnishgw_gateway.test.name
+  }
+  listener {
+    name     = "other"
+    port     = 9191
+    hostname = "other.example.com"
+  }
+}
+
 resource "varnishgw_http_route" "team" {
   namespace = %[1]q
   name      = "team"
@@ -96,7 +111,7 @@ resource "varnishgw_http_route" "team" {
 data "varnishgw_routing" "gw" {
   namespace  = %[1]q
   name       = varnishgw_gateway.test.name
-  depends_on = [varnishgw_http_route.team, varnishgw_listener_set.late]
+  depends_on = [varnishgw_http_route.team, varnishgw_listener_set.late, varnishgw_listener_set.other]
 }
 `, ns)
 	servicePorts := func() ([]int32, error) {
@@ -121,7 +136,7 @@ data "varnishgw_routing" "gw" {
 	resource.Test(t, resource.TestCase{
 		ProtoV6ProviderFactories: protoV6ProviderFactories,
 		CheckDestroy: func(*terraform.State) error {
-			for _, name := range []string{"team", "team-late"} {
+			for _, name := range []string{"team", "team-late", "other"} {
 				if _, err := cp.Gateway.GatewayV1().ListenerSets(ns).Get(ctx, name, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 					return fmt.Errorf("ListenerSet %s after destroy: %v, want NotFound", name, err)
 				}
@@ -142,19 +157,20 @@ data "varnishgw_routing" "gw" {
 				Check: resource.ComposeAggregateTestCheckFunc(
 					// The merged routing, as the pods serve it: the
 					// ListenerSet's host on its own socket only.
-					resource.TestCheckResourceAttr("data.varnishgw_routing.gw", "vhosts.#", "2"),
-					resource.TestCheckResourceAttr("data.varnishgw_routing.gw", "vhosts.1.hostname", "team.example.com"),
-					resource.TestCheckResourceAttr("data.varnishgw_routing.gw", "vhosts.1.sockets.#", "1"),
-					resource.TestCheckResourceAttr("data.varnishgw_routing.gw", "vhosts.1.sockets.0", "port-9090"),
-					resource.TestCheckResourceAttr("data.varnishgw_routing.gw", "vhosts.1.routes.0.route", ns+"/team"),
+					resource.TestCheckResourceAttr("data.varnishgw_routing.gw", "vhosts.#", "3"),
+					resource.TestCheckResourceAttr("data.varnishgw_routing.gw", "vhosts.2.hostname", "team.example.com"),
+					resource.TestCheckResourceAttr("data.varnishgw_routing.gw", "vhosts.2.sockets.#", "1"),
+					resource.TestCheckResourceAttr("data.varnishgw_routing.gw", "vhosts.2.sockets.0", "port-9090"),
+					resource.TestCheckResourceAttr("data.varnishgw_routing.gw", "vhosts.2.routes.0.route", ns+"/team"),
+					resource.TestCheckResourceAttr("data.varnishgw_routing.gw", "vhosts.1.sockets.0", "port-9191"),
 					resource.TestCheckResourceAttr("data.varnishgw_routing.gw", "vhosts.0.routes.#", "0"),
 					func(*terraform.State) error {
 						ports, err := servicePorts()
 						if err != nil {
 							return err
 						}
-						if !slices.Equal(ports, []int32{8080, 9090}) {
-							return fmt.Errorf("Service ports %v, want 8080 and the ListenerSet's 9090", ports)
+						if !slices.Equal(ports, []int32{8080, 9090, 9191}) {
+							return fmt.Errorf("Service ports %v, want 8080 and the ListenerSets' 9090 and 9191", ports)
 						}
 						args, err := listenArgs()
 						if err != nil {
@@ -171,11 +187,11 @@ data "varnishgw_routing" "gw" {
 						if err != nil {
 							return err
 						}
-						if n := len(served.Spec.Listeners); n != 2 || string(served.Spec.Listeners[1].Name) != ns+"/team/extra" {
+						if n := len(served.Spec.Listeners); n != 3 || !slices.ContainsFunc(served.Spec.Listeners, func(l gatewayv1.Listener) bool { return string(l.Name) == ns+"/team/extra" }) {
 							return fmt.Errorf("the pods would serve %d listeners: %+v", n, served.Spec.Listeners)
 						}
-						if g.Status.AttachedListenerSets == nil || *g.Status.AttachedListenerSets != 1 {
-							return fmt.Errorf("attachedListenerSets = %v, want 1", g.Status.AttachedListenerSets)
+						if g.Status.AttachedListenerSets == nil || *g.Status.AttachedListenerSets != 2 {
+							return fmt.Errorf("attachedListenerSets = %v, want 2 (team and other)", g.Status.AttachedListenerSets)
 						}
 						ls, err := cp.Gateway.GatewayV1().ListenerSets(ns).Get(ctx, "team", metav1.GetOptions{})
 						if err != nil {

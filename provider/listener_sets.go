@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"sync"
 
 	"github.com/hashicorp/terraform-plugin-framework/attr"
 	"github.com/hashicorp/terraform-plugin-framework/types"
@@ -224,4 +225,30 @@ func (c *clients) addListenerSets(ctx context.Context, m *gatewayModel, spec *ru
 	}
 	spec.addListenerSetPorts(cg)
 	return nil
+}
+
+// gatewayLocks are mutexes by Gateway. Terraform applies the ListenerSets
+// of one gateway in parallel in one provider process; each apply reads
+// every ListenerSet of the gateway and writes the gateway's runtime and
+// annotation from them, so two of them at once could each miss the
+// other's listeners.
+type gatewayLocks struct {
+	mu    sync.Mutex
+	locks map[routing.ObjectRef]*sync.Mutex
+}
+
+// lock locks gw's mutex and returns its unlock.
+func (g *gatewayLocks) lock(gw routing.ObjectRef) func() {
+	g.mu.Lock()
+	if g.locks == nil {
+		g.locks = map[routing.ObjectRef]*sync.Mutex{}
+	}
+	m := g.locks[gw]
+	if m == nil {
+		m = &sync.Mutex{}
+		g.locks[gw] = m
+	}
+	g.mu.Unlock()
+	m.Lock()
+	return m.Unlock
 }
