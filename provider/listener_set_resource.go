@@ -363,7 +363,9 @@ func (c *clients) refreshListenerSets(ctx context.Context, gw *gatewayv1.Gateway
 	// Every ListenerSet of the gateway: one written or deleted may change
 	// which of the others' listeners conflict.
 	for _, s := range sets {
-		if err := c.writeListenerSetStatus(ctx, cg, s); err != nil {
+		// A ListenerSet deleted since it was listed (by a parallel
+		// destroy, whose own refresh follows this one) has no status.
+		if err := c.writeListenerSetStatus(ctx, cg, s); err != nil && !apierrors.IsNotFound(err) {
 			return false, err
 		}
 	}

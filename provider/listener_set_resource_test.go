@@ -225,7 +225,10 @@ data "varnishgw_routing" "gw" {
 				ImportState:             true,
 				ImportStateId:           ns + "/team",
 				ImportStateVerify:       true,
-				ImportStateVerifyIgnore: []string{"wait_for_rollout"},
+				// attached routes: the ListenerSet's status is written at
+				// each ListenerSet apply of the gateway, before or after
+				// the route's, as Terraform's parallelism has it.
+				ImportStateVerifyIgnore: []string{"wait_for_rollout", "listener_attached_routes"},
 			},
 			{
 				// HTTPS in a ListenerSet: an error at plan, on the attribute.

@@ -124,13 +124,18 @@ func (s *runtimeSpec) addListenerSetPorts(cg *routing.ComposedGateway) {
 
 // writeListenerSetListeners records the ListenerSet listeners cg serves in
 // the Gateway's routing.ListenerSetListenersAnnotation, for its pods,
-// with the annotation's own field manager (an empty value removes it).
+// with the annotation's own field manager (an empty value removes it);
+// cg must be composed from the live Gateway. Nothing is written when the
+// annotation is current.
 func (c *clients) writeListenerSetListeners(ctx context.Context, cg *routing.ComposedGateway) error {
 	v, err := cg.ListenerSetListeners()
 	if err != nil {
 		return err
 	}
-	gw := cg.Gateway
+	gw := cg.Gateway // composed from the live Gateway: its annotations are current
+	if gw.Annotations[routing.ListenerSetListenersAnnotation] == v {
+		return nil
+	}
 	ac := gatewayv1apply.Gateway(gw.Name, gw.Namespace)
 	if v != "" {
 		ac.WithAnnotations(map[string]string{routing.ListenerSetListenersAnnotation: v})
