@@ -221,10 +221,10 @@ data "varnishgw_routing" "gw" {
 				PlanOnly: true,
 			},
 			{
-				ResourceName:            addr,
-				ImportState:             true,
-				ImportStateId:           ns + "/team",
-				ImportStateVerify:       true,
+				ResourceName:      addr,
+				ImportState:       true,
+				ImportStateId:     ns + "/team",
+				ImportStateVerify: true,
 				// attached routes: the ListenerSet's status is written at
 				// each ListenerSet apply of the gateway, before or after
 				// the route's, as Terraform's parallelism has it.
