@@ -295,6 +295,18 @@ func (r *httpRouteResource) apply(ctx context.Context, m *httpRouteModel, oldPar
 		fail(action, err.Error())
 		return nil, nil
 	}
+	// The attached routes of the ListenerSets' listeners.
+	if namesListenerSet(live) {
+		for _, p := range in.parents {
+			if p.gateway == nil || !p.ours {
+				continue
+			}
+			if err := r.c.writeListenerSetStatuses(ctx, p.gateway); err != nil {
+				fail(action, err.Error())
+				return nil, nil
+			}
+		}
+	}
 	if served != nil {
 		fail(action, served.Error())
 		return nil, nil
@@ -449,6 +461,22 @@ func (r *httpRouteResource) Delete(ctx context.Context, req resource.DeleteReque
 		if err := r.c.pruneBackendBindings(ctx, gw, routeRef, nil); err != nil {
 			resp.Diagnostics.AddError("Delete the HTTP route", err.Error()+"\nDelete the RoleBinding by hand or run terraform destroy again.")
 			return
+		}
+	}
+	// The attached routes of the ListenerSets' listeners.
+	if namesListenerSet(route) {
+		for _, ref := range gateways {
+			gw, err := r.c.gateway.GatewayV1().Gateways(ref.Namespace).Get(ctx, ref.Name, metav1.GetOptions{})
+			if apierrors.IsNotFound(err) {
+				continue
+			}
+			if err == nil {
+				err = r.c.writeListenerSetStatuses(ctx, gw)
+			}
+			if err != nil {
+				resp.Diagnostics.AddError("Delete the HTTP route", fmt.Sprintf("update the status of the ListenerSets of Gateway %s: %v", ref, err))
+				return
+			}
 		}
 	}
 }

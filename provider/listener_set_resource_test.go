@@ -197,8 +197,10 @@ data "varnishgw_routing" "gw" {
 						if err != nil {
 							return err
 						}
-						if len(ls.Status.Listeners) != 1 || ls.Status.Listeners[0].Name != "extra" || len(ls.Status.Listeners[0].SupportedKinds) != 1 {
-							return fmt.Errorf("ListenerSet listener status %+v", ls.Status.Listeners)
+						// attachedRoutes: the route's apply updates it.
+						if len(ls.Status.Listeners) != 1 || ls.Status.Listeners[0].Name != "extra" || len(ls.Status.Listeners[0].SupportedKinds) != 1 ||
+							ls.Status.Listeners[0].AttachedRoutes != 1 {
+							return fmt.Errorf("ListenerSet listener status %+v, want extra with 1 attached route", ls.Status.Listeners)
 						}
 						r, err := getRoute(ns, "team", cp)
 						if err != nil {

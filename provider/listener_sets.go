@@ -257,3 +257,29 @@ func (g *gatewayLocks) lock(gw routing.ObjectRef) func() {
 	m.Lock()
 	return m.Unlock
 }
+
+// writeListenerSetStatuses rewrites the status of every ListenerSet of gw
+// (their listeners' attached routes change when a route attached to one
+// of them is written or deleted). A ListenerSet deleted meanwhile is
+// skipped.
+func (c *clients) writeListenerSetStatuses(ctx context.Context, gw *gatewayv1.Gateway) error {
+	defer c.listenerSetLocks.lock(routing.ObjectRef{Namespace: gw.Namespace, Name: gw.Name})()
+	cg, sets, err := c.composeGatewaySets(ctx, gw, nil)
+	if err != nil {
+		return err
+	}
+	for _, s := range sets {
+		if err := c.writeListenerSetStatus(ctx, cg, s); err != nil && !apierrors.IsNotFound(err) {
+			return err
+		}
+	}
+	return nil
+}
+
+// namesListenerSet reports whether a parentRef of route names a
+// ListenerSet.
+func namesListenerSet(route *gatewayv1.HTTPRoute) bool {
+	return slices.ContainsFunc(route.Spec.ParentRefs, func(p gatewayv1.ParentReference) bool {
+		return p.Kind != nil && *p.Kind == listenerSetKind
+	})
+}
