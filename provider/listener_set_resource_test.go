@@ -15,6 +15,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-testing/statecheck"
 	"github.com/hashicorp/terraform-plugin-testing/terraform"
 	"github.com/hashicorp/terraform-plugin-testing/tfjsonpath"
+	"github.com/hashicorp/terraform-plugin-testing/tfversion"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/rand"
@@ -280,5 +281,65 @@ func TestAccListenerSetExample(t *testing.T) {
 			PlanOnly:           true,
 			ExpectNonEmptyPlan: true,
 		}},
+	})
+}
+
+// TestAccListenerSetIdentity checks the ListenerSet's identity after
+// apply and imports it by identity with an import block. The CLI must be
+// Terraform 1.12 or later (TF_ACC_TERRAFORM_PATH, as make
+// testacc-identity sets it); with an older CLI or OpenTofu the test is
+// skipped.
+func TestAccListenerSetIdentity(t *testing.T) {
+	cp := accPreCheck(t)
+	ns := cp.Namespace(t)
+	class := "vgw-" + rand.String(6)
+	config := gatewayConfig(cp, ns, class, "", listenerHCL("http", 8080)+`
+  allowed_listeners {
+    namespaces = "Same"
+  }
+`) + fmt.Sprintf(`
+resource "varnishgw_listener_set" "team" {
+  namespace        = %q
+  name             = "team"
+  wait_for_rollout = false
+  parent_ref {
+    name = varnishgw_gateway.test.name
+  }
+  listener {
+    name = "extra"
+    port = 8080
+    hostname = "team.example.com"
+  }
+}
+`, ns)
+	resource.Test(t, resource.TestCase{
+		ProtoV6ProviderFactories: protoV6ProviderFactories,
+		TerraformVersionChecks:   []tfversion.TerraformVersionCheck{tfversion.SkipBelow(tfversion.Version1_12_0)},
+		Steps: []resource.TestStep{
+			{
+				Config: config,
+				ConfigStateChecks: []statecheck.StateCheck{
+					statecheck.ExpectIdentity("varnishgw_listener_set.team", map[string]knownvalue.Check{
+						"namespace": knownvalue.StringExact(ns),
+						"name":      knownvalue.StringExact("team"),
+					}),
+				},
+			},
+			{
+				// Like the gateway's, an import takes wait_for_rollout's
+				// default, true, where the configuration says false: the
+				// plan after the import updates it and nothing else.
+				ResourceName:       "varnishgw_listener_set.team",
+				ImportState:        true,
+				ImportStateKind:    resource.ImportBlockWithResourceIdentity,
+				ExpectNonEmptyPlan: true,
+				ImportPlanChecks: resource.ImportPlanChecks{
+					PreApply: []plancheck.PlanCheck{
+						plancheck.ExpectResourceAction("varnishgw_listener_set.team", plancheck.ResourceActionUpdate),
+						plancheck.ExpectKnownValue("varnishgw_listener_set.team", tfjsonpath.New("wait_for_rollout"), knownvalue.Bool(false)),
+					},
+				},
+			},
+		},
 	})
 }

@@ -246,7 +246,7 @@ func (p *varnishgwProvider) Resources(context.Context) []func() resource.Resourc
 		NewHTTPRouteResourceWithIdentity,
 		NewGatewayResourceWithIdentity,
 		NewCacheInvalidationResource,
-		NewListenerSetResource,
+		NewListenerSetResourceWithIdentity,
 	}
 }
 
