@@ -210,7 +210,7 @@ func (r *gatewayResource) ValidateConfig(ctx context.Context, req resource.Valid
 	}
 	var s resource.SchemaResponse
 	r.Schema(ctx, resource.SchemaRequest{}, &s)
-	for _, e := range routing.ValidateGateway(gw) {
+	for _, e := range append(routing.ValidateGateway(gw), routing.ValidateAllowedListeners(gw)...) {
 		p, text := attributePath(ctx, s.Schema, e.Field)
 		switch {
 		case text == "":
@@ -380,6 +380,11 @@ func (m *gatewayModel) toGateway(ctx context.Context) (*gatewayv1.Gateway, error
 		gl.TLS = l.TLS.listenerTLS()
 		gw.Spec.Listeners = append(gw.Spec.Listeners, gl)
 	}
+	al, err := m.allowedListeners(ctx)
+	if err != nil {
+		return nil, err
+	}
+	gw.Spec.AllowedListeners = al
 	cache, err := gatewayCacheAnnotation(m.Cache)
 	if err != nil {
 		return nil, err
@@ -499,6 +504,9 @@ func (r *gatewayResource) ModifyPlan(ctx context.Context, req resource.ModifyPla
 	if err != nil {
 		return
 	}
+	if err := r.c.addListenerSets(ctx, &plan, spec); err != nil {
+		resp.Diagnostics.AddWarning("Read the gateway's ListenerSets", err.Error()+"\nThe plan may miss the ports of the gateway's ListenerSets; apply reads them again.")
+	}
 	dry, dryErr := r.c.dryRunDeployment(ctx, spec)
 	if apierrors.IsInvalid(dryErr) {
 		resp.Diagnostics.AddError("Invalid gateway pod template",
@@ -516,7 +524,14 @@ func (r *gatewayResource) ModifyPlan(ctx context.Context, req resource.ModifyPla
 		update()
 		return
 	}
-	if plan.StartHash.ValueString() == spec.startHash() && plan.MainVCLSHA256.ValueString() == spec.mainVCLHash() {
+	hashOK := plan.StartHash.ValueString() == spec.startHash()
+	if !hashOK {
+		// A ListenerSet's apply may have brought the pods to what the
+		// gateway plans now (its ports) since the state was written.
+		d, err := r.c.kube.AppsV1().Deployments(spec.gw.Namespace).Get(ctx, spec.name(), metav1.GetOptions{})
+		hashOK = err == nil && d.Spec.Template.Annotations[StartHashAnnotation] == spec.startHash()
+	}
+	if hashOK && plan.MainVCLSHA256.ValueString() == spec.mainVCLHash() {
 		drift, err := "", dryErr
 		if err == nil {
 			drift, err = r.c.runtimeDrift(ctx, spec, dry)
@@ -663,6 +678,10 @@ func (r *gatewayResource) apply(ctx context.Context, m *gatewayModel, action str
 		fail("%v", err)
 		return
 	}
+	if err := r.c.addListenerSets(ctx, m, spec); err != nil {
+		fail("%v", err)
+		return
+	}
 	// The gateway pods watch RoutingFragments and write GatewayPodReports.
 	if err := r.c.ensureAPI(ctx); err != nil {
 		fail("%v", err)
@@ -691,6 +710,14 @@ func (r *gatewayResource) apply(ctx context.Context, m *gatewayModel, action str
 	}
 	if err := r.c.applyRuntime(ctx, spec, live); err != nil {
 		fail("%v\nFix the cause and apply again: the objects written so far are kept.", err)
+		return
+	}
+	// The pods serve the ListenerSets' listeners the Gateway admits now.
+	if cg, err := r.c.composeGateway(ctx, live, nil); err != nil {
+		fail("%v", err)
+		return
+	} else if err := r.c.writeListenerSetListeners(ctx, cg); err != nil {
+		fail("%v", err)
 		return
 	}
 	svc, err := r.c.kube.CoreV1().Services(gw.Namespace).Get(ctx, spec.name(), metav1.GetOptions{})
@@ -749,26 +776,7 @@ func (c *clients) applyGateway(ctx context.Context, gw *gatewayv1.Gateway) (*gat
 		if l.Hostname != nil {
 			la.WithHostname(*l.Hostname)
 		}
-		ns := gatewayv1apply.RouteNamespaces().WithFrom(*l.AllowedRoutes.Namespaces.From)
-		if sel := l.AllowedRoutes.Namespaces.Selector; sel != nil {
-			ls := metav1apply.LabelSelector()
-			if len(sel.MatchLabels) > 0 {
-				ls.WithMatchLabels(sel.MatchLabels)
-			}
-			for _, e := range sel.MatchExpressions {
-				ls.WithMatchExpressions(metav1apply.LabelSelectorRequirement().WithKey(e.Key).WithOperator(e.Operator).WithValues(e.Values...))
-			}
-			ns.WithSelector(ls)
-		}
-		ar := gatewayv1apply.AllowedRoutes().WithNamespaces(ns)
-		for _, k := range l.AllowedRoutes.Kinds {
-			rk := gatewayv1apply.RouteGroupKind().WithKind(k.Kind)
-			if k.Group != nil {
-				rk.WithGroup(*k.Group)
-			}
-			ar.WithKinds(rk)
-		}
-		la.WithAllowedRoutes(ar)
+		la.WithAllowedRoutes(allowedRoutesApply(l.AllowedRoutes))
 		if t := l.TLS; t != nil {
 			la.WithTLS(listenerTLSApply(t))
 		}
@@ -776,6 +784,9 @@ func (c *clients) applyGateway(ctx context.Context, gw *gatewayv1.Gateway) (*gat
 	}
 	if gw.Spec.Infrastructure != nil {
 		spec.WithInfrastructure(infrastructureApply(gw.Spec.Infrastructure))
+	}
+	if gw.Spec.AllowedListeners != nil {
+		spec.WithAllowedListeners(allowedListenersApply(gw.Spec.AllowedListeners))
 	}
 	ac := gatewayv1apply.Gateway(gw.Name, gw.Namespace).WithLabels(managedLabels).WithSpec(spec)
 	// The default cache policy of the routes; a Gateway without it is
@@ -788,6 +799,31 @@ func (c *clients) applyGateway(ctx context.Context, gw *gatewayv1.Gateway) (*gat
 		return nil, fmt.Errorf("apply Gateway %s/%s: %w", gw.Namespace, gw.Name, err)
 	}
 	return live, nil
+}
+
+// allowedRoutesApply is the apply configuration of a listener's
+// allowedRoutes (which allowedRoutes() always sets).
+func allowedRoutesApply(a *gatewayv1.AllowedRoutes) *gatewayv1apply.AllowedRoutesApplyConfiguration {
+	ns := gatewayv1apply.RouteNamespaces().WithFrom(*a.Namespaces.From)
+	if sel := a.Namespaces.Selector; sel != nil {
+		ls := metav1apply.LabelSelector()
+		if len(sel.MatchLabels) > 0 {
+			ls.WithMatchLabels(sel.MatchLabels)
+		}
+		for _, e := range sel.MatchExpressions {
+			ls.WithMatchExpressions(metav1apply.LabelSelectorRequirement().WithKey(e.Key).WithOperator(e.Operator).WithValues(e.Values...))
+		}
+		ns.WithSelector(ls)
+	}
+	ar := gatewayv1apply.AllowedRoutes().WithNamespaces(ns)
+	for _, k := range a.Kinds {
+		rk := gatewayv1apply.RouteGroupKind().WithKind(k.Kind)
+		if k.Group != nil {
+			rk.WithGroup(*k.Group)
+		}
+		ar.WithKinds(rk)
+	}
+	return ar
 }
 
 // listenerTLSApply is the apply configuration of a listener's tls: the
@@ -923,6 +959,7 @@ func (c *clients) readGateway(ctx context.Context, m *gatewayModel) error {
 		m.SpecAddresses = types.ListValueMust(gatewayBlockType(ctx, path.Root("address").AtListIndex(0)), nil)
 	}
 	m.Infrastructure = readInfrastructure(m.Infrastructure, gw)
+	m.AllowedListeners = readAllowedListeners(ctx, m.AllowedListeners, gw.Spec.AllowedListeners)
 	// The cache block as the Gateway's annotation has it: a change made
 	// to the annotation outside Terraform shows in the next plan. An
 	// annotation the routing core rejects (the gateway pods keep their

@@ -1102,6 +1102,15 @@ func (c *clients) applyGatewayStatus(ctx context.Context, gw *gatewayv1.Gateway,
 		}
 		st.WithListeners(ls)
 	}
+	// attachedListenerSets: the ListenerSets it admits with a listener
+	// served.
+	if gw.Spec.AllowedListeners != nil {
+		cg, err := c.composeGateway(ctx, gw, nil)
+		if err != nil {
+			return err
+		}
+		st.WithAttachedListenerSets(cg.AttachedListenerSets())
+	}
 	ac := gatewayv1apply.Gateway(gw.Name, gw.Namespace).WithResourceVersion(gw.ResourceVersion).WithStatus(st)
 	if _, err := c.gateway.GatewayV1().Gateways(gw.Namespace).ApplyStatus(ctx, ac, applyOptions()); err != nil {
 		if apierrors.IsConflict(err) {

@@ -5,6 +5,7 @@ import (
 
 	"github.com/hashicorp/terraform-plugin-framework-validators/int64validator"
 	"github.com/hashicorp/terraform-plugin-framework-validators/listvalidator"
+	"github.com/hashicorp/terraform-plugin-framework-validators/mapvalidator"
 	"github.com/hashicorp/terraform-plugin-framework-validators/stringvalidator"
 	"github.com/hashicorp/terraform-plugin-framework/resource"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema"
@@ -293,49 +294,8 @@ func (r *gatewayResource) Schema(_ context.Context, _ resource.SchemaRequest, re
 						},
 					},
 					Blocks: map[string]schema.Block{
-						"allowed_routes": schema.SingleNestedBlock{
-							Description: "Which routes may attach to the listener; those of the Gateway's own namespace when unset.",
-							Attributes: map[string]schema.Attribute{
-								"namespaces": schema.StringAttribute{
-									Optional:    true,
-									Computed:    true,
-									Default:     stringdefault.StaticString("Same"),
-									Description: "Same (the Gateway's namespace, the default), All, or Selector (namespaces whose labels match selector and selector_expression).",
-									Validators:  []validator.String{stringvalidator.OneOf("Same", "All", "Selector")},
-								},
-								"selector": schema.MapAttribute{
-									Optional:    true,
-									ElementType: types.StringType,
-									Description: "The labels a route's namespace must have, with namespaces = \"Selector\" (matchLabels).",
-								},
-							},
-							Blocks: map[string]schema.Block{
-								"selector_expression": schema.ListNestedBlock{
-									Description: "A condition on the labels of a route's namespace, with namespaces = \"Selector\" (matchExpressions); all of them must hold.",
-									NestedObject: schema.NestedBlockObject{Attributes: map[string]schema.Attribute{
-										"key": schema.StringAttribute{Required: true, Description: "The label key."},
-										"operator": schema.StringAttribute{
-											Required:    true,
-											Description: "In, NotIn, Exists or DoesNotExist.",
-											Validators:  []validator.String{stringvalidator.OneOf("In", "NotIn", "Exists", "DoesNotExist")},
-										},
-										"values": schema.ListAttribute{
-											Optional:    true,
-											ElementType: types.StringType,
-											Description: "The label values, with In and NotIn.",
-										},
-									}},
-								},
-								"kind": schema.ListNestedBlock{
-									Description: "A kind of route allowed; the routes the protocol allows (HTTPRoute) when unset. varnishgw serves HTTPRoute only.",
-									NestedObject: schema.NestedBlockObject{Attributes: map[string]schema.Attribute{
-										"group": schema.StringAttribute{Optional: true, Description: "The route's API group; gateway.networking.k8s.io when unset."},
-										"kind":  schema.StringAttribute{Required: true, Description: "The route's kind: HTTPRoute."},
-									}},
-								},
-							},
-						},
-						"tls": listenerTLSBlock(),
+						"allowed_routes": allowedRoutesBlock("Gateway"),
+						"tls":            listenerTLSBlock(),
 					},
 				},
 			},
@@ -348,12 +308,20 @@ func (r *gatewayResource) Schema(_ context.Context, _ resource.SchemaRequest, re
 				}},
 			},
 			"allowed_listeners": schema.SingleNestedBlock{
-				Description: notSupported("ListenerSets are not supported; declare every listener in the gateway. Setting it is an error."),
+				Description: "Which ListenerSets (varnishgw_listener_set) may add listeners to the gateway, by their namespace; none when the block is absent. " +
+					"An admitted ListenerSet's HTTP listeners are served on the gateway's pods: a new port becomes a port of the gateway's Service and a listen address of varnishd (the pods roll). " +
+					"The gateway's own listeners win a conflict (the same port with another protocol, or the same port and hostname), then older ListenerSets.",
 				Attributes: map[string]schema.Attribute{
-					"namespaces": schema.StringAttribute{Optional: true, Description: "Not supported yet: Same, All, Selector or None."},
+					"namespaces": schema.StringAttribute{
+						Optional: true,
+						Description: "None (the default: no ListenerSet), Same (ListenerSets in the gateway's namespace), All (in every namespace), " +
+							"or Selector (in the namespaces whose labels match selector).",
+						Validators: []validator.String{stringvalidator.OneOf("None", "Same", "All", "Selector")},
+					},
 					"selector": schema.MapAttribute{
 						Optional: true, ElementType: types.StringType,
-						Description: "Not supported yet: the labels of the namespaces of the ListenerSets allowed.",
+						Description: "The labels the namespace of a ListenerSet must have, with namespaces = \"Selector\" (matchLabels).",
+						Validators:  []validator.Map{mapvalidator.SizeAtLeast(1)},
 					},
 				},
 			},
@@ -419,6 +387,53 @@ func (r *gatewayResource) Schema(_ context.Context, _ resource.SchemaRequest, re
 			"pod":            podSchema(),
 			"infrastructure": infrastructureSchema(),
 			"cache":          cacheBlock(false),
+		},
+	}
+}
+
+// allowedRoutesBlock is the allowed_routes block of a listener of a
+// Gateway or a ListenerSet (owner): which routes may attach to it.
+func allowedRoutesBlock(owner string) schema.SingleNestedBlock {
+	return schema.SingleNestedBlock{
+		Description: "Which routes may attach to the listener; those of the " + owner + "'s own namespace when unset.",
+		Attributes: map[string]schema.Attribute{
+			"namespaces": schema.StringAttribute{
+				Optional:    true,
+				Computed:    true,
+				Default:     stringdefault.StaticString("Same"),
+				Description: "Same (the " + owner + "'s namespace, the default), All, or Selector (namespaces whose labels match selector and selector_expression).",
+				Validators:  []validator.String{stringvalidator.OneOf("Same", "All", "Selector")},
+			},
+			"selector": schema.MapAttribute{
+				Optional:    true,
+				ElementType: types.StringType,
+				Description: "The labels a route's namespace must have, with namespaces = \"Selector\" (matchLabels).",
+			},
+		},
+		Blocks: map[string]schema.Block{
+			"selector_expression": schema.ListNestedBlock{
+				Description: "A condition on the labels of a route's namespace, with namespaces = \"Selector\" (matchExpressions); all of them must hold.",
+				NestedObject: schema.NestedBlockObject{Attributes: map[string]schema.Attribute{
+					"key": schema.StringAttribute{Required: true, Description: "The label key."},
+					"operator": schema.StringAttribute{
+						Required:    true,
+						Description: "In, NotIn, Exists or DoesNotExist.",
+						Validators:  []validator.String{stringvalidator.OneOf("In", "NotIn", "Exists", "DoesNotExist")},
+					},
+					"values": schema.ListAttribute{
+						Optional:    true,
+						ElementType: types.StringType,
+						Description: "The label values, with In and NotIn.",
+					},
+				}},
+			},
+			"kind": schema.ListNestedBlock{
+				Description: "A kind of route allowed; the routes the protocol allows (HTTPRoute) when unset. varnishgw serves HTTPRoute only.",
+				NestedObject: schema.NestedBlockObject{Attributes: map[string]schema.Attribute{
+					"group": schema.StringAttribute{Optional: true, Description: "The route's API group; gateway.networking.k8s.io when unset."},
+					"kind":  schema.StringAttribute{Required: true, Description: "The route's kind: HTTPRoute."},
+				}},
+			},
 		},
 	}
 }

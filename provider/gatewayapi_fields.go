@@ -48,7 +48,7 @@ type apiField struct {
 var httpRouteFields = []apiField{
 	{"parentRefs", "parent_ref", supported, "one block per parent; at least one"},
 	{"parentRefs[].group", "parent_ref.group", supported, "only " + gatewayGroup + " (the default): other groups are rejected"},
-	{"parentRefs[].kind", "parent_ref.kind", supported, "only Gateway (the default): other kinds, such as ListenerSet, are rejected"},
+	{"parentRefs[].kind", "parent_ref.kind", supported, "Gateway (the default) or ListenerSet (the route attaches to that ListenerSet's listeners); other kinds are rejected"},
 	{"parentRefs[].namespace", "parent_ref.namespace", supported, ""},
 	{"parentRefs[].name", "parent_ref.name", supported, ""},
 	{"parentRefs[].sectionName", "parent_ref.section_name", supported, ""},
@@ -178,10 +178,10 @@ func rejectUnsupportedRoute(m *httpRouteModel, diags *diag.Diagnostics) {
 				fmt.Sprintf("parent_ref[%d].group = %q is not supported yet: varnishgw routes attach to Gateways (group %s). "+
 					"Remove group, or set it to %q.", i, g.ValueString(), gatewayGroup, gatewayGroup))
 		}
-		if k := p.Kind; !k.IsNull() && !k.IsUnknown() && k.ValueString() != gatewayKind {
-			diags.AddAttributeError(pp.AtName("kind"), "Use a Gateway as parent",
-				fmt.Sprintf("parent_ref[%d].kind = %q is not supported yet: varnishgw routes attach to Gateways, not to %ss. "+
-					"Remove kind, or set it to %q, and name the Gateway.", i, k.ValueString(), k.ValueString(), gatewayKind))
+		if k := p.Kind; !k.IsNull() && !k.IsUnknown() && k.ValueString() != gatewayKind && k.ValueString() != listenerSetKind {
+			diags.AddAttributeError(pp.AtName("kind"), "Use a Gateway or ListenerSet as parent",
+				fmt.Sprintf("parent_ref[%d].kind = %q is not supported yet: varnishgw routes attach to Gateways and ListenerSets, not to %ss. "+
+					"Remove kind (a Gateway), or set it to %q or %q, and name the parent.", i, k.ValueString(), k.ValueString(), gatewayKind, listenerSetKind))
 		}
 	}
 }
@@ -217,7 +217,10 @@ var gatewayFields = []apiField{
 	{"infrastructure.parametersRef.group", "infrastructure.parameters_ref.group", supported, `"" only`},
 	{"infrastructure.parametersRef.kind", "infrastructure.parameters_ref.kind", supported, "ConfigMap only"},
 	{"infrastructure.parametersRef.name", "infrastructure.parameters_ref.name", supported, ""},
-	{"allowedListeners", "allowed_listeners", rejected, "varnishgw does not serve ListenerSets; declare every listener in the gateway"},
+	{"allowedListeners", "allowed_listeners", supported, "which namespaces' ListenerSets (varnishgw_listener_set) may add listeners; none when absent"},
+	{"allowedListeners.namespaces", "allowed_listeners", supported, "flattened into allowed_listeners"},
+	{"allowedListeners.namespaces.from", "allowed_listeners.namespaces", supported, "None, Same, All, Selector"},
+	{"allowedListeners.namespaces.selector", "allowed_listeners.selector", supported, "matchLabels only; matchExpressions are rejected"},
 	{"tls", "tls", rejected, "TLS to backends (Varnish Cache has none; BackendTLSPolicy is not served either) and client certificate validation are not supported; HTTPS listeners take their certificates from listener.tls"},
 	{"defaultScope", "default_scope", rejected, "a varnishgw Gateway is not a default Gateway; routes name it in their parent_ref blocks"},
 }
@@ -230,11 +233,6 @@ func rejectUnsupportedGateway(m *gatewayModel, config tftypes.Value, diags *diag
 			"address is not supported yet: the gateway's addresses are those of its Service, which the computed addresses "+
 				"attribute shows. Remove the address blocks; for a load balancer address set service_type = \"LoadBalancer\", "+
 				"and choose the address with your cloud's service_annotations.")
-	}
-	if !m.AllowedListeners.IsNull() && !m.AllowedListeners.IsUnknown() {
-		diags.AddAttributeError(firstArgument(config, path.Root("allowed_listeners")), "Remove allowed_listeners",
-			"allowed_listeners is not supported yet: varnishgw does not serve ListenerSets. Remove the block and declare every "+
-				"listener in a listener block of the gateway.")
 	}
 	if !m.TLS.IsNull() && !m.TLS.IsUnknown() {
 		diags.AddAttributeError(firstArgument(config, path.Root("tls")), "Remove the tls block",

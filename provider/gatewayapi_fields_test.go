@@ -355,9 +355,6 @@ var rejectedExamples = map[string]struct{ res, body, line, want string }{
 	"address": {"gateway", `address {
     value = "203.0.113.7"
   }`, `value = "203.0.113.7"`, `address is not supported yet: the gateway's addresses are those of its Service`},
-	"allowed_listeners": {"gateway", `allowed_listeners {
-    namespaces = "All"
-  }`, `namespaces = "All"`, `allowed_listeners is not supported yet: varnishgw does not serve ListenerSets`},
 	"tls": {"gateway", `tls {
     backend {
       client_certificate_ref {

@@ -267,8 +267,10 @@ func stringValues[T ~string](l []T) []types.String {
 const (
 	gatewayGroup = gatewayv1.GroupName
 	gatewayKind  = "Gateway"
-	backendGroup = ""
-	backendKind  = "Service"
+	// listenerSetKind is the other kind of parent a route may name.
+	listenerSetKind = "ListenerSet"
+	backendGroup    = ""
+	backendKind     = "Service"
 )
 
 // toHTTPRoute converts the model to the HTTPRoute the provider applies.

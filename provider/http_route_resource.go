@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 
@@ -166,11 +167,12 @@ func (r *httpRouteResource) ModifyPlan(ctx context.Context, req resource.ModifyP
 	// For the apply that follows this plan in an apply run.
 	r.c.routes.put(ref, routeSnapshot{route: route, inputs: in})
 	parents := in.parents
-	if req.State.Raw.IsNull() {
+	if req.State.Raw.IsNull() || slices.ContainsFunc(parents, func(p routeParent) bool { return p.pendingListenerSet }) {
 		// A new route whose parent Gateway (or its class) does not exist
 		// yet is usually applied together with it: its routing is known
 		// only once they exist, so it is "known after apply" rather than
-		// an empty list that apply would contradict.
+		// an empty list that apply would contradict; so is the routing of
+		// a route that names a ListenerSet not created yet.
 		for _, p := range parents {
 			if p.gateway == nil || !p.ours {
 				resp.Diagnostics.Append(resp.Plan.SetAttribute(ctx, path.Root("routing"), types.StringUnknown())...)
@@ -228,7 +230,7 @@ func (r *httpRouteResource) Update(ctx context.Context, req resource.UpdateReque
 	if resp.Diagnostics.HasError() || !requireClients(r.c, &resp.Diagnostics) {
 		return
 	}
-	live, record := r.apply(ctx, &plan, parentRefs(state.toHTTPRoute()), "Update the HTTP route", resp.Diagnostics.AddError, resp.Diagnostics.AddWarning)
+	live, record := r.apply(ctx, &plan, r.c.parentRefs(ctx, state.toHTTPRoute()), "Update the HTTP route", resp.Diagnostics.AddError, resp.Diagnostics.AddWarning)
 	if resp.Diagnostics.HasError() {
 		return
 	}
@@ -276,7 +278,7 @@ func (r *httpRouteResource) apply(ctx context.Context, m *httpRouteModel, oldPar
 		fail(action, fmt.Sprintf("read the default cache policy of a parent Gateway: %v", err))
 		return nil, nil
 	}
-	stale := append(oldParents, parentRefs(live)...)
+	stale := append(oldParents, r.c.parentRefs(ctx, live)...)
 	// The RoleBindings first: a gateway pod starts watching a backend
 	// namespace as soon as a fragment names it, and a watch refused for
 	// lack of a binding backs off for seconds before it tries again.
@@ -311,6 +313,18 @@ func (r *httpRouteResource) apply(ctx context.Context, m *httpRouteModel, oldPar
 	if err := r.c.writeStatus(ctx, live, frags); err != nil {
 		fail(action, err.Error())
 		return nil, nil
+	}
+	// The attached routes of the ListenerSets' listeners.
+	if namesListenerSet(live) {
+		for _, p := range in.parents {
+			if p.gateway == nil || !p.ours {
+				continue
+			}
+			if err := r.c.writeListenerSetStatuses(ctx, p.gateway); err != nil {
+				fail(action, err.Error())
+				return nil, nil
+			}
+		}
 	}
 	if served != nil {
 		fail(action, served.Error())
@@ -425,10 +439,10 @@ func (r *httpRouteResource) Delete(ctx context.Context, req resource.DeleteReque
 		return
 	}
 	route := state.toHTTPRoute()
-	gateways := parentRefs(route)
+	gateways := r.c.parentRefs(ctx, route)
 	live, err := r.c.gateway.GatewayV1().HTTPRoutes(route.Namespace).Get(ctx, route.Name, metav1.GetOptions{})
 	if err == nil {
-		gateways = append(gateways, parentRefs(live)...)
+		gateways = append(gateways, r.c.parentRefs(ctx, live)...)
 		err = r.c.gateway.GatewayV1().HTTPRoutes(route.Namespace).Delete(ctx, route.Name, metav1.DeleteOptions{})
 	}
 	if err != nil && !apierrors.IsNotFound(err) {
@@ -470,6 +484,22 @@ func (r *httpRouteResource) Delete(ctx context.Context, req resource.DeleteReque
 		if err := r.c.deleteStatusRole(ctx, gw, routeRef); err != nil {
 			resp.Diagnostics.AddError("Delete the HTTP route", err.Error()+"\nDelete the Role and RoleBinding by hand or run terraform destroy again.")
 			return
+		}
+	}
+	// The attached routes of the ListenerSets' listeners.
+	if namesListenerSet(route) {
+		for _, ref := range gateways {
+			gw, err := r.c.gateway.GatewayV1().Gateways(ref.Namespace).Get(ctx, ref.Name, metav1.GetOptions{})
+			if apierrors.IsNotFound(err) {
+				continue
+			}
+			if err == nil {
+				err = r.c.writeListenerSetStatuses(ctx, gw)
+			}
+			if err != nil {
+				resp.Diagnostics.AddError("Delete the HTTP route", fmt.Sprintf("update the status of the ListenerSets of Gateway %s: %v", ref, err))
+				return
+			}
 		}
 	}
 }

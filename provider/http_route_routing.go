@@ -27,6 +27,9 @@ type routeParent struct {
 	// externalNames: its class has external_name_services, so backendRefs
 	// may name ExternalName Services.
 	externalNames bool
+	// pendingListenerSet: ref is a ListenerSet the route names that was
+	// not found, whose Gateway is thus unknown.
+	pendingListenerSet bool
 }
 
 // parentGateways lists the distinct Gateways the route's parentRefs name,
@@ -36,14 +39,13 @@ func (c *clients) parentGateways(ctx context.Context, route *gatewayv1.HTTPRoute
 	seen := map[routing.ObjectRef]bool{}
 	type classInfo struct{ ours, externalNames bool }
 	classes := map[string]classInfo{}
-	for _, p := range route.Spec.ParentRefs {
-		if p.Kind != nil && *p.Kind != "Gateway" || p.Group != nil && *p.Group != gatewayv1.GroupName {
-			continue
-		}
-		ref := routing.ObjectRef{Namespace: route.Namespace, Name: string(p.Name)}
-		if p.Namespace != nil {
-			ref.Namespace = string(*p.Namespace)
-		}
+	refs, unresolved := c.resolveParentRefs(ctx, route)
+	for _, ref := range unresolved {
+		// A ListenerSet not found (yet): its Gateway is unknown, so the
+		// route's routing is known after apply.
+		out = append(out, routeParent{ref: ref, pendingListenerSet: true})
+	}
+	for _, ref := range refs {
 		if seen[ref] {
 			continue
 		}
@@ -130,23 +132,43 @@ func (c *clients) routingObjects(ctx context.Context, route *gatewayv1.HTTPRoute
 		}
 	}
 	needNamespace := false
+	selects := func(ar *gatewayv1.AllowedRoutes) bool {
+		return ar != nil && ar.Namespaces != nil && ar.Namespaces.From != nil && *ar.Namespaces.From == gatewayv1.NamespacesFromSelector
+	}
 	for _, p := range parents {
 		if p.gateway == nil {
 			continue
 		}
 		for _, l := range p.gateway.Spec.Listeners {
-			if ar := l.AllowedRoutes; ar != nil && ar.Namespaces != nil && ar.Namespaces.From != nil && *ar.Namespaces.From == gatewayv1.NamespacesFromSelector {
-				needNamespace = true
+			needNamespace = needNamespace || selects(l.AllowedRoutes)
+		}
+		if !p.ours {
+			continue
+		}
+		// Attach composes the Gateway with its ListenerSets.
+		sets, namespaces, err := c.listenerSetsOf(ctx, p.gateway)
+		if err != nil {
+			return nil, err
+		}
+		objs.ListenerSets = append(objs.ListenerSets, sets...)
+		for _, n := range namespaces {
+			if !slices.ContainsFunc(objs.Namespaces, func(o *corev1.Namespace) bool { return o.Name == n.Name }) {
+				objs.Namespaces = append(objs.Namespaces, n)
+			}
+		}
+		for _, ls := range sets {
+			for _, l := range ls.Spec.Listeners {
+				needNamespace = needNamespace || selects(l.AllowedRoutes)
 			}
 		}
 	}
-	if needNamespace {
+	if needNamespace && !slices.ContainsFunc(objs.Namespaces, func(o *corev1.Namespace) bool { return o.Name == route.Namespace }) {
 		ns, err := c.kube.CoreV1().Namespaces().Get(ctx, route.Namespace, metav1.GetOptions{})
 		if err != nil && !apierrors.IsNotFound(err) {
 			return nil, fmt.Errorf("get Namespace %s: %w", route.Namespace, err)
 		}
 		if err == nil {
-			objs.Namespaces = []*corev1.Namespace{ns}
+			objs.Namespaces = append(objs.Namespaces, ns)
 		}
 	}
 	return objs, nil
@@ -273,20 +295,41 @@ func routingJSON(frags []*routing.Fragment) (string, error) {
 // earlier releases).
 const fragmentRouteAnnotation = "varnishgw.dev/route"
 
-// parentRefs are the distinct Gateways a route's parentRefs name.
-func parentRefs(route *gatewayv1.HTTPRoute) []routing.ObjectRef {
+// parentRefs are the distinct Gateways a route's parentRefs name, sorted:
+// those named as parents, and the parents of the ListenerSets named (a
+// ListenerSet that does not exist, or cannot be read, leads to none).
+func (c *clients) parentRefs(ctx context.Context, route *gatewayv1.HTTPRoute) []routing.ObjectRef {
+	refs, _ := c.resolveParentRefs(ctx, route)
+	return refs
+}
+
+// resolveParentRefs is parentRefs, which also returns the ListenerSets
+// named that it could not read.
+func (c *clients) resolveParentRefs(ctx context.Context, route *gatewayv1.HTTPRoute) (refs, unresolved []routing.ObjectRef) {
 	seen := map[routing.ObjectRef]bool{}
 	for _, p := range route.Spec.ParentRefs {
-		if p.Kind != nil && *p.Kind != "Gateway" || p.Group != nil && *p.Group != gatewayv1.GroupName {
+		if p.Group != nil && *p.Group != gatewayv1.GroupName {
 			continue
 		}
 		ref := routing.ObjectRef{Namespace: route.Namespace, Name: string(p.Name)}
 		if p.Namespace != nil {
 			ref.Namespace = string(*p.Namespace)
 		}
-		seen[ref] = true
+		switch {
+		case p.Kind == nil || *p.Kind == gatewayKind:
+			seen[ref] = true
+		case *p.Kind == listenerSetKind && c != nil:
+			ls, err := c.gateway.GatewayV1().ListenerSets(ref.Namespace).Get(ctx, ref.Name, metav1.GetOptions{})
+			if err != nil {
+				unresolved = append(unresolved, ref)
+				continue
+			}
+			if gw, ok := routing.ListenerSetParent(ls); ok {
+				seen[gw] = true
+			}
+		}
 	}
-	return sortedRefs(seen)
+	return sortedRefs(seen), unresolved
 }
 
 // writeStatus sets status.parents of the route: the entries of varnishgw's

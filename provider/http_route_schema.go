@@ -405,14 +405,14 @@ func (r *httpRouteResource) Schema(_ context.Context, _ resource.SchemaRequest, 
 		},
 		Blocks: map[string]schema.Block{
 			"parent_ref": schema.ListNestedBlock{
-				Description: "A Gateway the route attaches to; at least one. Only Gateways whose GatewayClass has the " +
-					"controllerName " + ControllerName + " get a status entry and a routing fragment from the provider.",
+				Description: "A Gateway, or a ListenerSet of a Gateway, the route attaches to; at least one. Only Gateways whose GatewayClass has the " +
+					"controllerName " + ControllerName + " (and their ListenerSets) get a status entry and a routing fragment from the provider.",
 				Validators: []validator.List{listvalidator.IsRequired(), listvalidator.SizeAtLeast(1)},
 				NestedObject: schema.NestedBlockObject{Attributes: map[string]schema.Attribute{
-					"name": schema.StringAttribute{Required: true, Description: "The Gateway name."},
+					"name": schema.StringAttribute{Required: true, Description: "The name of the Gateway (or ListenerSet, with kind = \"ListenerSet\")."},
 					"namespace": schema.StringAttribute{
 						Optional:    true,
-						Description: "The Gateway namespace; the route's namespace when unset.",
+						Description: "The namespace of the Gateway (or ListenerSet); the route's namespace when unset.",
 					},
 					"section_name": schema.StringAttribute{
 						Optional:    true,
@@ -429,7 +429,7 @@ func (r *httpRouteResource) Schema(_ context.Context, _ resource.SchemaRequest, 
 					},
 					"kind": schema.StringAttribute{
 						Optional:    true,
-						Description: "The kind of the parent: Gateway (the default). Other kinds, such as ListenerSet, are not supported yet.",
+						Description: "The kind of the parent: Gateway (the default), or ListenerSet: the route then attaches to the listeners of that ListenerSet (varnishgw_listener_set) only, and section_name names one of them.",
 					},
 				}},
 			},

@@ -83,6 +83,10 @@ type clients struct {
 	// their gateways are started or configured with (see
 	// gatewayClassResource.ModifyPlan).
 	classChanges classChanges
+
+	// listenerSetLocks serialise, per Gateway, the ListenerSet applies of
+	// this run (listener_sets.go).
+	listenerSetLocks gatewayLocks
 }
 
 func (p *varnishgwProvider) Metadata(_ context.Context, _ provider.MetadataRequest, resp *provider.MetadataResponse) {
@@ -244,6 +248,7 @@ func (p *varnishgwProvider) Resources(context.Context) []func() resource.Resourc
 		NewHTTPRouteResourceWithIdentity,
 		NewGatewayResourceWithIdentity,
 		NewCacheInvalidationResource,
+		NewListenerSetResourceWithIdentity,
 	}
 }
 

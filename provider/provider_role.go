@@ -50,6 +50,11 @@ func ProviderClusterRules() []rbacv1.PolicyRule {
 		{APIGroups: []string{gatewayv1.GroupName}, Resources: []string{"httproutes"}, Verbs: []string{"get", "create", "patch", "delete"}},
 		{APIGroups: []string{gatewayv1.GroupName}, Resources: []string{"httproutes/status"}, Verbs: []string{"patch"}},
 		{APIGroups: []string{gatewayv1.GroupName}, Resources: []string{"referencegrants"}, Verbs: []string{"get", "list", "watch"}},
+		// ListenerSets (varnishgw_listener_set) may be in any namespace a
+		// Gateway's allowedListeners admits; the provider lists those of a
+		// Gateway to compose its listeners.
+		{APIGroups: []string{gatewayv1.GroupName}, Resources: []string{"listenersets"}, Verbs: []string{"get", "list", "watch", "create", "patch", "delete"}},
+		{APIGroups: []string{gatewayv1.GroupName}, Resources: []string{"listenersets/status"}, Verbs: []string{"patch"}},
 		{APIGroups: []string{""}, Resources: []string{"services"}, Verbs: []string{"get", "list", "watch"}},
 		{APIGroups: []string{"discovery.k8s.io"}, Resources: []string{"endpointslices"}, Verbs: []string{"get", "list", "watch"}},
 		{APIGroups: []string{""}, Resources: []string{"namespaces"}, Verbs: []string{"get"}},

@@ -41,6 +41,11 @@ var (
 	_ resource.ResourceWithModifyPlan     = httpRouteWithIdentity{}
 	_ resource.ResourceWithUpgradeState   = httpRouteWithIdentity{}
 
+	_ resource.ResourceWithIdentity       = listenerSetWithIdentity{}
+	_ resource.ResourceWithConfigure      = listenerSetWithIdentity{}
+	_ resource.ResourceWithImportState    = listenerSetWithIdentity{}
+	_ resource.ResourceWithValidateConfig = listenerSetWithIdentity{}
+
 	_ resource.ResourceWithIdentity       = gatewayClassWithIdentity{}
 	_ resource.ResourceWithConfigure      = gatewayClassWithIdentity{}
 	_ resource.ResourceWithImportState    = gatewayClassWithIdentity{}
@@ -240,4 +245,40 @@ func (r gatewayClassWithIdentity) ImportState(ctx context.Context, req resource.
 		return
 	}
 	r.gatewayClassResource.ImportState(ctx, req, resp)
+}
+
+// listenerSetWithIdentity is varnishgw_listener_set with its identity.
+type listenerSetWithIdentity struct{ *listenerSetResource }
+
+var listenerSetIdentity = objectIdentity{kind: "ListenerSet", resource: "listener_set", namespaced: true}
+
+// NewListenerSetResourceWithIdentity is varnishgw_listener_set as the provider serves it.
+func NewListenerSetResourceWithIdentity() resource.Resource {
+	return listenerSetWithIdentity{NewListenerSetResource().(*listenerSetResource)}
+}
+
+func (r listenerSetWithIdentity) IdentitySchema(_ context.Context, _ resource.IdentitySchemaRequest, resp *resource.IdentitySchemaResponse) {
+	resp.IdentitySchema = listenerSetIdentity.schema()
+}
+
+func (r listenerSetWithIdentity) Create(ctx context.Context, req resource.CreateRequest, resp *resource.CreateResponse) {
+	r.listenerSetResource.Create(ctx, req, resp)
+	listenerSetIdentity.set(ctx, resp.State, tfsdk.State{}, resp.Identity, &resp.Diagnostics)
+}
+
+func (r listenerSetWithIdentity) Read(ctx context.Context, req resource.ReadRequest, resp *resource.ReadResponse) {
+	r.listenerSetResource.Read(ctx, req, resp)
+	listenerSetIdentity.set(ctx, resp.State, req.State, resp.Identity, &resp.Diagnostics)
+}
+
+func (r listenerSetWithIdentity) Update(ctx context.Context, req resource.UpdateRequest, resp *resource.UpdateResponse) {
+	r.listenerSetResource.Update(ctx, req, resp)
+	listenerSetIdentity.set(ctx, resp.State, req.State, resp.Identity, &resp.Diagnostics)
+}
+
+func (r listenerSetWithIdentity) ImportState(ctx context.Context, req resource.ImportStateRequest, resp *resource.ImportStateResponse) {
+	if req.ID = listenerSetIdentity.importID(ctx, req, &resp.Diagnostics); resp.Diagnostics.HasError() {
+		return
+	}
+	r.listenerSetResource.ImportState(ctx, req, resp)
 }

@@ -221,7 +221,7 @@ func (c *clients) deleteLegacyFragment(ctx context.Context, gw, route routing.Ob
 func (c *clients) readFragments(ctx context.Context, route *gatewayv1.HTTPRoute) ([]*routing.Fragment, error) {
 	routeRef := routing.ObjectRef{Namespace: route.Namespace, Name: route.Name}
 	var out []*routing.Fragment
-	for _, gw := range parentRefs(route) {
+	for _, gw := range c.parentRefs(ctx, route) {
 		name := gwruntime.FragmentName(gw, routeRef)
 		obj, err := c.dynamic.Resource(vgwapi.RoutingFragments).Namespace(gw.Namespace).Get(ctx, name, metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {

@@ -267,7 +267,13 @@ func (d *routingDataSource) Read(ctx context.Context, req datasource.ReadRequest
 		resp.Diagnostics.AddError("Read the GatewayPodReports of Gateway "+ref.String(), err.Error())
 		return
 	}
-	table, err := routing.Merge(gw, frags)
+	// With the listeners of its ListenerSets, as the pods serve them.
+	served, err := routing.WithListenerSetListeners(gw)
+	if err != nil {
+		resp.Diagnostics.AddError("Read the ListenerSet listeners of Gateway "+ref.String(), err.Error())
+		return
+	}
+	table, err := routing.Merge(served, frags)
 	if err != nil {
 		resp.Diagnostics.AddError("Merge the routing of Gateway "+ref.String(), err.Error())
 		return

@@ -49,6 +49,11 @@ type Objects struct {
 	// ExternalNameHosts); nothing here calls DNS. A name without an entry
 	// has no endpoints.
 	ExternalNames map[string][]netip.Addr
+	// ListenerSets are the ListenerSets that may add listeners to the
+	// Gateway (ComposeGateway); Attach composes the Gateway with them.
+	// Without them, Attach sees the listeners of the Gateway it is given
+	// (which may already be composed).
+	ListenerSets []*gatewayv1.ListenerSet
 
 	// An index of Services by namespace and name, built on first use by
 	// Attach: do not change Services after the first call.
@@ -147,6 +152,20 @@ func Attach(gw *gatewayv1.Gateway, route *gatewayv1.HTTPRoute, objs *Objects) (*
 	if gw.Namespace == "" || gw.Name == "" {
 		return nil, fmt.Errorf("attach: Gateway %q in namespace %q: metadata.name and metadata.namespace must be set", gw.Name, gw.Namespace)
 	}
+	// sets holds the ListenerSets of gw: accepted (true) or not (false).
+	sets := map[ObjectRef]bool{}
+	if objs != nil && len(objs.ListenerSets) > 0 {
+		c := ComposeGateway(gw, objs.ListenerSets, objs)
+		gw = c.Gateway
+		for _, r := range c.ListenerSets {
+			sets[r.Set] = r.Accepted()
+		}
+	}
+	for _, l := range gw.Spec.Listeners {
+		if set, _, ok := parseListenerKey(string(l.Name)); ok {
+			sets[set] = true
+		}
+	}
 	f := &Fragment{
 		Version: FragmentVersion,
 		Gateway: ObjectRef{Namespace: gw.Namespace, Name: gw.Name},
@@ -166,10 +185,27 @@ func Attach(gw *gatewayv1.Gateway, route *gatewayv1.HTTPRoute, objs *Objects) (*
 	}
 	attached := map[string]map[string]bool{} // listener name -> hostnames
 	for _, pr := range route.Spec.ParentRefs {
-		if !namesGateway(pr, route.Namespace, gw) {
+		var accepted Condition
+		if namesGateway(pr, route.Namespace, gw) {
+			accepted = attachParent(gw, nil, pr, route.Namespace, routeHosts, objs, attached, len(specErrs) == 0)
+		} else if set, ok := namesListenerSet(pr, route.Namespace); ok {
+			admitted, known := sets[set]
+			switch {
+			case !known:
+				continue
+			case !admitted:
+				accepted = Condition{
+					Type:    string(gatewayv1.RouteConditionAccepted),
+					Status:  string(metav1.ConditionFalse),
+					Reason:  string(gatewayv1.RouteReasonNotAllowedByListeners),
+					Message: fmt.Sprintf("ListenerSet %s is not accepted by Gateway %s/%s: see the ListenerSet's conditions", set, gw.Namespace, gw.Name),
+				}
+			default:
+				accepted = attachParent(gw, &set, pr, route.Namespace, routeHosts, objs, attached, len(specErrs) == 0)
+			}
+		} else {
 			continue
 		}
-		accepted := attachParent(gw, pr, route.Namespace, routeHosts, objs, attached, len(specErrs) == 0)
 		if accepted.Status == string(metav1.ConditionTrue) && len(specErrs) > 0 {
 			accepted = Condition{
 				Type:    string(gatewayv1.RouteConditionAccepted),
@@ -230,9 +266,25 @@ func namesGateway(pr gatewayv1.ParentReference, routeNS string, gw *gatewayv1.Ga
 	return ns == gw.Namespace && string(pr.Name) == gw.Name
 }
 
+// namesListenerSet returns the ListenerSet the parentRef names, if it
+// names one.
+func namesListenerSet(pr gatewayv1.ParentReference, routeNS string) (ObjectRef, bool) {
+	if pr.Group == nil || *pr.Group != gatewayv1.GroupName || pr.Kind == nil || *pr.Kind != "ListenerSet" {
+		return ObjectRef{}, false
+	}
+	ref := ObjectRef{Namespace: routeNS, Name: string(pr.Name)}
+	if pr.Namespace != nil {
+		ref.Namespace = string(*pr.Namespace)
+	}
+	return ref, true
+}
+
 // attachParent returns the Accepted condition for one parentRef and, when
-// accept is true, records the listeners and hostnames it attaches to.
-func attachParent(gw *gatewayv1.Gateway, pr gatewayv1.ParentReference, routeNS string, routeHosts []string, objs *Objects, attached map[string]map[string]bool, accept bool) Condition {
+// accept is true, records the listeners and hostnames it attaches to. The
+// parentRef names gw when set is nil, else the ListenerSet set of gw: it
+// sees only the listeners of its parent, and sectionName names one of
+// these.
+func attachParent(gw *gatewayv1.Gateway, set *ObjectRef, pr gatewayv1.ParentReference, routeNS string, routeHosts []string, objs *Objects, attached map[string]map[string]bool, accept bool) Condition {
 	cond := func(ok bool, reason gatewayv1.RouteConditionReason, msg string) Condition {
 		s := metav1.ConditionFalse
 		if ok {
@@ -243,7 +295,16 @@ func attachParent(gw *gatewayv1.Gateway, pr gatewayv1.ParentReference, routeNS s
 	var candidates []*gatewayv1.Listener
 	for i := range gw.Spec.Listeners {
 		l := &gw.Spec.Listeners[i]
-		if pr.SectionName != nil && *pr.SectionName != l.Name {
+		section := string(l.Name)
+		if ls, name, ok := parseListenerKey(section); ok {
+			if set == nil || ls != *set {
+				continue
+			}
+			section = name
+		} else if set != nil {
+			continue
+		}
+		if pr.SectionName != nil && string(*pr.SectionName) != section {
 			continue
 		}
 		if pr.Port != nil && *pr.Port != l.Port {
@@ -251,13 +312,17 @@ func attachParent(gw *gatewayv1.Gateway, pr gatewayv1.ParentReference, routeNS s
 		}
 		candidates = append(candidates, l)
 	}
+	parent, sameNS := fmt.Sprintf("Gateway %s/%s", gw.Namespace, gw.Name), gw.Namespace
+	if set != nil {
+		parent, sameNS = "ListenerSet "+set.String(), set.Namespace
+	}
 	if len(candidates) == 0 {
-		return cond(false, gatewayv1.RouteReasonNoMatchingParent, fmt.Sprintf("Gateway %s/%s has no listener%s", gw.Namespace, gw.Name, parentRefDesc(pr)))
+		return cond(false, gatewayv1.RouteReasonNoMatchingParent, fmt.Sprintf("%s has no listener%s", parent, parentRefDesc(pr)))
 	}
 	var allowed []*gatewayv1.Listener
 	var why []string
 	for _, l := range candidates {
-		if msg := listenerAllows(l, routeNS, gw.Namespace, objs); msg != "" {
+		if msg := listenerAllows(l, routeNS, sameNS, objs); msg != "" {
 			why = append(why, msg)
 			continue
 		}

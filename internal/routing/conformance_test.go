@@ -60,6 +60,7 @@ type manifests struct {
 	gateways   []*gatewayv1.Gateway
 	grants     []*gatewayv1.ReferenceGrant
 	routes     []*gatewayv1.HTTPRoute
+	sets       []*gatewayv1.ListenerSet
 }
 
 var docSep = regexp.MustCompile(`(?m)^---\s*$`)
@@ -108,6 +109,10 @@ func readManifests(t testing.TB, path string) manifests {
 			v := &gatewayv1.HTTPRoute{}
 			into(v)
 			m.routes = append(m.routes, v)
+		case head.Kind == "ListenerSet" && head.APIVersion == "gateway.networking.k8s.io/v1":
+			v := &gatewayv1.ListenerSet{}
+			into(v)
+			m.sets = append(m.sets, v)
 		}
 	}
 	return m
@@ -136,6 +141,9 @@ var conformanceExpect = map[string]string{
 	// The sectionName names a ListenerSet listener, not a Gateway listener.
 	"listenerset-dual-parentref-independence.yaml: gateway-conformance-infra/route-dual-parentref-one@gateway-conformance-infra/gateway-dual-parentref":  "!NoMatchingParent ResolvedRefs",
 	"listenerset-gateway-parent-section-name-not-found.yaml: gateway-conformance-infra/route-via-gateway@gateway-conformance-infra/gateway-section-name": "!NoMatchingParent ResolvedRefs",
+	// The ListenerSet's listener allows routes from its own namespace,
+	// which is not the route's (the Gateway's).
+	"listenerset-allowed-routes-namespaces.yaml: gateway-conformance-infra/route-in-gateway-namespace@gateway-conformance-infra/gateway-with-listener-sets-test-allowed-routes via ListenerSet gateway-api-ls-cross-ns/listenerset-test-allowed-routes-cross-ns": "!NotAllowedByListeners ResolvedRefs",
 
 	// A backend port with appProtocol kubernetes.io/h2c: Varnish talks
 	// HTTP/1.1 to backends, so the reference does not resolve
@@ -167,6 +175,7 @@ func TestConformanceManifests(t *testing.T) {
 			Namespaces:      append(append([]*corev1.Namespace{}, base.namespaces...), m.namespaces...),
 			Services:        append(append([]*corev1.Service{}, base.services...), m.services...),
 			ReferenceGrants: append(append([]*gatewayv1.ReferenceGrant{}, base.grants...), m.grants...),
+			ListenerSets:    m.sets,
 		}
 		gateways := append(append([]*gatewayv1.Gateway{}, base.gateways...), m.gateways...)
 		name := filepath.Base(file)
@@ -180,9 +189,11 @@ func TestConformanceManifests(t *testing.T) {
 				}
 				frags = append(frags, f)
 				key := fmt.Sprintf("%s: %s/%s@%s/%s", name, r.Namespace, r.Name, gw.Namespace, gw.Name)
-				got[key] = condition(f, gatewayv1.RouteConditionAccepted) + " " + condition(f, gatewayv1.RouteConditionResolvedRefs)
+				for _, p := range parentConditions(f) {
+					got[key+p.parent] = p.conditions
+				}
 				if f.Accepted() {
-					if _, err := Merge(gw, []*Fragment{f}); err != nil {
+					if _, err := Merge(ComposeGateway(gw, m.sets, objs).Gateway, []*Fragment{f}); err != nil {
 						t.Errorf("%s: merge: %v", key, err)
 					}
 					if data, err := MarshalFragment(f); err != nil {
@@ -221,11 +232,42 @@ func TestConformanceManifests(t *testing.T) {
 
 func routeNamesGateway(r *gatewayv1.HTTPRoute) bool {
 	for _, p := range r.Spec.ParentRefs {
-		if p.Kind == nil || *p.Kind == "Gateway" {
+		if p.Kind == nil || *p.Kind == "Gateway" || *p.Kind == "ListenerSet" {
 			return true
 		}
 	}
 	return false
+}
+
+type parentOutcome struct{ parent, conditions string }
+
+// parentConditions are the Accepted and ResolvedRefs outcomes of a
+// fragment: the first parentRef that names the Gateway itself (key
+// suffix ""), and each parentRef that names one of its ListenerSets
+// (" via ListenerSet ns/name").
+func parentConditions(f *Fragment) []parentOutcome {
+	var out []parentOutcome
+	gwDone := false
+	for _, p := range f.Parents {
+		var suffix string
+		if p.ParentRef.Kind != nil && *p.ParentRef.Kind == "ListenerSet" {
+			ns := f.Route.Namespace
+			if p.ParentRef.Namespace != nil {
+				ns = string(*p.ParentRef.Namespace)
+			}
+			suffix = fmt.Sprintf(" via ListenerSet %s/%s", ns, p.ParentRef.Name)
+			if p.ParentRef.SectionName != nil {
+				suffix += "/" + string(*p.ParentRef.SectionName)
+			}
+		} else if gwDone {
+			continue
+		} else {
+			gwDone = true
+		}
+		one := &Fragment{Parents: []ParentStatus{p}}
+		out = append(out, parentOutcome{suffix, condition(one, gatewayv1.RouteConditionAccepted) + " " + condition(one, gatewayv1.RouteConditionResolvedRefs)})
+	}
+	return out
 }
 
 // TestConformanceListenerIsolation replays the requests of the suite's

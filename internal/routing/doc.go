@@ -24,5 +24,13 @@
 // ValidateCachePolicy and merged field by field by EffectiveCache, which
 // Resolve uses for ghost.json's cachePolicies and the provider for the plan.
 //
+// ListenerSets (GEP-1713) add listeners to a Gateway: ComposeGateway gives
+// the Gateway with its own listeners and the accepted listeners of the
+// ListenerSets its allowedListeners admits (conflicts resolved in the
+// Gateway API's precedence and reported per listener), which Attach and
+// Merge take; a ListenerSet listener is named by ListenerSetListenerKey.
+// A route whose parentRef names a ListenerSet attaches to that
+// ListenerSet's listeners only, one naming the Gateway to the Gateway's own.
+//
 // Listener sockets are named by SocketName; see docs/routing.md.
 package routing

@@ -421,13 +421,20 @@ func (s *Syncer) restore(loaded bool) error {
 }
 
 // Build turns a state into a ghost.json document with the routing core
-// (Merge, then Resolve); write it with ghostjson.Encode or Marshal. The
+// (WithListenerSetListeners, Merge, then Resolve); write it with
+// ghostjson.Encode or Marshal. The
 // table is returned for its conflicts (nil if Merge failed).
 func Build(st *State) (*routing.Table, *ghostjson.Document, error) {
 	if st == nil || st.Gateway == nil {
 		return nil, nil, errors.New("build ghost.json: no Gateway")
 	}
-	table, err := routing.Merge(st.Gateway, st.Fragments)
+	// The listeners of the Gateway's ListenerSets, as the provider
+	// recorded them on the Gateway.
+	gw, err := routing.WithListenerSetListeners(st.Gateway)
+	if err != nil {
+		return nil, nil, fmt.Errorf("listeners of Gateway %s/%s: %w", st.Gateway.Namespace, st.Gateway.Name, err)
+	}
+	table, err := routing.Merge(gw, st.Fragments)
 	if err != nil {
 		return nil, nil, fmt.Errorf("merge routing fragments of Gateway %s/%s: %w", st.Gateway.Namespace, st.Gateway.Name, err)
 	}

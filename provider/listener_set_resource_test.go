@@ -1,0 +1,345 @@
+package provider
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/hashicorp/terraform-plugin-testing/helper/resource"
+	"github.com/hashicorp/terraform-plugin-testing/knownvalue"
+	"github.com/hashicorp/terraform-plugin-testing/plancheck"
+	"github.com/hashicorp/terraform-plugin-testing/statecheck"
+	"github.com/hashicorp/terraform-plugin-testing/terraform"
+	"github.com/hashicorp/terraform-plugin-testing/tfjsonpath"
+	"github.com/hashicorp/terraform-plugin-testing/tfversion"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/rand"
+	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
+
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/gwruntime"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/routing"
+)
+
+// TestAccListenerSet applies a gateway that admits the ListenerSets of its
+// namespace, a ListenerSet with a listener on a port of its own, a route
+// attached to that ListenerSet, and a younger ListenerSet whose listener
+// conflicts (created later, or at the same second and later by name):
+// the first is accepted, its port becomes a port of the
+// gateway's Service and a listen port of varnishd, the Gateway's
+// annotation records the listener for the pods, the route is accepted on
+// the ListenerSet's listener only; the conflicting one is not accepted and
+// says why; a second plan is empty (the gateway sees the ListenerSet's
+// port). Removing the ListenerSet removes its port. HTTPS listeners are
+// rejected at plan.
+func TestAccListenerSet(t *testing.T) {
+	cp := accPreCheck(t)
+	ns := cp.Namespace(t)
+	class := "vgw-" + rand.String(6)
+	ctx := context.Background()
+	gw := routing.ObjectRef{Namespace: ns, Name: "edge"}
+	createService(t, cp, ns, "web")
+
+	gateway := gatewayConfig(cp, ns, class, "", listenerHCL("http", 8080)+`
+  allowed_listeners {
+    namespaces = "Same"
+  }
+`)
+	sets := fmt.Sprintf(`
+resource "varnishgw_listener_set" "team" {
+  namespace        = %[1]q
+  name             = "team"
+  wait_for_rollout = false
+  parent_ref {
+    name = varnishgw_gateway.test.name
+  }
+  listener {
+    name     = "extra"
+    port     = 9090
+    hostname = "team.example.com"
+  }
+}
+
+resource "varnishgw_listener_set" "late" {
+  namespace        = %[1]q
+  name             = "team-late"
+  wait_for_rollout = false
+  parent_ref {
+    name = varnishgw_gateway.test.name
+  }
+  listener {
+    name     = "dup"
+    port     = 9090
+    hostname = "team.example.com"
+  }
+  depends_on = [varnishgw_listener_set.team]
+}
+
+# Applied in parallel with team: each apply sees the other's port.
+resource "varnishgw_listener_set" "other" {
+  namespace        = %[1]q
+  name             = "other"
+  wait_for_rollout = false
+  parent_ref {
+    name = varnishgw_gateway.test.name
+  }
+  listener {
+    name     = "other"
+    port     = 9191
+    hostname = "other.example.com"
+  }
+}
+
+resource "varnishgw_http_route" "team" {
+  namespace = %[1]q
+  name      = "team"
+  parent_ref {
+    kind = "ListenerSet"
+    name = varnishgw_listener_set.team.name
+  }
+  rule {
+    backend_ref {
+      name = "web"
+      port = 80
+    }
+  }
+}
+
+data "varnishgw_routing" "gw" {
+  namespace  = %[1]q
+  name       = varnishgw_gateway.test.name
+  depends_on = [varnishgw_http_route.team, varnishgw_listener_set.late, varnishgw_listener_set.other]
+}
+`, ns)
+	servicePorts := func() ([]int32, error) {
+		svc, err := cp.Client.CoreV1().Services(ns).Get(ctx, gwruntime.Name(gw), metav1.GetOptions{})
+		if err != nil {
+			return nil, err
+		}
+		var ports []int32
+		for _, p := range svc.Spec.Ports {
+			ports = append(ports, p.Port)
+		}
+		return ports, nil
+	}
+	listenArgs := func() (string, error) {
+		d, err := getDeployment(cp, gw)
+		if err != nil {
+			return "", err
+		}
+		return strings.Join(d.Spec.Template.Spec.Containers[0].Args, " "), nil
+	}
+	const addr = "varnishgw_listener_set.team"
+	resource.Test(t, resource.TestCase{
+		ProtoV6ProviderFactories: protoV6ProviderFactories,
+		CheckDestroy: func(*terraform.State) error {
+			for _, name := range []string{"team", "team-late", "other"} {
+				if _, err := cp.Gateway.GatewayV1().ListenerSets(ns).Get(ctx, name, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+					return fmt.Errorf("ListenerSet %s after destroy: %v, want NotFound", name, err)
+				}
+			}
+			return nil
+		},
+		Steps: []resource.TestStep{
+			{
+				Config: gateway + sets,
+				ConfigStateChecks: []statecheck.StateCheck{
+					statecheck.ExpectKnownValue(addr, tfjsonpath.New("id"), knownvalue.StringExact(ns+"/team")),
+					statecheck.ExpectKnownValue(addr, tfjsonpath.New("conditions").AtSliceIndex(0).AtMapKey("type"), knownvalue.StringExact("Accepted")),
+					statecheck.ExpectKnownValue(addr, tfjsonpath.New("conditions").AtSliceIndex(0).AtMapKey("status"), knownvalue.StringExact("True")),
+					statecheck.ExpectKnownValue("varnishgw_listener_set.late", tfjsonpath.New("conditions").AtSliceIndex(0).AtMapKey("reason"), knownvalue.StringExact("ListenersNotValid")),
+					statecheck.ExpectKnownValue("varnishgw_listener_set.late", tfjsonpath.New("listener_conditions").AtMapKey("dup").AtSliceIndex(2).AtMapKey("reason"), knownvalue.StringExact("HostnameConflict")),
+					statecheck.ExpectKnownValue("varnishgw_http_route.team", tfjsonpath.New("routing"), knownvalue.StringRegexp(regexp.MustCompile(`"listeners":\[\{"name":"`+ns+`/team/extra","port":9090,"hostnames":\["team.example.com"\]\}\]`))),
+				},
+				Check: resource.ComposeAggregateTestCheckFunc(
+					// The merged routing, as the pods serve it: the
+					// ListenerSet's host on its own socket only.
+					resource.TestCheckResourceAttr("data.varnishgw_routing.gw", "vhosts.#", "3"),
+					resource.TestCheckResourceAttr("data.varnishgw_routing.gw", "vhosts.2.hostname", "team.example.com"),
+					resource.TestCheckResourceAttr("data.varnishgw_routing.gw", "vhosts.2.sockets.#", "1"),
+					resource.TestCheckResourceAttr("data.varnishgw_routing.gw", "vhosts.2.sockets.0", "port-9090"),
+					resource.TestCheckResourceAttr("data.varnishgw_routing.gw", "vhosts.2.routes.0.route", ns+"/team"),
+					resource.TestCheckResourceAttr("data.varnishgw_routing.gw", "vhosts.1.sockets.0", "port-9191"),
+					resource.TestCheckResourceAttr("data.varnishgw_routing.gw", "vhosts.0.routes.#", "0"),
+					func(*terraform.State) error {
+						ports, err := servicePorts()
+						if err != nil {
+							return err
+						}
+						if !slices.Equal(ports, []int32{8080, 9090, 9191}) {
+							return fmt.Errorf("Service ports %v, want 8080 and the ListenerSets' 9090 and 9191", ports)
+						}
+						args, err := listenArgs()
+						if err != nil {
+							return err
+						}
+						if !strings.Contains(args, "9090") {
+							return fmt.Errorf("the chaperone's arguments lack the ListenerSet's port 9090: %s", args)
+						}
+						g, err := cp.Gateway.GatewayV1().Gateways(ns).Get(ctx, "edge", metav1.GetOptions{})
+						if err != nil {
+							return err
+						}
+						served, err := routing.WithListenerSetListeners(g)
+						if err != nil {
+							return err
+						}
+						if n := len(served.Spec.Listeners); n != 3 || !slices.ContainsFunc(served.Spec.Listeners, func(l gatewayv1.Listener) bool { return string(l.Name) == ns+"/team/extra" }) {
+							return fmt.Errorf("the pods would serve %d listeners: %+v", n, served.Spec.Listeners)
+						}
+						if g.Status.AttachedListenerSets == nil || *g.Status.AttachedListenerSets != 2 {
+							return fmt.Errorf("attachedListenerSets = %v, want 2 (team and other)", g.Status.AttachedListenerSets)
+						}
+						ls, err := cp.Gateway.GatewayV1().ListenerSets(ns).Get(ctx, "team", metav1.GetOptions{})
+						if err != nil {
+							return err
+						}
+						// attachedRoutes: the route's apply updates it.
+						if len(ls.Status.Listeners) != 1 || ls.Status.Listeners[0].Name != "extra" || len(ls.Status.Listeners[0].SupportedKinds) != 1 ||
+							ls.Status.Listeners[0].AttachedRoutes != 1 {
+							return fmt.Errorf("ListenerSet listener status %+v, want extra with 1 attached route", ls.Status.Listeners)
+						}
+						r, err := getRoute(ns, "team", cp)
+						if err != nil {
+							return err
+						}
+						for _, p := range r.Status.Parents {
+							if p.ParentRef.Kind != nil && *p.ParentRef.Kind == "ListenerSet" && len(p.Conditions) > 0 &&
+								p.Conditions[0].Type == string(gatewayv1.RouteConditionAccepted) && p.Conditions[0].Status == metav1.ConditionTrue {
+								return nil
+							}
+						}
+						return fmt.Errorf("route status %+v: want Accepted on the ListenerSet parent", r.Status.Parents)
+					},
+				),
+			},
+			{
+				// Refreshed, the gateway sees the ListenerSet's port it
+				// serves: nothing to change.
+				Config:   gateway + sets,
+				PlanOnly: true,
+			},
+			{
+				ResourceName:      addr,
+				ImportState:       true,
+				ImportStateId:     ns + "/team",
+				ImportStateVerify: true,
+				// attached routes: the ListenerSet's status is written at
+				// each ListenerSet apply of the gateway, before or after
+				// the route's, as Terraform's parallelism has it.
+				ImportStateVerifyIgnore: []string{"wait_for_rollout", "listener_attached_routes"},
+			},
+			{
+				// HTTPS in a ListenerSet: an error at plan, on the attribute.
+				Config: gateway + strings.Replace(sets, `name     = "extra"`, `name     = "extra"
+    protocol = "HTTPS"`, 1),
+				ExpectError: words(`varnishgw serves HTTP listeners of ListenerSets only, not HTTPS yet`),
+			},
+			{
+				// The ListenerSets gone: their port goes.
+				Config: gateway,
+				ConfigPlanChecks: resource.ConfigPlanChecks{
+					PreApply: []plancheck.PlanCheck{plancheck.ExpectResourceAction(addr, plancheck.ResourceActionDestroy)},
+				},
+				Check: func(*terraform.State) error {
+					ports, err := servicePorts()
+					if err != nil {
+						return err
+					}
+					if !slices.Equal(ports, []int32{8080}) {
+						return fmt.Errorf("Service ports %v after the ListenerSets are gone, want 8080", ports)
+					}
+					g, err := cp.Gateway.GatewayV1().Gateways(ns).Get(ctx, "edge", metav1.GetOptions{})
+					if err != nil {
+						return err
+					}
+					if v, ok := g.Annotations[routing.ListenerSetListenersAnnotation]; ok {
+						return fmt.Errorf("annotation %s = %q after the ListenerSets are gone", routing.ListenerSetListenersAnnotation, v)
+					}
+					return nil
+				},
+			},
+		},
+	})
+}
+
+// TestAccListenerSetExample: the documented example plans.
+func TestAccListenerSetExample(t *testing.T) {
+	cp := accPreCheck(t)
+	example, err := os.ReadFile("../examples/resources/varnishgw_listener_set/resource.tf")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resource.Test(t, resource.TestCase{
+		ProtoV6ProviderFactories: protoV6ProviderFactories,
+		Steps: []resource.TestStep{{
+			Config:             providerBlock(cp) + string(example),
+			PlanOnly:           true,
+			ExpectNonEmptyPlan: true,
+		}},
+	})
+}
+
+// TestAccListenerSetIdentity checks the ListenerSet's identity after
+// apply and imports it by identity with an import block. The CLI must be
+// Terraform 1.12 or later (TF_ACC_TERRAFORM_PATH, as make
+// testacc-identity sets it); with an older CLI or OpenTofu the test is
+// skipped.
+func TestAccListenerSetIdentity(t *testing.T) {
+	cp := accPreCheck(t)
+	ns := cp.Namespace(t)
+	class := "vgw-" + rand.String(6)
+	config := gatewayConfig(cp, ns, class, "", listenerHCL("http", 8080)+`
+  allowed_listeners {
+    namespaces = "Same"
+  }
+`) + fmt.Sprintf(`
+resource "varnishgw_listener_set" "team" {
+  namespace        = %q
+  name             = "team"
+  wait_for_rollout = false
+  parent_ref {
+    name = varnishgw_gateway.test.name
+  }
+  listener {
+    name = "extra"
+    port = 8080
+    hostname = "team.example.com"
+  }
+}
+`, ns)
+	resource.Test(t, resource.TestCase{
+		ProtoV6ProviderFactories: protoV6ProviderFactories,
+		TerraformVersionChecks:   []tfversion.TerraformVersionCheck{tfversion.SkipBelow(tfversion.Version1_12_0)},
+		Steps: []resource.TestStep{
+			{
+				Config: config,
+				ConfigStateChecks: []statecheck.StateCheck{
+					statecheck.ExpectIdentity("varnishgw_listener_set.team", map[string]knownvalue.Check{
+						"namespace": knownvalue.StringExact(ns),
+						"name":      knownvalue.StringExact("team"),
+					}),
+				},
+			},
+			{
+				// Like the gateway's, an import takes wait_for_rollout's
+				// default, true, where the configuration says false: the
+				// plan after the import updates it and nothing else.
+				ResourceName:       "varnishgw_listener_set.team",
+				ImportState:        true,
+				ImportStateKind:    resource.ImportBlockWithResourceIdentity,
+				ExpectNonEmptyPlan: true,
+				ImportPlanChecks: resource.ImportPlanChecks{
+					PreApply: []plancheck.PlanCheck{
+						plancheck.ExpectResourceAction("varnishgw_listener_set.team", plancheck.ResourceActionUpdate),
+						plancheck.ExpectKnownValue("varnishgw_listener_set.team", tfjsonpath.New("wait_for_rollout"), knownvalue.Bool(false)),
+					},
+				},
+			},
+		},
+	})
+}
