@@ -53,7 +53,7 @@ func ProviderClusterRules() []rbacv1.PolicyRule {
 		// ListenerSets (varnishgw_listener_set) may be in any namespace a
 		// Gateway's allowedListeners admits; the provider lists those of a
 		// Gateway to compose its listeners.
-		{APIGroups: []string{gatewayv1.GroupName}, Resources: []string{"listenersets"}, Verbs: []string{"get", "list", "watch", "create", "patch", "delete"}},
+		{APIGroups: []string{gatewayv1.GroupName}, Resources: []string{"listenersets"}, Verbs: []string{"get", "list", "create", "patch", "delete"}},
 		{APIGroups: []string{gatewayv1.GroupName}, Resources: []string{"listenersets/status"}, Verbs: []string{"patch"}},
 		{APIGroups: []string{""}, Resources: []string{"services"}, Verbs: []string{"get", "list", "watch"}},
 		{APIGroups: []string{"discovery.k8s.io"}, Resources: []string{"endpointslices"}, Verbs: []string{"get", "list", "watch"}},

@@ -26,7 +26,8 @@ import (
 // providerRoleHCL is a class, a sidecar gateway whose listener takes
 // routes from labelled namespaces, a route to a backend in the gateway's
 // namespace and one to a backend in another namespace (with a
-// ReferenceGrant), and both data sources. %[1]s is the kubeconfig, %[2]s
+// ReferenceGrant), a ListenerSet of the gateway's namespace with a route
+// on its own port, and both data sources. %[1]s is the kubeconfig, %[2]s
 // the namespace, %[3]s the image, %[4]s the backend namespace, %[5]s the
 // class's varnishd_params, %[6]s the mode, %[7]s further gateway arguments.
 const providerRoleHCL = `
@@ -62,6 +63,38 @@ resource "varnishgw_gateway" "g" {
     allowed_routes {
       namespaces = "Selector"
       selector   = { "varnishgw-role-test" = "yes" }
+    }
+  }
+
+  allowed_listeners {
+    namespaces = "Same"
+  }
+}
+
+resource "varnishgw_listener_set" "extra" {
+  namespace = %[2]q
+  name      = "extra"
+  parent_ref {
+    name = varnishgw_gateway.g.name
+  }
+  listener {
+    name     = "extra"
+    port     = 8081
+    hostname = "extra.role.test"
+  }
+}
+
+resource "varnishgw_http_route" "extra" {
+  namespace = %[2]q
+  name      = "extra"
+  parent_ref {
+    kind = "ListenerSet"
+    name = varnishgw_listener_set.extra.name
+  }
+  rule {
+    backend_ref {
+      name = "web"
+      port = 80
     }
   }
 }
@@ -124,7 +157,7 @@ data "varnishgw_routing" "g" {
 // provider.ProviderNamespaceRules bound in the gateway's namespace):
 // installing the varnishgw.dev CRDs, a class, a sidecar gateway whose pods
 // become Ready, routes to backends in two namespaces (waiting until the
-// pods serve them), a cache invalidation (waiting until the pods applied
+// pods serve them), a ListenerSet adding a port and a route served on it, a cache invalidation (waiting until the pods applied
 // it), both data sources, the invalidation endpoint (its ClusterRoleBinding
 // to system:auth-delegator), a change that rolls the pods, a
 // mode change that also turns the endpoint off, and destroy. Every request succeeds, and the API server's
@@ -233,6 +266,7 @@ func TestProviderLeastPrivilege(t *testing.T) {
 	addr := net.JoinHostPort(pods[0].Status.PodIP, "80")
 	expect(t, addr, demo.Request{Host: "www.role.test", Path: "/"}, 200, "web-")
 	expect(t, addr, demo.Request{Host: "www.role.test", Path: "/api"}, 200, "api-")
+	expect(t, net.JoinHostPort(pods[0].Status.PodIP, "8081"), demo.Request{Host: "extra.role.test", Path: "/"}, 200, "web-")
 
 	// A change that rolls the pods, and back to supervise mode (the
 	// provider deletes the admin Secret) without the invalidation endpoint.

@@ -317,7 +317,6 @@ func (f *Fragment) Validate() error {
 	return errs.ToAggregate()
 }
 
-
 func validateObjectName(p *field.Path, ns, name string) field.ErrorList {
 	var errs field.ErrorList
 	if ns == "" {
