@@ -16,6 +16,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"path/filepath"
 	"strconv"
 	"sync"
 )
@@ -24,7 +25,7 @@ import (
 // whose backend fails the first SucceedAfter requests of a uuid with
 // status Code, then answers; the client must get status Want.
 type Case struct {
-	Pos          string // file:line of the case in the suite's source
+	Pos          string // file:line of the case in the suite's source, e.g. httproute-retry.go:63
 	Name         string
 	Path         string
 	Code         int
@@ -67,7 +68,8 @@ func Cases(path string) ([]Case, error) {
 		if m["name"] == nil || m["args"] == nil || m["want"] == nil {
 			return true
 		}
-		c := Case{Pos: fset.Position(cl.Pos()).String(), Name: p.literal(m["name"])}
+		pos := fset.Position(cl.Pos())
+		c := Case{Pos: fmt.Sprintf("%s:%d", filepath.Base(pos.Filename), pos.Line), Name: p.literal(m["name"])}
 		for k, v := range p.fields(m["args"]) {
 			switch k {
 			case "path":
