@@ -35,6 +35,7 @@ import (
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/gwruntime"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/mainvcl"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/routing"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/testing/retrysim"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/testing/testenv"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/varnish/varnishd/varnishdtest"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/vgwapi"
@@ -113,7 +114,10 @@ func readSuiteManifests(path string) (*suiteManifests, error) {
 // per Service names for every port. It answers with the request as JSON
 // (path with query, host, method, headers, namespace, pod), sleeps for
 // ?delay=, sets the response headers X-Echo-Set-Header names
-// ("name:value,..."), echoes WebSocket messages and counts what it got.
+// ("name:value,..."), echoes WebSocket messages, runs the retry
+// simulation under /retry/ (retrysim: per ?uuid=, the first
+// ?succeedAfter= requests fail with ?responseCode=, then the JSON answer)
+// and counts what it got.
 type echoServers struct {
 	t  *testing.T
 	ip string
@@ -159,6 +163,7 @@ func (e *echoServers) start(namespace, pod string) echoAddress {
 	if err != nil {
 		e.t.Fatal(err)
 	}
+	retry := retrysim.New(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { echoAnswer(w, r, namespace, pod) }))
 	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		e.mu.Lock()
 		e.got[pod] = append(e.got[pod], r.URL.Path)
@@ -167,25 +172,34 @@ func (e *echoServers) start(namespace, pod string) echoAddress {
 			wsEcho.ServeHTTP(w, r)
 			return
 		}
-		if d, err := time.ParseDuration(r.URL.Query().Get("delay")); err == nil {
-			time.Sleep(d)
+		if strings.HasPrefix(r.URL.Path, "/retry/") {
+			retry.ServeHTTP(w, r)
+			return
 		}
-		if set := r.Header.Get("X-Echo-Set-Header"); set != "" {
-			for _, kv := range strings.Split(set, ",") {
-				if k, v, ok := strings.Cut(kv, ":"); ok {
-					w.Header().Set(k, v)
-				}
-			}
-		}
-		w.Header().Set("Content-Type", "application/json")
-		_ = json.NewEncoder(w).Encode(echoBody{ // a client that left gets nothing
-			Path: r.RequestURI, Host: r.Host, Method: r.Method, Headers: r.Header,
-			Namespace: namespace, Pod: pod,
-		})
+		echoAnswer(w, r, namespace, pod)
 	})}
 	go srv.Serve(l)
 	e.t.Cleanup(func() { srv.Close() })
 	return echoAddress{port: int32(l.Addr().(*net.TCPAddr).Port), pod: pod}
+}
+
+// echoAnswer is the echo backend's answer to r, as pod of namespace.
+func echoAnswer(w http.ResponseWriter, r *http.Request, namespace, pod string) {
+	if d, err := time.ParseDuration(r.URL.Query().Get("delay")); err == nil {
+		time.Sleep(d)
+	}
+	if set := r.Header.Get("X-Echo-Set-Header"); set != "" {
+		for _, kv := range strings.Split(set, ",") {
+			if k, v, ok := strings.Cut(kv, ":"); ok {
+				w.Header().Set(k, v)
+			}
+		}
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(echoBody{ // a client that left gets nothing
+		Path: r.RequestURI, Host: r.Host, Method: r.Method, Headers: r.Header,
+		Namespace: namespace, Pod: pod,
+	})
 }
 
 // wsEcho answers a WebSocket upgrade as the suite's echo backend does:

@@ -45,6 +45,10 @@ type suiteCase struct {
 	Gateway string
 	Port    int32  // the listener port of the gwAddrNNN the test sends it to; 0: the first listener's
 	table   string // the []http.ExpectedResponse variable that holds it
+	// probe, when set, changes the request of each probe before it is
+	// sent, as a test that builds its requests in code does
+	// (HTTPRouteRetry: a fresh uuid each time).
+	probe func(c *suiteCase)
 
 	Request                   suiteRequest
 	ExpectedRequest           *suiteExpectedRequest

@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -25,6 +26,7 @@ import (
 
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/conformance"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/routing"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/testing/retrysim"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/testing/testenv"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/varnish/varnishd/varnishdtest"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/vgwapi"
@@ -180,7 +182,12 @@ func (r *replay) run(t *testing.T, s *suiteScenario, res *scenarioResult) {
 		return
 	}
 	if build := suiteCaseBuilders[s.ShortName]; build != nil {
-		s.Cases, s.Unreadable = build(scn), ""
+		cases, err := build(r.dir, scn)
+		if err != nil {
+			res.outcome, res.reason = outcomeFail, fmt.Sprintf("building its requests as %s does: %v", s.File, err)
+			return
+		}
+		s.Cases, s.Unreadable = cases, ""
 	}
 	if s.Unreadable != "" {
 		notReplayed("a request is built in code, not a literal (%s)", s.Unreadable)
@@ -318,6 +325,9 @@ func (r *replay) sendOnce(g *replayGateway, c suiteCase, requests *int) error {
 		key := m.BackendRef.Namespace + "/" + m.BackendRef.Name
 		before[key] = r.echo.count(key, path)
 	}
+	if c.probe != nil {
+		c.probe(&c)
+	}
 	*requests++
 	got, err := g.send(c)
 	if err != nil {
@@ -430,7 +440,6 @@ func (r *replay) percentMirror(g *replayGateway, c suiteCase, requests *int) err
 var suiteNotReplayed = map[string]string{
 	"HTTPRouteBackendProtocolH2C":                     "its requests are HTTP/2 with prior knowledge, for an h2c backend: Varnish talks HTTP/1.1 to backends, so the route's backend does not resolve (UnsupportedProtocol)",
 	"HTTPRouteHTTPSListenerDetectMisdirectedRequests": "its requests are HTTP/2 over TLS reusing a connection for another host (421 Misdirected Request); the replay sends HTTP/1.1",
-	"HTTPRouteRetry":                                  "retries are not supported yet (the route is rejected with UnsupportedValue), and the test builds its requests in code",
 }
 
 // suiteStatusOnly says, for the status-only scenarios that
@@ -440,12 +449,12 @@ var suiteStatusOnly = map[string]string{
 }
 
 // suiteCaseBuilders make the requests of tests that build them in code,
-// as the test does.
-var suiteCaseBuilders = map[string]func(m *suiteManifests) []suiteCase{
+// as the test does; dir is the suite's module directory.
+var suiteCaseBuilders = map[string]func(dir string, m *suiteManifests) ([]suiteCase, error){
 	// One request per Service type: the Exact path of each rule, answered
 	// by infra-backend-v1's pods (the test fills the manual EndpointSlices
 	// with them; the headless Service selects them).
-	"HTTPRouteServiceTypes": func(m *suiteManifests) []suiteCase {
+	"HTTPRouteServiceTypes": func(_ string, m *suiteManifests) ([]suiteCase, error) {
 		var cases []suiteCase
 		for _, route := range m.Routes {
 			for i, rule := range route.Spec.Rules {
@@ -458,9 +467,39 @@ var suiteCaseBuilders = map[string]func(m *suiteManifests) []suiteCase{
 				}
 			}
 		}
-		return cases
+		return cases, nil
+	},
+	// One request per case of the test's table (retrysim.Cases reads it
+	// from the suite's source): the rule's path with the echo backend's
+	// retry simulation parameters and a uuid that is new for every probe,
+	// as the test makes one per probe, so that each probe's attempts are
+	// counted apart. The status must be the case's; a 200 is answered by
+	// infra-backend-v3 with the request as sent.
+	"HTTPRouteRetry": func(dir string, _ *suiteManifests) ([]suiteCase, error) {
+		rcs, err := retrysim.Cases(filepath.Join(dir, "tests", "httproute-retry.go"))
+		if err != nil {
+			return nil, err
+		}
+		if len(rcs) == 0 {
+			return nil, fmt.Errorf("no case found in tests/httproute-retry.go: the reading of the suite broke")
+		}
+		var cases []suiteCase
+		for _, rc := range rcs {
+			cases = append(cases, suiteCase{
+				Pos: rc.Pos, Gateway: "same-namespace",
+				Response: suiteResponse{StatusCode: rc.Want},
+				Backend:  "infra-backend-v3", Namespace: "gateway-conformance-infra",
+				probe: func(c *suiteCase) {
+					c.Request.Path = rc.Path + "?" + rc.Query(fmt.Sprintf("replay-%d", retryProbes.Add(1)))
+				},
+			})
+		}
+		return cases, nil
 	},
 }
+
+// retryProbes numbers the probes of HTTPRouteRetry: each gets its own uuid.
+var retryProbes atomic.Int64
 
 // suiteSetups do what a test does in code before its requests.
 var suiteSetups = map[string]func(r *replay, t *testing.T, m *suiteManifests){

@@ -40,6 +40,7 @@ var supported = []features.FeatureName{
 	features.SupportHTTPRouteRequestPercentageMirror,
 	features.SupportHTTPRouteRequestTimeout,
 	features.SupportHTTPRouteResponseHeaderModification,
+	features.SupportHTTPRouteRetry,
 	features.SupportHTTPRouteSchemeRedirect,
 	features.SupportReferenceGrant,
 }

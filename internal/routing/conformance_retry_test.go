@@ -3,17 +3,11 @@ package routing
 import (
 	"context"
 	"fmt"
-	"go/ast"
-	"go/parser"
-	"go/token"
 	"io"
 	"net"
 	"net/http"
-	"net/url"
 	"os"
 	"path/filepath"
-	"strconv"
-	"sync"
 	"testing"
 	"time"
 
@@ -22,151 +16,25 @@ import (
 
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/ghostjson"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/mainvcl"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/testing/retrysim"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/varnish/varnishd"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/varnish/varnishd/varnishdtest"
 )
-
-// retryCase is one case of the suite's HTTPRouteRetry test: a path, the
-// echo backend's retry simulation (the first succeedAfter requests of a
-// uuid answer responseCode, the next 200) and the status the client must
-// get.
-type retryCase struct {
-	pos, name, path string
-	code, after     int
-	want            int
-}
-
-// retryCases extracts the cases of tests/httproute-retry.go with
-// go/parser (nothing is copied): composite literals with name, args and
-// want. A field it does not know fails the test, so a change of the suite
-// is noticed.
-func retryCases(t *testing.T, path string) []retryCase {
-	t.Helper()
-	fset := token.NewFileSet()
-	f, err := parser.ParseFile(fset, path, nil, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kvs := func(e ast.Expr) map[string]ast.Expr {
-		cl, ok := e.(*ast.CompositeLit)
-		if !ok {
-			t.Fatalf("%s: not a composite literal", fset.Position(e.Pos()))
-		}
-		m := map[string]ast.Expr{}
-		for _, el := range cl.Elts {
-			kv, ok := el.(*ast.KeyValueExpr)
-			if !ok {
-				t.Fatalf("%s: not key: value", fset.Position(el.Pos()))
-			}
-			switch k := kv.Key.(type) {
-			case *ast.Ident:
-				m[k.Name] = kv.Value
-			case *ast.BasicLit:
-				s, _ := strconv.Unquote(k.Value)
-				m[s] = kv.Value
-			default:
-				t.Fatalf("%s: key %T", fset.Position(kv.Pos()), kv.Key)
-			}
-		}
-		return m
-	}
-	lit := func(e ast.Expr) string {
-		bl, ok := e.(*ast.BasicLit)
-		if !ok {
-			t.Fatalf("%s: not a literal", fset.Position(e.Pos()))
-		}
-		if bl.Kind == token.STRING {
-			s, _ := strconv.Unquote(bl.Value)
-			return s
-		}
-		return bl.Value
-	}
-	num := func(e ast.Expr) int {
-		n, err := strconv.Atoi(lit(e))
-		if err != nil {
-			t.Fatalf("%s: %v", fset.Position(e.Pos()), err)
-		}
-		return n
-	}
-	var cases []retryCase
-	ast.Inspect(f, func(n ast.Node) bool {
-		cl, ok := n.(*ast.CompositeLit)
-		if !ok || cl.Type != nil || len(cl.Elts) != 3 {
-			return true
-		}
-		m := kvs(cl)
-		if m["name"] == nil || m["args"] == nil || m["want"] == nil {
-			return true
-		}
-		c := retryCase{pos: fset.Position(cl.Pos()).String(), name: lit(m["name"])}
-		for k, v := range kvs(m["args"]) {
-			switch k {
-			case "path":
-				c.path = lit(v)
-			case "retrySimulationConfig":
-				for q, vals := range kvs(v) {
-					elts := vals.(*ast.CompositeLit).Elts
-					if len(elts) != 1 {
-						t.Fatalf("%s: %s has %d values", c.pos, q, len(elts))
-					}
-					switch q {
-					case "responseCode":
-						c.code = num(elts[0])
-					case "succeedAfter":
-						c.after = num(elts[0])
-					default:
-						t.Fatalf("%s: retry simulation parameter %s is not modelled", c.pos, q)
-					}
-				}
-			default:
-				t.Fatalf("%s: args.%s is not modelled", c.pos, k)
-			}
-		}
-		for k, v := range kvs(m["want"]) {
-			if k != "StatusCode" {
-				t.Fatalf("%s: want.%s is not modelled", c.pos, k)
-			}
-			c.want = num(v)
-		}
-		cases = append(cases, c)
-		return false
-	})
-	return cases
-}
-
-// retryBackend imitates the echo backend's retry simulation: per uuid,
-// the first succeedAfter requests answer responseCode, the next 200. It
-// counts the requests of each uuid.
-type retryBackend struct {
-	mu  sync.Mutex
-	got map[string]int
-}
-
-func (b *retryBackend) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	q := r.URL.Query()
-	b.mu.Lock()
-	n := b.got[q.Get("uuid")]
-	b.got[q.Get("uuid")] = n + 1
-	b.mu.Unlock()
-	code, _ := strconv.Atoi(q.Get("responseCode"))
-	after, _ := strconv.Atoi(q.Get("succeedAfter"))
-	if code != 0 && n < after {
-		w.WriteHeader(code)
-		return
-	}
-	fmt.Fprintln(w, "echo")
-}
 
 // TestConformanceRetryThroughGhost replays the suite's HTTPRouteRetry
 // (v1.6.3: codes 500 with attempts 3, codes 500 to 504 with attempts 2)
 // through a real varnishd and ghost with the rendered main.vcl, serving
 // the ghost.json that Attach, Merge and Resolve write, in front of an
-// imitation of the echo backend's retry simulation: each case gets the
+// imitation of the echo backend's retry simulation (retrysim, which the
+// chaperone's TestConformanceReplay uses too): each case gets the
 // status the suite wants, and the backend sees exactly the requests the
 // policy allows (the first plus the retries, at most attempts of them).
 func TestConformanceRetryThroughGhost(t *testing.T) {
 	dir := conformanceDir(t)
-	cases := retryCases(t, filepath.Join(dir, "tests", "httproute-retry.go"))
+	cases, err := retrysim.Cases(filepath.Join(dir, "tests", "httproute-retry.go"))
+	if err != nil {
+		t.Fatal(err)
+	}
 	if len(cases) < 11 {
 		t.Fatalf("%d cases extracted from httproute-retry.go: the extraction broke", len(cases))
 	}
@@ -188,7 +56,7 @@ func TestConformanceRetryThroughGhost(t *testing.T) {
 		}
 	}
 
-	be := &retryBackend{got: map[string]int{}}
+	be := retrysim.New(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "echo") }))
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -257,33 +125,29 @@ func TestConformanceRetryThroughGhost(t *testing.T) {
 	client := &http.Client{Timeout: 10 * time.Second}
 	for i, c := range cases {
 		uuid := fmt.Sprintf("case-%d", i)
-		q := url.Values{"responseCode": {strconv.Itoa(c.code)}, "succeedAfter": {strconv.Itoa(c.after)}, "uuid": {uuid}}
-		req, _ := http.NewRequest("GET", "http://"+listen+c.path+"?"+q.Encode(), nil)
+		req, _ := http.NewRequest("GET", "http://"+listen+c.Path+"?"+c.Query(uuid), nil)
 		req.Host = "gateway.example" // the route has no hostnames
 		resp, err := client.Do(req)
 		if err != nil {
-			t.Fatalf("%s: %v", c.name, err)
+			t.Fatalf("%s: %v", c.Name, err)
 		}
 		io.Copy(io.Discard, resp.Body)
 		resp.Body.Close()
-		if resp.StatusCode != c.want {
-			t.Errorf("%s (%s): status %d, want %d", c.name, filepath.Base(c.pos), resp.StatusCode, c.want)
+		if resp.StatusCode != c.Want {
+			t.Errorf("%s (%s): status %d, want %d", c.Name, filepath.Base(c.Pos), resp.StatusCode, c.Want)
 		}
 		// the first request, then one retry per failure until a success
 		// or the attempts run out
-		a, ok := attempts[c.path]
+		a, ok := attempts[c.Path]
 		if !ok {
-			t.Fatalf("%s: no rule for %s", c.name, c.path)
+			t.Fatalf("%s: no rule for %s", c.Name, c.Path)
 		}
 		want := 1
-		if retried[c.path][c.code] {
-			want += min(c.after, a)
+		if retried[c.Path][c.Code] {
+			want += min(c.SucceedAfter, a)
 		}
-		be.mu.Lock()
-		got := be.got[uuid]
-		be.mu.Unlock()
-		if got != want {
-			t.Errorf("%s: the backend got %d requests, want %d (attempts %d)", c.name, got, want, a)
+		if got := be.Requests(uuid); got != want {
+			t.Errorf("%s: the backend got %d requests, want %d (attempts %d)", c.Name, got, want, a)
 		}
 	}
 	t.Logf("%d requests of HTTPRouteRetry checked through %s and ghost", len(cases), varnishdtest.Bin(t))
