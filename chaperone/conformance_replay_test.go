@@ -508,7 +508,8 @@ type caseResponse struct {
 // send sends c's request to the listener of g whose port the Host header
 // names, else to the first listener, as the suite does.
 func (g *replayGateway) send(c suiteCase) (*caseResponse, error) {
-	if c.Request.Protocol != "" {
+	h2 := c.Request.Protocol == "H2" // roundtripper.H2Protocol: HTTP/2 over TLS
+	if c.Request.Protocol != "" && !h2 {
 		return nil, fmt.Errorf("%s: protocol %s is not replayed", c.Pos, c.Request.Protocol)
 	}
 	// The suite's Gateway address has the port of the listener the test
@@ -528,16 +529,26 @@ func (g *replayGateway) send(c suiteCase) (*caseResponse, error) {
 	}
 	addr := net.JoinHostPort(g.ip, strconv.Itoa(int(port)))
 	scheme, client := "http", replayClient
+	if h2 && !g.https[port] {
+		return nil, fmt.Errorf("%s: HTTP/2 over TLS to port %d, which is not an HTTPS listener of Gateway %s", c.Pos, port, g.gw.Name)
+	}
 	if g.https[port] {
-		// TLS with the Host as server name (SNI), as the suite's
-		// MakeTLSRequest does.
+		// TLS with the server name (SNI) the test's MakeTLSRequest call
+		// passes, else the Host's name. For HTTP/2 (the suite's
+		// http2.Transport) only h2 is offered, and the Host is the
+		// request's :authority on that connection.
 		serverName, _, _ := strings.Cut(c.Request.Host, ":")
+		if c.ServerName != "" {
+			serverName = c.ServerName
+		}
+		tc := &tls.Config{ServerName: serverName, InsecureSkipVerify: true} //nolint:gosec // the replay checks routing, not the self-signed certificate
+		if h2 {
+			tc.NextProtos = []string{"h2"}
+		}
 		scheme, client = "https", &http.Client{
 			Timeout:       replayClient.Timeout,
 			CheckRedirect: replayClient.CheckRedirect,
-			Transport: &http.Transport{DisableKeepAlives: true, TLSClientConfig: &tls.Config{
-				ServerName: serverName, InsecureSkipVerify: true, //nolint:gosec // the replay checks routing, not the self-signed certificate
-			}},
+			Transport:     &http.Transport{DisableKeepAlives: true, ForceAttemptHTTP2: h2, TLSClientConfig: tc},
 		}
 	}
 	method := c.Request.Method
@@ -567,6 +578,9 @@ func (g *replayGateway) send(c suiteCase) (*caseResponse, error) {
 		return nil, fmt.Errorf("%s %s (Host %s): %w", method, c.Request.Path, req.Host, err)
 	}
 	defer resp.Body.Close()
+	if h2 && resp.ProtoMajor != 2 {
+		return nil, fmt.Errorf("%s: the response came over %s, want HTTP/2", c.Pos, resp.Proto)
+	}
 	body, _ := io.ReadAll(resp.Body)
 	out := &caseResponse{status: resp.StatusCode, header: resp.Header, request: req}
 	if resp.Header.Get("Content-Type") == "application/json" {

@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -49,6 +50,10 @@ type suiteCase struct {
 	// sent, as a test that builds its requests in code does
 	// (HTTPRouteRetry: a fresh uuid each time).
 	probe func(c *suiteCase)
+	// ServerName is the TLS server name (SNI) the test's MakeTLSRequest...
+	// call passes with the case; "" when the test sends it otherwise (the
+	// replay then uses the Host's name, as those tests do).
+	ServerName string
 
 	Request                   suiteRequest
 	ExpectedRequest           *suiteExpectedRequest
@@ -103,6 +108,7 @@ var suiteConstants = map[string]string{
 	"InfrastructureGatewayName": "same-namespace",
 	"AppBackendNamespace":       "gateway-conformance-app-backend",
 	"WebBackendNamespace":       "gateway-conformance-web-backend",
+	"H2Protocol":                "H2", // roundtripper.H2Protocol: HTTP/2 over TLS
 }
 
 // suiteModuleDir is the directory of the conformance module at the
@@ -358,6 +364,13 @@ func (ev *suiteEval) cases(bodies ...ast.Node) (cases []suiteCase, unreadable st
 					}
 				}
 			}
+			if sni := ev.tlsServerName(n.Body); sni != "" {
+				for i := range cases {
+					if cases[i].table == x.Name {
+						cases[i].ServerName = sni
+					}
+				}
+			}
 			rows, ok := tables[x.Name]
 			v, _ := n.Value.(*ast.Ident)
 			if !ok || v == nil {
@@ -375,7 +388,13 @@ func (ev *suiteEval) cases(bodies ...ast.Node) (cases []suiteCase, unreadable st
 					}
 				}
 				ev.row = map[string]map[string]ast.Expr{v.Name: fields}
+				first := len(cases)
 				ast.Inspect(n.Body, visit)
+				if sni := ev.tlsServerName(n.Body); sni != "" {
+					for i := first; i < len(cases); i++ {
+						cases[i].ServerName = sni
+					}
+				}
 				ev.row = nil
 			}
 			return false
@@ -399,6 +418,31 @@ func (ev *suiteEval) cases(bodies ...ast.Node) (cases []suiteCase, unreadable st
 		ast.Inspect(body, visit)
 	}
 	return cases, unreadable
+}
+
+// tlsServerName is the server name a MakeTLSRequest... call in body
+// passes (the argument before the ExpectedResponse), evaluated for the
+// current row of a table; "" when body makes no such call or the name is
+// not a literal the replay evaluates.
+func (ev *suiteEval) tlsServerName(body ast.Node) string {
+	name := ""
+	ast.Inspect(body, func(n ast.Node) bool {
+		call, ok := n.(*ast.CallExpr)
+		if !ok {
+			return true
+		}
+		sel, ok := call.Fun.(*ast.SelectorExpr)
+		if !ok || !strings.HasPrefix(sel.Sel.Name, "MakeTLSRequest") || len(call.Args) < 2 {
+			return true
+		}
+		if e, ok := ev.resolve(call.Args[len(call.Args)-2]); ok && e != nil {
+			if s, err := ev.str(e); err == nil {
+				name = s
+			}
+		}
+		return true
+	})
+	return name
 }
 
 // rangeAddr is the gwAddr... variable a call in body passes.
@@ -576,5 +620,73 @@ func TestReadSuiteScenarios(t *testing.T) {
 	}
 	if len(scenarios) < 50 || cases < 100 {
 		t.Errorf("%d scenarios with %d cases: the extraction broke", len(scenarios), cases)
+	}
+
+	// The server name (SNI) comes from the MakeTLSRequest call, per row of
+	// the table the test ranges over: HTTPRouteHTTPSListenerDetectMisdirectedRequests
+	// sends Hosts on connections for other names.
+	type tlsCase struct {
+		serverName, host, protocol string
+		status                     int
+	}
+	want := map[string][]tlsCase{
+		"HTTPRouteHTTPSListenerDetectMisdirectedRequests": {
+			{"example.org", "example.org", "H2", 200},
+			{"example.org", "second-example.org", "H2", 421},
+			{"example.org", "unknown-example.org", "H2", 404},
+			{"second-example.org", "second-example.org", "H2", 200},
+			{"second-example.org", "example.org", "H2", 421},
+			{"second-example.org", "unknown-example.org", "H2", 421},
+			{"third-example.wildcard.org", "third-example.wildcard.org", "H2", 200},
+			{"third-example.wildcard.org", "fith-example.wildcard.org", "H2", 200},
+			{"third-example.wildcard.org", "fourth-example.wildcard.org", "H2", 421},
+			{"third-example.wildcard.org", "second-example.org", "H2", 421},
+			{"third-example.wildcard.org", "unknown-example.org", "H2", 421},
+			{"fourth-example.wildcard.org", "fourth-example.wildcard.org", "H2", 200},
+			{"fourth-example.wildcard.org", "fith-example.wildcard.org", "H2", 421},
+			{"unknown-example.org", "example.org", "H2", 200},
+			{"unknown-example.org", "unknown-example.org", "H2", 404},
+		},
+		// A literal server name for an ExpectedResponse table.
+		"HTTPRouteRedirectPortAndScheme": nil,
+	}
+	for _, s := range scenarios {
+		w, ok := want[s.ShortName]
+		if !ok {
+			continue
+		}
+		delete(want, s.ShortName)
+		if s.Unreadable != "" {
+			t.Errorf("%s: unreadable: %s", s.ShortName, s.Unreadable)
+		}
+		if w == nil {
+			tls := 0
+			for _, c := range s.Cases {
+				if c.Port == 443 {
+					tls++
+					if c.ServerName != "example.org" {
+						t.Errorf("%s %s: server name %q, want example.org (the test's literal)", s.ShortName, c.Pos, c.ServerName)
+					}
+				}
+			}
+			if tls == 0 {
+				t.Errorf("%s: no case for gwAddr443: the extraction broke", s.ShortName)
+			}
+			continue
+		}
+		var got []tlsCase
+		for _, c := range s.Cases {
+			status := c.Response.StatusCode
+			if len(c.Response.StatusCodes) == 1 {
+				status = c.Response.StatusCodes[0]
+			}
+			got = append(got, tlsCase{c.ServerName, c.Request.Host, c.Request.Protocol, status})
+		}
+		if !slices.Equal(got, w) {
+			t.Errorf("%s: cases (server name, Host, protocol, status)\n got %v\nwant %v", s.ShortName, got, w)
+		}
+	}
+	for name := range want {
+		t.Errorf("scenario %s not found", name)
 	}
 }

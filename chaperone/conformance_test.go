@@ -438,8 +438,7 @@ func (r *replay) percentMirror(g *replayGateway, c suiteCase, requests *int) err
 
 // suiteNotReplayed are scenarios the replay does not send, with the reason.
 var suiteNotReplayed = map[string]string{
-	"HTTPRouteBackendProtocolH2C":                     "its requests are HTTP/2 with prior knowledge, for an h2c backend: Varnish talks HTTP/1.1 to backends, so the route's backend does not resolve (UnsupportedProtocol)",
-	"HTTPRouteHTTPSListenerDetectMisdirectedRequests": "its requests are HTTP/2 over TLS reusing a connection for another host (421 Misdirected Request); the replay sends HTTP/1.1",
+	"HTTPRouteBackendProtocolH2C": "its requests are HTTP/2 with prior knowledge, for an h2c backend: Varnish talks HTTP/1.1 to backends, so the route's backend does not resolve (UnsupportedProtocol)",
 }
 
 // suiteStatusOnly says, for the status-only scenarios that

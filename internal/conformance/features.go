@@ -18,6 +18,7 @@ import (
 // supported is the list of claimed features, sorted by name.
 var supported = []features.FeatureName{
 	features.SupportGateway,
+	features.SupportGatewayHTTPSListenerDetectMisdirectedRequests,
 	features.SupportGatewayPort8080,
 	features.SupportHTTPRoute,
 	features.SupportHTTPRoute303RedirectStatusCode,
