@@ -63,6 +63,14 @@ func newRouting(cfg *Config, logger *slog.Logger) (routingHalf, *Halves, error) 
 		// Every request of the clients below goes through the monitor:
 		// a broken watch is logged once, its recovery once, and the sync
 		// age is a metric (docs/chaperone.md, "The Kubernetes API").
+		// The routes' status writer is the exception: a route the pods may
+		// not write (applied by an earlier release, without the route
+		// status Role) answers 403 by design, which is no broken watch,
+		// and an outage shows in the informers' requests anyway.
+		routesClient, err := gatewayclient.NewForConfig(rest.CopyConfig(rc))
+		if err != nil {
+			return nil, nil, fmt.Errorf("gateway API client for route status: %w", err)
+		}
 		api := apiwatch.New(logger)
 		rc.Wrap(api.WrapTransport)
 		kube, err := kubernetes.NewForConfig(rc)
@@ -103,7 +111,7 @@ func newRouting(cfg *Config, logger *slog.Logger) (routingHalf, *Halves, error) 
 			// The routes' status between applies (docs/routing-sync.md,
 			// "Status").
 			AttachedRoutes: gatewaystatus.NewAttachedRoutesWriter(gw, ns, name, log),
-			Routes:         gatewaystatus.NewRouteWriter(gw, routing.ObjectRef{Namespace: ns, Name: name}, gwruntime.ControllerName, log),
+			Routes:         gatewaystatus.NewRouteWriter(routesClient, routing.ObjectRef{Namespace: ns, Name: name}, gwruntime.ControllerName, log),
 			Reporter:       vgwapi.NewReporter(dyn, gwRef, vgwapi.Pod{Name: cfg.PodName, UID: cfg.PodUID}, log.With("component", "report")),
 			API:            api,
 		}
