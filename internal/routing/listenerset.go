@@ -300,28 +300,35 @@ func ComposeGateway(gw *gatewayv1.Gateway, sets []*gatewayv1.ListenerSet, objs *
 			case hosts[portHost{e.Port, host}]:
 				er.Conditions = conflicted(gatewayv1.ListenerEntryReasonHostnameConflict,
 					fmt.Sprintf("a listener that takes precedence (the Gateway's own, or an older ListenerSet's) already serves hostname %s on port %d: use another hostname or port", host, e.Port))
-			case e.Protocol != gatewayv1.HTTPProtocolType:
+			case e.Protocol != gatewayv1.HTTPProtocolType && (e.Protocol != gatewayv1.HTTPSProtocolType || objs == nil || !objs.ListenerSetHTTPS):
 				msg := fmt.Sprintf("varnishgw serves HTTP listeners of ListenerSets, not %s", e.Protocol)
 				if e.Protocol == gatewayv1.HTTPSProtocolType {
 					msg += ": declare HTTPS listeners on the Gateway"
 				}
 				// HTTPRoutes, the only kind varnishgw serves, need HTTP or
 				// HTTPS.
-				refsOK, refsMsg := true, ""
+				var refsReason gatewayv1.ListenerEntryConditionReason
+				refsMsg := ""
 				if e.Protocol != gatewayv1.HTTPSProtocolType {
-					refsOK, refsMsg = false, fmt.Sprintf("HTTPRoute, the only route kind varnishgw serves, does not attach to protocol %s", e.Protocol)
+					refsReason, refsMsg = gatewayv1.ListenerEntryReasonInvalidRouteKinds, fmt.Sprintf("HTTPRoute, the only route kind varnishgw serves, does not attach to protocol %s", e.Protocol)
 					er.SupportedKinds = []gatewayv1.RouteGroupKind{}
 				}
-				er.Conditions = entryConditions(false, gatewayv1.ListenerEntryReasonUnsupportedProtocol, msg, refsOK, refsMsg)
+				er.Conditions = entryConditions(false, gatewayv1.ListenerEntryReasonUnsupportedProtocol, msg, refsReason, refsMsg)
 			case !kindsOK:
-				er.Conditions = entryConditions(true, gatewayv1.ListenerEntryReasonAccepted, "", false,
+				er.Conditions = entryConditions(true, gatewayv1.ListenerEntryReasonAccepted, "", gatewayv1.ListenerEntryReasonInvalidRouteKinds,
 					"the listener allows no route kind varnishgw serves: allow HTTPRoute in allowedRoutes.kinds")
 			default:
 				if ve := ValidateGateway(&gatewayv1.Gateway{Spec: gatewayv1.GatewaySpec{Listeners: []gatewayv1.Listener{listenerOf(e)}}}); len(ve) > 0 {
-					er.Conditions = entryConditions(false, gatewayv1.ListenerEntryReasonInvalid, truncate(ve.ToAggregate().Error()), true, "")
+					er.Conditions = entryConditions(false, gatewayv1.ListenerEntryReasonInvalid, truncate(ve.ToAggregate().Error()), "", "")
 					break
 				}
-				er.Conditions = entryConditions(true, gatewayv1.ListenerEntryReasonAccepted, "", true, "")
+				if l.Protocol == gatewayv1.HTTPSProtocolType {
+					if why := listenerSetCertificateRefs(ls, &l, objs.ReferenceGrants); why != "" {
+						er.Conditions = entryConditions(true, gatewayv1.ListenerEntryReasonAccepted, "", gatewayv1.ListenerEntryReasonRefNotPermitted, why)
+						break
+					}
+				}
+				er.Conditions = entryConditions(true, gatewayv1.ListenerEntryReasonAccepted, "", "", "")
 				er.Served = true
 				served++
 				out.Spec.Listeners = append(out.Spec.Listeners, l)
@@ -345,6 +352,32 @@ func ComposeGateway(gw *gatewayv1.Gateway, sets []*gatewayv1.ListenerSet, objs *
 		c.ListenerSets = append(c.ListenerSets, r)
 	}
 	return c
+}
+
+// listenerSetCertificateRefs makes the namespace of every certificateRef
+// of l, the composed HTTPS listener of ls, explicit (a ref without one is
+// in the ListenerSet's namespace, not the Gateway's), and returns why a
+// ref is not permitted: a Secret in another namespace than the
+// ListenerSet's needs a ReferenceGrant there from kind ListenerSet of the
+// ListenerSet's namespace (ListenerCertificateRefPermitted); "" when all
+// are. l.TLS is copied first: it is shared with ls.
+func listenerSetCertificateRefs(ls *gatewayv1.ListenerSet, l *gatewayv1.Listener, grants []*gatewayv1.ReferenceGrant) string {
+	l.TLS = l.TLS.DeepCopy()
+	var denied []string
+	for i := range l.TLS.CertificateRefs {
+		r := &l.TLS.CertificateRefs[i]
+		if r.Namespace == nil || *r.Namespace == "" {
+			r.Namespace = ptrTo(gatewayv1.Namespace(ls.Namespace))
+		}
+		if !certificateRefPermitted(grants, "ListenerSet", ls.Namespace, string(*r.Namespace), string(r.Name)) {
+			denied = append(denied, string(*r.Namespace)+"/"+string(r.Name))
+		}
+	}
+	if len(denied) == 0 {
+		return ""
+	}
+	return truncate(fmt.Sprintf("no ReferenceGrant lets ListenerSets of namespace %s reference the Secret %s: create one in the Secret's namespace (from group %s kind ListenerSet namespace %s, to group \"\" kind Secret), or use a Secret in namespace %s",
+		ls.Namespace, strings.Join(denied, ", "), gatewayv1.GroupName, ls.Namespace, ls.Namespace))
 }
 
 var httpRouteKind = gatewayv1.RouteGroupKind{Group: ptrTo(gatewayv1.Group(gatewayv1.GroupName)), Kind: "HTTPRoute"}
@@ -385,9 +418,10 @@ func conflicted(reason gatewayv1.ListenerEntryConditionReason, msg string) []Con
 }
 
 // entryConditions are the conditions of a listener without conflict:
-// accepted (or not, with reason and msg) and with resolved references (or
-// InvalidRouteKinds with refsMsg).
-func entryConditions(accepted bool, reason gatewayv1.ListenerEntryConditionReason, msg string, refsOK bool, refsMsg string) []Condition {
+// accepted (or not, with reason and msg) and with resolved references
+// (refsReason "") or not (refsReason, such as InvalidRouteKinds or
+// RefNotPermitted, with refsMsg; the listener is then not programmed).
+func entryConditions(accepted bool, reason gatewayv1.ListenerEntryConditionReason, msg string, refsReason gatewayv1.ListenerEntryConditionReason, refsMsg string) []Condition {
 	t, f := string(metav1.ConditionTrue), string(metav1.ConditionFalse)
 	c := []Condition{
 		{Type: string(gatewayv1.ListenerEntryConditionAccepted), Status: t, Reason: string(reason), Message: msg},
@@ -398,9 +432,9 @@ func entryConditions(accepted bool, reason gatewayv1.ListenerEntryConditionReaso
 	if !accepted {
 		c[0].Status, c[1].Status, c[1].Reason = f, f, string(reason)
 	}
-	if !refsOK {
+	if refsReason != "" {
 		c[1].Status, c[1].Reason, c[1].Message = f, string(gatewayv1.ListenerEntryReasonInvalid), refsMsg
-		c[3].Status, c[3].Reason, c[3].Message = f, string(gatewayv1.ListenerEntryReasonInvalidRouteKinds), refsMsg
+		c[3].Status, c[3].Reason, c[3].Message = f, string(refsReason), refsMsg
 	}
 	return c
 }

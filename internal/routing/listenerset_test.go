@@ -311,3 +311,135 @@ func TestListenerSetListenersAnnotation(t *testing.T) {
 		}
 	}
 }
+
+// TestComposeGatewayHTTPS: with ListenerSetHTTPS, the HTTPS listeners of
+// a ListenerSet are served when their certificateRefs are permitted: a
+// Secret in the ListenerSet's namespace (a ref without namespace is
+// there, not in the Gateway's) or one that a ReferenceGrant from kind
+// ListenerSet lets it reference; a grant from Gateways does not do.
+func TestComposeGatewayHTTPS(t *testing.T) {
+	fromLS := func(ns string) gatewayv1.ReferenceGrantFrom {
+		return gatewayv1.ReferenceGrantFrom{Group: gatewayv1.GroupName, Kind: "ListenerSet", Namespace: gatewayv1.Namespace(ns)}
+	}
+	secrets := func(ns string, from gatewayv1.ReferenceGrantFrom) *gatewayv1.ReferenceGrant {
+		return &gatewayv1.ReferenceGrant{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "g"},
+			Spec: gatewayv1.ReferenceGrantSpec{From: []gatewayv1.ReferenceGrantFrom{from}, To: []gatewayv1.ReferenceGrantTo{{Kind: "Secret"}}}}
+	}
+	inCerts := gatewayv1.SecretObjectReference{Name: "shared", Namespace: ptr(gatewayv1.Namespace("certs"))}
+	gw := allowListeners(gateway(listener("http", 80, "")), gatewayv1.NamespacesFromAll, nil)
+	set := listenerSet("apps", "ls", 0,
+		httpsListener("own", 443, "own.example", gatewayv1.SecretObjectReference{Name: "own-cert"}),
+		httpsListener("shared", 443, "shared.example", inCerts),
+		listener("plain", 8080, ""))
+	tests := []struct {
+		name    string
+		objs    *Objects
+		want    string // ListenerSet and listeners' Accepted, then each listener's ResolvedRefs
+		secrets []string
+	}{
+		{
+			name: "not enabled",
+			objs: &Objects{},
+			want: "ls=Accepted own:!UnsupportedProtocol shared:!UnsupportedProtocol plain:Accepted; refs ResolvedRefs ResolvedRefs ResolvedRefs",
+		},
+		{
+			name:    "no grant",
+			objs:    &Objects{ListenerSetHTTPS: true},
+			want:    "ls=Accepted own:Accepted shared:Accepted plain:Accepted; refs ResolvedRefs !RefNotPermitted ResolvedRefs",
+			secrets: []string{"apps/own-cert"},
+		},
+		{
+			name:    "a grant from Gateways does not do",
+			objs:    &Objects{ListenerSetHTTPS: true, ReferenceGrants: []*gatewayv1.ReferenceGrant{secrets("certs", gatewayv1.ReferenceGrantFrom{Group: gatewayv1.GroupName, Kind: "Gateway", Namespace: "apps"})}},
+			want:    "ls=Accepted own:Accepted shared:Accepted plain:Accepted; refs ResolvedRefs !RefNotPermitted ResolvedRefs",
+			secrets: []string{"apps/own-cert"},
+		},
+		{
+			name:    "a grant from ListenerSets of another namespace does not do",
+			objs:    &Objects{ListenerSetHTTPS: true, ReferenceGrants: []*gatewayv1.ReferenceGrant{secrets("certs", fromLS("infra"))}},
+			want:    "ls=Accepted own:Accepted shared:Accepted plain:Accepted; refs ResolvedRefs !RefNotPermitted ResolvedRefs",
+			secrets: []string{"apps/own-cert"},
+		},
+		{
+			name:    "granted",
+			objs:    &Objects{ListenerSetHTTPS: true, ReferenceGrants: []*gatewayv1.ReferenceGrant{secrets("certs", fromLS("apps"))}},
+			want:    "ls=Accepted own:Accepted shared:Accepted plain:Accepted; refs ResolvedRefs ResolvedRefs ResolvedRefs",
+			secrets: []string{"apps/own-cert", "certs/shared"},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := ComposeGateway(gw, []*gatewayv1.ListenerSet{set}, tt.objs)
+			got := outcome(c) + "; refs"
+			for _, l := range c.ListenerSets[0].Listeners {
+				got += " " + condStr(l.Conditions, "ResolvedRefs")
+				prog := condStr(l.Conditions, "Programmed")
+				if l.Served != (prog == "Programmed") {
+					t.Errorf("%s: served %v, Programmed %s", l.Name, l.Served, prog)
+				}
+			}
+			if got != tt.want {
+				t.Errorf("got  %s\nwant %s", got, tt.want)
+			}
+			var secs []string
+			for _, r := range CertificateSecrets(c.Gateway) {
+				secs = append(secs, r.String())
+			}
+			if strings.Join(secs, ",") != strings.Join(tt.secrets, ",") {
+				t.Errorf("CertificateSecrets %v, want %v", secs, tt.secrets)
+			}
+			for _, l := range c.Gateway.Spec.Listeners {
+				if l.Protocol != gatewayv1.HTTPSProtocolType {
+					continue
+				}
+				for _, r := range l.TLS.CertificateRefs {
+					if r.Namespace == nil || *r.Namespace == "" {
+						t.Errorf("%s: certificateRef %s without namespace", l.Name, r.Name)
+					}
+				}
+			}
+			if set.Spec.Listeners[0].TLS.CertificateRefs[0].Namespace != nil {
+				t.Errorf("the input ListenerSet was changed")
+			}
+			again := ComposeGateway(c.Gateway, []*gatewayv1.ListenerSet{set}, tt.objs)
+			if outcome(again) != outcome(c) || len(again.Gateway.Spec.Listeners) != len(c.Gateway.Spec.Listeners) {
+				t.Errorf("composing twice: %s", outcome(again))
+			}
+		})
+	}
+}
+
+func TestListenerCertificateRefPermitted(t *testing.T) {
+	g := func(kind gatewayv1.Kind, ns string) []*gatewayv1.ReferenceGrant {
+		return []*gatewayv1.ReferenceGrant{{ObjectMeta: metav1.ObjectMeta{Namespace: "certs", Name: "g"},
+			Spec: gatewayv1.ReferenceGrantSpec{
+				From: []gatewayv1.ReferenceGrantFrom{{Group: gatewayv1.GroupName, Kind: kind, Namespace: gatewayv1.Namespace(ns)}},
+				To:   []gatewayv1.ReferenceGrantTo{{Kind: "Secret"}},
+			}}}
+	}
+	gw := gateway()
+	own, lsKey := "https", ListenerSetListenerKey("apps", "ls", "https")
+	tests := []struct {
+		name     string
+		grants   []*gatewayv1.ReferenceGrant
+		listener string
+		secretNS string
+		want     bool
+	}{
+		{"Gateway listener, own namespace", nil, own, gw.Namespace, true},
+		{"Gateway listener, Gateway grant", g("Gateway", gw.Namespace), own, "certs", true},
+		{"Gateway listener, ListenerSet grant", g("ListenerSet", gw.Namespace), own, "certs", false},
+		{"ListenerSet listener, its namespace", nil, lsKey, "apps", true},
+		{"ListenerSet listener, the Gateway's namespace", nil, lsKey, gw.Namespace, false},
+		{"ListenerSet listener, ListenerSet grant", g("ListenerSet", "apps"), lsKey, "certs", true},
+		{"ListenerSet listener, grant to another namespace's ListenerSets", g("ListenerSet", gw.Namespace), lsKey, "certs", false},
+		{"ListenerSet listener, Gateway grant", g("Gateway", "apps"), lsKey, "certs", false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := ListenerCertificateRefPermitted(tt.grants, gw, tt.listener, tt.secretNS, "www"); got != tt.want {
+				t.Errorf("got %v, want %v", got, tt.want)
+			}
+		})
+	}
+}
