@@ -44,6 +44,15 @@ func parseListenerKey(name string) (set ObjectRef, listener string, ok bool) {
 	return ObjectRef{Namespace: parts[0], Name: parts[1]}, parts[2], true
 }
 
+// ListenerSetOf returns the ListenerSet whose listener name is, among a
+// Gateway's effective listeners (a ListenerSetListenerKey); false for one
+// of the Gateway's own listeners. The status of such a listener belongs
+// on the ListenerSet, not on the Gateway.
+func ListenerSetOf(name string) (ObjectRef, bool) {
+	set, _, ok := parseListenerKey(name)
+	return set, ok
+}
+
 // ListenerSetParent is the Gateway the ListenerSet's parentRef names, and
 // false when the parentRef names another kind than a Gateway of the
 // Gateway API group.
@@ -127,12 +136,31 @@ func ValidateAllowedListeners(gw *gatewayv1.Gateway) field.ErrorList {
 
 // ValidateListenerSet checks the spec of a ListenerSet as varnishgw serves
 // it: a parentRef to a Gateway, one to 64 listeners with unique valid
-// names, ports, HTTP as the protocol (HTTPS listeners in a ListenerSet are
-// not served yet), hostnames, no two listeners with the same port and
-// hostname, allowed route kinds (HTTPRoute only) and namespace selectors.
-// Conflicts with the Gateway's listeners or other ListenerSets are not
-// errors of the spec: ComposeGateway reports them in the status.
+// names, ports, HTTP as the protocol (the provider does not serve HTTPS
+// listeners in a ListenerSet yet), hostnames, no two listeners with the
+// same port and hostname, allowed route kinds (HTTPRoute only) and
+// namespace selectors. Conflicts with the Gateway's listeners or other
+// ListenerSets are not errors of the spec: ComposeGateway reports them in
+// the status.
 func ValidateListenerSet(ls *gatewayv1.ListenerSet) field.ErrorList {
+	errs := validateListenerSetSpec(ls)
+	if ls == nil {
+		return errs
+	}
+	lp := field.NewPath("spec", "listeners")
+	for i, l := range ls.Spec.Listeners {
+		if l.Protocol == gatewayv1.HTTPSProtocolType {
+			errs = append(errs, field.NotSupported(lp.Index(i).Child("protocol"), l.Protocol, []string{string(gatewayv1.HTTPProtocolType)}))
+			errs[len(errs)-1].Detail = "varnishgw serves HTTP listeners of ListenerSets only, not HTTPS yet: set protocol HTTP, or declare the HTTPS listener on the Gateway"
+		}
+	}
+	return errs
+}
+
+// validateListenerSetSpec is ValidateListenerSet without its restriction
+// to HTTP: HTTPS listeners are checked as those of a Gateway
+// (ValidateListenerTLS).
+func validateListenerSetSpec(ls *gatewayv1.ListenerSet) field.ErrorList {
 	if ls == nil {
 		return field.ErrorList{field.Required(field.NewPath("spec"), "nil ListenerSet")}
 	}
@@ -159,15 +187,7 @@ func ValidateListenerSet(ls *gatewayv1.ListenerSet) field.ErrorList {
 	for i, e := range ls.Spec.Listeners {
 		gw.Spec.Listeners[i] = listenerOf(e)
 	}
-	errs = append(errs, ValidateGateway(gw)...)
-	lp := field.NewPath("spec", "listeners")
-	for i, l := range ls.Spec.Listeners {
-		if l.Protocol == gatewayv1.HTTPSProtocolType {
-			errs = append(errs, field.NotSupported(lp.Index(i).Child("protocol"), l.Protocol, []string{string(gatewayv1.HTTPProtocolType)}))
-			errs[len(errs)-1].Detail = "varnishgw serves HTTP listeners of ListenerSets only, not HTTPS yet: set protocol HTTP, or declare the HTTPS listener on the Gateway"
-		}
-	}
-	return errs
+	return append(errs, ValidateGateway(gw)...)
 }
 
 func listenerOf(e gatewayv1.ListenerEntry) gatewayv1.Listener {
@@ -476,10 +496,13 @@ func (c *ComposedGateway) ListenerSetListeners() (string, error) {
 // WithListenerSetListeners returns gw with the ListenerSet listeners its
 // ListenerSetListenersAnnotation records appended to its own (gw itself
 // when there are none). A value that does not decode, a listener whose
-// name is not a ListenerSetListenerKey or that is not a valid HTTP
-// listener is an error naming the annotation: the caller keeps what it
-// serves. Conflicts with the Gateway's own listeners are resolved again:
-// the Gateway's win.
+// name is not a ListenerSetListenerKey or that is not a valid HTTP or
+// HTTPS listener is an error naming the annotation: the caller keeps what
+// it serves. Conflicts with the Gateway's own listeners are resolved
+// again: the Gateway's win. The certificateRefs of HTTPS listeners are
+// taken as the provider recorded them (with their namespaces); whether a
+// ReferenceGrant permits them is for the reader of the certificates to
+// check again (ListenerCertificateRefPermitted), not decided here.
 func WithListenerSetListeners(gw *gatewayv1.Gateway) (*gatewayv1.Gateway, error) {
 	v := gw.Annotations[ListenerSetListenersAnnotation]
 	if v == "" {
@@ -495,10 +518,26 @@ func WithListenerSetListeners(gw *gatewayv1.Gateway) (*gatewayv1.Gateway, error)
 	// provider did; all of them were admitted by the provider.
 	byKey := map[ObjectRef]*gatewayv1.ListenerSet{}
 	var sets []*gatewayv1.ListenerSet
+	objs := &Objects{ListenerSetHTTPS: true}
 	for i, l := range ls {
 		set, name, ok := parseListenerKey(string(l.Name))
-		if !ok || l.Protocol != gatewayv1.HTTPProtocolType {
-			return nil, fmt.Errorf("annotation %s of Gateway %s/%s: listener %d (%q, %s) is not an HTTP listener of a ListenerSet; apply the gateway or a ListenerSet again to rewrite it", ListenerSetListenersAnnotation, gw.Namespace, gw.Name, i, l.Name, l.Protocol)
+		if !ok || (l.Protocol != gatewayv1.HTTPProtocolType && l.Protocol != gatewayv1.HTTPSProtocolType) {
+			return nil, fmt.Errorf("annotation %s of Gateway %s/%s: listener %d (%q, %s) is not an HTTP or HTTPS listener of a ListenerSet; apply the gateway or a ListenerSet again to rewrite it", ListenerSetListenersAnnotation, gw.Namespace, gw.Name, i, l.Name, l.Protocol)
+		}
+		if l.TLS != nil {
+			// The provider recorded permitted references only; they
+			// are composed as such.
+			for _, r := range l.TLS.CertificateRefs {
+				if r.Namespace != nil && string(*r.Namespace) != set.Namespace {
+					objs.ReferenceGrants = append(objs.ReferenceGrants, &gatewayv1.ReferenceGrant{
+						ObjectMeta: metav1.ObjectMeta{Namespace: string(*r.Namespace)},
+						Spec: gatewayv1.ReferenceGrantSpec{
+							From: []gatewayv1.ReferenceGrantFrom{{Group: gatewayv1.GroupName, Kind: "ListenerSet", Namespace: gatewayv1.Namespace(set.Namespace)}},
+							To:   []gatewayv1.ReferenceGrantTo{{Kind: "Secret", Name: ptrTo(r.Name)}},
+						},
+					})
+				}
+			}
 		}
 		s := byKey[set]
 		if s == nil {
@@ -513,7 +552,7 @@ func WithListenerSetListeners(gw *gatewayv1.Gateway) (*gatewayv1.Gateway, error)
 		s.Spec.Listeners = append(s.Spec.Listeners, gatewayv1.ListenerEntry(l))
 	}
 	for _, s := range sets {
-		if errs := ValidateListenerSet(s); len(errs) > 0 {
+		if errs := validateListenerSetSpec(s); len(errs) > 0 {
 			return nil, fmt.Errorf("annotation %s of Gateway %s/%s: ListenerSet %s/%s: %w; apply the gateway or a ListenerSet again to rewrite it", ListenerSetListenersAnnotation, gw.Namespace, gw.Name, s.Namespace, s.Name, errs.ToAggregate())
 		}
 	}
@@ -525,7 +564,7 @@ func WithListenerSetListeners(gw *gatewayv1.Gateway) (*gatewayv1.Gateway, error)
 		admit = gw.DeepCopy()
 		admit.Spec.AllowedListeners = &gatewayv1.AllowedListeners{Namespaces: &gatewayv1.ListenerNamespaces{From: ptrTo(gatewayv1.NamespacesFromAll)}}
 	}
-	out := ComposeGateway(admit, sets, nil).Gateway
+	out := ComposeGateway(admit, sets, objs).Gateway
 	out.Spec.AllowedListeners = gw.Spec.AllowedListeners
 	return out, nil
 }

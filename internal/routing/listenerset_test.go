@@ -298,11 +298,13 @@ func TestListenerSetListenersAnnotation(t *testing.T) {
 		t.Errorf("no annotation: %v", err)
 	}
 	for name, bad := range map[string]string{
-		"not JSON":      "{",
-		"unknown field": `[{"name":"apps/a/x","port":8080,"protocol":"HTTP","bogus":1}]`,
-		"not a key":     `[{"name":"x","port":8080,"protocol":"HTTP"}]`,
-		"HTTPS":         `[{"name":"apps/a/x","port":8443,"protocol":"HTTPS","tls":{"certificateRefs":[{"name":"c"}]}}]`,
-		"bad port":      `[{"name":"apps/a/x","port":0,"protocol":"HTTP"}]`,
+		"not JSON":       "{",
+		"unknown field":  `[{"name":"apps/a/x","port":8080,"protocol":"HTTP","bogus":1}]`,
+		"not a key":      `[{"name":"x","port":8080,"protocol":"HTTP"}]`,
+		"TCP":            `[{"name":"apps/a/x","port":8443,"protocol":"TCP"}]`,
+		"HTTPS sans tls": `[{"name":"apps/a/x","port":8443,"protocol":"HTTPS"}]`,
+		"HTTP with tls":  `[{"name":"apps/a/x","port":8080,"protocol":"HTTP","tls":{"certificateRefs":[{"name":"c"}]}}]`,
+		"bad port":       `[{"name":"apps/a/x","port":0,"protocol":"HTTP"}]`,
 	} {
 		g := gw.DeepCopy()
 		g.Annotations = map[string]string{ListenerSetListenersAnnotation: bad}
@@ -441,5 +443,49 @@ func TestListenerCertificateRefPermitted(t *testing.T) {
 				t.Errorf("got %v, want %v", got, tt.want)
 			}
 		})
+	}
+}
+
+// TestListenerSetListenersAnnotationHTTPS: the HTTPS listeners of
+// ListenerSets go through the annotation with their certificateRefs'
+// namespaces, so that the chaperone reads the Secrets of the
+// ListenerSet's namespace (or the one a ReferenceGrant opened).
+func TestListenerSetListenersAnnotationHTTPS(t *testing.T) {
+	gw := allowListeners(gateway(listener("http", 80, "")), gatewayv1.NamespacesFromAll, nil)
+	sets := []*gatewayv1.ListenerSet{listenerSet("apps", "a", 0,
+		httpsListener("own", 443, "own.example", gatewayv1.SecretObjectReference{Name: "own-cert"}),
+		httpsListener("shared", 443, "shared.example", gatewayv1.SecretObjectReference{Name: "shared", Namespace: ptr(gatewayv1.Namespace("certs"))}))}
+	grant := &gatewayv1.ReferenceGrant{ObjectMeta: metav1.ObjectMeta{Namespace: "certs", Name: "g"}, Spec: gatewayv1.ReferenceGrantSpec{
+		From: []gatewayv1.ReferenceGrantFrom{{Group: gatewayv1.GroupName, Kind: "ListenerSet", Namespace: "apps"}},
+		To:   []gatewayv1.ReferenceGrantTo{{Kind: "Secret"}},
+	}}
+	c := ComposeGateway(gw, sets, &Objects{ListenerSetHTTPS: true, ReferenceGrants: []*gatewayv1.ReferenceGrant{grant}})
+	v, err := c.ListenerSetListeners()
+	if err != nil {
+		t.Fatal(err)
+	}
+	served := gw.DeepCopy()
+	served.Annotations = map[string]string{ListenerSetListenersAnnotation: v}
+	got, err := WithListenerSetListeners(served)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names, secrets []string
+	for _, l := range got.Spec.Listeners {
+		names = append(names, fmt.Sprintf("%s:%d:%s", l.Name, l.Port, l.Protocol))
+	}
+	for _, r := range CertificateSecrets(got) {
+		secrets = append(secrets, r.String())
+	}
+	if want := "http:80:HTTP,apps/a/own:443:HTTPS,apps/a/shared:443:HTTPS"; strings.Join(names, ",") != want {
+		t.Errorf("listeners %v, want %s", names, want)
+	}
+	if want := "apps/own-cert,certs/shared"; strings.Join(secrets, ",") != want {
+		t.Errorf("CertificateSecrets %v, want %s", secrets, want)
+	}
+	for _, l := range got.Spec.Listeners[1:] {
+		if !ListenerCertificateRefPermitted([]*gatewayv1.ReferenceGrant{grant}, got, string(l.Name), string(*l.TLS.CertificateRefs[0].Namespace), string(l.TLS.CertificateRefs[0].Name)) {
+			t.Errorf("%s: the ReferenceGrant from ListenerSets of apps does not permit its certificate", l.Name)
+		}
 	}
 }
