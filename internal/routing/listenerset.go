@@ -136,31 +136,14 @@ func ValidateAllowedListeners(gw *gatewayv1.Gateway) field.ErrorList {
 
 // ValidateListenerSet checks the spec of a ListenerSet as varnishgw serves
 // it: a parentRef to a Gateway, one to 64 listeners with unique valid
-// names, ports, HTTP as the protocol (the provider does not serve HTTPS
-// listeners in a ListenerSet yet), hostnames, no two listeners with the
-// same port and hostname, allowed route kinds (HTTPRoute only) and
+// names, ports, HTTP or HTTPS as the protocol, TLS as for a Gateway's
+// HTTPS listeners (ValidateListenerTLS), hostnames, no two listeners with
+// the same port and hostname, allowed route kinds (HTTPRoute only) and
 // namespace selectors. Conflicts with the Gateway's listeners or other
-// ListenerSets are not errors of the spec: ComposeGateway reports them in
-// the status.
+// ListenerSets, and certificate references a ReferenceGrant does not
+// permit, are not errors of the spec: ComposeGateway reports them in the
+// status.
 func ValidateListenerSet(ls *gatewayv1.ListenerSet) field.ErrorList {
-	errs := validateListenerSetSpec(ls)
-	if ls == nil {
-		return errs
-	}
-	lp := field.NewPath("spec", "listeners")
-	for i, l := range ls.Spec.Listeners {
-		if l.Protocol == gatewayv1.HTTPSProtocolType {
-			errs = append(errs, field.NotSupported(lp.Index(i).Child("protocol"), l.Protocol, []string{string(gatewayv1.HTTPProtocolType)}))
-			errs[len(errs)-1].Detail = "varnishgw serves HTTP listeners of ListenerSets only, not HTTPS yet: set protocol HTTP, or declare the HTTPS listener on the Gateway"
-		}
-	}
-	return errs
-}
-
-// validateListenerSetSpec is ValidateListenerSet without its restriction
-// to HTTP: HTTPS listeners are checked as those of a Gateway
-// (ValidateListenerTLS).
-func validateListenerSetSpec(ls *gatewayv1.ListenerSet) field.ErrorList {
 	if ls == nil {
 		return field.ErrorList{field.Required(field.NewPath("spec"), "nil ListenerSet")}
 	}
@@ -552,7 +535,7 @@ func WithListenerSetListeners(gw *gatewayv1.Gateway) (*gatewayv1.Gateway, error)
 		s.Spec.Listeners = append(s.Spec.Listeners, gatewayv1.ListenerEntry(l))
 	}
 	for _, s := range sets {
-		if errs := validateListenerSetSpec(s); len(errs) > 0 {
+		if errs := ValidateListenerSet(s); len(errs) > 0 {
 			return nil, fmt.Errorf("annotation %s of Gateway %s/%s: ListenerSet %s/%s: %w; apply the gateway or a ListenerSet again to rewrite it", ListenerSetListenersAnnotation, gw.Namespace, gw.Name, s.Namespace, s.Name, errs.ToAggregate())
 		}
 	}

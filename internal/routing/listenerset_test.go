@@ -216,7 +216,15 @@ func TestValidateListenerSet(t *testing.T) {
 		{"https", func(ls *gatewayv1.ListenerSet) {
 			ls.Spec.Listeners[0].Protocol = gatewayv1.HTTPSProtocolType
 			ls.Spec.Listeners[0].TLS = &gatewayv1.ListenerTLSConfig{CertificateRefs: []gatewayv1.SecretObjectReference{{Name: "c"}}}
-		}, "varnishgw serves HTTP listeners of ListenerSets only, not HTTPS yet"},
+		}, ""},
+		{"https without tls", func(ls *gatewayv1.ListenerSet) { ls.Spec.Listeners[0].Protocol = gatewayv1.HTTPSProtocolType }, "spec.listeners[0].tls: Required"},
+		{"https passthrough", func(ls *gatewayv1.ListenerSet) {
+			ls.Spec.Listeners[0].Protocol = gatewayv1.HTTPSProtocolType
+			ls.Spec.Listeners[0].TLS = &gatewayv1.ListenerTLSConfig{Mode: ptr(gatewayv1.TLSModePassthrough), CertificateRefs: []gatewayv1.SecretObjectReference{{Name: "c"}}}
+		}, `spec.listeners[0].tls.mode: Unsupported value: "Passthrough"`},
+		{"http with tls", func(ls *gatewayv1.ListenerSet) {
+			ls.Spec.Listeners[0].TLS = &gatewayv1.ListenerTLSConfig{CertificateRefs: []gatewayv1.SecretObjectReference{{Name: "c"}}}
+		}, "spec.listeners[0].tls: Forbidden"},
 		{"duplicate port and hostname", func(ls *gatewayv1.ListenerSet) {
 			ls.Spec.Listeners = append(ls.Spec.Listeners, gatewayv1.ListenerEntry{Name: "b", Port: 8080, Protocol: gatewayv1.HTTPProtocolType, Hostname: ptr(gatewayv1.Hostname("a.example"))})
 		}, "listener a already serves this hostname on port 8080"},
