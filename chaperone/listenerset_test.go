@@ -174,7 +174,7 @@ func TestKubernetesListenerSetHTTPS(t *testing.T) {
 			}},
 		},
 	}
-	composed := routing.ComposeGateway(gw, []*gatewayv1.ListenerSet{ls}, &routing.Objects{ListenerSetHTTPS: true})
+	composed := routing.ComposeGateway(gw, []*gatewayv1.ListenerSet{ls}, nil)
 	if !composed.ListenerSets[0].Accepted() {
 		t.Fatalf("ListenerSet not accepted: %+v", composed.ListenerSets[0])
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-testing/tfjsonpath"
 	"github.com/hashicorp/terraform-plugin-testing/tfversion"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/rand"
 	"k8s.io/client-go/kubernetes"
@@ -363,6 +364,7 @@ func TestAccListenerSetHTTPS(t *testing.T) {
 	class := "vgw-" + rand.String(6)
 	ctx := context.Background()
 	gw := routing.ObjectRef{Namespace: ns, Name: "edge"}
+	createService(t, cp, lsNS, "web")
 	secret, _ := tlsSecret(t, lsNS, "team-cert", "team.example.com")
 	if _, err := cp.Client.CoreV1().Secrets(lsNS).Create(ctx, secret, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
@@ -416,6 +418,22 @@ resource "varnishgw_listener_set" "team" {
     }
   }
 }
+
+resource "varnishgw_http_route" "team" {
+  namespace = %[1]q
+  name      = "team"
+  parent_ref {
+    kind         = "ListenerSet"
+    name         = varnishgw_listener_set.team.name
+    section_name = "secure"
+  }
+  rule {
+    backend_ref {
+      name = "web"
+      port = 80
+    }
+  }
+}
 `, lsNS, certs)
 	resource.Test(t, resource.TestCase{
 		ProtoV6ProviderFactories: protoV6ProviderFactories,
@@ -433,6 +451,13 @@ resource "varnishgw_listener_set" "team" {
 							refs[string(l.Name)] = string(c.Status) + "/" + c.Reason
 						}
 					}
+				}
+				route, err := cp.Gateway.GatewayV1().HTTPRoutes(lsNS).Get(ctx, "team", metav1.GetOptions{})
+				if err != nil {
+					return err
+				}
+				if len(route.Status.Parents) != 1 || !meta.IsStatusConditionTrue(route.Status.Parents[0].Conditions, string(gatewayv1.RouteConditionAccepted)) {
+					return fmt.Errorf("the route attached to the HTTPS listener: status %+v, want accepted", route.Status.Parents)
 				}
 				if refs["secure"] != "True/ResolvedRefs" || refs["shared"] != "False/RefNotPermitted" || refs["pending"] != "False/InvalidCertificateRef" {
 					return fmt.Errorf("ListenerSet listeners' ResolvedRefs %v, want secure True/ResolvedRefs, pending False/InvalidCertificateRef and shared False/RefNotPermitted", refs)

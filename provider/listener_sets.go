@@ -110,7 +110,7 @@ func (c *clients) composeGatewaySets(ctx context.Context, gw *gatewayv1.Gateway,
 	if err != nil {
 		return nil, nil, err
 	}
-	objs := &routing.Objects{Namespaces: namespaces, ReferenceGrants: grants, ListenerSetHTTPS: true}
+	objs := &routing.Objects{Namespaces: namespaces, ReferenceGrants: grants}
 	return routing.ComposeGateway(gw, sets, objs), sets, nil
 }
 
@@ -368,6 +368,9 @@ func (c *clients) writeListenerSetStatuses(ctx context.Context, gw *gatewayv1.Ga
 	defer c.listenerSetLocks.lock(routing.ObjectRef{Namespace: gw.Namespace, Name: gw.Name})()
 	cg, sets, err := c.composeGatewaySets(ctx, gw, nil)
 	if err != nil {
+		return err
+	}
+	if err := c.checkListenerSetCertificates(ctx, cg); err != nil {
 		return err
 	}
 	for _, s := range sets {

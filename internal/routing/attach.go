@@ -35,7 +35,9 @@ type Objects struct {
 	Services []*corev1.Service
 	// EndpointSlices are read by Resolve only.
 	EndpointSlices []*discoveryv1.EndpointSlice
-	// ReferenceGrants allow cross-namespace backendRefs.
+	// ReferenceGrants allow cross-namespace backendRefs, and the
+	// certificateRefs of ListenerSets' HTTPS listeners to Secrets of
+	// other namespaces (ComposeGateway).
 	ReferenceGrants []*gatewayv1.ReferenceGrant
 	// ExternalNameServices is set when the Gateway's class lets
 	// backendRefs name Services of type ExternalName (the class's
@@ -54,12 +56,6 @@ type Objects struct {
 	// Without them, Attach sees the listeners of the Gateway it is given
 	// (which may already be composed).
 	ListenerSets []*gatewayv1.ListenerSet
-	// ListenerSetHTTPS is set by callers that serve the HTTPS listeners of
-	// ListenerSets. ComposeGateway then accepts them when their
-	// certificateRefs are permitted (ResolvedRefs False, RefNotPermitted,
-	// and not served otherwise) and gives them certificateRefs with
-	// explicit namespaces; unset, they are not served (UnsupportedProtocol).
-	ListenerSetHTTPS bool
 
 	// An index of Services by namespace and name, built on first use by
 	// Attach: do not change Services after the first call.
@@ -80,8 +76,7 @@ func (o *Objects) WithExternalNameServices(on bool) *Objects {
 		return o
 	}
 	return &Objects{Namespaces: o.Namespaces, Services: o.Services, EndpointSlices: o.EndpointSlices,
-		ReferenceGrants: o.ReferenceGrants, ExternalNameServices: on, ExternalNames: o.ExternalNames,
-		ListenerSetHTTPS: o.ListenerSetHTTPS}
+		ReferenceGrants: o.ReferenceGrants, ExternalNameServices: on, ExternalNames: o.ExternalNames}
 }
 
 // namespaceLabels returns the labels of namespace ns. The API server sets

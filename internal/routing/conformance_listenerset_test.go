@@ -98,9 +98,6 @@ func TestConformanceListenerSets(t *testing.T) {
 			Services:        append(append([]*corev1.Service{}, base.services...), m.services...),
 			ReferenceGrants: append(append([]*gatewayv1.ReferenceGrant{}, base.grants...), m.grants...),
 			ListenerSets:    m.sets,
-			// HTTPS listeners of ListenerSets (the reference-grant
-			// manifest) are checked as varnishgw composes them.
-			ListenerSetHTTPS: true,
 		}
 		for _, gw := range m.gateways {
 			c := ComposeGateway(gw, m.sets, objs)

@@ -303,20 +303,13 @@ func ComposeGateway(gw *gatewayv1.Gateway, sets []*gatewayv1.ListenerSet, objs *
 			case hosts[portHost{e.Port, host}]:
 				er.Conditions = conflicted(gatewayv1.ListenerEntryReasonHostnameConflict,
 					fmt.Sprintf("a listener that takes precedence (the Gateway's own, or an older ListenerSet's) already serves hostname %s on port %d: use another hostname or port", host, e.Port))
-			case e.Protocol != gatewayv1.HTTPProtocolType && (e.Protocol != gatewayv1.HTTPSProtocolType || objs == nil || !objs.ListenerSetHTTPS):
-				msg := fmt.Sprintf("varnishgw serves HTTP listeners of ListenerSets, not %s", e.Protocol)
-				if e.Protocol == gatewayv1.HTTPSProtocolType {
-					msg += ": declare HTTPS listeners on the Gateway"
-				}
+			case e.Protocol != gatewayv1.HTTPProtocolType && e.Protocol != gatewayv1.HTTPSProtocolType:
+				msg := fmt.Sprintf("varnishgw serves HTTP and HTTPS listeners of ListenerSets, not %s", e.Protocol)
 				// HTTPRoutes, the only kind varnishgw serves, need HTTP or
 				// HTTPS.
-				var refsReason gatewayv1.ListenerEntryConditionReason
-				refsMsg := ""
-				if e.Protocol != gatewayv1.HTTPSProtocolType {
-					refsReason, refsMsg = gatewayv1.ListenerEntryReasonInvalidRouteKinds, fmt.Sprintf("HTTPRoute, the only route kind varnishgw serves, does not attach to protocol %s", e.Protocol)
-					er.SupportedKinds = []gatewayv1.RouteGroupKind{}
-				}
-				er.Conditions = entryConditions(false, gatewayv1.ListenerEntryReasonUnsupportedProtocol, msg, refsReason, refsMsg)
+				er.SupportedKinds = []gatewayv1.RouteGroupKind{}
+				er.Conditions = entryConditions(false, gatewayv1.ListenerEntryReasonUnsupportedProtocol, msg, gatewayv1.ListenerEntryReasonInvalidRouteKinds,
+					fmt.Sprintf("HTTPRoute, the only route kind varnishgw serves, does not attach to protocol %s", e.Protocol))
 			case !kindsOK:
 				er.Conditions = entryConditions(true, gatewayv1.ListenerEntryReasonAccepted, "", gatewayv1.ListenerEntryReasonInvalidRouteKinds,
 					"the listener allows no route kind varnishgw serves: allow HTTPRoute in allowedRoutes.kinds")
@@ -326,7 +319,11 @@ func ComposeGateway(gw *gatewayv1.Gateway, sets []*gatewayv1.ListenerSet, objs *
 					break
 				}
 				if l.Protocol == gatewayv1.HTTPSProtocolType {
-					if why := listenerSetCertificateRefs(ls, &l, objs.ReferenceGrants); why != "" {
+					var grants []*gatewayv1.ReferenceGrant
+					if objs != nil {
+						grants = objs.ReferenceGrants
+					}
+					if why := listenerSetCertificateRefs(ls, &l, grants); why != "" {
 						er.Conditions = entryConditions(true, gatewayv1.ListenerEntryReasonAccepted, "", gatewayv1.ListenerEntryReasonRefNotPermitted, why)
 						break
 					}
@@ -501,7 +498,7 @@ func WithListenerSetListeners(gw *gatewayv1.Gateway) (*gatewayv1.Gateway, error)
 	// provider did; all of them were admitted by the provider.
 	byKey := map[ObjectRef]*gatewayv1.ListenerSet{}
 	var sets []*gatewayv1.ListenerSet
-	objs := &Objects{ListenerSetHTTPS: true}
+	objs := &Objects{}
 	for i, l := range ls {
 		set, name, ok := parseListenerKey(string(l.Name))
 		if !ok || (l.Protocol != gatewayv1.HTTPProtocolType && l.Protocol != gatewayv1.HTTPSProtocolType) {

@@ -106,9 +106,14 @@ func TestComposeGateway(t *testing.T) {
 			sets: []*gatewayv1.ListenerSet{listenerSet("infra", "ls", 0,
 				listener("plain", 443, "x.example"),
 				httpsListener("tls", 8443, "", gatewayv1.SecretObjectReference{Name: "cert"}),
+				func() gatewayv1.Listener {
+					l := listener("tcp", 9000, "")
+					l.Protocol = gatewayv1.TCPProtocolType
+					return l
+				}(),
 				listener("ok", 8080, ""))},
-			want:      "ls=Accepted plain:!ProtocolConflict tls:!UnsupportedProtocol ok:Accepted",
-			listeners: []string{"https", "infra/ls/ok"},
+			want:      "ls=Accepted plain:!ProtocolConflict tls:Accepted tcp:!UnsupportedProtocol ok:Accepted",
+			listeners: []string{"https", "infra/ls/tls", "infra/ls/ok"},
 		},
 	}
 	for _, tt := range tests {
@@ -322,8 +327,8 @@ func TestListenerSetListenersAnnotation(t *testing.T) {
 	}
 }
 
-// TestComposeGatewayHTTPS: with ListenerSetHTTPS, the HTTPS listeners of
-// a ListenerSet are served when their certificateRefs are permitted: a
+// TestComposeGatewayHTTPS: the HTTPS listeners of a ListenerSet are
+// served when their certificateRefs are permitted: a
 // Secret in the ListenerSet's namespace (a ref without namespace is
 // there, not in the Gateway's) or one that a ReferenceGrant from kind
 // ListenerSet lets it reference; a grant from Gateways does not do.
@@ -348,31 +353,26 @@ func TestComposeGatewayHTTPS(t *testing.T) {
 		secrets []string
 	}{
 		{
-			name: "not enabled",
-			objs: &Objects{},
-			want: "ls=Accepted own:!UnsupportedProtocol shared:!UnsupportedProtocol plain:Accepted; refs ResolvedRefs ResolvedRefs ResolvedRefs",
-		},
-		{
 			name:    "no grant",
-			objs:    &Objects{ListenerSetHTTPS: true},
+			objs:    &Objects{},
 			want:    "ls=Accepted own:Accepted shared:Accepted plain:Accepted; refs ResolvedRefs !RefNotPermitted ResolvedRefs",
 			secrets: []string{"apps/own-cert"},
 		},
 		{
 			name:    "a grant from Gateways does not do",
-			objs:    &Objects{ListenerSetHTTPS: true, ReferenceGrants: []*gatewayv1.ReferenceGrant{secrets("certs", gatewayv1.ReferenceGrantFrom{Group: gatewayv1.GroupName, Kind: "Gateway", Namespace: "apps"})}},
+			objs:    &Objects{ReferenceGrants: []*gatewayv1.ReferenceGrant{secrets("certs", gatewayv1.ReferenceGrantFrom{Group: gatewayv1.GroupName, Kind: "Gateway", Namespace: "apps"})}},
 			want:    "ls=Accepted own:Accepted shared:Accepted plain:Accepted; refs ResolvedRefs !RefNotPermitted ResolvedRefs",
 			secrets: []string{"apps/own-cert"},
 		},
 		{
 			name:    "a grant from ListenerSets of another namespace does not do",
-			objs:    &Objects{ListenerSetHTTPS: true, ReferenceGrants: []*gatewayv1.ReferenceGrant{secrets("certs", fromLS("infra"))}},
+			objs:    &Objects{ReferenceGrants: []*gatewayv1.ReferenceGrant{secrets("certs", fromLS("infra"))}},
 			want:    "ls=Accepted own:Accepted shared:Accepted plain:Accepted; refs ResolvedRefs !RefNotPermitted ResolvedRefs",
 			secrets: []string{"apps/own-cert"},
 		},
 		{
 			name:    "granted",
-			objs:    &Objects{ListenerSetHTTPS: true, ReferenceGrants: []*gatewayv1.ReferenceGrant{secrets("certs", fromLS("apps"))}},
+			objs:    &Objects{ReferenceGrants: []*gatewayv1.ReferenceGrant{secrets("certs", fromLS("apps"))}},
 			want:    "ls=Accepted own:Accepted shared:Accepted plain:Accepted; refs ResolvedRefs ResolvedRefs ResolvedRefs",
 			secrets: []string{"apps/own-cert", "certs/shared"},
 		},
@@ -467,7 +467,7 @@ func TestListenerSetListenersAnnotationHTTPS(t *testing.T) {
 		From: []gatewayv1.ReferenceGrantFrom{{Group: gatewayv1.GroupName, Kind: "ListenerSet", Namespace: "apps"}},
 		To:   []gatewayv1.ReferenceGrantTo{{Kind: "Secret"}},
 	}}
-	c := ComposeGateway(gw, sets, &Objects{ListenerSetHTTPS: true, ReferenceGrants: []*gatewayv1.ReferenceGrant{grant}})
+	c := ComposeGateway(gw, sets, &Objects{ReferenceGrants: []*gatewayv1.ReferenceGrant{grant}})
 	v, err := c.ListenerSetListeners()
 	if err != nil {
 		t.Fatal(err)
