@@ -184,6 +184,13 @@ func (c *clients) certificateGrants(ctx context.Context, sets []*gatewayv1.Liste
 	var out []*gatewayv1.ReferenceGrant
 	for _, ns := range namespaces {
 		list, err := c.gateway.GatewayV1().ReferenceGrants(ns).List(ctx, metav1.ListOptions{})
+		if apierrors.IsForbidden(err) {
+			// A namespace the provider may not read (a ListenerSet of
+			// another team may name any): its Secrets count as not
+			// permitted, so the listener is not served and no Role is
+			// written there, rather than failing the gateway's applies.
+			continue
+		}
 		if err != nil {
 			return nil, fmt.Errorf("list the ReferenceGrants of namespace %s, which decide whether ListenerSets may use certificate Secrets there: %w", ns, err)
 		}

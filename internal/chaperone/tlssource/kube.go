@@ -136,14 +136,11 @@ func (k *Kube) reconcile() {
 		return
 	}
 	var refs []tlsterm.SecretRef
-	if gw := k.gateway(); gw != nil {
-		refs = Refs(gw)
-	}
 	var namespaces []string
+	if gw := k.gateway(); gw != nil {
+		refs, namespaces = Refs(gw), GrantNamespaces(gw)
+	}
 	for _, r := range refs {
-		if r.Namespace != k.Namespace && !slices.Contains(namespaces, r.Namespace) {
-			namespaces = append(namespaces, r.Namespace)
-		}
 		if k.secrets[r] != nil {
 			continue
 		}

@@ -60,6 +60,30 @@ func Refs(gw *gatewayv1.Gateway) []tlsterm.SecretRef {
 	return out
 }
 
+// GrantNamespaces are the namespaces whose ReferenceGrants decide whether
+// the Gateway's HTTPS listeners may use their Secrets: those of Secrets
+// outside the namespace of the listener's owner (the Gateway's, or for
+// the listener of a ListenerSet, the ListenerSet's), in order, without
+// duplicates.
+func GrantNamespaces(gw *gatewayv1.Gateway) []string {
+	var out []string
+	for _, l := range gw.Spec.Listeners {
+		if l.Protocol != gatewayv1.HTTPSProtocolType || l.TLS == nil {
+			continue
+		}
+		from := gw.Namespace
+		if set, ok := routing.ListenerSetOf(string(l.Name)); ok {
+			from = set.Namespace
+		}
+		for _, r := range l.TLS.CertificateRefs {
+			if ns := secretRef(gw, r).Namespace; isSecret(r) && ns != from && !slices.Contains(out, ns) {
+				out = append(out, ns)
+			}
+		}
+	}
+	return out
+}
+
 func isSecret(r gatewayv1.SecretObjectReference) bool {
 	return (r.Group == nil || *r.Group == "" || *r.Group == "core") && (r.Kind == nil || *r.Kind == "Secret")
 }

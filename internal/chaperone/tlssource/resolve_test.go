@@ -138,3 +138,21 @@ func TestResolveListenerSet(t *testing.T) {
 		})
 	}
 }
+
+// TestGrantNamespaces: ReferenceGrants are watched where a Secret is
+// outside its listener owner's namespace only: the Gateway's for its own
+// listeners, the ListenerSet's for a ListenerSet's.
+func TestGrantNamespaces(t *testing.T) {
+	apps, certs, edge := gatewayv1.Namespace("apps"), gatewayv1.Namespace("certs"), gatewayv1.Namespace("edge")
+	gw := gateway(gatewayv1.SecretObjectReference{Name: "a"}, gatewayv1.SecretObjectReference{Namespace: &certs, Name: "b"})
+	gw.Spec.Listeners = append(gw.Spec.Listeners,
+		gatewayv1.Listener{Name: "apps/team/own", Port: 8443, Protocol: gatewayv1.HTTPSProtocolType, TLS: &gatewayv1.ListenerTLSConfig{
+			CertificateRefs: []gatewayv1.SecretObjectReference{{Namespace: &apps, Name: "own"}}}},
+		gatewayv1.Listener{Name: "apps/team/gw", Port: 8444, Protocol: gatewayv1.HTTPSProtocolType, TLS: &gatewayv1.ListenerTLSConfig{
+			CertificateRefs: []gatewayv1.SecretObjectReference{{Namespace: &edge, Name: "a"}}}},
+		gatewayv1.Listener{Name: "other/team/certs", Port: 8445, Protocol: gatewayv1.HTTPSProtocolType, TLS: &gatewayv1.ListenerTLSConfig{
+			CertificateRefs: []gatewayv1.SecretObjectReference{{Namespace: &certs, Name: "b"}}}})
+	if got := strings.Join(GrantNamespaces(gw), ","); got != "certs,edge" {
+		t.Errorf("GrantNamespaces = %s, want certs,edge", got)
+	}
+}
