@@ -240,9 +240,13 @@ type ListenerEntryResult struct {
 // accepted when no listener before it (the Gateway's own, then those of
 // ListenerSets created earlier, then those of the same ListenerSet earlier
 // in its spec) uses its port with another protocol (ProtocolConflict) or
-// its port and hostname (HostnameConflict), its protocol is HTTP, and it
-// allows HTTPRoutes (else ResolvedRefs is False with InvalidRouteKinds and
-// it is not served). gw's own listeners are never displaced. gw is not
+// its port and hostname (HostnameConflict), its protocol is HTTP or HTTPS,
+// and it allows HTTPRoutes (else ResolvedRefs is False with
+// InvalidRouteKinds and it is not served). An HTTPS listener is served
+// when objs's ReferenceGrants permit each of its certificateRefs (else
+// ResolvedRefs is False with RefNotPermitted), with the refs' namespaces
+// made explicit: the ListenerSet's when unset. Whether the Secrets exist
+// is not checked here. gw's own listeners are never displaced. gw is not
 // changed; listeners of gw that already are ListenerSet keys are dropped
 // first, so composing a composed Gateway again gives the same result.
 func ComposeGateway(gw *gatewayv1.Gateway, sets []*gatewayv1.ListenerSet, objs *Objects) *ComposedGateway {
