@@ -178,11 +178,7 @@ func Run(ctx context.Context, cfg *Config, routing routingHalf, halves *Halves, 
 		var onStatus func([]tlsterm.ListenerStatus)
 		if tls.Status != nil {
 			onStatus = func(st []tlsterm.ListenerStatus) {
-				conds := make([]gatewaystatus.ListenerCondition, 0, len(st))
-				for _, s := range st {
-					conds = append(conds, gatewaystatus.ListenerCondition{Listener: s.Name, Status: s.Status, Reason: s.Reason, Message: s.Message})
-				}
-				tls.Status.Set(tlsGeneration.Load(), conds)
+				tls.Status.Set(tlsGeneration.Load(), gatewayListenerConditions(st))
 			}
 		}
 		var err error
@@ -675,4 +671,19 @@ func notifySignals() <-chan os.Signal {
 	ch := make(chan os.Signal, 2)
 	signal.Notify(ch, syscall.SIGTERM, syscall.SIGINT)
 	return ch
+}
+
+// gatewayListenerConditions are the ResolvedRefs conditions of the
+// Gateway's own HTTPS listeners among st: the listeners of its
+// ListenerSets that hitch serves too are no listeners of the Gateway,
+// and their status is the ListenerSet's.
+func gatewayListenerConditions(st []tlsterm.ListenerStatus) []gatewaystatus.ListenerCondition {
+	conds := make([]gatewaystatus.ListenerCondition, 0, len(st))
+	for _, s := range st {
+		if _, ok := routing.ListenerSetOf(s.Name); ok {
+			continue
+		}
+		conds = append(conds, gatewaystatus.ListenerCondition{Listener: s.Name, Status: s.Status, Reason: s.Reason, Message: s.Message})
+	}
+	return conds
 }

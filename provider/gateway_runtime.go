@@ -567,9 +567,8 @@ func (c *clients) applyRuntime(ctx context.Context, s *runtimeSpec, gw *gatewayv
 		corev1apply.ServiceAccount(name, ns).WithLabels(lbl).WithAnnotations(ann).WithOwnerReferences(owner).WithAutomountServiceAccountToken(true), opts); err != nil {
 		return fmt.Errorf("apply ServiceAccount %s/%s: %w", ns, name, err)
 	}
-	role := rbacv1apply.Role(name, ns).WithLabels(lbl).WithAnnotations(ann).WithOwnerReferences(owner).WithRules(policyRulesApply(s.gatewayRules())...)
-	if _, err := c.kube.RbacV1().Roles(ns).Apply(ctx, role, opts); err != nil {
-		return fmt.Errorf("apply Role %s/%s: %w", ns, name, err)
+	if err := c.applyGatewayRole(ctx, s, owner); err != nil {
+		return err
 	}
 	rb := rbacv1apply.RoleBinding(name, ns).WithLabels(lbl).WithAnnotations(ann).WithOwnerReferences(owner).
 		WithRoleRef(rbacv1apply.RoleRef().WithAPIGroup("rbac.authorization.k8s.io").WithKind("Role").WithName(name)).
@@ -625,6 +624,28 @@ func (c *clients) applyRuntime(ctx context.Context, s *runtimeSpec, gw *gatewayv
 		return fmt.Errorf("apply PodDisruptionBudget %s/%s: %w", ns, name, err)
 	}
 	return nil
+}
+
+// applyGatewayRole applies the pods' Role in the Gateway's namespace
+// (gatewayRules).
+func (c *clients) applyGatewayRole(ctx context.Context, s *runtimeSpec, owner *metav1apply.OwnerReferenceApplyConfiguration) error {
+	ns, name := s.gw.Namespace, s.name()
+	role := rbacv1apply.Role(name, ns).WithLabels(s.objectLabels()).WithAnnotations(s.objectAnnotations()).WithOwnerReferences(owner).WithRules(policyRulesApply(s.gatewayRules())...)
+	if _, err := c.kube.RbacV1().Roles(ns).Apply(ctx, role, applyOptions()); err != nil {
+		return fmt.Errorf("apply Role %s/%s: %w", ns, name, err)
+	}
+	return nil
+}
+
+// applyCertificateAccess applies what lets the pods read exactly the
+// certificate Secrets of s: the Role in the Gateway's namespace and the
+// certificate Roles elsewhere (applyCertificateRoles). applyRuntime does
+// it too; this is for a change that does not roll the pods.
+func (c *clients) applyCertificateAccess(ctx context.Context, s *runtimeSpec, gw *gatewayv1.Gateway) error {
+	if err := c.applyGatewayRole(ctx, s, gatewayOwner(gw)); err != nil {
+		return err
+	}
+	return c.applyCertificateRoles(ctx, s)
 }
 
 // applyCertificateRoles writes, in each other namespace than the

@@ -25,8 +25,20 @@ import (
 const gatewaySchemaVersion = 1
 
 // listenerTLSBlock is a listener's tls: how an HTTPS listener terminates
-// TLS, and with which certificates.
-func listenerTLSBlock() schema.SingleNestedBlock {
+// TLS, and with which certificates. owner is the kind whose listener it
+// is (Gateway or ListenerSet): a certificate_ref without namespace is in
+// its namespace, and a ReferenceGrant must let objects of that kind
+// reference Secrets elsewhere.
+func listenerTLSBlock(owner string) schema.SingleNestedBlock {
+	// A Gateway's plan checks the Secrets and ReferenceGrants (warnings);
+	// a ListenerSet's apply writes what it finds in the listener's status.
+	missing := "is a warning at plan: the listener serves once it exists, without another apply."
+	notPermitted := "the listener does not serve (a warning at plan)."
+	if owner != "Gateway" {
+		missing = "is served once it exists, without another apply; until the next apply of a ListenerSet of the gateway the " +
+			"listener's ResolvedRefs condition is False with reason InvalidCertificateRef."
+		notPermitted = "the listener is not served."
+	}
 	return schema.SingleNestedBlock{
 		Description: "The TLS settings of an HTTPS listener (required with protocol = \"HTTPS\", not allowed with HTTP): " +
 			"the gateway pod terminates TLS with the certificates of the certificate_ref blocks and hands the requests to " +
@@ -48,7 +60,7 @@ func listenerTLSBlock() schema.SingleNestedBlock {
 				Description: "A Secret of type kubernetes.io/tls with a certificate (chain) and its private key; at least " +
 					"one, at most 64. With several, the gateway chooses by the name the client asks for (SNI), and the " +
 					"first is the default. A Secret that does not exist yet (for example one cert-manager creates after " +
-					"the Gateway) is a warning at plan: the listener serves once it exists, without another apply.",
+					"the Gateway) " + missing,
 				Validators: []validator.List{listvalidator.SizeAtMost(64)},
 				NestedObject: schema.NestedBlockObject{Attributes: map[string]schema.Attribute{
 					"group": schema.StringAttribute{Optional: true,
@@ -57,10 +69,9 @@ func listenerTLSBlock() schema.SingleNestedBlock {
 						Description: "The referent's kind: Secret, the default. Any other kind is an error."},
 					"name": schema.StringAttribute{Required: true, Description: "The Secret's name."},
 					"namespace": schema.StringAttribute{Optional: true,
-						Description: "The Secret's namespace; the Gateway's when unset. A Secret in another namespace needs a " +
-							"ReferenceGrant there from Gateways of the Gateway's namespace to Secrets; without one the listener's " +
-							"ResolvedRefs condition is False with reason RefNotPermitted and the listener does not serve " +
-							"(a warning at plan)."},
+						Description: "The Secret's namespace; the " + owner + "'s when unset. A Secret in another namespace needs a " +
+							"ReferenceGrant there from " + owner + "s of the " + owner + "'s namespace to Secrets; without one the listener's " +
+							"ResolvedRefs condition is False with reason RefNotPermitted and " + notPermitted},
 				}},
 			},
 		},
@@ -295,7 +306,7 @@ func (r *gatewayResource) Schema(_ context.Context, _ resource.SchemaRequest, re
 					},
 					Blocks: map[string]schema.Block{
 						"allowed_routes": allowedRoutesBlock("Gateway"),
-						"tls":            listenerTLSBlock(),
+						"tls":            listenerTLSBlock("Gateway"),
 					},
 				},
 			},

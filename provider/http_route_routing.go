@@ -151,6 +151,13 @@ func (c *clients) routingObjects(ctx context.Context, route *gatewayv1.HTTPRoute
 			return nil, err
 		}
 		objs.ListenerSets = append(objs.ListenerSets, sets...)
+		// Whether their HTTPS listeners are served depends on the
+		// ReferenceGrants of their certificates' namespaces.
+		grants, err := c.certificateGrants(ctx, sets)
+		if err != nil {
+			return nil, err
+		}
+		objs.ReferenceGrants = append(objs.ReferenceGrants, grants...)
 		for _, n := range namespaces {
 			if !slices.ContainsFunc(objs.Namespaces, func(o *corev1.Namespace) bool { return o.Name == n.Name }) {
 				objs.Namespaces = append(objs.Namespaces, n)

@@ -63,6 +63,7 @@ type listenerSetListenerModel struct {
 	Protocol      types.String        `tfsdk:"protocol"`
 	Hostname      types.String        `tfsdk:"hostname"`
 	AllowedRoutes *allowedRoutesModel `tfsdk:"allowed_routes"`
+	TLS           *listenerTLSModel   `tfsdk:"tls"`
 }
 
 func (r *listenerSetResource) Metadata(_ context.Context, req resource.MetadataRequest, resp *resource.MetadataResponse) {
@@ -77,11 +78,13 @@ func (r *listenerSetResource) Schema(_ context.Context, _ resource.SchemaRequest
 	resp.Schema = schema.Schema{
 		Description: "A Gateway API ListenerSet (GEP-1713): listeners added to a varnishgw gateway by another team or " +
 			"configuration. The gateway admits the ListenerSet when its allowed_listeners block admits the ListenerSet's " +
-			"namespace; its HTTP listeners are then served by the gateway's pods, a new port becoming a port of the " +
+			"namespace; its listeners are then served by the gateway's pods, a new port becoming a port of the " +
 			"gateway's Service and a listen address of varnishd (the gateway's pods roll). Routes attach to the " +
 			"ListenerSet with a parent_ref of kind ListenerSet. A listener that conflicts with the gateway's own or with " +
 			"an older ListenerSet's (the same port with another protocol, or the same port and hostname) is not served, " +
-			"and its conditions say why. HTTPS listeners are not served in a ListenerSet yet: declare them on the gateway.",
+			"and its conditions say why. An HTTPS listener terminates TLS in the gateway's pods with the certificates of " +
+			"Secrets in the ListenerSet's namespace (or, with a ReferenceGrant from ListenerSets, in another one), which " +
+			"the pods may then read by name.",
 		Attributes: map[string]schema.Attribute{
 			"id": schema.StringAttribute{
 				Computed:      true,
@@ -164,7 +167,7 @@ func (r *listenerSetResource) Schema(_ context.Context, _ resource.SchemaRequest
 							Optional:    true,
 							Computed:    true,
 							Default:     stringdefault.StaticString("HTTP"),
-							Description: "The protocol: HTTP (the default). HTTPS listeners are not served in a ListenerSet yet: declare them on the gateway.",
+							Description: "The protocol: HTTP (the default) or HTTPS, which needs a tls block.",
 							Validators:  []validator.String{stringvalidator.OneOf("HTTP", "HTTPS")},
 						},
 						"hostname": schema.StringAttribute{
@@ -174,6 +177,7 @@ func (r *listenerSetResource) Schema(_ context.Context, _ resource.SchemaRequest
 					},
 					Blocks: map[string]schema.Block{
 						"allowed_routes": allowedRoutesBlock("ListenerSet"),
+						"tls":            listenerTLSBlock("ListenerSet"),
 					},
 				},
 			},
@@ -204,6 +208,7 @@ func (m *listenerSetModel) toListenerSet() *gatewayv1.ListenerSet {
 			e.Protocol = gatewayv1.HTTPProtocolType
 		}
 		e.AllowedRoutes = l.AllowedRoutes.allowedRoutes()
+		e.TLS = l.TLS.listenerTLS()
 		ls.Spec.Listeners = append(ls.Spec.Listeners, e)
 	}
 	return ls
@@ -338,6 +343,9 @@ func (c *clients) applyListenerSet(ctx context.Context, ls *gatewayv1.ListenerSe
 		if e.Hostname != nil {
 			la.WithHostname(*e.Hostname)
 		}
+		if e.TLS != nil {
+			la.WithTLS(listenerTLSApply(e.TLS))
+		}
 		spec.WithListeners(la)
 	}
 	ac := gatewayv1apply.ListenerSet(ls.Name, ls.Namespace).WithLabels(managedLabels).WithSpec(spec)
@@ -358,6 +366,9 @@ func (c *clients) refreshListenerSets(ctx context.Context, gw *gatewayv1.Gateway
 	defer c.listenerSetLocks.lock(routing.ObjectRef{Namespace: gw.Namespace, Name: gw.Name})()
 	cg, sets, err := c.composeGatewaySets(ctx, gw, ls)
 	if err != nil {
+		return false, err
+	}
+	if err := c.checkListenerSetCertificates(ctx, cg); err != nil {
 		return false, err
 	}
 	// Every ListenerSet of the gateway: one written or deleted may change
@@ -390,6 +401,12 @@ func (c *clients) refreshListenerSets(ctx context.Context, gw *gatewayv1.Gateway
 	if gm.StartHash.ValueString() == spec.startHash() {
 		svc, err := c.kube.CoreV1().Services(gw.Namespace).Get(ctx, spec.name(), metav1.GetOptions{})
 		if err == nil {
+			// The pods need not roll, but the certificate Secrets they
+			// may read can have changed (a certificate_ref of an HTTPS
+			// listener whose port stays).
+			if err := c.applyCertificateAccess(ctx, spec, gw); err != nil {
+				return false, fmt.Errorf("update the certificate access of gateway %s for its ListenerSets: %w", gwRef, err)
+			}
 			return false, c.writeGatewayStatus(ctx, gw, svc, nil)
 		}
 	}
@@ -525,6 +542,7 @@ func (m *listenerSetModel) readSpec(ls *gatewayv1.ListenerSet) {
 			lm.Hostname = types.StringValue(string(*e.Hostname))
 		}
 		lm.AllowedRoutes = readAllowedRoutes(was[string(e.Name)].AllowedRoutes, e.AllowedRoutes)
+		lm.TLS = readListenerTLS(was[string(e.Name)].TLS, e.TLS)
 		m.Listeners = append(m.Listeners, lm)
 	}
 	if m.WaitForRollout.IsNull() {

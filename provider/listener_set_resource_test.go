@@ -17,8 +17,10 @@ import (
 	"github.com/hashicorp/terraform-plugin-testing/tfjsonpath"
 	"github.com/hashicorp/terraform-plugin-testing/tfversion"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/rand"
+	"k8s.io/client-go/kubernetes"
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/gwruntime"
@@ -34,8 +36,8 @@ import (
 // annotation records the listener for the pods, the route is accepted on
 // the ListenerSet's listener only; the conflicting one is not accepted and
 // says why; a second plan is empty (the gateway sees the ListenerSet's
-// port). Removing the ListenerSet removes its port. HTTPS listeners are
-// rejected at plan.
+// port). Removing the ListenerSet removes its port. An HTTPS listener
+// without tls is rejected at plan (TestAccListenerSetHTTPS serves one).
 func TestAccListenerSet(t *testing.T) {
 	cp := accPreCheck(t)
 	ns := cp.Namespace(t)
@@ -234,10 +236,11 @@ data "varnishgw_routing" "gw" {
 				ImportStateVerifyIgnore: []string{"wait_for_rollout", "listener_attached_routes"},
 			},
 			{
-				// HTTPS in a ListenerSet: an error at plan, on the attribute.
+				// HTTPS without its tls block: an error at plan, on the
+				// attribute.
 				Config: gateway + strings.Replace(sets, `name     = "extra"`, `name     = "extra"
     protocol = "HTTPS"`, 1),
-				ExpectError: words(`varnishgw serves HTTP listeners of ListenerSets only, not HTTPS yet`),
+				ExpectError: words(`an HTTPS listener needs tls with a certificateRef`),
 			},
 			{
 				// The ListenerSets gone: their port goes.
@@ -341,5 +344,166 @@ resource "varnishgw_listener_set" "team" {
 				},
 			},
 		},
+	})
+}
+
+// TestAccListenerSetHTTPS applies a gateway whose ListenerSet, in another
+// namespace, has two HTTPS listeners on one port: one with a certificate
+// Secret of the ListenerSet's namespace, one with a Secret of a third
+// namespace that no ReferenceGrant opens to ListenerSets, and a third
+// whose Secret does not exist yet. The first is served: its port is a TLS port of the pods (--tls-listen), the Gateway's
+// annotation records it with the Secret's namespace, and the pods may read
+// exactly that Secret through a Role in the ListenerSet's namespace; the
+// second is not (ResolvedRefs False, RefNotPermitted, on the ListenerSet)
+// and the pods may read nothing in the third namespace; the third is
+// served (the pods wait for its Secret, which they may read) with
+// ResolvedRefs False, InvalidCertificateRef.
+func TestAccListenerSetHTTPS(t *testing.T) {
+	cp := accPreCheck(t)
+	ns, lsNS, certs := cp.Namespace(t), cp.Namespace(t), cp.Namespace(t)
+	class := "vgw-" + rand.String(6)
+	ctx := context.Background()
+	gw := routing.ObjectRef{Namespace: ns, Name: "edge"}
+	createService(t, cp, lsNS, "web")
+	secret, _ := tlsSecret(t, lsNS, "team-cert", "team.example.com")
+	if _, err := cp.Client.CoreV1().Secrets(lsNS).Create(ctx, secret, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	gateway := gatewayConfig(cp, ns, class, "", listenerHCL("http", 8080)+`
+  allowed_listeners {
+    namespaces = "All"
+  }
+`)
+	sets := fmt.Sprintf(`
+resource "varnishgw_listener_set" "team" {
+  namespace        = %[1]q
+  name             = "team"
+  wait_for_rollout = false
+  parent_ref {
+    namespace = varnishgw_gateway.test.namespace
+    name      = varnishgw_gateway.test.name
+  }
+  listener {
+    name     = "secure"
+    port     = 8443
+    protocol = "HTTPS"
+    hostname = "team.example.com"
+    tls {
+      certificate_ref {
+        name = "team-cert"
+      }
+    }
+  }
+  listener {
+    name     = "pending"
+    port     = 8443
+    protocol = "HTTPS"
+    hostname = "pending.example.com"
+    tls {
+      certificate_ref {
+        name = "not-yet"
+      }
+    }
+  }
+  listener {
+    name     = "shared"
+    port     = 8443
+    protocol = "HTTPS"
+    hostname = "shared.example.com"
+    tls {
+      certificate_ref {
+        name      = "shared"
+        namespace = %[2]q
+      }
+    }
+  }
+}
+
+resource "varnishgw_http_route" "team" {
+  namespace = %[1]q
+  name      = "team"
+  parent_ref {
+    kind         = "ListenerSet"
+    name         = varnishgw_listener_set.team.name
+    section_name = "secure"
+  }
+  rule {
+    backend_ref {
+      name = "web"
+      port = 80
+    }
+  }
+}
+`, lsNS, certs)
+	resource.Test(t, resource.TestCase{
+		ProtoV6ProviderFactories: protoV6ProviderFactories,
+		Steps: []resource.TestStep{{
+			Config: gateway + sets,
+			Check: func(*terraform.State) error {
+				ls, err := cp.Gateway.GatewayV1().ListenerSets(lsNS).Get(ctx, "team", metav1.GetOptions{})
+				if err != nil {
+					return err
+				}
+				refs := map[string]string{}
+				for _, l := range ls.Status.Listeners {
+					for _, c := range l.Conditions {
+						if c.Type == string(gatewayv1.ListenerEntryConditionResolvedRefs) {
+							refs[string(l.Name)] = string(c.Status) + "/" + c.Reason
+						}
+					}
+				}
+				route, err := cp.Gateway.GatewayV1().HTTPRoutes(lsNS).Get(ctx, "team", metav1.GetOptions{})
+				if err != nil {
+					return err
+				}
+				if len(route.Status.Parents) != 1 || !meta.IsStatusConditionTrue(route.Status.Parents[0].Conditions, string(gatewayv1.RouteConditionAccepted)) {
+					return fmt.Errorf("the route attached to the HTTPS listener: status %+v, want accepted", route.Status.Parents)
+				}
+				if refs["secure"] != "True/ResolvedRefs" || refs["shared"] != "False/RefNotPermitted" || refs["pending"] != "False/InvalidCertificateRef" {
+					return fmt.Errorf("ListenerSet listeners' ResolvedRefs %v, want secure True/ResolvedRefs, pending False/InvalidCertificateRef and shared False/RefNotPermitted", refs)
+				}
+				d, err := getDeployment(cp, gw)
+				if err != nil {
+					return err
+				}
+				if args := d.Spec.Template.Spec.Containers[0].Args; !slices.Contains(args, "--tls-listen=8443") {
+					return fmt.Errorf("chaperone args %q lack --tls-listen=8443", args)
+				}
+				live, err := cp.Gateway.GatewayV1().Gateways(ns).Get(ctx, "edge", metav1.GetOptions{})
+				if err != nil {
+					return err
+				}
+				ann := live.Annotations[routing.ListenerSetListenersAnnotation]
+				if !strings.Contains(ann, lsNS+"/team/secure") || !strings.Contains(ann, lsNS+"/team/pending") || strings.Contains(ann, "shared") ||
+					!strings.Contains(ann, `"namespace":"`+lsNS+`"`) {
+					return fmt.Errorf("annotation %s = %s: want the secure and pending listeners, their certificates in namespace %s", routing.ListenerSetListenersAnnotation, ann, lsNS)
+				}
+				role, err := cp.Client.RbacV1().Roles(lsNS).Get(ctx, gwruntime.CertificateRoleName(gw), metav1.GetOptions{})
+				if err != nil {
+					return fmt.Errorf("the Role in the ListenerSet's namespace: %w", err)
+				}
+				if len(role.Rules) == 0 || !slices.Equal(role.Rules[0].ResourceNames, []string{"not-yet", "team-cert"}) {
+					return fmt.Errorf("Role %s/%s rules %+v, want exactly not-yet and team-cert", lsNS, role.Name, role.Rules)
+				}
+				if _, err := cp.Client.RbacV1().Roles(certs).Get(ctx, gwruntime.CertificateRoleName(gw), metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+					return fmt.Errorf("a Role in %s, whose Secret no ReferenceGrant permits: %v", certs, err)
+				}
+				cfg, err := cp.ServiceAccountConfig(ctx, ns, gwruntime.Name(gw))
+				if err != nil {
+					return err
+				}
+				pods := kubernetes.NewForConfigOrDie(cfg)
+				if _, err := pods.CoreV1().Secrets(lsNS).Get(ctx, "team-cert", metav1.GetOptions{}); err != nil {
+					return fmt.Errorf("the pods cannot read the ListenerSet's certificate Secret: %w", err)
+				}
+				if _, err := pods.CoreV1().Secrets(lsNS).List(ctx, metav1.ListOptions{}); !apierrors.IsForbidden(err) {
+					return fmt.Errorf("the pods list every Secret of the ListenerSet's namespace: %v", err)
+				}
+				if _, err := pods.CoreV1().Secrets(certs).Get(ctx, "shared", metav1.GetOptions{}); !apierrors.IsForbidden(err) {
+					return fmt.Errorf("reading %s/shared as the pods: %v, want Forbidden", certs, err)
+				}
+				return nil
+			},
+		}},
 	})
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 
 	"github.com/hashicorp/terraform-plugin-framework/attr"
@@ -105,21 +106,129 @@ func (c *clients) composeGatewaySets(ctx context.Context, gw *gatewayv1.Gateway,
 			}
 		}
 	}
-	return routing.ComposeGateway(gw, sets, &routing.Objects{Namespaces: namespaces}), sets, nil
+	grants, err := c.certificateGrants(ctx, sets)
+	if err != nil {
+		return nil, nil, err
+	}
+	objs := &routing.Objects{Namespaces: namespaces, ReferenceGrants: grants}
+	return routing.ComposeGateway(gw, sets, objs), sets, nil
+}
+
+// checkListenerSetCertificates sets the ResolvedRefs condition of each
+// served HTTPS listener of cg's ListenerSets to False with reason
+// InvalidCertificateRef when one of its certificate Secrets does not
+// exist or is not of type kubernetes.io/tls now. The listener stays
+// served: the pods serve the certificate once the Secret is there, but
+// the condition, which the provider writes, is updated at the next apply
+// of a ListenerSet of the gateway.
+func (c *clients) checkListenerSetCertificates(ctx context.Context, cg *routing.ComposedGateway) error {
+	listeners := map[string]*gatewayv1.Listener{}
+	for i := range cg.Gateway.Spec.Listeners {
+		l := &cg.Gateway.Spec.Listeners[i]
+		listeners[string(l.Name)] = l
+	}
+	for i := range cg.ListenerSets {
+		for j := range cg.ListenerSets[i].Listeners {
+			er := &cg.ListenerSets[i].Listeners[j]
+			l := listeners[er.Key]
+			if !er.Served || l == nil || l.Protocol != gatewayv1.HTTPSProtocolType || l.TLS == nil {
+				continue
+			}
+			var problems []string
+			for _, r := range l.TLS.CertificateRefs {
+				// The composed listener's refs have their namespace.
+				ref := routing.ObjectRef{Namespace: cg.ListenerSets[i].Set.Namespace, Name: string(r.Name)}
+				if r.Namespace != nil {
+					ref.Namespace = string(*r.Namespace)
+				}
+				sec, err := c.kube.CoreV1().Secrets(ref.Namespace).Get(ctx, ref.Name, metav1.GetOptions{})
+				switch {
+				case apierrors.IsNotFound(err):
+					problems = append(problems, fmt.Sprintf("Secret %s does not exist: create a Secret of type kubernetes.io/tls (the pods serve it once it exists; this condition is updated at the next apply)", ref))
+				case err != nil:
+					return fmt.Errorf("read the certificate Secret %s of listener %s of ListenerSet %s: %w", ref, er.Name, cg.ListenerSets[i].Set, err)
+				case sec.Type != corev1.SecretTypeTLS:
+					problems = append(problems, fmt.Sprintf("Secret %s is of type %q: want kubernetes.io/tls (keys tls.crt and tls.key)", ref, sec.Type))
+				}
+			}
+			if len(problems) == 0 {
+				continue
+			}
+			for k := range er.Conditions {
+				if c := &er.Conditions[k]; c.Type == string(gatewayv1.ListenerEntryConditionResolvedRefs) {
+					c.Status, c.Reason, c.Message = string(metav1.ConditionFalse), string(gatewayv1.ListenerEntryReasonInvalidCertificateRef), strings.Join(problems, "; ")
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// certificateGrants are the ReferenceGrants of the namespaces, other than
+// their ListenerSet's, of the certificate Secrets the HTTPS listeners of
+// sets reference: they decide whether those listeners are served.
+func (c *clients) certificateGrants(ctx context.Context, sets []*gatewayv1.ListenerSet) ([]*gatewayv1.ReferenceGrant, error) {
+	var namespaces []string
+	for _, ls := range sets {
+		for _, l := range ls.Spec.Listeners {
+			if l.TLS == nil {
+				continue
+			}
+			for _, r := range l.TLS.CertificateRefs {
+				if r.Namespace != nil && string(*r.Namespace) != ls.Namespace && !slices.Contains(namespaces, string(*r.Namespace)) {
+					namespaces = append(namespaces, string(*r.Namespace))
+				}
+			}
+		}
+	}
+	var out []*gatewayv1.ReferenceGrant
+	for _, ns := range namespaces {
+		list, err := c.gateway.GatewayV1().ReferenceGrants(ns).List(ctx, metav1.ListOptions{})
+		if apierrors.IsForbidden(err) {
+			// A namespace the provider may not read (a ListenerSet of
+			// another team may name any): its Secrets count as not
+			// permitted, so the listener is not served and no Role is
+			// written there, rather than failing the gateway's applies.
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("list the ReferenceGrants of namespace %s, which decide whether ListenerSets may use certificate Secrets there: %w", ns, err)
+		}
+		for i := range list.Items {
+			out = append(out, &list.Items[i])
+		}
+	}
+	return out, nil
 }
 
 // addListenerSetPorts adds the ports of the ListenerSet listeners that cg
 // serves to the runtime's ports: the Service's ports and varnishd's listen
-// addresses.
+// addresses; those of HTTPS listeners to the ports hitch terminates TLS
+// on, and their certificate Secrets to those the pods may read
+// (routing.CertificateSecrets of the composed Gateway: a ListenerSet's
+// Secret in its own namespace, or in the one a ReferenceGrant opened).
 func (s *runtimeSpec) addListenerSetPorts(cg *routing.ComposedGateway) {
 	for _, r := range cg.ListenerSets {
 		for _, l := range r.Listeners {
-			if l.Served && !slices.Contains(s.ports, l.Port) {
+			if !l.Served {
+				continue
+			}
+			if !slices.Contains(s.ports, l.Port) {
 				s.ports = append(s.ports, l.Port)
+			}
+			if l.Protocol == gatewayv1.HTTPSProtocolType && !slices.Contains(s.tlsPorts, l.Port) {
+				s.tlsPorts = append(s.tlsPorts, l.Port)
 			}
 		}
 	}
 	slices.Sort(s.ports)
+	slices.Sort(s.tlsPorts)
+	for _, ref := range routing.CertificateSecrets(cg.Gateway) {
+		if !slices.Contains(s.certSecrets, ref) {
+			s.certSecrets = append(s.certSecrets, ref)
+		}
+	}
+	slices.SortFunc(s.certSecrets, func(a, b routing.ObjectRef) int { return strings.Compare(a.String(), b.String()) })
 }
 
 // writeListenerSetListeners records the ListenerSet listeners cg serves in
@@ -266,6 +375,9 @@ func (c *clients) writeListenerSetStatuses(ctx context.Context, gw *gatewayv1.Ga
 	defer c.listenerSetLocks.lock(routing.ObjectRef{Namespace: gw.Namespace, Name: gw.Name})()
 	cg, sets, err := c.composeGatewaySets(ctx, gw, nil)
 	if err != nil {
+		return err
+	}
+	if err := c.checkListenerSetCertificates(ctx, cg); err != nil {
 		return err
 	}
 	for _, s := range sets {

@@ -35,7 +35,9 @@ type Objects struct {
 	Services []*corev1.Service
 	// EndpointSlices are read by Resolve only.
 	EndpointSlices []*discoveryv1.EndpointSlice
-	// ReferenceGrants allow cross-namespace backendRefs.
+	// ReferenceGrants allow cross-namespace backendRefs, and the
+	// certificateRefs of ListenerSets' HTTPS listeners to Secrets of
+	// other namespaces (ComposeGateway).
 	ReferenceGrants []*gatewayv1.ReferenceGrant
 	// ExternalNameServices is set when the Gateway's class lets
 	// backendRefs name Services of type ExternalName (the class's

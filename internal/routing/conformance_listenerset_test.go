@@ -49,16 +49,14 @@ var conformanceListenerSetExpect = map[string]string{
 	"listenerset-protocol-conflict.yaml: gateway-conformance-infra/listenerset-with-protocol-conflict-with-listener-set-2":                                                     "!ListenersNotValid",
 	"listenerset-protocol-conflict.yaml: gateway-conformance-infra/listenerset-with-protocol-conflict-with-listener-set-2/protocol-conflict-with-listener-set-listener":        "!ProtocolConflict",
 	"listenerset-route-status-scoped-to-parentref.yaml: gateway-conformance-infra/listenerset-parentref":                                                                       "Accepted",
+	"listenerset-reference-grant.yaml: gateway-conformance-infra/listenerset-with-reference-grant":                                                                             "Accepted",
+	"listenerset-reference-grant.yaml: gateway-api-listener-sets-test-reference-grant-ns/listenerset-without-reference-grant":                                                  "!ListenersNotValid",
+	"listenerset-reference-grant.yaml: gateway-api-listener-sets-test-reference-grant-ns/listenerset-without-reference-grant/listenerset-without-reference-grant-listener":     "refs !RefNotPermitted",
 }
 
 // conformanceListenerSetGaps are ListenerSets of the suite varnishgw does
-// not serve as the suite expects, and why.
-var conformanceListenerSetGaps = map[string]string{
-	// HTTPS listeners of ListenerSets are not served (yet): the suite
-	// expects their certificate references checked (ResolvedRefs with
-	// RefNotPermitted without a ReferenceGrant).
-	"listenerset-reference-grant.yaml": "HTTPS listeners of ListenerSets are not served",
-}
+// not serve as the suite expects, and why (none now).
+var conformanceListenerSetGaps = map[string]string{}
 
 // conformanceAttachedRoutes are the attachedRoutes the suite expects of
 // ListenerSet listeners (file: namespace/set/listener).

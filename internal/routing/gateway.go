@@ -204,7 +204,27 @@ func CertificateSecrets(gw *gatewayv1.Gateway) []ObjectRef {
 // Gateways of gwNS reference that Secret (or every Secret there). Without
 // one the listener's ResolvedRefs is False with reason RefNotPermitted.
 func CertificateRefPermitted(grants []*gatewayv1.ReferenceGrant, gwNS, secretNS, name string) bool {
-	if gwNS == secretNS {
+	return certificateRefPermitted(grants, "Gateway", gwNS, secretNS, name)
+}
+
+// ListenerCertificateRefPermitted is CertificateRefPermitted for the
+// listener named listener among the (composed) listeners of gw: a
+// listener of a ListenerSet (a ListenerSetListenerKey) references
+// Secrets as its ListenerSet, so a Secret outside the ListenerSet's
+// namespace needs a ReferenceGrant from kind ListenerSet of that
+// namespace (GEP-1713); a ReferenceGrant from Gateways does not do.
+func ListenerCertificateRefPermitted(grants []*gatewayv1.ReferenceGrant, gw *gatewayv1.Gateway, listener, secretNS, name string) bool {
+	if set, _, ok := parseListenerKey(listener); ok {
+		return certificateRefPermitted(grants, "ListenerSet", set.Namespace, secretNS, name)
+	}
+	return certificateRefPermitted(grants, "Gateway", gw.Namespace, secretNS, name)
+}
+
+// certificateRefPermitted reports whether an object of kind fromKind (of
+// the Gateway API group) in fromNS may reference the Secret
+// secretNS/name.
+func certificateRefPermitted(grants []*gatewayv1.ReferenceGrant, fromKind gatewayv1.Kind, fromNS, secretNS, name string) bool {
+	if fromNS == secretNS {
 		return true
 	}
 	for _, g := range grants {
@@ -212,7 +232,7 @@ func CertificateRefPermitted(grants []*gatewayv1.ReferenceGrant, gwNS, secretNS,
 			continue
 		}
 		if !slices.ContainsFunc(g.Spec.From, func(f gatewayv1.ReferenceGrantFrom) bool {
-			return f.Group == gatewayv1.GroupName && f.Kind == "Gateway" && string(f.Namespace) == gwNS
+			return f.Group == gatewayv1.GroupName && f.Kind == fromKind && string(f.Namespace) == fromNS
 		}) {
 			continue
 		}

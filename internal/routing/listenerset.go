@@ -44,6 +44,15 @@ func parseListenerKey(name string) (set ObjectRef, listener string, ok bool) {
 	return ObjectRef{Namespace: parts[0], Name: parts[1]}, parts[2], true
 }
 
+// ListenerSetOf returns the ListenerSet whose listener name is, among a
+// Gateway's effective listeners (a ListenerSetListenerKey); false for one
+// of the Gateway's own listeners. The status of such a listener belongs
+// on the ListenerSet, not on the Gateway.
+func ListenerSetOf(name string) (ObjectRef, bool) {
+	set, _, ok := parseListenerKey(name)
+	return set, ok
+}
+
 // ListenerSetParent is the Gateway the ListenerSet's parentRef names, and
 // false when the parentRef names another kind than a Gateway of the
 // Gateway API group.
@@ -127,11 +136,13 @@ func ValidateAllowedListeners(gw *gatewayv1.Gateway) field.ErrorList {
 
 // ValidateListenerSet checks the spec of a ListenerSet as varnishgw serves
 // it: a parentRef to a Gateway, one to 64 listeners with unique valid
-// names, ports, HTTP as the protocol (HTTPS listeners in a ListenerSet are
-// not served yet), hostnames, no two listeners with the same port and
-// hostname, allowed route kinds (HTTPRoute only) and namespace selectors.
-// Conflicts with the Gateway's listeners or other ListenerSets are not
-// errors of the spec: ComposeGateway reports them in the status.
+// names, ports, HTTP or HTTPS as the protocol, TLS as for a Gateway's
+// HTTPS listeners (ValidateListenerTLS), hostnames, no two listeners with
+// the same port and hostname, allowed route kinds (HTTPRoute only) and
+// namespace selectors. Conflicts with the Gateway's listeners or other
+// ListenerSets, and certificate references a ReferenceGrant does not
+// permit, are not errors of the spec: ComposeGateway reports them in the
+// status.
 func ValidateListenerSet(ls *gatewayv1.ListenerSet) field.ErrorList {
 	if ls == nil {
 		return field.ErrorList{field.Required(field.NewPath("spec"), "nil ListenerSet")}
@@ -159,15 +170,7 @@ func ValidateListenerSet(ls *gatewayv1.ListenerSet) field.ErrorList {
 	for i, e := range ls.Spec.Listeners {
 		gw.Spec.Listeners[i] = listenerOf(e)
 	}
-	errs = append(errs, ValidateGateway(gw)...)
-	lp := field.NewPath("spec", "listeners")
-	for i, l := range ls.Spec.Listeners {
-		if l.Protocol == gatewayv1.HTTPSProtocolType {
-			errs = append(errs, field.NotSupported(lp.Index(i).Child("protocol"), l.Protocol, []string{string(gatewayv1.HTTPProtocolType)}))
-			errs[len(errs)-1].Detail = "varnishgw serves HTTP listeners of ListenerSets only, not HTTPS yet: set protocol HTTP, or declare the HTTPS listener on the Gateway"
-		}
-	}
-	return errs
+	return append(errs, ValidateGateway(gw)...)
 }
 
 func listenerOf(e gatewayv1.ListenerEntry) gatewayv1.Listener {
@@ -237,9 +240,13 @@ type ListenerEntryResult struct {
 // accepted when no listener before it (the Gateway's own, then those of
 // ListenerSets created earlier, then those of the same ListenerSet earlier
 // in its spec) uses its port with another protocol (ProtocolConflict) or
-// its port and hostname (HostnameConflict), its protocol is HTTP, and it
-// allows HTTPRoutes (else ResolvedRefs is False with InvalidRouteKinds and
-// it is not served). gw's own listeners are never displaced. gw is not
+// its port and hostname (HostnameConflict), its protocol is HTTP or HTTPS,
+// and it allows HTTPRoutes (else ResolvedRefs is False with
+// InvalidRouteKinds and it is not served). An HTTPS listener is served
+// when objs's ReferenceGrants permit each of its certificateRefs (else
+// ResolvedRefs is False with RefNotPermitted), with the refs' namespaces
+// made explicit: the ListenerSet's when unset. Whether the Secrets exist
+// is not checked here. gw's own listeners are never displaced. gw is not
 // changed; listeners of gw that already are ListenerSet keys are dropped
 // first, so composing a composed Gateway again gives the same result.
 func ComposeGateway(gw *gatewayv1.Gateway, sets []*gatewayv1.ListenerSet, objs *Objects) *ComposedGateway {
@@ -300,28 +307,32 @@ func ComposeGateway(gw *gatewayv1.Gateway, sets []*gatewayv1.ListenerSet, objs *
 			case hosts[portHost{e.Port, host}]:
 				er.Conditions = conflicted(gatewayv1.ListenerEntryReasonHostnameConflict,
 					fmt.Sprintf("a listener that takes precedence (the Gateway's own, or an older ListenerSet's) already serves hostname %s on port %d: use another hostname or port", host, e.Port))
-			case e.Protocol != gatewayv1.HTTPProtocolType:
-				msg := fmt.Sprintf("varnishgw serves HTTP listeners of ListenerSets, not %s", e.Protocol)
-				if e.Protocol == gatewayv1.HTTPSProtocolType {
-					msg += ": declare HTTPS listeners on the Gateway"
-				}
+			case e.Protocol != gatewayv1.HTTPProtocolType && e.Protocol != gatewayv1.HTTPSProtocolType:
+				msg := fmt.Sprintf("varnishgw serves HTTP and HTTPS listeners of ListenerSets, not %s", e.Protocol)
 				// HTTPRoutes, the only kind varnishgw serves, need HTTP or
 				// HTTPS.
-				refsOK, refsMsg := true, ""
-				if e.Protocol != gatewayv1.HTTPSProtocolType {
-					refsOK, refsMsg = false, fmt.Sprintf("HTTPRoute, the only route kind varnishgw serves, does not attach to protocol %s", e.Protocol)
-					er.SupportedKinds = []gatewayv1.RouteGroupKind{}
-				}
-				er.Conditions = entryConditions(false, gatewayv1.ListenerEntryReasonUnsupportedProtocol, msg, refsOK, refsMsg)
+				er.SupportedKinds = []gatewayv1.RouteGroupKind{}
+				er.Conditions = entryConditions(false, gatewayv1.ListenerEntryReasonUnsupportedProtocol, msg, gatewayv1.ListenerEntryReasonInvalidRouteKinds,
+					fmt.Sprintf("HTTPRoute, the only route kind varnishgw serves, does not attach to protocol %s", e.Protocol))
 			case !kindsOK:
-				er.Conditions = entryConditions(true, gatewayv1.ListenerEntryReasonAccepted, "", false,
+				er.Conditions = entryConditions(true, gatewayv1.ListenerEntryReasonAccepted, "", gatewayv1.ListenerEntryReasonInvalidRouteKinds,
 					"the listener allows no route kind varnishgw serves: allow HTTPRoute in allowedRoutes.kinds")
 			default:
 				if ve := ValidateGateway(&gatewayv1.Gateway{Spec: gatewayv1.GatewaySpec{Listeners: []gatewayv1.Listener{listenerOf(e)}}}); len(ve) > 0 {
-					er.Conditions = entryConditions(false, gatewayv1.ListenerEntryReasonInvalid, truncate(ve.ToAggregate().Error()), true, "")
+					er.Conditions = entryConditions(false, gatewayv1.ListenerEntryReasonInvalid, truncate(ve.ToAggregate().Error()), "", "")
 					break
 				}
-				er.Conditions = entryConditions(true, gatewayv1.ListenerEntryReasonAccepted, "", true, "")
+				if l.Protocol == gatewayv1.HTTPSProtocolType {
+					var grants []*gatewayv1.ReferenceGrant
+					if objs != nil {
+						grants = objs.ReferenceGrants
+					}
+					if why := listenerSetCertificateRefs(ls, &l, grants); why != "" {
+						er.Conditions = entryConditions(true, gatewayv1.ListenerEntryReasonAccepted, "", gatewayv1.ListenerEntryReasonRefNotPermitted, why)
+						break
+					}
+				}
+				er.Conditions = entryConditions(true, gatewayv1.ListenerEntryReasonAccepted, "", "", "")
 				er.Served = true
 				served++
 				out.Spec.Listeners = append(out.Spec.Listeners, l)
@@ -345,6 +356,32 @@ func ComposeGateway(gw *gatewayv1.Gateway, sets []*gatewayv1.ListenerSet, objs *
 		c.ListenerSets = append(c.ListenerSets, r)
 	}
 	return c
+}
+
+// listenerSetCertificateRefs makes the namespace of every certificateRef
+// of l, the composed HTTPS listener of ls, explicit (a ref without one is
+// in the ListenerSet's namespace, not the Gateway's), and returns why a
+// ref is not permitted: a Secret in another namespace than the
+// ListenerSet's needs a ReferenceGrant there from kind ListenerSet of the
+// ListenerSet's namespace (ListenerCertificateRefPermitted); "" when all
+// are. l.TLS is copied first: it is shared with ls.
+func listenerSetCertificateRefs(ls *gatewayv1.ListenerSet, l *gatewayv1.Listener, grants []*gatewayv1.ReferenceGrant) string {
+	l.TLS = l.TLS.DeepCopy()
+	var denied []string
+	for i := range l.TLS.CertificateRefs {
+		r := &l.TLS.CertificateRefs[i]
+		if r.Namespace == nil || *r.Namespace == "" {
+			r.Namespace = ptrTo(gatewayv1.Namespace(ls.Namespace))
+		}
+		if !certificateRefPermitted(grants, "ListenerSet", ls.Namespace, string(*r.Namespace), string(r.Name)) {
+			denied = append(denied, string(*r.Namespace)+"/"+string(r.Name))
+		}
+	}
+	if len(denied) == 0 {
+		return ""
+	}
+	return truncate(fmt.Sprintf("no ReferenceGrant lets ListenerSets of namespace %s reference the Secret %s: create one in the Secret's namespace (from group %s kind ListenerSet namespace %s, to group \"\" kind Secret), or use a Secret in namespace %s",
+		ls.Namespace, strings.Join(denied, ", "), gatewayv1.GroupName, ls.Namespace, ls.Namespace))
 }
 
 var httpRouteKind = gatewayv1.RouteGroupKind{Group: ptrTo(gatewayv1.Group(gatewayv1.GroupName)), Kind: "HTTPRoute"}
@@ -385,9 +422,10 @@ func conflicted(reason gatewayv1.ListenerEntryConditionReason, msg string) []Con
 }
 
 // entryConditions are the conditions of a listener without conflict:
-// accepted (or not, with reason and msg) and with resolved references (or
-// InvalidRouteKinds with refsMsg).
-func entryConditions(accepted bool, reason gatewayv1.ListenerEntryConditionReason, msg string, refsOK bool, refsMsg string) []Condition {
+// accepted (or not, with reason and msg) and with resolved references
+// (refsReason "") or not (refsReason, such as InvalidRouteKinds or
+// RefNotPermitted, with refsMsg; the listener is then not programmed).
+func entryConditions(accepted bool, reason gatewayv1.ListenerEntryConditionReason, msg string, refsReason gatewayv1.ListenerEntryConditionReason, refsMsg string) []Condition {
 	t, f := string(metav1.ConditionTrue), string(metav1.ConditionFalse)
 	c := []Condition{
 		{Type: string(gatewayv1.ListenerEntryConditionAccepted), Status: t, Reason: string(reason), Message: msg},
@@ -398,9 +436,9 @@ func entryConditions(accepted bool, reason gatewayv1.ListenerEntryConditionReaso
 	if !accepted {
 		c[0].Status, c[1].Status, c[1].Reason = f, f, string(reason)
 	}
-	if !refsOK {
+	if refsReason != "" {
 		c[1].Status, c[1].Reason, c[1].Message = f, string(gatewayv1.ListenerEntryReasonInvalid), refsMsg
-		c[3].Status, c[3].Reason, c[3].Message = f, string(gatewayv1.ListenerEntryReasonInvalidRouteKinds), refsMsg
+		c[3].Status, c[3].Reason, c[3].Message = f, string(refsReason), refsMsg
 	}
 	return c
 }
@@ -442,10 +480,13 @@ func (c *ComposedGateway) ListenerSetListeners() (string, error) {
 // WithListenerSetListeners returns gw with the ListenerSet listeners its
 // ListenerSetListenersAnnotation records appended to its own (gw itself
 // when there are none). A value that does not decode, a listener whose
-// name is not a ListenerSetListenerKey or that is not a valid HTTP
-// listener is an error naming the annotation: the caller keeps what it
-// serves. Conflicts with the Gateway's own listeners are resolved again:
-// the Gateway's win.
+// name is not a ListenerSetListenerKey or that is not a valid HTTP or
+// HTTPS listener is an error naming the annotation: the caller keeps what
+// it serves. Conflicts with the Gateway's own listeners are resolved
+// again: the Gateway's win. The certificateRefs of HTTPS listeners are
+// taken as the provider recorded them (with their namespaces); whether a
+// ReferenceGrant permits them is for the reader of the certificates to
+// check again (ListenerCertificateRefPermitted), not decided here.
 func WithListenerSetListeners(gw *gatewayv1.Gateway) (*gatewayv1.Gateway, error) {
 	v := gw.Annotations[ListenerSetListenersAnnotation]
 	if v == "" {
@@ -461,10 +502,26 @@ func WithListenerSetListeners(gw *gatewayv1.Gateway) (*gatewayv1.Gateway, error)
 	// provider did; all of them were admitted by the provider.
 	byKey := map[ObjectRef]*gatewayv1.ListenerSet{}
 	var sets []*gatewayv1.ListenerSet
+	objs := &Objects{}
 	for i, l := range ls {
 		set, name, ok := parseListenerKey(string(l.Name))
-		if !ok || l.Protocol != gatewayv1.HTTPProtocolType {
-			return nil, fmt.Errorf("annotation %s of Gateway %s/%s: listener %d (%q, %s) is not an HTTP listener of a ListenerSet; apply the gateway or a ListenerSet again to rewrite it", ListenerSetListenersAnnotation, gw.Namespace, gw.Name, i, l.Name, l.Protocol)
+		if !ok || (l.Protocol != gatewayv1.HTTPProtocolType && l.Protocol != gatewayv1.HTTPSProtocolType) {
+			return nil, fmt.Errorf("annotation %s of Gateway %s/%s: listener %d (%q, %s) is not an HTTP or HTTPS listener of a ListenerSet; apply the gateway or a ListenerSet again to rewrite it", ListenerSetListenersAnnotation, gw.Namespace, gw.Name, i, l.Name, l.Protocol)
+		}
+		if l.TLS != nil {
+			// The provider recorded permitted references only; they
+			// are composed as such.
+			for _, r := range l.TLS.CertificateRefs {
+				if r.Namespace != nil && string(*r.Namespace) != set.Namespace {
+					objs.ReferenceGrants = append(objs.ReferenceGrants, &gatewayv1.ReferenceGrant{
+						ObjectMeta: metav1.ObjectMeta{Namespace: string(*r.Namespace)},
+						Spec: gatewayv1.ReferenceGrantSpec{
+							From: []gatewayv1.ReferenceGrantFrom{{Group: gatewayv1.GroupName, Kind: "ListenerSet", Namespace: gatewayv1.Namespace(set.Namespace)}},
+							To:   []gatewayv1.ReferenceGrantTo{{Kind: "Secret", Name: ptrTo(r.Name)}},
+						},
+					})
+				}
+			}
 		}
 		s := byKey[set]
 		if s == nil {
@@ -491,7 +548,7 @@ func WithListenerSetListeners(gw *gatewayv1.Gateway) (*gatewayv1.Gateway, error)
 		admit = gw.DeepCopy()
 		admit.Spec.AllowedListeners = &gatewayv1.AllowedListeners{Namespaces: &gatewayv1.ListenerNamespaces{From: ptrTo(gatewayv1.NamespacesFromAll)}}
 	}
-	out := ComposeGateway(admit, sets, nil).Gateway
+	out := ComposeGateway(admit, sets, objs).Gateway
 	out.Spec.AllowedListeners = gw.Spec.AllowedListeners
 	return out, nil
 }

@@ -106,9 +106,14 @@ func TestComposeGateway(t *testing.T) {
 			sets: []*gatewayv1.ListenerSet{listenerSet("infra", "ls", 0,
 				listener("plain", 443, "x.example"),
 				httpsListener("tls", 8443, "", gatewayv1.SecretObjectReference{Name: "cert"}),
+				func() gatewayv1.Listener {
+					l := listener("tcp", 9000, "")
+					l.Protocol = gatewayv1.TCPProtocolType
+					return l
+				}(),
 				listener("ok", 8080, ""))},
-			want:      "ls=Accepted plain:!ProtocolConflict tls:!UnsupportedProtocol ok:Accepted",
-			listeners: []string{"https", "infra/ls/ok"},
+			want:      "ls=Accepted plain:!ProtocolConflict tls:Accepted tcp:!UnsupportedProtocol ok:Accepted",
+			listeners: []string{"https", "infra/ls/tls", "infra/ls/ok"},
 		},
 	}
 	for _, tt := range tests {
@@ -216,7 +221,15 @@ func TestValidateListenerSet(t *testing.T) {
 		{"https", func(ls *gatewayv1.ListenerSet) {
 			ls.Spec.Listeners[0].Protocol = gatewayv1.HTTPSProtocolType
 			ls.Spec.Listeners[0].TLS = &gatewayv1.ListenerTLSConfig{CertificateRefs: []gatewayv1.SecretObjectReference{{Name: "c"}}}
-		}, "varnishgw serves HTTP listeners of ListenerSets only, not HTTPS yet"},
+		}, ""},
+		{"https without tls", func(ls *gatewayv1.ListenerSet) { ls.Spec.Listeners[0].Protocol = gatewayv1.HTTPSProtocolType }, "spec.listeners[0].tls: Required"},
+		{"https passthrough", func(ls *gatewayv1.ListenerSet) {
+			ls.Spec.Listeners[0].Protocol = gatewayv1.HTTPSProtocolType
+			ls.Spec.Listeners[0].TLS = &gatewayv1.ListenerTLSConfig{Mode: ptr(gatewayv1.TLSModePassthrough), CertificateRefs: []gatewayv1.SecretObjectReference{{Name: "c"}}}
+		}, `spec.listeners[0].tls.mode: Unsupported value: "Passthrough"`},
+		{"http with tls", func(ls *gatewayv1.ListenerSet) {
+			ls.Spec.Listeners[0].TLS = &gatewayv1.ListenerTLSConfig{CertificateRefs: []gatewayv1.SecretObjectReference{{Name: "c"}}}
+		}, "spec.listeners[0].tls: Forbidden"},
 		{"duplicate port and hostname", func(ls *gatewayv1.ListenerSet) {
 			ls.Spec.Listeners = append(ls.Spec.Listeners, gatewayv1.ListenerEntry{Name: "b", Port: 8080, Protocol: gatewayv1.HTTPProtocolType, Hostname: ptr(gatewayv1.Hostname("a.example"))})
 		}, "listener a already serves this hostname on port 8080"},
@@ -298,16 +311,189 @@ func TestListenerSetListenersAnnotation(t *testing.T) {
 		t.Errorf("no annotation: %v", err)
 	}
 	for name, bad := range map[string]string{
-		"not JSON":      "{",
-		"unknown field": `[{"name":"apps/a/x","port":8080,"protocol":"HTTP","bogus":1}]`,
-		"not a key":     `[{"name":"x","port":8080,"protocol":"HTTP"}]`,
-		"HTTPS":         `[{"name":"apps/a/x","port":8443,"protocol":"HTTPS","tls":{"certificateRefs":[{"name":"c"}]}}]`,
-		"bad port":      `[{"name":"apps/a/x","port":0,"protocol":"HTTP"}]`,
+		"not JSON":       "{",
+		"unknown field":  `[{"name":"apps/a/x","port":8080,"protocol":"HTTP","bogus":1}]`,
+		"not a key":      `[{"name":"x","port":8080,"protocol":"HTTP"}]`,
+		"TCP":            `[{"name":"apps/a/x","port":8443,"protocol":"TCP"}]`,
+		"HTTPS sans tls": `[{"name":"apps/a/x","port":8443,"protocol":"HTTPS"}]`,
+		"HTTP with tls":  `[{"name":"apps/a/x","port":8080,"protocol":"HTTP","tls":{"certificateRefs":[{"name":"c"}]}}]`,
+		"bad port":       `[{"name":"apps/a/x","port":0,"protocol":"HTTP"}]`,
 	} {
 		g := gw.DeepCopy()
 		g.Annotations = map[string]string{ListenerSetListenersAnnotation: bad}
 		if _, err := WithListenerSetListeners(g); err == nil || !strings.Contains(err.Error(), ListenerSetListenersAnnotation) {
 			t.Errorf("%s: got %v, want an error naming the annotation", name, err)
+		}
+	}
+}
+
+// TestComposeGatewayHTTPS: the HTTPS listeners of a ListenerSet are
+// served when their certificateRefs are permitted: a
+// Secret in the ListenerSet's namespace (a ref without namespace is
+// there, not in the Gateway's) or one that a ReferenceGrant from kind
+// ListenerSet lets it reference; a grant from Gateways does not do.
+func TestComposeGatewayHTTPS(t *testing.T) {
+	fromLS := func(ns string) gatewayv1.ReferenceGrantFrom {
+		return gatewayv1.ReferenceGrantFrom{Group: gatewayv1.GroupName, Kind: "ListenerSet", Namespace: gatewayv1.Namespace(ns)}
+	}
+	secrets := func(ns string, from gatewayv1.ReferenceGrantFrom) *gatewayv1.ReferenceGrant {
+		return &gatewayv1.ReferenceGrant{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "g"},
+			Spec: gatewayv1.ReferenceGrantSpec{From: []gatewayv1.ReferenceGrantFrom{from}, To: []gatewayv1.ReferenceGrantTo{{Kind: "Secret"}}}}
+	}
+	inCerts := gatewayv1.SecretObjectReference{Name: "shared", Namespace: ptr(gatewayv1.Namespace("certs"))}
+	gw := allowListeners(gateway(listener("http", 80, "")), gatewayv1.NamespacesFromAll, nil)
+	set := listenerSet("apps", "ls", 0,
+		httpsListener("own", 443, "own.example", gatewayv1.SecretObjectReference{Name: "own-cert"}),
+		httpsListener("shared", 443, "shared.example", inCerts),
+		listener("plain", 8080, ""))
+	tests := []struct {
+		name    string
+		objs    *Objects
+		want    string // ListenerSet and listeners' Accepted, then each listener's ResolvedRefs
+		secrets []string
+	}{
+		{
+			name:    "no grant",
+			objs:    &Objects{},
+			want:    "ls=Accepted own:Accepted shared:Accepted plain:Accepted; refs ResolvedRefs !RefNotPermitted ResolvedRefs",
+			secrets: []string{"apps/own-cert"},
+		},
+		{
+			name:    "a grant from Gateways does not do",
+			objs:    &Objects{ReferenceGrants: []*gatewayv1.ReferenceGrant{secrets("certs", gatewayv1.ReferenceGrantFrom{Group: gatewayv1.GroupName, Kind: "Gateway", Namespace: "apps"})}},
+			want:    "ls=Accepted own:Accepted shared:Accepted plain:Accepted; refs ResolvedRefs !RefNotPermitted ResolvedRefs",
+			secrets: []string{"apps/own-cert"},
+		},
+		{
+			name:    "a grant from ListenerSets of another namespace does not do",
+			objs:    &Objects{ReferenceGrants: []*gatewayv1.ReferenceGrant{secrets("certs", fromLS("infra"))}},
+			want:    "ls=Accepted own:Accepted shared:Accepted plain:Accepted; refs ResolvedRefs !RefNotPermitted ResolvedRefs",
+			secrets: []string{"apps/own-cert"},
+		},
+		{
+			name:    "granted",
+			objs:    &Objects{ReferenceGrants: []*gatewayv1.ReferenceGrant{secrets("certs", fromLS("apps"))}},
+			want:    "ls=Accepted own:Accepted shared:Accepted plain:Accepted; refs ResolvedRefs ResolvedRefs ResolvedRefs",
+			secrets: []string{"apps/own-cert", "certs/shared"},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := ComposeGateway(gw, []*gatewayv1.ListenerSet{set}, tt.objs)
+			got := outcome(c) + "; refs"
+			for _, l := range c.ListenerSets[0].Listeners {
+				got += " " + condStr(l.Conditions, "ResolvedRefs")
+				prog := condStr(l.Conditions, "Programmed")
+				if l.Served != (prog == "Programmed") {
+					t.Errorf("%s: served %v, Programmed %s", l.Name, l.Served, prog)
+				}
+			}
+			if got != tt.want {
+				t.Errorf("got  %s\nwant %s", got, tt.want)
+			}
+			var secs []string
+			for _, r := range CertificateSecrets(c.Gateway) {
+				secs = append(secs, r.String())
+			}
+			if strings.Join(secs, ",") != strings.Join(tt.secrets, ",") {
+				t.Errorf("CertificateSecrets %v, want %v", secs, tt.secrets)
+			}
+			for _, l := range c.Gateway.Spec.Listeners {
+				if l.Protocol != gatewayv1.HTTPSProtocolType {
+					continue
+				}
+				for _, r := range l.TLS.CertificateRefs {
+					if r.Namespace == nil || *r.Namespace == "" {
+						t.Errorf("%s: certificateRef %s without namespace", l.Name, r.Name)
+					}
+				}
+			}
+			if set.Spec.Listeners[0].TLS.CertificateRefs[0].Namespace != nil {
+				t.Errorf("the input ListenerSet was changed")
+			}
+			again := ComposeGateway(c.Gateway, []*gatewayv1.ListenerSet{set}, tt.objs)
+			if outcome(again) != outcome(c) || len(again.Gateway.Spec.Listeners) != len(c.Gateway.Spec.Listeners) {
+				t.Errorf("composing twice: %s", outcome(again))
+			}
+		})
+	}
+}
+
+func TestListenerCertificateRefPermitted(t *testing.T) {
+	g := func(kind gatewayv1.Kind, ns string) []*gatewayv1.ReferenceGrant {
+		return []*gatewayv1.ReferenceGrant{{ObjectMeta: metav1.ObjectMeta{Namespace: "certs", Name: "g"},
+			Spec: gatewayv1.ReferenceGrantSpec{
+				From: []gatewayv1.ReferenceGrantFrom{{Group: gatewayv1.GroupName, Kind: kind, Namespace: gatewayv1.Namespace(ns)}},
+				To:   []gatewayv1.ReferenceGrantTo{{Kind: "Secret"}},
+			}}}
+	}
+	gw := gateway()
+	own, lsKey := "https", ListenerSetListenerKey("apps", "ls", "https")
+	tests := []struct {
+		name     string
+		grants   []*gatewayv1.ReferenceGrant
+		listener string
+		secretNS string
+		want     bool
+	}{
+		{"Gateway listener, own namespace", nil, own, gw.Namespace, true},
+		{"Gateway listener, Gateway grant", g("Gateway", gw.Namespace), own, "certs", true},
+		{"Gateway listener, ListenerSet grant", g("ListenerSet", gw.Namespace), own, "certs", false},
+		{"ListenerSet listener, its namespace", nil, lsKey, "apps", true},
+		{"ListenerSet listener, the Gateway's namespace", nil, lsKey, gw.Namespace, false},
+		{"ListenerSet listener, ListenerSet grant", g("ListenerSet", "apps"), lsKey, "certs", true},
+		{"ListenerSet listener, grant to another namespace's ListenerSets", g("ListenerSet", gw.Namespace), lsKey, "certs", false},
+		{"ListenerSet listener, Gateway grant", g("Gateway", "apps"), lsKey, "certs", false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := ListenerCertificateRefPermitted(tt.grants, gw, tt.listener, tt.secretNS, "www"); got != tt.want {
+				t.Errorf("got %v, want %v", got, tt.want)
+			}
+		})
+	}
+}
+
+// TestListenerSetListenersAnnotationHTTPS: the HTTPS listeners of
+// ListenerSets go through the annotation with their certificateRefs'
+// namespaces, so that the chaperone reads the Secrets of the
+// ListenerSet's namespace (or the one a ReferenceGrant opened).
+func TestListenerSetListenersAnnotationHTTPS(t *testing.T) {
+	gw := allowListeners(gateway(listener("http", 80, "")), gatewayv1.NamespacesFromAll, nil)
+	sets := []*gatewayv1.ListenerSet{listenerSet("apps", "a", 0,
+		httpsListener("own", 443, "own.example", gatewayv1.SecretObjectReference{Name: "own-cert"}),
+		httpsListener("shared", 443, "shared.example", gatewayv1.SecretObjectReference{Name: "shared", Namespace: ptr(gatewayv1.Namespace("certs"))}))}
+	grant := &gatewayv1.ReferenceGrant{ObjectMeta: metav1.ObjectMeta{Namespace: "certs", Name: "g"}, Spec: gatewayv1.ReferenceGrantSpec{
+		From: []gatewayv1.ReferenceGrantFrom{{Group: gatewayv1.GroupName, Kind: "ListenerSet", Namespace: "apps"}},
+		To:   []gatewayv1.ReferenceGrantTo{{Kind: "Secret"}},
+	}}
+	c := ComposeGateway(gw, sets, &Objects{ReferenceGrants: []*gatewayv1.ReferenceGrant{grant}})
+	v, err := c.ListenerSetListeners()
+	if err != nil {
+		t.Fatal(err)
+	}
+	served := gw.DeepCopy()
+	served.Annotations = map[string]string{ListenerSetListenersAnnotation: v}
+	got, err := WithListenerSetListeners(served)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names, secrets []string
+	for _, l := range got.Spec.Listeners {
+		names = append(names, fmt.Sprintf("%s:%d:%s", l.Name, l.Port, l.Protocol))
+	}
+	for _, r := range CertificateSecrets(got) {
+		secrets = append(secrets, r.String())
+	}
+	if want := "http:80:HTTP,apps/a/own:443:HTTPS,apps/a/shared:443:HTTPS"; strings.Join(names, ",") != want {
+		t.Errorf("listeners %v, want %s", names, want)
+	}
+	if want := "apps/own-cert,certs/shared"; strings.Join(secrets, ",") != want {
+		t.Errorf("CertificateSecrets %v, want %s", secrets, want)
+	}
+	for _, l := range got.Spec.Listeners[1:] {
+		if !ListenerCertificateRefPermitted([]*gatewayv1.ReferenceGrant{grant}, got, string(l.Name), string(*l.TLS.CertificateRefs[0].Namespace), string(l.TLS.CertificateRefs[0].Name)) {
+			t.Errorf("%s: the ReferenceGrant from ListenerSets of apps does not permit its certificate", l.Name)
 		}
 	}
 }

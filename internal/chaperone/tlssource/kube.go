@@ -20,6 +20,7 @@ import (
 	gwinformers "sigs.k8s.io/gateway-api/pkg/client/informers/externalversions"
 
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/chaperone/tlsterm"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/routing"
 )
 
 // Kube watches, through informers, the Gateway (by name) and each Secret
@@ -106,13 +107,20 @@ func handler(f func()) cache.ResourceEventHandler {
 	}
 }
 
-// gateway returns the watched Gateway, nil when none.
+// gateway returns the watched Gateway, nil when none, with the listeners
+// of its ListenerSets the provider recorded in its annotation
+// (routing.WithListenerSetListeners): their HTTPS listeners are served
+// like the Gateway's own. An annotation that does not decode leaves the
+// Gateway's own listeners (the routing syncer reports the annotation).
 func (k *Kube) gateway() *gatewayv1.Gateway {
 	if k.gws == nil {
 		return nil
 	}
 	for _, o := range k.gws.GetStore().List() {
 		if gw, ok := o.(*gatewayv1.Gateway); ok && gw.Name == k.Name {
+			if served, err := routing.WithListenerSetListeners(gw); err == nil {
+				return served
+			}
 			return gw
 		}
 	}
@@ -128,14 +136,11 @@ func (k *Kube) reconcile() {
 		return
 	}
 	var refs []tlsterm.SecretRef
-	if gw := k.gateway(); gw != nil {
-		refs = Refs(gw)
-	}
 	var namespaces []string
+	if gw := k.gateway(); gw != nil {
+		refs, namespaces = Refs(gw), GrantNamespaces(gw)
+	}
 	for _, r := range refs {
-		if r.Namespace != k.Namespace && !slices.Contains(namespaces, r.Namespace) {
-			namespaces = append(namespaces, r.Namespace)
-		}
 		if k.secrets[r] != nil {
 			continue
 		}

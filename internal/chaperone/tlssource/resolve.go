@@ -60,6 +60,30 @@ func Refs(gw *gatewayv1.Gateway) []tlsterm.SecretRef {
 	return out
 }
 
+// GrantNamespaces are the namespaces whose ReferenceGrants decide whether
+// the Gateway's HTTPS listeners may use their Secrets: those of Secrets
+// outside the namespace of the listener's owner (the Gateway's, or for
+// the listener of a ListenerSet, the ListenerSet's), in order, without
+// duplicates.
+func GrantNamespaces(gw *gatewayv1.Gateway) []string {
+	var out []string
+	for _, l := range gw.Spec.Listeners {
+		if l.Protocol != gatewayv1.HTTPSProtocolType || l.TLS == nil {
+			continue
+		}
+		from := gw.Namespace
+		if set, ok := routing.ListenerSetOf(string(l.Name)); ok {
+			from = set.Namespace
+		}
+		for _, r := range l.TLS.CertificateRefs {
+			if ns := secretRef(gw, r).Namespace; isSecret(r) && ns != from && !slices.Contains(out, ns) {
+				out = append(out, ns)
+			}
+		}
+	}
+	return out
+}
+
 func isSecret(r gatewayv1.SecretObjectReference) bool {
 	return (r.Group == nil || *r.Group == "" || *r.Group == "core") && (r.Kind == nil || *r.Kind == "Secret")
 }
@@ -78,7 +102,9 @@ type Lookup func(ref tlsterm.SecretRef) *corev1.Secret
 // Resolve returns the Gateway's HTTPS listeners with the certificates
 // their refs resolve to. A ref that does not resolve carries the reason:
 // RefNotPermitted for another namespace without a ReferenceGrant there
-// from this Gateway's namespace to the Secret, InvalidCertificateRef for a
+// from this Gateway's namespace to the Secret (for the listener of a
+// ListenerSet among gw's listeners: from kind ListenerSet of the
+// ListenerSet's namespace, routing.ListenerCertificateRefPermitted), InvalidCertificateRef for a
 // kind other than core Secret, a missing Secret or one whose type is not
 // kubernetes.io/tls. grants are the ReferenceGrants of the Secrets'
 // namespaces.
@@ -91,7 +117,7 @@ func Resolve(gw *gatewayv1.Gateway, lookup Lookup, grants []*gatewayv1.Reference
 		tl := tlsterm.Listener{Name: string(l.Name), Port: int(l.Port)}
 		if l.TLS != nil {
 			for _, r := range l.TLS.CertificateRefs {
-				tl.Certificates = append(tl.Certificates, resolveRef(gw, r, lookup, grants))
+				tl.Certificates = append(tl.Certificates, resolveRef(gw, string(l.Name), r, lookup, grants))
 			}
 		}
 		out = append(out, tl)
@@ -99,7 +125,7 @@ func Resolve(gw *gatewayv1.Gateway, lookup Lookup, grants []*gatewayv1.Reference
 	return out
 }
 
-func resolveRef(gw *gatewayv1.Gateway, r gatewayv1.SecretObjectReference, lookup Lookup, grants []*gatewayv1.ReferenceGrant) tlsterm.Certificate {
+func resolveRef(gw *gatewayv1.Gateway, listener string, r gatewayv1.SecretObjectReference, lookup Lookup, grants []*gatewayv1.ReferenceGrant) tlsterm.Certificate {
 	ref := secretRef(gw, r)
 	c := tlsterm.Certificate{Ref: ref, Reason: gatewayv1.ListenerReasonInvalidCertificateRef}
 	if !isSecret(r) {
@@ -113,10 +139,14 @@ func resolveRef(gw *gatewayv1.Gateway, r gatewayv1.SecretObjectReference, lookup
 		c.Err = fmt.Errorf("certificateRef group %q kind %q: only core Secrets (group \"\", kind Secret) of type kubernetes.io/tls are supported", group, kind)
 		return c
 	}
-	if !routing.CertificateRefPermitted(grants, gw.Namespace, ref.Namespace, ref.Name) {
+	if !routing.ListenerCertificateRefPermitted(grants, gw, listener, ref.Namespace, ref.Name) {
+		kind, fromNS := "Gateway", gw.Namespace
+		if set, ok := routing.ListenerSetOf(listener); ok {
+			kind, fromNS = "ListenerSet", set.Namespace
+		}
 		c.Reason = gatewayv1.ListenerReasonRefNotPermitted
-		c.Err = fmt.Errorf("no ReferenceGrant in namespace %s lets Gateways of namespace %s reference the Secret %s: create one (from group %s kind Gateway namespace %s, to group \"\" kind Secret)",
-			ref.Namespace, gw.Namespace, ref.Name, gatewayv1.GroupName, gw.Namespace)
+		c.Err = fmt.Errorf("no ReferenceGrant in namespace %s lets %ss of namespace %s reference the Secret %s: create one (from group %s kind %s namespace %s, to group \"\" kind Secret)",
+			ref.Namespace, kind, fromNS, ref.Name, gatewayv1.GroupName, kind, fromNS)
 		return c
 	}
 	s := lookup(ref)

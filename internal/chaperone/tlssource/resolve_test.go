@@ -91,3 +91,68 @@ func TestRefs(t *testing.T) {
 		t.Errorf("Refs = %v, want %v", got, want)
 	}
 }
+
+// TestResolveListenerSet: the HTTPS listener of a ListenerSet among a
+// composed Gateway's listeners references Secrets as its ListenerSet: in
+// another namespace than the ListenerSet's, a ReferenceGrant from kind
+// ListenerSet of its namespace permits them, one from Gateways does not.
+func TestResolveListenerSet(t *testing.T) {
+	secrets := map[tlsterm.SecretRef]*corev1.Secret{
+		{Namespace: "apps", Name: "own"}: tlsSecret("apps", "own"),
+		{Namespace: "certs", Name: "b"}:  tlsSecret("certs", "b"),
+	}
+	lookup := func(r tlsterm.SecretRef) *corev1.Secret { return secrets[r] }
+	apps, certs := gatewayv1.Namespace("apps"), gatewayv1.Namespace("certs")
+	tests := []struct {
+		name   string
+		ref    gatewayv1.SecretObjectReference
+		grants []*gatewayv1.ReferenceGrant
+		reason gatewayv1.ListenerConditionReason
+		errHas string
+	}{
+		{"the ListenerSet's namespace", gatewayv1.SecretObjectReference{Namespace: &apps, Name: "own"}, nil, "", ""},
+		{"grant from the ListenerSet's namespace", gatewayv1.SecretObjectReference{Namespace: &certs, Name: "b"}, []*gatewayv1.ReferenceGrant{grant("certs", "apps", "ListenerSet", nil)}, "", ""},
+		{"grant from Gateways", gatewayv1.SecretObjectReference{Namespace: &certs, Name: "b"}, []*gatewayv1.ReferenceGrant{grant("certs", "apps", "Gateway", nil), grant("certs", "edge", "Gateway", nil)}, gatewayv1.ListenerReasonRefNotPermitted,
+			"lets ListenerSets of namespace apps reference the Secret b: create one (from group gateway.networking.k8s.io kind ListenerSet namespace apps"},
+		{"grant to another namespace's ListenerSets", gatewayv1.SecretObjectReference{Namespace: &certs, Name: "b"}, []*gatewayv1.ReferenceGrant{grant("certs", "edge", "ListenerSet", nil)}, gatewayv1.ListenerReasonRefNotPermitted, "no ReferenceGrant"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			gw := gateway(gatewayv1.SecretObjectReference{Name: "unused"})
+			gw.Spec.Listeners = append(gw.Spec.Listeners[:1], gatewayv1.Listener{Name: "apps/team/https", Port: 8443, Protocol: gatewayv1.HTTPSProtocolType,
+				TLS: &gatewayv1.ListenerTLSConfig{CertificateRefs: []gatewayv1.SecretObjectReference{tt.ref}}})
+			ls := Resolve(gw, lookup, tt.grants)
+			if len(ls) != 1 || ls[0].Name != "apps/team/https" || len(ls[0].Certificates) != 1 {
+				t.Fatalf("listeners = %+v", ls)
+			}
+			c := ls[0].Certificates[0]
+			if tt.reason == "" {
+				if c.Err != nil || string(c.Cert) != "crt-"+string(tt.ref.Name) {
+					t.Fatalf("certificate = %+v, want the Secret's data", c)
+				}
+				return
+			}
+			if c.Err == nil || c.Reason != tt.reason || !strings.Contains(c.Err.Error(), tt.errHas) {
+				t.Fatalf("certificate error %v reason %q, want %q containing %q", c.Err, c.Reason, tt.reason, tt.errHas)
+			}
+		})
+	}
+}
+
+// TestGrantNamespaces: ReferenceGrants are watched where a Secret is
+// outside its listener owner's namespace only: the Gateway's for its own
+// listeners, the ListenerSet's for a ListenerSet's.
+func TestGrantNamespaces(t *testing.T) {
+	apps, certs, edge := gatewayv1.Namespace("apps"), gatewayv1.Namespace("certs"), gatewayv1.Namespace("edge")
+	gw := gateway(gatewayv1.SecretObjectReference{Name: "a"}, gatewayv1.SecretObjectReference{Namespace: &certs, Name: "b"})
+	gw.Spec.Listeners = append(gw.Spec.Listeners,
+		gatewayv1.Listener{Name: "apps/team/own", Port: 8443, Protocol: gatewayv1.HTTPSProtocolType, TLS: &gatewayv1.ListenerTLSConfig{
+			CertificateRefs: []gatewayv1.SecretObjectReference{{Namespace: &apps, Name: "own"}}}},
+		gatewayv1.Listener{Name: "apps/team/gw", Port: 8444, Protocol: gatewayv1.HTTPSProtocolType, TLS: &gatewayv1.ListenerTLSConfig{
+			CertificateRefs: []gatewayv1.SecretObjectReference{{Namespace: &edge, Name: "a"}}}},
+		gatewayv1.Listener{Name: "other/team/certs", Port: 8445, Protocol: gatewayv1.HTTPSProtocolType, TLS: &gatewayv1.ListenerTLSConfig{
+			CertificateRefs: []gatewayv1.SecretObjectReference{{Namespace: &certs, Name: "b"}}}})
+	if got := strings.Join(GrantNamespaces(gw), ","); got != "certs,edge" {
+		t.Errorf("GrantNamespaces = %s, want certs,edge", got)
+	}
+}
