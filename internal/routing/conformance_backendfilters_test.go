@@ -190,9 +190,20 @@ func (e *echoBackends) last() (echoRequest, int) {
 }
 
 // serveThroughGhost writes the ghost.json of manifest's routes on the
-// suite's same-namespace Gateway and starts varnishd with ghost on it;
-// it returns the listen address.
+// suite's same-namespace Gateway and starts varnishd with ghost on it,
+// with varnishdtest's minimal main VCL; it returns the listen address.
 func serveThroughGhost(t *testing.T, dir, manifest string, objs *Objects, base manifests) string {
+	t.Helper()
+	return serveThroughGhostVCL(t, dir, manifest, objs, base, func(ghostJSON string) string {
+		return varnishdtest.MainVCL(varnishdtest.GhostVMOD(t), ghostJSON)
+	})
+}
+
+// serveThroughGhostVCL is serveThroughGhost with the main VCL that vcl
+// returns for the ghost.json path (mainvcl.Render's for the backend-side
+// subroutines, retry's for instance). Every route must be accepted with
+// its references resolved.
+func serveThroughGhostVCL(t *testing.T, dir, manifest string, objs *Objects, base manifests, vcl func(ghostJSON string) string) string {
 	t.Helper()
 	m := readManifests(t, filepath.Join(dir, "tests", manifest))
 	var gw *gatewayv1.Gateway
@@ -204,7 +215,7 @@ func serveThroughGhost(t *testing.T, dir, manifest string, objs *Objects, base m
 	var frags []*Fragment
 	for _, r := range m.routes {
 		f, err := Attach(gw, r, objs)
-		if err != nil || !f.Accepted() {
+		if err != nil || !f.Accepted() || condition(f, gatewayv1.RouteConditionResolvedRefs) != string(gatewayv1.RouteReasonResolvedRefs) {
 			t.Fatalf("%s: %v %+v", r.Name, err, f)
 		}
 		frags = append(frags, f)
@@ -237,7 +248,7 @@ func serveThroughGhost(t *testing.T, dir, manifest string, objs *Objects, base m
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	if err := p.Admin.VCLInline(ctx, "main", varnishdtest.MainVCL(varnishdtest.GhostVMOD(t), path)); err != nil {
+	if err := p.Admin.VCLInline(ctx, "main", vcl(path)); err != nil {
 		t.Fatalf("vcl.inline: %v", err)
 	}
 	if err := p.Admin.VCLUse(ctx, "main"); err != nil {

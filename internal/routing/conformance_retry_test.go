@@ -1,23 +1,18 @@
 package routing
 
 import (
-	"context"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
-	"os"
 	"path/filepath"
 	"testing"
 	"time"
 
 	discoveryv1 "k8s.io/api/discovery/v1"
-	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 
-	"github.com/varnishgw/terraform-provider-varnishgw/internal/ghostjson"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/mainvcl"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/testing/retrysim"
-	"github.com/varnishgw/terraform-provider-varnishgw/internal/varnish/varnishd"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/varnish/varnishd/varnishdtest"
 )
 
@@ -72,55 +67,9 @@ func TestConformanceRetryThroughGhost(t *testing.T) {
 				discoveryv1.AddressTypeIPv4, p.Name, port, ep(nil, "127.0.0.1")))
 		}
 	}
-	var gw *gatewayv1.Gateway
-	for _, g := range base.gateways {
-		if g.Name == "same-namespace" {
-			gw = g
-		}
-	}
-	var frags []*Fragment
-	for _, r := range m.routes {
-		f, err := Attach(gw, r, objs)
-		if err != nil || !f.Accepted() || condition(f, gatewayv1.RouteConditionResolvedRefs) != string(gatewayv1.RouteReasonResolvedRefs) {
-			t.Fatalf("%s: %v %+v", r.Name, err, f)
-		}
-		frags = append(frags, f)
-	}
-	tb, err := Merge(gw, frags)
-	if err != nil {
-		t.Fatal(err)
-	}
-	doc, err := Resolve(tb, objs)
-	if err != nil {
-		t.Fatal(err)
-	}
-	data, err := ghostjson.Marshal(doc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	work := filepath.Join(varnishdtest.Dir(t), "work")
-	if err := os.MkdirAll(work, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	path := filepath.Join(work, "ghost.json")
-	if err := os.WriteFile(path, data, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	listen := varnishdtest.FreeAddr(t)
-	p := varnishdtest.Start(t, varnishd.Config{
-		WorkDir:        work,
-		Listeners:      []varnishd.Listener{{Name: SocketName(gw.Spec.Listeners[0].Port), Addr: listen}},
-		GhostAdminAddr: varnishdtest.FreeAddr(t),
+	listen := serveThroughGhostVCL(t, dir, "httproute-retry.yaml", objs, base, func(ghostJSON string) string {
+		return mainvcl.Render(mainvcl.Options{VMOD: varnishdtest.GhostVMOD(t), GhostJSON: ghostJSON})
 	})
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	vcl := mainvcl.Render(mainvcl.Options{VMOD: varnishdtest.GhostVMOD(t), GhostJSON: path})
-	if err := p.Admin.VCLInline(ctx, "main", vcl); err != nil {
-		t.Fatalf("vcl.inline: %v", err)
-	}
-	if err := p.Admin.VCLUse(ctx, "main"); err != nil {
-		t.Fatal(err)
-	}
 
 	client := &http.Client{Timeout: 10 * time.Second}
 	for i, c := range cases {
