@@ -179,30 +179,9 @@ func TestCachingDay(t *testing.T) {
 		if err := os.Mkdir(podDir, 0o755); err != nil {
 			t.Fatal(err)
 		}
-		logPath := filepath.Join(podDir, "chaperone.log")
-		logFile, err := os.Create(logPath)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer logFile.Close()
 		host, _, _ := net.SplitHostPort(listens[i])
-		ch, err := demo.StartChaperone(ctx, cp.Client, demo.ChaperoneOptions{
-			Binary: filepath.Join(providerDir(t), "chaperone"), Gateway: gw, Kubeconfig: kubeconfig, PodName: name,
-			Dir: podDir, VMODDir: vmodDir, ListenHost: host, Stderr: logFile,
-			HealthAddr: varnishdtest.FreeAddr(t), AdminAddr: varnishdtest.FreeAddr(t), GhostAdminAddr: varnishdtest.FreeAddr(t),
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(ch.Kill)
-		t.Cleanup(func() {
-			if t.Failed() {
-				b, _ := os.ReadFile(logPath)
-				if len(b) > 20000 {
-					b = b[len(b)-20000:]
-				}
-				t.Logf("%s: chaperone log (tail):\n%s", name, b)
-			}
+		ch := startChaperone(ctx, t, cp, demo.ChaperoneOptions{
+			Gateway: gw, Kubeconfig: kubeconfig, PodName: name, Dir: podDir, VMODDir: vmodDir, ListenHost: host,
 		})
 		chs = append(chs, ch)
 	}

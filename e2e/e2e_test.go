@@ -3,8 +3,6 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -209,30 +207,9 @@ func TestPlatformTeamDay(t *testing.T) {
 	if _, err := varnishdtest.BuildGhost(vmodDir); err != nil {
 		t.Fatal(err)
 	}
-	logPath := filepath.Join(dir, "chaperone.log")
-	logFile, err := os.Create(logPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer logFile.Close()
 	health := varnishdtest.FreeAddr(t)
-	ch, err := demo.StartChaperone(ctx, cp.Client, demo.ChaperoneOptions{
-		Binary: filepath.Join(providerDir(t), "chaperone"), Gateway: gw, Kubeconfig: kubeconfig,
-		Dir: dir, VMODDir: vmodDir, ListenHost: "127.0.0.1", Stderr: logFile,
-		HealthAddr: health, AdminAddr: varnishdtest.FreeAddr(t), GhostAdminAddr: varnishdtest.FreeAddr(t),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(ch.Kill)
-	t.Cleanup(func() {
-		if t.Failed() {
-			b, _ := os.ReadFile(logPath)
-			if len(b) > 20000 {
-				b = b[len(b)-20000:]
-			}
-			t.Logf("chaperone log (tail):\n%s", b)
-		}
+	ch := startChaperone(ctx, t, cp, demo.ChaperoneOptions{
+		Gateway: gw, Kubeconfig: kubeconfig, Dir: dir, VMODDir: vmodDir, ListenHost: "127.0.0.1", HealthAddr: health,
 	})
 	if err := ch.Ready(ctx, 90*time.Second); err != nil {
 		t.Fatal(err)

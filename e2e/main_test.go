@@ -1,13 +1,16 @@
 package e2e
 
 import (
+	"context"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"sync"
 	"testing"
 
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/demo"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/testing/testenv"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/varnish/varnishd/varnishdtest"
 )
 
 func TestMain(m *testing.M) {
@@ -59,4 +62,43 @@ type buildError struct {
 
 func (e *buildError) Error() string {
 	return "go build " + e.pkg + ": " + e.err.Error() + "\n" + string(e.out)
+}
+
+// startChaperone starts the chaperone binary (demo.StartChaperone) with
+// opts, filling in the binary, free admin and ghost-admin addresses (and a
+// health address unless set) and its standard error in opts.Dir's
+// chaperone.log, whose tail the test logs when it fails; the chaperone is
+// killed when the test ends.
+func startChaperone(ctx context.Context, t *testing.T, cp *testenv.ControlPlane, opts demo.ChaperoneOptions) *demo.Chaperone {
+	t.Helper()
+	logPath := filepath.Join(opts.Dir, "chaperone.log")
+	logFile, err := os.Create(logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { logFile.Close() })
+	opts.Binary, opts.Stderr = filepath.Join(providerDir(t), "chaperone"), logFile
+	opts.AdminAddr, opts.GhostAdminAddr = varnishdtest.FreeAddr(t), varnishdtest.FreeAddr(t)
+	if opts.HealthAddr == "" {
+		opts.HealthAddr = varnishdtest.FreeAddr(t)
+	}
+	ch, err := demo.StartChaperone(ctx, cp.Client, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(ch.Kill)
+	t.Cleanup(func() {
+		if t.Failed() {
+			b, _ := os.ReadFile(logPath)
+			if len(b) > 20000 {
+				b = b[len(b)-20000:]
+			}
+			prefix := ""
+			if opts.PodName != "" {
+				prefix = opts.PodName + ": "
+			}
+			t.Logf("%schaperone log (tail):\n%s", prefix, b)
+		}
+	})
+	return ch
 }
