@@ -314,6 +314,7 @@ void gh_log_route(VRT_CTX, const struct gh_route *r, const struct gh_group *g,
 /* ghost_router.c */
 struct gh_task *gh_task_get(VRT_CTX, struct VPFX(ghost_router) *rt,
     int create);
+const struct gh_group *gh_route_pick(const struct gh_route *r);
 
 /* ghost_cache.c */
 int gh_cache_recv(VRT_CTX, struct gh_task *t, const struct gh_route *r,

@@ -158,19 +158,11 @@ repick(VRT_CTX, const struct gh_route *r)
 {
 	const struct gh_group *g;
 	const struct gh_be *be;
-	uint64_t w;
 	unsigned u;
 
 	if (r->wtotal == 0)
 		return (NULL);
-	w = (uint64_t)VRND_RandomTestable() % r->wtotal;
-	for (u = 0; u < r->ngroup; u++) {
-		if (w < r->group[u].weight)
-			break;
-		w -= r->group[u].weight;
-	}
-	assert(u < r->ngroup);
-	g = &r->group[u];
+	g = gh_route_pick(r);
 	if (g->nep == 0 || g->set == NULL) {
 		VSLb(ctx->vsl, SLT_VCL_Log, "ghost.retry: %s has no endpoint: "
 		    "the retry keeps the previous backend", g->name);

@@ -41,6 +41,28 @@ static const struct vmod_priv_methods task_methods[1] = {{
 	.fini = task_fini
 }};
 
+/*
+ * A group of r by weight: uniform over r->wtotal, which must not be 0.
+ * The request's pick and a retry's (ghost_retry.c) share it.
+ */
+const struct gh_group *
+gh_route_pick(const struct gh_route *r)
+{
+	uint64_t w;
+	unsigned u;
+
+	CHECK_OBJ_NOTNULL(r, GH_ROUTE_MAGIC);
+	AN(r->wtotal);
+	w = (uint64_t)VRND_RandomTestable() % r->wtotal;
+	for (u = 0; u < r->ngroup; u++) {
+		if (w < r->group[u].weight)
+			break;
+		w -= r->group[u].weight;
+	}
+	assert(u < r->ngroup);
+	return (&r->group[u]);
+}
+
 struct gh_task *
 gh_task_get(VRT_CTX, struct VPFX(ghost_router) *rt, int create)
 {
@@ -164,7 +186,6 @@ vmod_router_recv(VRT_CTX, struct VPFX(ghost_router) *rt)
 	const struct gh_group *g;
 	const struct gh_endpoint *ep;
 	const struct gh_be *be;
-	uint64_t w;
 	unsigned u;
 	char host[256];
 
@@ -306,14 +327,7 @@ vmod_router_recv(VRT_CTX, struct VPFX(ghost_router) *rt)
 			t->status = 500;
 			return (0);
 		}
-		w = (uint64_t)VRND_RandomTestable() % r->wtotal;
-		for (u = 0; u < r->ngroup; u++) {
-			if (w < r->group[u].weight)
-				break;
-			w -= r->group[u].weight;
-		}
-		assert(u < r->ngroup);
-		g = &r->group[u];
+		g = gh_route_pick(r);
 		if (g->nep == 0) {
 			gh_log_route(ctx, r, g, NULL);
 			t->status = 500;
