@@ -283,7 +283,9 @@ func (c *clients) waitRollout(ctx context.Context, gw routing.ObjectRef, timeout
 			return false, fmt.Errorf("the Deployment %s/%s was deleted while apply waited for its rollout; apply again to recreate it", ns, name)
 		}
 		if err != nil {
-			last = err.Error()
+			if ctx.Err() == nil { // not cut short by the timeout
+				last = err.Error()
+			}
 			return false, nil
 		}
 		done, why := rolledOut(d)
@@ -293,7 +295,9 @@ func (c *clients) waitRollout(ctx context.Context, gw routing.ObjectRef, timeout
 		last = why
 		rs, pods, err := c.currentPods(ctx, d)
 		if err != nil {
-			last += "; " + err.Error()
+			if ctx.Err() == nil {
+				last += "; " + err.Error()
+			}
 			return false, nil
 		}
 		if p := tracker.observe(time.Now(), rolloutProblems(d, rs, pods)); p != nil {

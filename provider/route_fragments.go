@@ -319,6 +319,8 @@ func (c *clients) waitServed(ctx context.Context, writes []fragmentWrite, timeou
 		switch {
 		case errors.As(err, &rejected):
 			return false, err
+		case err != nil && ctx.Err() != nil:
+			return false, nil // cut short by the timeout: the last complete check stands
 		case err != nil:
 			lastErr = err // the API may be briefly unavailable: try again
 			return false, nil

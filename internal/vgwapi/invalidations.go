@@ -319,6 +319,9 @@ func WaitAcknowledged(ctx context.Context, dyn dynamic.Interface, gw routing.Obj
 		switch {
 		case errors.As(err, &refused):
 			return nil, err
+		case err != nil && ctx.Err() != nil:
+			// The check was cut short by ctx ending: that says nothing about
+			// the API, so the last complete check's outcome stands.
 		case err != nil:
 			last = err
 		case ok:

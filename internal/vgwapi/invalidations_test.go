@@ -2,8 +2,11 @@ package vgwapi_test
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -109,6 +112,47 @@ func TestCacheInvalidationSchema(t *testing.T) {
 			_, err := res.Create(ctx, obj, metav1.CreateOptions{FieldValidation: "Strict"})
 			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
 				t.Errorf("create: %v, want an error containing %q", err, tc.wantErr)
+			}
+		})
+	}
+}
+
+// TestWaitAcknowledgedTimeout checks what a wait that runs out reports: a
+// check cut short by the deadline is not "the last check failed", while a
+// check that failed on its own still is.
+func TestWaitAcknowledgedTimeout(t *testing.T) {
+	gw := routing.ObjectRef{Namespace: "ns", Name: "edge"}
+	for _, tc := range []struct {
+		name     string
+		failures int // checks that fail on their own before checks block
+		wantLast string
+	}{
+		{"only cut short", 0, ""},
+		{"failed, then cut short", 1, "connection refused"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			calls := 0
+			pods := func(ctx context.Context) ([]string, error) {
+				calls++
+				if calls <= tc.failures {
+					return nil, errors.New("connection refused")
+				}
+				<-ctx.Done()
+				return nil, fmt.Errorf("list the pods: %w", ctx.Err())
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+			defer cancel()
+			_, err := vgwapi.WaitAcknowledged(ctx, nil, gw, "uid", pods, 10*time.Millisecond)
+			var pending *vgwapi.InvalidationPending
+			if !errors.As(err, &pending) {
+				t.Fatalf("err = %v, want an *InvalidationPending", err)
+			}
+			got := ""
+			if pending.Last != nil {
+				got = pending.Last.Error()
+			}
+			if got != tc.wantLast {
+				t.Errorf("Last = %q, want %q (error: %v)", got, tc.wantLast, err)
 			}
 		})
 	}
