@@ -26,6 +26,11 @@ import (
 type RouteResolvedRefs struct {
 	Route     routing.RouteRef
 	Condition routing.Condition
+	// Parents are the route's parentRefs the fragment covers (those that
+	// name the Gateway, or a ListenerSet of it): the writer sets the
+	// condition in their entries. Empty: the entries that name the
+	// Gateway.
+	Parents []gatewayv1.ParentReference
 	// Applied is the condition in the route's fragment: the one the
 	// provider writes at an apply. While Condition differs, the writer
 	// checks the route again every RecheckInterval, so that a status an
@@ -34,16 +39,42 @@ type RouteResolvedRefs struct {
 	Applied routing.Condition
 }
 
+// same reports whether r and o want the same write.
+func (r RouteResolvedRefs) same(o RouteResolvedRefs) bool {
+	return r.Route == o.Route && r.Condition == o.Condition && r.Applied == o.Applied &&
+		slices.EqualFunc(r.Parents, o.Parents, func(a, b gatewayv1.ParentReference) bool {
+			return sameParentRef(a, b, r.Route.Namespace)
+		})
+}
+
 // RecheckInterval is how often the RouteWriter reads again the routes
 // whose condition differs from their fragment's.
 const RecheckInterval = 10 * time.Second
 
-// RouteWriter keeps the ResolvedRefs condition of the Gateway's routes
-// true between applies: when a backend Service or a ReferenceGrant
-// appears or disappears, the chaperone checks the routes' references again
+// EntryWait is how long the RouteWriter keeps reading a route whose
+// status has no entry for the Gateway yet, every entryPoll: the provider
+// writes the entry when it has applied the route, right after the pods
+// serve its fragment.
+const (
+	EntryWait = 2 * time.Minute
+	entryPoll = 200 * time.Millisecond
+)
+
+// errNoEntry is an apply that found no status entry to set the condition
+// in, for the route generation of the fragment.
+var errNoEntry = errors.New("no status entry for the Gateway yet")
+
+// RouteWriter is the writer of the ResolvedRefs condition of the routes
+// the Gateway serves (accepted fragments): for each route generation it
+// serves, and again when a backend Service or a ReferenceGrant appears or
+// disappears, the chaperone checks the route's references
 // (routing.Fragment.ResolvedRefs) and this writer sets the condition in
-// the route's status.parents entries that name the Gateway and carry
-// varnishgw's controller name, and nowhere else.
+// the route's status.parents entries of the fragment's parentRefs that
+// carry varnishgw's controller name, and nowhere else. The provider
+// writes the entries and their Accepted condition, and leaves ResolvedRefs
+// to the pods while they serve the route (docs/guides/architecture.md,
+// "Status: who writes what"). A route whose entry the provider has not
+// written yet is read again every entryPoll for up to EntryWait.
 //
 // status.parents is a list that server-side apply treats as one value
 // (atomic), so an apply would make one manager own every entry. The
@@ -52,8 +83,8 @@ const RecheckInterval = 10 * time.Second
 // it when the route changed since: the writer reads it again), under
 // RoutesFieldManager: the entries of other Gateways and controllers are
 // written back as they were read. It writes only for the route generation
-// its fragment was built from: during an apply, the provider writes the
-// status of the new generation. Every pod of the Gateway writes the same
+// its fragment was built from: a route applied again is written when the
+// pods serve its new fragment. Every pod of the Gateway writes the same
 // value; a write that would change nothing is skipped.
 type RouteWriter struct {
 	client     gatewayclient.Interface
@@ -70,7 +101,10 @@ type RouteWriter struct {
 	// denied are the conditions the writer may not write (Forbidden),
 	// not checked again until they change.
 	denied map[routing.ObjectRef]RouteResolvedRefs
-	kick   chan struct{}
+	// waiting are the routes without an entry for the Gateway yet
+	// (errNoEntry), with when the writer first found none.
+	waiting map[routing.ObjectRef]time.Time
+	kick    chan struct{}
 }
 
 // NewRouteWriter returns a RouteWriter for the routes of the Gateway gw,
@@ -85,8 +119,9 @@ func NewRouteWriter(client gatewayclient.Interface, gw routing.ObjectRef, contro
 		now:    time.Now,
 		want:   map[routing.ObjectRef]RouteResolvedRefs{},
 		done:   map[routing.ObjectRef]RouteResolvedRefs{},
-		denied: map[routing.ObjectRef]RouteResolvedRefs{},
-		kick:   make(chan struct{}, 1),
+		denied:  map[routing.ObjectRef]RouteResolvedRefs{},
+		waiting: map[routing.ObjectRef]time.Time{},
+		kick:    make(chan struct{}, 1),
 	}
 }
 
@@ -99,15 +134,20 @@ func (w *RouteWriter) Set(routes []RouteResolvedRefs) {
 	}
 	pending := false
 	w.mu.Lock()
-	w.want = want
 	for k := range w.done {
 		if _, ok := want[k]; !ok {
 			delete(w.done, k)
 			delete(w.denied, k)
 		}
 	}
+	for k := range w.waiting {
+		if r, ok := want[k]; !ok || !r.same(w.want[k]) {
+			delete(w.waiting, k)
+		}
+	}
+	w.want = want
 	for k, r := range want {
-		if w.done[k] != r {
+		if d, ok := w.done[k]; !ok || !d.same(r) {
 			pending = true
 		}
 	}
@@ -136,7 +176,7 @@ func (w *RouteWriter) Run(ctx context.Context) {
 			recheck := false
 			w.mu.Lock()
 			for k, r := range w.done {
-				if r.Condition != r.Applied && w.denied[k] != r {
+				if d, denied := w.denied[k]; r.Condition != r.Applied && (!denied || !d.same(r)) {
 					delete(w.done, k)
 					recheck = true
 				}
@@ -154,15 +194,35 @@ func (w *RouteWriter) Run(ctx context.Context) {
 		w.mu.Lock()
 		var todo []RouteResolvedRefs
 		for k, r := range w.want {
-			if w.done[k] != r {
+			if d, ok := w.done[k]; !ok || !d.same(r) {
 				todo = append(todo, r)
 			}
 		}
 		w.mu.Unlock()
 		var errs []error
+		again := false
 		for _, r := range todo {
 			k := routing.ObjectRef{Namespace: r.Route.Namespace, Name: r.Route.Name}
-			if err := w.Apply(ctx, r); apierrors.IsForbidden(err) {
+			err := w.Apply(ctx, r)
+			if errors.Is(err, errNoEntry) {
+				// The provider writes the entry once the pods serve the
+				// route: read it again soon, for a while.
+				w.mu.Lock()
+				first, ok := w.waiting[k]
+				if !ok {
+					first = w.now()
+					w.waiting[k] = first
+				}
+				w.mu.Unlock()
+				if w.now().Sub(first) < EntryWait {
+					again = true
+					continue
+				}
+				w.log.Info("the route has no status entry for the Gateway; its ResolvedRefs condition is written when an apply creates the entry",
+					"route", r.Route.String())
+				err = nil
+			}
+			if apierrors.IsForbidden(err) {
 				// No right on this route (it was applied by a provider
 				// that did not grant it yet): not retried until its
 				// condition changes again.
@@ -176,10 +236,19 @@ func (w *RouteWriter) Run(ctx context.Context) {
 				continue
 			}
 			w.mu.Lock()
-			if w.want[k] == r {
+			if w.want[k].same(r) {
 				w.done[k] = r
 			}
+			delete(w.waiting, k)
 			w.mu.Unlock()
+		}
+		if again {
+			time.AfterFunc(entryPoll, func() {
+				select {
+				case w.kick <- struct{}{}:
+				default:
+				}
+			})
 		}
 		return errors.Join(errs...)
 	})
@@ -211,12 +280,13 @@ func (w *RouteWriter) apply(ctx context.Context, r RouteResolvedRefs) error {
 		return nil // another generation (or object): its apply writes the status
 	}
 	parents := slices.Clone(route.Status.Parents)
-	changed := false
+	changed, found := false, false
 	for i := range parents {
 		p := &parents[i]
-		if p.ControllerName != w.controller || !w.names(p.ParentRef, route.Namespace) {
+		if p.ControllerName != w.controller || !w.covers(r, p.ParentRef, route.Namespace) {
 			continue
 		}
+		found = true
 		conds := slices.Clone(p.Conditions)
 		c := metav1.Condition{Type: r.Condition.Type, Status: metav1.ConditionStatus(r.Condition.Status), Reason: r.Condition.Reason,
 			Message: truncateMessage(r.Condition.Message), ObservedGeneration: route.Generation,
@@ -229,8 +299,11 @@ func (w *RouteWriter) apply(ctx context.Context, r RouteResolvedRefs) error {
 		p.Conditions = conds
 		changed = true
 	}
+	if !found {
+		return errNoEntry
+	}
 	if !changed {
-		return nil // nothing to change, or no entry of ours yet: the provider writes it with the same condition
+		return nil
 	}
 	patch, err := json.Marshal(map[string]any{
 		"metadata": map[string]any{"resourceVersion": route.ResourceVersion},
@@ -246,6 +319,37 @@ func (w *RouteWriter) apply(ctx context.Context, r RouteResolvedRefs) error {
 	w.log.Info("route ResolvedRefs condition set", "route", r.Route.String(), "status", r.Condition.Status,
 		"reason", r.Condition.Reason, "observedGeneration", route.Generation)
 	return nil
+}
+
+// covers reports whether the status entry of parentRef pr of a route in
+// routeNS is one of r's: one of r.Parents, or without them, one that
+// names the writer's Gateway.
+func (w *RouteWriter) covers(r RouteResolvedRefs, pr gatewayv1.ParentReference, routeNS string) bool {
+	if len(r.Parents) == 0 {
+		return w.names(pr, routeNS)
+	}
+	return slices.ContainsFunc(r.Parents, func(p gatewayv1.ParentReference) bool { return sameParentRef(p, pr, routeNS) })
+}
+
+// sameParentRef reports whether a and b, parentRefs of a route in
+// routeNS, name the same parent, section and port (group and kind
+// defaulted as the API does).
+func sameParentRef(a, b gatewayv1.ParentReference, routeNS string) bool {
+	str := func(p *string, def string) string {
+		if p == nil {
+			return def
+		}
+		return *p
+	}
+	key := func(p gatewayv1.ParentReference) [6]string {
+		var port string
+		if p.Port != nil {
+			port = fmt.Sprint(*p.Port)
+		}
+		return [6]string{str((*string)(p.Group), gatewayv1.GroupName), str((*string)(p.Kind), "Gateway"),
+			str((*string)(p.Namespace), routeNS), string(p.Name), str((*string)(p.SectionName), ""), port}
+	}
+	return key(a) == key(b)
 }
 
 // names reports whether the parentRef of a route in routeNS names the

@@ -50,6 +50,9 @@ func TestRouteStatus(t *testing.T) {
 		if r.Route.Generation != 2 || r.Condition.Reason != "BackendNotFound" {
 			t.Errorf("%s: generation %d, %s; want generation 2 and BackendNotFound (the Service is gone)", r.Route, r.Route.Generation, r.Condition.Reason)
 		}
+		if len(r.Parents) != 1 || r.Parents[0].Name != "gw" {
+			t.Errorf("%s: parents %+v, want the route's parentRef to gw", r.Route, r.Parents)
+		}
 	}
 }
 

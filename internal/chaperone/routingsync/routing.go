@@ -193,8 +193,9 @@ func (a *Routing) Run(ctx context.Context, env Env) error {
 // number of accepted routes per listener of the Gateway (every listener
 // has a count), and each accepted route's ResolvedRefs condition with its
 // backend references checked against the state's objects
-// (routing.Fragment.ResolvedRefs). A route that is not accepted has no
-// references in its fragment and keeps the condition the provider wrote.
+// (routing.Fragment.ResolvedRefs), for the fragment's parentRefs. A route
+// that is not accepted has no references in its fragment: the Gateway
+// does not serve it, and the provider writes its condition.
 func RouteStatus(st *State) (gatewaystatus.AttachedRoutes, []gatewaystatus.RouteResolvedRefs) {
 	counts := routing.ListenerAttachedRoutes(st.Fragments)
 	attached := gatewaystatus.AttachedRoutes{Generation: st.Gateway.Generation, Counts: make(map[string]int32, len(st.Gateway.Spec.Listeners))}
@@ -209,6 +210,7 @@ func RouteStatus(st *State) (gatewaystatus.AttachedRoutes, []gatewaystatus.Route
 		}
 		r := gatewaystatus.RouteResolvedRefs{Route: f.Route, Condition: c}
 		for _, p := range f.Parents {
+			r.Parents = append(r.Parents, p.ParentRef)
 			for _, pc := range p.Conditions {
 				if pc.Type == c.Type {
 					r.Applied = pc
