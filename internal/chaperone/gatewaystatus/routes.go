@@ -115,10 +115,10 @@ func NewRouteWriter(client gatewayclient.Interface, gw routing.ObjectRef, contro
 	}
 	return &RouteWriter{
 		client: client, gateway: gw, controller: controller,
-		log:    log.With("component", "gatewaystatus", "gateway", gw.String()),
-		now:    time.Now,
-		want:   map[routing.ObjectRef]RouteResolvedRefs{},
-		done:   map[routing.ObjectRef]RouteResolvedRefs{},
+		log:     log.With("component", "gatewaystatus", "gateway", gw.String()),
+		now:     time.Now,
+		want:    map[routing.ObjectRef]RouteResolvedRefs{},
+		done:    map[routing.ObjectRef]RouteResolvedRefs{},
 		denied:  map[routing.ObjectRef]RouteResolvedRefs{},
 		waiting: map[routing.ObjectRef]time.Time{},
 		kick:    make(chan struct{}, 1),
