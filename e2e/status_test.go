@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"slices"
 	"testing"
@@ -9,6 +10,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/demo"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/gwruntime"
@@ -40,6 +42,8 @@ resource "varnishgw_http_route" %[2]q {
 // gateway pod's chaperone started with its Deployment's command line as
 // the gateway's ServiceAccount (with only the rights the provider
 // granted), the status stays true without applies of the gateway:
+//   - a route applied on its own gets its ResolvedRefs from the pod, not
+//     from the provider, before the apply returns;
 //   - a route applied on its own raises the listener's attachedRoutes
 //     within seconds, and destroying it lowers it, while the Gateway's
 //     spec is untouched;
@@ -101,8 +105,12 @@ func TestStatusFromTerraform(t *testing.T) {
 	if _, err := varnishdtest.BuildGhost(vmodDir); err != nil {
 		t.Fatal(err)
 	}
+	// The Pod object a kubelet would mark Ready, so that the provider
+	// counts the pod: it waits for it, and leaves the ResolvedRefs of the
+	// routes it serves to it.
+	readyPod(t, cp, gw, "day-0")
 	ch := startChaperone(ctx, t, cp, demo.ChaperoneOptions{
-		Gateway: gw, Kubeconfig: kubeconfig, Dir: dir, VMODDir: vmodDir, ListenHost: "127.0.0.1",
+		Gateway: gw, Kubeconfig: kubeconfig, PodName: "day-0", Dir: dir, VMODDir: vmodDir, ListenHost: "127.0.0.1",
 	})
 	if err := ch.Ready(ctx, 90*time.Second); err != nil {
 		t.Fatal(err)
@@ -151,6 +159,22 @@ func TestStatusFromTerraform(t *testing.T) {
 	applied := time.Now()
 	apply("www", "api")
 	t.Logf("terraform apply of the api route took %s", time.Since(applied).Round(time.Millisecond))
+	// One writer: the provider wrote the new route's entry and Accepted,
+	// the pod its ResolvedRefs, and the apply returned once it had. The
+	// pod's write was the last, so its field manager owns status.parents.
+	r, err := cp.Gateway.GatewayV1().HTTPRoutes(ns).Get(ctx, "api", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(r.Status.Parents) != 1 {
+		t.Fatalf("api route status parents: %+v", r.Status.Parents)
+	}
+	if c := meta.FindStatusCondition(r.Status.Parents[0].Conditions, "ResolvedRefs"); c == nil || c.Status != metav1.ConditionTrue || c.ObservedGeneration != r.Generation {
+		t.Errorf("when the apply returned, the api route's ResolvedRefs was %+v; want True for generation %d", c, r.Generation)
+	}
+	if owner := statusParentsOwner(r); owner != gwruntime.RoutesFieldManager {
+		t.Errorf("status.parents of the new route was last written by %q, want the pods' %q (the provider must leave ResolvedRefs to them)", owner, gwruntime.RoutesFieldManager)
+	}
 	attached(2)
 
 	resolved := func(route, status, reason string) {
@@ -173,7 +197,7 @@ func TestStatusFromTerraform(t *testing.T) {
 		t.Fatal(err)
 	}
 	resolved("api", "False", "BackendNotFound")
-	r, err := cp.Gateway.GatewayV1().HTTPRoutes(ns).Get(ctx, "api", metav1.GetOptions{})
+	r, err = cp.Gateway.GatewayV1().HTTPRoutes(ns).Get(ctx, "api", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -189,4 +213,24 @@ func TestStatusFromTerraform(t *testing.T) {
 
 	apply("www")
 	attached(1)
+}
+
+// statusParentsOwner is the field manager that owns the route's
+// status.parents (an atomic list: the last writer owns all of it), "" when
+// none does.
+func statusParentsOwner(r *gatewayv1.HTTPRoute) string {
+	for _, mf := range r.ManagedFields {
+		if mf.Subresource != "status" || mf.FieldsV1 == nil {
+			continue
+		}
+		var fields struct {
+			Status map[string]json.RawMessage `json:"f:status"`
+		}
+		if json.Unmarshal(mf.FieldsV1.Raw, &fields) == nil {
+			if _, ok := fields.Status["f:parents"]; ok {
+				return mf.Manager
+			}
+		}
+	}
+	return ""
 }

@@ -310,9 +310,24 @@ func (r *httpRouteResource) apply(ctx context.Context, m *httpRouteModel, oldPar
 	if errors.As(served, &rejected) {
 		frags = rejectedByPod(frags, rejected)
 	}
-	if err := r.c.writeStatus(ctx, live, frags); err != nil {
+	// The entries and Accepted are the provider's; ResolvedRefs is the
+	// pods' where they serve the route, and the apply waits for it.
+	podsWrite := r.c.podsWriteResolvedRefs(ctx, frags)
+	if err := r.c.writeStatus(ctx, live, frags, podsWrite); err != nil {
 		fail(action, err.Error())
 		return nil, nil
+	}
+	if served == nil && m.WaitForServed.ValueBool() {
+		if err := r.c.waitResolvedRefs(ctx, live, frags, podsWrite, timeout); err != nil {
+			// Pods that serve the route but do not write its status (an
+			// earlier release, or stopped since): the provider writes it.
+			warn(action, err.Error()+". The provider wrote the condition itself; the gateway's pods may be of an "+
+				"earlier release (apply the gateway again to roll them) or have stopped (kubectl logs -c chaperone says why).")
+			if err := r.c.writeStatus(ctx, live, frags, nil); err != nil {
+				fail(action, err.Error())
+				return nil, nil
+			}
+		}
 	}
 	// The attached routes of the ListenerSets' listeners.
 	if namesListenerSet(live) {

@@ -13,7 +13,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	rbacv1apply "k8s.io/client-go/applyconfigurations/rbac/v1"
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
-	gatewayv1apply "sigs.k8s.io/gateway-api/applyconfiguration/apis/v1"
 
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/gwruntime"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/routing"
@@ -337,44 +336,6 @@ func (c *clients) resolveParentRefs(ctx context.Context, route *gatewayv1.HTTPRo
 		}
 	}
 	return sortedRefs(seen), unresolved
-}
-
-// writeStatus sets status.parents of the route: the entries of varnishgw's
-// parents from the fragments, keeping other controllers' entries (the list
-// is atomic) and the transition time of unchanged conditions.
-func (c *clients) writeStatus(ctx context.Context, route *gatewayv1.HTTPRoute, frags []*routing.Fragment) error {
-	now := metav1.Now().Rfc3339Copy()
-	st := gatewayv1apply.HTTPRouteStatus()
-	hadOurs := false
-	for _, p := range route.Status.Parents {
-		if p.ControllerName != ControllerName {
-			st.WithParents(routeParentStatusApply(p))
-		} else {
-			hadOurs = true
-		}
-	}
-	if len(frags) == 0 && !hadOurs {
-		return nil // no varnishgw parent: leave the status to the others
-	}
-	for _, f := range frags {
-		for _, ps := range f.Parents {
-			parent := ps.RouteParentStatus(ControllerName, route.Generation, now)
-			for _, old := range route.Status.Parents {
-				if old.ControllerName == ControllerName && sameParentRef(old.ParentRef, parent.ParentRef, route.Namespace) {
-					keepTransitions(old.Conditions, parent.Conditions)
-				}
-			}
-			st.WithParents(routeParentStatusApply(parent))
-		}
-	}
-	if st.Parents == nil {
-		st.Parents = []gatewayv1apply.RouteParentStatusApplyConfiguration{} // the list is required: [] removes ours
-	}
-	ac := gatewayv1apply.HTTPRoute(route.Name, route.Namespace).WithStatus(st)
-	if _, err := c.gateway.GatewayV1().HTTPRoutes(route.Namespace).ApplyStatus(ctx, ac, applyOptions()); err != nil {
-		return fmt.Errorf("set the status of HTTPRoute %s/%s: %w", route.Namespace, route.Name, err)
-	}
-	return nil
 }
 
 func nonNil[T any](s []T) []T {

@@ -339,14 +339,16 @@ func (r *httpRouteResource) Schema(_ context.Context, _ resource.SchemaRequest, 
 		Description: "A Gateway API HTTPRoute attached to varnishgw Gateways. Its arguments and blocks mirror the HTTPRoute " +
 			"spec in snake_case, a repeated field being a block with the singular name (parent_ref, rule, match, filter, " +
 			"backend_ref). The provider validates the route at plan time as the gateways will apply it, writes the " +
-			"HTTPRoute with its status (Accepted, ResolvedRefs) for every parent Gateway whose GatewayClass is served " +
+			"HTTPRoute with its status entry for every parent Gateway whose GatewayClass is served " +
 			"by varnishgw, and stores what the route contributes to each such Gateway in a RoutingFragment (varnishgw.dev) " +
 			"in the Gateway's namespace, which the gateway pods load; by default it waits until they serve it. In every namespace its backends live in, it writes a " +
 			"RoleBinding that lets the pods of each such Gateway that accepts the route read Services, EndpointSlices and " +
 			"ReferenceGrants there, and removes it when no longer needed. In the route's own namespace it writes, for " +
 			"each such Gateway, a Role and RoleBinding that let that Gateway's pods read this route and patch its " +
-			"status, so that they keep ResolvedRefs current when a backend Service or ReferenceGrant appears or " +
-			"disappears. The computed routing attribute shows that contribution in the plan.",
+			"status: the pods that serve the route write its ResolvedRefs condition, for each generation they serve and " +
+			"again when a backend Service or ReferenceGrant appears or disappears. The provider writes the entry and " +
+			"its Accepted condition, and ResolvedRefs only for Gateways without running pods or that do not accept the " +
+			"route. The computed routing attribute shows that contribution, and the conditions, in the plan.",
 		Attributes: map[string]schema.Attribute{
 			"id": schema.StringAttribute{
 				Computed:      true,
@@ -383,7 +385,8 @@ func (r *httpRouteResource) Schema(_ context.Context, _ resource.SchemaRequest, 
 				Computed: true,
 				Default:  booldefault.StaticBool(true),
 				Description: "Whether create, update and destroy wait until every Ready pod of each parent Gateway reports " +
-					"that it serves the route's new routing (its GatewayPodReport). A pod that rejects the routing fails the " +
+					"that it serves the route's new routing (its GatewayPodReport) and the pods have written the route's " +
+					"ResolvedRefs condition for it. A pod that rejects the routing fails the " +
 					"apply with the pod's reason and sets the route's Accepted condition to False. Gateways without Ready " +
 					"pods are not waited for.",
 			},
