@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"crypto/tls"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -16,9 +17,15 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	metav1apply "k8s.io/client-go/applyconfigurations/meta/v1"
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
+	gwapply "sigs.k8s.io/gateway-api/applyconfiguration/apis/v1"
+	gatewayclient "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned"
 
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/chaperone/gatewaystatus"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/gwruntime"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/routing"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/testing/testenv"
@@ -136,11 +143,17 @@ func TestKubernetesListenerSet(t *testing.T) {
 // a Gateway whose ListenerSet, in another namespace, adds an HTTPS
 // listener on a port of its own with a certificate from a Secret of the
 // ListenerSet's namespace, as the provider records it in the Gateway's
-// annotation; the chaperone may read exactly that Secret there. A route
-// of the Gateway's namespace attached to the ListenerSet is served over
-// TLS on that port with the ListenerSet's certificate (by SNI), and the
+// annotations; the chaperone may read exactly that Secret there, and
+// read and patch the status of exactly that ListenerSet
+// (gwruntime.ListenerSetStatusRules, with its real token). A route of the
+// Gateway's namespace attached to the ListenerSet is served over TLS on
+// that port with the ListenerSet's certificate (by SNI), and the
 // chaperone writes no status for the ListenerSet's listener on the
-// Gateway.
+// Gateway: it writes the listener's ResolvedRefs condition on the
+// ListenerSet (observedGeneration: the ListenerSet generation the
+// annotation records), False with InvalidCertificateRef once the Secret
+// is deleted and True again once it is back, without an apply, leaving
+// the provider's conditions alone.
 func TestKubernetesListenerSetHTTPS(t *testing.T) {
 	cp := testenv.Get(t)
 	ctx := context.Background()
@@ -150,6 +163,7 @@ func TestKubernetesListenerSetHTTPS(t *testing.T) {
 	cp.GrantRole(t, lsNS, "chaperone-certificates", ns, "chaperone", []rbacv1.PolicyRule{
 		{APIGroups: []string{""}, Resources: []string{"secrets"}, ResourceNames: []string{"team-cert"}, Verbs: []string{"get", "list", "watch"}},
 	})
+	cp.GrantRole(t, lsNS, "chaperone-listenersets", ns, "chaperone", gwruntime.ListenerSetStatusRules([]string{"team"}))
 	kubeconfig, err := cp.ServiceAccountKubeconfig(ctx, ns, "chaperone")
 	must(t, err)
 
@@ -174,13 +188,38 @@ func TestKubernetesListenerSetHTTPS(t *testing.T) {
 			}},
 		},
 	}
+	// The ListenerSet in the API, at generation 2, with the provider's
+	// status of its listener (all but ResolvedRefs, which the pods own).
+	lsets := cp.Gateway.GatewayV1().ListenerSets(lsNS)
+	created, err := lsets.Create(ctx, ls, metav1.CreateOptions{})
+	must(t, err)
+	created.Spec.Listeners[0].AllowedRoutes.Kinds = []gatewayv1.RouteGroupKind{{Kind: "HTTPRoute"}}
+	created, err = lsets.Update(ctx, created, metav1.UpdateOptions{})
+	must(t, err)
+	if created.Generation != 2 {
+		t.Fatalf("ListenerSet generation %d, want 2", created.Generation)
+	}
+	ls.Generation = created.Generation
+	provided := func(typ string) *metav1apply.ConditionApplyConfiguration {
+		return metav1apply.Condition().WithType(typ).WithStatus(metav1.ConditionTrue).WithReason(typ).WithMessage("by the provider").
+			WithObservedGeneration(created.Generation).WithLastTransitionTime(metav1.Now())
+	}
+	_, err = lsets.ApplyStatus(ctx, gwapply.ListenerSet("team", lsNS).WithStatus(gwapply.ListenerSetStatus().
+		WithConditions(provided("Accepted"), provided("Programmed")).
+		WithListeners(gwapply.ListenerEntryStatus().WithName("secure").WithAttachedRoutes(1).
+			WithSupportedKinds(gwapply.RouteGroupKind().WithGroup(gatewayv1.GroupName).WithKind("HTTPRoute")).
+			WithConditions(provided("Accepted"), provided("Programmed")))),
+		metav1.ApplyOptions{FieldManager: "varnishgw", Force: true})
+	must(t, err)
 	composed := routing.ComposeGateway(gw, []*gatewayv1.ListenerSet{ls}, nil)
 	if !composed.ListenerSets[0].Accepted() {
 		t.Fatalf("ListenerSet not accepted: %+v", composed.ListenerSets[0])
 	}
 	ann, err := composed.ListenerSetListeners()
 	must(t, err)
-	gw.Annotations = map[string]string{routing.ListenerSetListenersAnnotation: ann}
+	gens, err := composed.ListenerSetGenerations()
+	must(t, err)
+	gw.Annotations = map[string]string{routing.ListenerSetListenersAnnotation: ann, routing.ListenerSetGenerationsAnnotation: gens}
 	_, err = cp.Gateway.GatewayV1().Gateways(ns).Create(ctx, gw, metav1.CreateOptions{})
 	must(t, err)
 
@@ -250,5 +289,69 @@ func TestKubernetesListenerSetHTTPS(t *testing.T) {
 		if strings.Contains(string(l.Name), "/") {
 			t.Errorf("the chaperone wrote status for the ListenerSet's listener on the Gateway: %+v", l)
 		}
+	}
+
+	// The ListenerSet's listener's ResolvedRefs, from the pods.
+	resolved := func(status metav1.ConditionStatus, reason gatewayv1.ListenerEntryConditionReason) {
+		t.Helper()
+		start := time.Now()
+		var last string
+		c.waitFor("the ListenerSet listener's ResolvedRefs="+string(status)+"/"+string(reason), 30*time.Second, func() bool {
+			l, err := lsets.Get(ctx, "team", metav1.GetOptions{})
+			if err != nil || len(l.Status.Listeners) != 1 {
+				return false
+			}
+			e := l.Status.Listeners[0]
+			for _, typ := range []string{"Accepted", "Programmed"} {
+				if c := meta.FindStatusCondition(e.Conditions, typ); c == nil || c.Message != "by the provider" {
+					t.Fatalf("the provider's %s condition of the listener changed: %+v", typ, e.Conditions)
+				}
+			}
+			if e.AttachedRoutes != 1 || len(e.SupportedKinds) != 1 {
+				t.Fatalf("the provider's fields of the listener changed: %+v", e)
+			}
+			cond := meta.FindStatusCondition(e.Conditions, string(gatewayv1.ListenerEntryConditionResolvedRefs))
+			if cond == nil {
+				return false
+			}
+			last = fmt.Sprintf("%s/%s (observedGeneration %d): %s", cond.Status, cond.Reason, cond.ObservedGeneration, cond.Message)
+			return cond.Status == status && cond.Reason == string(reason) && cond.ObservedGeneration == created.Generation
+		})
+		t.Logf("ResolvedRefs %s after %s", last, time.Since(start).Round(time.Millisecond))
+	}
+	resolved(metav1.ConditionTrue, gatewayv1.ListenerEntryReasonResolvedRefs)
+	must(t, cp.Client.CoreV1().Secrets(lsNS).Delete(ctx, "team-cert", metav1.DeleteOptions{}))
+	resolved(metav1.ConditionFalse, gatewayv1.ListenerEntryReasonInvalidCertificateRef)
+	secret.ResourceVersion = ""
+	_, err = cp.Client.CoreV1().Secrets(lsNS).Create(ctx, secret, metav1.CreateOptions{})
+	must(t, err)
+	resolved(metav1.ConditionTrue, gatewayv1.ListenerEntryReasonResolvedRefs)
+	l, err := lsets.Get(ctx, "team", metav1.GetOptions{})
+	must(t, err)
+	for _, mf := range l.ManagedFields {
+		if mf.Subresource == "status" && mf.Manager != "varnishgw" && mf.Manager != gatewaystatus.ListenerFieldManager {
+			t.Errorf("ListenerSet status written by %q, want the provider's and %s only", mf.Manager, gatewaystatus.ListenerFieldManager)
+		}
+	}
+
+	// With its real token the chaperone may read and patch that
+	// ListenerSet's status only: not another ListenerSet's, not the spec.
+	saCfg, err := cp.ServiceAccountConfig(ctx, ns, "chaperone")
+	must(t, err)
+	pods := gatewayclient.NewForConfigOrDie(saCfg).GatewayV1().ListenerSets(lsNS)
+	other := ls.DeepCopy()
+	other.Name, other.ResourceVersion = "other", ""
+	_, err = lsets.Create(ctx, other, metav1.CreateOptions{})
+	must(t, err)
+	if _, err := pods.Get(ctx, "other", metav1.GetOptions{}); !apierrors.IsForbidden(err) {
+		t.Errorf("reading another ListenerSet as the chaperone: %v, want Forbidden", err)
+	}
+	if _, err := pods.ApplyStatus(ctx, gwapply.ListenerSet("other", lsNS).WithStatus(gwapply.ListenerSetStatus()),
+		metav1.ApplyOptions{FieldManager: gatewaystatus.ListenerFieldManager, Force: true}); !apierrors.IsForbidden(err) {
+		t.Errorf("patching another ListenerSet's status as the chaperone: %v, want Forbidden", err)
+	}
+	if _, err := pods.Apply(ctx, gwapply.ListenerSet("team", lsNS).WithLabels(map[string]string{"x": "y"}),
+		metav1.ApplyOptions{FieldManager: gatewaystatus.ListenerFieldManager, Force: true}); !apierrors.IsForbidden(err) {
+		t.Errorf("patching the ListenerSet's spec as the chaperone: %v, want Forbidden", err)
 	}
 }

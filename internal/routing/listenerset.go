@@ -44,6 +44,13 @@ func parseListenerKey(name string) (set ObjectRef, listener string, ok bool) {
 	return ObjectRef{Namespace: parts[0], Name: parts[1]}, parts[2], true
 }
 
+// ParseListenerSetListenerKey splits a ListenerSetListenerKey into the
+// ListenerSet and the listener's name in it; ok is false for the name of
+// a Gateway's own listener.
+func ParseListenerSetListenerKey(key string) (set ObjectRef, listener string, ok bool) {
+	return parseListenerKey(key)
+}
+
 // ListenerSetOf returns the ListenerSet whose listener name is, among a
 // Gateway's effective listeners (a ListenerSetListenerKey); false for one
 // of the Gateway's own listeners. The status of such a listener belongs

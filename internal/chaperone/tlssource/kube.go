@@ -262,5 +262,9 @@ func (k *Kube) Snapshot() (Snapshot, bool) {
 			}
 		}
 	}
-	return Snapshot{Generation: gw.Generation, Listeners: ls}, true
+	gens, err := routing.ListenerSetGenerations(gw)
+	if err != nil {
+		k.Logger.Warn("the ListenerSets' listeners get no ResolvedRefs condition from the pods", "component", "tls", "error", err)
+	}
+	return Snapshot{Generation: gw.Generation, Listeners: ls, ListenerSetGenerations: gens}, true
 }
