@@ -126,7 +126,9 @@ func (r *listenerSetResource) Schema(_ context.Context, _ resource.SchemaRequest
 			"listener_conditions": schema.MapAttribute{
 				Computed:    true,
 				ElementType: types.ListType{ElemType: conditionType},
-				Description: "The conditions of each listener, by name: Accepted, Programmed, Conflicted (HostnameConflict or ProtocolConflict) and ResolvedRefs.",
+				Description: "The conditions of each listener, by name: Accepted, Programmed, Conflicted (HostnameConflict or ProtocolConflict) and ResolvedRefs. " +
+					"The ResolvedRefs condition of a served HTTPS listener is written by the gateway's pods, which keep it current as its certificate " +
+					"Secrets and ReferenceGrants change; it is absent until they have written it.",
 			},
 			"listener_attached_routes": schema.MapAttribute{
 				Computed:    true,
