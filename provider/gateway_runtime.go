@@ -513,6 +513,21 @@ func (c *clients) runtimeDrift(ctx context.Context, s *runtimeSpec, dry *appsv1.
 			return missing("RoleBinding "+other+"/"+gwruntime.CertificateRoleName(s.gw), err)
 		}
 	}
+	lsets := s.listenerSetNames()
+	for _, other := range slices.Sorted(maps.Keys(lsets)) {
+		roleName := gwruntime.ListenerSetStatusRoleName(s.gw)
+		what := "Role " + other + "/" + roleName
+		r, err := c.kube.RbacV1().Roles(other).Get(ctx, roleName, metav1.GetOptions{})
+		if err != nil {
+			return missing(what, err)
+		}
+		if !equality.Semantic.DeepEqual(r.Rules, gwruntime.ListenerSetStatusRules(lsets[other])) {
+			return "the rules of " + what + " changed", nil
+		}
+		if _, err := c.kube.RbacV1().RoleBindings(other).Get(ctx, roleName, metav1.GetOptions{}); err != nil {
+			return missing("RoleBinding "+other+"/"+roleName, err)
+		}
+	}
 	if d, err := c.invalidateAuthBindingDrift(ctx, s); d != "" || err != nil {
 		return d, err
 	}

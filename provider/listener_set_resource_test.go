@@ -365,9 +365,10 @@ resource "varnishgw_listener_set" "team" {
 // it, the Gateway's annotation records the ListenerSet's generation for
 // them, and a Role in the ListenerSet's namespace lets the pods read and
 // patch the status of exactly that ListenerSet, which they do as the
-// chaperone does (gatewaystatus.ListenerSetWriter). A second step applies
+// chaperone does (gatewaystatus.ListenerSetWriter). Deleting that Role is
+// drift the gateway's next apply repairs. A further step applies
 // the ListenerSet again (another hostname for shared): the pods' condition
-// stays. The third turns the secure listener into an HTTP one on the same
+// stays. The last turns the secure listener into an HTTP one on the same
 // port and removes the others: the
 // provider's status apply succeeds although the pods owned a condition of
 // a removed listener (its entry is removed), writes ResolvedRefs of the
@@ -572,6 +573,22 @@ resource "varnishgw_http_route" "team" {
 					return fmt.Errorf("reading %s/shared as the pods: %v, want Forbidden", certs, err)
 				}
 				return nil
+			},
+		}, {
+			// The status Role deleted behind Terraform's back: the
+			// gateway's plan sees the drift and its apply writes it again.
+			PreConfig: func() {
+				if err := cp.Client.RbacV1().Roles(lsNS).Delete(ctx, gwruntime.ListenerSetStatusRoleName(gw), metav1.DeleteOptions{}); err != nil {
+					t.Fatal(err)
+				}
+			},
+			Config: gateway + sets,
+			ConfigPlanChecks: resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{
+				plancheck.ExpectResourceAction("varnishgw_gateway.test", plancheck.ResourceActionUpdate),
+			}},
+			Check: func(*terraform.State) error {
+				_, err := cp.Client.RbacV1().Roles(lsNS).Get(ctx, gwruntime.ListenerSetStatusRoleName(gw), metav1.GetOptions{})
+				return err
 			},
 		}, {
 			// An apply of the ListenerSet rewrites its status: the pods'
