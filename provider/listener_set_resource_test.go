@@ -632,3 +632,74 @@ resource "varnishgw_http_route" "team" {
 		}},
 	})
 }
+
+// TestAccListenerSetHTTPSProviderRoles applies a gateway and a ListenerSet
+// of another namespace with an HTTPS listener as an identity holding only
+// the provider's roles of the security guide (ProviderClusterRules bound
+// cluster-wide, ProviderNamespaceRules in the gateway's namespace and in
+// the ListenerSet's, which holds its certificate): Kubernetes lets it write
+// the Role that grants the pods get and status patch of exactly that
+// ListenerSet, since it holds those rights itself; destroying the
+// ListenerSet deletes the Role.
+func TestAccListenerSetHTTPSProviderRoles(t *testing.T) {
+	cp := accPreCheck(t)
+	ctx := context.Background()
+	ns, lsNS := cp.Namespace(t), cp.Namespace(t)
+	kubeconfig, _ := providerIdentity(t, cp, ProviderClusterRules(), ns, lsNS)
+	class := "vgw-" + rand.String(6)
+	t.Cleanup(func() {
+		_ = cp.Gateway.GatewayV1().GatewayClasses().Delete(context.Background(), class, metav1.DeleteOptions{})
+	})
+	gw := routing.ObjectRef{Namespace: ns, Name: "edge"}
+	gateway := strings.Replace(gatewayConfig(cp, ns, class, "", listenerHCL("http", 8080)+`
+  allowed_listeners {
+    namespaces = "All"
+  }
+`), providerBlock(cp), fmt.Sprintf("provider \"varnishgw\" {\n  config_path = %q\n}\n", kubeconfig), 1)
+	set := fmt.Sprintf(`
+resource "varnishgw_listener_set" "team" {
+  namespace        = %q
+  name             = "team"
+  wait_for_rollout = false
+  parent_ref {
+    namespace = varnishgw_gateway.test.namespace
+    name      = varnishgw_gateway.test.name
+  }
+  listener {
+    name     = "secure"
+    port     = 8443
+    protocol = "HTTPS"
+    hostname = "team.example.com"
+    tls {
+      certificate_ref {
+        name = "team-cert"
+      }
+    }
+  }
+}
+`, lsNS)
+	resource.Test(t, resource.TestCase{
+		ProtoV6ProviderFactories: protoV6ProviderFactories,
+		Steps: []resource.TestStep{{
+			Config: gateway + set,
+			Check: func(*terraform.State) error {
+				role, err := cp.Client.RbacV1().Roles(lsNS).Get(ctx, gwruntime.ListenerSetStatusRoleName(gw), metav1.GetOptions{})
+				if err != nil {
+					return fmt.Errorf("the ListenerSet status Role: %w", err)
+				}
+				if !equality.Semantic.DeepEqual(role.Rules, gwruntime.ListenerSetStatusRules([]string{"team"})) {
+					return fmt.Errorf("Role %s/%s rules %+v, want get and status patch of ListenerSet team only", lsNS, role.Name, role.Rules)
+				}
+				return nil
+			},
+		}, {
+			Config: gateway,
+			Check: func(*terraform.State) error {
+				if _, err := cp.Client.RbacV1().Roles(lsNS).Get(ctx, gwruntime.ListenerSetStatusRoleName(gw), metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+					return fmt.Errorf("the ListenerSet status Role after the ListenerSet's destroy: %v, want NotFound", err)
+				}
+				return nil
+			},
+		}},
+	})
+}
