@@ -157,12 +157,13 @@ func TestKubernetesListenerSet(t *testing.T) {
 func TestKubernetesListenerSetHTTPS(t *testing.T) {
 	cp := testenv.Get(t)
 	ctx := context.Background()
-	ns, lsNS := cp.Namespace(t), cp.Namespace(t)
+	ns, lsNS, certNS := cp.Namespace(t), cp.Namespace(t), cp.Namespace(t)
 	cp.GrantRole(t, ns, "chaperone-gateway", ns, "chaperone", gwruntime.GatewayRules(routing.ObjectRef{Namespace: ns, Name: "edge"}))
 	cp.GrantRole(t, ns, "chaperone-backends", ns, "chaperone", gwruntime.BackendRules())
 	cp.GrantRole(t, lsNS, "chaperone-certificates", ns, "chaperone", []rbacv1.PolicyRule{
 		{APIGroups: []string{""}, Resources: []string{"secrets"}, ResourceNames: []string{"team-cert"}, Verbs: []string{"get", "list", "watch"}},
 	})
+	cp.GrantRole(t, certNS, "chaperone-certificates", ns, "chaperone", gwruntime.CertificateRules([]string{"shared-cert"}, true))
 	cp.GrantRole(t, lsNS, "chaperone-listenersets", ns, "chaperone", gwruntime.ListenerSetStatusRules([]string{"team"}))
 	kubeconfig, err := cp.ServiceAccountKubeconfig(ctx, ns, "chaperone")
 	must(t, err)
@@ -185,6 +186,11 @@ func TestKubernetesListenerSetHTTPS(t *testing.T) {
 				Name: "secure", Port: gatewayv1.PortNumber(tlsPort), Protocol: gatewayv1.HTTPSProtocolType, Hostname: ptr(gatewayv1.Hostname("ls.example.com")),
 				TLS:           &gatewayv1.ListenerTLSConfig{CertificateRefs: []gatewayv1.SecretObjectReference{{Name: "team-cert"}}},
 				AllowedRoutes: &gatewayv1.AllowedRoutes{Namespaces: &gatewayv1.RouteNamespaces{From: ptr(gatewayv1.NamespacesFromAll)}},
+			}, {
+				// A certificate of another namespace, which a
+				// ReferenceGrant opens to ListenerSets of lsNS.
+				Name: "shared", Port: gatewayv1.PortNumber(tlsPort), Protocol: gatewayv1.HTTPSProtocolType, Hostname: ptr(gatewayv1.Hostname("shared.example.com")),
+				TLS: &gatewayv1.ListenerTLSConfig{CertificateRefs: []gatewayv1.SecretObjectReference{{Name: "shared-cert", Namespace: ptr(gatewayv1.Namespace(certNS))}}},
 			}},
 		},
 	}
@@ -208,10 +214,24 @@ func TestKubernetesListenerSetHTTPS(t *testing.T) {
 		WithConditions(provided("Accepted"), provided("Programmed")).
 		WithListeners(gwapply.ListenerEntryStatus().WithName("secure").WithAttachedRoutes(1).
 			WithSupportedKinds(gwapply.RouteGroupKind().WithGroup(gatewayv1.GroupName).WithKind("HTTPRoute")).
-			WithConditions(provided("Accepted"), provided("Programmed")))),
+			WithConditions(provided("Accepted"), provided("Programmed")),
+			gwapply.ListenerEntryStatus().WithName("shared").WithAttachedRoutes(1).
+				WithSupportedKinds(gwapply.RouteGroupKind().WithGroup(gatewayv1.GroupName).WithKind("HTTPRoute")).
+				WithConditions(provided("Accepted"), provided("Programmed")))),
 		metav1.ApplyOptions{FieldManager: "varnishgw", Force: true})
 	must(t, err)
-	composed := routing.ComposeGateway(gw, []*gatewayv1.ListenerSet{ls}, nil)
+	grants := cp.Gateway.GatewayV1().ReferenceGrants(certNS)
+	grant := &gatewayv1.ReferenceGrant{ObjectMeta: metav1.ObjectMeta{Namespace: certNS, Name: "from-listenersets"}, Spec: gatewayv1.ReferenceGrantSpec{
+		From: []gatewayv1.ReferenceGrantFrom{{Group: gatewayv1.GroupName, Kind: "ListenerSet", Namespace: gatewayv1.Namespace(lsNS)}},
+		To:   []gatewayv1.ReferenceGrantTo{{Kind: "Secret"}},
+	}}
+	_, err = grants.Create(ctx, grant, metav1.CreateOptions{})
+	must(t, err)
+	shared, _ := tlsSecret(t, "shared-cert", "shared.example.com", time.Now().Add(-time.Hour), time.Now().Add(24*time.Hour))
+	shared.Namespace = certNS
+	_, err = cp.Client.CoreV1().Secrets(certNS).Create(ctx, shared, metav1.CreateOptions{})
+	must(t, err)
+	composed := routing.ComposeGateway(gw, []*gatewayv1.ListenerSet{ls}, &routing.Objects{ReferenceGrants: []*gatewayv1.ReferenceGrant{grant}})
 	if !composed.ListenerSets[0].Accepted() {
 		t.Fatalf("ListenerSet not accepted: %+v", composed.ListenerSets[0])
 	}
@@ -292,16 +312,21 @@ func TestKubernetesListenerSetHTTPS(t *testing.T) {
 	}
 
 	// The ListenerSet's listener's ResolvedRefs, from the pods.
-	resolved := func(status metav1.ConditionStatus, reason gatewayv1.ListenerEntryConditionReason) {
+	resolved := func(listener string, status metav1.ConditionStatus, reason gatewayv1.ListenerEntryConditionReason) {
 		t.Helper()
 		start := time.Now()
 		var last string
-		c.waitFor("the ListenerSet listener's ResolvedRefs="+string(status)+"/"+string(reason), 30*time.Second, func() bool {
+		c.waitFor("listener "+listener+"'s ResolvedRefs="+string(status)+"/"+string(reason), 30*time.Second, func() bool {
 			l, err := lsets.Get(ctx, "team", metav1.GetOptions{})
-			if err != nil || len(l.Status.Listeners) != 1 {
+			if err != nil || len(l.Status.Listeners) != 2 {
 				return false
 			}
-			e := l.Status.Listeners[0]
+			var e gatewayv1.ListenerEntryStatus
+			for _, x := range l.Status.Listeners {
+				if string(x.Name) == listener {
+					e = x
+				}
+			}
 			for _, typ := range []string{"Accepted", "Programmed"} {
 				if c := meta.FindStatusCondition(e.Conditions, typ); c == nil || c.Message != "by the provider" {
 					t.Fatalf("the provider's %s condition of the listener changed: %+v", typ, e.Conditions)
@@ -317,15 +342,24 @@ func TestKubernetesListenerSetHTTPS(t *testing.T) {
 			last = fmt.Sprintf("%s/%s (observedGeneration %d): %s", cond.Status, cond.Reason, cond.ObservedGeneration, cond.Message)
 			return cond.Status == status && cond.Reason == string(reason) && cond.ObservedGeneration == created.Generation
 		})
-		t.Logf("ResolvedRefs %s after %s", last, time.Since(start).Round(time.Millisecond))
+		t.Logf("%s: ResolvedRefs %s after %s", listener, last, time.Since(start).Round(time.Millisecond))
 	}
-	resolved(metav1.ConditionTrue, gatewayv1.ListenerEntryReasonResolvedRefs)
+	resolved("secure", metav1.ConditionTrue, gatewayv1.ListenerEntryReasonResolvedRefs)
+	resolved("shared", metav1.ConditionTrue, gatewayv1.ListenerEntryReasonResolvedRefs)
 	must(t, cp.Client.CoreV1().Secrets(lsNS).Delete(ctx, "team-cert", metav1.DeleteOptions{}))
-	resolved(metav1.ConditionFalse, gatewayv1.ListenerEntryReasonInvalidCertificateRef)
+	resolved("secure", metav1.ConditionFalse, gatewayv1.ListenerEntryReasonInvalidCertificateRef)
 	secret.ResourceVersion = ""
 	_, err = cp.Client.CoreV1().Secrets(lsNS).Create(ctx, secret, metav1.CreateOptions{})
 	must(t, err)
-	resolved(metav1.ConditionTrue, gatewayv1.ListenerEntryReasonResolvedRefs)
+	resolved("secure", metav1.ConditionTrue, gatewayv1.ListenerEntryReasonResolvedRefs)
+	// The ReferenceGrant deleted, then back.
+	must(t, grants.Delete(ctx, grant.Name, metav1.DeleteOptions{}))
+	resolved("shared", metav1.ConditionFalse, gatewayv1.ListenerEntryReasonRefNotPermitted)
+	resolved("secure", metav1.ConditionTrue, gatewayv1.ListenerEntryReasonResolvedRefs)
+	grant.ResourceVersion = ""
+	_, err = grants.Create(ctx, grant, metav1.CreateOptions{})
+	must(t, err)
+	resolved("shared", metav1.ConditionTrue, gatewayv1.ListenerEntryReasonResolvedRefs)
 	l, err := lsets.Get(ctx, "team", metav1.GetOptions{})
 	must(t, err)
 	for _, mf := range l.ManagedFields {
