@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strconv"
 	"strings"
 	"testing"
@@ -26,6 +27,7 @@ import (
 	gatewayclient "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned"
 
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/chaperone/gatewaystatus"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/chaperone/tlsterm"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/gwruntime"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/routing"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/testing/testenv"
@@ -387,5 +389,46 @@ func TestKubernetesListenerSetHTTPS(t *testing.T) {
 	if _, err := pods.Apply(ctx, gwapply.ListenerSet("team", lsNS).WithLabels(map[string]string{"x": "y"}),
 		metav1.ApplyOptions{FieldManager: gatewaystatus.ListenerFieldManager, Force: true}); !apierrors.IsForbidden(err) {
 		t.Errorf("patching the ListenerSet's spec as the chaperone: %v, want Forbidden", err)
+	}
+}
+
+// TestListenerSetConditions: the statuses of the ListenerSet listeners
+// among hitch's go to their ListenerSets by their names there, with the
+// ListenerSet's generation; the Gateway's own listeners, and those of a
+// ListenerSet without a recorded generation, are left out.
+func TestListenerSetConditions(t *testing.T) {
+	team, other := routing.ObjectRef{Namespace: "apps", Name: "team"}, routing.ObjectRef{Namespace: "apps", Name: "other"}
+	ok := func(name string) tlsterm.ListenerStatus {
+		return tlsterm.ListenerStatus{Name: name, Status: metav1.ConditionTrue, Reason: gatewayv1.ListenerReasonResolvedRefs, Message: "ok"}
+	}
+	bad := tlsterm.ListenerStatus{Name: "apps/team/b", Status: metav1.ConditionFalse, Reason: gatewayv1.ListenerReasonInvalidCertificateRef, Message: "missing"}
+	tests := []struct {
+		name string
+		st   []tlsterm.ListenerStatus
+		gens map[routing.ObjectRef]int64
+		want map[routing.ObjectRef]gatewaystatus.ListenerSetConditions
+	}{
+		{"none", nil, nil, map[routing.ObjectRef]gatewaystatus.ListenerSetConditions{}},
+		{"the Gateway's own only", []tlsterm.ListenerStatus{ok("https")}, map[routing.ObjectRef]int64{team: 1},
+			map[routing.ObjectRef]gatewaystatus.ListenerSetConditions{}},
+		{"two listeners of one ListenerSet", []tlsterm.ListenerStatus{ok("https"), ok("apps/team/a"), bad}, map[routing.ObjectRef]int64{team: 4},
+			map[routing.ObjectRef]gatewaystatus.ListenerSetConditions{team: {Generation: 4, Conditions: []gatewaystatus.ListenerCondition{
+				{Listener: "a", Status: metav1.ConditionTrue, Reason: gatewayv1.ListenerReasonResolvedRefs, Message: "ok"},
+				{Listener: "b", Status: metav1.ConditionFalse, Reason: gatewayv1.ListenerReasonInvalidCertificateRef, Message: "missing"},
+			}}}},
+		{"a ListenerSet without generation", []tlsterm.ListenerStatus{ok("apps/team/a"), ok("apps/other/x")}, map[routing.ObjectRef]int64{other: 2},
+			map[routing.ObjectRef]gatewaystatus.ListenerSetConditions{other: {Generation: 2, Conditions: []gatewaystatus.ListenerCondition{
+				{Listener: "x", Status: metav1.ConditionTrue, Reason: gatewayv1.ListenerReasonResolvedRefs, Message: "ok"},
+			}}}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := listenerSetConditions(tc.st, tc.gens); !reflect.DeepEqual(got, tc.want) {
+				t.Errorf("listenerSetConditions = %+v, want %+v", got, tc.want)
+			}
+		})
+	}
+	if got := gatewayListenerConditions([]tlsterm.ListenerStatus{ok("https"), ok("apps/team/a")}); len(got) != 1 || got[0].Listener != "https" {
+		t.Errorf("gatewayListenerConditions = %+v, want the Gateway's own listener only", got)
 	}
 }
