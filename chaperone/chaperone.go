@@ -120,6 +120,9 @@ type TLSHalf struct {
 	Source tlssource.Source
 	// Status is nil without Kubernetes.
 	Status *gatewaystatus.ListenerWriter
+	// ListenerSets gets the ResolvedRefs conditions of the HTTPS
+	// listeners of the Gateway's ListenerSets; nil without Kubernetes.
+	ListenerSets *gatewaystatus.ListenerSetWriter
 }
 
 // CacheHalf is where the Gateway's cache invalidations come from and
@@ -165,7 +168,9 @@ func Run(ctx context.Context, cfg *Config, routing routingHalf, halves *Halves, 
 	reg.MustRegister(varnishstat.Collector{Poller: c.stats})
 	c.reloader = &vcl.Reloader{Admin: &c.admin, Keep: cfg.VCLKeep, Logger: logger, Observer: reloadObserver{c}}
 	c.checker = &health.Checker{VarnishReady: c.varnishUp.Load, RoutingLoaded: c.routingLoaded.Load}
-	var tlsGeneration atomic.Int64
+	// The generations the TLS listeners' statuses describe (the
+	// Gateway's, its ListenerSets').
+	var tlsSnapshot atomic.Pointer[tlssource.Snapshot]
 	if len(cfg.TLSPorts) > 0 {
 		if tls == nil || tls.Source == nil {
 			return fmt.Errorf("--tls-listen=%v: no source of certificates (--routing=%s)", cfg.TLSPorts, cfg.RoutingSource)
@@ -176,9 +181,18 @@ func Run(ctx context.Context, cfg *Config, routing routingHalf, halves *Halves, 
 			return fmt.Errorf("--tls-dir=%s: %w", cfg.TLSDir, err)
 		}
 		var onStatus func([]tlsterm.ListenerStatus)
-		if tls.Status != nil {
+		if tls.Status != nil || tls.ListenerSets != nil {
 			onStatus = func(st []tlsterm.ListenerStatus) {
-				tls.Status.Set(tlsGeneration.Load(), gatewayListenerConditions(st))
+				snap := tlsSnapshot.Load()
+				if snap == nil {
+					return // no snapshot applied yet: no generation
+				}
+				if tls.Status != nil {
+					tls.Status.Set(snap.Generation, gatewayListenerConditions(st))
+				}
+				if tls.ListenerSets != nil {
+					tls.ListenerSets.Set(listenerSetConditions(st, snap.ListenerSetGenerations))
+				}
 			}
 		}
 		var err error
@@ -326,12 +340,15 @@ func Run(ctx context.Context, cfg *Config, routing routingHalf, halves *Halves, 
 		}
 		defer c.tls.Stop(10 * time.Second) // before varnishd's Stop
 		go func() {
-			if err := tlssource.Run(ctx, tls.Source, c.tls, tlsGeneration.Store); err != nil && ctx.Err() == nil {
+			if err := tlssource.Run(ctx, tls.Source, c.tls, func(s tlssource.Snapshot) { tlsSnapshot.Store(&s) }); err != nil && ctx.Err() == nil {
 				logger.Error("certificates of the HTTPS listeners: watch stopped", "error", err)
 			}
 		}()
 		if tls.Status != nil {
 			go tls.Status.Run(ctx)
+		}
+		if tls.ListenerSets != nil {
+			go tls.ListenerSets.Run(ctx)
 		}
 	}
 
@@ -686,4 +703,28 @@ func gatewayListenerConditions(st []tlsterm.ListenerStatus) []gatewaystatus.List
 		conds = append(conds, gatewaystatus.ListenerCondition{Listener: s.Name, Status: s.Status, Reason: s.Reason, Message: s.Message})
 	}
 	return conds
+}
+
+// listenerSetConditions are the ResolvedRefs conditions of the HTTPS
+// listeners of the Gateway's ListenerSets among st, by ListenerSet, each
+// named by its name in the ListenerSet, with the ListenerSet's generation
+// from gens; a ListenerSet without one there is left out (its
+// observedGeneration would be a guess).
+func listenerSetConditions(st []tlsterm.ListenerStatus, gens map[routing.ObjectRef]int64) map[routing.ObjectRef]gatewaystatus.ListenerSetConditions {
+	out := map[routing.ObjectRef]gatewaystatus.ListenerSetConditions{}
+	for _, s := range st {
+		set, listener, ok := routing.ParseListenerSetListenerKey(s.Name)
+		if !ok {
+			continue
+		}
+		gen, ok := gens[set]
+		if !ok {
+			continue
+		}
+		c := out[set]
+		c.Generation = gen
+		c.Conditions = append(c.Conditions, gatewaystatus.ListenerCondition{Listener: listener, Status: s.Status, Reason: s.Reason, Message: s.Message})
+		out[set] = c
+	}
+	return out
 }

@@ -3,11 +3,13 @@ package main
 import (
 	"context"
 	"crypto/tls"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strconv"
 	"strings"
 	"testing"
@@ -16,9 +18,16 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	metav1apply "k8s.io/client-go/applyconfigurations/meta/v1"
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
+	gwapply "sigs.k8s.io/gateway-api/applyconfiguration/apis/v1"
+	gatewayclient "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned"
 
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/chaperone/gatewaystatus"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/chaperone/tlsterm"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/gwruntime"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/routing"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/testing/testenv"
@@ -136,20 +145,28 @@ func TestKubernetesListenerSet(t *testing.T) {
 // a Gateway whose ListenerSet, in another namespace, adds an HTTPS
 // listener on a port of its own with a certificate from a Secret of the
 // ListenerSet's namespace, as the provider records it in the Gateway's
-// annotation; the chaperone may read exactly that Secret there. A route
-// of the Gateway's namespace attached to the ListenerSet is served over
-// TLS on that port with the ListenerSet's certificate (by SNI), and the
+// annotations; the chaperone may read exactly that Secret there, and
+// read and patch the status of exactly that ListenerSet
+// (gwruntime.ListenerSetStatusRules, with its real token). A route of the
+// Gateway's namespace attached to the ListenerSet is served over TLS on
+// that port with the ListenerSet's certificate (by SNI), and the
 // chaperone writes no status for the ListenerSet's listener on the
-// Gateway.
+// Gateway: it writes the listener's ResolvedRefs condition on the
+// ListenerSet (observedGeneration: the ListenerSet generation the
+// annotation records), False with InvalidCertificateRef once the Secret
+// is deleted and True again once it is back, without an apply, leaving
+// the provider's conditions alone.
 func TestKubernetesListenerSetHTTPS(t *testing.T) {
 	cp := testenv.Get(t)
 	ctx := context.Background()
-	ns, lsNS := cp.Namespace(t), cp.Namespace(t)
+	ns, lsNS, certNS := cp.Namespace(t), cp.Namespace(t), cp.Namespace(t)
 	cp.GrantRole(t, ns, "chaperone-gateway", ns, "chaperone", gwruntime.GatewayRules(routing.ObjectRef{Namespace: ns, Name: "edge"}))
 	cp.GrantRole(t, ns, "chaperone-backends", ns, "chaperone", gwruntime.BackendRules())
 	cp.GrantRole(t, lsNS, "chaperone-certificates", ns, "chaperone", []rbacv1.PolicyRule{
 		{APIGroups: []string{""}, Resources: []string{"secrets"}, ResourceNames: []string{"team-cert"}, Verbs: []string{"get", "list", "watch"}},
 	})
+	cp.GrantRole(t, certNS, "chaperone-certificates", ns, "chaperone", gwruntime.CertificateRules([]string{"shared-cert"}, true))
+	cp.GrantRole(t, lsNS, "chaperone-listenersets", ns, "chaperone", gwruntime.ListenerSetStatusRules([]string{"team"}))
 	kubeconfig, err := cp.ServiceAccountKubeconfig(ctx, ns, "chaperone")
 	must(t, err)
 
@@ -171,16 +188,60 @@ func TestKubernetesListenerSetHTTPS(t *testing.T) {
 				Name: "secure", Port: gatewayv1.PortNumber(tlsPort), Protocol: gatewayv1.HTTPSProtocolType, Hostname: ptr(gatewayv1.Hostname("ls.example.com")),
 				TLS:           &gatewayv1.ListenerTLSConfig{CertificateRefs: []gatewayv1.SecretObjectReference{{Name: "team-cert"}}},
 				AllowedRoutes: &gatewayv1.AllowedRoutes{Namespaces: &gatewayv1.RouteNamespaces{From: ptr(gatewayv1.NamespacesFromAll)}},
+			}, {
+				// A certificate of another namespace, which a
+				// ReferenceGrant opens to ListenerSets of lsNS.
+				Name: "shared", Port: gatewayv1.PortNumber(tlsPort), Protocol: gatewayv1.HTTPSProtocolType, Hostname: ptr(gatewayv1.Hostname("shared.example.com")),
+				TLS: &gatewayv1.ListenerTLSConfig{CertificateRefs: []gatewayv1.SecretObjectReference{{Name: "shared-cert", Namespace: ptr(gatewayv1.Namespace(certNS))}}},
 			}},
 		},
 	}
-	composed := routing.ComposeGateway(gw, []*gatewayv1.ListenerSet{ls}, nil)
+	// The ListenerSet in the API, at generation 2, with the provider's
+	// status of its listener (all but ResolvedRefs, which the pods own).
+	lsets := cp.Gateway.GatewayV1().ListenerSets(lsNS)
+	created, err := lsets.Create(ctx, ls, metav1.CreateOptions{})
+	must(t, err)
+	created.Spec.Listeners[0].AllowedRoutes.Kinds = []gatewayv1.RouteGroupKind{{Kind: "HTTPRoute"}}
+	created, err = lsets.Update(ctx, created, metav1.UpdateOptions{})
+	must(t, err)
+	if created.Generation != 2 {
+		t.Fatalf("ListenerSet generation %d, want 2", created.Generation)
+	}
+	ls.Generation = created.Generation
+	provided := func(typ string) *metav1apply.ConditionApplyConfiguration {
+		return metav1apply.Condition().WithType(typ).WithStatus(metav1.ConditionTrue).WithReason(typ).WithMessage("by the provider").
+			WithObservedGeneration(created.Generation).WithLastTransitionTime(metav1.Now())
+	}
+	_, err = lsets.ApplyStatus(ctx, gwapply.ListenerSet("team", lsNS).WithStatus(gwapply.ListenerSetStatus().
+		WithConditions(provided("Accepted"), provided("Programmed")).
+		WithListeners(gwapply.ListenerEntryStatus().WithName("secure").WithAttachedRoutes(1).
+			WithSupportedKinds(gwapply.RouteGroupKind().WithGroup(gatewayv1.GroupName).WithKind("HTTPRoute")).
+			WithConditions(provided("Accepted"), provided("Programmed")),
+			gwapply.ListenerEntryStatus().WithName("shared").WithAttachedRoutes(1).
+				WithSupportedKinds(gwapply.RouteGroupKind().WithGroup(gatewayv1.GroupName).WithKind("HTTPRoute")).
+				WithConditions(provided("Accepted"), provided("Programmed")))),
+		metav1.ApplyOptions{FieldManager: "varnishgw", Force: true})
+	must(t, err)
+	grants := cp.Gateway.GatewayV1().ReferenceGrants(certNS)
+	grant := &gatewayv1.ReferenceGrant{ObjectMeta: metav1.ObjectMeta{Namespace: certNS, Name: "from-listenersets"}, Spec: gatewayv1.ReferenceGrantSpec{
+		From: []gatewayv1.ReferenceGrantFrom{{Group: gatewayv1.GroupName, Kind: "ListenerSet", Namespace: gatewayv1.Namespace(lsNS)}},
+		To:   []gatewayv1.ReferenceGrantTo{{Kind: "Secret"}},
+	}}
+	_, err = grants.Create(ctx, grant, metav1.CreateOptions{})
+	must(t, err)
+	shared, _ := tlsSecret(t, "shared-cert", "shared.example.com", time.Now().Add(-time.Hour), time.Now().Add(24*time.Hour))
+	shared.Namespace = certNS
+	_, err = cp.Client.CoreV1().Secrets(certNS).Create(ctx, shared, metav1.CreateOptions{})
+	must(t, err)
+	composed := routing.ComposeGateway(gw, []*gatewayv1.ListenerSet{ls}, &routing.Objects{ReferenceGrants: []*gatewayv1.ReferenceGrant{grant}})
 	if !composed.ListenerSets[0].Accepted() {
 		t.Fatalf("ListenerSet not accepted: %+v", composed.ListenerSets[0])
 	}
 	ann, err := composed.ListenerSetListeners()
 	must(t, err)
-	gw.Annotations = map[string]string{routing.ListenerSetListenersAnnotation: ann}
+	gens, err := composed.ListenerSetGenerations()
+	must(t, err)
+	gw.Annotations = map[string]string{routing.ListenerSetListenersAnnotation: ann, routing.ListenerSetGenerationsAnnotation: gens}
 	_, err = cp.Gateway.GatewayV1().Gateways(ns).Create(ctx, gw, metav1.CreateOptions{})
 	must(t, err)
 
@@ -250,5 +311,124 @@ func TestKubernetesListenerSetHTTPS(t *testing.T) {
 		if strings.Contains(string(l.Name), "/") {
 			t.Errorf("the chaperone wrote status for the ListenerSet's listener on the Gateway: %+v", l)
 		}
+	}
+
+	// The ListenerSet's listener's ResolvedRefs, from the pods.
+	resolved := func(listener string, status metav1.ConditionStatus, reason gatewayv1.ListenerEntryConditionReason) {
+		t.Helper()
+		start := time.Now()
+		var last string
+		c.waitFor("listener "+listener+"'s ResolvedRefs="+string(status)+"/"+string(reason), 30*time.Second, func() bool {
+			l, err := lsets.Get(ctx, "team", metav1.GetOptions{})
+			if err != nil || len(l.Status.Listeners) != 2 {
+				return false
+			}
+			var e gatewayv1.ListenerEntryStatus
+			for _, x := range l.Status.Listeners {
+				if string(x.Name) == listener {
+					e = x
+				}
+			}
+			for _, typ := range []string{"Accepted", "Programmed"} {
+				if c := meta.FindStatusCondition(e.Conditions, typ); c == nil || c.Message != "by the provider" {
+					t.Fatalf("the provider's %s condition of the listener changed: %+v", typ, e.Conditions)
+				}
+			}
+			if e.AttachedRoutes != 1 || len(e.SupportedKinds) != 1 {
+				t.Fatalf("the provider's fields of the listener changed: %+v", e)
+			}
+			cond := meta.FindStatusCondition(e.Conditions, string(gatewayv1.ListenerEntryConditionResolvedRefs))
+			if cond == nil {
+				return false
+			}
+			last = fmt.Sprintf("%s/%s (observedGeneration %d): %s", cond.Status, cond.Reason, cond.ObservedGeneration, cond.Message)
+			return cond.Status == status && cond.Reason == string(reason) && cond.ObservedGeneration == created.Generation
+		})
+		t.Logf("%s: ResolvedRefs %s after %s", listener, last, time.Since(start).Round(time.Millisecond))
+	}
+	resolved("secure", metav1.ConditionTrue, gatewayv1.ListenerEntryReasonResolvedRefs)
+	resolved("shared", metav1.ConditionTrue, gatewayv1.ListenerEntryReasonResolvedRefs)
+	must(t, cp.Client.CoreV1().Secrets(lsNS).Delete(ctx, "team-cert", metav1.DeleteOptions{}))
+	resolved("secure", metav1.ConditionFalse, gatewayv1.ListenerEntryReasonInvalidCertificateRef)
+	secret.ResourceVersion = ""
+	_, err = cp.Client.CoreV1().Secrets(lsNS).Create(ctx, secret, metav1.CreateOptions{})
+	must(t, err)
+	resolved("secure", metav1.ConditionTrue, gatewayv1.ListenerEntryReasonResolvedRefs)
+	// The ReferenceGrant deleted, then back.
+	must(t, grants.Delete(ctx, grant.Name, metav1.DeleteOptions{}))
+	resolved("shared", metav1.ConditionFalse, gatewayv1.ListenerEntryReasonRefNotPermitted)
+	resolved("secure", metav1.ConditionTrue, gatewayv1.ListenerEntryReasonResolvedRefs)
+	grant.ResourceVersion = ""
+	_, err = grants.Create(ctx, grant, metav1.CreateOptions{})
+	must(t, err)
+	resolved("shared", metav1.ConditionTrue, gatewayv1.ListenerEntryReasonResolvedRefs)
+	l, err := lsets.Get(ctx, "team", metav1.GetOptions{})
+	must(t, err)
+	for _, mf := range l.ManagedFields {
+		if mf.Subresource == "status" && mf.Manager != "varnishgw" && mf.Manager != gatewaystatus.ListenerFieldManager {
+			t.Errorf("ListenerSet status written by %q, want the provider's and %s only", mf.Manager, gatewaystatus.ListenerFieldManager)
+		}
+	}
+
+	// With its real token the chaperone may read and patch that
+	// ListenerSet's status only: not another ListenerSet's, not the spec.
+	saCfg, err := cp.ServiceAccountConfig(ctx, ns, "chaperone")
+	must(t, err)
+	pods := gatewayclient.NewForConfigOrDie(saCfg).GatewayV1().ListenerSets(lsNS)
+	other := ls.DeepCopy()
+	other.Name, other.ResourceVersion = "other", ""
+	_, err = lsets.Create(ctx, other, metav1.CreateOptions{})
+	must(t, err)
+	if _, err := pods.Get(ctx, "other", metav1.GetOptions{}); !apierrors.IsForbidden(err) {
+		t.Errorf("reading another ListenerSet as the chaperone: %v, want Forbidden", err)
+	}
+	if _, err := pods.ApplyStatus(ctx, gwapply.ListenerSet("other", lsNS).WithStatus(gwapply.ListenerSetStatus()),
+		metav1.ApplyOptions{FieldManager: gatewaystatus.ListenerFieldManager, Force: true}); !apierrors.IsForbidden(err) {
+		t.Errorf("patching another ListenerSet's status as the chaperone: %v, want Forbidden", err)
+	}
+	if _, err := pods.Apply(ctx, gwapply.ListenerSet("team", lsNS).WithLabels(map[string]string{"x": "y"}),
+		metav1.ApplyOptions{FieldManager: gatewaystatus.ListenerFieldManager, Force: true}); !apierrors.IsForbidden(err) {
+		t.Errorf("patching the ListenerSet's spec as the chaperone: %v, want Forbidden", err)
+	}
+}
+
+// TestListenerSetConditions: the statuses of the ListenerSet listeners
+// among hitch's go to their ListenerSets by their names there, with the
+// ListenerSet's generation; the Gateway's own listeners, and those of a
+// ListenerSet without a recorded generation, are left out.
+func TestListenerSetConditions(t *testing.T) {
+	team, other := routing.ObjectRef{Namespace: "apps", Name: "team"}, routing.ObjectRef{Namespace: "apps", Name: "other"}
+	ok := func(name string) tlsterm.ListenerStatus {
+		return tlsterm.ListenerStatus{Name: name, Status: metav1.ConditionTrue, Reason: gatewayv1.ListenerReasonResolvedRefs, Message: "ok"}
+	}
+	bad := tlsterm.ListenerStatus{Name: "apps/team/b", Status: metav1.ConditionFalse, Reason: gatewayv1.ListenerReasonInvalidCertificateRef, Message: "missing"}
+	tests := []struct {
+		name string
+		st   []tlsterm.ListenerStatus
+		gens map[routing.ObjectRef]int64
+		want map[routing.ObjectRef]gatewaystatus.ListenerSetConditions
+	}{
+		{"none", nil, nil, map[routing.ObjectRef]gatewaystatus.ListenerSetConditions{}},
+		{"the Gateway's own only", []tlsterm.ListenerStatus{ok("https")}, map[routing.ObjectRef]int64{team: 1},
+			map[routing.ObjectRef]gatewaystatus.ListenerSetConditions{}},
+		{"two listeners of one ListenerSet", []tlsterm.ListenerStatus{ok("https"), ok("apps/team/a"), bad}, map[routing.ObjectRef]int64{team: 4},
+			map[routing.ObjectRef]gatewaystatus.ListenerSetConditions{team: {Generation: 4, Conditions: []gatewaystatus.ListenerCondition{
+				{Listener: "a", Status: metav1.ConditionTrue, Reason: gatewayv1.ListenerReasonResolvedRefs, Message: "ok"},
+				{Listener: "b", Status: metav1.ConditionFalse, Reason: gatewayv1.ListenerReasonInvalidCertificateRef, Message: "missing"},
+			}}}},
+		{"a ListenerSet without generation", []tlsterm.ListenerStatus{ok("apps/team/a"), ok("apps/other/x")}, map[routing.ObjectRef]int64{other: 2},
+			map[routing.ObjectRef]gatewaystatus.ListenerSetConditions{other: {Generation: 2, Conditions: []gatewaystatus.ListenerCondition{
+				{Listener: "x", Status: metav1.ConditionTrue, Reason: gatewayv1.ListenerReasonResolvedRefs, Message: "ok"},
+			}}}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := listenerSetConditions(tc.st, tc.gens); !reflect.DeepEqual(got, tc.want) {
+				t.Errorf("listenerSetConditions = %+v, want %+v", got, tc.want)
+			}
+		})
+	}
+	if got := gatewayListenerConditions([]tlsterm.ListenerStatus{ok("https"), ok("apps/team/a")}); len(got) != 1 || got[0].Listener != "https" {
+		t.Errorf("gatewayListenerConditions = %+v, want the Gateway's own listener only", got)
 	}
 }

@@ -128,6 +128,9 @@ func newRouting(cfg *Config, logger *slog.Logger) (routingHalf, *Halves, error) 
 			tls = &TLSHalf{
 				Source: &tlssource.Kube{Client: kube, Gateway: gw, Namespace: ns, Name: name, Logger: log},
 				Status: gatewaystatus.NewListenerWriter(gw, ns, name, log),
+				// The ListenerSets' HTTPS listeners: their status is the
+				// ListenerSets'.
+				ListenerSets: gatewaystatus.NewListenerSetWriter(gw, gwRef, log),
 			}
 		}
 		// Cache invalidations (docs/routing-sync.md) have clients of their

@@ -232,6 +232,11 @@ type runtimeSpec struct {
 	// certSecrets are the certificate Secrets the HTTPS listeners reference
 	// (routing.CertificateSecrets): the pods may read exactly those.
 	certSecrets []routing.ObjectRef
+	// listenerSets are the ListenerSets with an HTTPS listener the pods
+	// serve: the pods keep the ResolvedRefs condition of those listeners
+	// current, and may patch the status of exactly these ListenerSets
+	// (applyListenerSetStatusRoles).
+	listenerSets []routing.ObjectRef
 	// externalTrafficPolicy is the Service's, empty: Kubernetes' default.
 	externalTrafficPolicy corev1.ServiceExternalTrafficPolicy
 	replicas              int32
@@ -508,6 +513,21 @@ func (c *clients) runtimeDrift(ctx context.Context, s *runtimeSpec, dry *appsv1.
 			return missing("RoleBinding "+other+"/"+gwruntime.CertificateRoleName(s.gw), err)
 		}
 	}
+	lsets := s.listenerSetNames()
+	for _, other := range slices.Sorted(maps.Keys(lsets)) {
+		roleName := gwruntime.ListenerSetStatusRoleName(s.gw)
+		what := "Role " + other + "/" + roleName
+		r, err := c.kube.RbacV1().Roles(other).Get(ctx, roleName, metav1.GetOptions{})
+		if err != nil {
+			return missing(what, err)
+		}
+		if !equality.Semantic.DeepEqual(r.Rules, gwruntime.ListenerSetStatusRules(lsets[other])) {
+			return "the rules of " + what + " changed", nil
+		}
+		if _, err := c.kube.RbacV1().RoleBindings(other).Get(ctx, roleName, metav1.GetOptions{}); err != nil {
+			return missing("RoleBinding "+other+"/"+roleName, err)
+		}
+	}
 	if d, err := c.invalidateAuthBindingDrift(ctx, s); d != "" || err != nil {
 		return d, err
 	}
@@ -584,6 +604,9 @@ func (c *clients) applyRuntime(ctx context.Context, s *runtimeSpec, gw *gatewayv
 	if err := c.applyCertificateRoles(ctx, s); err != nil {
 		return err
 	}
+	if err := c.applyListenerSetStatusRoles(ctx, s); err != nil {
+		return err
+	}
 	if err := c.applyInvalidateAuthBinding(ctx, s); err != nil {
 		return err
 	}
@@ -639,13 +662,54 @@ func (c *clients) applyGatewayRole(ctx context.Context, s *runtimeSpec, owner *m
 
 // applyCertificateAccess applies what lets the pods read exactly the
 // certificate Secrets of s: the Role in the Gateway's namespace and the
-// certificate Roles elsewhere (applyCertificateRoles). applyRuntime does
-// it too; this is for a change that does not roll the pods.
+// certificate Roles elsewhere (applyCertificateRoles), and patch the
+// status of exactly the ListenerSets whose HTTPS listeners they serve
+// (applyListenerSetStatusRoles). applyRuntime does it too; this is for a
+// change that does not roll the pods.
 func (c *clients) applyCertificateAccess(ctx context.Context, s *runtimeSpec, gw *gatewayv1.Gateway) error {
 	if err := c.applyGatewayRole(ctx, s, gatewayOwner(gw)); err != nil {
 		return err
 	}
-	return c.applyCertificateRoles(ctx, s)
+	if err := c.applyCertificateRoles(ctx, s); err != nil {
+		return err
+	}
+	return c.applyListenerSetStatusRoles(ctx, s)
+}
+
+// listenerSetNames are the names of s's ListenerSets by namespace.
+func (s *runtimeSpec) listenerSetNames() map[string][]string {
+	out := map[string][]string{}
+	for _, r := range s.listenerSets {
+		out[r.Namespace] = append(out[r.Namespace], r.Name)
+	}
+	return out
+}
+
+// applyListenerSetStatusRoles writes, in each namespace that holds
+// ListenerSets with an HTTPS listener the pods serve (the Gateway's own
+// included), a Role and RoleBinding gwruntime.ListenerSetStatusRoleName
+// that let the pods read and patch the status of exactly those
+// ListenerSets (gwruntime.ListenerSetStatusRules), and deletes those of
+// namespaces that have none any more. Like the certificate Roles they
+// carry the gateway's runtime labels, by which they are found.
+func (c *clients) applyListenerSetStatusRoles(ctx context.Context, s *runtimeSpec) error {
+	name, sa := gwruntime.ListenerSetStatusRoleName(s.gw), s.name()
+	lbl, ann := s.objectLabels(), s.objectAnnotations()
+	opts := applyOptions()
+	want := s.listenerSetNames()
+	for _, ns := range slices.Sorted(maps.Keys(want)) {
+		role := rbacv1apply.Role(name, ns).WithLabels(lbl).WithAnnotations(ann).WithRules(policyRulesApply(gwruntime.ListenerSetStatusRules(want[ns]))...)
+		if _, err := c.kube.RbacV1().Roles(ns).Apply(ctx, role, opts); err != nil {
+			return fmt.Errorf("apply Role %s/%s, which lets the gateway pods keep the ResolvedRefs condition of the ListenerSets' HTTPS listeners current: %w", ns, name, err)
+		}
+		rb := rbacv1apply.RoleBinding(name, ns).WithLabels(lbl).WithAnnotations(ann).
+			WithRoleRef(rbacv1apply.RoleRef().WithAPIGroup(rbacv1.GroupName).WithKind("Role").WithName(name)).
+			WithSubjects(rbacv1apply.Subject().WithKind(rbacv1.ServiceAccountKind).WithName(sa).WithNamespace(s.gw.Namespace))
+		if _, err := c.kube.RbacV1().RoleBindings(ns).Apply(ctx, rb, opts); err != nil {
+			return fmt.Errorf("apply RoleBinding %s/%s: %w", ns, name, err)
+		}
+	}
+	return c.deleteGatewayRoles(ctx, s.gw, name, func(ns string) bool { _, ok := want[ns]; return ok })
 }
 
 // applyCertificateRoles writes, in each other namespace than the
@@ -684,14 +748,23 @@ func (c *clients) applyCertificateRoles(ctx context.Context, s *runtimeSpec) err
 // deleteCertificateRoles deletes the gateway's certificate Roles and
 // RoleBindings (applyCertificateRoles) in the namespaces not in keep.
 func (c *clients) deleteCertificateRoles(ctx context.Context, gw routing.ObjectRef, keep map[string][]string) error {
-	name := gwruntime.CertificateRoleName(gw)
+	return c.deleteGatewayRoles(ctx, gw, gwruntime.CertificateRoleName(gw), func(ns string) bool {
+		_, ok := keep[ns]
+		return ok || ns == gw.Namespace // there, the gateway's own Role grants the Secrets
+	})
+}
+
+// deleteGatewayRoles deletes the gateway's Roles and RoleBindings named
+// name, found by the gateway's runtime labels, in the namespaces for
+// which keep is false.
+func (c *clients) deleteGatewayRoles(ctx context.Context, gw routing.ObjectRef, name string, keep func(ns string) bool) error {
 	sel := metav1.FormatLabelSelector(metav1.SetAsLabelSelector(runtimeLabels(gw)))
 	rbs, err := c.kube.RbacV1().RoleBindings(metav1.NamespaceAll).List(ctx, metav1.ListOptions{LabelSelector: sel})
 	if err != nil {
 		return fmt.Errorf("list the RoleBindings of gateway %s: %w", gw, err)
 	}
 	for _, rb := range rbs.Items {
-		if _, ok := keep[rb.Namespace]; ok || rb.Name != name || rb.Namespace == gw.Namespace {
+		if rb.Name != name || keep(rb.Namespace) {
 			continue
 		}
 		if err := c.kube.RbacV1().RoleBindings(rb.Namespace).Delete(ctx, name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &rb.UID}}); err != nil && !apierrors.IsNotFound(err) {
@@ -1213,6 +1286,9 @@ func (c *clients) deleteRuntime(ctx context.Context, gw routing.ObjectRef) error
 			func(o metav1.DeleteOptions) error { return c.kube.CoreV1().ServiceAccounts(ns).Delete(ctx, name, o) }},
 	}
 	if err := c.deleteCertificateRoles(ctx, gw, nil); err != nil {
+		return err
+	}
+	if err := c.deleteGatewayRoles(ctx, gw, gwruntime.ListenerSetStatusRoleName(gw), func(string) bool { return false }); err != nil {
 		return err
 	}
 	if err := c.deleteInvalidateAuthBinding(ctx, gw); err != nil {

@@ -31,12 +31,13 @@ const gatewaySchemaVersion = 1
 // reference Secrets elsewhere.
 func listenerTLSBlock(owner string) schema.SingleNestedBlock {
 	// A Gateway's plan checks the Secrets and ReferenceGrants (warnings);
-	// a ListenerSet's apply writes what it finds in the listener's status.
+	// for a ListenerSet's the gateway's pods report them in the listener's
+	// status.
 	missing := "is a warning at plan: the listener serves once it exists, without another apply."
 	notPermitted := "the listener does not serve (a warning at plan)."
 	if owner != "Gateway" {
-		missing = "is served once it exists, without another apply; until the next apply of a ListenerSet of the gateway the " +
-			"listener's ResolvedRefs condition is False with reason InvalidCertificateRef."
+		missing = "is served once it exists, without another apply; until then the gateway's pods set the " +
+			"listener's ResolvedRefs condition to False with reason InvalidCertificateRef."
 		notPermitted = "the listener is not served."
 	}
 	return schema.SingleNestedBlock{

@@ -2,6 +2,7 @@ package provider
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"strings"
 	"time"
@@ -21,6 +22,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/types"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	k8stypes "k8s.io/apimachinery/pkg/types"
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 	gatewayv1apply "sigs.k8s.io/gateway-api/applyconfiguration/apis/v1"
 
@@ -124,7 +126,9 @@ func (r *listenerSetResource) Schema(_ context.Context, _ resource.SchemaRequest
 			"listener_conditions": schema.MapAttribute{
 				Computed:    true,
 				ElementType: types.ListType{ElemType: conditionType},
-				Description: "The conditions of each listener, by name: Accepted, Programmed, Conflicted (HostnameConflict or ProtocolConflict) and ResolvedRefs.",
+				Description: "The conditions of each listener, by name: Accepted, Programmed, Conflicted (HostnameConflict or ProtocolConflict) and ResolvedRefs. " +
+					"The ResolvedRefs condition of a served HTTPS listener is written by the gateway's pods, which keep it current as its certificate " +
+					"Secrets and ReferenceGrants change; it is absent until they have written it.",
 			},
 			"listener_attached_routes": schema.MapAttribute{
 				Computed:    true,
@@ -368,9 +372,6 @@ func (c *clients) refreshListenerSets(ctx context.Context, gw *gatewayv1.Gateway
 	if err != nil {
 		return false, err
 	}
-	if err := c.checkListenerSetCertificates(ctx, cg); err != nil {
-		return false, err
-	}
 	// Every ListenerSet of the gateway: one written or deleted may change
 	// which of the others' listeners conflict.
 	for _, s := range sets {
@@ -421,8 +422,68 @@ func (c *clients) refreshListenerSets(ctx context.Context, gw *gatewayv1.Gateway
 }
 
 // writeListenerSetStatus sets the status of ls from cg: its conditions
-// and its listeners' (supported kinds, attached routes, conditions).
+// and its listeners' (supported kinds, attached routes, conditions). The
+// ResolvedRefs condition of an HTTPS listener the pods serve is theirs
+// (they read its certificate Secrets and the ReferenceGrants and keep it
+// current, gatewaystatus.ListenerSetWriter): it is left out, so that this
+// apply neither overwrites nor, as a server-side apply that leaves out a
+// field it owned, deletes it. Entries of listeners the ListenerSet no
+// longer has are removed first (removeStaleListenerSetEntries). On a
+// conflict the ListenerSet is read again and the write made again.
 func (c *clients) writeListenerSetStatus(ctx context.Context, cg *routing.ComposedGateway, ls *gatewayv1.ListenerSet) error {
+	var err error
+	for attempt := 0; attempt < 5; attempt++ {
+		if attempt > 0 {
+			if ls, err = c.gateway.GatewayV1().ListenerSets(ls.Namespace).Get(ctx, ls.Name, metav1.GetOptions{}); err != nil {
+				return fmt.Errorf("read ListenerSet %s/%s: %w", ls.Namespace, ls.Name, err)
+			}
+		}
+		if ls, err = c.removeStaleListenerSetEntries(ctx, ls); err == nil {
+			err = c.applyListenerSetStatus(ctx, cg, ls)
+		}
+		if !apierrors.IsConflict(err) {
+			return err
+		}
+	}
+	return err
+}
+
+// removeStaleListenerSetEntries removes the status entries of listeners
+// ls's spec no longer has, with a JSON patch that tests the resource
+// version: a server-side apply could only drop the provider's own fields
+// of such an entry, and the pods' ResolvedRefs condition would be left as
+// an entry without its required fields, which the API server refuses.
+func (c *clients) removeStaleListenerSetEntries(ctx context.Context, ls *gatewayv1.ListenerSet) (*gatewayv1.ListenerSet, error) {
+	inSpec := map[gatewayv1.SectionName]bool{}
+	for _, l := range ls.Spec.Listeners {
+		inSpec[l.Name] = true
+	}
+	ops := []map[string]any{{"op": "test", "path": "/metadata/resourceVersion", "value": ls.ResourceVersion}}
+	for i := len(ls.Status.Listeners) - 1; i >= 0; i-- {
+		if !inSpec[ls.Status.Listeners[i].Name] {
+			ops = append(ops, map[string]any{"op": "remove", "path": fmt.Sprintf("/status/listeners/%d", i)})
+		}
+	}
+	if len(ops) == 1 {
+		return ls, nil
+	}
+	patch, err := json.Marshal(ops)
+	if err != nil {
+		return nil, fmt.Errorf("encode the removal of old listener status of ListenerSet %s/%s: %w", ls.Namespace, ls.Name, err)
+	}
+	out, err := c.gateway.GatewayV1().ListenerSets(ls.Namespace).Patch(ctx, ls.Name, k8stypes.JSONPatchType, patch,
+		metav1.PatchOptions{FieldManager: FieldManager}, "status")
+	if err != nil {
+		if apierrors.IsInvalid(err) && strings.Contains(err.Error(), "/metadata/resourceVersion") {
+			// The resource version changed since the read: read again.
+			return nil, apierrors.NewConflict(gatewayv1.Resource("listenersets"), ls.Name, err)
+		}
+		return nil, fmt.Errorf("remove the status of removed listeners of ListenerSet %s/%s: %w", ls.Namespace, ls.Name, err)
+	}
+	return out, nil
+}
+
+func (c *clients) applyListenerSetStatus(ctx context.Context, cg *routing.ComposedGateway, ls *gatewayv1.ListenerSet) error {
 	var res *routing.ListenerSetResult
 	for i := range cg.ListenerSets {
 		if cg.ListenerSets[i].Set.Namespace == ls.Namespace && cg.ListenerSets[i].Set.Name == ls.Name {
@@ -453,14 +514,21 @@ func (c *clients) writeListenerSetStatus(ctx context.Context, cg *routing.Compos
 		for _, k := range l.SupportedKinds {
 			es.WithSupportedKinds(gatewayv1apply.RouteGroupKind().WithGroup(*k.Group).WithKind(k.Kind))
 		}
+		podsResolve := l.Served && l.Protocol == gatewayv1.HTTPSProtocolType
 		for _, cd := range l.Conditions {
+			if podsResolve && cd.Type == string(gatewayv1.ListenerEntryConditionResolvedRefs) {
+				continue // the pods'
+			}
 			es.WithConditions(condition(old, metav1.Condition{Type: cd.Type, Status: metav1.ConditionStatus(cd.Status),
 				Reason: cd.Reason, Message: cd.Message, ObservedGeneration: ls.Generation}))
 		}
 		st.WithListeners(es)
 	}
-	ac := gatewayv1apply.ListenerSet(ls.Name, ls.Namespace).WithStatus(st)
+	ac := gatewayv1apply.ListenerSet(ls.Name, ls.Namespace).WithResourceVersion(ls.ResourceVersion).WithStatus(st)
 	if _, err := c.gateway.GatewayV1().ListenerSets(ls.Namespace).ApplyStatus(ctx, ac, applyOptions()); err != nil {
+		if apierrors.IsConflict(err) {
+			return err
+		}
 		return fmt.Errorf("set the status of ListenerSet %s/%s: %w", ls.Namespace, ls.Name, err)
 	}
 	return nil

@@ -16,13 +16,16 @@ import (
 	"github.com/hashicorp/terraform-plugin-testing/terraform"
 	"github.com/hashicorp/terraform-plugin-testing/tfjsonpath"
 	"github.com/hashicorp/terraform-plugin-testing/tfversion"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/rand"
 	"k8s.io/client-go/kubernetes"
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
+	gatewayclient "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned"
 
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/chaperone/gatewaystatus"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/gwruntime"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/routing"
 )
@@ -354,10 +357,22 @@ resource "varnishgw_listener_set" "team" {
 // whose Secret does not exist yet. The first is served: its port is a TLS port of the pods (--tls-listen), the Gateway's
 // annotation records it with the Secret's namespace, and the pods may read
 // exactly that Secret through a Role in the ListenerSet's namespace; the
-// second is not (ResolvedRefs False, RefNotPermitted, on the ListenerSet)
-// and the pods may read nothing in the third namespace; the third is
-// served (the pods wait for its Secret, which they may read) with
-// ResolvedRefs False, InvalidCertificateRef.
+// second is not (ResolvedRefs False, RefNotPermitted, on the ListenerSet,
+// written by the provider) and the pods may read nothing in the third
+// namespace; the third is served (the pods wait for its Secret, which
+// they may read). The ResolvedRefs condition of the two served HTTPS
+// listeners is the pods' (no pods run here): the provider does not write
+// it, the Gateway's annotation records the ListenerSet's generation for
+// them, and a Role in the ListenerSet's namespace lets the pods read and
+// patch the status of exactly that ListenerSet, which they do as the
+// chaperone does (gatewaystatus.ListenerSetWriter). Deleting that Role is
+// drift the gateway's next apply repairs. A further step applies
+// the ListenerSet again (another hostname for shared): the pods' condition
+// stays. The last turns the secure listener into an HTTP one on the same
+// port and removes the others: the
+// provider's status apply succeeds although the pods owned a condition of
+// a removed listener (its entry is removed), writes ResolvedRefs of the
+// HTTP listener itself, and the status Role is deleted.
 func TestAccListenerSetHTTPS(t *testing.T) {
 	cp := accPreCheck(t)
 	ns, lsNS, certs := cp.Namespace(t), cp.Namespace(t), cp.Namespace(t)
@@ -435,6 +450,38 @@ resource "varnishgw_http_route" "team" {
   }
 }
 `, lsNS, certs)
+	httpOnly := fmt.Sprintf(`
+resource "varnishgw_listener_set" "team" {
+  namespace        = %[1]q
+  name             = "team"
+  wait_for_rollout = false
+  parent_ref {
+    namespace = varnishgw_gateway.test.namespace
+    name      = varnishgw_gateway.test.name
+  }
+  listener {
+    name     = "secure"
+    port     = 8443
+    hostname = "team.example.com"
+  }
+}
+
+resource "varnishgw_http_route" "team" {
+  namespace = %[1]q
+  name      = "team"
+  parent_ref {
+    kind         = "ListenerSet"
+    name         = varnishgw_listener_set.team.name
+    section_name = "secure"
+  }
+  rule {
+    backend_ref {
+      name = "web"
+      port = 80
+    }
+  }
+}
+`, lsNS)
 	resource.Test(t, resource.TestCase{
 		ProtoV6ProviderFactories: protoV6ProviderFactories,
 		Steps: []resource.TestStep{{
@@ -459,8 +506,8 @@ resource "varnishgw_http_route" "team" {
 				if len(route.Status.Parents) != 1 || !meta.IsStatusConditionTrue(route.Status.Parents[0].Conditions, string(gatewayv1.RouteConditionAccepted)) {
 					return fmt.Errorf("the route attached to the HTTPS listener: status %+v, want accepted", route.Status.Parents)
 				}
-				if refs["secure"] != "True/ResolvedRefs" || refs["shared"] != "False/RefNotPermitted" || refs["pending"] != "False/InvalidCertificateRef" {
-					return fmt.Errorf("ListenerSet listeners' ResolvedRefs %v, want secure True/ResolvedRefs, pending False/InvalidCertificateRef and shared False/RefNotPermitted", refs)
+				if refs["secure"] != "" || refs["shared"] != "False/RefNotPermitted" || refs["pending"] != "" {
+					return fmt.Errorf("ListenerSet listeners' ResolvedRefs %v, want shared False/RefNotPermitted from the provider and none for secure and pending (the pods')", refs)
 				}
 				d, err := getDeployment(cp, gw)
 				if err != nil {
@@ -488,9 +535,32 @@ resource "varnishgw_http_route" "team" {
 				if _, err := cp.Client.RbacV1().Roles(certs).Get(ctx, gwruntime.CertificateRoleName(gw), metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 					return fmt.Errorf("a Role in %s, whose Secret no ReferenceGrant permits: %v", certs, err)
 				}
+				if g := live.Annotations[routing.ListenerSetGenerationsAnnotation]; g != fmt.Sprintf(`{"%s/team":%d}`, lsNS, ls.Generation) {
+					return fmt.Errorf("annotation %s = %s, want the ListenerSet's generation %d", routing.ListenerSetGenerationsAnnotation, g, ls.Generation)
+				}
+				statusRole, err := cp.Client.RbacV1().Roles(lsNS).Get(ctx, gwruntime.ListenerSetStatusRoleName(gw), metav1.GetOptions{})
+				if err != nil {
+					return fmt.Errorf("the ListenerSet status Role: %w", err)
+				}
+				if !equality.Semantic.DeepEqual(statusRole.Rules, gwruntime.ListenerSetStatusRules([]string{"team"})) {
+					return fmt.Errorf("Role %s/%s rules %+v, want get and status patch of ListenerSet team only", lsNS, statusRole.Name, statusRole.Rules)
+				}
 				cfg, err := cp.ServiceAccountConfig(ctx, ns, gwruntime.Name(gw))
 				if err != nil {
 					return err
+				}
+				// The pods write the served listeners' ResolvedRefs.
+				podsGateway := gatewayclient.NewForConfigOrDie(cfg)
+				w := gatewaystatus.NewListenerSetWriter(podsGateway, gw, nil)
+				if err := w.Apply(ctx, routing.ObjectRef{Namespace: lsNS, Name: "team"}, gatewaystatus.ListenerSetConditions{Generation: ls.Generation,
+					Conditions: []gatewaystatus.ListenerCondition{
+						{Listener: "secure", Status: metav1.ConditionTrue, Reason: gatewayv1.ListenerReasonResolvedRefs, Message: "served"},
+						{Listener: "pending", Status: metav1.ConditionFalse, Reason: gatewayv1.ListenerReasonInvalidCertificateRef, Message: "not found"},
+					}}); err != nil {
+					return fmt.Errorf("the pods' write of the ListenerSet listeners' ResolvedRefs: %w", err)
+				}
+				if _, err := podsGateway.GatewayV1().ListenerSets(lsNS).Get(ctx, "other", metav1.GetOptions{}); !apierrors.IsForbidden(err) {
+					return fmt.Errorf("the pods read another ListenerSet: %v, want Forbidden", err)
 				}
 				pods := kubernetes.NewForConfigOrDie(cfg)
 				if _, err := pods.CoreV1().Secrets(lsNS).Get(ctx, "team-cert", metav1.GetOptions{}); err != nil {
@@ -501,6 +571,132 @@ resource "varnishgw_http_route" "team" {
 				}
 				if _, err := pods.CoreV1().Secrets(certs).Get(ctx, "shared", metav1.GetOptions{}); !apierrors.IsForbidden(err) {
 					return fmt.Errorf("reading %s/shared as the pods: %v, want Forbidden", certs, err)
+				}
+				return nil
+			},
+		}, {
+			// The status Role deleted behind Terraform's back: the
+			// gateway's plan sees the drift and its apply writes it again.
+			PreConfig: func() {
+				if err := cp.Client.RbacV1().Roles(lsNS).Delete(ctx, gwruntime.ListenerSetStatusRoleName(gw), metav1.DeleteOptions{}); err != nil {
+					t.Fatal(err)
+				}
+			},
+			Config: gateway + sets,
+			ConfigPlanChecks: resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{
+				plancheck.ExpectResourceAction("varnishgw_gateway.test", plancheck.ResourceActionUpdate),
+			}},
+			Check: func(*terraform.State) error {
+				_, err := cp.Client.RbacV1().Roles(lsNS).Get(ctx, gwruntime.ListenerSetStatusRoleName(gw), metav1.GetOptions{})
+				return err
+			},
+		}, {
+			// An apply of the ListenerSet rewrites its status: the pods'
+			// conditions stay.
+			Config: gateway + strings.Replace(sets, `"shared.example.com"`, `"shared2.example.com"`, 1),
+			Check: func(*terraform.State) error {
+				ls, err := cp.Gateway.GatewayV1().ListenerSets(lsNS).Get(ctx, "team", metav1.GetOptions{})
+				if err != nil {
+					return err
+				}
+				for _, l := range ls.Status.Listeners {
+					c := meta.FindStatusCondition(l.Conditions, string(gatewayv1.ListenerEntryConditionResolvedRefs))
+					if l.Name == "pending" && (c == nil || c.Reason != string(gatewayv1.ListenerReasonInvalidCertificateRef) || c.Message != "not found") {
+						return fmt.Errorf("the pods' ResolvedRefs of listener pending after a provider apply: %+v", c)
+					}
+				}
+				return nil
+			},
+		}, {
+			Config: gateway + httpOnly,
+			Check: func(*terraform.State) error {
+				ls, err := cp.Gateway.GatewayV1().ListenerSets(lsNS).Get(ctx, "team", metav1.GetOptions{})
+				if err != nil {
+					return err
+				}
+				if len(ls.Status.Listeners) != 1 || ls.Status.Listeners[0].Name != "secure" {
+					return fmt.Errorf("ListenerSet listener status %+v, want the secure listener's only", ls.Status.Listeners)
+				}
+				c := meta.FindStatusCondition(ls.Status.Listeners[0].Conditions, string(gatewayv1.ListenerEntryConditionResolvedRefs))
+				if c == nil || c.Status != metav1.ConditionTrue || c.ObservedGeneration != ls.Generation {
+					return fmt.Errorf("ResolvedRefs of the HTTP listener %+v, want True from the provider at generation %d", c, ls.Generation)
+				}
+				if _, err := cp.Client.RbacV1().Roles(lsNS).Get(ctx, gwruntime.ListenerSetStatusRoleName(gw), metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+					return fmt.Errorf("the ListenerSet status Role without HTTPS listeners: %v, want NotFound", err)
+				}
+				if _, err := cp.Client.RbacV1().RoleBindings(lsNS).Get(ctx, gwruntime.ListenerSetStatusRoleName(gw), metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+					return fmt.Errorf("the ListenerSet status RoleBinding without HTTPS listeners: %v, want NotFound", err)
+				}
+				return nil
+			},
+		}},
+	})
+}
+
+// TestAccListenerSetHTTPSProviderRoles applies a gateway and a ListenerSet
+// of another namespace with an HTTPS listener as an identity holding only
+// the provider's roles of the security guide (ProviderClusterRules bound
+// cluster-wide, ProviderNamespaceRules in the gateway's namespace and in
+// the ListenerSet's, which holds its certificate): Kubernetes lets it write
+// the Role that grants the pods get and status patch of exactly that
+// ListenerSet, since it holds those rights itself; destroying the
+// ListenerSet deletes the Role.
+func TestAccListenerSetHTTPSProviderRoles(t *testing.T) {
+	cp := accPreCheck(t)
+	ctx := context.Background()
+	ns, lsNS := cp.Namespace(t), cp.Namespace(t)
+	kubeconfig, _ := providerIdentity(t, cp, ProviderClusterRules(), ns, lsNS)
+	class := "vgw-" + rand.String(6)
+	t.Cleanup(func() {
+		_ = cp.Gateway.GatewayV1().GatewayClasses().Delete(context.Background(), class, metav1.DeleteOptions{})
+	})
+	gw := routing.ObjectRef{Namespace: ns, Name: "edge"}
+	gateway := strings.Replace(gatewayConfig(cp, ns, class, "", listenerHCL("http", 8080)+`
+  allowed_listeners {
+    namespaces = "All"
+  }
+`), providerBlock(cp), fmt.Sprintf("provider \"varnishgw\" {\n  config_path = %q\n}\n", kubeconfig), 1)
+	set := fmt.Sprintf(`
+resource "varnishgw_listener_set" "team" {
+  namespace        = %q
+  name             = "team"
+  wait_for_rollout = false
+  parent_ref {
+    namespace = varnishgw_gateway.test.namespace
+    name      = varnishgw_gateway.test.name
+  }
+  listener {
+    name     = "secure"
+    port     = 8443
+    protocol = "HTTPS"
+    hostname = "team.example.com"
+    tls {
+      certificate_ref {
+        name = "team-cert"
+      }
+    }
+  }
+}
+`, lsNS)
+	resource.Test(t, resource.TestCase{
+		ProtoV6ProviderFactories: protoV6ProviderFactories,
+		Steps: []resource.TestStep{{
+			Config: gateway + set,
+			Check: func(*terraform.State) error {
+				role, err := cp.Client.RbacV1().Roles(lsNS).Get(ctx, gwruntime.ListenerSetStatusRoleName(gw), metav1.GetOptions{})
+				if err != nil {
+					return fmt.Errorf("the ListenerSet status Role: %w", err)
+				}
+				if !equality.Semantic.DeepEqual(role.Rules, gwruntime.ListenerSetStatusRules([]string{"team"})) {
+					return fmt.Errorf("Role %s/%s rules %+v, want get and status patch of ListenerSet team only", lsNS, role.Name, role.Rules)
+				}
+				return nil
+			},
+		}, {
+			Config: gateway,
+			Check: func(*terraform.State) error {
+				if _, err := cp.Client.RbacV1().Roles(lsNS).Get(ctx, gwruntime.ListenerSetStatusRoleName(gw), metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+					return fmt.Errorf("the ListenerSet status Role after the ListenerSet's destroy: %v, want NotFound", err)
 				}
 				return nil
 			},

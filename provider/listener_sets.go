@@ -114,56 +114,6 @@ func (c *clients) composeGatewaySets(ctx context.Context, gw *gatewayv1.Gateway,
 	return routing.ComposeGateway(gw, sets, objs), sets, nil
 }
 
-// checkListenerSetCertificates sets the ResolvedRefs condition of each
-// served HTTPS listener of cg's ListenerSets to False with reason
-// InvalidCertificateRef when one of its certificate Secrets does not
-// exist or is not of type kubernetes.io/tls now. The listener stays
-// served: the pods serve the certificate once the Secret is there, but
-// the condition, which the provider writes, is updated at the next apply
-// of a ListenerSet of the gateway.
-func (c *clients) checkListenerSetCertificates(ctx context.Context, cg *routing.ComposedGateway) error {
-	listeners := map[string]*gatewayv1.Listener{}
-	for i := range cg.Gateway.Spec.Listeners {
-		l := &cg.Gateway.Spec.Listeners[i]
-		listeners[string(l.Name)] = l
-	}
-	for i := range cg.ListenerSets {
-		for j := range cg.ListenerSets[i].Listeners {
-			er := &cg.ListenerSets[i].Listeners[j]
-			l := listeners[er.Key]
-			if !er.Served || l == nil || l.Protocol != gatewayv1.HTTPSProtocolType || l.TLS == nil {
-				continue
-			}
-			var problems []string
-			for _, r := range l.TLS.CertificateRefs {
-				// The composed listener's refs have their namespace.
-				ref := routing.ObjectRef{Namespace: cg.ListenerSets[i].Set.Namespace, Name: string(r.Name)}
-				if r.Namespace != nil {
-					ref.Namespace = string(*r.Namespace)
-				}
-				sec, err := c.kube.CoreV1().Secrets(ref.Namespace).Get(ctx, ref.Name, metav1.GetOptions{})
-				switch {
-				case apierrors.IsNotFound(err):
-					problems = append(problems, fmt.Sprintf("Secret %s does not exist: create a Secret of type kubernetes.io/tls (the pods serve it once it exists; this condition is updated at the next apply)", ref))
-				case err != nil:
-					return fmt.Errorf("read the certificate Secret %s of listener %s of ListenerSet %s: %w", ref, er.Name, cg.ListenerSets[i].Set, err)
-				case sec.Type != corev1.SecretTypeTLS:
-					problems = append(problems, fmt.Sprintf("Secret %s is of type %q: want kubernetes.io/tls (keys tls.crt and tls.key)", ref, sec.Type))
-				}
-			}
-			if len(problems) == 0 {
-				continue
-			}
-			for k := range er.Conditions {
-				if c := &er.Conditions[k]; c.Type == string(gatewayv1.ListenerEntryConditionResolvedRefs) {
-					c.Status, c.Reason, c.Message = string(metav1.ConditionFalse), string(gatewayv1.ListenerEntryReasonInvalidCertificateRef), strings.Join(problems, "; ")
-				}
-			}
-		}
-	}
-	return nil
-}
-
 // certificateGrants are the ReferenceGrants of the namespaces, other than
 // their ListenerSet's, of the certificate Secrets the HTTPS listeners of
 // sets reference: they decide whether those listeners are served.
@@ -204,9 +154,11 @@ func (c *clients) certificateGrants(ctx context.Context, sets []*gatewayv1.Liste
 // addListenerSetPorts adds the ports of the ListenerSet listeners that cg
 // serves to the runtime's ports: the Service's ports and varnishd's listen
 // addresses; those of HTTPS listeners to the ports hitch terminates TLS
-// on, and their certificate Secrets to those the pods may read
+// on, their certificate Secrets to those the pods may read
 // (routing.CertificateSecrets of the composed Gateway: a ListenerSet's
-// Secret in its own namespace, or in the one a ReferenceGrant opened).
+// Secret in its own namespace, or in the one a ReferenceGrant opened),
+// and their ListenerSets to those whose status the pods may patch (they
+// write the ResolvedRefs condition of these listeners).
 func (s *runtimeSpec) addListenerSetPorts(cg *routing.ComposedGateway) {
 	for _, r := range cg.ListenerSets {
 		for _, l := range r.Listeners {
@@ -216,13 +168,20 @@ func (s *runtimeSpec) addListenerSetPorts(cg *routing.ComposedGateway) {
 			if !slices.Contains(s.ports, l.Port) {
 				s.ports = append(s.ports, l.Port)
 			}
-			if l.Protocol == gatewayv1.HTTPSProtocolType && !slices.Contains(s.tlsPorts, l.Port) {
+			if l.Protocol != gatewayv1.HTTPSProtocolType {
+				continue
+			}
+			if !slices.Contains(s.tlsPorts, l.Port) {
 				s.tlsPorts = append(s.tlsPorts, l.Port)
+			}
+			if !slices.Contains(s.listenerSets, r.Set) {
+				s.listenerSets = append(s.listenerSets, r.Set)
 			}
 		}
 	}
 	slices.Sort(s.ports)
 	slices.Sort(s.tlsPorts)
+	slices.SortFunc(s.listenerSets, func(a, b routing.ObjectRef) int { return strings.Compare(a.String(), b.String()) })
 	for _, ref := range routing.CertificateSecrets(cg.Gateway) {
 		if !slices.Contains(s.certSecrets, ref) {
 			s.certSecrets = append(s.certSecrets, ref)
@@ -232,26 +191,37 @@ func (s *runtimeSpec) addListenerSetPorts(cg *routing.ComposedGateway) {
 }
 
 // writeListenerSetListeners records the ListenerSet listeners cg serves in
-// the Gateway's routing.ListenerSetListenersAnnotation, for its pods,
-// with the annotation's own field manager (an empty value removes it);
-// cg must be composed from the live Gateway. Nothing is written when the
-// annotation is current.
+// the Gateway's routing.ListenerSetListenersAnnotation, for its pods, and
+// the generations of their ListenerSets in its
+// routing.ListenerSetGenerationsAnnotation (the observedGeneration of the
+// listeners' ResolvedRefs condition, which the pods write), with the
+// annotations' own field manager (an empty value removes one); cg must be
+// composed from the live Gateway. Nothing is written when both are
+// current.
 func (c *clients) writeListenerSetListeners(ctx context.Context, cg *routing.ComposedGateway) error {
 	v, err := cg.ListenerSetListeners()
 	if err != nil {
 		return err
 	}
+	gens, err := cg.ListenerSetGenerations()
+	if err != nil {
+		return err
+	}
 	gw := cg.Gateway // composed from the live Gateway: its annotations are current
-	if gw.Annotations[routing.ListenerSetListenersAnnotation] == v {
+	if gw.Annotations[routing.ListenerSetListenersAnnotation] == v && gw.Annotations[routing.ListenerSetGenerationsAnnotation] == gens {
 		return nil
 	}
 	ac := gatewayv1apply.Gateway(gw.Name, gw.Namespace)
 	if v != "" {
 		ac.WithAnnotations(map[string]string{routing.ListenerSetListenersAnnotation: v})
 	}
+	if gens != "" {
+		ac.WithAnnotations(map[string]string{routing.ListenerSetGenerationsAnnotation: gens})
+	}
 	opts := metav1.ApplyOptions{FieldManager: routing.ListenerSetListenersManager, Force: true}
 	if _, err := c.gateway.GatewayV1().Gateways(gw.Namespace).Apply(ctx, ac, opts); err != nil {
-		return fmt.Errorf("record the ListenerSet listeners of Gateway %s/%s in its annotation %s: %w", gw.Namespace, gw.Name, routing.ListenerSetListenersAnnotation, err)
+		return fmt.Errorf("record the ListenerSet listeners of Gateway %s/%s in its annotations %s and %s: %w", gw.Namespace, gw.Name,
+			routing.ListenerSetListenersAnnotation, routing.ListenerSetGenerationsAnnotation, err)
 	}
 	return nil
 }
@@ -375,9 +345,6 @@ func (c *clients) writeListenerSetStatuses(ctx context.Context, gw *gatewayv1.Ga
 	defer c.listenerSetLocks.lock(routing.ObjectRef{Namespace: gw.Namespace, Name: gw.Name})()
 	cg, sets, err := c.composeGatewaySets(ctx, gw, nil)
 	if err != nil {
-		return err
-	}
-	if err := c.checkListenerSetCertificates(ctx, cg); err != nil {
 		return err
 	}
 	for _, s := range sets {

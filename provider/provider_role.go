@@ -52,7 +52,10 @@ func ProviderClusterRules() []rbacv1.PolicyRule {
 		{APIGroups: []string{gatewayv1.GroupName}, Resources: []string{"referencegrants"}, Verbs: []string{"get", "list", "watch"}},
 		// ListenerSets (varnishgw_listener_set) may be in any namespace a
 		// Gateway's allowedListeners admits; the provider lists those of a
-		// Gateway to compose its listeners.
+		// Gateway to compose its listeners. It also grants the gateway's
+		// pods get and status patch of exactly the ListenerSets whose
+		// HTTPS listeners they serve (gwruntime.ListenerSetStatusRules),
+		// rights it holds and uses itself.
 		{APIGroups: []string{gatewayv1.GroupName}, Resources: []string{"listenersets"}, Verbs: []string{"get", "list", "create", "patch", "delete"}},
 		{APIGroups: []string{gatewayv1.GroupName}, Resources: []string{"listenersets/status"}, Verbs: []string{"patch"}},
 		{APIGroups: []string{""}, Resources: []string{"services"}, Verbs: []string{"get", "list", "watch"}},

@@ -208,3 +208,28 @@ func RouteStatusRoleName(gw, route routing.ObjectRef) string {
 	}
 	return "vgw-status-" + strings.Trim(readable, "-") + "-" + hex.EncodeToString(sum[:5])
 }
+
+// ListenerSetStatusRoleName is the Role (and its RoleBinding), in each
+// namespace that holds ListenerSets with an HTTPS listener gw serves,
+// that gives gw's ServiceAccount ListenerSetStatusRules on exactly those
+// ListenerSets.
+func ListenerSetStatusRoleName(gw routing.ObjectRef) string {
+	return hashedName("varnishgw-listenersets-", gw.Namespace+"-"+gw.Name, 253)
+}
+
+// ListenerSetStatusRules are the chaperone's rights on the ListenerSets of
+// one namespace whose HTTPS listeners it serves: read them (the
+// conditions there, whose lastTransitionTime it keeps) and patch their
+// status, to keep the ResolvedRefs condition of those listeners current.
+// Exactly the ListenerSets named (resourceNames): no other ListenerSet,
+// and no spec. Nil when names is empty: a rule without resourceNames would
+// grant every ListenerSet of the namespace.
+func ListenerSetStatusRules(names []string) []rbacv1.PolicyRule {
+	if len(names) == 0 {
+		return nil
+	}
+	return []rbacv1.PolicyRule{
+		{APIGroups: []string{gatewayv1.GroupName}, Resources: []string{"listenersets"}, ResourceNames: slices.Clone(names), Verbs: []string{"get"}},
+		{APIGroups: []string{gatewayv1.GroupName}, Resources: []string{"listenersets/status"}, ResourceNames: slices.Clone(names), Verbs: []string{"patch"}},
+	}
+}

@@ -136,3 +136,28 @@ func TestRouteStatusRoleName(t *testing.T) {
 		}
 	}
 }
+
+func TestListenerSetStatusRules(t *testing.T) {
+	if r := ListenerSetStatusRules(nil); r != nil {
+		t.Fatalf("no ListenerSets: rules %v, want none (a rule without resourceNames would grant every ListenerSet)", r)
+	}
+	names := []string{"a", "b"}
+	rules := ListenerSetStatusRules(names)
+	names[0] = "changed"
+	if len(rules) != 2 ||
+		!slices.Equal(rules[0].Resources, []string{"listenersets"}) || !slices.Equal(rules[0].Verbs, []string{"get"}) ||
+		!slices.Equal(rules[1].Resources, []string{"listenersets/status"}) || !slices.Equal(rules[1].Verbs, []string{"patch"}) {
+		t.Errorf("rules = %+v, want get of the ListenerSets and patch of their status", rules)
+	}
+	for _, r := range rules {
+		if !slices.Equal(r.ResourceNames, []string{"a", "b"}) {
+			t.Errorf("rule %+v: want resourceNames a and b only", r)
+		}
+	}
+	if n := ListenerSetStatusRoleName(routing.ObjectRef{Namespace: "edge", Name: "public"}); n != "varnishgw-listenersets-edge-public" {
+		t.Errorf("ListenerSetStatusRoleName = %q", n)
+	}
+	if n := ListenerSetStatusRoleName(routing.ObjectRef{Namespace: "edge", Name: strings.Repeat("a.", 100) + "b"}); len(validation.IsDNS1123Subdomain(n)) > 0 || n == CertificateRoleName(routing.ObjectRef{Namespace: "edge", Name: strings.Repeat("a.", 100) + "b"}) {
+		t.Errorf("ListenerSetStatusRoleName of a long name: %q", n)
+	}
+}

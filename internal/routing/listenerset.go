@@ -44,6 +44,13 @@ func parseListenerKey(name string) (set ObjectRef, listener string, ok bool) {
 	return ObjectRef{Namespace: parts[0], Name: parts[1]}, parts[2], true
 }
 
+// ParseListenerSetListenerKey splits a ListenerSetListenerKey into the
+// ListenerSet and the listener's name in it; ok is false for the name of
+// a Gateway's own listener.
+func ParseListenerSetListenerKey(key string) (set ObjectRef, listener string, ok bool) {
+	return parseListenerKey(key)
+}
+
 // ListenerSetOf returns the ListenerSet whose listener name is, among a
 // Gateway's effective listeners (a ListenerSetListenerKey); false for one
 // of the Gateway's own listeners. The status of such a listener belongs
@@ -550,5 +557,62 @@ func WithListenerSetListeners(gw *gatewayv1.Gateway) (*gatewayv1.Gateway, error)
 	}
 	out := ComposeGateway(admit, sets, objs).Gateway
 	out.Spec.AllowedListeners = gw.Spec.AllowedListeners
+	return out, nil
+}
+
+// ListenerSetGenerationsAnnotation is the Gateway annotation in which the
+// provider records, beside ListenerSetListenersAnnotation and with the
+// same field manager, the generation of each ListenerSet whose listeners
+// that annotation records: a JSON object from "namespace/name" to the
+// generation the listeners were composed from
+// (ComposedGateway.ListenerSetGenerations). The gateway pods write it as
+// the observedGeneration of the ListenerSet listeners' ResolvedRefs
+// condition, which they own. It is an annotation of its own so that pods
+// of a release that does not know it still decode the listeners.
+const ListenerSetGenerationsAnnotation = "varnishgw.dev/listener-set-generations"
+
+// ListenerSetGenerations returns the value of
+// ListenerSetGenerationsAnnotation for c: the generations of the
+// ListenerSets with a served listener; "" when there are none.
+func (c *ComposedGateway) ListenerSetGenerations() (string, error) {
+	gens := map[string]int64{}
+	for i := range c.ListenerSets {
+		r := &c.ListenerSets[i]
+		if slices.ContainsFunc(r.Listeners, func(l ListenerEntryResult) bool { return l.Served }) {
+			gens[r.Set.String()] = r.Generation
+		}
+	}
+	if len(gens) == 0 {
+		return "", nil
+	}
+	b, err := json.Marshal(gens) // sorted keys: the value is stable
+	if err != nil {
+		return "", fmt.Errorf("encode the ListenerSet generations of Gateway %s/%s: %w", c.Gateway.Namespace, c.Gateway.Name, err)
+	}
+	return string(b), nil
+}
+
+// ListenerSetGenerations decodes gw's ListenerSetGenerationsAnnotation:
+// the generation of each ListenerSet whose listeners the Gateway's
+// ListenerSetListenersAnnotation records; nil without the annotation. A
+// value that does not decode, a key that is not namespace/name or a
+// generation below 1 is an error naming the annotation.
+func ListenerSetGenerations(gw *gatewayv1.Gateway) (map[ObjectRef]int64, error) {
+	v := gw.Annotations[ListenerSetGenerationsAnnotation]
+	if v == "" {
+		return nil, nil
+	}
+	var raw map[string]int64
+	if err := json.Unmarshal([]byte(v), &raw); err != nil {
+		return nil, fmt.Errorf("annotation %s of Gateway %s/%s: %w; apply the gateway or a ListenerSet again to rewrite it", ListenerSetGenerationsAnnotation, gw.Namespace, gw.Name, err)
+	}
+	out := make(map[ObjectRef]int64, len(raw))
+	for k, g := range raw {
+		ns, name, ok := strings.Cut(k, "/")
+		if !ok || ns == "" || name == "" || strings.Contains(name, "/") || g < 1 {
+			return nil, fmt.Errorf("annotation %s of Gateway %s/%s: entry %q: %d is not a ListenerSet's namespace/name and generation; apply the gateway or a ListenerSet again to rewrite it", ListenerSetGenerationsAnnotation, gw.Namespace, gw.Name, k, g)
+		}
+		out[ObjectRef{Namespace: ns, Name: name}] = g
+	}
 	return out, nil
 }

@@ -497,3 +497,51 @@ func TestListenerSetListenersAnnotationHTTPS(t *testing.T) {
 		}
 	}
 }
+
+// TestListenerSetGenerationsAnnotation: the generations annotation names
+// the ListenerSets with a served listener, with the generation they were
+// composed from, and decodes back; bad values are errors naming it.
+func TestListenerSetGenerationsAnnotation(t *testing.T) {
+	gw := allowListeners(gateway(listener("http", 80, "gw.example")), gatewayv1.NamespacesFromAll, nil)
+	a := listenerSet("apps", "a", 0, listener("x", 8080, "a.example"))
+	a.Generation = 3
+	// Its only listener conflicts with the Gateway's: nothing served.
+	b := listenerSet("apps", "b", time.Minute, listener("y", 80, "gw.example"))
+	b.Generation = 7
+	c := ComposeGateway(gw, []*gatewayv1.ListenerSet{a, b}, nil)
+	v, err := c.ListenerSetGenerations()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := `{"apps/a":3}`; v != want {
+		t.Errorf("annotation %s, want %s", v, want)
+	}
+	g := gw.DeepCopy()
+	g.Annotations = map[string]string{ListenerSetGenerationsAnnotation: v}
+	got, err := ListenerSetGenerations(g)
+	if err != nil || len(got) != 1 || got[ObjectRef{Namespace: "apps", Name: "a"}] != 3 {
+		t.Errorf("decoded %v, %v", got, err)
+	}
+	if v, err := ComposeGateway(gw, nil, nil).ListenerSetGenerations(); v != "" || err != nil {
+		t.Errorf("no ListenerSets: %q, %v", v, err)
+	}
+	if got, err := ListenerSetGenerations(gw); got != nil || err != nil {
+		t.Errorf("no annotation: %v, %v", got, err)
+	}
+	for name, bad := range map[string]string{
+		"not JSON":      "{",
+		"not an object": `[1]`,
+		"not ns/name":   `{"a":1}`,
+		"three parts":   `{"a/b/c":1}`,
+		"generation 0":  `{"apps/a":0}`,
+		"not a number":  `{"apps/a":"1"}`,
+		"empty name":    `{"apps/":1}`,
+		"empty namesp.": `{"/a":1}`,
+	} {
+		g := gw.DeepCopy()
+		g.Annotations = map[string]string{ListenerSetGenerationsAnnotation: bad}
+		if _, err := ListenerSetGenerations(g); err == nil || !strings.Contains(err.Error(), ListenerSetGenerationsAnnotation) {
+			t.Errorf("%s: got %v, want an error naming the annotation", name, err)
+		}
+	}
+}

@@ -2,10 +2,11 @@
 // Gateway and of the routes it serves: the Programmed condition, which
 // says whether ghost has loaded the routing of the Gateway's current
 // generation (Writer); the ResolvedRefs condition of the HTTPS listeners,
-// which says whether their certificates are served (ListenerWriter); the
-// listeners' attachedRoutes (AttachedRoutesWriter); and the ResolvedRefs
-// condition of the routes' parent entries for the Gateway between applies
-// (RouteWriter). docs/guides/architecture.md ("Status: who writes what")
+// which says whether their certificates are served (ListenerWriter), and
+// the same condition of the HTTPS listeners of its ListenerSets, on the
+// ListenerSets (ListenerSetWriter); the listeners' attachedRoutes
+// (AttachedRoutesWriter); and the ResolvedRefs condition of the routes'
+// parent entries for the Gateway between applies (RouteWriter). docs/guides/architecture.md ("Status: who writes what")
 // lists every status field's one writer.
 //
 // The Gateway's fields are written with server-side apply on the status

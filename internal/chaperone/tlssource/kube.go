@@ -44,6 +44,9 @@ type Kube struct {
 	gws     cache.SharedIndexInformer
 	secrets map[tlsterm.SecretRef]*watch
 	grants  map[string]*watch // namespace → its ReferenceGrants
+	// gensErr is the last error of the ListenerSet generations
+	// annotation, logged once.
+	gensErr string
 }
 
 // syncGrace is how long Snapshot waits for a new informer's first list
@@ -262,5 +265,13 @@ func (k *Kube) Snapshot() (Snapshot, bool) {
 			}
 		}
 	}
-	return Snapshot{Generation: gw.Generation, Listeners: ls}, true
+	gens, err := routing.ListenerSetGenerations(gw)
+	if msg := fmt.Sprint(err); err != nil && msg != k.gensErr {
+		k.Logger.Warn("the ListenerSets' listeners get no ResolvedRefs condition from the pods", "component", "tls", "error", err)
+	}
+	k.gensErr = ""
+	if err != nil {
+		k.gensErr = err.Error()
+	}
+	return Snapshot{Generation: gw.Generation, Listeners: ls, ListenerSetGenerations: gens}, true
 }

@@ -25,6 +25,12 @@ type Snapshot struct {
 	// conditions).
 	Generation int64
 	Listeners  []tlsterm.Listener
+	// ListenerSetGenerations are the generations of the ListenerSets
+	// whose listeners are among Listeners, as the provider recorded them
+	// (routing.ListenerSetGenerationsAnnotation): the observedGeneration
+	// of those listeners' conditions. A ListenerSet missing here (a
+	// provider that did not record it) gets no status from the pods.
+	ListenerSetGenerations map[routing.ObjectRef]int64
 }
 
 // Source watches the certificates of one Gateway's HTTPS listeners.
@@ -162,10 +168,11 @@ func resolveRef(gw *gatewayv1.Gateway, listener string, r gatewayv1.SecretObject
 	return c
 }
 
-// Run feeds the source's snapshots to the manager until ctx ends; after
-// each, onGeneration gets the Gateway generation the manager's listener
-// statuses describe from then on (may be nil).
-func Run(ctx context.Context, src Source, mgr *tlsterm.Manager, onGeneration func(int64)) error {
+// Run feeds the source's snapshots to the manager until ctx ends; before
+// each is applied, onSnapshot gets it: the generations (the Gateway's,
+// its ListenerSets') the manager's listener statuses describe from then
+// on (may be nil).
+func Run(ctx context.Context, src Source, mgr *tlsterm.Manager, onSnapshot func(Snapshot)) error {
 	kick := make(chan struct{}, 1)
 	errc := make(chan error, 1)
 	go func() {
@@ -188,8 +195,8 @@ func Run(ctx context.Context, src Source, mgr *tlsterm.Manager, onGeneration fun
 		if !ok {
 			continue
 		}
-		if onGeneration != nil {
-			onGeneration(s.Generation)
+		if onSnapshot != nil {
+			onSnapshot(s)
 		}
 		mgr.Update(s.Listeners)
 	}
