@@ -51,9 +51,20 @@ func BackendClusterRoleName(gw routing.ObjectRef) string {
 
 // BackendRoleBindingName is the RoleBinding route writes in each namespace
 // its backends live in, binding BackendClusterRoleName(gw) to gw's
-// ServiceAccount there. One per (gateway, route), so no two routes write
-// the same object.
-func BackendRoleBindingName(gw, route routing.ObjectRef) string { return FragmentName(gw, route) }
+// ServiceAccount there: "vgw-backends-" plus a readable
+// gateway-namespace, gateway, route-namespace and route part, cut to fit,
+// plus a hash of all four. One per (gateway, route): the binding lives in
+// the backends' namespace, not the Gateway's, so two Gateways of one name
+// in different namespaces must not share it.
+func BackendRoleBindingName(gw, route routing.ObjectRef) string {
+	return perRouteName("vgw-backends-", gw, route, gw.Namespace+"-"+gw.Name+"-"+route.Namespace+"-"+route.Name)
+}
+
+// LegacyBackendRoleBindingName is the name earlier releases gave
+// BackendRoleBindingName: FragmentName(gw, route), which leaves out the
+// Gateway's namespace. The provider deletes such bindings once it has
+// written those of this release.
+func LegacyBackendRoleBindingName(gw, route routing.ObjectRef) string { return FragmentName(gw, route) }
 
 // Labels are the labels of gw's runtime objects; the Deployment's pod
 // selector is this set.
@@ -196,15 +207,23 @@ func RouteStatusRules(route string) []rbacv1.PolicyRule {
 // per (gateway, route); the hash covers the Gateway's namespace too, so
 // two Gateways of one name in different namespaces get different objects.
 func RouteStatusRoleName(gw, route routing.ObjectRef) string {
+	return perRouteName("vgw-status-", gw, route, gw.Name+"-"+route.Name)
+}
+
+// perRouteName is prefix, readable lower-cased with every character that is
+// not a letter, digit or '-' turned into '-' and cut to 200 characters,
+// and 10 hex digits of the hash of gw's and route's namespaces and names:
+// a valid DNS subdomain, distinct for every (gateway, route) pair.
+func perRouteName(prefix string, gw, route routing.ObjectRef, readable string) string {
 	sum := sha256.Sum256([]byte(gw.Namespace + "\x00" + gw.Name + "\x00" + route.Namespace + "\x00" + route.Name))
-	readable := strings.Map(func(r rune) rune {
+	readable = strings.Map(func(r rune) rune {
 		if r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '-' {
 			return r
 		}
 		return '-'
-	}, strings.ToLower(gw.Name+"-"+route.Name))
+	}, strings.ToLower(readable))
 	if len(readable) > 200 {
 		readable = readable[:200]
 	}
-	return "vgw-status-" + strings.Trim(readable, "-") + "-" + hex.EncodeToString(sum[:5])
+	return prefix + strings.Trim(readable, "-") + "-" + hex.EncodeToString(sum[:5])
 }
