@@ -6,12 +6,17 @@ import (
 	"slices"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/hashicorp/terraform-plugin-testing/helper/resource"
 	"github.com/hashicorp/terraform-plugin-testing/terraform"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/tools/cache"
+	watchtools "k8s.io/client-go/tools/watch"
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/gwruntime"
@@ -50,23 +55,7 @@ func TestAccHTTPRouteBackendBindingsSameGatewayName(t *testing.T) {
 	writeLegacy()
 	foreign := createLegacyBackendBinding(t, cp, gateways[0], routing.ObjectRef{Namespace: apps, Name: "other"})
 
-	// The RoleBinding events in the backends' namespace, in order.
-	w, err := cp.Client.RbacV1().RoleBindings(apps).Watch(ctx, metav1.ListOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(w.Stop)
-	var mu sync.Mutex
-	var events []string
-	go func() {
-		for ev := range w.ResultChan() {
-			if rb, ok := ev.Object.(*rbacv1.RoleBinding); ok {
-				mu.Lock()
-				events = append(events, string(ev.Type)+" "+rb.Name)
-				mu.Unlock()
-			}
-		}
-	}()
+	events := watchRoleBindings(t, cp, apps)
 
 	config := providerBlock(cp) + fmt.Sprintf(`
 resource "varnishgw_http_route" "web" {
@@ -130,13 +119,12 @@ resource "varnishgw_http_route" "web" {
 					}
 					// Never a moment without a binding: both new ones were
 					// added before the old one went.
-					mu.Lock()
-					defer mu.Unlock()
-					deleted := slices.Index(events, "DELETED "+legacyName)
+					seen := events.until("DELETED " + legacyName)
+					deleted := slices.Index(seen, "DELETED "+legacyName)
 					for _, gw := range gateways {
-						added := slices.Index(events, "ADDED "+gwruntime.BackendRoleBindingName(gw, route))
+						added := slices.Index(seen, "ADDED "+gwruntime.BackendRoleBindingName(gw, route))
 						if added < 0 || deleted < 0 || added > deleted {
-							return fmt.Errorf("RoleBinding events %v: want the binding of %s added before %s is deleted", events, gw, legacyName)
+							return fmt.Errorf("RoleBinding events %v: want the binding of %s added before %s is deleted", seen, gw, legacyName)
 						}
 					}
 					return nil
@@ -190,4 +178,64 @@ func createLegacyBackendBinding(t *testing.T, cp *testenv.ControlPlane, gw, rout
 		t.Fatal(err)
 	}
 	return rb.Name
+}
+
+// roleBindingEvents are the RoleBinding events of one namespace, in order,
+// as "TYPE name".
+type roleBindingEvents struct {
+	mu     sync.Mutex
+	events []string
+}
+
+// watchRoleBindings records the RoleBinding events in ns from now until
+// the test ends (a watch that resumes where it stopped, as the test API
+// server may answer a new watch with "too large resource version" for a
+// moment).
+func watchRoleBindings(t *testing.T, cp *testenv.ControlPlane, ns string) *roleBindingEvents {
+	t.Helper()
+	ctx := context.Background()
+	list, err := cp.Client.RbacV1().RoleBindings(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := watchtools.NewRetryWatcherWithContext(ctx, list.ResourceVersion, &cache.ListWatch{
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			return cp.Client.RbacV1().RoleBindings(ns).Watch(ctx, o)
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(w.Stop)
+	e := &roleBindingEvents{}
+	go func() {
+		for ev := range w.ResultChan() {
+			if rb, ok := ev.Object.(*rbacv1.RoleBinding); ok {
+				e.mu.Lock()
+				e.events = append(e.events, string(ev.Type)+" "+rb.Name)
+				e.mu.Unlock()
+			}
+		}
+	}()
+	return e
+}
+
+// until returns the events recorded once want is among them, or after 5
+// seconds without it (the watch delivers a moment after the change).
+func (e *roleBindingEvents) until(want string) []string {
+	var seen []string
+	_ = wait.PollUntilContextTimeout(context.Background(), 50*time.Millisecond, 5*time.Second, true, func(context.Context) (bool, error) {
+		e.mu.Lock()
+		defer e.mu.Unlock()
+		seen = slices.Clone(e.events)
+		return slices.Contains(seen, want), nil
+	})
+	return seen
+}
+
+// reset forgets the events recorded so far.
+func (e *roleBindingEvents) reset() {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.events = nil
 }

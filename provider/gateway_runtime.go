@@ -682,16 +682,27 @@ func (c *clients) applyCertificateRoles(ctx context.Context, s *runtimeSpec) err
 }
 
 // deleteCertificateRoles deletes the gateway's certificate Roles and
-// RoleBindings (applyCertificateRoles) in the namespaces not in keep.
+// RoleBindings (applyCertificateRoles) in the namespaces not in keep, and
+// in every namespace those of the name earlier releases gave them
+// (gwruntime.LegacyCertificateRoleName), which applyCertificateRoles has
+// written again under the new name where they are still needed.
 func (c *clients) deleteCertificateRoles(ctx context.Context, gw routing.ObjectRef, keep map[string][]string) error {
-	name := gwruntime.CertificateRoleName(gw)
+	current, legacy := gwruntime.CertificateRoleName(gw), gwruntime.LegacyCertificateRoleName(gw)
 	sel := metav1.FormatLabelSelector(metav1.SetAsLabelSelector(runtimeLabels(gw)))
 	rbs, err := c.kube.RbacV1().RoleBindings(metav1.NamespaceAll).List(ctx, metav1.ListOptions{LabelSelector: sel})
 	if err != nil {
 		return fmt.Errorf("list the RoleBindings of gateway %s: %w", gw, err)
 	}
 	for _, rb := range rbs.Items {
-		if _, ok := keep[rb.Namespace]; ok || rb.Name != name || rb.Namespace == gw.Namespace {
+		name := rb.Name
+		switch _, kept := keep[rb.Namespace]; {
+		case rb.Namespace == gw.Namespace:
+			continue
+		case name == current:
+			if kept {
+				continue
+			}
+		case name != legacy:
 			continue
 		}
 		if err := c.kube.RbacV1().RoleBindings(rb.Namespace).Delete(ctx, name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &rb.UID}}); err != nil && !apierrors.IsNotFound(err) {

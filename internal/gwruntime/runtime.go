@@ -152,8 +152,24 @@ const AuthDelegatorClusterRole = "system:auth-delegator"
 
 // CertificateRoleName is the Role (and its RoleBinding) in another
 // namespace than gw's that lets gw's chaperone read the certificate
-// Secrets its HTTPS listeners reference there (CertificateRules).
+// Secrets its HTTPS listeners (and its ListenerSets') reference there
+// (CertificateRules): "varnishgw-certs-<namespace>.<name>", which no other
+// gateway's namespace and name can give (a namespace has no dot), or, when
+// that is too long, a readable prefix cut to fit plus a hash of namespace
+// and name.
 func CertificateRoleName(gw routing.ObjectRef) string {
+	const prefix = "varnishgw-certs-"
+	if n := prefix + gw.Namespace + "." + gw.Name; len(validation.IsDNS1123Subdomain(n)) == 0 {
+		return n
+	}
+	return hashedName(prefix, gw.Namespace+"."+gw.Name, 253)
+}
+
+// LegacyCertificateRoleName is the name earlier releases gave
+// CertificateRoleName: "varnishgw-certs-<namespace>-<name>", the same for
+// the gateways a-b/c and a/b-c, which then shared one Role. The provider
+// deletes such Roles once it has written those of this release.
+func LegacyCertificateRoleName(gw routing.ObjectRef) string {
 	return hashedName("varnishgw-certs-", gw.Namespace+"-"+gw.Name, 253)
 }
 

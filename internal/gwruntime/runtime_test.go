@@ -71,12 +71,45 @@ func TestCertificateRules(t *testing.T) {
 			t.Errorf("a rule grants every Secret: %+v", r)
 		}
 	}
-	n := CertificateRoleName(routing.ObjectRef{Namespace: "edge", Name: "public"})
-	if n != "varnishgw-certs-edge-public" {
-		t.Errorf("CertificateRoleName = %q", n)
+}
+
+func TestCertificateRoleName(t *testing.T) {
+	long := strings.Repeat("a.", 120) + "b"
+	tests := []struct {
+		gw     routing.ObjectRef
+		want   string // prefix
+		legacy string // exact; "" for not checked
+	}{
+		{routing.ObjectRef{Namespace: "edge", Name: "public"}, "varnishgw-certs-edge.public", "varnishgw-certs-edge-public"},
+		{routing.ObjectRef{Namespace: "a-b", Name: "c"}, "varnishgw-certs-a-b.c", "varnishgw-certs-a-b-c"},
+		{routing.ObjectRef{Namespace: "a", Name: "b-c"}, "varnishgw-certs-a.b-c", "varnishgw-certs-a-b-c"},
+		{routing.ObjectRef{Namespace: "edge", Name: "with.dots"}, "varnishgw-certs-edge.with.dots", ""},
+		{routing.ObjectRef{Namespace: "edge", Name: long}, "varnishgw-certs-edge-a-a-a-", ""},
 	}
-	if errs := validation.IsDNS1123Subdomain(CertificateRoleName(routing.ObjectRef{Namespace: "edge", Name: strings.Repeat("a.", 100) + "b"})); len(errs) > 0 {
-		t.Errorf("CertificateRoleName of a long name: %v", errs)
+	seen := map[string]routing.ObjectRef{}
+	for _, tt := range tests {
+		t.Run(tt.gw.String(), func(t *testing.T) {
+			n := CertificateRoleName(tt.gw)
+			if !strings.HasPrefix(n, tt.want) {
+				t.Errorf("CertificateRoleName = %q, want prefix %q", n, tt.want)
+			}
+			if other, ok := seen[n]; ok {
+				t.Errorf("gateways %s and %s share the certificate Role %s", other, tt.gw, n)
+			}
+			seen[n] = tt.gw
+			legacy := LegacyCertificateRoleName(tt.gw)
+			if tt.legacy != "" && legacy != tt.legacy {
+				t.Errorf("LegacyCertificateRoleName = %q, want %q (the name earlier releases wrote)", legacy, tt.legacy)
+			}
+			if legacy == n {
+				t.Errorf("the new name %s is the legacy one", n)
+			}
+			for _, name := range []string{n, legacy} {
+				if errs := validation.IsDNS1123Subdomain(name); len(errs) > 0 {
+					t.Errorf("%s: %v", name, errs)
+				}
+			}
+		})
 	}
 }
 
