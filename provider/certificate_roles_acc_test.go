@@ -33,21 +33,7 @@ func TestAccGatewayCertificateRoleUpgrade(t *testing.T) {
 	t.Cleanup(func() { _ = cp.Gateway.GatewayV1().GatewayClasses().Delete(ctx, class, metav1.DeleteOptions{}) })
 	gw := routing.ObjectRef{Namespace: ns, Name: "edge"}
 	current, legacy := gwruntime.CertificateRoleName(gw), gwruntime.LegacyCertificateRoleName(gw)
-	shop := fmt.Sprintf(`
-  listener {
-    name     = "shop"
-    port     = 443
-    protocol = "HTTPS"
-    hostname = "shop.example.com"
-    tls {
-      certificate_ref {
-        name      = "shared"
-        namespace = %q
-      }
-    }
-  }
-`, certs)
-	withShop := gatewayConfig(cp, ns, class, "", listenerHCL("http", 8080)+shop)
+	withShop := gatewayConfig(cp, ns, class, "", listenerHCL("http", 8080)+shopListenerHCL(certs))
 	withoutShop := gatewayConfig(cp, ns, class, "", listenerHCL("http", 8080))
 
 	exists := func(name string) error {
