@@ -18,32 +18,13 @@ import (
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/gwruntime"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/routing"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/testing/testenv"
-	"github.com/varnishgw/terraform-provider-varnishgw/internal/testing/tfcli"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/varnish/varnishd/varnishdtest"
 )
 
-// cacheHCL is a gateway with a cache policy and one route; %[1]s is the
-// namespace, %[2]d the listener port, %[3]s the class name and %[4]s the
-// route rule's extra blocks.
+// cacheHCL is a gateway with a cache policy and one route, after
+// classHCL("cache", ...); %[1]s is the namespace, %[2]d the listener port,
+// %[3]s the route rule's extra blocks and %[4]s further resources.
 const cacheHCL = `
-terraform {
-  required_providers {
-    varnishgw = { source = "varnishgw/varnishgw" }
-  }
-}
-
-variable "kubeconfig" { type = string }
-
-provider "varnishgw" {
-  config_path = var.kubeconfig
-}
-
-resource "varnishgw_gateway_class" "cache" {
-  name                 = %[3]q
-  parameters_namespace = %[1]q
-  image                = "localhost/varnishgw/gateway:test"
-}
-
 resource "varnishgw_gateway" "cache" {
   namespace          = %[1]q
   name               = "cache"
@@ -75,11 +56,11 @@ resource "varnishgw_http_route" "www" {
       name = "web"
       port = 80
     }
-    %[4]s
+    %[3]s
   }
 }
 
-%[5]s
+%[4]s
 `
 
 // purgeHCL purges /page of www.cache.test on every pod of the gateway;
@@ -132,24 +113,17 @@ func TestCachingDay(t *testing.T) {
 	dir := varnishdtest.Dir(t)
 	listen := varnishdtest.FreeAddr(t)
 	port := varnishdtest.Port(t, listen)
-	tf, err := tfcli.New(ctx, tfcli.Options{Dir: t.TempDir(), ProviderDir: providerDir(t)})
-	if err != nil {
-		t.Fatal(err)
-	}
+	tf := newWorkspace(ctx, t, cp)
 	class := "cache-" + ns
 	write := func(rule, more string) {
 		t.Helper()
-		if err := tf.WriteFile("main.tf", fmt.Sprintf(cacheHCL, ns, port, class, rule, more)); err != nil {
+		if err := tf.WriteFile("main.tf", classHCL("cache", ns, class)+fmt.Sprintf(cacheHCL, ns, port, rule, more)); err != nil {
 			t.Fatal(err)
 		}
 	}
 	run := func(args ...string) string {
 		t.Helper()
-		args = append(args, "-no-color", "-input=false", "-var", "kubeconfig="+cp.Kubeconfig)
-		if args[0] != "plan" {
-			args = append(args, "-auto-approve")
-		}
-		out, err := tf.Run(ctx, args...)
+		out, err := tf.run(ctx, args...)
 		if err != nil {
 			t.Fatalf("terraform %s: %v\n%s", args[0], err, out)
 		}

@@ -16,32 +16,13 @@ import (
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/gwruntime"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/routing"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/testing/testenv"
-	"github.com/varnishgw/terraform-provider-varnishgw/internal/testing/tfcli"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/varnish/varnishd/varnishdtest"
 )
 
-// dayHCL is the platform team's configuration; %[1]s is the namespace,
-// %[2]d the listener port, %[3]s the class name and %[5]s the routes
+// dayHCL is the platform team's gateway, after classHCL("day", ...);
+// %[1]s is the namespace, %[2]d the listener port and %[3]s the routes
 // (edited during the day).
 const dayHCL = `
-terraform {
-  required_providers {
-    varnishgw = { source = "varnishgw/varnishgw" }
-  }
-}
-
-variable "kubeconfig" { type = string }
-
-provider "varnishgw" {
-  config_path = var.kubeconfig
-}
-
-resource "varnishgw_gateway_class" "day" {
-  name                 = %[3]q
-  parameters_namespace = %[1]q
-  image                = "localhost/varnishgw/gateway:test"
-}
-
 resource "varnishgw_gateway" "day" {
   namespace          = %[1]q
   name               = "day"
@@ -55,7 +36,7 @@ resource "varnishgw_gateway" "day" {
   }
 }
 
-%[5]s
+%[3]s
 `
 
 const wwwRoute = `
@@ -164,14 +145,11 @@ func TestPlatformTeamDay(t *testing.T) {
 	dir := varnishdtest.Dir(t)
 	listen := varnishdtest.FreeAddr(t)
 	port := varnishdtest.Port(t, listen)
-	tf, err := tfcli.New(ctx, tfcli.Options{Dir: t.TempDir(), ProviderDir: providerDir(t)})
-	if err != nil {
-		t.Fatal(err)
-	}
+	tf := newWorkspace(ctx, t, cp)
 	class := "day-" + ns
 	write := func(resources string) {
 		t.Helper()
-		if err := tf.WriteFile("main.tf", fmt.Sprintf(dayHCL, ns, port, class, "", resources)); err != nil {
+		if err := tf.WriteFile("main.tf", classHCL("day", ns, class)+fmt.Sprintf(dayHCL, ns, port, resources)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -181,13 +159,7 @@ func TestPlatformTeamDay(t *testing.T) {
 	}
 	webRule := rule("web")
 	write(routes(webRule))
-	run := func(args ...string) (string, error) {
-		args = append(args, "-no-color", "-input=false", "-var", "kubeconfig="+cp.Kubeconfig)
-		if args[0] != "plan" {
-			args = append(args, "-auto-approve")
-		}
-		return tf.Run(ctx, args...)
-	}
+	run := func(args ...string) (string, error) { return tf.run(ctx, args...) }
 	mustRun := func(args ...string) string {
 		t.Helper()
 		out, err := run(args...)

@@ -20,39 +20,20 @@ import (
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/gwruntime"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/routing"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/testing/testenv"
-	"github.com/varnishgw/terraform-provider-varnishgw/internal/testing/tfcli"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/varnish/varnishd/varnishdtest"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/vgwapi"
 )
 
-// endpointHCL is a gateway with the invalidation endpoint; %[1]s is the
-// namespace, %[2]d the listener port, %[3]s the class name and %[4]d the
-// endpoint's port.
+// endpointHCL is a gateway with the invalidation endpoint, after
+// classHCL("c", ...); %[1]s is the namespace, %[2]d the listener port and
+// %[3]d the endpoint's port.
 const endpointHCL = `
-terraform {
-  required_providers {
-    varnishgw = { source = "varnishgw/varnishgw" }
-  }
-}
-
-variable "kubeconfig" { type = string }
-
-provider "varnishgw" {
-  config_path = var.kubeconfig
-}
-
-resource "varnishgw_gateway_class" "c" {
-  name                 = %[3]q
-  parameters_namespace = %[1]q
-  image                = "localhost/varnishgw/gateway:test"
-}
-
 resource "varnishgw_gateway" "g" {
   namespace                  = %[1]q
   name                       = "edge"
   gateway_class_name         = varnishgw_gateway_class.c.name
   wait_for_rollout           = false
-  invalidation_endpoint_port = %[4]d
+  invalidation_endpoint_port = %[3]d
 
   listener {
     name     = "http"
@@ -78,18 +59,14 @@ func TestInvalidationEndpointFromTerraform(t *testing.T) {
 	listenPort := varnishdtest.Port(t, varnishdtest.FreeAddr(t))
 	endpointPort := varnishdtest.Port(t, varnishdtest.FreeAddr(t))
 
-	tf, err := tfcli.New(ctx, tfcli.Options{Dir: t.TempDir(), ProviderDir: providerDir(t)})
-	if err != nil {
-		t.Fatal(err)
-	}
+	tf := newWorkspace(ctx, t, cp)
 	run := func(args ...string) {
 		t.Helper()
-		args = append(args, "-no-color", "-input=false", "-auto-approve", "-var", "kubeconfig="+cp.Kubeconfig)
-		if out, err := tf.Run(ctx, args...); err != nil {
+		if out, err := tf.run(ctx, args...); err != nil {
 			t.Fatalf("terraform %s: %v\n%s", args[0], err, out)
 		}
 	}
-	if err := tf.WriteFile("main.tf", fmt.Sprintf(endpointHCL, ns, listenPort, "endpoint-"+ns, endpointPort)); err != nil {
+	if err := tf.WriteFile("main.tf", classHCL("c", ns, "endpoint-"+ns)+fmt.Sprintf(endpointHCL, ns, listenPort, endpointPort)); err != nil {
 		t.Fatal(err)
 	}
 	run("apply")

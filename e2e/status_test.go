@@ -16,7 +16,6 @@ import (
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/gwruntime"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/routing"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/testing/testenv"
-	"github.com/varnishgw/terraform-provider-varnishgw/internal/testing/tfcli"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/varnish/varnishd/varnishdtest"
 )
 
@@ -74,10 +73,7 @@ func TestStatusFromTerraform(t *testing.T) {
 	}
 	dir := varnishdtest.Dir(t)
 	port := varnishdtest.Port(t, varnishdtest.FreeAddr(t))
-	tf, err := tfcli.New(ctx, tfcli.Options{Dir: t.TempDir(), ProviderDir: providerDir(t)})
-	if err != nil {
-		t.Fatal(err)
-	}
+	tf := newWorkspace(ctx, t, cp)
 	class := "status-" + ns
 	apply := func(routes ...string) {
 		t.Helper()
@@ -85,15 +81,15 @@ func TestStatusFromTerraform(t *testing.T) {
 		for _, r := range routes {
 			hcl += fmt.Sprintf(statusRoute, ns, r)
 		}
-		if err := tf.WriteFile("main.tf", fmt.Sprintf(dayHCL, ns, port, class, "", hcl)); err != nil {
+		if err := tf.WriteFile("main.tf", classHCL("day", ns, class)+fmt.Sprintf(dayHCL, ns, port, hcl)); err != nil {
 			t.Fatal(err)
 		}
-		if out, err := tf.Run(ctx, "apply", "-no-color", "-input=false", "-auto-approve", "-var", "kubeconfig="+cp.Kubeconfig); err != nil {
+		if out, err := tf.run(ctx, "apply"); err != nil {
 			t.Fatalf("%v\n%s", err, out)
 		}
 	}
 	t.Cleanup(func() {
-		_, _ = tf.Run(context.Background(), "destroy", "-no-color", "-input=false", "-auto-approve", "-var", "kubeconfig="+cp.Kubeconfig)
+		_, _ = tf.run(context.Background(), "destroy")
 	})
 	apply("www")
 

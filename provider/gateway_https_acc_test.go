@@ -71,14 +71,10 @@ func tlsSecret(t *testing.T, ns, name, host string) (*corev1.Secret, string) {
 	}, keyPEM
 }
 
-// httpsConfig is a class and a gateway "edge" in ns with an HTTP listener,
-// an HTTPS listener for www.example.com with the Secrets www-cert and
-// api-cert of ns, and, with cross, an HTTPS listener for shop.example.com
-// with the Secret shared of namespace certs.
-func httpsConfig(cp *testenv.ControlPlane, ns, certs, class, extra string, cross bool) string {
-	shop := ""
-	if cross {
-		shop = fmt.Sprintf(`
+// shopListenerHCL is the HTTPS listener "shop" whose certificate is the
+// Secret shared of namespace certs.
+func shopListenerHCL(certs string) string {
+	return fmt.Sprintf(`
   listener {
     name     = "shop"
     port     = 443
@@ -92,6 +88,16 @@ func httpsConfig(cp *testenv.ControlPlane, ns, certs, class, extra string, cross
     }
   }
 `, certs)
+}
+
+// httpsConfig is a class and a gateway "edge" in ns with an HTTP listener,
+// an HTTPS listener for www.example.com with the Secrets www-cert and
+// api-cert of ns, and, with cross, an HTTPS listener for shop.example.com
+// with the Secret shared of namespace certs.
+func httpsConfig(cp *testenv.ControlPlane, ns, certs, class, extra string, cross bool) string {
+	shop := ""
+	if cross {
+		shop = shopListenerHCL(certs)
 	}
 	return tfcli.RequiredProviders + gatewayConfig(cp, ns, class, "", `
   listener {

@@ -709,7 +709,7 @@ func (c *clients) applyListenerSetStatusRoles(ctx context.Context, s *runtimeSpe
 			return fmt.Errorf("apply RoleBinding %s/%s: %w", ns, name, err)
 		}
 	}
-	return c.deleteGatewayRoles(ctx, s.gw, name, func(ns string) bool { _, ok := want[ns]; return ok })
+	return c.deleteGatewayRoles(ctx, s.gw, func(n, ns string) bool { _, ok := want[ns]; return n == name && !ok })
 }
 
 // applyCertificateRoles writes, in each other namespace than the
@@ -746,25 +746,32 @@ func (c *clients) applyCertificateRoles(ctx context.Context, s *runtimeSpec) err
 }
 
 // deleteCertificateRoles deletes the gateway's certificate Roles and
-// RoleBindings (applyCertificateRoles) in the namespaces not in keep.
+// RoleBindings (applyCertificateRoles) in the namespaces not in keep, and
+// in every namespace those of the name earlier releases gave them
+// (gwruntime.LegacyCertificateRoleName), which applyCertificateRoles has
+// written again under the new name where they are still needed.
 func (c *clients) deleteCertificateRoles(ctx context.Context, gw routing.ObjectRef, keep map[string][]string) error {
-	return c.deleteGatewayRoles(ctx, gw, gwruntime.CertificateRoleName(gw), func(ns string) bool {
-		_, ok := keep[ns]
-		return ok || ns == gw.Namespace // there, the gateway's own Role grants the Secrets
+	current, legacy := gwruntime.CertificateRoleName(gw), gwruntime.LegacyCertificateRoleName(gw)
+	return c.deleteGatewayRoles(ctx, gw, func(name, ns string) bool {
+		if ns == gw.Namespace {
+			return false // there, the gateway's own Role grants the Secrets
+		}
+		_, kept := keep[ns]
+		return name == current && !kept || name == legacy
 	})
 }
 
-// deleteGatewayRoles deletes the gateway's Roles and RoleBindings named
-// name, found by the gateway's runtime labels, in the namespaces for
-// which keep is false.
-func (c *clients) deleteGatewayRoles(ctx context.Context, gw routing.ObjectRef, name string, keep func(ns string) bool) error {
+// deleteGatewayRoles deletes the gateway's Roles and RoleBindings, found
+// by the gateway's runtime labels, whose name and namespace drop accepts.
+func (c *clients) deleteGatewayRoles(ctx context.Context, gw routing.ObjectRef, drop func(name, ns string) bool) error {
 	sel := metav1.FormatLabelSelector(metav1.SetAsLabelSelector(runtimeLabels(gw)))
 	rbs, err := c.kube.RbacV1().RoleBindings(metav1.NamespaceAll).List(ctx, metav1.ListOptions{LabelSelector: sel})
 	if err != nil {
 		return fmt.Errorf("list the RoleBindings of gateway %s: %w", gw, err)
 	}
 	for _, rb := range rbs.Items {
-		if rb.Name != name || keep(rb.Namespace) {
+		name := rb.Name
+		if !drop(name, rb.Namespace) {
 			continue
 		}
 		if err := c.kube.RbacV1().RoleBindings(rb.Namespace).Delete(ctx, name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &rb.UID}}); err != nil && !apierrors.IsNotFound(err) {
@@ -1288,7 +1295,7 @@ func (c *clients) deleteRuntime(ctx context.Context, gw routing.ObjectRef) error
 	if err := c.deleteCertificateRoles(ctx, gw, nil); err != nil {
 		return err
 	}
-	if err := c.deleteGatewayRoles(ctx, gw, gwruntime.ListenerSetStatusRoleName(gw), func(string) bool { return false }); err != nil {
+	if err := c.deleteGatewayRoles(ctx, gw, func(n, _ string) bool { return n == gwruntime.ListenerSetStatusRoleName(gw) }); err != nil {
 		return err
 	}
 	if err := c.deleteInvalidateAuthBinding(ctx, gw); err != nil {

@@ -459,7 +459,8 @@ func (c *clients) writeBackendBindings(ctx context.Context, route *gatewayv1.HTT
 }
 
 // pruneBackendBindings deletes the RoleBindings of route for gw in every
-// namespace not in keep, if they are the ones the route wrote.
+// namespace not in keep, if they are the ones the route wrote, and those
+// an earlier release wrote under the legacy name in every namespace.
 func (c *clients) pruneBackendBindings(ctx context.Context, gw, route routing.ObjectRef, keep map[string]bool) error {
 	name := gwruntime.BackendRoleBindingName(gw, route)
 	list, err := c.kube.RbacV1().RoleBindings("").List(ctx, metav1.ListOptions{
@@ -478,7 +479,7 @@ func (c *clients) pruneBackendBindings(ctx context.Context, gw, route routing.Ob
 			return fmt.Errorf("delete RoleBinding %s/%s: %w", rb.Namespace, rb.Name, err)
 		}
 	}
-	return nil
+	return c.pruneLegacyBackendBindings(ctx, gw, route)
 }
 
 // classExternalNames reports whether a varnishgw GatewayClass allows

@@ -64,6 +64,7 @@ var (
 	gatewayIdentity      = objectIdentity{kind: "Gateway", resource: "gateway", namespaced: true}
 	httpRouteIdentity    = objectIdentity{kind: "HTTPRoute", resource: "http_route", namespaced: true}
 	gatewayClassIdentity = objectIdentity{kind: "GatewayClass", resource: "gateway_class"}
+	listenerSetIdentity  = objectIdentity{kind: "ListenerSet", resource: "listener_set", namespaced: true}
 )
 
 func (o objectIdentity) schema() identityschema.Schema {
@@ -145,140 +146,99 @@ func (o objectIdentity) importID(ctx context.Context, req resource.ImportStateRe
 	return namespace.ValueString() + "/" + name.ValueString()
 }
 
+// withIdentity is the identity half of each decorator below: its
+// IdentitySchema, and Create, Read, Update and ImportState that run those
+// of the wrapped resource (inner) and then set the identity (or, for
+// ImportState, first turn an identity into an ID).
+//
+// A decorator embeds withIdentity and, one level deeper (in a struct that
+// embeds the resource), the resource itself: Go promotes the shallower of
+// two methods of one name, so these five are withIdentity's, and every
+// other method of the resource (Metadata, Schema, Delete and the optional
+// interfaces it implements, no more) is the resource's own.
+type withIdentity struct {
+	id    objectIdentity
+	inner resource.ResourceWithImportState
+}
+
+func (w withIdentity) IdentitySchema(_ context.Context, _ resource.IdentitySchemaRequest, resp *resource.IdentitySchemaResponse) {
+	resp.IdentitySchema = w.id.schema()
+}
+
+func (w withIdentity) Create(ctx context.Context, req resource.CreateRequest, resp *resource.CreateResponse) {
+	w.inner.Create(ctx, req, resp)
+	w.id.set(ctx, resp.State, tfsdk.State{}, resp.Identity, &resp.Diagnostics)
+}
+
+func (w withIdentity) Read(ctx context.Context, req resource.ReadRequest, resp *resource.ReadResponse) {
+	w.inner.Read(ctx, req, resp)
+	w.id.set(ctx, resp.State, req.State, resp.Identity, &resp.Diagnostics)
+}
+
+func (w withIdentity) Update(ctx context.Context, req resource.UpdateRequest, resp *resource.UpdateResponse) {
+	w.inner.Update(ctx, req, resp)
+	w.id.set(ctx, resp.State, req.State, resp.Identity, &resp.Diagnostics)
+}
+
+func (w withIdentity) ImportState(ctx context.Context, req resource.ImportStateRequest, resp *resource.ImportStateResponse) {
+	if req.ID = w.id.importID(ctx, req, &resp.Diagnostics); resp.Diagnostics.HasError() {
+		return
+	}
+	w.inner.ImportState(ctx, req, resp)
+}
+
 // gatewayWithIdentity is varnishgw_gateway with its identity.
-type gatewayWithIdentity struct{ *gatewayResource }
+type gatewayWithIdentity struct {
+	withIdentity
+	gatewayOwn
+}
+
+type gatewayOwn struct{ *gatewayResource }
 
 // NewGatewayResourceWithIdentity is varnishgw_gateway as the provider serves it.
 func NewGatewayResourceWithIdentity() resource.Resource {
-	return gatewayWithIdentity{NewGatewayResource().(*gatewayResource)}
-}
-
-func (r gatewayWithIdentity) IdentitySchema(_ context.Context, _ resource.IdentitySchemaRequest, resp *resource.IdentitySchemaResponse) {
-	resp.IdentitySchema = gatewayIdentity.schema()
-}
-
-func (r gatewayWithIdentity) Create(ctx context.Context, req resource.CreateRequest, resp *resource.CreateResponse) {
-	r.gatewayResource.Create(ctx, req, resp)
-	gatewayIdentity.set(ctx, resp.State, tfsdk.State{}, resp.Identity, &resp.Diagnostics)
-}
-
-func (r gatewayWithIdentity) Read(ctx context.Context, req resource.ReadRequest, resp *resource.ReadResponse) {
-	r.gatewayResource.Read(ctx, req, resp)
-	gatewayIdentity.set(ctx, resp.State, req.State, resp.Identity, &resp.Diagnostics)
-}
-
-func (r gatewayWithIdentity) Update(ctx context.Context, req resource.UpdateRequest, resp *resource.UpdateResponse) {
-	r.gatewayResource.Update(ctx, req, resp)
-	gatewayIdentity.set(ctx, resp.State, req.State, resp.Identity, &resp.Diagnostics)
-}
-
-func (r gatewayWithIdentity) ImportState(ctx context.Context, req resource.ImportStateRequest, resp *resource.ImportStateResponse) {
-	if req.ID = gatewayIdentity.importID(ctx, req, &resp.Diagnostics); resp.Diagnostics.HasError() {
-		return
-	}
-	r.gatewayResource.ImportState(ctx, req, resp)
+	r := NewGatewayResource().(*gatewayResource)
+	return gatewayWithIdentity{withIdentity{gatewayIdentity, r}, gatewayOwn{r}}
 }
 
 // httpRouteWithIdentity is varnishgw_http_route with its identity.
-type httpRouteWithIdentity struct{ *httpRouteResource }
+type httpRouteWithIdentity struct {
+	withIdentity
+	httpRouteOwn
+}
+
+type httpRouteOwn struct{ *httpRouteResource }
 
 // NewHTTPRouteResourceWithIdentity is varnishgw_http_route as the provider serves it.
 func NewHTTPRouteResourceWithIdentity() resource.Resource {
-	return httpRouteWithIdentity{NewHTTPRouteResource().(*httpRouteResource)}
-}
-
-func (r httpRouteWithIdentity) IdentitySchema(_ context.Context, _ resource.IdentitySchemaRequest, resp *resource.IdentitySchemaResponse) {
-	resp.IdentitySchema = httpRouteIdentity.schema()
-}
-
-func (r httpRouteWithIdentity) Create(ctx context.Context, req resource.CreateRequest, resp *resource.CreateResponse) {
-	r.httpRouteResource.Create(ctx, req, resp)
-	httpRouteIdentity.set(ctx, resp.State, tfsdk.State{}, resp.Identity, &resp.Diagnostics)
-}
-
-func (r httpRouteWithIdentity) Read(ctx context.Context, req resource.ReadRequest, resp *resource.ReadResponse) {
-	r.httpRouteResource.Read(ctx, req, resp)
-	httpRouteIdentity.set(ctx, resp.State, req.State, resp.Identity, &resp.Diagnostics)
-}
-
-func (r httpRouteWithIdentity) Update(ctx context.Context, req resource.UpdateRequest, resp *resource.UpdateResponse) {
-	r.httpRouteResource.Update(ctx, req, resp)
-	httpRouteIdentity.set(ctx, resp.State, req.State, resp.Identity, &resp.Diagnostics)
-}
-
-func (r httpRouteWithIdentity) ImportState(ctx context.Context, req resource.ImportStateRequest, resp *resource.ImportStateResponse) {
-	if req.ID = httpRouteIdentity.importID(ctx, req, &resp.Diagnostics); resp.Diagnostics.HasError() {
-		return
-	}
-	r.httpRouteResource.ImportState(ctx, req, resp)
+	r := NewHTTPRouteResource().(*httpRouteResource)
+	return httpRouteWithIdentity{withIdentity{httpRouteIdentity, r}, httpRouteOwn{r}}
 }
 
 // gatewayClassWithIdentity is varnishgw_gateway_class with its identity.
-type gatewayClassWithIdentity struct{ *gatewayClassResource }
+type gatewayClassWithIdentity struct {
+	withIdentity
+	gatewayClassOwn
+}
+
+type gatewayClassOwn struct{ *gatewayClassResource }
 
 // NewGatewayClassResourceWithIdentity is varnishgw_gateway_class as the provider serves it.
 func NewGatewayClassResourceWithIdentity() resource.Resource {
-	return gatewayClassWithIdentity{NewGatewayClassResource().(*gatewayClassResource)}
-}
-
-func (r gatewayClassWithIdentity) IdentitySchema(_ context.Context, _ resource.IdentitySchemaRequest, resp *resource.IdentitySchemaResponse) {
-	resp.IdentitySchema = gatewayClassIdentity.schema()
-}
-
-func (r gatewayClassWithIdentity) Create(ctx context.Context, req resource.CreateRequest, resp *resource.CreateResponse) {
-	r.gatewayClassResource.Create(ctx, req, resp)
-	gatewayClassIdentity.set(ctx, resp.State, tfsdk.State{}, resp.Identity, &resp.Diagnostics)
-}
-
-func (r gatewayClassWithIdentity) Read(ctx context.Context, req resource.ReadRequest, resp *resource.ReadResponse) {
-	r.gatewayClassResource.Read(ctx, req, resp)
-	gatewayClassIdentity.set(ctx, resp.State, req.State, resp.Identity, &resp.Diagnostics)
-}
-
-func (r gatewayClassWithIdentity) Update(ctx context.Context, req resource.UpdateRequest, resp *resource.UpdateResponse) {
-	r.gatewayClassResource.Update(ctx, req, resp)
-	gatewayClassIdentity.set(ctx, resp.State, req.State, resp.Identity, &resp.Diagnostics)
-}
-
-func (r gatewayClassWithIdentity) ImportState(ctx context.Context, req resource.ImportStateRequest, resp *resource.ImportStateResponse) {
-	if req.ID = gatewayClassIdentity.importID(ctx, req, &resp.Diagnostics); resp.Diagnostics.HasError() {
-		return
-	}
-	r.gatewayClassResource.ImportState(ctx, req, resp)
+	r := NewGatewayClassResource().(*gatewayClassResource)
+	return gatewayClassWithIdentity{withIdentity{gatewayClassIdentity, r}, gatewayClassOwn{r}}
 }
 
 // listenerSetWithIdentity is varnishgw_listener_set with its identity.
-type listenerSetWithIdentity struct{ *listenerSetResource }
+type listenerSetWithIdentity struct {
+	withIdentity
+	listenerSetOwn
+}
 
-var listenerSetIdentity = objectIdentity{kind: "ListenerSet", resource: "listener_set", namespaced: true}
+type listenerSetOwn struct{ *listenerSetResource }
 
 // NewListenerSetResourceWithIdentity is varnishgw_listener_set as the provider serves it.
 func NewListenerSetResourceWithIdentity() resource.Resource {
-	return listenerSetWithIdentity{NewListenerSetResource().(*listenerSetResource)}
-}
-
-func (r listenerSetWithIdentity) IdentitySchema(_ context.Context, _ resource.IdentitySchemaRequest, resp *resource.IdentitySchemaResponse) {
-	resp.IdentitySchema = listenerSetIdentity.schema()
-}
-
-func (r listenerSetWithIdentity) Create(ctx context.Context, req resource.CreateRequest, resp *resource.CreateResponse) {
-	r.listenerSetResource.Create(ctx, req, resp)
-	listenerSetIdentity.set(ctx, resp.State, tfsdk.State{}, resp.Identity, &resp.Diagnostics)
-}
-
-func (r listenerSetWithIdentity) Read(ctx context.Context, req resource.ReadRequest, resp *resource.ReadResponse) {
-	r.listenerSetResource.Read(ctx, req, resp)
-	listenerSetIdentity.set(ctx, resp.State, req.State, resp.Identity, &resp.Diagnostics)
-}
-
-func (r listenerSetWithIdentity) Update(ctx context.Context, req resource.UpdateRequest, resp *resource.UpdateResponse) {
-	r.listenerSetResource.Update(ctx, req, resp)
-	listenerSetIdentity.set(ctx, resp.State, req.State, resp.Identity, &resp.Diagnostics)
-}
-
-func (r listenerSetWithIdentity) ImportState(ctx context.Context, req resource.ImportStateRequest, resp *resource.ImportStateResponse) {
-	if req.ID = listenerSetIdentity.importID(ctx, req, &resp.Diagnostics); resp.Diagnostics.HasError() {
-		return
-	}
-	r.listenerSetResource.ImportState(ctx, req, resp)
+	r := NewListenerSetResource().(*listenerSetResource)
+	return listenerSetWithIdentity{withIdentity{listenerSetIdentity, r}, listenerSetOwn{r}}
 }

@@ -118,3 +118,47 @@ func TestListConfigValidators(t *testing.T) {
 		})
 	}
 }
+
+// TestIdentityKeepsInterfaces: each decorator implements exactly the
+// optional interfaces of the resource it wraps (the framework calls
+// ModifyPlan, UpgradeState and the others only on resources that have
+// them), plus the identity, and its methods are the resource's own except
+// the five the identity wraps.
+func TestIdentityKeepsInterfaces(t *testing.T) {
+	optional := map[string]func(any) bool{
+		"Configure":        func(r any) bool { _, ok := r.(fwresource.ResourceWithConfigure); return ok },
+		"ConfigValidators": func(r any) bool { _, ok := r.(fwresource.ResourceWithConfigValidators); return ok },
+		"ImportState":      func(r any) bool { _, ok := r.(fwresource.ResourceWithImportState); return ok },
+		"ModifyPlan":       func(r any) bool { _, ok := r.(fwresource.ResourceWithModifyPlan); return ok },
+		"MoveState":        func(r any) bool { _, ok := r.(fwresource.ResourceWithMoveState); return ok },
+		"UpgradeState":     func(r any) bool { _, ok := r.(fwresource.ResourceWithUpgradeState); return ok },
+		"ValidateConfig":   func(r any) bool { _, ok := r.(fwresource.ResourceWithValidateConfig); return ok },
+		"UpgradeIdentity":  func(r any) bool { _, ok := r.(fwresource.ResourceWithUpgradeIdentity); return ok },
+	}
+	for _, tc := range []struct {
+		name               string
+		wrapped, decorated fwresource.Resource
+	}{
+		{"gateway", NewGatewayResource(), NewGatewayResourceWithIdentity()},
+		{"http route", NewHTTPRouteResource(), NewHTTPRouteResourceWithIdentity()},
+		{"gateway class", NewGatewayClassResource(), NewGatewayClassResourceWithIdentity()},
+		{"listener set", NewListenerSetResource(), NewListenerSetResourceWithIdentity()},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			for name, has := range optional {
+				if has(tc.wrapped) != has(tc.decorated) {
+					t.Errorf("%s: the resource has it: %v, the decorator: %v", name, has(tc.wrapped), has(tc.decorated))
+				}
+			}
+			if _, ok := tc.decorated.(fwresource.ResourceWithIdentity); !ok {
+				t.Error("the decorator has no identity")
+			}
+			var want, got fwresource.MetadataResponse
+			tc.wrapped.Metadata(context.Background(), fwresource.MetadataRequest{ProviderTypeName: "varnishgw"}, &want)
+			tc.decorated.Metadata(context.Background(), fwresource.MetadataRequest{ProviderTypeName: "varnishgw"}, &got)
+			if want.TypeName != got.TypeName || got.TypeName == "" {
+				t.Errorf("type name %q, want the resource's %q", got.TypeName, want.TypeName)
+			}
+		})
+	}
+}

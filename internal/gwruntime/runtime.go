@@ -51,9 +51,20 @@ func BackendClusterRoleName(gw routing.ObjectRef) string {
 
 // BackendRoleBindingName is the RoleBinding route writes in each namespace
 // its backends live in, binding BackendClusterRoleName(gw) to gw's
-// ServiceAccount there. One per (gateway, route), so no two routes write
-// the same object.
-func BackendRoleBindingName(gw, route routing.ObjectRef) string { return FragmentName(gw, route) }
+// ServiceAccount there: "vgw-backends-" plus a readable
+// gateway-namespace, gateway, route-namespace and route part, cut to fit,
+// plus a hash of all four. One per (gateway, route): the binding lives in
+// the backends' namespace, not the Gateway's, so two Gateways of one name
+// in different namespaces must not share it.
+func BackendRoleBindingName(gw, route routing.ObjectRef) string {
+	return perRouteName("vgw-backends-", gw, route, gw.Namespace+"-"+gw.Name+"-"+route.Namespace+"-"+route.Name)
+}
+
+// LegacyBackendRoleBindingName is the name earlier releases gave
+// BackendRoleBindingName: FragmentName(gw, route), which leaves out the
+// Gateway's namespace. The provider deletes such bindings once it has
+// written those of this release.
+func LegacyBackendRoleBindingName(gw, route routing.ObjectRef) string { return FragmentName(gw, route) }
 
 // Labels are the labels of gw's runtime objects; the Deployment's pod
 // selector is this set.
@@ -141,8 +152,27 @@ const AuthDelegatorClusterRole = "system:auth-delegator"
 
 // CertificateRoleName is the Role (and its RoleBinding) in another
 // namespace than gw's that lets gw's chaperone read the certificate
-// Secrets its HTTPS listeners reference there (CertificateRules).
-func CertificateRoleName(gw routing.ObjectRef) string {
+// Secrets its HTTPS listeners (and its ListenerSets') reference there
+// (CertificateRules): "varnishgw-certs-<namespace>.<name>", which no other
+// gateway's namespace and name can give (a namespace has no dot), or, when
+// that is too long, a readable prefix cut to fit plus a hash of namespace
+// and name.
+func CertificateRoleName(gw routing.ObjectRef) string { return gatewayRoleName("varnishgw-certs-", gw) }
+
+// gatewayRoleName is prefix + "<namespace>.<name>" of gw (namespaces have
+// no dots, so no two gateways share it), hashed to fit when too long.
+func gatewayRoleName(prefix string, gw routing.ObjectRef) string {
+	if n := prefix + gw.Namespace + "." + gw.Name; len(validation.IsDNS1123Subdomain(n)) == 0 {
+		return n
+	}
+	return hashedName(prefix, gw.Namespace+"."+gw.Name, 253)
+}
+
+// LegacyCertificateRoleName is the name earlier releases gave
+// CertificateRoleName: "varnishgw-certs-<namespace>-<name>", the same for
+// the gateways a-b/c and a/b-c, which then shared one Role. The provider
+// deletes such Roles once it has written those of this release.
+func LegacyCertificateRoleName(gw routing.ObjectRef) string {
 	return hashedName("varnishgw-certs-", gw.Namespace+"-"+gw.Name, 253)
 }
 
@@ -196,17 +226,25 @@ func RouteStatusRules(route string) []rbacv1.PolicyRule {
 // per (gateway, route); the hash covers the Gateway's namespace too, so
 // two Gateways of one name in different namespaces get different objects.
 func RouteStatusRoleName(gw, route routing.ObjectRef) string {
+	return perRouteName("vgw-status-", gw, route, gw.Name+"-"+route.Name)
+}
+
+// perRouteName is prefix, readable lower-cased with every character that is
+// not a letter, digit or '-' turned into '-' and cut to 200 characters,
+// and 10 hex digits of the hash of gw's and route's namespaces and names:
+// a valid DNS subdomain, distinct for every (gateway, route) pair.
+func perRouteName(prefix string, gw, route routing.ObjectRef, readable string) string {
 	sum := sha256.Sum256([]byte(gw.Namespace + "\x00" + gw.Name + "\x00" + route.Namespace + "\x00" + route.Name))
-	readable := strings.Map(func(r rune) rune {
+	readable = strings.Map(func(r rune) rune {
 		if r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '-' {
 			return r
 		}
 		return '-'
-	}, strings.ToLower(gw.Name+"-"+route.Name))
+	}, strings.ToLower(readable))
 	if len(readable) > 200 {
 		readable = readable[:200]
 	}
-	return "vgw-status-" + strings.Trim(readable, "-") + "-" + hex.EncodeToString(sum[:5])
+	return prefix + strings.Trim(readable, "-") + "-" + hex.EncodeToString(sum[:5])
 }
 
 // ListenerSetStatusRoleName is the Role (and its RoleBinding), in each
@@ -214,7 +252,7 @@ func RouteStatusRoleName(gw, route routing.ObjectRef) string {
 // that gives gw's ServiceAccount ListenerSetStatusRules on exactly those
 // ListenerSets.
 func ListenerSetStatusRoleName(gw routing.ObjectRef) string {
-	return hashedName("varnishgw-listenersets-", gw.Namespace+"-"+gw.Name, 253)
+	return gatewayRoleName("varnishgw-listenersets-", gw)
 }
 
 // ListenerSetStatusRules are the chaperone's rights on the ListenerSets of

@@ -71,12 +71,45 @@ func TestCertificateRules(t *testing.T) {
 			t.Errorf("a rule grants every Secret: %+v", r)
 		}
 	}
-	n := CertificateRoleName(routing.ObjectRef{Namespace: "edge", Name: "public"})
-	if n != "varnishgw-certs-edge-public" {
-		t.Errorf("CertificateRoleName = %q", n)
+}
+
+func TestCertificateRoleName(t *testing.T) {
+	long := strings.Repeat("a.", 120) + "b"
+	tests := []struct {
+		gw     routing.ObjectRef
+		want   string // prefix
+		legacy string // exact; "" for not checked
+	}{
+		{routing.ObjectRef{Namespace: "edge", Name: "public"}, "varnishgw-certs-edge.public", "varnishgw-certs-edge-public"},
+		{routing.ObjectRef{Namespace: "a-b", Name: "c"}, "varnishgw-certs-a-b.c", "varnishgw-certs-a-b-c"},
+		{routing.ObjectRef{Namespace: "a", Name: "b-c"}, "varnishgw-certs-a.b-c", "varnishgw-certs-a-b-c"},
+		{routing.ObjectRef{Namespace: "edge", Name: "with.dots"}, "varnishgw-certs-edge.with.dots", ""},
+		{routing.ObjectRef{Namespace: "edge", Name: long}, "varnishgw-certs-edge-a-a-a-", ""},
 	}
-	if errs := validation.IsDNS1123Subdomain(CertificateRoleName(routing.ObjectRef{Namespace: "edge", Name: strings.Repeat("a.", 100) + "b"})); len(errs) > 0 {
-		t.Errorf("CertificateRoleName of a long name: %v", errs)
+	seen := map[string]routing.ObjectRef{}
+	for _, tt := range tests {
+		t.Run(tt.gw.String(), func(t *testing.T) {
+			n := CertificateRoleName(tt.gw)
+			if !strings.HasPrefix(n, tt.want) {
+				t.Errorf("CertificateRoleName = %q, want prefix %q", n, tt.want)
+			}
+			if other, ok := seen[n]; ok {
+				t.Errorf("gateways %s and %s share the certificate Role %s", other, tt.gw, n)
+			}
+			seen[n] = tt.gw
+			legacy := LegacyCertificateRoleName(tt.gw)
+			if tt.legacy != "" && legacy != tt.legacy {
+				t.Errorf("LegacyCertificateRoleName = %q, want %q (the name earlier releases wrote)", legacy, tt.legacy)
+			}
+			if legacy == n {
+				t.Errorf("the new name %s is the legacy one", n)
+			}
+			for _, name := range []string{n, legacy} {
+				if errs := validation.IsDNS1123Subdomain(name); len(errs) > 0 {
+					t.Errorf("%s: %v", name, errs)
+				}
+			}
+		})
 	}
 }
 
@@ -154,10 +187,63 @@ func TestListenerSetStatusRules(t *testing.T) {
 			t.Errorf("rule %+v: want resourceNames a and b only", r)
 		}
 	}
-	if n := ListenerSetStatusRoleName(routing.ObjectRef{Namespace: "edge", Name: "public"}); n != "varnishgw-listenersets-edge-public" {
+	if n := ListenerSetStatusRoleName(routing.ObjectRef{Namespace: "edge", Name: "public"}); n != "varnishgw-listenersets-edge.public" {
 		t.Errorf("ListenerSetStatusRoleName = %q", n)
 	}
 	if n := ListenerSetStatusRoleName(routing.ObjectRef{Namespace: "edge", Name: strings.Repeat("a.", 100) + "b"}); len(validation.IsDNS1123Subdomain(n)) > 0 || n == CertificateRoleName(routing.ObjectRef{Namespace: "edge", Name: strings.Repeat("a.", 100) + "b"}) {
 		t.Errorf("ListenerSetStatusRoleName of a long name: %q", n)
+	}
+}
+
+// TestPerRouteNames: the names of what a route writes per (gateway, route)
+// outside the Gateway's namespace differ for Gateways of one name in two
+// namespaces, and for namespace/name splits of one string; the status
+// Role keeps the name earlier releases gave it, and the legacy backend
+// binding name is the one earlier releases wrote (the fragment name).
+func TestPerRouteNames(t *testing.T) {
+	web := routing.ObjectRef{Namespace: "apps", Name: "web"}
+	tests := []struct {
+		gw, route      routing.ObjectRef
+		backends       string // prefix
+		status, legacy string // exact
+	}{
+		{routing.ObjectRef{Namespace: "a", Name: "gw"}, web, "vgw-backends-a-gw-apps-web-", "vgw-status-gw-web-b66f37df1f", "vgw-gw-apps-web-f5a0824c75"},
+		{routing.ObjectRef{Namespace: "b", Name: "gw"}, web, "vgw-backends-b-gw-apps-web-", "vgw-status-gw-web-ecc67e5f76", "vgw-gw-apps-web-f5a0824c75"},
+		{routing.ObjectRef{Namespace: "a-b", Name: "c"}, web, "vgw-backends-a-b-c-apps-web-", "", ""},
+		{routing.ObjectRef{Namespace: "a", Name: "b-c"}, web, "vgw-backends-a-b-c-apps-web-", "", ""},
+		{routing.ObjectRef{Namespace: "ns", Name: "With.Dots"}, routing.ObjectRef{Namespace: "r-ns", Name: "Route_1"},
+			"vgw-backends-ns-with-dots-r-ns-route-1-", "vgw-status-with-dots-route-1-c334792e38", "vgw-with-dots-r-ns-route-1-625f928853"},
+		{routing.ObjectRef{Namespace: strings.Repeat("n", 63), Name: strings.Repeat("G", 253)}, routing.ObjectRef{Namespace: strings.Repeat("m", 63), Name: strings.Repeat("r", 253)},
+			"vgw-backends-" + strings.Repeat("n", 63) + "-" + strings.Repeat("g", 136) + "-", "", ""},
+	}
+	seen := map[string]routing.ObjectRef{}
+	for _, tt := range tests {
+		t.Run(tt.gw.String()+"/"+tt.route.String(), func(t *testing.T) {
+			b := BackendRoleBindingName(tt.gw, tt.route)
+			if !strings.HasPrefix(b, tt.backends) || len(b) != len(tt.backends)+10 {
+				t.Errorf("BackendRoleBindingName = %q, want %q and 10 hex digits", b, tt.backends)
+			}
+			if other, ok := seen[b]; ok {
+				t.Errorf("Gateways %s and %s share the backend RoleBinding %s", other, tt.gw, b)
+			}
+			seen[b] = tt.gw
+			if b != BackendRoleBindingName(tt.gw, tt.route) {
+				t.Error("BackendRoleBindingName is not deterministic")
+			}
+			if b == LegacyBackendRoleBindingName(tt.gw, tt.route) {
+				t.Errorf("the new name %s is the legacy one", b)
+			}
+			if got := RouteStatusRoleName(tt.gw, tt.route); tt.status != "" && got != tt.status {
+				t.Errorf("RouteStatusRoleName = %q, want %q (the name earlier releases wrote)", got, tt.status)
+			}
+			if got := LegacyBackendRoleBindingName(tt.gw, tt.route); tt.legacy != "" && got != tt.legacy {
+				t.Errorf("LegacyBackendRoleBindingName = %q, want %q", got, tt.legacy)
+			}
+			for _, n := range []string{b, RouteStatusRoleName(tt.gw, tt.route), LegacyBackendRoleBindingName(tt.gw, tt.route)} {
+				if errs := validation.IsDNS1123Subdomain(n); len(errs) > 0 {
+					t.Errorf("%s: %v", n, errs)
+				}
+			}
+		})
 	}
 }

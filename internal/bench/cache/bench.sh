@@ -47,6 +47,7 @@ set -eu
 GHOST=$(cd "$1" && pwd)
 SO=$GHOST/libvmod_ghost.so
 HERE=$(cd "$(dirname "$0")" && pwd)
+. "$HERE/../lib.sh"
 REPO=$(cd "$HERE/../../.." && pwd)
 DUR=${BENCH_DURATION:-10}
 WARM=${BENCH_WARMUP:-2}
@@ -69,25 +70,7 @@ if [ -n "${BENCH_PROFILE:-}" ] && ! command -v perf > /dev/null; then
 fi
 [ -f "$SO" ] || { echo "bench-cache: no $SO (make -C ghost)" >&2; exit 1; }
 
-W=$(mktemp -d /tmp/cache-bench.XXXXXX)
-PIDS=()
-cleanup() {
-	for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
-	sleep 1
-	if [ -n "${BENCH_KEEP:-}" ]; then echo "bench-cache: kept $W" >&2; else rm -rf "$W"; fi
-}
-trap cleanup EXIT
-chmod 0755 "$W"
-
-free_ports() {	# n: n free loopback ports
-	python3 - "$1" <<'P'
-import socket, sys
-socks = [socket.socket() for _ in range(int(sys.argv[1]))]
-for s in socks:
-    s.bind(("127.0.0.1", 0))
-print(" ".join(str(s.getsockname()[1]) for s in socks))
-P
-}
+bench_workdir cache
 
 # The parameters of each set.
 (cd "$REPO" && go build -o "$W/gatewayfiles" ./internal/bench/cache/gatewayfiles)
@@ -120,25 +103,7 @@ done
 read -r OPORT <<< "$(free_ports 1)"
 # The origin: 200 with a 100-byte body.
 BODY=$(printf 'hello from the origin %077d' 0)
-mkdir -p "$W/origin"
-cat > "$W/origin/nginx.conf" <<N
-worker_processes 1;
-daemon off;
-pid $W/origin/nginx.pid;
-error_log $W/origin/error.log warn;
-events { worker_connections 4096; }
-http {
-	access_log off;
-	keepalive_requests 1000000;
-	server {
-		listen 127.0.0.1:$OPORT backlog=4096;
-		location / { default_type text/plain; return 200 "$BODY"; }
-	}
-}
-N
-nginx -c "$W/origin/nginx.conf" -e "$W/origin/error.log" > "$W/origin/out.log" 2>&1 &
-PIDS+=($!)
-ORIGIN_PID=$!
+start_origin origin "$OPORT" "$BODY"
 
 CONFS=$("$W/gatewayfiles" -dir "$W/conf" -origin "127.0.0.1:$OPORT" -vmod "$SO")
 HITPATH=uservcl
@@ -283,7 +248,6 @@ check_case() {	# case
 }
 for c in $CASES; do check_case "$c"; done
 
-tree() { echo "$1 $(ps -o pid= --ppid "$1" | tr '\n' ' ')"; }
 for c in $CASES; do
 	case $c in
 	hit-* | pass-* | static-*) PROCS[$c]=$(tree "$(cat "$W/$c/varnishd.pid")") ;;
@@ -291,14 +255,6 @@ for c in $CASES; do
 	esac
 done
 ORIGIN_PROCS=$(tree "$ORIGIN_PID")
-ticks() {	# pids...: user+system CPU ticks of these processes
-	local t=0 p
-	for p in "$@"; do
-		[ -r "/proc/$p/stat" ] || continue
-		t=$((t + $(awk '{sub(/^.*\) /, ""); print $12 + $13}' "/proc/$p/stat")))
-	done
-	echo "$t"
-}
 ctxsw() {	# pids...: voluntary and involuntary context switches of their threads
 	local p
 	for p in "$@"; do cat /proc/"$p"/task/*/status 2>/dev/null || true; done | awk '/voluntary_ctxt_switches/ {s += $2} END {print s + 0}'
@@ -353,9 +309,6 @@ for r in $(seq 1 "$ROUNDS"); do
 done
 END=$(date -u +%H:%M:%SZ)
 
-median() {	# values...
-	printf '%s\n' "$@" | sort -g | awk '{v[NR] = $1} END {print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2}'
-}
 declare -A MED MUS
 for c in $CASES; do
 	vals=() us=()

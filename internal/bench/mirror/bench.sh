@@ -29,6 +29,8 @@
 # default: the checkout's own), BENCH_KEEP (keep the work directory).
 set -eu
 GHOST=$(cd "$1" && pwd)
+HERE=$(cd "$(dirname "$0")" && pwd)
+. "$HERE/../lib.sh"
 REPO=${BENCH_MAIN_REPO:-$(git -C "$GHOST" rev-parse --show-toplevel)}
 RATES=${BENCH_RATES:-100 250 500 1000 2000 4000 8000}
 DUR=${BENCH_DURATION:-4}
@@ -43,15 +45,7 @@ for tool in varnishd varnishstat nginx h2load python3 git bc; do
 done
 [ -f "$GHOST/libvmod_ghost.so" ] || { echo "bench-mirror: no $GHOST/libvmod_ghost.so (make -C ghost)" >&2; exit 1; }
 
-W=$(mktemp -d /tmp/mirror-bench.XXXXXX)
-PIDS=()
-cleanup() {
-	for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
-	sleep 1
-	if [ -n "${BENCH_KEEP:-}" ]; then echo "bench-mirror: kept $W" >&2; else rm -rf "$W"; fi
-}
-trap cleanup EXIT
-chmod 0755 "$W"
+bench_workdir mirror
 
 # the two builds, world-readable (varnishd's child loads them as its user)
 if [ -n "${BENCH_BEFORE:-}" ]; then
@@ -67,40 +61,11 @@ chmod 0644 "$W/before.so" "$W/after.so"
 BEFORE_REV=$(git -C "$REPO" rev-parse --short main)
 AFTER_REV=$(git -C "$GHOST" rev-parse --short HEAD)$(git -C "$GHOST" diff --quiet HEAD -- . || echo "+changes")
 
-free_ports() {	# n: n free loopback ports
-	python3 - "$1" <<'P'
-import socket, sys
-socks = [socket.socket() for _ in range(int(sys.argv[1]))]
-for s in socks:
-    s.bind(("127.0.0.1", 0))
-print(" ".join(str(s.getsockname()[1]) for s in socks))
-P
-}
 read -r OPORT MPORT P1 P2 <<< "$(free_ports 4)"
 declare -A PORT=([before]=$P1 [after]=$P2)
 
-nginx_on() {	# name, port
-	mkdir -p "$W/$1"
-	cat > "$W/$1/nginx.conf" <<N
-worker_processes 1;
-daemon off;
-pid $W/$1/nginx.pid;
-error_log $W/$1/error.log warn;
-events { worker_connections 4096; }
-http {
-	access_log off;
-	keepalive_requests 1000000;
-	server {
-		listen 127.0.0.1:$2 backlog=4096;
-		location / { default_type text/plain; return 200 "hello from the $1\n"; }
-	}
-}
-N
-	nginx -c "$W/$1/nginx.conf" -e "$W/$1/error.log" > "$W/$1/out.log" 2>&1 &
-	PIDS+=($!)
-}
-nginx_on origin "$OPORT"
-nginx_on mirror "$MPORT"
+start_origin origin "$OPORT" 'hello from the origin\n'
+start_origin mirror "$MPORT" 'hello from the mirror\n'
 
 cat > "$W/ghost.json" <<J
 {"version": 2, "backends": [
@@ -149,9 +114,6 @@ done
 counter() {	# build, name: the GHOSTROUTER counter's value
 	varnishstat -n "$W/v-$1" -1 -f "GHOSTROUTER.*.$2" | awk '{s += $2} END {print s + 0}'
 }
-ticks() {	# pid: utime + stime
-	awk '{print $14 + $15}' "/proc/$1/stat"
-}
 
 run_step() {	# build, rate, round: "achieved mirrored/s drop% cpu_us"
 	local b=$1 rate=$2 r=$3 out=$W/out.$1.$2.$3 m0 d0 m1 d1 c0 c1 t0 t1 done_ ach per
@@ -190,9 +152,6 @@ for r in $(seq 1 "$ROUNDS"); do
 done
 END=$(date -u +%H:%M:%SZ)
 
-median() {	# values...
-	printf '%s\n' "$@" | sort -g | awk '{v[NR] = $1} END {print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2}'
-}
 col() {	# build, rate, field: the median over the rounds
 	local vals=() r
 	for r in $(seq 1 "$ROUNDS"); do vals+=("$(echo "${RES[$1.$2.$r]}" | cut -d' ' -f"$3")"); done

@@ -39,6 +39,7 @@ set -eu
 GHOST=$(cd "$1" && pwd)
 SO=$GHOST/libvmod_ghost.so
 HERE=$(cd "$(dirname "$0")" && pwd)
+. "$HERE/../lib.sh"
 DUR=${BENCH_DURATION:-8}
 WARM=${BENCH_WARMUP:-2}
 CONNS=${BENCH_CONNS:-16}
@@ -61,33 +62,15 @@ if [ -n "${BENCH_PROFILE:-}" ] && ! command -v perf > /dev/null; then
 fi
 [ -f "$SO" ] || { echo "bench-tls: no $SO (make -C ghost)" >&2; exit 1; }
 
-W=$(mktemp -d /tmp/tls-bench.XXXXXX)
-PIDS=()
-cleanup() {
-	for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
-	sleep 1
-	if [ -n "${BENCH_KEEP:-}" ]; then echo "bench-tls: kept $W" >&2; else rm -rf "$W"; fi
-}
-trap cleanup EXIT
+bench_workdir tls
 # hitch refuses to run its workers as root, and varnishd's socket is mode
 # 0600: as in the gateway's pod, both run as one user (as root: nobody).
-chmod 0755 "$W"
 mkdir -p "$W/tls" "$W/varnish"
 as_user=()
 if [ "$(id -u)" = 0 ]; then
 	as_user=(setpriv --reuid=nobody --regid=nogroup --clear-groups)
 	chown nobody:nogroup "$W/tls" "$W/varnish"
 fi
-
-free_ports() {	# n: n free loopback ports
-	python3 - "$1" <<'P'
-import socket, sys
-socks = [socket.socket() for _ in range(int(sys.argv[1]))]
-for s in socks:
-    s.bind(("127.0.0.1", 0))
-print(" ".join(str(s.getsockname()[1]) for s in socks))
-P
-}
 read -r OPORT HPORT NPORT VPORT APORT <<< "$(free_ports 5)"
 
 # The certificate, one for hitch and nginx.
@@ -103,25 +86,8 @@ chmod 0600 "$W/tls/cert.pem"
 [ ${#as_user[@]} = 0 ] || chown nobody:nogroup "$W/tls/cert.pem"
 
 # The origin.
-mkdir -p "$W/origin" "$W/nginx"
-cat > "$W/origin/nginx.conf" <<N
-worker_processes 1;
-daemon off;
-pid $W/origin/nginx.pid;
-error_log $W/origin/error.log warn;
-events { worker_connections 4096; }
-http {
-	access_log off;
-	keepalive_requests 1000000;
-	server {
-		listen 127.0.0.1:$OPORT backlog=4096;
-		location / { default_type text/plain; return 200 "hello from the origin\n"; }
-	}
-}
-N
-nginx -c "$W/origin/nginx.conf" -e "$W/origin/error.log" > "$W/origin/out.log" 2>&1 &
-PIDS+=($!)
-ORIGIN_PID=$!
+start_origin origin "$OPORT" 'hello from the origin\n'
+mkdir -p "$W/nginx"
 
 # nginx terminating TLS, proxying to the origin.
 ngx_suites=""
@@ -250,15 +216,6 @@ h2=$(curl -sk --http2 -o /dev/null -w '%{http_version}' --resolve "$HOST:$HPORT:
 [ "$h2" = 2 ] || { echo "bench-tls: hitch + varnishd did not speak HTTP/2 (curl: $h2)" >&2; exit 1; }
 
 VCHILD=$(ps -o pid= --ppid "$(cat "$W/varnish/varnishd.pid")" | head -1 | tr -d ' ')
-tree() { echo "$1 $(ps -o pid= --ppid "$1" | tr '\n' ' ')"; }
-ticks() {	# pids...: user+system CPU ticks of these processes
-	local t=0 p
-	for p in "$@"; do
-		[ -r "/proc/$p/stat" ] || continue
-		t=$((t + $(awk '{sub(/^.*\) /, ""); print $12 + $13}' "/proc/$p/stat")))
-	done
-	echo "$t"
-}
 declare -A GROUP
 GROUP[hitch]="$(tree "$HITCH_PID") ${ALT_PID:+$(tree "$ALT_PID")}"
 GROUP[varnishd]=$VCHILD
@@ -348,9 +305,6 @@ for r in $(seq 1 "$ROUNDS"); do
 done
 END=$(date -u +%H:%M:%SZ)
 
-median() {	# values...
-	printf '%s\n' "$@" | sort -g | awk '{v[NR] = $1} END {print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2}'
-}
 declare -A MED
 for c in $CASES; do
 	vals=()

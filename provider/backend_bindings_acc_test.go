@@ -1,0 +1,241 @@
+package provider
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/terraform-plugin-testing/helper/resource"
+	"github.com/hashicorp/terraform-plugin-testing/terraform"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/tools/cache"
+	watchtools "k8s.io/client-go/tools/watch"
+	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
+
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/gwruntime"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/routing"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/testing/testenv"
+)
+
+// TestAccHTTPRouteBackendBindingsSameGatewayName: a route whose parents
+// are two Gateways of one name in two namespaces writes, in its backends'
+// namespace, one backend RoleBinding for each, bound to each Gateway's own
+// ServiceAccount. The binding an earlier release wrote for both under one
+// name (without the Gateway's namespace) is deleted by the route's apply,
+// after the new ones exist, and again by its destroy when a route of the
+// earlier release is destroyed without an apply in between; a binding of
+// that form for another route is left alone.
+func TestAccHTTPRouteBackendBindingsSameGatewayName(t *testing.T) {
+	cp := accPreCheck(t)
+	ctx := context.Background()
+	g1, g2, apps := cp.Namespace(t), cp.Namespace(t), cp.Namespace(t)
+	class := createClass(t, cp, ControllerName)
+	gateways := []routing.ObjectRef{{Namespace: g1, Name: "public"}, {Namespace: g2, Name: "public"}}
+	for _, gw := range gateways {
+		createGatewayAllNamespaces(t, cp, gw, class)
+	}
+	createService(t, cp, apps, "web")
+	route := routing.ObjectRef{Namespace: apps, Name: "web"}
+	legacyName := gwruntime.LegacyBackendRoleBindingName(gateways[0], route)
+	if legacyName != gwruntime.LegacyBackendRoleBindingName(gateways[1], route) {
+		t.Fatal("the legacy names of the two Gateways differ: the test does not reproduce the earlier release")
+	}
+	// An earlier release's binding: the last of the two Gateways wrote it.
+	writeLegacy := func() {
+		t.Helper()
+		createLegacyBackendBinding(t, cp, gateways[1], route)
+	}
+	writeLegacy()
+	foreign := createLegacyBackendBinding(t, cp, gateways[0], routing.ObjectRef{Namespace: apps, Name: "other"})
+
+	events := watchRoleBindings(t, cp, apps)
+
+	config := providerBlock(cp) + fmt.Sprintf(`
+resource "varnishgw_http_route" "web" {
+  namespace = %[1]q
+  name      = "web"
+  parent_ref {
+    name      = "public"
+    namespace = %[2]q
+  }
+  parent_ref {
+    name      = "public"
+    namespace = %[3]q
+  }
+  rule {
+    backend_ref {
+      name = "web"
+      port = 80
+    }
+  }
+}
+`, apps, g1, g2)
+	bindingsGone := func() error {
+		for _, gw := range gateways {
+			name := gwruntime.BackendRoleBindingName(gw, route)
+			if _, err := cp.Client.RbacV1().RoleBindings(apps).Get(ctx, name, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+				return fmt.Errorf("backend RoleBinding %s of Gateway %s after destroy: %v, want NotFound", name, gw, err)
+			}
+		}
+		if _, err := cp.Client.RbacV1().RoleBindings(apps).Get(ctx, legacyName, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+			return fmt.Errorf("the earlier release's RoleBinding %s after destroy: %v, want NotFound", legacyName, err)
+		}
+		if _, err := cp.Client.RbacV1().RoleBindings(apps).Get(ctx, foreign, metav1.GetOptions{}); err != nil {
+			return fmt.Errorf("another route's RoleBinding %s did not survive: %v", foreign, err)
+		}
+		return nil
+	}
+	resource.Test(t, resource.TestCase{
+		ProtoV6ProviderFactories: protoV6ProviderFactories,
+		CheckDestroy:             func(*terraform.State) error { return bindingsGone() },
+		Steps: []resource.TestStep{
+			{
+				Config: config,
+				Check: func(*terraform.State) error {
+					for _, gw := range gateways {
+						name := gwruntime.BackendRoleBindingName(gw, route)
+						rb, err := cp.Client.RbacV1().RoleBindings(apps).Get(ctx, name, metav1.GetOptions{})
+						if err != nil {
+							return fmt.Errorf("backend RoleBinding of Gateway %s: %v", gw, err)
+						}
+						if len(rb.Subjects) != 1 || rb.Subjects[0].Namespace != gw.Namespace || rb.Subjects[0].Name != gwruntime.Name(gw) ||
+							rb.RoleRef.Name != gwruntime.BackendClusterRoleName(gw) {
+							return fmt.Errorf("RoleBinding %s binds %+v to %+v, want %s bound to %s/%s",
+								name, rb.RoleRef, rb.Subjects, gwruntime.BackendClusterRoleName(gw), gw.Namespace, gwruntime.Name(gw))
+						}
+					}
+					if _, err := cp.Client.RbacV1().RoleBindings(apps).Get(ctx, legacyName, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+						return fmt.Errorf("the earlier release's RoleBinding %s after the apply: %v, want NotFound", legacyName, err)
+					}
+					if _, err := cp.Client.RbacV1().RoleBindings(apps).Get(ctx, foreign, metav1.GetOptions{}); err != nil {
+						return fmt.Errorf("another route's RoleBinding %s did not survive the apply: %v", foreign, err)
+					}
+					// Never a moment without a binding: both new ones were
+					// added before the old one went.
+					seen := events.until("DELETED " + legacyName)
+					deleted := slices.Index(seen, "DELETED "+legacyName)
+					for _, gw := range gateways {
+						added := slices.Index(seen, "ADDED "+gwruntime.BackendRoleBindingName(gw, route))
+						if added < 0 || deleted < 0 || added > deleted {
+							return fmt.Errorf("RoleBinding events %v: want the binding of %s added before %s is deleted", seen, gw, legacyName)
+						}
+					}
+					return nil
+				},
+			},
+			{
+				// State of the earlier release again: its binding is there
+				// and the route's destroy, without an apply, removes it.
+				PreConfig: writeLegacy,
+				Config:    config,
+			},
+		},
+	})
+}
+
+// createGatewayAllNamespaces creates gw with one HTTP listener on port
+// 8080 that admits routes from every namespace.
+func createGatewayAllNamespaces(t *testing.T, cp *testenv.ControlPlane, gw routing.ObjectRef, class string) {
+	t.Helper()
+	all := gatewayv1.NamespacesFromAll
+	obj := &gatewayv1.Gateway{
+		ObjectMeta: metav1.ObjectMeta{Name: gw.Name, Namespace: gw.Namespace},
+		Spec: gatewayv1.GatewaySpec{GatewayClassName: gatewayv1.ObjectName(class), Listeners: []gatewayv1.Listener{{
+			Name: "http", Port: 8080, Protocol: gatewayv1.HTTPProtocolType,
+			AllowedRoutes: &gatewayv1.AllowedRoutes{Namespaces: &gatewayv1.RouteNamespaces{From: &all}},
+		}}},
+	}
+	if _, err := cp.Gateway.GatewayV1().Gateways(gw.Namespace).Create(context.Background(), obj, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// createLegacyBackendBinding creates, in route's namespace, the backend
+// RoleBinding an earlier release wrote for route and gw, and returns its
+// name.
+func createLegacyBackendBinding(t *testing.T, cp *testenv.ControlPlane, gw, route routing.ObjectRef) string {
+	t.Helper()
+	lbl := gwruntime.GatewayLabels(gw)
+	lbl[gwruntime.NamespaceLabel] = gw.Namespace
+	lbl[backendBindingLabel] = "true"
+	for k, v := range managedLabels {
+		lbl[k] = v
+	}
+	rb := &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: gwruntime.LegacyBackendRoleBindingName(gw, route), Namespace: route.Namespace,
+			Labels: lbl, Annotations: map[string]string{fragmentRouteAnnotation: route.String()}},
+		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: gwruntime.BackendClusterRoleName(gw)},
+		Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: gwruntime.Name(gw), Namespace: gw.Namespace}},
+	}
+	if _, err := cp.Client.RbacV1().RoleBindings(route.Namespace).Create(context.Background(), rb, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	return rb.Name
+}
+
+// roleBindingEvents are the RoleBinding events of one namespace, in order,
+// as "TYPE name".
+type roleBindingEvents struct {
+	mu     sync.Mutex
+	events []string
+}
+
+// watchRoleBindings records the RoleBinding events in ns from now until
+// the test ends (a watch that resumes where it stopped, as the test API
+// server may answer a new watch with "too large resource version" for a
+// moment).
+func watchRoleBindings(t *testing.T, cp *testenv.ControlPlane, ns string) *roleBindingEvents {
+	t.Helper()
+	ctx := context.Background()
+	list, err := cp.Client.RbacV1().RoleBindings(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := watchtools.NewRetryWatcherWithContext(ctx, list.ResourceVersion, &cache.ListWatch{
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			return cp.Client.RbacV1().RoleBindings(ns).Watch(ctx, o)
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(w.Stop)
+	e := &roleBindingEvents{}
+	go func() {
+		for ev := range w.ResultChan() {
+			if rb, ok := ev.Object.(*rbacv1.RoleBinding); ok {
+				e.mu.Lock()
+				e.events = append(e.events, string(ev.Type)+" "+rb.Name)
+				e.mu.Unlock()
+			}
+		}
+	}()
+	return e
+}
+
+// until returns the events recorded once want is among them, or after 5
+// seconds without it (the watch delivers a moment after the change).
+func (e *roleBindingEvents) until(want string) []string {
+	var seen []string
+	_ = wait.PollUntilContextTimeout(context.Background(), 50*time.Millisecond, 5*time.Second, true, func(context.Context) (bool, error) {
+		e.mu.Lock()
+		defer e.mu.Unlock()
+		seen = slices.Clone(e.events)
+		return slices.Contains(seen, want), nil
+	})
+	return seen
+}
+
+// reset forgets the events recorded so far.
+func (e *roleBindingEvents) reset() {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.events = nil
+}
