@@ -222,7 +222,7 @@ func statusParentsOwner(r *gatewayv1.HTTPRoute) string {
 		var fields struct {
 			Status map[string]json.RawMessage `json:"f:status"`
 		}
-		if json.Unmarshal(mf.FieldsV1.Raw, &fields) == nil {
+		if json.Unmarshal(mf.FieldsV1.GetRawBytes(), &fields) == nil {
 			if _, ok := fields.Status["f:parents"]; ok {
 				return mf.Manager
 			}
