@@ -46,8 +46,8 @@ func TestAccGatewayBackendClusterRoleNamesAlike(t *testing.T) {
 	t.Cleanup(func() { _ = cp.Gateway.GatewayV1().GatewayClasses().Delete(ctx, class, metav1.DeleteOptions{}) })
 	routeB := routing.ObjectRef{Namespace: apps, Name: "web-b"}
 
-	both := backendGatewaysHCL(cp, class, apps, map[string]routing.ObjectRef{"a": gwA, "b": gwB})
-	onlyB := backendGatewaysHCL(cp, class, apps, map[string]routing.ObjectRef{"b": gwB})
+	both := backendGatewaysHCL(providerBlock(cp), class, apps, map[string]routing.ObjectRef{"a": gwA, "b": gwB})
+	onlyB := backendGatewaysHCL(providerBlock(cp), class, apps, map[string]routing.ObjectRef{"b": gwB})
 
 	clusterRole := func(name string) error {
 		_, err := cp.Client.RbacV1().ClusterRoles().Get(ctx, name, metav1.GetOptions{})
@@ -116,7 +116,8 @@ func TestAccGatewayBackendClusterRoleNamesAlike(t *testing.T) {
 // references the new ClusterRole, deletes the old binding after it, and
 // then the old ClusterRole. The gateway's pods read their backends at
 // every step. An old ClusterRole that nothing references goes at the
-// gateway's next apply, and at its destroy.
+// gateway's next apply, and at its destroy. The provider has only the
+// rights the security guide gives it.
 func TestAccGatewayBackendClusterRoleUpgrade(t *testing.T) {
 	cp := accPreCheck(t)
 	ctx := context.Background()
@@ -129,7 +130,9 @@ func TestAccGatewayBackendClusterRoleUpgrade(t *testing.T) {
 	current, legacy := gwruntime.BackendClusterRoleName(gw), gwruntime.LegacyBackendClusterRoleName(gw)
 	binding, legacyBinding := gwruntime.BackendRoleBindingName(gw, route), gwruntime.LegacyBackendRoleBindingName(gw, route)
 
-	config := backendGatewaysHCL(cp, class, apps, map[string]routing.ObjectRef{"edge": gw})
+	// The provider has only the rights of the security guide.
+	kubeconfig, _ := providerIdentity(t, cp, ProviderClusterRules(), gw.Namespace, apps)
+	config := backendGatewaysHCL(fmt.Sprintf("provider \"varnishgw\" {\n  config_path = %q\n}\n", kubeconfig), class, apps, map[string]routing.ObjectRef{"edge": gw})
 	// changed changes the route alone, for an apply of it.
 	changed := strings.Replace(config, `value = "/"`, `value = "/shop"`, 1)
 	if changed == config {
@@ -347,12 +350,12 @@ resource "varnishgw_http_route" "web" {
 	})
 }
 
-// backendGatewaysHCL is a class, and for each key a gateway (one HTTP
+// backendGatewaysHCL is the provider block provider, a class, and for each key a gateway (one HTTP
 // listener admitting routes of every namespace) and a route in apps, named
 // "web-<key>", with the backend Service apps/web.
-func backendGatewaysHCL(cp *testenv.ControlPlane, class, apps string, gateways map[string]routing.ObjectRef) string {
+func backendGatewaysHCL(provider, class, apps string, gateways map[string]routing.ObjectRef) string {
 	var b strings.Builder
-	b.WriteString(providerBlock(cp))
+	b.WriteString(provider)
 	fmt.Fprintf(&b, `
 resource "varnishgw_gateway_class" "test" {
   name                 = %q
