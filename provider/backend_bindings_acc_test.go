@@ -171,7 +171,7 @@ func createLegacyBackendBinding(t *testing.T, cp *testenv.ControlPlane, gw, rout
 	rb := &rbacv1.RoleBinding{
 		ObjectMeta: metav1.ObjectMeta{Name: gwruntime.LegacyBackendRoleBindingName(gw, route), Namespace: route.Namespace,
 			Labels: lbl, Annotations: map[string]string{fragmentRouteAnnotation: route.String()}},
-		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: gwruntime.BackendClusterRoleName(gw)},
+		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: gwruntime.LegacyBackendClusterRoleName(gw)},
 		Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: gwruntime.Name(gw), Namespace: gw.Namespace}},
 	}
 	if _, err := cp.Client.RbacV1().RoleBindings(route.Namespace).Create(context.Background(), rb, metav1.CreateOptions{}); err != nil {

@@ -576,7 +576,9 @@ func gatewayOwner(gw *gatewayv1.Gateway) *metav1apply.OwnerReferenceApplyConfigu
 // ConfigMap, Service, Deployment and PodDisruptionBudget. The namespaced
 // objects are owned by gw, the Gateway as stored (gatewayOwner); the
 // backends' ClusterRole cannot be (a namespaced object cannot own a
-// cluster-scoped one), and deleteRuntime deletes it.
+// cluster-scoped one), and deleteRuntime deletes it. The backends'
+// ClusterRole of an earlier release's name goes once no RoleBinding
+// references it (deleteLegacyBackendClusterRole).
 func (c *clients) applyRuntime(ctx context.Context, s *runtimeSpec, gw *gatewayv1.Gateway) error {
 	ns, name := s.gw.Namespace, s.name()
 	lbl, ann := s.objectLabels(), s.objectAnnotations()
@@ -599,6 +601,9 @@ func (c *clients) applyRuntime(ctx context.Context, s *runtimeSpec, gw *gatewayv
 	cr := rbacv1apply.ClusterRole(gwruntime.BackendClusterRoleName(s.gw)).WithLabels(lbl).WithAnnotations(ann).WithRules(policyRulesApply(gwruntime.BackendRules())...)
 	if _, err := c.kube.RbacV1().ClusterRoles().Apply(ctx, cr, opts); err != nil {
 		return fmt.Errorf("apply ClusterRole %s: %w", gwruntime.BackendClusterRoleName(s.gw), err)
+	}
+	if err := c.deleteLegacyBackendClusterRole(ctx, s.gw, false); err != nil {
+		return err
 	}
 
 	if err := c.applyCertificateRoles(ctx, s); err != nil {
@@ -1299,6 +1304,9 @@ func (c *clients) deleteRuntime(ctx context.Context, gw routing.ObjectRef) error
 		return err
 	}
 	if err := c.deleteInvalidateAuthBinding(ctx, gw); err != nil {
+		return err
+	}
+	if err := c.deleteLegacyBackendClusterRole(ctx, gw, true); err != nil {
 		return err
 	}
 	for _, t := range targets {

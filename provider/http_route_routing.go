@@ -479,7 +479,7 @@ func (c *clients) pruneBackendBindings(ctx context.Context, gw, route routing.Ob
 			return fmt.Errorf("delete RoleBinding %s/%s: %w", rb.Namespace, rb.Name, err)
 		}
 	}
-	return c.pruneLegacyBackendBindings(ctx, gw, route)
+	return c.pruneLegacyBackendBindings(ctx, gw, route, keep)
 }
 
 // classExternalNames reports whether a varnishgw GatewayClass allows

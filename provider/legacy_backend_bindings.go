@@ -3,6 +3,7 @@ package provider
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -37,6 +38,8 @@ type legacyBackendBindings struct {
 type legacyBinding struct {
 	namespace string
 	route     string // its fragmentRouteAnnotation
+	gatewayNS string // its gwruntime.NamespaceLabel: the namespace of the Gateway it binds
+	roleRef   string // the ClusterRole it binds
 	uid       types.UID
 }
 
@@ -52,7 +55,8 @@ func (l *legacyBackendBindings) lookup(ctx context.Context, c *clients, name str
 		}
 		l.byName = map[string][]legacyBinding{}
 		for _, rb := range list.Items {
-			l.byName[rb.Name] = append(l.byName[rb.Name], legacyBinding{namespace: rb.Namespace, route: rb.Annotations[fragmentRouteAnnotation], uid: rb.UID})
+			l.byName[rb.Name] = append(l.byName[rb.Name], legacyBinding{namespace: rb.Namespace, route: rb.Annotations[fragmentRouteAnnotation],
+				gatewayNS: rb.Labels[gwruntime.NamespaceLabel], roleRef: rb.RoleRef.Name, uid: rb.UID})
 		}
 		l.listed = true
 	}
@@ -77,16 +81,52 @@ func (l *legacyBackendBindings) forget(namespace, name string) {
 // gwruntime.LegacyBackendRoleBindingName (those annotated with the route;
 // one may hold the subject of another Gateway of gw's name, also a parent
 // of the route). Call it only once the route's bindings of this release
-// are written for every Gateway that serves the route.
-func (c *clients) pruneLegacyBackendBindings(ctx context.Context, gw, route routing.ObjectRef) error {
+// are written for every Gateway that serves the route. An old binding
+// references the backend ClusterRole of the old name of the Gateway it
+// binds: in a namespace of keep (where the pods still need the right) it
+// stays while that ClusterRole exists and the one of the new name, which
+// the new binding references, does not (the Gateway not yet applied with
+// this release). Once the old bindings are gone, the old ClusterRole goes
+// too if no other binding references it.
+func (c *clients) pruneLegacyBackendBindings(ctx context.Context, gw, route routing.ObjectRef, keep map[string]bool) error {
 	name := gwruntime.LegacyBackendRoleBindingName(gw, route)
 	found, err := c.legacyBindings.lookup(ctx, c, name)
 	if err != nil {
 		return err
 	}
+	exists := map[string]bool{} // ClusterRoles looked up, by name
+	clusterRoleExists := func(name string) (bool, error) {
+		if e, ok := exists[name]; ok {
+			return e, nil
+		}
+		_, err := c.kube.RbacV1().ClusterRoles().Get(ctx, name, metav1.GetOptions{})
+		if err != nil && !apierrors.IsNotFound(err) {
+			return false, fmt.Errorf("get ClusterRole %s: %w", name, err)
+		}
+		exists[name] = err == nil
+		return err == nil, nil
+	}
+	var pruned []routing.ObjectRef // the Gateways whose old bindings went
 	for _, b := range found {
 		if b.route != route.String() {
 			continue // another route's, or not the provider's
+		}
+		bound := routing.ObjectRef{Namespace: b.gatewayNS, Name: gw.Name} // the old name holds the Gateway's name, not its namespace
+		if bound.Namespace == "" {
+			bound.Namespace = gw.Namespace
+		}
+		if keep[b.namespace] {
+			old, err := clusterRoleExists(b.roleRef)
+			if err != nil {
+				return err
+			}
+			current, err := clusterRoleExists(gwruntime.BackendClusterRoleName(bound))
+			if err != nil {
+				return err
+			}
+			if old && !current {
+				continue // the Gateway's next apply writes the new ClusterRole, and the route's apply after it deletes this binding
+			}
 		}
 		err := c.kube.RbacV1().RoleBindings(b.namespace).Delete(ctx, name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &b.uid}})
 		switch {
@@ -97,6 +137,14 @@ func (c *clients) pruneLegacyBackendBindings(ctx context.Context, gw, route rout
 			return fmt.Errorf("delete RoleBinding %s/%s, which an earlier release wrote for Gateway %s: %w", b.namespace, name, gw, err)
 		}
 		c.legacyBindings.forget(b.namespace, name)
+		if !slices.Contains(pruned, bound) {
+			pruned = append(pruned, bound)
+		}
+	}
+	for _, bound := range pruned {
+		if err := c.deleteLegacyBackendClusterRole(ctx, bound, false); err != nil {
+			return err
+		}
 	}
 	return nil
 }

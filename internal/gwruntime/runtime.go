@@ -42,10 +42,24 @@ func Name(gw routing.ObjectRef) string {
 func VCLConfigMapName(gw routing.ObjectRef) string { return Name(gw) + "-vcl" }
 
 // BackendClusterRoleName is the ClusterRole that lets gw's chaperone read
-// Services, EndpointSlices and ReferenceGrants. It grants nothing by
-// itself: each route binds it, with BackendRoleBindingName, in exactly the
-// namespaces its backends live in.
+// Services, EndpointSlices and ReferenceGrants:
+// "varnishgw-backends-<namespace>.<name>", which no other gateway's
+// namespace and name can give (a namespace has no dot), or, when that is
+// too long, a readable prefix cut to fit plus a hash of namespace and
+// name. It grants nothing by itself: each route binds it, with
+// BackendRoleBindingName, in exactly the namespaces its backends live in.
 func BackendClusterRoleName(gw routing.ObjectRef) string {
+	return gatewayRoleName("varnishgw-backends-", gw)
+}
+
+// LegacyBackendClusterRoleName is the name earlier releases gave
+// BackendClusterRoleName: "varnishgw-backends-<namespace>-<name>", the same
+// for the gateways a-b/c and a/b-c, which then shared one ClusterRole. It
+// never has a dot, so it is never the BackendClusterRoleName of a gateway
+// (unhashed, those have one; hashed, the hash is of another string). The
+// backend RoleBindings of earlier releases still reference it until their
+// route's next apply; the provider deletes it once none does.
+func LegacyBackendClusterRoleName(gw routing.ObjectRef) string {
 	return hashedName("varnishgw-backends-", gw.Namespace+"-"+gw.Name, 253)
 }
 

@@ -16,10 +16,10 @@ func TestRuntimeNames(t *testing.T) {
 		runtime  string
 		backends string
 	}{
-		{routing.ObjectRef{Namespace: "gateways", Name: "public"}, "varnishgw-public", "varnishgw-backends-gateways-public"},
-		{routing.ObjectRef{Namespace: "ns", Name: "with.dots"}, "vgw-with-dots-", "varnishgw-backends-ns-with-dots-"},
-		{routing.ObjectRef{Namespace: "ns", Name: long}, "vgw-" + long[:48] + "-", "varnishgw-backends-ns-" + long},
-		{routing.ObjectRef{Namespace: "ns", Name: "9lives"}, "varnishgw-9lives", "varnishgw-backends-ns-9lives"},
+		{routing.ObjectRef{Namespace: "gateways", Name: "public"}, "varnishgw-public", "varnishgw-backends-gateways.public"},
+		{routing.ObjectRef{Namespace: "ns", Name: "with.dots"}, "vgw-with-dots-", "varnishgw-backends-ns.with.dots"},
+		{routing.ObjectRef{Namespace: "ns", Name: long}, "vgw-" + long[:48] + "-", "varnishgw-backends-ns." + long},
+		{routing.ObjectRef{Namespace: "ns", Name: "9lives"}, "varnishgw-9lives", "varnishgw-backends-ns.9lives"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.gw.String(), func(t *testing.T) {
@@ -103,6 +103,53 @@ func TestCertificateRoleName(t *testing.T) {
 			}
 			if legacy == n {
 				t.Errorf("the new name %s is the legacy one", n)
+			}
+			for _, name := range []string{n, legacy} {
+				if errs := validation.IsDNS1123Subdomain(name); len(errs) > 0 {
+					t.Errorf("%s: %v", name, errs)
+				}
+			}
+		})
+	}
+}
+
+func TestBackendClusterRoleName(t *testing.T) {
+	long := strings.Repeat("a.", 120) + "b"
+	tests := []struct {
+		gw     routing.ObjectRef
+		want   string // prefix
+		legacy string // exact; "" for not checked
+	}{
+		{routing.ObjectRef{Namespace: "edge", Name: "public"}, "varnishgw-backends-edge.public", "varnishgw-backends-edge-public"},
+		{routing.ObjectRef{Namespace: "a-b", Name: "c"}, "varnishgw-backends-a-b.c", "varnishgw-backends-a-b-c"},
+		{routing.ObjectRef{Namespace: "a", Name: "b-c"}, "varnishgw-backends-a.b-c", "varnishgw-backends-a-b-c"},
+		// The legacy name of a/b.c is hashed (a label has no dot), so it
+		// is not the new name of a-b/c.
+		{routing.ObjectRef{Namespace: "a", Name: "b.c"}, "varnishgw-backends-a.b.c", ""},
+		{routing.ObjectRef{Namespace: "edge", Name: long}, "varnishgw-backends-edge-a-a-a-", ""},
+	}
+	seen := map[string]routing.ObjectRef{}
+	for _, tt := range tests {
+		n := BackendClusterRoleName(tt.gw)
+		if other, ok := seen[n]; ok {
+			t.Errorf("gateways %s and %s share the backend ClusterRole %s", other, tt.gw, n)
+		}
+		seen[n] = tt.gw
+	}
+	for _, tt := range tests {
+		t.Run(tt.gw.String(), func(t *testing.T) {
+			n, legacy := BackendClusterRoleName(tt.gw), LegacyBackendClusterRoleName(tt.gw)
+			if !strings.HasPrefix(n, tt.want) {
+				t.Errorf("BackendClusterRoleName = %q, want prefix %q", n, tt.want)
+			}
+			if tt.legacy != "" && legacy != tt.legacy {
+				t.Errorf("LegacyBackendClusterRoleName = %q, want %q (the name earlier releases wrote)", legacy, tt.legacy)
+			}
+			if strings.Contains(legacy, ".") {
+				t.Errorf("LegacyBackendClusterRoleName = %q has a dot", legacy)
+			}
+			if other, ok := seen[legacy]; ok {
+				t.Errorf("the legacy name %s of %s is the new name of %s", legacy, tt.gw, other)
 			}
 			for _, name := range []string{n, legacy} {
 				if errs := validation.IsDNS1123Subdomain(name); len(errs) > 0 {
