@@ -56,45 +56,10 @@ func TestAccListenerSetHTTPSGrantLater(t *testing.T) {
   }
 `)
 	set := func(plainHost string) string {
-		return fmt.Sprintf(`
-resource "varnishgw_listener_set" "team" {
-  namespace        = %[1]q
-  name             = "team"
-  wait_for_rollout = false
-  parent_ref {
-    namespace = varnishgw_gateway.test.namespace
-    name      = varnishgw_gateway.test.name
-  }
-  listener {
-    name     = "plain"
-    port     = 8081
-    hostname = %[3]q
-  }
-  listener {
-    name     = "team"
-    port     = 8443
-    protocol = "HTTPS"
-    hostname = "team.example.com"
-    tls {
-      certificate_ref {
-        name = "team-cert"
-      }
-    }
-  }
-  listener {
-    name     = "shared"
-    port     = 8443
-    protocol = "HTTPS"
-    hostname = "shared.example.com"
-    tls {
-      certificate_ref {
-        name      = "shared"
-        namespace = %[2]q
-      }
-    }
-  }
-}
-`, lsNS, certs, plainHost)
+		return teamListenerSetHCL(lsNS,
+			fmt.Sprintf("  listener {\n    name     = \"plain\"\n    port     = 8081\n    hostname = %q\n  }\n", plainHost),
+			setHTTPSListenerHCL("team", "team.example.com", "team-cert", ""),
+			setHTTPSListenerHCL("shared", "shared.example.com", "shared", certs))
 	}
 	grant := &gatewayv1.ReferenceGrant{
 		ObjectMeta: metav1.ObjectMeta{Namespace: certs, Name: "listenersets-to-shared"},

@@ -389,83 +389,8 @@ func TestAccListenerSetHTTPS(t *testing.T) {
     namespaces = "All"
   }
 `)
-	sets := fmt.Sprintf(`
-resource "varnishgw_listener_set" "team" {
-  namespace        = %[1]q
-  name             = "team"
-  wait_for_rollout = false
-  parent_ref {
-    namespace = varnishgw_gateway.test.namespace
-    name      = varnishgw_gateway.test.name
-  }
-  listener {
-    name     = "secure"
-    port     = 8443
-    protocol = "HTTPS"
-    hostname = "team.example.com"
-    tls {
-      certificate_ref {
-        name = "team-cert"
-      }
-    }
-  }
-  listener {
-    name     = "pending"
-    port     = 8443
-    protocol = "HTTPS"
-    hostname = "pending.example.com"
-    tls {
-      certificate_ref {
-        name = "not-yet"
-      }
-    }
-  }
-  listener {
-    name     = "shared"
-    port     = 8443
-    protocol = "HTTPS"
-    hostname = "shared.example.com"
-    tls {
-      certificate_ref {
-        name      = "shared"
-        namespace = %[2]q
-      }
-    }
-  }
-}
-
-resource "varnishgw_http_route" "team" {
-  namespace = %[1]q
-  name      = "team"
-  parent_ref {
-    kind         = "ListenerSet"
-    name         = varnishgw_listener_set.team.name
-    section_name = "secure"
-  }
-  rule {
-    backend_ref {
-      name = "web"
-      port = 80
-    }
-  }
-}
-`, lsNS, certs)
-	httpOnly := fmt.Sprintf(`
-resource "varnishgw_listener_set" "team" {
-  namespace        = %[1]q
-  name             = "team"
-  wait_for_rollout = false
-  parent_ref {
-    namespace = varnishgw_gateway.test.namespace
-    name      = varnishgw_gateway.test.name
-  }
-  listener {
-    name     = "secure"
-    port     = 8443
-    hostname = "team.example.com"
-  }
-}
-
+	// route is attached to the ListenerSet's listener "secure".
+	route := fmt.Sprintf(`
 resource "varnishgw_http_route" "team" {
   namespace = %[1]q
   name      = "team"
@@ -482,6 +407,11 @@ resource "varnishgw_http_route" "team" {
   }
 }
 `, lsNS)
+	sets := teamListenerSetHCL(lsNS,
+		setHTTPSListenerHCL("secure", "team.example.com", "team-cert", ""),
+		setHTTPSListenerHCL("pending", "pending.example.com", "not-yet", ""),
+		setHTTPSListenerHCL("shared", "shared.example.com", "shared", certs)) + route
+	httpOnly := teamListenerSetHCL(lsNS, "  listener {\n    name     = \"secure\"\n    port     = 8443\n    hostname = \"team.example.com\"\n  }\n") + route
 	resource.Test(t, resource.TestCase{
 		ProtoV6ProviderFactories: protoV6ProviderFactories,
 		Steps: []resource.TestStep{{
@@ -656,28 +586,7 @@ func TestAccListenerSetHTTPSProviderRoles(t *testing.T) {
     namespaces = "All"
   }
 `), providerBlock(cp), fmt.Sprintf("provider \"varnishgw\" {\n  config_path = %q\n}\n", kubeconfig), 1)
-	set := fmt.Sprintf(`
-resource "varnishgw_listener_set" "team" {
-  namespace        = %q
-  name             = "team"
-  wait_for_rollout = false
-  parent_ref {
-    namespace = varnishgw_gateway.test.namespace
-    name      = varnishgw_gateway.test.name
-  }
-  listener {
-    name     = "secure"
-    port     = 8443
-    protocol = "HTTPS"
-    hostname = "team.example.com"
-    tls {
-      certificate_ref {
-        name = "team-cert"
-      }
-    }
-  }
-}
-`, lsNS)
+	set := teamListenerSetHCL(lsNS, setHTTPSListenerHCL("secure", "team.example.com", "team-cert", ""))
 	resource.Test(t, resource.TestCase{
 		ProtoV6ProviderFactories: protoV6ProviderFactories,
 		Steps: []resource.TestStep{{
@@ -702,4 +611,41 @@ resource "varnishgw_listener_set" "team" {
 			},
 		}},
 	})
+}
+
+// teamListenerSetHCL is the ListenerSet "team" of namespace ns, attached
+// to varnishgw_gateway.test, with the listener blocks listeners.
+func teamListenerSetHCL(ns string, listeners ...string) string {
+	return fmt.Sprintf(`
+resource "varnishgw_listener_set" "team" {
+  namespace        = %q
+  name             = "team"
+  wait_for_rollout = false
+  parent_ref {
+    namespace = varnishgw_gateway.test.namespace
+    name      = varnishgw_gateway.test.name
+  }
+%s}
+`, ns, strings.Join(listeners, ""))
+}
+
+// setHTTPSListenerHCL is a ListenerSet's HTTPS listener block on port 8443
+// for hostname, with the certificate Secret secret of namespace secretNS
+// ("": the ListenerSet's).
+func setHTTPSListenerHCL(name, hostname, secret, secretNS string) string {
+	ref := fmt.Sprintf("        name = %q\n", secret)
+	if secretNS != "" {
+		ref += fmt.Sprintf("        namespace = %q\n", secretNS)
+	}
+	return fmt.Sprintf(`  listener {
+    name     = %q
+    port     = 8443
+    protocol = "HTTPS"
+    hostname = %q
+    tls {
+      certificate_ref {
+%s      }
+    }
+  }
+`, name, hostname, ref)
 }
