@@ -62,20 +62,6 @@ func (s Snapshot) LiveSessions() (n uint64, ok bool) {
 	return n, ok
 }
 
-// SessionsOpenByCloseReasons is the other way to count live sessions:
-// MAIN.sess_conn minus the sum of all MAIN.sc_* close reasons. It agrees
-// with [Snapshot.LiveSessions] once the worker threads have flushed their
-// counters; LiveSessions is exact at all times and the one to use.
-func (s Snapshot) SessionsOpenByCloseReasons() int64 {
-	var closed uint64
-	for name, c := range s.Counters {
-		if strings.HasPrefix(name, "MAIN.sc_") {
-			closed += c.Value
-		}
-	}
-	return int64(s.Value("MAIN.sess_conn")) - int64(closed)
-}
-
 // ChildStarts returns MGT.child_start, the number of times the manager has
 // started the cache child: it grows when a crashed child was restarted.
 func (s Snapshot) ChildStarts() uint64 { return s.Value("MGT.child_start") }
