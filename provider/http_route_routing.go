@@ -345,28 +345,6 @@ func nonNil[T any](s []T) []T {
 	return s
 }
 
-func sameParentRef(a, b gatewayv1.ParentReference, routeNamespace string) bool {
-	ns := func(p gatewayv1.ParentReference) string {
-		if p.Namespace != nil {
-			return string(*p.Namespace)
-		}
-		return routeNamespace
-	}
-	str := func(p *gatewayv1.SectionName) string {
-		if p == nil {
-			return ""
-		}
-		return string(*p)
-	}
-	port := func(p *gatewayv1.PortNumber) int32 {
-		if p == nil {
-			return 0
-		}
-		return int32(*p)
-	}
-	return a.Name == b.Name && ns(a) == ns(b) && str(a.SectionName) == str(b.SectionName) && port(a.Port) == port(b.Port)
-}
-
 // applyRoute writes the HTTPRoute spec with server-side apply and returns
 // the object the API server stored. dryRun returns what it would store.
 func (c *clients) applyRoute(ctx context.Context, route *gatewayv1.HTTPRoute, dryRun bool) (*gatewayv1.HTTPRoute, error) {

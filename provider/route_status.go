@@ -129,7 +129,7 @@ func routeStatusApply(cur *gatewayv1.HTTPRoute, gen int64, frags []*routing.Frag
 // when it has none.
 func ourParentStatus(route *gatewayv1.HTTPRoute, parentRef gatewayv1.ParentReference) *gatewayv1.RouteParentStatus {
 	for i, p := range route.Status.Parents {
-		if p.ControllerName == ControllerName && sameParentRef(p.ParentRef, parentRef, route.Namespace) {
+		if p.ControllerName == ControllerName && routing.SameParentRef(p.ParentRef, parentRef, route.Namespace) {
 			return &route.Status.Parents[i]
 		}
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/netip"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -251,6 +252,33 @@ func truncate(s string) string {
 		return strings.ToValidUTF8(s[:maxMessage-3], "") + "..."
 	}
 	return s
+}
+
+// SameParentRef reports whether a and b, parentRefs of a route in
+// routeNS, name the same parent (group, kind, namespace and name, defaulted
+// as the API does), section and port: whether a status.parents entry of
+// one is the other's.
+func SameParentRef(a, b gatewayv1.ParentReference, routeNS string) bool {
+	key := func(p gatewayv1.ParentReference) [6]string {
+		k := [6]string{gatewayv1.GroupName, "Gateway", routeNS, string(p.Name), "", ""}
+		if p.Group != nil {
+			k[0] = string(*p.Group)
+		}
+		if p.Kind != nil {
+			k[1] = string(*p.Kind)
+		}
+		if p.Namespace != nil {
+			k[2] = string(*p.Namespace)
+		}
+		if p.SectionName != nil {
+			k[4] = string(*p.SectionName)
+		}
+		if p.Port != nil {
+			k[5] = strconv.Itoa(int(*p.Port))
+		}
+		return k
+	}
+	return key(a) == key(b)
 }
 
 // namesGateway reports whether the parentRef names gw.

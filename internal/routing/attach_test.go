@@ -196,3 +196,32 @@ func TestRouteParentStatus(t *testing.T) {
 		t.Errorf("status = %+v", st)
 	}
 }
+
+func TestSameParentRef(t *testing.T) {
+	ptr := func(s string) *string { return &s }
+	group := func(s string) *gatewayv1.Group { return (*gatewayv1.Group)(ptr(s)) }
+	kind := func(s string) *gatewayv1.Kind { return (*gatewayv1.Kind)(ptr(s)) }
+	ns := func(s string) *gatewayv1.Namespace { return (*gatewayv1.Namespace)(ptr(s)) }
+	section := func(s string) *gatewayv1.SectionName { return (*gatewayv1.SectionName)(ptr(s)) }
+	port := func(n int32) *gatewayv1.PortNumber { p := gatewayv1.PortNumber(n); return &p }
+	edge := gatewayv1.ParentReference{Name: "edge"}
+	for _, tc := range []struct {
+		name string
+		a, b gatewayv1.ParentReference
+		want bool
+	}{
+		{"same", edge, edge, true},
+		{"defaults spelled out", edge, gatewayv1.ParentReference{Group: group(gatewayv1.GroupName), Kind: kind("Gateway"), Namespace: ns("apps"), Name: "edge"}, true},
+		{"other namespace", edge, gatewayv1.ParentReference{Namespace: ns("infra"), Name: "edge"}, false},
+		{"a ListenerSet of the same name", edge, gatewayv1.ParentReference{Group: group(gatewayv1.GroupName), Kind: kind("ListenerSet"), Name: "edge"}, false},
+		{"another group", edge, gatewayv1.ParentReference{Group: group("example.com"), Name: "edge"}, false},
+		{"a section", edge, gatewayv1.ParentReference{Name: "edge", SectionName: section("http")}, false},
+		{"a port", edge, gatewayv1.ParentReference{Name: "edge", Port: port(80)}, false},
+		{"same section and port", gatewayv1.ParentReference{Name: "edge", SectionName: section("http"), Port: port(80)},
+			gatewayv1.ParentReference{Name: "edge", SectionName: section("http"), Port: port(80)}, true},
+	} {
+		if got := SameParentRef(tc.a, tc.b, "apps"); got != tc.want {
+			t.Errorf("%s: SameParentRef = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}

@@ -83,10 +83,7 @@ func (w *AttachedRoutesWriter) Set(a AttachedRoutes, live *gatewayv1.Gateway) {
 	}
 	w.want = &a
 	w.mu.Unlock()
-	select {
-	case w.kick <- struct{}{}:
-	default:
-	}
+	kick(w.kick)
 }
 
 // showsCounts reports whether every listener entry of gw's status that

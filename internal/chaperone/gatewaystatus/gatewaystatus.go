@@ -101,10 +101,7 @@ func (w *Writer) Set(p Programmed) {
 	w.mu.Lock()
 	w.want = &p
 	w.mu.Unlock()
-	select {
-	case w.kick <- struct{}{}:
-	default:
-	}
+	kick(w.kick)
 }
 
 // Run applies desired conditions until ctx ends.

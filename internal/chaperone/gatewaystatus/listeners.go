@@ -80,10 +80,7 @@ func (w *ListenerWriter) Set(generation int64, conds []ListenerCondition) {
 	w.mu.Lock()
 	w.want = &listenerState{generation, slices.Clone(conds)}
 	w.mu.Unlock()
-	select {
-	case w.kick <- struct{}{}:
-	default:
-	}
+	kick(w.kick)
 }
 
 // Run applies the desired conditions until ctx ends, retrying failures

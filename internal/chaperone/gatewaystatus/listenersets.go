@@ -80,10 +80,7 @@ func (w *ListenerSetWriter) Set(want map[routing.ObjectRef]ListenerSetConditions
 	w.mu.Lock()
 	w.want = maps.Clone(want)
 	w.mu.Unlock()
-	select {
-	case w.kick <- struct{}{}:
-	default:
-	}
+	kick(w.kick)
 }
 
 // Run applies the desired conditions until ctx ends, retrying failures

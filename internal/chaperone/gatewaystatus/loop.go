@@ -6,6 +6,15 @@ import (
 	"time"
 )
 
+// kick wakes the loop that reads ch (retryLoop) without blocking: one
+// pending wake-up is enough.
+func kick(ch chan<- struct{}) {
+	select {
+	case ch <- struct{}{}:
+	default:
+	}
+}
+
 // retryLoop calls apply after every kick until it succeeds, retrying
 // failures with backoff (500 ms doubling up to 30 s), until ctx ends. The
 // first failure of a run of failures is logged at WARN, the retries at

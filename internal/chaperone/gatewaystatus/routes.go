@@ -43,7 +43,7 @@ type RouteResolvedRefs struct {
 func (r RouteResolvedRefs) same(o RouteResolvedRefs) bool {
 	return r.Route == o.Route && r.Condition == o.Condition && r.Applied == o.Applied &&
 		slices.EqualFunc(r.Parents, o.Parents, func(a, b gatewayv1.ParentReference) bool {
-			return sameParentRef(a, b, r.Route.Namespace)
+			return routing.SameParentRef(a, b, r.Route.Namespace)
 		})
 }
 
@@ -155,10 +155,7 @@ func (w *RouteWriter) Set(routes []RouteResolvedRefs) {
 	if !pending {
 		return
 	}
-	select {
-	case w.kick <- struct{}{}:
-	default:
-	}
+	kick(w.kick)
 }
 
 // Run writes the desired conditions until ctx ends, retrying failures
@@ -183,10 +180,7 @@ func (w *RouteWriter) Run(ctx context.Context) {
 			}
 			w.mu.Unlock()
 			if recheck {
-				select {
-				case w.kick <- struct{}{}:
-				default:
-				}
+				kick(w.kick)
 			}
 		}
 	}()
@@ -243,12 +237,7 @@ func (w *RouteWriter) Run(ctx context.Context) {
 			w.mu.Unlock()
 		}
 		if again {
-			time.AfterFunc(entryPoll, func() {
-				select {
-				case w.kick <- struct{}{}:
-				default:
-				}
-			})
+			time.AfterFunc(entryPoll, func() { kick(w.kick) })
 		}
 		return errors.Join(errs...)
 	})
@@ -328,28 +317,7 @@ func (w *RouteWriter) covers(r RouteResolvedRefs, pr gatewayv1.ParentReference, 
 	if len(r.Parents) == 0 {
 		return w.names(pr, routeNS)
 	}
-	return slices.ContainsFunc(r.Parents, func(p gatewayv1.ParentReference) bool { return sameParentRef(p, pr, routeNS) })
-}
-
-// sameParentRef reports whether a and b, parentRefs of a route in
-// routeNS, name the same parent, section and port (group and kind
-// defaulted as the API does).
-func sameParentRef(a, b gatewayv1.ParentReference, routeNS string) bool {
-	str := func(p *string, def string) string {
-		if p == nil {
-			return def
-		}
-		return *p
-	}
-	key := func(p gatewayv1.ParentReference) [6]string {
-		var port string
-		if p.Port != nil {
-			port = fmt.Sprint(*p.Port)
-		}
-		return [6]string{str((*string)(p.Group), gatewayv1.GroupName), str((*string)(p.Kind), "Gateway"),
-			str((*string)(p.Namespace), routeNS), string(p.Name), str((*string)(p.SectionName), ""), port}
-	}
-	return key(a) == key(b)
+	return slices.ContainsFunc(r.Parents, func(p gatewayv1.ParentReference) bool { return routing.SameParentRef(p, pr, routeNS) })
 }
 
 // names reports whether the parentRef of a route in routeNS names the
