@@ -311,38 +311,19 @@ func (c *clients) waitServed(ctx context.Context, writes []fragmentWrite, timeou
 		return nil
 	}
 	start := time.Now()
-	var pending []string // of the last complete check
-	var lastErr error
-	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
-		now, err := c.notServed(ctx, writes)
-		var rejected *servedError
-		switch {
-		case errors.As(err, &rejected):
-			return false, err
-		case err != nil && ctx.Err() != nil:
-			return false, nil // cut short by the timeout: the last complete check stands
-		case err != nil:
-			lastErr = err // the API may be briefly unavailable: try again
-			return false, nil
-		}
-		pending, lastErr = now, nil
-		return len(pending) == 0, nil
-	})
-	if err == nil {
-		return nil
-	}
 	var rejected *servedError
-	if errors.As(err, &rejected) {
+	left, err := pollPending(ctx, 200*time.Millisecond, timeout,
+		func(ctx context.Context) ([]string, error) { return c.notServed(ctx, writes) },
+		func(err error) bool { return errors.As(err, &rejected) })
+	switch {
+	case err == nil:
+		return nil
+	case rejected != nil:
 		return err
-	}
-	if ctx.Err() == nil && wait.Interrupted(err) {
-		detail := strings.Join(pending, ", ")
-		if lastErr != nil {
-			detail += fmt.Sprintf(" (the last check failed: %v)", lastErr)
-		}
+	case ctx.Err() == nil && wait.Interrupted(err):
 		return fmt.Errorf("the gateway pods did not report serving the new routing within %s: %s. Their chaperone logs "+
 			"say why (kubectl logs -c chaperone); raise served_timeout, or set wait_for_served = false to skip the wait",
-			time.Since(start).Round(time.Second), detail)
+			time.Since(start).Round(time.Second), left)
 	}
 	return fmt.Errorf("wait for the gateway pods to serve the new routing: %w", err)
 }
@@ -429,4 +410,45 @@ func rejectedByPod(frags []*routing.Fragment, e *servedError) []*routing.Fragmen
 		out[i] = &c
 	}
 	return out
+}
+
+// pendingLeft is what a wait for pending items (pollPending) left when it
+// ran out: the items of the last complete check, and the error of the
+// last check if it failed.
+type pendingLeft struct {
+	pending []string
+	last    error
+}
+
+func (p pendingLeft) String() string {
+	s := strings.Join(p.pending, ", ")
+	if p.last != nil {
+		s += fmt.Sprintf(" (the last check failed: %v)", p.last)
+	}
+	return s
+}
+
+// pollPending calls check every interval, within timeout, until it
+// reports nothing pending. A check that fails is tried again (the API may
+// be briefly unavailable), and its error is reported as the last check's
+// unless the timeout cut the check short; an error fatal accepts ends the
+// wait with it. It returns what was left, and nil when nothing was, the
+// fatal error, or the wait's own error (wait.Interrupted on timeout).
+func pollPending(ctx context.Context, interval, timeout time.Duration, check func(context.Context) ([]string, error), fatal func(error) bool) (pendingLeft, error) {
+	var left pendingLeft
+	err := wait.PollUntilContextTimeout(ctx, interval, timeout, true, func(ctx context.Context) (bool, error) {
+		pending, err := check(ctx)
+		switch {
+		case err != nil && fatal != nil && fatal(err):
+			return false, err
+		case err != nil && ctx.Err() != nil:
+			return false, nil // cut short by the timeout: the last complete check stands
+		case err != nil:
+			left.last = err
+			return false, nil
+		}
+		left = pendingLeft{pending: pending}
+		return len(pending) == 0, nil
+	})
+	return left, err
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"strings"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -144,18 +143,12 @@ func (c *clients) waitResolvedRefs(ctx context.Context, route *gatewayv1.HTTPRou
 	if len(podsWrite) == 0 {
 		return nil
 	}
-	var pending []string
-	var lastErr error
-	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+	left, err := pollPending(ctx, 100*time.Millisecond, timeout, func(ctx context.Context) ([]string, error) {
 		cur, err := c.gateway.GatewayV1().HTTPRoutes(route.Namespace).Get(ctx, route.Name, metav1.GetOptions{})
-		switch {
-		case err != nil && ctx.Err() != nil:
-			return false, nil // cut short by the timeout: the last complete check stands
-		case err != nil:
-			lastErr = err
-			return false, nil
+		if err != nil {
+			return nil, err
 		}
-		pending, lastErr = nil, nil
+		var pending []string
 		for _, f := range frags {
 			if !podsWrite[f.Gateway] {
 				continue
@@ -170,17 +163,16 @@ func (c *clients) waitResolvedRefs(ctx context.Context, route *gatewayv1.HTTPRou
 				}
 			}
 		}
-		return len(pending) == 0, nil
-	})
-	if err == nil {
+		return pending, nil
+	}, nil)
+	switch {
+	case err == nil:
 		return nil
+	case ctx.Err() == nil && wait.Interrupted(err):
+		return fmt.Errorf("the gateway pods did not write the route's ResolvedRefs condition for generation %d within %s: %s",
+			route.Generation, timeout, left)
 	}
-	detail := strings.Join(pending, ", ")
-	if lastErr != nil {
-		detail += fmt.Sprintf(" (the last check failed: %v)", lastErr)
-	}
-	return fmt.Errorf("the gateway pods did not write the route's ResolvedRefs condition for generation %d within %s: %s",
-		route.Generation, timeout, detail)
+	return fmt.Errorf("wait for the gateway pods to write the route's ResolvedRefs condition: %w", err)
 }
 
 // parentRefString names a parentRef of a route in routeNS for messages:
