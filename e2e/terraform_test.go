@@ -14,19 +14,7 @@ import (
 // varnishgw_gateway_class with resource label label, named class, whose
 // parameters live in ns and whose image is the one the tests build.
 func classHCL(label, ns, class string) string {
-	return fmt.Sprintf(`
-terraform {
-  required_providers {
-    varnishgw = { source = "varnishgw/varnishgw" }
-  }
-}
-
-variable "kubeconfig" { type = string }
-
-provider "varnishgw" {
-  config_path = var.kubeconfig
-}
-
+	return tfcli.KubeconfigProvider + fmt.Sprintf(`
 resource "varnishgw_gateway_class" %[1]q {
   name                 = %[3]q
   parameters_namespace = %[2]q

@@ -16,25 +16,14 @@ import (
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/demo"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/gwruntime"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/routing"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/testing/tfcli"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/vgwapi"
 )
 
 // gatewayHCL is a class, a gateway and routes; %[1]s is the namespace,
 // %[2]s the image, %[3]s the mode, %[4]d the replicas, %[5]s the class's
 // varnishd_params (an HCL map) and %[6]s extra resources.
-const gatewayHCL = `
-terraform {
-  required_providers {
-    varnishgw = { source = "varnishgw/varnishgw" }
-  }
-}
-
-variable "kubeconfig" { type = string }
-
-provider "varnishgw" {
-  config_path = var.kubeconfig
-}
-
+const gatewayHCL = tfcli.KubeconfigProvider + `
 resource "varnishgw_gateway_class" "node" {
   name                 = "node-%[1]s"
   parameters_namespace = %[1]q

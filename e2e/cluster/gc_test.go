@@ -12,23 +12,12 @@ import (
 
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/gwruntime"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/routing"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/testing/tfcli"
 )
 
 // gcHCL is a class and a gateway alone; %[1]s is the namespace, %[2]s the
 // image.
-const gcHCL = `
-terraform {
-  required_providers {
-    varnishgw = { source = "varnishgw/varnishgw" }
-  }
-}
-
-variable "kubeconfig" { type = string }
-
-provider "varnishgw" {
-  config_path = var.kubeconfig
-}
-
+const gcHCL = tfcli.KubeconfigProvider + `
 resource "varnishgw_gateway_class" "gc" {
   name                 = "gc-%[1]s"
   parameters_namespace = %[1]q

@@ -26,24 +26,13 @@ import (
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/routing"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/testing/echo"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/testing/hitchtest"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/testing/tfcli"
 )
 
 // httpsHCL is a gateway with an HTTP listener that redirects to HTTPS and
 // two HTTPS listeners on port 443, www (Secret www-tls) and api (Secret
 // api-tls); %[1]s is the namespace, %[2]s the image, %[3]s the mode.
-const httpsHCL = `
-terraform {
-  required_providers {
-    varnishgw = { source = "varnishgw/varnishgw" }
-  }
-}
-
-variable "kubeconfig" { type = string }
-
-provider "varnishgw" {
-  config_path = var.kubeconfig
-}
-
+const httpsHCL = tfcli.KubeconfigProvider + `
 resource "varnishgw_gateway_class" "tls" {
   name                 = "tls-%[1]s"
   parameters_namespace = %[1]q

@@ -19,6 +19,7 @@ import (
 
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/demo"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/routing"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/testing/tfcli"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/vgwapi"
 	"github.com/varnishgw/terraform-provider-varnishgw/provider"
 )
@@ -30,13 +31,7 @@ import (
 // on its own port, and both data sources. %[1]s is the kubeconfig, %[2]s
 // the namespace, %[3]s the image, %[4]s the backend namespace, %[5]s the
 // class's varnishd_params, %[6]s the mode, %[7]s further gateway arguments.
-const providerRoleHCL = `
-terraform {
-  required_providers {
-    varnishgw = { source = "varnishgw/varnishgw" }
-  }
-}
-
+const providerRoleHCL = tfcli.RequiredProviders + `
 provider "varnishgw" {
   config_path = %[1]q
 }

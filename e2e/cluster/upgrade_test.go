@@ -35,19 +35,7 @@ const previousImageCmd = "./internal/imagebuild/cmd/image"
 // previousGatewayHCL is gatewayHCL as the previous release's provider reads
 // it (nested attributes, before the blocks of this release), with the same
 // arguments.
-const previousGatewayHCL = `
-terraform {
-  required_providers {
-    varnishgw = { source = "varnishgw/varnishgw" }
-  }
-}
-
-variable "kubeconfig" { type = string }
-
-provider "varnishgw" {
-  config_path = var.kubeconfig
-}
-
+const previousGatewayHCL = tfcli.KubeconfigProvider + `
 resource "varnishgw_gateway_class" "node" {
   name                 = "node-%[1]s"
   parameters_namespace = %[1]q

@@ -50,6 +50,17 @@ const RequiredProviders = `terraform {
 }
 `
 
+// KubeconfigProvider is RequiredProviders, a variable kubeconfig and the
+// provider configured from it: the head of a test configuration whose runs
+// pass -var kubeconfig=PATH.
+const KubeconfigProvider = RequiredProviders + `
+variable "kubeconfig" { type = string }
+
+provider "varnishgw" {
+  config_path = var.kubeconfig
+}
+`
+
 // providerAddresses are the addresses the dev_overrides cover.
 var providerAddresses = []string{
 	"registry.terraform.io/varnishgw/varnishgw",
