@@ -42,8 +42,7 @@ func TestAccGatewayBackendClusterRoleNamesAlike(t *testing.T) {
 	}
 	apps := cp.Namespace(t)
 	createService(t, cp, apps, "web")
-	class := "vgw-" + k8srand.String(6)
-	t.Cleanup(func() { _ = cp.Gateway.GatewayV1().GatewayClasses().Delete(ctx, class, metav1.DeleteOptions{}) })
+	class := className(t, cp)
 	routeB := routing.ObjectRef{Namespace: apps, Name: "web-b"}
 
 	both := backendGatewaysHCL(providerBlock(cp), class, apps, map[string]routing.ObjectRef{"a": gwA, "b": gwB})
@@ -124,8 +123,7 @@ func TestAccGatewayBackendClusterRoleUpgrade(t *testing.T) {
 	gw := routing.ObjectRef{Namespace: cp.Namespace(t), Name: "edge"}
 	apps := cp.Namespace(t)
 	createService(t, cp, apps, "web")
-	class := "vgw-" + k8srand.String(6)
-	t.Cleanup(func() { _ = cp.Gateway.GatewayV1().GatewayClasses().Delete(ctx, class, metav1.DeleteOptions{}) })
+	class := className(t, cp)
 	route := routing.ObjectRef{Namespace: apps, Name: "web-edge"}
 	current, legacy := gwruntime.BackendClusterRoleName(gw), gwruntime.LegacyBackendClusterRoleName(gw)
 	binding, legacyBinding := gwruntime.BackendRoleBindingName(gw, route), gwruntime.LegacyBackendRoleBindingName(gw, route)

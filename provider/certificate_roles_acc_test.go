@@ -11,7 +11,6 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	k8srand "k8s.io/apimachinery/pkg/util/rand"
 
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/gwruntime"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/routing"
@@ -29,8 +28,7 @@ func TestAccGatewayCertificateRoleUpgrade(t *testing.T) {
 	cp := accPreCheck(t)
 	ctx := context.Background()
 	ns, certs := cp.Namespace(t), cp.Namespace(t)
-	class := "vgw-" + k8srand.String(6)
-	t.Cleanup(func() { _ = cp.Gateway.GatewayV1().GatewayClasses().Delete(ctx, class, metav1.DeleteOptions{}) })
+	class := className(t, cp)
 	gw := routing.ObjectRef{Namespace: ns, Name: "edge"}
 	current, legacy := gwruntime.CertificateRoleName(gw), gwruntime.LegacyCertificateRoleName(gw)
 	withShop := gatewayConfig(cp, ns, class, "", listenerHCL("http", 8080)+shopListenerHCL(certs))

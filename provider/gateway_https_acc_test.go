@@ -138,8 +138,7 @@ func TestAccGatewayHTTPS(t *testing.T) {
 	cp := accPreCheck(t)
 	ctx := context.Background()
 	ns, certs := cp.Namespace(t), cp.Namespace(t)
-	class := "vgw-" + k8srand.String(6)
-	t.Cleanup(func() { _ = cp.Gateway.GatewayV1().GatewayClasses().Delete(ctx, class, metav1.DeleteOptions{}) })
+	class := className(t, cp)
 	gw := routing.ObjectRef{Namespace: ns, Name: "edge"}
 	www, wwwKey := tlsSecret(t, ns, "www-cert", "www.example.com")
 	if _, err := cp.Client.CoreV1().Secrets(ns).Create(ctx, www, metav1.CreateOptions{}); err != nil {
@@ -438,10 +437,7 @@ func TestAccGatewayHTTPSProviderRoles(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			class := "vgw-" + k8srand.String(6)
-			t.Cleanup(func() {
-				_ = cp.Gateway.GatewayV1().GatewayClasses().Delete(context.Background(), class, metav1.DeleteOptions{})
-			})
+			class := className(t, cp)
 			config := fmt.Sprintf(`
 provider "varnishgw" {
   config_path = %[1]q

@@ -297,10 +297,7 @@ func TestAccGatewayInvalidationEndpointProviderRoles(t *testing.T) {
 			ns := cp.Namespace(t)
 			gw := routing.ObjectRef{Namespace: ns, Name: "edge"}
 			kubeconfig, _ := providerIdentity(t, cp, tc.rules, ns)
-			class := "vgw-" + k8srand.String(6)
-			t.Cleanup(func() {
-				_ = cp.Gateway.GatewayV1().GatewayClasses().Delete(context.Background(), class, metav1.DeleteOptions{})
-			})
+			class := className(t, cp)
 			config := func(extra string) string {
 				return fmt.Sprintf(`
 provider "varnishgw" {

@@ -64,6 +64,18 @@ resource "varnishgw_gateway" "test" {
 `, class, ns, testImage, classBody, ns, gwBody)
 }
 
+// className is a new GatewayClass name for a test whose configuration
+// declares the class. The class is deleted when the test ends, in case the
+// test stops before Terraform destroys it.
+func className(t *testing.T, cp *testenv.ControlPlane) string {
+	t.Helper()
+	class := "vgw-" + rand.String(6)
+	t.Cleanup(func() {
+		_ = cp.Gateway.GatewayV1().GatewayClasses().Delete(context.Background(), class, metav1.DeleteOptions{})
+	})
+	return class
+}
+
 func getDeployment(cp *testenv.ControlPlane, gw routing.ObjectRef) (*appsv1.Deployment, error) {
 	return cp.Client.AppsV1().Deployments(gw.Namespace).Get(context.Background(), gwruntime.Name(gw), metav1.GetOptions{})
 }

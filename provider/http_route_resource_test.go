@@ -20,7 +20,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/util/rand"
 	"k8s.io/client-go/dynamic"
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 
@@ -45,13 +44,11 @@ func routeFixture(t *testing.T, cp *testenv.ControlPlane, ns, hostname string) (
 // createClass creates a GatewayClass with controller and returns its name.
 func createClass(t *testing.T, cp *testenv.ControlPlane, controller string) string {
 	t.Helper()
-	ctx := context.Background()
-	class := "vgw-" + rand.String(6)
+	class := className(t, cp)
 	gc := &gatewayv1.GatewayClass{ObjectMeta: metav1.ObjectMeta{Name: class}, Spec: gatewayv1.GatewayClassSpec{ControllerName: gatewayv1.GatewayController(controller)}}
-	if _, err := cp.Gateway.GatewayV1().GatewayClasses().Create(ctx, gc, metav1.CreateOptions{}); err != nil {
+	if _, err := cp.Gateway.GatewayV1().GatewayClasses().Create(context.Background(), gc, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = cp.Gateway.GatewayV1().GatewayClasses().Delete(ctx, class, metav1.DeleteOptions{}) })
 	return class
 }
 

@@ -576,10 +576,7 @@ func TestAccListenerSetHTTPSProviderRoles(t *testing.T) {
 	ctx := context.Background()
 	ns, lsNS := cp.Namespace(t), cp.Namespace(t)
 	kubeconfig, _ := providerIdentity(t, cp, ProviderClusterRules(), ns, lsNS)
-	class := "vgw-" + rand.String(6)
-	t.Cleanup(func() {
-		_ = cp.Gateway.GatewayV1().GatewayClasses().Delete(context.Background(), class, metav1.DeleteOptions{})
-	})
+	class := className(t, cp)
 	gw := routing.ObjectRef{Namespace: ns, Name: "edge"}
 	gateway := strings.Replace(gatewayConfig(cp, ns, class, "", listenerHCL("http", 8080)+`
   allowed_listeners {

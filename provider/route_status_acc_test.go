@@ -9,7 +9,6 @@ import (
 	"github.com/hashicorp/terraform-plugin-testing/terraform"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	k8srand "k8s.io/apimachinery/pkg/util/rand"
 
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/gwruntime"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/routing"
@@ -29,10 +28,7 @@ func TestAccHTTPRouteStatusRoleProviderRoles(t *testing.T) {
 	name := gwruntime.RouteStatusRoleName(gw, routing.ObjectRef{Namespace: apps, Name: "web"})
 	createService(t, cp, apps, "web")
 	kubeconfig, _ := providerIdentity(t, cp, ProviderClusterRules(), ns)
-	class := "vgw-" + k8srand.String(6)
-	t.Cleanup(func() {
-		_ = cp.Gateway.GatewayV1().GatewayClasses().Delete(context.Background(), class, metav1.DeleteOptions{})
-	})
+	class := className(t, cp)
 	base := fmt.Sprintf(`
 provider "varnishgw" {
   config_path = %[1]q
