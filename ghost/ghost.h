@@ -229,6 +229,8 @@ struct gh_task {
 	int			sess_new;	/* .deliver() sets the cookie */
 	uint64_t		sess_id;	/* of the picked endpoint */
 	long long		sess_time;	/* the session's start */
+	int			pipe;		/* a WebSocket upgrade to a
+						 * kubernetes.io/ws backend */
 };
 
 /*

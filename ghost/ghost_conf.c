@@ -706,7 +706,8 @@ load_endpoints(struct pc *pc, const char *path, const json_t *j,
 	return (0);
 }
 
-static const char * const backend_fields[] = {"name", "endpoints", NULL};
+static const char * const backend_fields[] = {"name", "endpoints",
+    "websocket", NULL};
 
 /*
  * The top-level "backends" table, and an open-addressing hash of its
@@ -761,7 +762,8 @@ load_backends(struct pc *pc, const json_t *root, struct gh_state *st)
 			    qv(q, sizeof q, s), o->index));
 		}
 		b->name = sdup(pc, path, s);
-		if (b->name == NULL || load_endpoints(pc, path, e, b))
+		if (b->name == NULL || load_endpoints(pc, path, e, b) ||
+		    get_bool(pc, path, e, "websocket", &b->websocket))
 			return (-1);
 		AN(b->ep);
 		pc->bslot[h] = b;

@@ -173,6 +173,75 @@ gh_misdirected(VRT_CTX, struct VPFX(ghost_router) *rt, struct gh_task *t,
 	return (1);
 }
 
+/*
+ * Protocol upgrades. Varnish cannot wait for the backend's 101 before it
+ * pipes, and a pipe relays every later byte of the client connection to
+ * the backend unrouted. So a WebSocket upgrade (RFC 6455: Upgrade:
+ * websocket, Connection: upgrade) is piped only to a backend whose Service
+ * port has appProtocol kubernetes.io/ws (GEP-1911, the backends table's
+ * "websocket"); every other request loses its Upgrade header and the
+ * upgrade token of Connection and is served as plain HTTP. Returns 1 to
+ * pipe, 0 to go on, -1 out of workspace (VRT_fail done).
+ */
+static int
+gh_upgrade(VRT_CTX, const struct gh_group *g)
+{
+	struct http *hp;
+	const char *v, *p, *e, *te;
+	char *buf, *o;
+	size_t l;
+
+	hp = ctx->http_req;
+	CHECK_OBJ_NOTNULL(hp, HTTP_MAGIC);
+	if (g != NULL && g->backend != NULL && g->backend->websocket &&
+	    http_GetHdrToken(hp, H_Upgrade, "websocket", NULL, NULL) &&
+	    http_GetHdrToken(hp, H_Connection, "upgrade", NULL, NULL))
+		return (1);
+	if (http_GetHdr(hp, H_Upgrade, NULL)) {
+		VSLb(ctx->vsl, SLT_VCL_Log, "ghost.upgrade: not piped, "
+		    "backend %s%s", g != NULL ? g->name : "",
+		    g != NULL && g->backend != NULL && g->backend->websocket ?
+		    " (not a WebSocket upgrade)" :
+		    " has no appProtocol kubernetes.io/ws");
+		http_Unset(hp, H_Upgrade);
+	}
+	if (!http_GetHdrToken(hp, H_Connection, "upgrade", NULL, NULL))
+		return (0);
+	/* Connection without its upgrade tokens */
+	AN(http_GetHdr(hp, H_Connection, &v));
+	l = strlen(v);
+	buf = WS_Alloc(ctx->ws, sizeof "Connection: " + l);
+	if (buf == NULL) {
+		VRT_fail(ctx, "ghost: out of workspace");
+		return (-1);
+	}
+	memcpy(buf, "Connection: ", sizeof "Connection: " - 1);
+	o = buf + sizeof "Connection: " - 1;
+	for (p = v; *p != '\0'; p = *e == ',' ? e + 1 : e) {
+		while (*p == ' ' || *p == '\t' || *p == ',')
+			p++;
+		e = strchr(p, ',');
+		if (e == NULL)
+			e = p + strlen(p);
+		for (te = e; te > p && (te[-1] == ' ' || te[-1] == '\t'); te--)
+			continue;
+		if (te == p || (te - p == 7 && !strncasecmp(p, "upgrade", 7)))
+			continue;
+		if (o > buf + sizeof "Connection: " - 1) {
+			*o++ = ',';
+			*o++ = ' ';
+		}
+		memcpy(o, p, te - p);
+		o += te - p;
+	}
+	*o = '\0';
+	assert(o < buf + sizeof "Connection: " + l);
+	http_Unset(hp, H_Connection);
+	if (o > buf + sizeof "Connection: " - 1)
+		http_SetHeader(hp, buf);
+	return (0);
+}
+
 VCL_BOOL v_matchproto_(td_vmod_ghost_router_recv)
 vmod_router_recv(VRT_CTX, struct VPFX(ghost_router) *rt)
 {
@@ -218,6 +287,7 @@ vmod_router_recv(VRT_CTX, struct VPFX(ghost_router) *rt)
 	t->sess_new = 0;
 	t->sess_id = 0;
 	t->sess_time = 0;
+	t->pipe = 0;
 	/* only ghost sets it, for lookups (ghost_cache.c) */
 	http_Unset(ctx->http_req, GH_H_CACHE);
 	http_Unset(ctx->http_req, GH_H_RETRY);
@@ -339,6 +409,15 @@ vmod_router_recv(VRT_CTX, struct VPFX(ghost_router) *rt)
 	}
 	ep = &g->ep[u];
 	CHECK_OBJ_NOTNULL(g->set, GH_BSET_MAGIC);
+	switch (gh_upgrade(ctx, g)) {
+	case 1:
+		t->pipe = 1;
+		break;
+	case 0:
+		break;
+	default:
+		return (0);
+	}
 	be = g->set->be[u];
 	CHECK_OBJ_NOTNULL(be, GH_BE_MAGIC);
 	gh_log_route(ctx, r, g, ep);
@@ -376,6 +455,17 @@ vmod_router_recv(VRT_CTX, struct VPFX(ghost_router) *rt)
 	VRT_l_req_backend_hint(ctx, be->be);
 	GH_COUNT(vh, backend_picks);
 	return (1);
+}
+
+VCL_BOOL v_matchproto_(td_vmod_ghost_router_websocket)
+vmod_router_websocket(VRT_CTX, struct VPFX(ghost_router) *rt)
+{
+	struct gh_task *t;
+
+	CHECK_OBJ_NOTNULL(ctx, VRT_CTX_MAGIC);
+	CHECK_OBJ_NOTNULL(rt, GH_ROUTER_MAGIC);
+	t = gh_task_get(ctx, rt, 0);
+	return (t != NULL && t->pipe);
 }
 
 VCL_INT v_matchproto_(td_vmod_ghost_router_status)

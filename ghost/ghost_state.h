@@ -102,6 +102,8 @@ struct gh_backend {
 #define GH_BACKEND_MAGIC	0x6768626b
 	unsigned		index;		/* in the file */
 	char			*name;
+	int			websocket;	/* appProtocol kubernetes.io/ws:
+						 * upgrades are piped */
 	unsigned		nep;
 	struct gh_endpoint	*ep;
 	struct gh_bset		*sets;		/* see struct gh_bset */

@@ -8,7 +8,8 @@
 #   varnishd -a http=:8080 -a ghost-admin=127.0.0.1:8081 -f main.vcl ...
 #
 # Routes whose ghost.json entry names a cache policy ("cache") are cached
-# as the policy says; WebSocket upgrades are piped; everything else is
+# as the policy says; WebSocket upgrades to kubernetes.io/ws backends
+# are piped; everything else is
 # passed to the backends. User VCL
 # goes between the preamble and the defaults at the end (VCL concatenates
 # the subroutines), so it can still return (hash) or (pass) itself.
@@ -44,9 +45,9 @@ sub vcl_recv {
 		return (synth(router.status()));
 	}
 	# routed: req.backend_hint is the chosen endpoint. A WebSocket
-	# upgrade is piped to it on every route (never looked up or cached)
-	if (req.http.Upgrade ~ "(?i)(^|[ ,])websocket($|[ ,])" &&
-	    req.http.Connection ~ "(?i)(^|[ ,])upgrade($|[ ,])") {
+	# upgrade to a kubernetes.io/ws backend is piped to it (never looked
+	# up or cached); ghost took Upgrade off every other request
+	if (router.websocket()) {
 		return (pipe);
 	}
 	# the defaults below look it up when its cache policy allows, else

@@ -145,7 +145,11 @@ func (e *encoder) backend(b *Backend) {
 		e.buf = strconv.AppendInt(e.buf, int64(ep.Port), 10)
 		e.buf = append(e.buf, '}')
 	}
-	e.buf = append(e.buf, "]}"...)
+	e.buf = append(e.buf, ']')
+	if b.WebSocket {
+		e.buf = append(e.buf, `,"websocket":true`...)
+	}
+	e.buf = append(e.buf, '}')
 }
 
 // chunkSize is the size of the output chunks: writing into chunks and

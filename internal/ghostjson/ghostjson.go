@@ -127,6 +127,10 @@ type Listener struct {
 type Backend struct {
 	Name      string     `json:"name"`
 	Endpoints []Endpoint `json:"endpoints"`
+	// WebSocket says the Service port has appProtocol kubernetes.io/ws
+	// (GEP-1911): ghost pipes WebSocket upgrades only to such a backend
+	// and serves an upgrade to any other as plain HTTP.
+	WebSocket bool `json:"websocket,omitempty"`
 }
 
 // VHost is the route list for one hostname on a set of listener sockets.

@@ -72,10 +72,13 @@ type Options struct {
 // before the final deliver.
 //
 // A WebSocket upgrade request (Upgrade: websocket with Connection: upgrade)
-// that ghost routed is piped to the endpoint ghost chose, on every route,
-// before user VCL: it is never looked up or cached, and the preamble's
-// vcl_pipe hands the backend the Upgrade and Connection headers that
-// varnishd's pipe drops. Other requests are unaffected.
+// that ghost routed to a Service port with appProtocol kubernetes.io/ws is
+// piped to the endpoint ghost chose, before user VCL (router.websocket()):
+// it is never looked up or cached, and the preamble's vcl_pipe hands the
+// backend the Upgrade and Connection headers that varnishd's pipe drops.
+// ghost removes the Upgrade header and Connection's upgrade token from
+// every other request, so a backend that does not speak WebSocket never
+// gets a pipe, which would carry the rest of the connection unrouted.
 func Render(o Options) string {
 	ghostJSON := o.GhostJSON
 	if ghostJSON == "" {
@@ -121,12 +124,11 @@ sub vcl_recv {
 		return (synth(router.status()));
 	}
 	# Routed: req.backend_hint is the endpoint ghost chose. A WebSocket
-	# upgrade (RFC 6455: Upgrade: websocket, Connection: upgrade) is piped
+	# upgrade to a Service port with appProtocol kubernetes.io/ws is piped
 	# to it: varnishd relays bytes both ways until one side closes, and it
-	# is never looked up or cached. Every route pipes upgrades: a Service
-	# port without appProtocol kubernetes.io/ws may speak WebSocket too.
-	if (req.http.Upgrade ~ "(?i)(^|[ ,])websocket($|[ ,])" &&
-	    req.http.Connection ~ "(?i)(^|[ ,])upgrade($|[ ,])") {
+	# is never looked up or cached. ghost took the Upgrade header off every
+	# other request, which goes on as plain HTTP.
+	if (router.websocket()) {
 		return (pipe);
 	}
 	# User VCL below may return (hash) or (pass); otherwise the defaults

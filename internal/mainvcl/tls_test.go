@@ -302,10 +302,10 @@ func httpsGhostJSON(t *testing.T, port, httpPort, backendPort int32) string {
 			},
 		},
 	}
-	portName, ready := "", true
+	portName, ready, ws := "", true, routing.WebSocketAppProtocol
 	objs := &routing.Objects{
 		Services: []*corev1.Service{{ObjectMeta: metav1.ObjectMeta{Namespace: "infra", Name: "web"},
-			Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{{Port: 80}}}}},
+			Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{{Port: 80, AppProtocol: &ws}}}}},
 		EndpointSlices: []*discoveryv1.EndpointSlice{{
 			ObjectMeta:  metav1.ObjectMeta{Namespace: "infra", Name: "web-1", Labels: map[string]string{discoveryv1.LabelServiceName: "web"}},
 			AddressType: discoveryv1.AddressTypeIPv4,

@@ -98,8 +98,8 @@ func TestRenderPipesWebSockets(t *testing.T) {
 	chat := startEcho(t, "chat")
 	live := startEcho(t, "live")
 	doc := fmt.Sprintf(`{"version":2,
-"backends":[{"name":"ns/chat:80","endpoints":[{"address":"127.0.0.1","port":%d}]},
-            {"name":"ns/live:80","endpoints":[{"address":"127.0.0.1","port":%d}]}],
+"backends":[{"name":"ns/chat:80","websocket":true,"endpoints":[{"address":"127.0.0.1","port":%d}]},
+            {"name":"ns/live:80","websocket":true,"endpoints":[{"address":"127.0.0.1","port":%d}]}],
 "cachePolicies":[{"name":"gateway","ttlMs":120000,"statusHeader":"x-cache"}],
 "vhosts":[{"hostname":"ws.test","routes":[
   {"name":"ns/chat/0","match":{"path":{"type":"PathPrefix","value":"/chat"}},"backends":[{"backend":"ns/chat:80"}]},
@@ -230,7 +230,7 @@ func TestRenderPipesWebSockets(t *testing.T) {
 // either direction, which frees the session.
 func TestWebSocketSessionAndPipeTimeout(t *testing.T) {
 	echo := startEcho(t, "echo")
-	doc := fmt.Sprintf(`{"version":2,"backends":[{"name":"ns/echo:80","endpoints":[{"address":"127.0.0.1","port":%d}]}],
+	doc := fmt.Sprintf(`{"version":2,"backends":[{"name":"ns/echo:80","websocket":true,"endpoints":[{"address":"127.0.0.1","port":%d}]}],
 "vhosts":[{"hostname":"ws.test","routes":[{"name":"r","match":{"path":{"type":"PathPrefix","value":"/"}},"backends":[{"backend":"ns/echo:80"}]}]}]}`, echo.port)
 	work := filepath.Join(varnishdtest.Dir(t), "work")
 	if err := os.MkdirAll(work, 0o755); err != nil {

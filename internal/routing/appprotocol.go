@@ -6,12 +6,16 @@ import (
 	corev1 "k8s.io/api/core/v1"
 )
 
+// WebSocketAppProtocol is the Service port appProtocol (GEP-1911) of the
+// only backends ghost pipes WebSocket upgrades to: a pipe carries the rest
+// of the client connection unrouted, so a backend must say it speaks
+// WebSocket. An upgrade to any other port is served as plain HTTP.
+const WebSocketAppProtocol = "kubernetes.io/ws"
+
 // Kubernetes standard application protocols (KEP-3726) that a Service
 // port's appProtocol can name and Varnish cannot speak to a backend. Every
 // other value (none, "http", kubernetes.io/ws, implementation-specific
-// names) is sent HTTP/1.1, and WebSocket upgrades on any route are piped to
-// the backend (main.vcl), as GEP-1911 asks: no appProtocol does not turn
-// upgrades off.
+// names) is sent HTTP/1.1.
 var unsupportedAppProtocols = map[string]string{
 	"kubernetes.io/h2c": "HTTP/2 without TLS: Varnish talks HTTP/1.1 to backends",
 	"kubernetes.io/wss": "WebSocket over TLS: Varnish Cache opens only plain TCP connections to backends",

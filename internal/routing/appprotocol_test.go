@@ -13,8 +13,9 @@ import (
 )
 
 // TestAppProtocol checks a route to Service ports by appProtocol: none,
-// kubernetes.io/ws and implementation-specific names resolve (upgrades are
-// piped on every route); kubernetes.io/wss and kubernetes.io/h2c, which
+// kubernetes.io/ws and implementation-specific names resolve, and only the
+// ws port's backend is marked websocket (ghost pipes upgrades to it alone,
+// following the Service of now); kubernetes.io/wss and kubernetes.io/h2c, which
 // Varnish cannot speak to a backend, give ResolvedRefs False with reason
 // UnsupportedProtocol naming the port and the value, and an unresolved group
 // in ghost.json (ghost answers its share with 500). Resolve checks the
@@ -28,16 +29,19 @@ func TestAppProtocol(t *testing.T) {
 		wantReason  string  // the ResolvedRefs reason
 		wantMsg     string  // part of its message
 		wantGroup   string  // the group's endpoints + unresolved reason
+		wantWS      bool    // the backend entry's websocket
 	}{
 		{name: "none", wantReason: "ResolvedRefs", wantGroup: `[{"address":"10.0.0.1","port":8080}]`},
-		{name: "ws", appProtocol: ptr("kubernetes.io/ws"), wantReason: "ResolvedRefs", wantGroup: `[{"address":"10.0.0.1","port":8080}]`},
+		{name: "ws", appProtocol: ptr("kubernetes.io/ws"), wantReason: "ResolvedRefs", wantGroup: `[{"address":"10.0.0.1","port":8080}]`, wantWS: true},
+		{name: "ws, changed to none since", appProtocol: ptr("kubernetes.io/ws"), now: ptr(""), wantReason: "ResolvedRefs", wantGroup: `[{"address":"10.0.0.1","port":8080}]`},
+		{name: "none, changed to ws since", now: ptr("kubernetes.io/ws"), wantReason: "ResolvedRefs", wantGroup: `[{"address":"10.0.0.1","port":8080}]`, wantWS: true},
 		{name: "implementation-specific http", appProtocol: ptr("http"), wantReason: "ResolvedRefs", wantGroup: `[{"address":"10.0.0.1","port":8080}]`},
 		{name: "wss", appProtocol: ptr("kubernetes.io/wss"), wantReason: "UnsupportedProtocol",
 			wantMsg: `spec.rules[0].backendRefs[0]: Service infra/web port 80 has appProtocol "kubernetes.io/wss" (WebSocket over TLS`, wantGroup: `nullUnsupportedProtocol`},
 		{name: "h2c", appProtocol: ptr("kubernetes.io/h2c"), wantReason: "UnsupportedProtocol",
 			wantMsg: `appProtocol "kubernetes.io/h2c" (HTTP/2 without TLS`, wantGroup: `nullUnsupportedProtocol`},
 		{name: "wss, changed to ws since", appProtocol: ptr("kubernetes.io/wss"), now: ptr("kubernetes.io/ws"), wantReason: "UnsupportedProtocol",
-			wantMsg: "kubernetes.io/wss", wantGroup: `[{"address":"10.0.0.1","port":8080}]`},
+			wantMsg: "kubernetes.io/wss", wantGroup: `[{"address":"10.0.0.1","port":8080}]`, wantWS: true},
 		{name: "none, changed to wss since", now: ptr("kubernetes.io/wss"), wantReason: "ResolvedRefs", wantGroup: `nullUnsupportedProtocol`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -107,6 +111,18 @@ func TestAppProtocol(t *testing.T) {
 			eps, _ := json.Marshal(ghostjson.Endpoints(doc.Table(), g.Backend, g.Unresolved))
 			if got := string(eps) + g.Unresolved; got != tc.wantGroup {
 				t.Errorf("group %s = %s, want %s", g.Backend, got, tc.wantGroup)
+			}
+			ws := false
+			for _, b := range doc.Backends {
+				if b.Name == g.Backend {
+					ws = b.WebSocket
+				}
+			}
+			if ws != tc.wantWS {
+				t.Errorf("backend %s websocket = %v, want %v", g.Backend, ws, tc.wantWS)
+			}
+			if want := `"websocket":true`; strings.Contains(string(out), want) != tc.wantWS {
+				t.Errorf("ghost.json has %s: %v, want %v:\n%s", want, !tc.wantWS, tc.wantWS, out)
 			}
 		})
 	}

@@ -293,10 +293,25 @@ func (r *resolver) group(routeNS string, b BackendRef) ghostjson.BackendGroup {
 func (r *resolver) table() []ghostjson.Backend {
 	out := make([]ghostjson.Backend, 0, len(r.used))
 	for k, name := range r.used {
-		out = append(out, ghostjson.Backend{Name: name, Endpoints: r.endpoints(k)})
+		out = append(out, ghostjson.Backend{Name: name, Endpoints: r.endpoints(k), WebSocket: r.websocket(k)})
 	}
 	slices.SortFunc(out, func(a, b ghostjson.Backend) int { return strings.Compare(a.Name, b.Name) })
 	return out
+}
+
+// websocket says whether the Service port has appProtocol kubernetes.io/ws,
+// the only ports ghost pipes WebSocket upgrades to.
+func (r *resolver) websocket(k svcPort) bool {
+	svc := r.services[nsName{k.ns, k.name}]
+	if svc == nil {
+		return false
+	}
+	for _, p := range svc.Spec.Ports {
+		if p.Port == k.port {
+			return p.AppProtocol != nil && *p.AppProtocol == WebSocketAppProtocol
+		}
+	}
+	return false
 }
 
 // endpoints returns the sorted ready endpoints of a Service port (once per
