@@ -313,6 +313,36 @@ vmod_router_cacheable(VRT_CTX, struct VPFX(ghost_router) *rt)
 	return (t != NULL && t->cache != NULL);
 }
 
+/*
+ * What a request's routing depends on beyond its host and URL, first in
+ * every key: the listener socket (local.socket) and the scheme, so that
+ * no listener fills another's objects, and the route (its name: the
+ * HTTPRoute's namespace/name/rule/match, which a reload keeps), so that
+ * routes told apart by a header, method or query match never share one.
+ * A route without a name (a hand-written ghost.json) counts by its vhost
+ * and position.
+ */
+static void
+hash_routing(VRT_CTX, const struct gh_task *t)
+{
+	const char *sock;
+	char idx[24];
+
+	sock = VRT_r_local_socket(ctx);
+	VRT_hashdata(ctx, TOSTRANDS(2, "socket ", sock != NULL ? sock : ""));
+	VRT_hashdata(ctx, TOSTRAND(t != NULL && t->https ? "https" : "http"));
+	if (t == NULL || t->route == NULL)
+		return;
+	CHECK_OBJ(t->route, GH_ROUTE_MAGIC);
+	if (*t->route->name != '\0') {
+		VRT_hashdata(ctx, TOSTRANDS(2, "route ", t->route->name));
+		return;
+	}
+	CHECK_OBJ_NOTNULL(t->vh, GH_VHOST_MAGIC);
+	bprintf(idx, "%u", t->route->index);
+	VRT_hashdata(ctx, TOSTRANDS(4, "route ", t->vh->hostname, " ", idx));
+}
+
 VCL_VOID v_matchproto_(td_vmod_ghost_router_hash)
 vmod_router_hash(VRT_CTX, struct VPFX(ghost_router) *rt)
 {
@@ -329,6 +359,7 @@ vmod_router_hash(VRT_CTX, struct VPFX(ghost_router) *rt)
 		return;
 	}
 	t = gh_task_get(ctx, rt, 0);
+	hash_routing(ctx, t);
 	if (t == NULL || t->cache == NULL) {
 		/* what the builtin vcl_hash hashes */
 		VRT_hashdata(ctx, TOSTRAND(ctx->http_req->hd[HTTP_HDR_URL].b));
