@@ -21,6 +21,7 @@
  *   ghost_timeout.c  .backend_error(): 504 for a fetch whose timeout ran
  *                    out
  *   ghost_retry.c    .retry() and the backend picked again for a retry
+ *   ghost_path.c     the request path normalised before matching
  * and the loader, which uses no varnishd symbol (ghost_state.h):
  *   ghost_conf.c, ghost_arena.c, ghost_re.c
  *

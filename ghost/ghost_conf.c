@@ -2316,7 +2316,8 @@ load_sockets(struct pc *pc, const json_t *root, struct gh_state *st)
  */
 
 static const char * const top_fields[] = {
-	"version", "sockets", "backends", "cachePolicies", "vhosts", NULL};
+	"version", "sockets", "backends", "cachePolicies", "escapedSlashes",
+	"vhosts", NULL};
 static const char * const vhost_fields[] = {
 	"hostname", "listeners", "routes", NULL};
 
@@ -2561,6 +2562,27 @@ json_hooks(void)
 }
 #endif
 
+/* "escapedSlashes": "reject" (default: %2F and %5C in a path are a 400)
+ * or "keep" (kept escaped, never a separator); ghost_path.c */
+static int
+load_escaped_slashes(struct pc *pc, const json_t *root, struct gh_state *st)
+{
+	const char *s;
+	char q[96];
+
+	if (get_string(pc, "", root, "escapedSlashes", 0, 1, 16, &s))
+		return (-1);
+	if (s == NULL || !strcmp(s, "reject"))
+		return (0);
+	if (!strcmp(s, "keep")) {
+		st->keep_escaped_slashes = 1;
+		return (0);
+	}
+	return (fail(pc, "escapedSlashes", "unknown value %s; use "
+	    "\"reject\" (a request whose path has %%2F or %%5C is answered "
+	    "400) or \"keep\" (they stay escaped)", qv(q, sizeof q, s)));
+}
+
 static int
 conf_load(struct pc *pc, const char *buf, size_t len,
     struct gh_state **stp, json_t **rootp)
@@ -2638,6 +2660,8 @@ conf_load(struct pc *pc, const char *buf, size_t len,
 	st->magic = GH_STATE_MAGIC;
 	pc->st = st;
 	if (pc->version == GH_VERSION && load_sockets(pc, root, st))
+		return (-1);
+	if (load_escaped_slashes(pc, root, st))
 		return (-1);
 	/* the backends first: routes refer to them by name */
 	if (pc->version == GH_VERSION && load_backends(pc, root, st))

@@ -242,6 +242,51 @@ gh_upgrade(VRT_CTX, const struct gh_group *g)
 	return (0);
 }
 
+/*
+ * The request's path, normalised (ghost_path.c), in *path and *pl, and in
+ * req.url when it changed: "PATH?QUERY" (or "PATH") in workspace, laid out
+ * as the URL it replaces. -1: answered 400 (t->status, t->body) or out of
+ * workspace (VRT_fail done).
+ */
+static int
+gh_path_recv(VRT_CTX, struct gh_task *t, const char **path, size_t *pl,
+    const char *q, size_t ql)
+{
+	char *buf;
+	long n;
+
+	if (**path != '/' || gh_path_normal(*path, *pl))
+		return (0);
+	buf = WS_Alloc(ctx->ws, *pl + 1 + ql + 1);
+	if (buf == NULL) {
+		VRT_fail(ctx, "ghost: out of workspace");
+		return (-1);
+	}
+	n = gh_path_normalize(*path, *pl, buf, t->st->keep_escaped_slashes);
+	if (n < 0) {
+		t->status = 400;
+		t->body = n == GH_PATH_ESCAPED_SLASH ?
+		    "the path has an escaped \"/\" or \"\\\" (%2F, %5C), "
+		    "which this gateway refuses" :
+		    "the path has a \"%\" without two hexadecimal digits";
+		VSLb(ctx->vsl, SLT_VCL_Log, "ghost.path: 400, %s", t->body);
+		return (-1);
+	}
+	if ((size_t)n == *pl && !memcmp(buf, *path, n))
+		return (0);
+	if (ql > 0) {
+		buf[n] = '?';
+		memcpy(buf + n + 1, q, ql);
+		buf[n + 1 + ql] = '\0';
+	} else
+		buf[n] = '\0';
+	VSLb(ctx->vsl, SLT_VCL_Log, "ghost.path: %.*s", (int)n, buf);
+	VRT_l_req_url(ctx, NULL, TOSTRAND(buf));
+	*path = buf;
+	*pl = (size_t)n;
+	return (0);
+}
+
 VCL_BOOL v_matchproto_(td_vmod_ghost_router_recv)
 vmod_router_recv(VRT_CTX, struct VPFX(ghost_router) *rt)
 {
@@ -329,6 +374,9 @@ vmod_router_recv(VRT_CTX, struct VPFX(ghost_router) *rt)
 
 	t->st = gh_state_ref(rt);
 	AN(t->st);
+	/* routes and backends see the same path */
+	if (gh_path_recv(ctx, t, &path, &pl, q, ql))
+		return (0);
 	tab = gh_htab_find(t->st, sock, rt->admin);
 	sk = gh_sock_find(t->st, sock);
 	if (sk != NULL)
@@ -566,6 +614,8 @@ vmod_router_synth(VRT_CTX, struct VPFX(ghost_router) *rt)
 		    "host\n", t->lhost->name, t->lsni != NULL ?
 		    "selected listener " : "selects no listener",
 		    t->lsni != NULL ? t->lsni->name : "");
+	} else if (t->status == 400 && t->body != NULL) {
+		VSB_printf(body, "400 Bad Request: %s\n", t->body);
 	} else if (t->status == 404 && t->vh == NULL) {
 		VSB_cat(body, "404 Not Found: no vhost for this host\n");
 	} else if (t->status == 404) {

@@ -411,6 +411,8 @@ struct gh_state {
 	struct gh_sock		*sock;		/* the file's "sockets" */
 	unsigned		ncache;
 	struct gh_cache		*cache;		/* "cachePolicies" */
+	int			keep_escaped_slashes;	/* "escapedSlashes":
+							 * "keep" */
 	unsigned		ntab;
 	struct gh_htab		*tab;		/* named sockets */
 	struct gh_htab		deftab;		/* other sockets */
@@ -438,5 +440,11 @@ const struct gh_sock *gh_sock_find(const struct gh_state *st,
 const struct gh_listener *gh_listener_select(const struct gh_sock *sk,
     const char *host, size_t len);
 size_t gh_prefix_len(const char *value);
+
+/* ghost_path.c */
+#define GH_PATH_BAD_ESCAPE	(-1)	/* "%" without two hex digits */
+#define GH_PATH_ESCAPED_SLASH	(-2)	/* %2F or %5C, rejected */
+int gh_path_normal(const char *p, size_t l);
+long gh_path_normalize(const char *p, size_t l, char *out, int keep_slashes);
 uint64_t gh_session_id(const char *scope, const char *backend,
     const char *address, unsigned port);
