@@ -64,6 +64,7 @@ type gatewayModel struct {
 	Pod                    *podModel            `tfsdk:"pod"`
 	Infrastructure         *infrastructureModel `tfsdk:"infrastructure"`
 	Cache                  *cachePolicyModel    `tfsdk:"cache"`
+	EscapedSlashes         types.String         `tfsdk:"escaped_slashes"`
 	ServiceType            types.String         `tfsdk:"service_type"`
 	ServiceAnnotations     types.Map            `tfsdk:"service_annotations"`
 	ExternalTrafficPolicy  types.String         `tfsdk:"external_traffic_policy"`
@@ -391,6 +392,12 @@ func (m *gatewayModel) toGateway(ctx context.Context) (*gatewayv1.Gateway, error
 	}
 	if cache != "" {
 		gw.Annotations = map[string]string{routing.CachePolicyAnnotation: cache}
+	}
+	if v := m.EscapedSlashes.ValueString(); v != "" {
+		if gw.Annotations == nil {
+			gw.Annotations = map[string]string{}
+		}
+		gw.Annotations[routing.EscapedSlashesAnnotation] = v
 	}
 	return gw, nil
 }
@@ -789,10 +796,13 @@ func (c *clients) applyGateway(ctx context.Context, gw *gatewayv1.Gateway) (*gat
 		spec.WithAllowedListeners(allowedListenersApply(gw.Spec.AllowedListeners))
 	}
 	ac := gatewayv1apply.Gateway(gw.Name, gw.Namespace).WithLabels(managedLabels).WithSpec(spec)
-	// The default cache policy of the routes; a Gateway without it is
-	// applied without the annotation, which server-side apply then removes.
-	if v, ok := gw.Annotations[routing.CachePolicyAnnotation]; ok {
-		ac.WithAnnotations(map[string]string{routing.CachePolicyAnnotation: v})
+	// The default cache policy of the routes and the escaped-slash
+	// setting; a Gateway without one is applied without its annotation,
+	// which server-side apply then removes.
+	for _, k := range []string{routing.CachePolicyAnnotation, routing.EscapedSlashesAnnotation} {
+		if v, ok := gw.Annotations[k]; ok {
+			ac.WithAnnotations(map[string]string{k: v})
+		}
 	}
 	live, err := c.gateway.GatewayV1().Gateways(gw.Namespace).Apply(ctx, ac, applyOptions())
 	if err != nil {
@@ -966,6 +976,12 @@ func (c *clients) readGateway(ctx context.Context, m *gatewayModel) error {
 	// routing) leaves the block as it was, so the next apply rewrites it.
 	if policy, err := routing.GatewayCachePolicy(gw); err == nil {
 		m.Cache = cachePolicyModelOf(policy)
+	}
+	// escaped_slashes likewise; unset when the Gateway has no annotation.
+	if v, ok := gw.Annotations[routing.EscapedSlashesAnnotation]; ok {
+		m.EscapedSlashes = types.StringValue(v)
+	} else {
+		m.EscapedSlashes = types.StringNull()
 	}
 
 	ns, name := ref.Namespace, gwruntime.Name(ref)

@@ -17,6 +17,8 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
 	"github.com/hashicorp/terraform-plugin-framework/types"
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/routing"
 )
 
 // gatewaySchemaVersion is the version of varnishgw_gateway's schema: 1 has
@@ -196,6 +198,13 @@ func (r *gatewayResource) Schema(_ context.Context, _ resource.SchemaRequest, re
 					"X-Forwarded-For) instead of a node's, and nodes without a gateway pod fail the load balancer's health check; " +
 					"Cluster spreads it over every node. Kubernetes' default (Cluster) when unset.",
 				Validators: []validator.String{stringvalidator.OneOf("Cluster", "Local")},
+			},
+			"escaped_slashes": schema.StringAttribute{
+				Optional: true,
+				Description: "What an escaped slash or backslash (%2F, %5C) in a request path does: reject answers 400, keep " +
+					"passes it on escaped, never as a path separator. reject when unset. Either way the gateway normalises every " +
+					"path before matching and forwarding (dot-segments removed, // merged, unreserved escapes decoded).",
+				Validators: []validator.String{stringvalidator.OneOf(routing.EscapedSlashesReject, routing.EscapedSlashesKeep)},
 			},
 			"http2": schema.BoolAttribute{
 				Optional: true,

@@ -65,6 +65,10 @@ func (e *encoder) document(d *Document) {
 		}
 		e.buf = append(e.buf, "  ]"...)
 	}
+	if d.EscapedSlashes != "" {
+		e.buf = append(e.buf, ",\n  \"escapedSlashes\": "...)
+		e.buf = appendString(e.buf, d.EscapedSlashes)
+	}
 	if len(d.VHosts) == 0 {
 		e.buf = append(e.buf, ",\n  \"vhosts\": []\n}\n"...)
 		return

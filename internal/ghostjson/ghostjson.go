@@ -40,7 +40,11 @@ type Document struct {
 	// routes name (Route.Cache), each once; names are unique. Optional: a
 	// file without it caches nothing by policy.
 	CachePolicies []CachePolicy `json:"cachePolicies,omitempty"`
-	VHosts        []VHost       `json:"vhosts"`
+	// EscapedSlashes is what a request path's %2F or %5C does: "keep"
+	// keeps them escaped; empty or "reject" answers 400. ghost
+	// normalises every path before matching either way.
+	EscapedSlashes string  `json:"escapedSlashes,omitempty"`
+	VHosts         []VHost `json:"vhosts"`
 }
 
 // CachePolicy is an effective cache policy: the Gateway's default merged

@@ -27,6 +27,10 @@ type Table struct {
 	// CacheDefault is the Gateway's default cache policy
 	// (CachePolicyAnnotation); nil: none.
 	CacheDefault *CachePolicy
+	// EscapedSlashes is what a request path's %2F or %5C does
+	// (EscapedSlashesAnnotation): EscapedSlashesReject or
+	// EscapedSlashesKeep.
+	EscapedSlashes string
 }
 
 // TableSocket is one listener socket: every served listener of the
@@ -234,7 +238,11 @@ func Merge(gw *gatewayv1.Gateway, fragments []*Fragment) (*Table, error) {
 	if err != nil {
 		return nil, fmt.Errorf("merge: %w", err)
 	}
-	t := &Table{Gateway: ObjectRef{Namespace: gw.Namespace, Name: gw.Name}, CacheDefault: cacheDefault}
+	escapedSlashes, err := GatewayEscapedSlashes(gw)
+	if err != nil {
+		return nil, fmt.Errorf("merge: %w", err)
+	}
+	t := &Table{Gateway: ObjectRef{Namespace: gw.Namespace, Name: gw.Name}, CacheDefault: cacheDefault, EscapedSlashes: escapedSlashes}
 
 	// Sockets and their HTTP listeners.
 	sockets := map[int32]*socketInfo{}

@@ -69,6 +69,9 @@ func Resolve(t *Table, objs *Objects) (*ghostjson.Document, error) {
 	}
 	r := newResolver(objs)
 	doc := &ghostjson.Document{Version: ghostjson.Version, VHosts: make([]ghostjson.VHost, 0, len(t.VHosts))}
+	if t.EscapedSlashes == EscapedSlashesKeep {
+		doc.EscapedSlashes = EscapedSlashesKeep // reject, ghost's default, is not written
+	}
 	for _, s := range t.Sockets {
 		if !s.TLS {
 			continue
