@@ -2,15 +2,11 @@ package main
 
 import (
 	"bufio"
-	"encoding/hex"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"net/netip"
-	"os"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -302,7 +298,7 @@ func TestOnlyListenersAndProbesFaceTheNetwork(t *testing.T) {
 	c.wantTraffic("A", "v1")
 
 	pids := append([]int{c.cmd.Process.Pid}, varnishdtest.Descendants(c.cmd.Process.Pid)...)
-	socks := listeningTCP(t, pids)
+	socks := varnishdtest.ListeningTCP(t, pids)
 	t.Logf("listening sockets: %v", socks)
 	var public []int
 	loopbackPorts := map[int]bool{} // port: seen on loopback
@@ -332,7 +328,7 @@ func TestOnlyListenersAndProbesFaceTheNetwork(t *testing.T) {
 		t.Fatalf("chaperone children = %v, want varnishd's manager only", manager)
 	}
 	cli := 0
-	for _, s := range listeningTCP(t, manager) {
+	for _, s := range varnishdtest.ListeningTCP(t, manager) {
 		if p := int(s.Port()); p != listenPort && p != varnishdtest.Port(t, c.ghostAdmin) {
 			cli++
 			if !s.Addr().IsLoopback() {
@@ -364,69 +360,6 @@ func TestOnlyListenersAndProbesFaceTheNetwork(t *testing.T) {
 	if code, _, h := c.get(); code != 200 || h.Get("Connection") == "close" {
 		t.Errorf("traffic after the requests: %d Connection %q, want 200 keep-alive", code, h.Get("Connection"))
 	}
-}
-
-// listeningTCP returns the TCP sockets in state LISTEN that the processes
-// pids hold, from /proc/PID/fd and /proc/net/tcp{,6}.
-func listeningTCP(t *testing.T, pids []int) []netip.AddrPort {
-	t.Helper()
-	inodes := map[string]bool{}
-	for _, pid := range pids {
-		fds, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
-		if err != nil {
-			if os.IsNotExist(err) {
-				continue // a short-lived child (varnishstat) ended
-			}
-			t.Fatalf("read the sockets of pid %d (the test needs root to read varnishd's): %v", pid, err)
-		}
-		for _, fd := range fds {
-			link, _ := os.Readlink(filepath.Join(fmt.Sprintf("/proc/%d/fd", pid), fd.Name()))
-			if ino, ok := strings.CutPrefix(link, "socket:["); ok {
-				inodes[strings.TrimSuffix(ino, "]")] = true
-			}
-		}
-	}
-	var out []netip.AddrPort
-	for _, file := range []string{"/proc/net/tcp", "/proc/net/tcp6"} {
-		data, err := os.ReadFile(file)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, line := range strings.Split(string(data), "\n")[1:] {
-			f := strings.Fields(line)
-			if len(f) < 10 || f[3] != "0A" || !inodes[f[9]] {
-				continue
-			}
-			ap, err := parseProcAddr(f[1])
-			if err != nil {
-				t.Fatalf("%s: %q: %v", file, f[1], err)
-			}
-			out = append(out, ap)
-		}
-	}
-	return out
-}
-
-// parseProcAddr parses "0100007F:1F90": the address in 32-bit words of host
-// (little-endian) byte order, the port in hex.
-func parseProcAddr(s string) (netip.AddrPort, error) {
-	a, p, ok := strings.Cut(s, ":")
-	if !ok {
-		return netip.AddrPort{}, fmt.Errorf("no port")
-	}
-	raw, err := hex.DecodeString(a)
-	if err != nil || (len(raw) != 4 && len(raw) != 16) {
-		return netip.AddrPort{}, fmt.Errorf("bad address")
-	}
-	for i := 0; i < len(raw); i += 4 {
-		raw[i], raw[i+1], raw[i+2], raw[i+3] = raw[i+3], raw[i+2], raw[i+1], raw[i]
-	}
-	port, err := strconv.ParseUint(p, 16, 16)
-	if err != nil {
-		return netip.AddrPort{}, err
-	}
-	addr, _ := netip.AddrFromSlice(raw)
-	return netip.AddrPortFrom(addr.Unmap(), uint16(port)), nil
 }
 
 // TestDrainLogsProgress: a drain waiting for a slow request logs the
