@@ -162,8 +162,8 @@ func TestSidecarSteersAnotherVarnishdAndDrainsOnPreStop(t *testing.T) {
 	accessLogged("access log lines of the restarted varnishd")
 
 	// What faces the network: the listener and the health port only; the
-	// admin connection, varnishd's -T and ghost's admin socket are on
-	// loopback.
+	// admin connection and ghost's admin socket are on loopback (varnishd
+	// has no -T).
 	for who, root := range map[string]int{"chaperone": c.cmd.Process.Pid, "varnish container": vd.Process.Pid} {
 		socks := varnishdtest.ListeningTCP(t, append([]int{root}, varnishdtest.Descendants(root)...))
 		for _, s := range socks {

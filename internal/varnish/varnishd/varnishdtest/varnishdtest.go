@@ -99,6 +99,12 @@ func Bin(t testing.TB) string {
 	return find(t, "varnishd")
 }
 
+// AdmBin returns the path of the selected varnishadm or fails the test.
+func AdmBin(t testing.TB) string {
+	t.Helper()
+	return find(t, "varnishadm")
+}
+
 // StatBin returns the path of the selected varnishstat or fails the test.
 func StatBin(t testing.TB) string {
 	t.Helper()
