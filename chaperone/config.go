@@ -203,7 +203,7 @@ func (c *Config) validate() error {
 			return fmt.Errorf("--dns-server=%q: %v; use host:port, e.g. --dns-server=10.96.0.10:53", s, err)
 		}
 	}
-	if _, err := dnswatch.ParsePrefixes(c.ExternalNameRefuse); err != nil {
+	if _, err := dnswatch.ParseRefuse(c.ExternalNameRefuse); err != nil {
 		return fmt.Errorf("--external-name-refuse: %w", err)
 	}
 	if c.VCLPath == "" && c.RoutingSource != RoutingKubernetes {

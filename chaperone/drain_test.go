@@ -2,15 +2,11 @@ package main
 
 import (
 	"bufio"
-	"encoding/hex"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"net/netip"
-	"os"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -289,9 +285,10 @@ func backendFunc(t testing.TB, h http.HandlerFunc) *httptest.Server {
 
 // TestOnlyListenersAndProbesFaceTheNetwork: with the Gateway listener and
 // the health port on every address, every other TCP socket the chaperone
-// and varnishd listen on (the admin connection's -M listener, varnishd's
-// -T, ghost's admin socket) is bound to loopback, and the health port has
-// nothing that changes state: no /drain, whatever the method.
+// and varnishd listen on (the admin connection's -M listener, ghost's admin
+// socket) is bound to loopback, varnishd has no CLI port (-T none), and
+// the health port has nothing that changes state: no /drain, whatever the
+// method.
 func TestOnlyListenersAndProbesFaceTheNetwork(t *testing.T) {
 	listenPort := varnishdtest.Port(t, varnishdtest.FreeAddr(t))
 	healthPort := varnishdtest.Port(t, varnishdtest.FreeAddr(t))
@@ -302,7 +299,7 @@ func TestOnlyListenersAndProbesFaceTheNetwork(t *testing.T) {
 	c.wantTraffic("A", "v1")
 
 	pids := append([]int{c.cmd.Process.Pid}, varnishdtest.Descendants(c.cmd.Process.Pid)...)
-	socks := listeningTCP(t, pids)
+	socks := varnishdtest.ListeningTCP(t, pids)
 	t.Logf("listening sockets: %v", socks)
 	var public []int
 	loopbackPorts := map[int]bool{} // port: seen on loopback
@@ -320,28 +317,21 @@ func TestOnlyListenersAndProbesFaceTheNetwork(t *testing.T) {
 	if !slices.Equal(public, want) {
 		t.Errorf("ports on non-loopback addresses %v (all sockets %v), want only the listener and the health port %v", public, socks, want)
 	}
-	// On loopback: ghost's admin socket, varnishd's -T (localhost:0) and
-	// the -M listener the chaperone closes once varnishd has connected.
+	// On loopback: ghost's admin socket and the -M listener the chaperone
+	// closes once varnishd has connected.
 	if ghostPort := varnishdtest.Port(t, c.ghostAdmin); !loopbackPorts[ghostPort] {
 		t.Errorf("ghost's admin port %d is not among the loopback sockets %v", ghostPort, socks)
 	}
-	// varnishd's manager listens on its -T (localhost:0 when not given):
-	// a loopback socket that is neither the listener nor ghost's.
+	// varnishd's manager has no CLI port (-T none): it listens on the
+	// listener and ghost's admin socket only.
 	manager := childrenOf(t, c.cmd.Process.Pid, "varnishd")
 	if len(manager) != 1 {
 		t.Fatalf("chaperone children = %v, want varnishd's manager only", manager)
 	}
-	cli := 0
-	for _, s := range listeningTCP(t, manager) {
+	for _, s := range varnishdtest.ListeningTCP(t, manager) {
 		if p := int(s.Port()); p != listenPort && p != varnishdtest.Port(t, c.ghostAdmin) {
-			cli++
-			if !s.Addr().IsLoopback() {
-				t.Errorf("varnishd's CLI listener (-T) on %s, want loopback", s)
-			}
+			t.Errorf("varnishd's manager listens on %s, neither the listener nor ghost's admin socket: a CLI port (-T)?", s)
 		}
-	}
-	if cli == 0 {
-		t.Error("no CLI listener (-T) of varnishd's manager found; the check above would not see it")
 	}
 
 	// The health port changes nothing.
@@ -364,69 +354,6 @@ func TestOnlyListenersAndProbesFaceTheNetwork(t *testing.T) {
 	if code, _, h := c.get(); code != 200 || h.Get("Connection") == "close" {
 		t.Errorf("traffic after the requests: %d Connection %q, want 200 keep-alive", code, h.Get("Connection"))
 	}
-}
-
-// listeningTCP returns the TCP sockets in state LISTEN that the processes
-// pids hold, from /proc/PID/fd and /proc/net/tcp{,6}.
-func listeningTCP(t *testing.T, pids []int) []netip.AddrPort {
-	t.Helper()
-	inodes := map[string]bool{}
-	for _, pid := range pids {
-		fds, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
-		if err != nil {
-			if os.IsNotExist(err) {
-				continue // a short-lived child (varnishstat) ended
-			}
-			t.Fatalf("read the sockets of pid %d (the test needs root to read varnishd's): %v", pid, err)
-		}
-		for _, fd := range fds {
-			link, _ := os.Readlink(filepath.Join(fmt.Sprintf("/proc/%d/fd", pid), fd.Name()))
-			if ino, ok := strings.CutPrefix(link, "socket:["); ok {
-				inodes[strings.TrimSuffix(ino, "]")] = true
-			}
-		}
-	}
-	var out []netip.AddrPort
-	for _, file := range []string{"/proc/net/tcp", "/proc/net/tcp6"} {
-		data, err := os.ReadFile(file)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, line := range strings.Split(string(data), "\n")[1:] {
-			f := strings.Fields(line)
-			if len(f) < 10 || f[3] != "0A" || !inodes[f[9]] {
-				continue
-			}
-			ap, err := parseProcAddr(f[1])
-			if err != nil {
-				t.Fatalf("%s: %q: %v", file, f[1], err)
-			}
-			out = append(out, ap)
-		}
-	}
-	return out
-}
-
-// parseProcAddr parses "0100007F:1F90": the address in 32-bit words of host
-// (little-endian) byte order, the port in hex.
-func parseProcAddr(s string) (netip.AddrPort, error) {
-	a, p, ok := strings.Cut(s, ":")
-	if !ok {
-		return netip.AddrPort{}, fmt.Errorf("no port")
-	}
-	raw, err := hex.DecodeString(a)
-	if err != nil || (len(raw) != 4 && len(raw) != 16) {
-		return netip.AddrPort{}, fmt.Errorf("bad address")
-	}
-	for i := 0; i < len(raw); i += 4 {
-		raw[i], raw[i+1], raw[i+2], raw[i+3] = raw[i+3], raw[i+2], raw[i+1], raw[i]
-	}
-	port, err := strconv.ParseUint(p, 16, 16)
-	if err != nil {
-		return netip.AddrPort{}, err
-	}
-	addr, _ := netip.AddrFromSlice(raw)
-	return netip.AddrPortFrom(addr.Unmap(), uint16(port)), nil
 }
 
 // TestDrainLogsProgress: a drain waiting for a slow request logs the

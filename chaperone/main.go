@@ -90,11 +90,11 @@ func newRouting(cfg *Config, logger *slog.Logger) (routingHalf, *Halves, error) 
 		// are resolved by the pod's DNS servers (docs/chaperone.md).
 		var names *dnswatch.Watcher
 		if cfg.ExternalNameServices {
-			refuse, err := dnswatch.ParsePrefixes(cfg.ExternalNameRefuse)
+			refuse, err := dnswatch.ParseRefuse(cfg.ExternalNameRefuse)
 			if err != nil {
 				return nil, nil, fmt.Errorf("--external-name-refuse: %w", err)
 			}
-			if names, err = dnswatch.New(dnswatch.Config{Servers: cfg.DNSServers, Refuse: refuse, Logger: log}); err != nil {
+			if names, err = dnswatch.New(dnswatch.Config{Servers: cfg.DNSServers, Refuse: &refuse, Logger: log}); err != nil {
 				return nil, nil, fmt.Errorf("--external-name-services: %w", err)
 			}
 			log.Info("ExternalName Services are resolved", "dns_servers", names.Servers(), "refused_prefixes", cfg.ExternalNameRefuse)

@@ -162,10 +162,10 @@ func TestSidecarSteersAnotherVarnishdAndDrainsOnPreStop(t *testing.T) {
 	accessLogged("access log lines of the restarted varnishd")
 
 	// What faces the network: the listener and the health port only; the
-	// admin connection, varnishd's -T and ghost's admin socket are on
-	// loopback.
+	// admin connection and ghost's admin socket are on loopback (varnishd
+	// has no -T).
 	for who, root := range map[string]int{"chaperone": c.cmd.Process.Pid, "varnish container": vd.Process.Pid} {
-		socks := listeningTCP(t, append([]int{root}, varnishdtest.Descendants(root)...))
+		socks := varnishdtest.ListeningTCP(t, append([]int{root}, varnishdtest.Descendants(root)...))
 		for _, s := range socks {
 			if !s.Addr().IsLoopback() && int(s.Port()) != listenPort && int(s.Port()) != healthPort {
 				t.Errorf("the %s listens on %s, not loopback (all: %v)", who, s, socks)

@@ -101,7 +101,7 @@ func TestChaperoneArgs(t *testing.T) {
 	}
 	s.class.externalNames = false
 	wantVarnishd := []string{"-F", "-n", "/var/lib/varnishgw/varnishd", "-a", "port-80=:80", "-a", "port-8080=:8080",
-		"-a", "ghost-admin=127.0.0.1:6084", "-M", "127.0.0.1:6082", "-S", "/etc/varnishgw/secret/secret",
+		"-a", "ghost-admin=127.0.0.1:6084", "-M", "127.0.0.1:6082", "-T", "none", "-S", "/etc/varnishgw/secret/secret",
 		"-f", "/etc/varnishgw/boot/boot.vcl", "-s", "malloc,1g"}
 	for _, p := range varnishd.DefaultParams() {
 		wantVarnishd = append(wantVarnishd, "-p", p)

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/hashicorp/terraform-plugin-framework/diag"
 	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/resource"
 	"github.com/hashicorp/terraform-plugin-framework/types"
@@ -58,6 +59,7 @@ func (r *httpRouteResource) ValidateConfig(ctx context.Context, req resource.Val
 		return
 	}
 	rejectUnsupportedRoute(&m, &resp.Diagnostics)
+	warnCORSAnyOriginWithCredentials(&m, &resp.Diagnostics)
 	for i := range m.Rules {
 		validateCache(path.Root("rule").AtListIndex(i).AtName("cache"), field.NewPath("spec", "rules").Index(i).Child("cache"), m.Rules[i].Cache, &resp.Diagnostics)
 	}
@@ -82,6 +84,46 @@ func (r *httpRouteResource) ValidateConfig(ctx context.Context, req resource.Val
 		}
 		resp.Diagnostics.AddAttributeError(diagnosticPath(req.Config.Raw, p), "Invalid HTTP route", fmt.Sprintf("%s: %s", text, e.ErrorBody()))
 	}
+}
+
+// warnCORSAnyOriginWithCredentials warns about each CORS filter that
+// allows credentials from any origin: "*", or an origin whose host is "*"
+// (any website of that scheme and port). The Gateway API defines it (the
+// gateway echoes the request's Origin, as the conformance suite expects),
+// so it is no error; but any website a user visits can then make requests
+// with the user's cookies to the route and read the answers.
+func warnCORSAnyOriginWithCredentials(m *httpRouteModel, diags *diag.Diagnostics) {
+	for i, rule := range m.Rules {
+		for j, f := range rule.Filters {
+			c := f.CORS
+			if c == nil || !c.AllowCredentials.ValueBool() {
+				continue
+			}
+			k := slices.IndexFunc(c.AllowOrigins, func(o types.String) bool { return corsAnyOrigin(o.ValueString()) })
+			if k < 0 {
+				continue
+			}
+			p := path.Root("rule").AtListIndex(i).AtName("filter").AtListIndex(j).AtName("cors")
+			diags.AddAttributeWarning(p.AtName("allow_origins"), "CORS filter lets any website make credentialed requests",
+				fmt.Sprintf("rule[%d].filter[%d].cors: allow_origins has %q and allow_credentials = true: the gateway answers "+
+					"every matching Origin with Access-Control-Allow-Origin set to it and Access-Control-Allow-Credentials: true, "+
+					"so any website a user visits can send requests with the user's cookies or HTTP authentication to this "+
+					"route and read the answers. Unless that is meant (the answers hold nothing private), list the origins "+
+					"you trust in allow_origins instead, such as \"https://app.example.com\" or \"https://*.example.com\", "+
+					"or set allow_credentials = false.", i, j, c.AllowOrigins[k].ValueString()))
+		}
+	}
+}
+
+// corsAnyOrigin reports whether a CORS origin allows any website: "*", or
+// scheme://* with an optional port.
+func corsAnyOrigin(o string) bool {
+	if o == "*" {
+		return true
+	}
+	_, rest, ok := strings.Cut(o, "://")
+	host, _, _ := strings.Cut(rest, ":")
+	return ok && host == "*"
 }
 
 // schemaValidated matches the fields of the routing core's errors that the

@@ -115,15 +115,25 @@ type ChaperoneFlags struct {
 	ExternalNameRefuse []string
 }
 
-// DefaultExternalNameRefuse are the prefixes whose addresses the names of
-// ExternalName Services never resolve to: the pod itself (loopback, where
-// varnishd's, the chaperone's and ghost's admin ports listen), link-local
-// addresses (among them the cloud metadata endpoint 169.254.169.254), AWS's
-// IPv6 metadata endpoint fd00:ec2::254, unspecified, broadcast and
+// ExternalNameRefuseSelf in the refuse list (--external-name-refuse)
+// stands for the pod's own addresses: those of its network interfaces, read
+// at every lookup.
+const ExternalNameRefuseSelf = "self"
+
+// DefaultExternalNameRefuse are the addresses the names of ExternalName
+// Services never resolve to: the pod itself (loopback, where ghost's admin
+// socket and the chaperone's admin listener are, and its own interface
+// addresses, where its health port is), link-local addresses (among them
+// the cloud metadata endpoint 169.254.169.254), the metadata endpoints
+// outside it (AWS's IPv6 fd00:ec2::254, Alibaba's 100.100.100.200, Azure's
+// wireserver 168.63.129.16), the NAT64 prefix 64:ff9b::/96 (its addresses
+// reach any IPv4 address, the refused ones too), unspecified, broadcast and
 // multicast addresses.
 var DefaultExternalNameRefuse = []string{
 	"0.0.0.0/8", "127.0.0.0/8", "169.254.0.0/16", "224.0.0.0/4", "255.255.255.255/32",
-	"::/128", "::1/128", "fe80::/10", "ff00::/8", "fd00:ec2::254/128",
+	"100.100.100.200/32", "168.63.129.16/32",
+	"::/128", "::1/128", "fe80::/10", "ff00::/8", "fd00:ec2::254/128", "64:ff9b::/96",
+	ExternalNameRefuseSelf,
 }
 
 // DefaultChaperoneFlags are the values of the flags nobody sets.
@@ -280,7 +290,7 @@ func (f *ChaperoneFlags) define(fs *flag.FlagSet) []string {
 	dur(&f.InvalidateTimeout, "invalidate-timeout", "longest wait of POST /invalidate for the acknowledgements of the Gateway's Ready pods")
 	boolean(&f.ExternalNameServices, "external-name-services", "let routes send traffic to ExternalName Services (--routing=kubernetes): their DNS names are resolved, again after each TTL (5s to 5m), into endpoints with the backendRef's port; off, such references get 500. Route owners can then send the gateway's traffic wherever DNS points: see docs/guides/external-name-services.md")
 	val(&stringsFlag{values: &f.DNSServers}, "dns-server", "DNS server host:port asked for the names of ExternalName Services, repeated (default: the nameservers of /etc/resolv.conf)")
-	val(&stringsFlag{values: &f.ExternalNameRefuse}, "external-name-refuse", "address prefix (CIDR) never used as an endpoint of an ExternalName Service whatever DNS answers, repeated; default loopback, link-local (cloud metadata 169.254.169.254), fd00:ec2::254, unspecified, broadcast and multicast; empty: refuse none")
+	val(&stringsFlag{values: &f.ExternalNameRefuse}, "external-name-refuse", "address prefix (CIDR), address, or "+ExternalNameRefuseSelf+" (the pod's own interface addresses) never used as an endpoint of an ExternalName Service whatever DNS answers, repeated; default loopback, link-local (cloud metadata 169.254.169.254), the metadata endpoints fd00:ec2::254, 100.100.100.200 and 168.63.129.16, NAT64 64:ff9b::/96, "+ExternalNameRefuseSelf+", unspecified, broadcast and multicast; empty: refuse none")
 	return names
 }
 

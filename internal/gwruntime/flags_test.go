@@ -100,7 +100,7 @@ func TestDefaultsArePinned(t *testing.T) {
 		"access-log": "false", "varnishncsa": "varnishncsa", "log-level": "info", "drain-timeout": "5m0s",
 		"health-addr": ":9091", "invalidate-addr": "", "invalidate-timeout": "30s",
 		"external-name-services": "false", "dns-server": "",
-		"external-name-refuse": "0.0.0.0/8 127.0.0.0/8 169.254.0.0/16 224.0.0.0/4 255.255.255.255/32 ::/128 ::1/128 fe80::/10 ff00::/8 fd00:ec2::254/128",
+		"external-name-refuse": "0.0.0.0/8 127.0.0.0/8 169.254.0.0/16 224.0.0.0/4 255.255.255.255/32 100.100.100.200/32 168.63.129.16/32 ::/128 ::1/128 fe80::/10 ff00::/8 fd00:ec2::254/128 64:ff9b::/96 self",
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("defaults = %v\nwant %v", got, want)

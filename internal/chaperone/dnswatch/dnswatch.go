@@ -15,10 +15,11 @@
 // A lookup that fails (no answer, an error code, a name that does not
 // exist, no address, or only refused addresses) never replaces the last
 // good addresses: the name keeps them, the failure is logged and counted,
-// and the lookup is tried again after MinTTL. Addresses in the Refuse
-// prefixes (by default loopback, link-local with the cloud metadata
-// endpoints, unspecified and multicast) are dropped from every answer: the
-// pod's own ports and the node's metadata service are never backends.
+// and the lookup is tried again after MinTTL. Refused addresses (Refuse; by
+// default loopback, link-local, the cloud metadata endpoints, NAT64, the
+// pod's own interface addresses, unspecified and multicast) are dropped
+// from every answer: the pod's own ports and the node's metadata service
+// are never backends.
 package dnswatch
 
 import (
@@ -50,9 +51,52 @@ const (
 	maxChain = 8
 )
 
-// DefaultRefuse are the prefixes whose addresses are never used
+// DefaultRefuse is the refuse list whose addresses are never used
 // (gwruntime.DefaultExternalNameRefuse, the chaperone's default).
 var DefaultRefuse = gwruntime.DefaultExternalNameRefuse
+
+// Refuse says which addresses are never endpoints.
+type Refuse struct {
+	// Prefixes are refused whole (an address is a /32 or /128).
+	Prefixes []netip.Prefix
+	// Self refuses the pod's own addresses, those of its network
+	// interfaces (Config.OwnAddrs), read at every lookup:
+	// gwruntime.ExternalNameRefuseSelf in the list.
+	Self bool
+}
+
+// Refuses reports whether r refuses a, own being the pod's addresses (used
+// when r.Self). An IPv4-mapped IPv6 address is taken as its IPv4 address.
+func (r Refuse) Refuses(a netip.Addr, own []netip.Addr) bool {
+	a = a.Unmap().WithZone("")
+	if slices.ContainsFunc(r.Prefixes, func(p netip.Prefix) bool { return p.Contains(a) }) {
+		return true
+	}
+	return r.Self && slices.ContainsFunc(own, func(o netip.Addr) bool { return o.Unmap().WithZone("") == a })
+}
+
+// InterfaceAddrs returns the addresses of this host's network interfaces
+// (in a pod: the pod's), the default Config.OwnAddrs.
+func InterfaceAddrs() ([]netip.Addr, error) {
+	ifaddrs, err := net.InterfaceAddrs()
+	if err != nil {
+		return nil, fmt.Errorf("read the pod's own addresses (refused as endpoints): %w", err)
+	}
+	out := make([]netip.Addr, 0, len(ifaddrs))
+	for _, ia := range ifaddrs {
+		var ip net.IP
+		switch ia := ia.(type) {
+		case *net.IPNet:
+			ip = ia.IP
+		case *net.IPAddr:
+			ip = ia.IP
+		}
+		if a, ok := netip.AddrFromSlice(ip); ok {
+			out = append(out, a.Unmap())
+		}
+	}
+	return out, nil
+}
 
 // Config configures a Watcher.
 type Config struct {
@@ -67,28 +111,36 @@ type Config struct {
 	MinTTL, MaxTTL time.Duration
 	// Timeout bounds one query to one server (DefaultTimeout).
 	Timeout time.Duration
-	// Refuse are the prefixes whose addresses are dropped from answers;
-	// nil: DefaultRefuse.
-	Refuse []netip.Prefix
-	Logger *slog.Logger
+	// Refuse are the addresses dropped from answers; nil: DefaultRefuse.
+	Refuse *Refuse
+	// OwnAddrs returns the pod's own addresses, for Refuse.Self; nil:
+	// InterfaceAddrs. A lookup fails when it fails.
+	OwnAddrs func() ([]netip.Addr, error)
+	Logger   *slog.Logger
 }
 
-// ParsePrefixes parses CIDR prefixes (an address alone is a /32 or /128),
-// naming the bad one in its error.
-func ParsePrefixes(list []string) ([]netip.Prefix, error) {
-	out := make([]netip.Prefix, 0, len(list))
+// ParseRefuse parses a refuse list (--external-name-refuse): CIDR
+// prefixes, addresses (a /32 or /128) and gwruntime.ExternalNameRefuseSelf
+// for the pod's own addresses, naming the bad one in its error.
+func ParseRefuse(list []string) (Refuse, error) {
+	r := Refuse{Prefixes: make([]netip.Prefix, 0, len(list))}
 	for _, s := range list {
+		if s == gwruntime.ExternalNameRefuseSelf {
+			r.Self = true
+			continue
+		}
 		if a, err := netip.ParseAddr(s); err == nil {
-			out = append(out, netip.PrefixFrom(a, a.BitLen()))
+			r.Prefixes = append(r.Prefixes, netip.PrefixFrom(a, a.BitLen()))
 			continue
 		}
 		p, err := netip.ParsePrefix(s)
 		if err != nil {
-			return nil, fmt.Errorf("%q is not an address prefix such as 169.254.0.0/16: %w", s, err)
+			return Refuse{}, fmt.Errorf("%q is not an address prefix such as 169.254.0.0/16, an address, or %q (the pod's own addresses): %w",
+				s, gwruntime.ExternalNameRefuseSelf, err)
 		}
-		out = append(out, p.Masked())
+		r.Prefixes = append(r.Prefixes, p.Masked())
 	}
-	return out, nil
+	return r, nil
 }
 
 // Watcher follows the addresses of a set of DNS names. It is a
@@ -131,11 +183,14 @@ func New(cfg Config) (*Watcher, error) {
 		cfg.Timeout = DefaultTimeout
 	}
 	if cfg.Refuse == nil {
-		p, err := ParsePrefixes(DefaultRefuse)
+		r, err := ParseRefuse(DefaultRefuse)
 		if err != nil {
 			return nil, err
 		}
-		cfg.Refuse = p
+		cfg.Refuse = &r
+	}
+	if cfg.OwnAddrs == nil {
+		cfg.OwnAddrs = InterfaceAddrs
 	}
 	if len(cfg.Servers) == 0 {
 		path := cfg.ResolvConf
@@ -286,7 +341,7 @@ func (w *Watcher) record(e *entry, addrs, refused []netip.Addr, ttl time.Duratio
 	}
 	if !slices.Equal(refused, e.refused) && len(refused) > 0 {
 		w.log.Warn("DNS answer has addresses that are never backends; dropped them", "name", e.name,
-			"refused", refused, "hint", "loopback, link-local (metadata endpoints), unspecified and multicast addresses are refused (--external-name-refuse)")
+			"refused", refused, "hint", "loopback, link-local, cloud metadata, NAT64, the pod's own, unspecified and multicast addresses are refused (--external-name-refuse)")
 	}
 	e.refused = refused
 	if err != nil {
@@ -344,9 +399,15 @@ func (w *Watcher) lookup(ctx context.Context, name string) (addrs, refused []net
 			ttl = min(ttl, t)
 		}
 	}
+	var own []netip.Addr
+	if w.cfg.Refuse.Self {
+		if own, err = w.cfg.OwnAddrs(); err != nil {
+			return nil, nil, 0, fmt.Errorf("%s: %w", name, err)
+		}
+	}
 	for _, a := range found {
 		a = a.Unmap()
-		if slices.ContainsFunc(w.cfg.Refuse, func(p netip.Prefix) bool { return p.Contains(a) }) {
+		if w.cfg.Refuse.Refuses(a, own) {
 			refused = append(refused, a)
 			continue
 		}
@@ -491,7 +552,7 @@ func newCollectors() *collectors {
 		}, []string{"name"}),
 		refused: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "varnishgw_dns_refused_addresses_total",
-			Help: "Addresses dropped from DNS answers because they are never backends (loopback, link-local, metadata endpoints; --external-name-refuse).",
+			Help: "Addresses dropped from DNS answers because they are never backends (loopback, link-local, metadata endpoints, NAT64, the pod's own; --external-name-refuse).",
 		}, []string{"name"}),
 	}
 }

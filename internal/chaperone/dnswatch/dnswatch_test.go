@@ -2,7 +2,9 @@ package dnswatch
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"net"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -17,7 +19,8 @@ import (
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/testing/dnstest"
 )
 
-// start runs a Watcher of srv with a 200 ms floor until the test ends.
+// start runs a Watcher of srv with a 200 ms floor until the test ends. The
+// pod's own addresses are none unless cfg.OwnAddrs says otherwise.
 func start(t *testing.T, srv *dnstest.Server, cfg Config) (*Watcher, *atomic.Int32) {
 	t.Helper()
 	cfg.Servers = []string{srv.Addr()}
@@ -25,6 +28,12 @@ func start(t *testing.T, srv *dnstest.Server, cfg Config) (*Watcher, *atomic.Int
 		cfg.MinTTL = 200 * time.Millisecond
 	}
 	cfg.Timeout = 300 * time.Millisecond
+	if cfg.OwnAddrs == nil {
+		// The answers are documentation addresses, which a test machine
+		// may have (one has 192.0.2.2 on eth0): the machine's own
+		// addresses are refused only in TestWatcherRefusesOwnAddresses.
+		cfg.OwnAddrs = func() ([]netip.Addr, error) { return nil, nil }
+	}
 	w, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -72,7 +81,8 @@ func TestWatcherAnswers(t *testing.T) {
 	srv.SetAddrs("v4v6.test", 60, "192.0.2.2", "2001:db8::1", "192.0.2.1", "192.0.2.1")
 	srv.SetCNAME("alias.test", "mid.test", 60)
 	srv.SetCNAME("mid.test", "v4v6.test", 60)
-	srv.SetAddrs("metadata.test", 60, "169.254.169.254", "127.0.0.1", "::1", "fe80::1", "192.0.2.9", "::ffff:127.0.0.2")
+	srv.SetAddrs("metadata.test", 60, "169.254.169.254", "127.0.0.1", "::1", "fe80::1", "192.0.2.9", "::ffff:127.0.0.2",
+		"100.100.100.200", "168.63.129.16", "64:ff9b::a9fe:a9fe")
 	srv.SetAddrs("only-refused.test", 60, "169.254.169.254")
 	srv.SetRcode("gone.test", dns.RcodeNameError)
 	srv.SetRcode("broken.test", dns.RcodeServerFailure)
@@ -119,8 +129,39 @@ func TestWatcherAnswers(t *testing.T) {
 	w, _ := start(t, srv, Config{})
 	w.Want([]string{"metadata.test"})
 	waitPending(t, w)
-	if n := testutil.ToFloat64(w.metrics.refused.WithLabelValues("metadata.test")); n != 5 {
-		t.Errorf("refused addresses = %v, want 5", n)
+	if n := testutil.ToFloat64(w.metrics.refused.WithLabelValues("metadata.test")); n != 8 {
+		t.Errorf("refused addresses = %v, want 8", n)
+	}
+}
+
+// TestWatcherRefusesOwnAddresses: by default a name that resolves to an
+// address of one of this machine's network interfaces (a pod's own IP,
+// where its health and listener ports are) is refused, as loopback is.
+func TestWatcherRefusesOwnAddresses(t *testing.T) {
+	ifaddrs, err := net.InterfaceAddrs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var own []string
+	for _, a := range ifaddrs {
+		if n, ok := a.(*net.IPNet); ok && !n.IP.IsLoopback() && !n.IP.IsLinkLocalUnicast() {
+			own = append(own, n.IP.String())
+		}
+	}
+	if len(own) == 0 {
+		t.Fatalf("no interface address outside loopback and link-local among %v: the test needs one", ifaddrs)
+	}
+	t.Logf("this machine's addresses: %v", own)
+	srv := dnstest.Start(t)
+	srv.SetAddrs("self.test", 60, append([]string{"192.0.2.7"}, own...)...)
+	w, _ := start(t, srv, Config{OwnAddrs: InterfaceAddrs})
+	w.Want([]string{"self.test"})
+	waitPending(t, w)
+	if got := addrs(w, "self.test"); got != "192.0.2.7" {
+		t.Errorf("addresses = %q, want 192.0.2.7 only: the machine's own addresses %v are refused", got, own)
+	}
+	if n := testutil.ToFloat64(w.metrics.refused.WithLabelValues("self.test")); n != float64(len(own)) {
+		t.Errorf("refused addresses = %v, want %d", n, len(own))
 	}
 }
 
@@ -231,35 +272,89 @@ func TestNewConfig(t *testing.T) {
 			t.Errorf("New(%+v) = %v, want an error with %q", tc.cfg, err, tc.want)
 		}
 	}
-	p, err := ParsePrefixes([]string{"10.0.0.1", "10.1.2.3/8", "fe80::/10"})
-	if err != nil || fmt.Sprint(p) != "[10.0.0.1/32 10.0.0.0/8 fe80::/10]" {
-		t.Errorf("ParsePrefixes = %v, %v", p, err)
+	r, err := ParseRefuse([]string{"10.0.0.1", "10.1.2.3/8", "fe80::/10", "self"})
+	if err != nil || fmt.Sprint(r.Prefixes) != "[10.0.0.1/32 10.0.0.0/8 fe80::/10]" || !r.Self {
+		t.Errorf("ParseRefuse = %+v, %v", r, err)
 	}
-	if _, err := ParsePrefixes([]string{"10.0.0.0/33"}); err == nil || !strings.Contains(err.Error(), `"10.0.0.0/33" is not an address prefix`) {
-		t.Errorf("ParsePrefixes(10.0.0.0/33) = %v", err)
+	if r, err := ParseRefuse(nil); err != nil || len(r.Prefixes) != 0 || r.Self {
+		t.Errorf("ParseRefuse(nil) = %+v, %v; want a list that refuses nothing", r, err)
 	}
-	d, err := ParsePrefixes(DefaultRefuse)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, a := range []string{"127.0.0.1", "169.254.169.254", "::1", "fe80::1", "fd00:ec2::254", "0.0.0.0", "224.0.0.1"} {
-		addr := netip.MustParseAddr(a)
-		if !containsAddr(d, addr) {
-			t.Errorf("DefaultRefuse does not refuse %s", a)
-		}
-	}
-	for _, a := range []string{"10.0.0.1", "192.168.1.1", "172.16.0.1", "8.8.8.8", "fd00::1", "2001:db8::1"} {
-		if containsAddr(d, netip.MustParseAddr(a)) {
-			t.Errorf("DefaultRefuse refuses %s", a)
+	for _, bad := range []string{"10.0.0.0/33", "pod", "Self"} {
+		if _, err := ParseRefuse([]string{bad}); err == nil || !strings.Contains(err.Error(), fmt.Sprintf(`%q is not an address prefix such as 169.254.0.0/16, an address, or "self"`, bad)) {
+			t.Errorf("ParseRefuse(%s) = %v", bad, err)
 		}
 	}
 }
 
-func containsAddr(ps []netip.Prefix, a netip.Addr) bool {
-	for _, p := range ps {
-		if p.Contains(a) {
-			return true
+// TestWatcherOwnAddrsFail: when the pod's own addresses cannot be read, a
+// lookup fails (keeping the last good addresses) rather than using an
+// address that may be the pod's.
+func TestWatcherOwnAddrsFail(t *testing.T) {
+	srv := dnstest.Start(t)
+	srv.SetAddrs("any.test", 60, "192.0.2.9")
+	w, _ := start(t, srv, Config{OwnAddrs: func() ([]netip.Addr, error) { return nil, errors.New("netlink: permission denied") }})
+	w.Want([]string{"any.test"})
+	waitPending(t, w)
+	if got := addrs(w, "any.test"); got != "" {
+		t.Errorf("addresses = %q, want none", got)
+	}
+	if n := testutil.ToFloat64(w.metrics.lookups.WithLabelValues("any.test", "error")); n < 1 {
+		t.Errorf(`varnishgw_dns_lookups_total{result="error"} = %v, want at least 1`, n)
+	}
+}
+
+// TestRefuses: the refuse decision, for the default list and for one
+// without "self".
+func TestRefuses(t *testing.T) {
+	def, err := ParseRefuse(DefaultRefuse)
+	if err != nil {
+		t.Fatal(err)
+	}
+	noSelf, err := ParseRefuse([]string{"169.254.0.0/16"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	own := []netip.Addr{netip.MustParseAddr("127.0.0.1"), netip.MustParseAddr("10.244.1.7"), netip.MustParseAddr("fd00:10:244::7"), netip.MustParseAddr("fe80::1%eth0")}
+	for _, tc := range []struct {
+		addr   string
+		refuse Refuse
+		want   bool
+	}{
+		{"127.0.0.1", def, true},
+		{"127.1.2.3", def, true},
+		{"::1", def, true},
+		{"169.254.169.254", def, true}, // AWS, GCP, Azure IMDS, OpenStack
+		{"fe80::1", def, true},
+		{"fd00:ec2::254", def, true},          // AWS IPv6 metadata
+		{"100.100.100.200", def, true},        // Alibaba Cloud metadata
+		{"168.63.129.16", def, true},          // Azure wireserver
+		{"64:ff9b::a9fe:a9fe", def, true},     // NAT64 of 169.254.169.254
+		{"64:ff9b::808:808", def, true},       // NAT64 of any IPv4 address: the whole prefix
+		{"::ffff:169.254.169.254", def, true}, // IPv4-mapped
+		{"0.0.0.0", def, true},
+		{"::", def, true},
+		{"224.0.0.1", def, true},
+		{"ff02::1", def, true},
+		{"255.255.255.255", def, true},
+		{"10.244.1.7", def, true},     // the pod's own address
+		{"fd00:10:244::7", def, true}, // its own IPv6 address
+		{"10.244.1.8", def, false},    // another pod
+		{"100.100.100.201", def, false},
+		{"100.64.0.1", def, false}, // shared address space (CGNAT), used for pods on some clusters
+		{"168.63.129.17", def, false},
+		{"64:ff9c::a9fe:a9fe", def, false},
+		{"10.0.0.1", def, false},
+		{"192.168.1.1", def, false},
+		{"172.16.0.1", def, false},
+		{"8.8.8.8", def, false},
+		{"fd00::1", def, false},
+		{"2001:db8::1", def, false},
+		{"10.244.1.7", noSelf, false}, // without "self" the pod's addresses are not refused
+		{"169.254.169.254", noSelf, true},
+		{"127.0.0.1", Refuse{}, false},
+	} {
+		if got := tc.refuse.Refuses(netip.MustParseAddr(tc.addr), own); got != tc.want {
+			t.Errorf("Refuse%+v.Refuses(%s) = %v, want %v", tc.refuse, tc.addr, got, tc.want)
 		}
 	}
-	return false
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/netip"
 	"testing"
 	"time"
 
@@ -36,7 +37,11 @@ func TestKubeSourceExternalNames(t *testing.T) {
 	}
 	dns := dnstest.Start(t)
 	dns.SetAddrs("api.ext.test", 1, "192.0.2.1")
-	w, err := dnswatch.New(dnswatch.Config{Servers: []string{dns.Addr()}, MinTTL: 200 * time.Millisecond, Logger: testLogger(t)})
+	// The answers are documentation addresses, which a test machine may
+	// have (one has 192.0.2.2 on eth0): no own addresses to refuse
+	// (dnswatch tests that refusal).
+	noOwn := func() ([]netip.Addr, error) { return nil, nil }
+	w, err := dnswatch.New(dnswatch.Config{Servers: []string{dns.Addr()}, MinTTL: 200 * time.Millisecond, OwnAddrs: noOwn, Logger: testLogger(t)})
 	if err != nil {
 		t.Fatal(err)
 	}

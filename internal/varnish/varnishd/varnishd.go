@@ -1,8 +1,8 @@
 // Package varnishd runs varnishd in the foreground under the chaperone: it
 // prepares the working directory and a random admin secret, starts varnishd
 // with one named listen socket per Gateway port and ghost's loopback admin
-// socket, accepts the manager's reverse admin connection (varnishd -M) and
-// turns varnishd's output into structured logs.
+// socket, accepts the manager's reverse admin connection (varnishd -M, the
+// only CLI: -T none) and turns varnishd's output into structured logs.
 //
 // varnishd starts with a minimal boot VCL ([BootVCL]) that answers 503 to
 // every request; the chaperone then loads main.vcl through the admin
@@ -254,7 +254,10 @@ func Start(ctx context.Context, cfg Config) (*Process, error) {
 }
 
 // Args returns varnishd's command line for cfg, the admin listener address,
-// the secret file and the boot VCL file.
+// the secret file and the boot VCL file. varnishd's CLI is the reverse admin
+// connection (-M) only: -T none, for without -T varnishd listens for CLI
+// connections on a random loopback port, open to every process of the pod
+// that can read the secret.
 func Args(cfg Config, adminAddr, secretFile, bootFile string) []string {
 	args := []string{"-F", "-n", cfg.WorkDir}
 	for _, l := range cfg.Listeners {
@@ -263,7 +266,7 @@ func Args(cfg Config, adminAddr, secretFile, bootFile string) []string {
 	if cfg.GhostAdminAddr != "" {
 		args = append(args, "-a", GhostAdminSocket+"="+cfg.GhostAdminAddr)
 	}
-	args = append(args, "-M", adminAddr, "-S", secretFile, "-f", bootFile)
+	args = append(args, "-M", adminAddr, "-T", "none", "-S", secretFile, "-f", bootFile)
 	for _, s := range cfg.Storage {
 		args = append(args, "-s", s)
 	}

@@ -52,7 +52,7 @@ func TestArgs(t *testing.T) {
 	}
 	got := strings.Join(varnishd.Args(cfg, "127.0.0.1:5000", "/w/s", "/w/boot.vcl"), " ")
 	want := "-F -n /w -a port-80=:80 -a port-8080=:8080 -a ghost-admin=127.0.0.1:6083 " +
-		"-M 127.0.0.1:5000 -S /w/s -f /w/boot.vcl -s malloc,1g -p thread_pool_stack=160k -p timeout_idle=10"
+		"-M 127.0.0.1:5000 -T none -S /w/s -f /w/boot.vcl -s malloc,1g -p thread_pool_stack=160k -p timeout_idle=10"
 	if got != want {
 		t.Errorf("Args =\n%s\nwant\n%s", got, want)
 	}
@@ -355,5 +355,36 @@ func TestManagerConnectsAgain(t *testing.T) {
 	p.Stop(15 * time.Second)
 	if _, err := p.AcceptAdmin(ctx); !errors.Is(err, net.ErrClosed) {
 		t.Errorf("AcceptAdmin after varnishd exited: got %v, want net.ErrClosed", err)
+	}
+}
+
+// TestNoCLIPort: varnishd runs with -T none. Its manager's only CLI is the
+// reverse admin connection to the chaperone (-M): without -T, varnishd
+// would listen on a random loopback port, where any process of the pod
+// that can read the -S secret gets varnishd's whole CLI. The listening
+// sockets of the manager and the cache child are exactly the -a ones, and
+// varnishadm -n (which finds -T in the shared memory) finds none.
+func TestNoCLIPort(t *testing.T) {
+	listen, ghostAdmin := varnishdtest.FreeAddr(t), varnishdtest.FreeAddr(t)
+	p := varnishdtest.Start(t, varnishd.Config{
+		Listeners:      []varnishd.Listener{{Name: "port-test", Addr: listen}},
+		GhostAdminAddr: ghostAdmin,
+	})
+	want := []int{varnishdtest.Port(t, listen), varnishdtest.Port(t, ghostAdmin)}
+	socks := varnishdtest.ListeningTCP(t, append([]int{p.Pid()}, varnishdtest.Descendants(p.Pid())...))
+	var ports []int
+	for _, s := range socks {
+		ports = append(ports, int(s.Port()))
+	}
+	slices.Sort(ports)
+	ports = slices.Compact(ports)
+	slices.Sort(want)
+	if !slices.Equal(ports, want) {
+		t.Errorf("varnishd listens on %v (ports %v), want only its -a sockets %v: a CLI port (-T)?", socks, ports, want)
+	}
+
+	out, err := exec.Command(varnishdtest.AdmBin(t), "-n", p.WorkDir(), "ping").CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "-T") {
+		t.Errorf("varnishadm -n %s ping = %v, %q; want a failure for lack of -T", p.WorkDir(), err, out)
 	}
 }

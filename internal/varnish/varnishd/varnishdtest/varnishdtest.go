@@ -4,11 +4,13 @@ package varnishdtest
 
 import (
 	"context"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
 	"net"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -95,6 +97,12 @@ func VersionString(t testing.TB) string {
 func Bin(t testing.TB) string {
 	t.Helper()
 	return find(t, "varnishd")
+}
+
+// AdmBin returns the path of the selected varnishadm or fails the test.
+func AdmBin(t testing.TB) string {
+	t.Helper()
+	return find(t, "varnishadm")
 }
 
 // StatBin returns the path of the selected varnishstat or fails the test.
@@ -295,4 +303,67 @@ func Descendants(pid int) []int { return descendants(pid) }
 func NcsaBin(t testing.TB) string {
 	t.Helper()
 	return find(t, "varnishncsa")
+}
+
+// ListeningTCP returns the TCP sockets in state LISTEN that the processes
+// pids hold, from /proc/PID/fd and /proc/net/tcp{,6}.
+func ListeningTCP(t testing.TB, pids []int) []netip.AddrPort {
+	t.Helper()
+	inodes := map[string]bool{}
+	for _, pid := range pids {
+		fds, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
+		if err != nil {
+			if os.IsNotExist(err) {
+				continue // a short-lived child (varnishstat) ended
+			}
+			t.Fatalf("read the sockets of pid %d (the test needs root to read varnishd's): %v", pid, err)
+		}
+		for _, fd := range fds {
+			link, _ := os.Readlink(filepath.Join(fmt.Sprintf("/proc/%d/fd", pid), fd.Name()))
+			if ino, ok := strings.CutPrefix(link, "socket:["); ok {
+				inodes[strings.TrimSuffix(ino, "]")] = true
+			}
+		}
+	}
+	var out []netip.AddrPort
+	for _, file := range []string{"/proc/net/tcp", "/proc/net/tcp6"} {
+		data, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, line := range strings.Split(string(data), "\n")[1:] {
+			f := strings.Fields(line)
+			if len(f) < 10 || f[3] != "0A" || !inodes[f[9]] {
+				continue
+			}
+			ap, err := parseProcAddr(f[1])
+			if err != nil {
+				t.Fatalf("%s: %q: %v", file, f[1], err)
+			}
+			out = append(out, ap)
+		}
+	}
+	return out
+}
+
+// parseProcAddr parses "0100007F:1F90": the address in 32-bit words of host
+// (little-endian) byte order, the port in hex.
+func parseProcAddr(s string) (netip.AddrPort, error) {
+	a, p, ok := strings.Cut(s, ":")
+	if !ok {
+		return netip.AddrPort{}, fmt.Errorf("no port")
+	}
+	raw, err := hex.DecodeString(a)
+	if err != nil || (len(raw) != 4 && len(raw) != 16) {
+		return netip.AddrPort{}, fmt.Errorf("bad address")
+	}
+	for i := 0; i < len(raw); i += 4 {
+		raw[i], raw[i+1], raw[i+2], raw[i+3] = raw[i+3], raw[i+2], raw[i+1], raw[i]
+	}
+	port, err := strconv.ParseUint(p, 16, 16)
+	if err != nil {
+		return netip.AddrPort{}, err
+	}
+	addr, _ := netip.AddrFromSlice(raw)
+	return netip.AddrPortFrom(addr.Unmap(), uint16(port)), nil
 }
