@@ -66,6 +66,10 @@ gh_re_match(const struct vre *re, const char *s, size_t len)
 {
 	int i;
 
+	/* VRE_match() reads length 0 as "up to the NUL": an empty query
+	 * parameter value would be matched with the rest of the URL */
+	if (len == 0)
+		s = "";
 	i = VRE_match(re, s, len, 0, NULL);
 	if (i >= 0)
 		return (1);
