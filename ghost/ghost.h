@@ -198,6 +198,18 @@ struct gh_vcl {
  * called after it
  */
 
+/*
+ * A route whose regular expression failed with an error (a PCRE2 limit)
+ * while nothing else ruled it out: route selection stops there
+ * (ghost_match.c) and the request is answered 500.
+ */
+struct gh_match_error {
+	const struct gh_route	*route;		/* NULL: no error */
+	const char		*what;		/* "path", "header", ... */
+	const char		*name;		/* its name, "" for the path */
+	int			code;		/* gh_re_match()'s, < 0 */
+};
+
 enum gh_task_kind {
 	GH_TASK_ROUTE = 0,	/* routed, or 404/500/redirect */
 	GH_TASK_RELOAD,		/* admin: reload answer in body */
@@ -215,6 +227,7 @@ struct gh_task {
 	const struct gh_route	*route;
 	unsigned		status;
 	enum gh_task_kind	kind;
+	struct gh_match_error	rerr;		/* 500: a regex failed */
 	const char		*location;
 	const char		*body;
 	const char		*sni;		/* .sni(), normalized, ws */
@@ -298,7 +311,8 @@ void gh_drain_close(VRT_CTX, struct VPFX(ghost_router) *rt);
 
 /* ghost_match.c */
 const struct gh_route *gh_route_match(VRT_CTX, const struct gh_vhost *vh,
-    const char *path, size_t pl, const char *q, size_t ql);
+    const char *path, size_t pl, const char *q, size_t ql,
+    struct gh_match_error *e);
 
 /* ghost_filter.c */
 void gh_hmod_apply(struct http *hp, const struct gh_hmod *h);

@@ -9,6 +9,9 @@
 
 #include "cache/cache.h"
 
+#include "vre.h"
+#include "vsb.h"
+
 #include "vcc_ghost_if.h"
 #include "ghost.h"
 
@@ -36,19 +39,57 @@ query_find(const char *q, size_t ql, const struct gh_vmatch *m,
 	return (0);
 }
 
+/*
+ * A regex of route r on s[0..l): 1 match, 0 no match. An error (a PCRE2
+ * limit) says neither: the first one of the route is kept in *e and the
+ * match counts as made, so the route's other conditions decide whether
+ * the error matters.
+ */
+static int
+re_match(const struct gh_route *r, const struct vre *re, const char *what,
+    const char *name, const char *s, size_t l, struct gh_match_error *e)
+{
+	int i;
+
+	i = gh_re_match(re, s, l);
+	if (i >= 0)
+		return (i);
+	if (e->route == NULL) {
+		e->route = r;
+		e->what = what;
+		e->name = name;
+		e->code = i;
+	}
+	return (1);
+}
+
+/*
+ * The first route of vh that matches, or NULL. A route whose conditions
+ * all hold but for a regex that failed with an error (PCRE2's match or
+ * depth limit), which is neither a match nor a miss, ends the search:
+ * NULL, with *e naming the route, logged here. Falling through to a
+ * less specific route would let a costly value reach another route than
+ * the one it may match. Otherwise e->route is NULL.
+ */
 const struct gh_route *
 gh_route_match(VRT_CTX, const struct gh_vhost *vh, const char *path, size_t pl,
-    const char *q, size_t ql)
+    const char *q, size_t ql, struct gh_match_error *e)
 {
 	const struct gh_route *r;
 	const struct gh_vmatch *m;
 	const char *method, *v;
+	char buf[VRE_ERROR_LEN];
+	struct vsb vsb[1];
 	size_t vl;
 	unsigned u, k;
 
+	CHECK_OBJ_NOTNULL(ctx, VRT_CTX_MAGIC);
+	CHECK_OBJ_NOTNULL(vh, GH_VHOST_MAGIC);
+	AN(e);
 	method = http_GetMethod(ctx->http_req);
 	for (u = 0; u < vh->nroute; u++) {
 		r = &vh->route[u];
+		e->route = NULL;
 		switch (r->ptype) {
 		case GH_PATH_EXACT:
 			if (pl != r->plen || memcmp(path, r->pvalue, pl))
@@ -60,7 +101,7 @@ gh_route_match(VRT_CTX, const struct gh_vhost *vh, const char *path, size_t pl,
 				continue;
 			break;
 		default:
-			if (!gh_re_match(r->pre, path, pl))
+			if (!re_match(r, r->pre, "path", "", path, pl, e))
 				continue;
 			break;
 		}
@@ -71,8 +112,8 @@ gh_route_match(VRT_CTX, const struct gh_vhost *vh, const char *path, size_t pl,
 			m = &r->hdr[k];
 			if (!http_GetHdr(ctx->http_req, m->hdr, &v))
 				break;
-			if (m->regex ? !gh_re_match(m->re, v, strlen(v)) :
-			    strcmp(v, m->value))
+			if (m->regex ? !re_match(r, m->re, "header", m->name, v,
+			    strlen(v), e) : strcmp(v, m->value) != 0)
 				break;
 		}
 		if (k < r->nhdr)
@@ -81,14 +122,24 @@ gh_route_match(VRT_CTX, const struct gh_vhost *vh, const char *path, size_t pl,
 			m = &r->qry[k];
 			if (!query_find(q, ql, m, &v, &vl))
 				break;
-			if (m->regex ? !gh_re_match(m->re, v, vl) :
+			if (m->regex ? !re_match(r, m->re, "query parameter",
+			    m->name, v, vl, e) :
 			    (vl != strlen(m->value) || memcmp(v, m->value, vl)))
 				break;
 		}
 		if (k < r->nqry)
 			continue;
-		return (r);
+		if (e->route == NULL)
+			return (r);
+		AN(VSB_init(vsb, buf, sizeof buf));
+		(void)VRE_error(vsb, e->code);
+		(void)VSB_finish(vsb);
+		VSB_fini(vsb);
+		VSLb(ctx->vsl, SLT_VCL_Log, "ghost.regex_error: route %s: "
+		    "%s%s%s: %s", r->name, e->what,
+		    *e->name != '\0' ? " " : "", e->name, buf);
+		return (NULL);
 	}
+	e->route = NULL;
 	return (NULL);
 }
-

@@ -56,10 +56,27 @@ gh_re_compile(const char *pat, struct vre **re, char *err, size_t errlen)
 	return (0);
 }
 
+/*
+ * 1: the value matches, 0: it does not, negative: the match failed with
+ * a PCRE2 error (VRE_match()'s, a limit of gh_limits above), which says
+ * nothing about whether it matches.
+ */
 int
 gh_re_match(const struct vre *re, const char *s, size_t len)
 {
-	return (VRE_match(re, s, len, 0, NULL) >= 0);
+	int i;
+
+	/* VRE_match() reads length 0 as "up to the NUL": an empty query
+	 * parameter value would be matched with the rest of the URL */
+	if (len == 0)
+		s = "";
+	i = VRE_match(re, s, len, 0, NULL);
+	if (i >= 0)
+		return (1);
+	if (i == VRE_ERROR_NOMATCH)
+		return (0);
+	assert(i < 0);
+	return (i);
 }
 
 void

@@ -10,6 +10,7 @@
 #include "cache/cache.h"
 
 #include "vcl.h"
+#include "vre.h"
 #include "vrnd.h"
 #include "vrt_obj.h"
 #include "vsb.h"
@@ -319,6 +320,7 @@ vmod_router_recv(VRT_CTX, struct VPFX(ghost_router) *rt)
 	t->route = NULL;
 	t->status = 0;
 	t->kind = GH_TASK_ROUTE;
+	t->rerr.route = NULL;
 	t->location = NULL;
 	t->body = NULL;
 	t->https = 0;
@@ -401,7 +403,13 @@ vmod_router_recv(VRT_CTX, struct VPFX(ghost_router) *rt)
 	}
 	t->vh = vh;
 	GH_COUNT(vh, requests);
-	r = gh_route_match(ctx, vh, path, pl, q, ql);
+	r = gh_route_match(ctx, vh, path, pl, q, ql, &t->rerr);
+	if (r == NULL && t->rerr.route != NULL) {
+		/* a failed regex is no "no match": no other route */
+		GH_COUNT(vh, regex_errors);
+		t->status = 500;
+		return (0);
+	}
 	if (r == NULL) {
 		GH_COUNT(vh, not_found);
 		t->status = 404;
@@ -620,6 +628,13 @@ vmod_router_synth(VRT_CTX, struct VPFX(ghost_router) *rt)
 		VSB_cat(body, "404 Not Found: no vhost for this host\n");
 	} else if (t->status == 404) {
 		VSB_cat(body, "404 Not Found: no route matched\n");
+	} else if (t->status == 500 && t->rerr.route != NULL) {
+		VSB_printf(body, "500 Internal Server Error: route %s: "
+		    "regular expression error on %s%s%s: ",
+		    t->rerr.route->name, t->rerr.what,
+		    *t->rerr.name != '\0' ? " " : "", t->rerr.name);
+		(void)VRE_error(body, t->rerr.code);
+		VSB_cat(body, "\n");
 	} else if (t->status == 500) {
 		VSB_printf(body, "500 Internal Server Error: route %s has no "
 		    "usable backend\n", t->route != NULL ? t->route->name : "");

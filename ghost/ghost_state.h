@@ -420,7 +420,10 @@ struct gh_state {
 	struct gh_arena		arena;		/* holds everything above */
 };
 
-/* regex hooks (ghost_re.c in varnishd, fuzz_re.c for the fuzzer) */
+/*
+ * regex hooks (ghost_re.c in varnishd, fuzz_re.c for the fuzzer);
+ * gh_re_match(): 1 match, 0 no match, negative a PCRE2 error (a limit)
+ */
 int gh_re_compile(const char *pat, struct vre **re, char *err, size_t errlen);
 int gh_re_match(const struct vre *re, const char *s, size_t len);
 void gh_re_free(struct vre **re);

@@ -40,8 +40,8 @@ sub vcl_recv {
 	router.sni(proxy.authority());
 	if (!router.recv()) {
 		# 404 (no vhost / no route), 421 (misdirected), 500 (no
-		# usable backend), 3xx (RequestRedirect) or an admin
-		# endpoint's answer
+		# usable backend, or a route's regex hit a PCRE2 limit), 3xx
+		# (RequestRedirect) or an admin endpoint's answer
 		return (synth(router.status()));
 	}
 	# routed: req.backend_hint is the chosen endpoint. A WebSocket

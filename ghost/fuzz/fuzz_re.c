@@ -1,9 +1,10 @@
 /*
  * What the loader takes from varnishd, for the fuzzer and
  * bench/loadtime.c: the regex hooks, on PCRE2 directly with the same
- * anchoring and limits as ghost_re.c (which uses varnishd's VRE), and
- * VAS_Fail() for the assertions of vas.h, which aborts (the fuzzer
- * reports it as a crash).
+ * anchoring and results as ghost_re.c (which uses varnishd's VRE; the
+ * loader only compiles, so gh_re_match() here sets none of its match
+ * limits), and VAS_Fail() for the assertions of vas.h, which aborts (the
+ * fuzzer reports it as a crash).
  */
 
 #define PCRE2_CODE_UNIT_WIDTH 8
@@ -71,7 +72,9 @@ gh_re_match(const struct vre *re, const char *s, size_t len)
 	r = pcre2_match((const pcre2_code *)re, (PCRE2_SPTR)s, len, 0, 0, md,
 	    NULL);
 	pcre2_match_data_free(md);
-	return (r >= 0);
+	if (r >= 0)
+		return (1);
+	return (r == PCRE2_ERROR_NOMATCH ? 0 : r);
 }
 
 void
