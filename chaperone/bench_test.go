@@ -91,7 +91,7 @@ func benchKubeRSS(b *testing.B, extra ...string) {
 		gw, _ := kubeGateway(b, ns, varnishdtest.Port(b, listen))
 		gw, err = cp.Gateway.GatewayV1().Gateways(ns).Create(ctx, gw, metav1.CreateOptions{})
 		must(b, err)
-		_, err = cp.Client.CoreV1().ConfigMaps(ns).Create(ctx, vclConfigMap(gw, mainVCL(ghostPath, "bench")), metav1.CreateOptions{})
+		_, err = cp.Client.CoreV1().ConfigMaps(ns).Create(ctx, providerVCL(b, cp, gw, mainVCL(ghostPath, "bench")), metav1.CreateOptions{})
 		must(b, err)
 
 		frags := fragmentClient(b, cp, ns)

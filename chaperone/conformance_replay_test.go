@@ -405,7 +405,7 @@ func (r *replay) startGateway(t *testing.T, gw *gatewayv1.Gateway, namespaces []
 		t.Fatal(err)
 	}
 	dir := varnishdtest.Dir(t)
-	cm, err := r.cp.Client.CoreV1().ConfigMaps(gw.Namespace).Create(ctx, vclConfigMap(created, mainvcl.Render(mainvcl.Options{GhostJSON: filepath.Join(dir, "ghost.json"), VMOD: ghostVMOD})), metav1.CreateOptions{})
+	cm, err := r.cp.Client.CoreV1().ConfigMaps(gw.Namespace).Create(ctx, providerVCL(t, r.cp, created, mainvcl.Render(mainvcl.Options{GhostJSON: filepath.Join(dir, "ghost.json"), VMOD: ghostVMOD})), metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

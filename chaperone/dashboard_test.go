@@ -142,7 +142,7 @@ func kubeChaperoneMetrics(t *testing.T) map[string]bool {
 	must(t, err)
 	_, err = fragmentClient(t, cp, ns).Create(ctx, frag, metav1.CreateOptions{})
 	must(t, err)
-	_, err = cp.Client.CoreV1().ConfigMaps(ns).Create(ctx, vclConfigMap(gw, mainVCL(filepath.Join(dir, "ghost.json"), "cm")), metav1.CreateOptions{})
+	_, err = cp.Client.CoreV1().ConfigMaps(ns).Create(ctx, providerVCL(t, cp, gw, mainVCL(filepath.Join(dir, "ghost.json"), "cm")), metav1.CreateOptions{})
 	must(t, err)
 	_, err = cp.Client.CoreV1().Services(ns).Create(ctx, appService(ns, "app"), metav1.CreateOptions{})
 	must(t, err)

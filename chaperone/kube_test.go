@@ -17,6 +17,7 @@ import (
 	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 
@@ -99,9 +100,17 @@ func appService(ns, name string) *corev1.Service {
 	}
 }
 
-// vclConfigMap is the Gateway's VCL ConfigMap, labelled like the
-// provider's runtime objects (whose labels include the fragment label).
-func vclConfigMap(gw *gatewayv1.Gateway, vcl string) *corev1.ConfigMap {
+// providerVCL plays the provider's part in writing main.vcl: it records
+// vcl's digest on the Gateway (gwruntime.VCLDigestAnnotation, which the
+// pods check) and returns the Gateway's VCL ConfigMap to write, labelled
+// like the provider's runtime objects (whose labels include the fragment
+// label).
+func providerVCL(t testing.TB, cp *testenv.ControlPlane, gw *gatewayv1.Gateway, vcl string) *corev1.ConfigMap {
+	t.Helper()
+	patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, gwruntime.VCLDigestAnnotation, gwruntime.VCLDigest(vcl))
+	if _, err := cp.Gateway.GatewayV1().Gateways(gw.Namespace).Patch(context.Background(), gw.Name, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+		t.Fatalf("record the VCL digest on Gateway %s/%s: %v", gw.Namespace, gw.Name, err)
+	}
 	ref := routing.ObjectRef{Namespace: gw.Namespace, Name: gw.Name}
 	return &corev1.ConfigMap{
 		ObjectMeta: metav1.ObjectMeta{Namespace: gw.Namespace, Name: gwruntime.VCLConfigMapName(ref), Labels: gwruntime.Labels(ref)},
@@ -196,7 +205,7 @@ func TestKubernetesRoutingBinary(t *testing.T) {
 		t.Errorf("request without a main VCL answered %d, want the boot VCL's 503", code)
 	}
 
-	vcl, err := cp.Client.CoreV1().ConfigMaps(ns).Create(ctx, vclConfigMap(gw, mainVCL(ghostPath, "cm-1")), metav1.CreateOptions{})
+	vcl, err := cp.Client.CoreV1().ConfigMaps(ns).Create(ctx, providerVCL(t, cp, gw, mainVCL(ghostPath, "cm-1")), metav1.CreateOptions{})
 	must(t, err)
 	c.waitFor("ready", 90*time.Second, func() bool { code, _ := c.health("/readyz"); return code == 200 })
 	c.wantTraffic("K", "cm-1")
@@ -215,14 +224,14 @@ func TestKubernetesRoutingBinary(t *testing.T) {
 	})
 
 	// A VCL edit in the ConfigMap takes effect.
-	vcl.Data[gwruntime.VCLDataKey] = mainVCL(ghostPath, "cm-2")
+	vcl.Data[gwruntime.VCLDataKey] = providerVCL(t, cp, gw, mainVCL(ghostPath, "cm-2")).Data[gwruntime.VCLDataKey]
 	vcl, err = cp.Client.CoreV1().ConfigMaps(ns).Update(ctx, vcl, metav1.UpdateOptions{})
 	must(t, err)
 	c.wantTraffic("K", "cm-2")
 
 	// A VCL that does not compile: Programmed=False/Invalid naming the
 	// ConfigMap and the compiler's error; traffic stays on cm-2.
-	vcl.Data[gwruntime.VCLDataKey] = strings.Replace(mainVCL(ghostPath, "cm-3"), "sub vcl_deliver {", "sub vcl_deliver { set resp.http.X-Broken = ;", 1)
+	vcl.Data[gwruntime.VCLDataKey] = providerVCL(t, cp, gw, strings.Replace(mainVCL(ghostPath, "cm-3"), "sub vcl_deliver {", "sub vcl_deliver { set resp.http.X-Broken = ;", 1)).Data[gwruntime.VCLDataKey]
 	vcl, err = cp.Client.CoreV1().ConfigMaps(ns).Update(ctx, vcl, metav1.UpdateOptions{})
 	must(t, err)
 	programmed(metav1.ConditionFalse, "Invalid", vcl.Name, "does not compile", "Unknown token")
@@ -237,7 +246,7 @@ func TestKubernetesRoutingBinary(t *testing.T) {
 	}
 
 	// Fixed: True again, and the new VCL serves.
-	vcl.Data[gwruntime.VCLDataKey] = mainVCL(ghostPath, "cm-4")
+	vcl.Data[gwruntime.VCLDataKey] = providerVCL(t, cp, gw, mainVCL(ghostPath, "cm-4")).Data[gwruntime.VCLDataKey]
 	_, err = cp.Client.CoreV1().ConfigMaps(ns).Update(ctx, vcl, metav1.UpdateOptions{})
 	must(t, err)
 	c.wantTraffic("K", "cm-4")

@@ -98,7 +98,7 @@ func TestKubernetesHTTPSBinary(t *testing.T) {
 		Endpoints:   []discoveryv1.Endpoint{{Addresses: []string{ip}, Conditions: discoveryv1.EndpointConditions{Ready: ptr(true)}}},
 	}, metav1.CreateOptions{})
 	must(t, err)
-	_, err = cp.Client.CoreV1().ConfigMaps(ns).Create(ctx, vclConfigMap(gw, mainVCL(ghostPath, "cm-1")), metav1.CreateOptions{})
+	_, err = cp.Client.CoreV1().ConfigMaps(ns).Create(ctx, providerVCL(t, cp, gw, mainVCL(ghostPath, "cm-1")), metav1.CreateOptions{})
 	must(t, err)
 
 	c := launchChaperone(t, dir, backend(t, "file"), listen,

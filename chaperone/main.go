@@ -121,7 +121,7 @@ func newRouting(cfg *Config, logger *slog.Logger) (routingHalf, *Halves, error) 
 		if cfg.VCLPath == "" {
 			// main.vcl from the Gateway's VCL ConfigMap, through the API
 			// (no kubelet volume delay).
-			a.VCL = &vcl.KubeSource{Client: kube, Namespace: ns, Name: name, Logger: log}
+			a.VCL = &vcl.KubeSource{Client: kube, Gateway: gw, Namespace: ns, Name: name, Logger: log}
 		}
 		var tls *TLSHalf
 		if len(cfg.TLSPorts) > 0 {

@@ -98,7 +98,7 @@ func TestRoutingInjection(t *testing.T) {
 	}, metav1.CreateOptions{})
 	must(t, err)
 	ghostPath := dir + "/ghost.json"
-	_, err = cp.Client.CoreV1().ConfigMaps(ns).Create(ctx, vclConfigMap(gw, mainVCL(ghostPath, "v1")), metav1.CreateOptions{})
+	_, err = cp.Client.CoreV1().ConfigMaps(ns).Create(ctx, providerVCL(t, cp, gw, mainVCL(ghostPath, "v1")), metav1.CreateOptions{})
 	must(t, err)
 	secret, err := cp.Client.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{
 		ObjectMeta: metav1.ObjectMeta{Name: "db"}, Data: map[string]string{"password": "hunter2"},

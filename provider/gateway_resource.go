@@ -897,7 +897,7 @@ func (c *clients) readComputed(ctx context.Context, m *gatewayModel) error {
 	m.ListenerAttachedRoutes = types.MapValueMust(types.Int64Type, counts)
 	m.MainVCLSHA256 = types.StringNull()
 	if cm, err := c.kube.CoreV1().ConfigMaps(ref.Namespace).Get(ctx, gwruntime.VCLConfigMapName(ref), metav1.GetOptions{}); err == nil {
-		m.MainVCLSHA256 = types.StringValue(sha256Hex(cm.Data[gwruntime.VCLDataKey]))
+		m.MainVCLSHA256 = types.StringValue(gwruntime.VCLDigest(cm.Data[gwruntime.VCLDataKey]))
 	} else if !apierrors.IsNotFound(err) {
 		return fmt.Errorf("get ConfigMap %s/%s: %w", ref.Namespace, gwruntime.VCLConfigMapName(ref), err)
 	}

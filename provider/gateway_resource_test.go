@@ -177,6 +177,11 @@ func TestAccGateway(t *testing.T) {
 								return fmt.Errorf("main.vcl lacks %q:\n%s", want, vcl)
 							}
 						}
+						// The pods load only the main.vcl whose digest the
+						// provider recorded on the Gateway.
+						if got, want := g.Annotations[gwruntime.VCLDigestAnnotation], gwruntime.VCLDigest(vcl); got != want {
+							return fmt.Errorf("Gateway annotation %s = %q, want the digest of the ConfigMap's main.vcl %q", gwruntime.VCLDigestAnnotation, got, want)
+						}
 						d, err := getDeployment(cp, gw)
 						if err != nil {
 							return err
@@ -264,6 +269,9 @@ func TestAccGateway(t *testing.T) {
 					}
 					if !strings.Contains(cm.Data[gwruntime.VCLDataKey], `x-v = "2"`) {
 						return fmt.Errorf("main.vcl not updated:\n%s", cm.Data[gwruntime.VCLDataKey])
+					}
+					if got, want := g.Annotations[gwruntime.VCLDigestAnnotation], gwruntime.VCLDigest(cm.Data[gwruntime.VCLDataKey]); got != want {
+						return fmt.Errorf("Gateway annotation %s = %q after the VCL change, want %q", gwruntime.VCLDigestAnnotation, got, want)
 					}
 					got, err := podTemplateJSON(cp, gw)
 					if err != nil {

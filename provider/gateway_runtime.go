@@ -401,13 +401,8 @@ func (s *runtimeSpec) mainVCL() string {
 	return mainvcl.Render(mainvcl.Options{ClassVCL: s.class.vcl, GatewayVCL: deref(s.gatewayVCL)})
 }
 
-// mainVCLHash is the SHA-256 of mainVCL, hex encoded.
-func (s *runtimeSpec) mainVCLHash() string { return sha256Hex(s.mainVCL()) }
-
-func sha256Hex(s string) string {
-	sum := sha256.Sum256([]byte(s))
-	return hex.EncodeToString(sum[:])
-}
+// mainVCLHash is the SHA-256 of mainVCL, hex encoded (gwruntime.VCLDigest).
+func (s *runtimeSpec) mainVCLHash() string { return gwruntime.VCLDigest(s.mainVCL()) }
 
 func policyRulesApply(rules []rbacv1.PolicyRule) []*rbacv1apply.PolicyRuleApplyConfiguration {
 	out := make([]*rbacv1apply.PolicyRuleApplyConfiguration, len(rules))
@@ -616,6 +611,10 @@ func (c *clients) applyRuntime(ctx context.Context, s *runtimeSpec, gw *gatewayv
 		return err
 	}
 
+	// The digest first: the pods load only the main.vcl it names.
+	if err := c.recordVCLDigest(ctx, gw, s.mainVCLHash()); err != nil {
+		return err
+	}
 	data := map[string]string{gwruntime.VCLDataKey: s.mainVCL(), bootVCLKey: varnishd.BootVCL}
 	if s.gatewayVCL != nil {
 		data[gatewayVCLKey] = *s.gatewayVCL
@@ -650,6 +649,25 @@ func (c *clients) applyRuntime(ctx context.Context, s *runtimeSpec, gw *gatewayv
 		WithSelector(metav1apply.LabelSelector().WithMatchLabels(gwruntime.Labels(s.gw))))
 	if _, err := c.kube.PolicyV1().PodDisruptionBudgets(ns).Apply(ctx, pdb, opts); err != nil {
 		return fmt.Errorf("apply PodDisruptionBudget %s/%s: %w", ns, name, err)
+	}
+	return nil
+}
+
+// vclDigestFieldManager owns the Gateway's gwruntime.VCLDigestAnnotation,
+// apart from the Gateway's spec, which the provider's apply of the spec
+// would otherwise have to carry.
+const vclDigestFieldManager = "varnishgw-vcl-digest"
+
+// recordVCLDigest writes the digest of the main.vcl the provider rendered
+// as the Gateway's gwruntime.VCLDigestAnnotation, unless gw (as stored)
+// has it already.
+func (c *clients) recordVCLDigest(ctx context.Context, gw *gatewayv1.Gateway, digest string) error {
+	if gw.Annotations[gwruntime.VCLDigestAnnotation] == digest {
+		return nil
+	}
+	ac := gatewayv1apply.Gateway(gw.Name, gw.Namespace).WithAnnotations(map[string]string{gwruntime.VCLDigestAnnotation: digest})
+	if _, err := c.gateway.GatewayV1().Gateways(gw.Namespace).Apply(ctx, ac, metav1.ApplyOptions{FieldManager: vclDigestFieldManager, Force: true}); err != nil {
+		return fmt.Errorf("record the main VCL's digest on Gateway %s/%s (annotation %s): %w", gw.Namespace, gw.Name, gwruntime.VCLDigestAnnotation, err)
 	}
 	return nil
 }

@@ -41,6 +41,19 @@ func Name(gw routing.ObjectRef) string {
 // (key VCLDataKey), which the chaperone watches and hot-reloads.
 func VCLConfigMapName(gw routing.ObjectRef) string { return Name(gw) + "-vcl" }
 
+// VCLDigestAnnotation is the Gateway annotation in which the provider
+// records VCLDigest of the main.vcl it rendered. The chaperone loads a
+// main.vcl from the VCL ConfigMap only when its digest is this one: VCL is
+// code inside varnishd, and whoever may update ConfigMaps in the Gateway's
+// namespace may not write the Gateway.
+const VCLDigestAnnotation = "varnishgw.dev/main-vcl-sha256"
+
+// VCLDigest is the SHA-256 of a main.vcl, hex encoded.
+func VCLDigest(src string) string {
+	sum := sha256.Sum256([]byte(src))
+	return hex.EncodeToString(sum[:])
+}
+
 // BackendClusterRoleName is the ClusterRole that lets gw's chaperone read
 // Services, EndpointSlices and ReferenceGrants:
 // "varnishgw-backends-<namespace>.<name>", which no other gateway's

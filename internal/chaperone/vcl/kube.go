@@ -3,6 +3,7 @@ package vcl
 import (
 	"context"
 	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -16,6 +17,9 @@ import (
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
+	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
+	gatewayclient "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned"
+	gwinformers "sigs.k8s.io/gateway-api/pkg/client/informers/externalversions"
 
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/gwruntime"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/routing"
@@ -44,12 +48,17 @@ const compilerLines = 8
 const vclRetryInterval = 2 * time.Second
 
 // KubeSource watches the Gateway's VCL ConfigMap (gwruntime.VCLConfigMapName,
-// key gwruntime.VCLDataKey) through an informer and loads every new main.vcl
-// into varnishd. It needs get, list and watch on ConfigMaps in the
-// Gateway's namespace (the Role of docs/routing-sync.md).
+// key gwruntime.VCLDataKey) and the Gateway through informers and loads
+// every new main.vcl into varnishd whose digest is the one the provider
+// recorded on the Gateway (gwruntime.VCLDigestAnnotation): anyone else who
+// may update the ConfigMap cannot put code into varnishd. Another main.vcl
+// is refused, logged and reported, and the running VCL stays. It needs
+// get, list and watch on the ConfigMap and the Gateway (the Role of
+// docs/routing-sync.md).
 type KubeSource struct {
-	// Client acts as the chaperone's ServiceAccount.
-	Client kubernetes.Interface
+	// Client and Gateway act as the chaperone's ServiceAccount.
+	Client  kubernetes.Interface
+	Gateway gatewayclient.Interface
 	// Namespace and Name name the Gateway.
 	Namespace, Name string
 	Logger          *slog.Logger
@@ -68,8 +77,8 @@ func (v *KubeSource) ConfigMapName() string {
 // VCL (Env.LoadVCL); report receives the status after every change
 // (from one goroutine, in order).
 func (v *KubeSource) Run(ctx context.Context, load func(context.Context, string) error, report func(Status)) error {
-	if v.Client == nil || v.Namespace == "" || v.Name == "" {
-		return errors.New("vcl: KubeSource needs Client, Namespace and Name")
+	if v.Client == nil || v.Gateway == nil || v.Namespace == "" || v.Name == "" {
+		return errors.New("vcl: KubeSource needs Client, Gateway, Namespace and Name")
 	}
 	log := v.Logger
 	if log == nil {
@@ -99,13 +108,29 @@ func (v *KubeSource) Run(ctx context.Context, load func(context.Context, string)
 	}); err != nil {
 		return fmt.Errorf("watch VCL ConfigMap %s/%s: %w", v.Namespace, cmName, err)
 	}
+	gf := gwinformers.NewSharedInformerFactoryWithOptions(v.Gateway, 0,
+		gwinformers.WithNamespace(v.Namespace),
+		gwinformers.WithTweakListOptions(func(o *metav1.ListOptions) {
+			o.FieldSelector = fields.OneTermEqualSelector("metadata.name", v.Name).String()
+		}))
+	ginf := gf.Gateway().V1().Gateways().Informer()
+	if _, err := ginf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(any) { poke() },
+		UpdateFunc: func(any, any) { poke() },
+		DeleteFunc: func(any) { poke() },
+	}); err != nil {
+		return fmt.Errorf("watch Gateway %s/%s for the main VCL's digest: %w", v.Namespace, v.Name, err)
+	}
 	f.Start(ctx.Done())
 	defer f.Shutdown()
-	if !cache.WaitForCacheSync(ctx.Done(), inf.HasSynced) {
+	gf.Start(ctx.Done())
+	defer gf.Shutdown()
+	if !cache.WaitForCacheSync(ctx.Done(), inf.HasSynced, ginf.HasSynced) {
 		return nil // ctx ended
 	}
 	poke()
 	var tried [sha256.Size]byte
+	var triedDigest string
 	triedAny := false
 	var retry <-chan time.Time
 	for {
@@ -142,10 +167,20 @@ func (v *KubeSource) Run(ctx context.Context, load func(context.Context, string)
 				break
 			}
 			sum := sha256.Sum256([]byte(src))
-			if triedAny && sum == tried {
+			digest := v.recordedDigest(ginf.GetStore())
+			if triedAny && sum == tried && digest == triedDigest {
 				continue // metadata change only, or already tried
 			}
-			tried, triedAny = sum, true
+			tried, triedDigest, triedAny = sum, digest, true
+			if got := hex.EncodeToString(sum[:]); got != digest {
+				// The provider writes the digest, then the ConfigMap: a
+				// mismatch lasts a moment during an apply, or until the
+				// next apply when someone else changed the ConfigMap.
+				st.Err, st.Pending = v.refused(cmName, got, digest), true
+				log.Error("main.vcl not loaded: its digest is not the one the provider recorded on the Gateway",
+					"sha256", got, "recorded", digest, "annotation", gwruntime.VCLDigestAnnotation)
+				break
+			}
 			st = v.load(ctx, load, src, cmName, st)
 			if st.Err != nil && st.Pending {
 				// varnishd was not reachable: try the same source again
@@ -163,6 +198,30 @@ func (v *KubeSource) Run(ctx context.Context, load func(context.Context, string)
 			report(st)
 		}
 	}
+}
+
+// recordedDigest is the Gateway's gwruntime.VCLDigestAnnotation, "" when
+// the Gateway or the annotation is missing.
+func (v *KubeSource) recordedDigest(store cache.Store) string {
+	obj, exists, err := store.GetByKey(v.Namespace + "/" + v.Name)
+	if err != nil || !exists {
+		return ""
+	}
+	gw, ok := obj.(*gatewayv1.Gateway)
+	if !ok {
+		return ""
+	}
+	return gw.Annotations[gwruntime.VCLDigestAnnotation]
+}
+
+// refused says why a main.vcl with digest got was not loaded.
+func (v *KubeSource) refused(cmName, got, recorded string) error {
+	if recorded == "" {
+		return fmt.Errorf("key %q of ConfigMap %s/%s was not loaded: Gateway %s/%s has no annotation %s, the digest of the main VCL the provider rendered; the previous VCL keeps serving. Apply the gateway with the provider",
+			gwruntime.VCLDataKey, v.Namespace, cmName, v.Namespace, v.Name, gwruntime.VCLDigestAnnotation)
+	}
+	return fmt.Errorf("key %q of ConfigMap %s/%s (sha256 %s) was not loaded: it is not the main VCL the provider rendered (sha256 %s, Gateway annotation %s); the previous VCL keeps serving. If no apply of the gateway is under way, someone else changed the ConfigMap: apply the gateway again to restore it",
+		gwruntime.VCLDataKey, v.Namespace, cmName, got, recorded, gwruntime.VCLDigestAnnotation)
 }
 
 // load loads src and turns the result into a status.

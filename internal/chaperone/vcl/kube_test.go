@@ -11,8 +11,12 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
+	gatewayclient "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned"
 
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/gwruntime"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/routing"
@@ -87,21 +91,47 @@ func errString(err error) string {
 	return err.Error()
 }
 
-// TestKubeVCLFollowsTheConfigMap runs KubeSource as the chaperone's
-// ServiceAccount (configmaps get/list/watch only) against the test API
-// server; the load function stands in for varnishd (the chaperone's
-// binary test covers the real one).
-func TestKubeSourceFollowsTheConfigMap(t *testing.T) {
-	cp := testenv.Get(t)
+// recordDigest writes the digest of src on the Gateway gw as the provider
+// does (gwruntime.VCLDigestAnnotation), creating the Gateway if needed.
+func recordDigest(t *testing.T, cp *testenv.ControlPlane, ns, src string) {
+	t.Helper()
 	ctx := context.Background()
-	ns := cp.Namespace(t)
+	gw, err := cp.Gateway.GatewayV1().Gateways(ns).Get(ctx, "gw", metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		gw = &gatewayv1.Gateway{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "gw"},
+			Spec: gatewayv1.GatewaySpec{GatewayClassName: "varnishgw",
+				Listeners: []gatewayv1.Listener{{Name: "http", Port: 80, Protocol: gatewayv1.HTTPProtocolType}}},
+		}
+		if gw, err = cp.Gateway.GatewayV1().Gateways(ns).Create(ctx, gw, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	if gw.Annotations == nil {
+		gw.Annotations = map[string]string{}
+	}
+	gw.Annotations[gwruntime.VCLDigestAnnotation] = gwruntime.VCLDigest(src)
+	if _, err := cp.Gateway.GatewayV1().Gateways(ns).Update(ctx, gw, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// runKubeSource runs a KubeSource for the Gateway ns/gw as the chaperone's
+// ServiceAccount (the Gateway Role: its VCL ConfigMap and its Gateway,
+// get/list/watch) until the test ends.
+func runKubeSource(t *testing.T, cp *testenv.ControlPlane, ns string) (*KubeSource, *vclLoads) {
+	t.Helper()
+	ctx := context.Background()
 	cp.GrantRole(t, ns, "chaperone-gateway", ns, "chaperone", gwruntime.GatewayRules(routing.ObjectRef{Namespace: ns, Name: "gw"}))
 	cfg, err := cp.ServiceAccountConfig(ctx, ns, "chaperone")
 	if err != nil {
 		t.Fatal(err)
 	}
-	v := &KubeSource{Client: kubernetes.NewForConfigOrDie(cfg), Namespace: ns, Name: "gw", Logger: testLogger(t)}
-	var l vclLoads
+	v := &KubeSource{Client: kubernetes.NewForConfigOrDie(cfg), Gateway: gatewayclient.NewForConfigOrDie(cfg),
+		Namespace: ns, Name: "gw", Logger: testLogger(t)}
+	l := &vclLoads{}
 	rctx, cancel := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() { done <- v.Run(rctx, l.load, l.report) }()
@@ -111,6 +141,20 @@ func TestKubeSourceFollowsTheConfigMap(t *testing.T) {
 			t.Errorf("Run: %v", err)
 		}
 	})
+	return v, l
+}
+
+// TestKubeVCLFollowsTheConfigMap runs KubeSource as the chaperone's
+// ServiceAccount against the test API server, the provider's part played
+// by the test (the ConfigMap, and the digest on the Gateway before it);
+// the load function stands in for varnishd (the chaperone's binary test
+// covers the real one).
+func TestKubeSourceFollowsTheConfigMap(t *testing.T) {
+	cp := testenv.Get(t)
+	ctx := context.Background()
+	ns := cp.Namespace(t)
+	v, l := runKubeSource(t, cp, ns)
+	var err error
 	cmName := gwruntime.VCLConfigMapName(routing.ObjectRef{Namespace: ns, Name: "gw"})
 	if v.ConfigMapName() != ns+"/"+cmName {
 		t.Errorf("ConfigMapName() = %q", v.ConfigMapName())
@@ -123,6 +167,7 @@ func TestKubeSourceFollowsTheConfigMap(t *testing.T) {
 	}
 
 	// Created: loaded, active.
+	recordDigest(t, cp, ns, "vcl 4.1; # v1")
 	cm := &corev1.ConfigMap{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: cmName},
 		Data:       map[string]string{gwruntime.VCLDataKey: "vcl 4.1; # v1"},
@@ -140,6 +185,7 @@ func TestKubeSourceFollowsTheConfigMap(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Broken: Invalid with the compiler's first lines, still Active.
+	recordDigest(t, cp, ns, "vcl 4.1; broken")
 	cm.Data[gwruntime.VCLDataKey] = "vcl 4.1; broken"
 	if cm, err = cp.Client.CoreV1().ConfigMaps(ns).Update(ctx, cm, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
@@ -169,6 +215,7 @@ func TestKubeSourceFollowsTheConfigMap(t *testing.T) {
 	}
 
 	// Fixed, then deleted: Pending, the loaded VCL stays (Active).
+	recordDigest(t, cp, ns, "vcl 4.1; # v2")
 	cm.Data = map[string]string{gwruntime.VCLDataKey: "vcl 4.1; # v2"}
 	if _, err = cp.Client.CoreV1().ConfigMaps(ns).Update(ctx, cm, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
@@ -222,3 +269,89 @@ func (w testWriter) Write(p []byte) (int, error) {
 }
 
 var errNotYet = fmt.Errorf("not yet")
+
+// TestKubeSourceRefusesAnotherVCL: a namespace editor (the rules of the
+// ClusterRole edit bound in the Gateway's namespace, with its real token) can update the VCL
+// ConfigMap but not the Gateway's digest annotation; the main.vcl it writes
+// is not loaded, the status says why with both digests, and the running VCL
+// stays. The provider's next apply (the recorded VCL back) is loaded again.
+func TestKubeSourceRefusesAnotherVCL(t *testing.T) {
+	cp := testenv.Get(t)
+	ctx := context.Background()
+	ns := cp.Namespace(t)
+	_, l := runKubeSource(t, cp, ns)
+	const good, evil = "vcl 4.1; # rendered by the provider", "vcl 4.1; # std.fileread(\"/var/run/secrets/...\")"
+	recordDigest(t, cp, ns, good)
+	cmName := gwruntime.VCLConfigMapName(routing.ObjectRef{Namespace: ns, Name: "gw"})
+	if _, err := cp.Client.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: cmName},
+		Data:       map[string]string{gwruntime.VCLDataKey: good},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	l.last(t, "the provider's VCL active", func(loads []string, st Status) bool {
+		return st.Err == nil && st.Active && len(loads) == 1 && loads[0] == good
+	})
+
+	// edit is aggregated from these two by kube-controller-manager, which
+	// the test control plane does not run: bind what edit is made of.
+	for _, role := range []string{"system:aggregate-to-edit", "system:aggregate-to-view"} {
+		if _, err := cp.Client.RbacV1().RoleBindings(ns).Create(ctx, &rbacv1.RoleBinding{
+			ObjectMeta: metav1.ObjectMeta{Name: "editor-" + strings.TrimPrefix(role, "system:")},
+			RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role},
+			Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: ns, Name: "editor"}},
+		}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ecfg, err := cp.ServiceAccountConfig(ctx, ns, "editor")
+	if err != nil {
+		t.Fatal(err)
+	}
+	editor, editorGW := kubernetes.NewForConfigOrDie(ecfg), gatewayclient.NewForConfigOrDie(ecfg)
+	var cm *corev1.ConfigMap
+	eventually(t, 30*time.Second, "the editor updates the VCL ConfigMap", func() error {
+		cm, err = editor.CoreV1().ConfigMaps(ns).Get(ctx, cmName, metav1.GetOptions{})
+		if err != nil {
+			return err // RBAC may take a moment
+		}
+		cm.Data[gwruntime.VCLDataKey] = evil
+		cm, err = editor.CoreV1().ConfigMaps(ns).Update(ctx, cm, metav1.UpdateOptions{})
+		return err
+	})
+	// The digest is where the editor cannot write it.
+	gw, err := cp.Gateway.GatewayV1().Gateways(ns).Get(ctx, "gw", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gw.Annotations[gwruntime.VCLDigestAnnotation] = gwruntime.VCLDigest(evil)
+	if _, err := editorGW.GatewayV1().Gateways(ns).Update(ctx, gw, metav1.UpdateOptions{}); !apierrors.IsForbidden(err) {
+		t.Fatalf("the editor's update of the Gateway's digest: %v, want Forbidden", err)
+	}
+
+	st := l.last(t, "the editor's VCL refused", func(_ []string, st Status) bool { return st.Err != nil })
+	msg := st.Err.Error()
+	for _, want := range []string{cmName, "was not loaded", "sha256 " + gwruntime.VCLDigest(evil), "sha256 " + gwruntime.VCLDigest(good),
+		gwruntime.VCLDigestAnnotation, "the previous VCL keeps serving"} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("refusal %q lacks %q", msg, want)
+		}
+	}
+	if !st.Active {
+		t.Errorf("refused: Active = false, want the running VCL kept")
+	}
+	l.mu.Lock()
+	if len(l.loads) != 1 {
+		t.Errorf("loads = %q, want only the provider's VCL", l.loads)
+	}
+	l.mu.Unlock()
+
+	// The next apply writes the rendered VCL back: loaded.
+	cm.Data[gwruntime.VCLDataKey] = good
+	if _, err := cp.Client.CoreV1().ConfigMaps(ns).Update(ctx, cm, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	l.last(t, "the provider's VCL back", func(loads []string, st Status) bool {
+		return st.Err == nil && len(loads) == 2 && loads[1] == good
+	})
+}
