@@ -1744,6 +1744,9 @@ load_retry(struct pc *pc, const char *path, const json_t *j,
 	rp->magic = GH_RETRY_MAGIC;
 	rp->attempts = (unsigned)n;
 	rp->backoff = ms / 1e3;
+	rp->nbackoff = zalloc(pc, path, 1, sizeof *rp->nbackoff);
+	if (rp->nbackoff == NULL)
+		return (-1);
 	if (a != NULL) {
 		json_array_foreach(a, i, e) {
 			SUB(p, path, ".codes[%zu]", i);

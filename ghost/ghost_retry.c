@@ -21,14 +21,19 @@
  * the retries until the task ends.
  *
  * Bounds: bereq.retries below the policy's attempts and varnishd's
- * max_retries (past that varnishd itself would answer 503), and with
- * timeouts.request, the whole request (first attempt, backoffs and
- * retries) within it: no retry is started that could not wait its
- * backoff before the request timeout, and a retry's connect and
- * first-byte timeouts are cut to what is left.
+ * max_retries (past that varnishd itself would answer 503), and the whole
+ * request (first attempt, backoffs and retries) within timeouts.request,
+ * or GH_RETRY_DEADLINE without one: no retry is started that could not
+ * wait its backoff before then, and with timeouts.request a retry's
+ * connect and first-byte timeouts are cut to what is left.
  *
  * The backoff is a sleep of the backend fetch thread before .retry()
- * returns true: a fixed wait of backoffMs before each retry.
+ * returns true: a fixed wait of backoffMs (at most
+ * GH_RETRY_MAX_BACKOFF_MS) before each retry. Those threads are
+ * varnishd's, shared by every route: at most a tenth of them
+ * (thread_pool_max x thread_pools) sleep in one route's backoff at once;
+ * a fetch beyond that is not retried (retries_refused), so a burst against
+ * one failing route fails fast instead of taking the pool from the others.
  */
 
 #include "config.h"
@@ -281,8 +286,8 @@ vmod_router_retry(VRT_CTX, struct VPFX(ghost_router) *rt)
 	const struct gh_route *r;
 	const struct gh_retry *rp;
 	struct busyobj *bo;
-	unsigned status, retries;
-	double elapsed;
+	unsigned status, retries, n, cap;
+	double elapsed, deadline;
 
 	CHECK_OBJ_NOTNULL(ctx, VRT_CTX_MAGIC);
 	CHECK_OBJ_NOTNULL(rt, GH_ROUTER_MAGIC);
@@ -320,20 +325,40 @@ vmod_router_retry(VRT_CTX, struct VPFX(ghost_router) *rt)
 		return (0);
 	}
 	elapsed = VTIM_real() - bo->t_first;
-	if (r->req_tmo > 0 &&
-	    elapsed + rp->backoff + GH_RETRY_SLACK >= r->req_tmo) {
+	deadline = r->req_tmo > 0 ? r->req_tmo : GH_RETRY_DEADLINE;
+	if (elapsed + rp->backoff + GH_RETRY_SLACK >= deadline) {
 		VSLb(ctx->vsl, SLT_VCL_Log, "ghost.retry: %u after %.3fs: not "
-		    "retried, the request timeout (%.3fs) leaves no time for "
-		    "the backoff (%.3fs) and another attempt", status, elapsed,
-		    r->req_tmo, rp->backoff);
+		    "retried, the %s (%.3fs) leaves no time for the backoff "
+		    "(%.3fs) and another attempt", status, elapsed,
+		    r->req_tmo > 0 ? "request timeout" : "retry deadline",
+		    deadline, rp->backoff);
 		return (0);
+	}
+	AN(rk->st);
+	if (rp->backoff > 0) {
+		AN(rp->nbackoff);
+		cap = cache_param->wthread_max * cache_param->wthread_pools / 10;
+		if (cap < 1)
+			cap = 1;
+		n = __atomic_add_fetch(rp->nbackoff, 1, __ATOMIC_RELAXED);
+		if (n > cap) {
+			(void)__atomic_sub_fetch(rp->nbackoff, 1,
+			    __ATOMIC_RELAXED);
+			VSLb(ctx->vsl, SLT_VCL_Log, "ghost.retry: %u: not "
+			    "retried, %u fetches of the route are in their "
+			    "backoff (at most %u, a tenth of varnishd's worker "
+			    "threads)", status, n - 1, cap);
+			GH_COUNT(&rk->st->vhost[rk->vhost], retries_refused);
+			return (0);
+		}
 	}
 	VSLb(ctx->vsl, SLT_VCL_Log, "ghost.retry: %u: retry %u of %u after "
 	    "%.3fs", status, retries + 1, rp->attempts, rp->backoff);
-	AN(rk->st);
 	GH_COUNT(&rk->st->vhost[rk->vhost], retries);
-	if (rp->backoff > 0)
+	if (rp->backoff > 0) {
 		VTIM_sleep(rp->backoff);
+		(void)__atomic_sub_fetch(rp->nbackoff, 1, __ATOMIC_RELAXED);
+	}
 	return (1);
 }
 

@@ -271,13 +271,17 @@ struct gh_cache {
  * HTTPRouteRetry; ghost_retry.c applies it).
  */
 #define GH_RETRY_MAX_ATTEMPTS	100
-#define GH_RETRY_MAX_BACKOFF_MS	3600000
+#define GH_RETRY_MAX_BACKOFF_MS	2000	/* a backoff holds a worker thread */
+#define GH_RETRY_DEADLINE	30.	/* s: retries end without timeouts.request */
 struct gh_retry {
 	unsigned		magic;
 #define GH_RETRY_MAGIC		0x67687279
 	unsigned		attempts;	/* retries after the first */
 	double			backoff;	/* seconds before each retry */
 	uint64_t		codes[4];	/* bit (status - 400) */
+	unsigned		*nbackoff;	/* fetches in its backoff now,
+						 * atomic: the one mutable
+						 * field of a state */
 };
 
 static inline int

@@ -136,12 +136,14 @@ gh_stats_body(struct VPFX(ghost_router) *rt, const struct gh_state *st,
 			    "\"errors_5xx\":%ju,\"redirects\":%ju,"
 			    "\"backend_picks\":%ju,\"cache_hit\":%ju,"
 			    "\"cache_miss\":%ju,\"cache_pass\":%ju,"
-			    "\"retries\":%ju,\"regex_errors\":%ju",
+			    "\"retries\":%ju,\"retries_refused\":%ju,"
+			    "\"regex_errors\":%ju",
 			    (uintmax_t)c->requests, (uintmax_t)c->not_found,
 			    (uintmax_t)c->errors_5xx, (uintmax_t)c->redirects,
 			    (uintmax_t)c->backend_picks,
 			    (uintmax_t)c->cache_hit, (uintmax_t)c->cache_miss,
 			    (uintmax_t)c->cache_pass, (uintmax_t)c->retries,
+			    (uintmax_t)c->retries_refused,
 			    (uintmax_t)c->regex_errors);
 		VSB_cat(vsb, "}");
 	}

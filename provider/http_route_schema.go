@@ -538,8 +538,9 @@ func retryBlock() schema.SingleNestedBlock {
 			},
 			"backoff": schema.StringAttribute{
 				Optional: true,
-				Description: "The wait before each retry, a Gateway API duration such as 100ms or 1s, at most 1h. Unset: none. " +
-					"With a timeouts request, no retry starts that could not wait its backoff within it.",
+				Description: "The wait before each retry, a Gateway API duration such as 100ms or 1s, at most 2s: it holds one of " +
+					"the gateway's worker threads. Unset: none. No retry starts that could not wait its backoff within the " +
+					"rule's timeouts request, or 30s without one.",
 			},
 		},
 	}

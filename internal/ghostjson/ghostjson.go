@@ -279,8 +279,10 @@ type Retry struct {
 
 // Limits of a route's retry policy, which ghost enforces too.
 const (
-	MaxRetryAttempts  = 100
-	MaxRetryBackoffMs = 3600000
+	MaxRetryAttempts = 100
+	// MaxRetryBackoffMs bounds the wait before a retry, during which the
+	// fetch holds one of varnishd's worker threads, shared by every route.
+	MaxRetryBackoffMs = 2000
 )
 
 // Filter types.

@@ -174,7 +174,8 @@ func validateRetry(p *field.Path, r *gatewayv1.HTTPRouteRule) field.ErrorList {
 	if b, e := parseDuration(p.Child("backoff"), rt.Backoff); len(e) > 0 {
 		errs = append(errs, e...)
 	} else if b.Milliseconds() > ghostjson.MaxRetryBackoffMs {
-		errs = append(errs, field.Invalid(p.Child("backoff"), *rt.Backoff, fmt.Sprintf("must not be longer than %s", time.Duration(ghostjson.MaxRetryBackoffMs)*time.Millisecond)))
+		errs = append(errs, field.Invalid(p.Child("backoff"), *rt.Backoff, fmt.Sprintf("must not be longer than %s: a backoff holds one of the "+
+			"gateway's worker threads, which every route shares", time.Duration(ghostjson.MaxRetryBackoffMs)*time.Millisecond)))
 	}
 	for i := range r.BackendRefs {
 		if len(r.BackendRefs[i].Filters) > 0 {

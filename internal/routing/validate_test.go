@@ -188,7 +188,10 @@ func TestValidateHTTPRoute(t *testing.T) {
 		}, `spec.rules[0].retry.backoff: Invalid value: "0.5s": must be a Gateway API duration`},
 		{"retry backoff too long", func(r *gatewayv1.HTTPRoute) {
 			r.Spec.Rules[0].Retry = &gatewayv1.HTTPRouteRetry{Backoff: ptr(gatewayv1.Duration("2h"))}
-		}, `spec.rules[0].retry.backoff: Invalid value: "2h": must not be longer than 1h0m0s`},
+		}, `spec.rules[0].retry.backoff: Invalid value: "2h": must not be longer than 2s: a backoff holds one of the gateway's worker threads`},
+		{"retry backoff just too long", func(r *gatewayv1.HTTPRoute) {
+			r.Spec.Rules[0].Retry = &gatewayv1.HTTPRouteRetry{Backoff: ptr(gatewayv1.Duration("2001ms"))}
+		}, `spec.rules[0].retry.backoff: Invalid value: "2001ms": must not be longer than 2s`},
 		{"retry with backendRef filters", func(r *gatewayv1.HTTPRoute) {
 			r.Spec.Rules[0].Retry = &gatewayv1.HTTPRouteRetry{Attempts: ptr(1)}
 			r.Spec.Rules[0].BackendRefs = []gatewayv1.HTTPBackendRef{backend("", "web", 80, nil)}
