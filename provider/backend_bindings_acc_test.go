@@ -239,3 +239,85 @@ func (e *roleBindingEvents) reset() {
 	defer e.mu.Unlock()
 	e.events = nil
 }
+
+// TestAccHTTPRouteBackendBindingsNeedAGrant: a route whose backend is in
+// another namespace writes the backend RoleBinding there only when a
+// ReferenceGrant permits the reference, so the Gateway's pods get no read
+// right in a namespace that never agreed to the route; the route's next
+// apply after the grant exists writes it, and one after the grant is gone
+// deletes it.
+func TestAccHTTPRouteBackendBindingsNeedAGrant(t *testing.T) {
+	cp := accPreCheck(t)
+	ctx := context.Background()
+	gwNS, apps, backs := cp.Namespace(t), cp.Namespace(t), cp.Namespace(t)
+	class := createClass(t, cp, ControllerName)
+	gw := routing.ObjectRef{Namespace: gwNS, Name: "public"}
+	createGatewayAllNamespaces(t, cp, gw, class)
+	createService(t, cp, backs, "api")
+	route := routing.ObjectRef{Namespace: apps, Name: "web"}
+	binding := gwruntime.BackendRoleBindingName(gw, route)
+	config := func(weight int) string {
+		return providerBlock(cp) + fmt.Sprintf(`
+resource "varnishgw_http_route" "web" {
+  namespace       = %[1]q
+  name            = "web"
+  wait_for_served = false
+  parent_ref {
+    name      = "public"
+    namespace = %[2]q
+  }
+  rule {
+    backend_ref {
+      namespace = %[3]q
+      name      = "api"
+      port      = 80
+      weight    = %[4]d
+    }
+  }
+}
+`, apps, gwNS, backs, weight)
+	}
+	bound := func(want bool) resource.TestCheckFunc {
+		return func(*terraform.State) error {
+			_, err := cp.Client.RbacV1().RoleBindings(backs).Get(ctx, binding, metav1.GetOptions{})
+			switch {
+			case want && err != nil:
+				return fmt.Errorf("backend RoleBinding %s/%s with the grant: %v", backs, binding, err)
+			case !want && !apierrors.IsNotFound(err):
+				return fmt.Errorf("backend RoleBinding %s/%s without a grant: %v, want NotFound", backs, binding, err)
+			}
+			return nil
+		}
+	}
+	grant := &gatewayv1.ReferenceGrant{
+		ObjectMeta: metav1.ObjectMeta{Namespace: backs, Name: "apps-to-api"},
+		Spec: gatewayv1.ReferenceGrantSpec{
+			From: []gatewayv1.ReferenceGrantFrom{{Group: gatewayv1.GroupName, Kind: "HTTPRoute", Namespace: gatewayv1.Namespace(apps)}},
+			To:   []gatewayv1.ReferenceGrantTo{{Group: "", Kind: "Service"}},
+		},
+	}
+	resource.Test(t, resource.TestCase{
+		ProtoV6ProviderFactories: protoV6ProviderFactories,
+		Steps: []resource.TestStep{
+			{Config: config(1), Check: bound(false)},
+			{
+				PreConfig: func() {
+					if _, err := cp.Gateway.GatewayV1().ReferenceGrants(backs).Create(ctx, grant, metav1.CreateOptions{}); err != nil {
+						t.Fatal(err)
+					}
+				},
+				Config: config(2),
+				Check:  bound(true),
+			},
+			{
+				PreConfig: func() {
+					if err := cp.Gateway.GatewayV1().ReferenceGrants(backs).Delete(ctx, grant.Name, metav1.DeleteOptions{}); err != nil {
+						t.Fatal(err)
+					}
+				},
+				Config: config(3),
+				Check:  bound(false),
+			},
+		},
+	})
+}

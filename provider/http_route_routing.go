@@ -359,27 +359,28 @@ func (c *clients) applyRoute(ctx context.Context, route *gatewayv1.HTTPRoute, dr
 // chaperone of each parent Gateway can read the route's backends.
 const backendBindingLabel = "varnishgw.dev/backend-binding"
 
-// backendNamespaces are the namespaces of the Services the route's
-// backendRefs and mirror backends name.
-func backendNamespaces(route *gatewayv1.HTTPRoute) map[string]bool {
+// backendNamespaces are the namespaces of the Services the fragment's
+// backendRefs and mirror backends name that the route may send traffic
+// to: its own, and those whose ReferenceGrant permits it now. A namespace
+// whose grant is missing gets no binding, so the Gateway's pods cannot read
+// its Services; a grant created later takes effect at the route's next
+// apply (docs/guides/cross-namespace-backends.md).
+func backendNamespaces(f *routing.Fragment) map[string]bool {
 	out := map[string]bool{}
-	add := func(ref gatewayv1.BackendObjectReference) {
-		if ref.Kind != nil && *ref.Kind != "Service" || ref.Group != nil && *ref.Group != "" {
+	add := func(b routing.BackendRef) {
+		switch b.Unresolved {
+		case string(gatewayv1.RouteReasonInvalidKind), string(gatewayv1.RouteReasonRefNotPermitted):
 			return
 		}
-		ns := route.Namespace
-		if ref.Namespace != nil {
-			ns = string(*ref.Namespace)
-		}
-		out[ns] = true
+		out[b.Namespace] = true
 	}
-	for _, r := range route.Spec.Rules {
-		for _, b := range r.BackendRefs {
-			add(b.BackendObjectReference)
+	for _, r := range f.Rules {
+		for _, b := range r.Backends {
+			add(b)
 		}
-		for _, f := range r.Filters {
-			if f.RequestMirror != nil {
-				add(f.RequestMirror.BackendRef)
+		for _, fl := range r.Filters {
+			if fl.RequestMirror != nil {
+				add(fl.RequestMirror.Backend)
 			}
 		}
 	}
@@ -387,7 +388,8 @@ func backendNamespaces(route *gatewayv1.HTTPRoute) map[string]bool {
 }
 
 // writeBackendBindings writes, for every varnishgw parent Gateway that
-// accepts the route (one per accepted fragment) and every namespace its backends live in, the
+// accepts the route (one per accepted fragment) and every namespace its backends live in that
+// the route may reach (backendNamespaces), the
 // RoleBinding gwruntime.BackendRoleBindingName(gw, route) that binds the
 // Gateway's backend ClusterRole to its ServiceAccount there. It deletes
 // the route's bindings that are no longer needed: namespaces no longer
@@ -395,11 +397,11 @@ func backendNamespaces(route *gatewayv1.HTTPRoute) map[string]bool {
 func (c *clients) writeBackendBindings(ctx context.Context, route *gatewayv1.HTTPRoute, frags []*routing.Fragment, stale []routing.ObjectRef) error {
 	routeRef := routing.ObjectRef{Namespace: route.Namespace, Name: route.Name}
 	want := map[routing.ObjectRef]map[string]bool{}
-	namespaces := backendNamespaces(route)
 	for _, f := range frags {
 		if !f.Accepted() {
 			continue // the Gateway does not serve the route: its pods need not read the backends
 		}
+		namespaces := backendNamespaces(f)
 		want[f.Gateway] = namespaces
 		name := gwruntime.BackendRoleBindingName(f.Gateway, routeRef)
 		lbl := gwruntime.GatewayLabels(f.Gateway)
