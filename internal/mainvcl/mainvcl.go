@@ -44,8 +44,8 @@ type Options struct {
 //
 // The preamble imports vmod proxy (shipped with varnishd, 7.1 and 7.7
 // alike, so it must be in varnishd's vmod_path): its vcl_recv sets
-// X-Forwarded-Proto from the connection (proxy.is_ssl(): https behind
-// hitch, http otherwise) and hands ghost the TLS server name
+// X-Forwarded-Proto from the connection (https on hitch's Unix sockets,
+// http otherwise) and hands ghost the TLS server name
 // (router.sni(proxy.authority())) before router.recv().
 //
 // The preamble's vcl_recv routes and returns only for requests ghost
@@ -106,13 +106,14 @@ sub vcl_init {
 
 sub vcl_recv {
 	# The scheme of the client's connection, replacing what the client
-	# sent: https when it came through hitch (HTTPS listeners: hitch's
-	# PROXY header carries the SSL TLV; with a load balancer's PROXY
-	# header passed on there is none, but hitch's sockets are the only
-	# Unix sockets), http otherwise. varnishd itself appends client.ip to
+	# sent: https when it came through hitch, whose sockets are the only
+	# Unix sockets (on every HTTPS listener, with hitch's own PROXY header
+	# or a load balancer's passed on), http otherwise. Never from a PROXY
+	# header's SSL TLV: on a plain listener that takes PROXY anyone who
+	# reaches it could claim TLS. varnishd itself appends client.ip to
 	# X-Forwarded-For: behind hitch or a load balancer's PROXY header,
 	# the real client.
-	if (proxy.is_ssl() || local.endpoint ~ "^/") {
+	if (local.endpoint ~ "^/") {
 		set req.http.X-Forwarded-Proto = "https";
 	} else {
 		set req.http.X-Forwarded-Proto = "http";
