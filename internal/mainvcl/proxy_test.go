@@ -3,6 +3,7 @@ package mainvcl
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
 	"encoding/binary"
 	"fmt"
 	"io"
@@ -11,11 +12,14 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/testing/hitchtest"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/varnish/varnishd"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/varnish/varnishd/varnishdtest"
 )
@@ -177,6 +181,179 @@ func TestProxyProtocolScheme(t *testing.T) {
 			n, proto, xff := b.seen()
 			if n != 1 || proto != "http" || xff != tc.xff {
 				t.Errorf("backend saw %d requests, X-Forwarded-Proto %q, X-Forwarded-For %q; want 1, http, %q", n, proto, xff, tc.xff)
+			}
+		})
+	}
+}
+
+// TestProxyProtocolSources: with ProxySources, a TCP listener that takes
+// PROXY honours the header only from a listed peer (remote.ip, the TCP
+// peer): the backend sees the claimed client in X-Forwarded-For. Any other
+// peer gets 403 and a closed connection, and the backend sees nothing.
+// ghost's admin socket (loopback, no PROXY) is not checked: the
+// chaperone's reload still works.
+func TestProxyProtocolSources(t *testing.T) {
+	b := startProxyBackend(t)
+	listen, admin := startProxyVarnishd(t, b, Options{ProxySources: []netip.Prefix{
+		netip.MustParsePrefix("127.0.0.2/32"), netip.MustParsePrefix("2001:db8::/32"),
+	}})
+	for _, tc := range []struct {
+		name, from string
+		header     []byte
+		status     int
+		xff        string
+	}{
+		{name: "PROXY v1 from an allowed source", from: "127.0.0.2", header: proxyV1("203.0.113.7"), status: 200, xff: "203.0.113.7"},
+		{name: "PROXY v2 from an allowed source", from: "127.0.0.2", header: proxyV2("203.0.113.8", false), status: 200, xff: "203.0.113.8"},
+		{name: "PROXY v2 with an SSL TLV from an allowed source", from: "127.0.0.2", header: proxyV2("203.0.113.9", true), status: 200, xff: "203.0.113.9"},
+		{name: "PROXY v1 from another source", from: "127.0.0.1", header: proxyV1("127.0.0.2"), status: 403},
+		{name: "PROXY v2 from another source", from: "127.0.0.1", header: proxyV2("127.0.0.2", true), status: 403},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			resp, closed := proxyGet(t, listen, tc.from, tc.header)
+			if resp.StatusCode != tc.status {
+				t.Fatalf("status %d, want %d", resp.StatusCode, tc.status)
+			}
+			n, proto, xff := b.seen()
+			if tc.status != 200 {
+				if !closed {
+					t.Error("the connection stays open after the refusal")
+				}
+				if n != 0 {
+					t.Errorf("the backend saw %d refused requests", n)
+				}
+				return
+			}
+			if closed {
+				t.Error("varnishd closed an allowed source's connection")
+			}
+			if n != 1 || proto != "http" || xff != tc.xff {
+				t.Errorf("backend saw %d requests, X-Forwarded-Proto %q, X-Forwarded-For %q; want 1, http, %q", n, proto, xff, tc.xff)
+			}
+		})
+	}
+	t.Run("ghost's admin socket", func(t *testing.T) {
+		resp, err := http.Post("http://"+admin+"/.varnish-ghost/reload", "", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			t.Fatalf("reload on ghost's admin socket: %d %s", resp.StatusCode, body)
+		}
+	})
+}
+
+// TestRenderProxySources: the ACL main.vcl gets, masked, and read back by
+// ProxySourcesOf (the provider's import); none renders nothing.
+func TestRenderProxySources(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		sources []string
+		acl     string // "" : none
+		back    []string
+	}{
+		{name: "none"},
+		{name: "IPv4 and IPv6", sources: []string{"10.0.0.0/8", "2001:db8::/32"},
+			acl: "acl proxy_sources {\n\t\"10.0.0.0\"/8;\n\t\"2001:db8::\"/32;\n}", back: []string{"10.0.0.0/8", "2001:db8::/32"}},
+		{name: "host bits masked", sources: []string{"192.0.2.77/24"},
+			acl: "acl proxy_sources {\n\t\"192.0.2.0\"/24;\n}", back: []string{"192.0.2.0/24"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var ps []netip.Prefix
+			for _, s := range tc.sources {
+				ps = append(ps, netip.MustParsePrefix(s))
+			}
+			vcl := Render(Options{ProxySources: ps})
+			if tc.acl == "" {
+				if strings.Contains(vcl, "acl ") || strings.Contains(vcl, "remote.ip") {
+					t.Fatalf("main.vcl without sources checks them:\n%s", vcl)
+				}
+			} else if !strings.Contains(vcl, tc.acl) {
+				t.Fatalf("main.vcl lacks\n%s\nin\n%s", tc.acl, vcl)
+			}
+			var back []string
+			for _, p := range ProxySourcesOf(vcl) {
+				back = append(back, p.String())
+			}
+			if !slices.Equal(back, tc.back) {
+				t.Errorf("ProxySourcesOf: %v, want %v", back, tc.back)
+			}
+		})
+	}
+}
+
+// TestProxyProtocolThroughHitch is an HTTPS listener with proxy_protocol:
+// hitch (real, proxy-proxy) takes the load balancer's PROXY header and
+// passes it on to varnishd's Unix socket. The ACL is not applied there
+// (the peer is hitch; hitch itself cannot restrict who sends it PROXY, the
+// NetworkPolicy does): a client from 127.0.0.1, outside ProxySources, is
+// served, with X-Forwarded-Proto https (the socket is hitch's, whatever
+// the header says) and the claimed client in X-Forwarded-For.
+func TestProxyProtocolThroughHitch(t *testing.T) {
+	b := startProxyBackend(t)
+	dir := varnishdtest.Dir(t)
+	work, tlsDir := filepath.Join(dir, "work"), filepath.Join(dir, "tls")
+	for _, d := range []string{work, tlsDir} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	doc := fmt.Sprintf(`{"version":2,"backends":[{"name":"r","endpoints":[{"address":"127.0.0.1","port":%d}]}],"vhosts":[{"hostname":"proxy.test","routes":[{"name":"r","match":{"path":{"type":"PathPrefix","value":"/"}},"backends":[{"backend":"r"}]}]}]}`, b.backendPort)
+	if err := os.WriteFile(filepath.Join(work, GhostJSON), []byte(doc), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	frontend := varnishdtest.FreeAddr(t)
+	listener := varnishd.TLSListener(tlsDir, varnishdtest.Port(t, frontend))
+	p := varnishdtest.Start(t, varnishd.Config{WorkDir: work, Listeners: []varnishd.Listener{listener}, GhostAdminAddr: varnishdtest.FreeAddr(t)})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	vcl := Render(Options{VMOD: varnishdtest.GhostVMOD(t), ProxySources: []netip.Prefix{netip.MustParsePrefix("127.0.0.2/32")}})
+	if err := p.Admin.VCLInline(ctx, "main", vcl); err != nil {
+		t.Fatalf("vcl.inline: %v", err)
+	}
+	if err := p.Admin.VCLUse(ctx, "main"); err != nil {
+		t.Fatal(err)
+	}
+	ca := hitchtest.NewCA(t)
+	h := hitchtest.Start(t, hitchtest.Config{Frontend: frontend, Backend: listener.Addr, PEMs: [][]byte{ca.Issue(t, "proxy.test")}, ProxyProxy: true})
+
+	for _, tc := range []struct {
+		name   string
+		header []byte
+		xff    string
+	}{
+		{name: "PROXY v1", header: proxyV1("203.0.113.7"), xff: "203.0.113.7"},
+		{name: "PROXY v2", header: proxyV2("203.0.113.8", false), xff: "203.0.113.8"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := net.DialTimeout("tcp", h.Addr, 10*time.Second)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			if err := c.SetDeadline(time.Now().Add(10 * time.Second)); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := c.Write(tc.header); err != nil {
+				t.Fatal(err)
+			}
+			tc2 := tls.Client(c, &tls.Config{ServerName: "proxy.test", RootCAs: ca.Pool(), NextProtos: []string{"http/1.1"}})
+			if _, err := io.WriteString(tc2, "GET / HTTP/1.1\r\nHost: proxy.test\r\nX-Forwarded-Proto: http\r\nConnection: close\r\n\r\n"); err != nil {
+				t.Fatalf("TLS through hitch: %v\nhitch:\n%s", err, h.Output())
+			}
+			resp, err := http.ReadResponse(bufio.NewReader(tc2), nil)
+			if err != nil {
+				t.Fatalf("read the response: %v\nhitch:\n%s", err, h.Output())
+			}
+			resp.Body.Close()
+			if resp.StatusCode != 200 {
+				t.Fatalf("status %d, want 200", resp.StatusCode)
+			}
+			n, proto, xff := b.seen()
+			if n != 1 || proto != "https" || xff != tc.xff {
+				t.Errorf("backend saw %d requests, X-Forwarded-Proto %q, X-Forwarded-For %q; want 1, https, %q", n, proto, xff, tc.xff)
 			}
 		})
 	}
