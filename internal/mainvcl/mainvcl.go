@@ -53,7 +53,9 @@ type Options struct {
 // alike, so it must be in varnishd's vmod_path): its vcl_recv sets
 // X-Forwarded-Proto from the connection (https on hitch's Unix sockets,
 // http otherwise) and hands ghost the TLS server name
-// (router.sni(proxy.authority())) before router.recv().
+// (router.sni(proxy.authority())) before router.recv(). With
+// ProxySources a vcl_recv before the preamble's refuses a PROXY header from
+// any other TCP peer (proxySourcesVCL).
 //
 // The preamble's vcl_recv routes and returns only for requests ghost
 // answers itself (404, 500, redirects, its admin endpoints); for routed
