@@ -15,6 +15,7 @@ import (
 	"math/big"
 	"net"
 	"net/http"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -391,9 +392,12 @@ func TestProxyProtocol(t *testing.T) {
 	listen, tlsAddr := varnishdtest.FreeAddr(t), varnishdtest.FreeAddr(t)
 	port, tlsPort := varnishdtest.Port(t, listen), varnishdtest.Port(t, tlsAddr)
 	hs := newHTTPSSetup(t, be.URL, port, tlsPort)
-	// The gateway's own main.vcl, which sets X-Forwarded-Proto.
+	// The gateway's own main.vcl, which sets X-Forwarded-Proto, with the
+	// load balancer (here the test, on loopback) as the one PROXY source,
+	// as the provider renders it for proxy_protocol = true.
 	vcl := filepath.Join(hs.dir, "gateway.vcl")
-	writeFile(t, vcl, mainvcl.Render(mainvcl.Options{GhostJSON: filepath.Join(hs.dir, "ghost.json"), VMOD: ghostVMOD}))
+	writeFile(t, vcl, mainvcl.Render(mainvcl.Options{GhostJSON: filepath.Join(hs.dir, "ghost.json"), VMOD: ghostVMOD,
+		ProxySources: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}}))
 	c := launchChaperone(t, hs.dir, be, listen, "--routing", "dir", "--routing-dir", hs.routingDir,
 		"--tls-listen", strconv.Itoa(tlsPort), "--tls-dir", hs.tlsDir, "--hitch", hitch, "--proxy-protocol", "--vcl", vcl)
 	c.waitFor("ready", 90*time.Second, func() bool { code, _ := c.health("/readyz"); return code == 200 })

@@ -28,10 +28,10 @@ sub vcl_init {
 
 sub vcl_recv {
 	# the connection's scheme, whatever the client sent: https behind
-	# hitch (its PROXY header carries the SSL TLV; a load balancer's
-	# header that hitch passes on has none, but hitch's sockets are the
-	# only Unix sockets), http otherwise
-	if (proxy.is_ssl() || local.endpoint ~ "^/") {
+	# hitch, whose sockets are the only Unix sockets, http otherwise;
+	# never from a PROXY header's SSL TLV, which anyone who reaches a
+	# plain listener taking PROXY could send
+	if (local.endpoint ~ "^/") {
 		set req.http.X-Forwarded-Proto = "https";
 	} else {
 		set req.http.X-Forwarded-Proto = "http";

@@ -30,6 +30,7 @@ import (
 	gatewayv1apply "sigs.k8s.io/gateway-api/applyconfiguration/apis/v1"
 
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/gwruntime"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/mainvcl"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/routing"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/testing/testenv"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/testing/tfcli"
@@ -545,7 +546,8 @@ func TestAccGatewayExternalTrafficPolicy(t *testing.T) {
 // TestAccGatewayProxyProtocol: proxy_protocol = true gives the chaperone
 // --proxy-protocol and, in sidecar mode, varnishd's HTTP sockets PROXY;
 // unset or false, neither is in the pod template, and no step leaves a
-// diff. Import reads proxy_protocol back.
+// diff. proxy_protocol_sources is required with it (a plan-time error
+// otherwise) and becomes main.vcl's ACL. Import reads both back.
 func TestAccGatewayProxyProtocol(t *testing.T) {
 	cp := accPreCheck(t)
 	for _, mode := range []string{modeSupervise, modeSidecar} {
@@ -584,17 +586,52 @@ func TestAccGatewayProxyProtocol(t *testing.T) {
 					return nil
 				}
 			}
+			// main.vcl in the VCL ConfigMap has the ACL of the sources
+			// (nil: none).
+			aclOf := func(want []string) func(*terraform.State) error {
+				return func(*terraform.State) error {
+					cm, err := cp.Client.CoreV1().ConfigMaps(ns).Get(context.Background(), gwruntime.VCLConfigMapName(gw), metav1.GetOptions{})
+					if err != nil {
+						return err
+					}
+					var got []string
+					for _, p := range mainvcl.ProxySourcesOf(cm.Data[gwruntime.VCLDataKey]) {
+						got = append(got, p.String())
+					}
+					if !slices.Equal(got, want) {
+						return fmt.Errorf("main.vcl's PROXY sources %v, want %v", got, want)
+					}
+					return nil
+				}
+			}
 			body := listenerHCL("http", 8080) + "  service_type = \"LoadBalancer\"\n  mode = \"" + mode + "\"\n"
+			sources := "  proxy_protocol_sources = [\"192.0.2.10/32\", \"10.0.0.0/8\"]\n"
 			resource.Test(t, resource.TestCase{
 				ProtoV6ProviderFactories: protoV6ProviderFactories,
 				Steps: []resource.TestStep{
-					{Config: gatewayConfig(cp, ns, class, "", body+"  proxy_protocol = true\n"), Check: resource.ComposeAggregateTestCheckFunc(
-						proxied(true), resource.TestCheckResourceAttr("varnishgw_gateway.test", "proxy_protocol", "true"))},
-					// Import reads it back from the chaperone's arguments.
+					// Plan-time errors: sources are required with PROXY,
+					// used only with it, and CIDRs in canonical form.
+					{Config: gatewayConfig(cp, ns, class, "", body+"  proxy_protocol = true\n"), PlanOnly: true,
+						ExpectError: words(`proxy_protocol = true needs proxy_protocol_sources: list the load balancer's addresses`)},
+					{Config: gatewayConfig(cp, ns, class, "", body+sources), PlanOnly: true,
+						ExpectError: words(`proxy_protocol_sources is used only with proxy_protocol = true \(proxy_protocol is unset\): set proxy_protocol = true or remove proxy_protocol_sources`)},
+					{Config: gatewayConfig(cp, ns, class, "", body+"  proxy_protocol = true\n  proxy_protocol_sources = [\"10.0.0.1/8\"]\n"), PlanOnly: true,
+						ExpectError: words(`"10\.0\.0\.1/8" is not in canonical form \(host bits set, or another spelling of the address\); write "10\.0\.0\.0/8"`)},
+					{Config: gatewayConfig(cp, ns, class, "", body+"  proxy_protocol = true\n  proxy_protocol_sources = [\"lb.example.com\"]\n"), PlanOnly: true,
+						ExpectError: words(`"lb\.example\.com" is not a CIDR`)},
+					{Config: gatewayConfig(cp, ns, class, "", body+"  proxy_protocol = true\n"+sources), Check: resource.ComposeAggregateTestCheckFunc(
+						proxied(true), aclOf([]string{"10.0.0.0/8", "192.0.2.10/32"}),
+						resource.TestCheckResourceAttr("varnishgw_gateway.test", "proxy_protocol", "true"),
+						resource.TestCheckTypeSetElemAttr("varnishgw_gateway.test", "proxy_protocol_sources.*", "192.0.2.10/32"))},
+					// Another source: main.vcl changes.
+					{Config: gatewayConfig(cp, ns, class, "", body+"  proxy_protocol = true\n  proxy_protocol_sources = [\"2001:db8::/32\"]\n"),
+						Check: aclOf([]string{"2001:db8::/32"})},
+					// Import reads it back from the chaperone's arguments, and
+					// the sources from main.vcl.
 					{ResourceName: "varnishgw_gateway.test", ImportState: true, ImportStateId: ns + "/edge", ImportStateVerify: true,
 						ImportStateVerifyIgnore: []string{"wait_for_rollout"}},
 					{Config: gatewayConfig(cp, ns, class, "", body), Check: resource.ComposeAggregateTestCheckFunc(
-						proxied(false), resource.TestCheckNoResourceAttr("varnishgw_gateway.test", "proxy_protocol"))},
+						proxied(false), aclOf(nil), resource.TestCheckNoResourceAttr("varnishgw_gateway.test", "proxy_protocol"))},
 					{Config: gatewayConfig(cp, ns, class, "", body+"  proxy_protocol = false\n"), Check: resource.ComposeAggregateTestCheckFunc(
 						proxied(false), resource.TestCheckResourceAttr("varnishgw_gateway.test", "proxy_protocol", "false"))},
 				},

@@ -29,6 +29,7 @@ import (
 	gatewayv1apply "sigs.k8s.io/gateway-api/applyconfiguration/apis/v1"
 
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/gwruntime"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/mainvcl"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/routing"
 )
 
@@ -70,6 +71,7 @@ type gatewayModel struct {
 	ExternalTrafficPolicy  types.String         `tfsdk:"external_traffic_policy"`
 	HTTP2                  types.Bool           `tfsdk:"http2"`
 	ProxyProtocol          types.Bool           `tfsdk:"proxy_protocol"`
+	ProxyProtocolSources   types.Set            `tfsdk:"proxy_protocol_sources"`
 	InvalidationPort       types.Int64          `tfsdk:"invalidation_endpoint_port"`
 	Sysctls                types.Map            `tfsdk:"sysctls"`
 	PDBMaxUnavailable      types.String         `tfsdk:"pdb_max_unavailable"`
@@ -192,6 +194,7 @@ func (r *gatewayResource) ValidateConfig(ctx context.Context, req resource.Valid
 	}
 	m.Pod.validate(&resp.Diagnostics)
 	m.validateInvalidationPort(&resp.Diagnostics)
+	m.validateProxyProtocol(&resp.Diagnostics)
 	m.validateMetadataKeys(&resp.Diagnostics)
 	validateCache(path.Root("cache"), field.NewPath("cache"), m.Cache, &resp.Diagnostics)
 	if m.Resources != nil {
@@ -441,6 +444,7 @@ func (m *gatewayModel) runtimeSpec(class *classDefaults) (*runtimeSpec, error) {
 	slices.Sort(s.tlsPorts)
 	s.noHTTP2 = !m.HTTP2.IsNull() && !m.HTTP2.ValueBool()
 	s.proxyProtocol = m.ProxyProtocol.ValueBool()
+	s.proxySources = m.proxySources()
 	s.invalidatePort = int32(m.InvalidationPort.ValueInt64())
 	if sc := stringMap(m.Sysctls); len(sc) > 0 {
 		s.sysctls = sc
@@ -993,6 +997,8 @@ func (c *clients) readGateway(ctx context.Context, m *gatewayModel) error {
 		} else {
 			m.VCL = types.StringNull()
 		}
+		// proxy_protocol_sources as main.vcl's ACL has them.
+		m.ProxyProtocolSources = proxySourcesValue(mainvcl.ProxySourcesOf(cm.Data[gwruntime.VCLDataKey]))
 	case apierrors.IsNotFound(err):
 		// Keep vcl: main_vcl_sha256 becomes null, and the plan shows the
 		// update that writes the ConfigMap again.

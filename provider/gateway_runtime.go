@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"net/netip"
 	"slices"
 	"strings"
 	"time"
@@ -223,6 +224,9 @@ type runtimeSpec struct {
 	// load balancer in front (chaperone --proxy-protocol): varnishd's HTTP
 	// sockets expect it, and hitch passes it on on the HTTPS ports.
 	proxyProtocol bool
+	// proxySources are proxy_protocol_sources, sorted: main.vcl's ACL of
+	// the peers whose PROXY header varnishd honours.
+	proxySources []netip.Prefix
 	// invalidatePort is the port of the chaperone's authenticated POST
 	// /invalidate endpoint (invalidation_endpoint_port); 0: none.
 	invalidatePort int32
@@ -398,7 +402,7 @@ func (s *runtimeSpec) startHash() string {
 
 // mainVCL is the gateway's rendered main.vcl.
 func (s *runtimeSpec) mainVCL() string {
-	return mainvcl.Render(mainvcl.Options{ClassVCL: s.class.vcl, GatewayVCL: deref(s.gatewayVCL)})
+	return mainvcl.Render(mainvcl.Options{ClassVCL: s.class.vcl, GatewayVCL: deref(s.gatewayVCL), ProxySources: s.proxySources})
 }
 
 // mainVCLHash is the SHA-256 of mainVCL, hex encoded (gwruntime.VCLDigest).

@@ -216,11 +216,13 @@ func (r *gatewayResource) Schema(_ context.Context, _ resource.SchemaRequest, re
 				Description: "Whether every listener takes the PROXY protocol from a load balancer in front of the gateway, so " +
 					"that the gateway sees the client's own address (in the access log and X-Forwarded-For) instead of the load " +
 					"balancer's; false when unset. The load balancer MUST then send a PROXY header (v1 or v2) on every connection to " +
-					"every listener: connections without one are refused. On HTTPS listeners the load balancer's header is passed on " +
+					"every listener: connections without one are refused. proxy_protocol_sources, the load balancer's addresses, is " +
+					"required with it. On HTTPS listeners the load balancer's header is passed on " +
 					"to varnishd instead of hitch's own, so the TLS server name (SNI) does not reach the router: requests are routed " +
 					"by their Host header alone, and a request whose Host belongs to another listener than the one whose certificate " +
 					"the client got is not answered 421 Misdirected Request. Changing it rolls the pods.",
 			},
+			"proxy_protocol_sources":     proxySourcesAttribute(),
 			"invalidation_endpoint_port": invalidationPortAttribute(),
 			"sysctls": schema.MapAttribute{
 				Optional:    true,

@@ -6,6 +6,7 @@ package mainvcl
 
 import (
 	"fmt"
+	"net/netip"
 	"strings"
 )
 
@@ -34,6 +35,12 @@ type Options struct {
 	// VMOD is the path of libvmod_ghost.so for `import ghost from`; empty
 	// imports ghost from varnishd's vmod_path, as in a gateway image.
 	VMOD string
+	// ProxySources are the only peers (the gateway's
+	// proxy_protocol_sources) that may send the PROXY protocol: main.vcl
+	// answers 403 and closes the connection to a request on a TCP
+	// listener from any other (see proxySourcesVCL). None: no check, as
+	// for a gateway whose listeners take no PROXY.
+	ProxySources []netip.Prefix
 }
 
 // Render returns main.vcl for o. User VCL is appended verbatim after the
@@ -44,9 +51,11 @@ type Options struct {
 //
 // The preamble imports vmod proxy (shipped with varnishd, 7.1 and 7.7
 // alike, so it must be in varnishd's vmod_path): its vcl_recv sets
-// X-Forwarded-Proto from the connection (proxy.is_ssl(): https behind
-// hitch, http otherwise) and hands ghost the TLS server name
-// (router.sni(proxy.authority())) before router.recv().
+// X-Forwarded-Proto from the connection (https on hitch's Unix sockets,
+// http otherwise) and hands ghost the TLS server name
+// (router.sni(proxy.authority())) before router.recv(). With
+// ProxySources a vcl_recv before the preamble's refuses a PROXY header from
+// any other TCP peer (proxySourcesVCL).
 //
 // The preamble's vcl_recv routes and returns only for requests ghost
 // answers itself (404, 500, redirects, its admin endpoints); for routed
@@ -103,16 +112,17 @@ backend default none;
 sub vcl_init {
 	new router = ghost.router(%q, admin_socket = %q);
 }
-
+%s
 sub vcl_recv {
 	# The scheme of the client's connection, replacing what the client
-	# sent: https when it came through hitch (HTTPS listeners: hitch's
-	# PROXY header carries the SSL TLV; with a load balancer's PROXY
-	# header passed on there is none, but hitch's sockets are the only
-	# Unix sockets), http otherwise. varnishd itself appends client.ip to
+	# sent: https when it came through hitch, whose sockets are the only
+	# Unix sockets (on every HTTPS listener, with hitch's own PROXY header
+	# or a load balancer's passed on), http otherwise. Never from a PROXY
+	# header's SSL TLV: on a plain listener that takes PROXY anyone who
+	# reaches it could claim TLS. varnishd itself appends client.ip to
 	# X-Forwarded-For: behind hitch or a load balancer's PROXY header,
 	# the real client.
-	if (proxy.is_ssl() || local.endpoint ~ "^/") {
+	if (local.endpoint ~ "^/") {
 		set req.http.X-Forwarded-Proto = "https";
 	} else {
 		set req.http.X-Forwarded-Proto = "http";
@@ -186,7 +196,7 @@ sub vcl_synth {
 sub vcl_deliver {
 	router.deliver();
 }
-`, imp, ghostJSON, AdminSocket)
+`, imp, ghostJSON, AdminSocket, proxySourcesVCL(o.ProxySources))
 	section := func(title, src string) {
 		src = stripVersion(src)
 		if strings.TrimSpace(src) == "" {
@@ -225,6 +235,81 @@ sub vcl_synth {
 }
 `)
 	return b.String()
+}
+
+// proxySourcesACL is the name of main.vcl's ACL of Options.ProxySources.
+const proxySourcesACL = "proxy_sources"
+
+// proxySourcesVCL is the ACL of the PROXY protocol's sources and the check
+// that goes before the preamble's vcl_recv (VCL runs a subroutine's
+// definitions in order), or nothing without sources. remote.ip is the TCP
+// peer, the one that sent the PROXY header (client.ip is the address it
+// claims). A request on a TCP listener from a peer outside the ACL gets
+// 403 and the connection is closed (Connection: close in vcl_synth). Not
+// checked: hitch's Unix sockets, whose peer is hitch (remote.ip 0.0.0.0;
+// hitch cannot restrict who sends it PROXY, the NetworkPolicy of the HTTPS
+// guide does), and ghost's loopback admin socket, which takes no PROXY.
+func proxySourcesVCL(sources []netip.Prefix) string {
+	if len(sources) == 0 {
+		return ""
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, `
+# The load balancers that may send the PROXY protocol
+# (proxy_protocol_sources): any other peer of a TCP listener gets 403.
+acl %s {
+`, proxySourcesACL)
+	for _, p := range sources {
+		p = p.Masked()
+		fmt.Fprintf(&b, "\t\"%s\"/%d;\n", p.Addr(), p.Bits())
+	}
+	cond := fmt.Sprintf(`local.endpoint !~ "^/" && local.socket != %q && remote.ip !~ %s`, AdminSocket, proxySourcesACL)
+	fmt.Fprintf(&b, `}
+
+sub vcl_recv {
+	# remote.ip is the TCP peer that sent the PROXY header; client.ip,
+	# the address the header claims, is trusted only from the ACL.
+	if (%s) {
+		return (synth(403, "PROXY protocol from a source not allowed"));
+	}
+}
+
+sub vcl_synth {
+	if (%s) {
+		set resp.http.Connection = "close";
+	}
+}
+`, cond, cond)
+	return b.String()
+}
+
+// ProxySourcesOf returns the PROXY sources of a main.vcl Render wrote
+// (Options.ProxySources, masked), nil when it has none or is not
+// Render's.
+func ProxySourcesOf(vcl string) []netip.Prefix {
+	_, rest, ok := strings.Cut(vcl, "\nacl "+proxySourcesACL+" {\n")
+	if !ok {
+		return nil
+	}
+	body, _, ok := strings.Cut(rest, "\n}")
+	if !ok {
+		return nil
+	}
+	var out []netip.Prefix
+	for _, line := range strings.Split(body, "\n") {
+		line = strings.TrimSpace(line)
+		line = strings.TrimSuffix(line, ";")
+		addr, bits, ok := strings.Cut(line, "/")
+		if !ok {
+			return nil
+		}
+		p, err := netip.ParsePrefix(strings.Trim(addr, `"`) + "/" + bits)
+		if err != nil {
+			return nil
+		}
+		out = append(out, p)
+	}
+	return out
 }
 
 // stripVersion drops a leading "vcl 4.0;" or "vcl 4.1;" declaration.

@@ -75,8 +75,10 @@ resource "varnishgw_gateway" "public" {
   # reaches the access log and X-Forwarded-For.
   external_traffic_policy = "Local"
   # A load balancer that connects to the pods itself can send the client's
-  # address in the PROXY protocol instead; every listener then requires it:
-  # proxy_protocol = true
+  # address in the PROXY protocol instead; every listener then requires it,
+  # and takes it only from the load balancer's addresses:
+  # proxy_protocol         = true
+  # proxy_protocol_sources = ["10.0.0.0/16"]
   # Where the nodes allow it (kubelet --allowed-unsafe-sysctls) and the
   # namespace's Pod Security level is privileged, a certificate renewal
   # resets no connection queued on an HTTPS listener:

@@ -142,6 +142,10 @@ type Config struct {
 	// HTTP2 offers ALPN h2 before http/1.1 (varnishd then needs -p
 	// feature=+http2).
 	HTTP2 bool
+	// ProxyProxy: every connection starts with a PROXY header (a load
+	// balancer's, proxy_protocol = true), which hitch passes on to the
+	// backend instead of writing its own (proxy-proxy).
+	ProxyProxy bool
 	// Dir holds the configuration and PEM files; a test directory when
 	// empty.
 	Dir string
@@ -247,7 +251,12 @@ func (h *Hitch) WriteConfig(t testing.TB, pems [][]byte) {
 	var b strings.Builder
 	fmt.Fprintf(&b, "frontend = \"[%s]:%s\"\n", host, port)
 	fmt.Fprintf(&b, "backend = %q\n", h.cfg.Backend)
-	b.WriteString("write-proxy-v2 = on\nproxy-tlv = on\ndaemon = off\nworkers = 1\n")
+	if h.cfg.ProxyProxy {
+		b.WriteString("proxy-proxy = on\n")
+	} else {
+		b.WriteString("write-proxy-v2 = on\nproxy-tlv = on\n")
+	}
+	b.WriteString("daemon = off\nworkers = 1\n")
 	b.WriteString("tls-protos = TLSv1.2 TLSv1.3\n")
 	fmt.Fprintf(&b, "ocsp-dir = %q\n", h.cfg.Dir)
 	if h.cfg.User != "" {
@@ -304,19 +313,32 @@ func (h *Hitch) waitReady(t testing.TB) {
 			t.Fatalf("hitch exited at start: %v\n%s", h.cmd.ProcessState, h.out.String())
 		default:
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		d := &tls.Dialer{Config: &tls.Config{InsecureSkipVerify: true}} //nolint:gosec // readiness probe only
-		c, err := d.DialContext(ctx, "tcp", h.Addr)
-		cancel()
-		if err == nil {
-			c.Close()
+		if err := h.probe(); err == nil {
 			return
-		}
-		if time.Now().After(deadline) {
+		} else if time.Now().After(deadline) {
 			t.Fatalf("hitch does not answer TLS on %s: %v\n%s", h.Addr, err, h.out.String())
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// probe makes one TLS handshake on the frontend, after a PROXY v1 header
+// with ProxyProxy.
+func (h *Hitch) probe() error {
+	c, err := net.DialTimeout("tcp", h.Addr, time.Second)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	if err := c.SetDeadline(time.Now().Add(time.Second)); err != nil {
+		return err
+	}
+	if h.cfg.ProxyProxy {
+		if _, err := c.Write([]byte("PROXY TCP4 127.0.0.1 127.0.0.1 1 2\r\n")); err != nil {
+			return err
+		}
+	}
+	return tls.Client(c, &tls.Config{InsecureSkipVerify: true}).Handshake() //nolint:gosec // readiness probe only
 }
 
 // Client is an HTTPS client that connects to addr (a hitch frontend, this
