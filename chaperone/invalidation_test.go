@@ -409,7 +409,8 @@ func (p *cachePod) invalidate(token, body string) (int, invalidation.Response) {
 }
 
 // TestInvalidateEndpoint: POST /invalidate with real tokens. No token, or
-// one for another audience: 401; a ServiceAccount without the right to
+// one for another audience (the API server's included): 401; headers
+// above the limit: 431 (also on the health server); a ServiceAccount without the right to
 // create cacheinvalidations: 403; an invalid body: 400; with the right:
 // 200 once both Ready pods acknowledged, the URL is gone from both caches
 // and the CacheInvalidation is deleted.
@@ -438,6 +439,22 @@ func TestInvalidateEndpoint(t *testing.T) {
 	}
 	if code, out := p.invalidate(apiToken, body); code != 401 {
 		t.Errorf("with a token for the API server: %d %+v, want 401", code, out)
+	}
+	if code, out := p.invalidate(saToken(t, g.cp, g.ns, "purger", "vault"), body); code != 401 {
+		t.Errorf("with a token for another audience: %d %+v, want 401", code, out)
+	}
+	// Headers above the servers' MaxHeaderBytes: 431, on the endpoint and
+	// on the health and metrics server.
+	for _, url := range []string{"http://" + p.invalidateAddr + invalidation.Path, "http://" + p.healthAddr + "/readyz"} {
+		req, _ := http.NewRequest("POST", url, strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+purger)
+		req.Header.Set("X-Pad", strings.Repeat("x", 200<<10))
+		resp, err := noKeepAlive.Do(req)
+		must(t, err)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusRequestHeaderFieldsTooLarge {
+			t.Errorf("%s with 200 KiB of headers: %d, want 431", url, resp.StatusCode)
+		}
 	}
 	if code, out := p.invalidate(reader, body); code != 403 || !strings.Contains(out.Error, "system:serviceaccount:"+g.ns+":reader may not create cacheinvalidations") {
 		t.Errorf("without the right: %d %+v, want 403 naming the user and the right", code, out)
