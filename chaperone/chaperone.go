@@ -253,7 +253,8 @@ func Run(ctx context.Context, cfg *Config, routing routingHalf, halves *Halves, 
 		dmux := http.NewServeMux()
 		dmux.Handle("POST "+drain.Path, c.drainer.Handler())
 		dctx, dcancel := context.WithCancel(context.Background())
-		dsrv := &http.Server{Handler: dmux, ReadHeaderTimeout: 10 * time.Second, BaseContext: func(net.Listener) context.Context { return dctx }}
+		dsrv := newServer(dmux)
+		dsrv.BaseContext = func(net.Listener) context.Context { return dctx }
 		go func() {
 			if err := dsrv.Serve(dl); !errors.Is(err, http.ErrServerClosed) {
 				logger.Error("drain socket stopped serving", "path", cfg.DrainSocket, "error", err)
@@ -281,7 +282,7 @@ func Run(ctx context.Context, cfg *Config, routing routingHalf, halves *Halves, 
 	if err != nil {
 		return fmt.Errorf("--health-addr=%s: %w", cfg.HealthAddr, err)
 	}
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	srv := newServer(mux)
 	go func() {
 		if err := srv.Serve(hl); !errors.Is(err, http.ErrServerClosed) {
 			logger.Error("health and metrics server stopped serving", "addr", hl.Addr().String(), "error", err)
@@ -617,7 +618,7 @@ func (c *Chaperone) startInvalidation(ctx context.Context, h *CacheHalf, reg *pr
 		return nil, fmt.Errorf("--invalidate-addr=%s: %w", c.cfg.InvalidateAddr, err)
 	}
 	ep := &invalidation.Endpoint{Kube: h.Kube, Dynamic: h.Dynamic, Gateway: h.Gateway, Timeout: c.cfg.InvalidateTimeout, Logger: c.logger.With("component", "invalidation")}
-	srv := &http.Server{Handler: ep.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	srv := newServer(ep.Handler())
 	go func() {
 		if err := srv.Serve(l); !errors.Is(err, http.ErrServerClosed) {
 			c.logger.Error("invalidation endpoint stopped serving", "addr", l.Addr().String(), "error", err)
@@ -727,4 +728,21 @@ func listenerSetConditions(st []tlsterm.ListenerStatus, gens map[routing.ObjectR
 		out[set] = c
 	}
 	return out
+}
+
+// maxHeaderBytes bounds the request headers of the chaperone's HTTP
+// servers: their requests carry a bearer token at most; more answers 431.
+const maxHeaderBytes = 64 << 10
+
+// newServer is an HTTP server of the chaperone (health and metrics, drain
+// socket, invalidation endpoint) for h: a client that sends its headers
+// slowly, leaves a connection idle or sends large headers does not hold
+// the chaperone's memory or connections for long.
+func newServer(h http.Handler) *http.Server {
+	return &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       60 * time.Second,
+		MaxHeaderBytes:    maxHeaderBytes,
+	}
 }

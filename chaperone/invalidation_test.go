@@ -409,7 +409,8 @@ func (p *cachePod) invalidate(token, body string) (int, invalidation.Response) {
 }
 
 // TestInvalidateEndpoint: POST /invalidate with real tokens. No token, or
-// one for another audience: 401; a ServiceAccount without the right to
+// one for another audience (the API server's included): 401; headers
+// above the limit: 431 (also on the health server); a ServiceAccount without the right to
 // create cacheinvalidations: 403; an invalid body: 400; with the right:
 // 200 once both Ready pods acknowledged, the URL is gone from both caches
 // and the CacheInvalidation is deleted.
@@ -438,6 +439,22 @@ func TestInvalidateEndpoint(t *testing.T) {
 	}
 	if code, out := p.invalidate(apiToken, body); code != 401 {
 		t.Errorf("with a token for the API server: %d %+v, want 401", code, out)
+	}
+	if code, out := p.invalidate(saToken(t, g.cp, g.ns, "purger", "vault"), body); code != 401 {
+		t.Errorf("with a token for another audience: %d %+v, want 401", code, out)
+	}
+	// Headers above the servers' MaxHeaderBytes: 431, on the endpoint and
+	// on the health and metrics server.
+	for _, url := range []string{"http://" + p.invalidateAddr + invalidation.Path, "http://" + p.healthAddr + "/readyz"} {
+		req, _ := http.NewRequest("POST", url, strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+purger)
+		req.Header.Set("X-Pad", strings.Repeat("x", 200<<10))
+		resp, err := noKeepAlive.Do(req)
+		must(t, err)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusRequestHeaderFieldsTooLarge {
+			t.Errorf("%s with 200 KiB of headers: %d, want 431", url, resp.StatusCode)
+		}
 	}
 	if code, out := p.invalidate(reader, body); code != 403 || !strings.Contains(out.Error, "system:serviceaccount:"+g.ns+":reader may not create cacheinvalidations") {
 		t.Errorf("without the right: %d %+v, want 403 naming the user and the right", code, out)
@@ -472,4 +489,45 @@ func TestInvalidateEndpoint(t *testing.T) {
 		list, err := g.dyn.Resource(vgwapi.CacheInvalidations).Namespace(g.ns).List(ctx, metav1.ListOptions{})
 		return err == nil && len(list.Items) == 0
 	})
+}
+
+// TestBanRegexCannotCrashTheCache: a path regex whose matching time
+// explodes (nested repetition) is refused by the pods, so it never reaches
+// varnishd's ban list. Issued as a ban, ^/(a|a)*b$ against a cached
+// /aaa…a-b makes PCRE2 hit its match limit inside ban_evaluate(), whose
+// assertion then panics the cache child (seen on 7.1 and 7.7): the cache is
+// emptied.
+func TestBanRegexCannotCrashTheCache(t *testing.T) {
+	g, _ := startCacheGateway(t, false)
+	path := "/" + strings.Repeat("a", 40) + "-b"
+	cached := map[string]string{}
+	added := map[string]float64{}
+	for _, p := range g.pods {
+		cached[p.name] = p.fetch(path)
+		if again := p.fetch(path); again != cached[p.name] {
+			t.Fatalf("%s: %s not cached: %q then %q", p.name, path, cached[p.name], again)
+		}
+		p.waitFor("the first stats", 30*time.Second, func() bool { return p.metric("varnish_main_bans_added_total") >= 0 })
+		added[p.name] = p.metric("varnish_main_bans_added_total")
+	}
+	bad := g.create(t, vgwapi.InvalidationSpec{Bans: []vgwapi.Ban{{Host: "app.example.com", PathRegex: `^/(a|a)*b$`}}})
+	for pod, ack := range g.acks(t, string(bad.GetUID())) {
+		if ack.Bans != 0 || !strings.Contains(ack.Error, "bans[0].pathRegex") || !strings.Contains(ack.Error, "pathPrefix") {
+			t.Errorf("%s acknowledged %+v, want it refused naming bans[0].pathRegex and suggesting pathPrefix", pod, ack)
+		}
+	}
+	// The ban lurker evaluates obj.* bans older than a second
+	// (ban_lurker_age=1), every 0.1 s; stats are read every 500 ms.
+	time.Sleep(3 * time.Second)
+	for _, p := range g.pods {
+		if v := p.metric("varnish_mgt_child_start_total"); v != 1 {
+			t.Errorf("%s: the cache child started %v times, want 1 (it panicked)", p.name, v)
+		}
+		if v := p.metric("varnish_main_bans_added_total"); v != added[p.name] {
+			t.Errorf("%s: %v bans added, %v before: the regex reached varnishd's ban list", p.name, v, added[p.name])
+		}
+		if got := p.fetch(path); got != cached[p.name] {
+			t.Errorf("%s: %s answered %q, not the cached %q: the cache was emptied", p.name, path, got, cached[p.name])
+		}
+	}
 }

@@ -82,7 +82,9 @@ func (a *cacheInvalidateAction) Schema(_ context.Context, _ action.SchemaRequest
 					"host": schema.StringAttribute{Required: true, Description: "The request's host name in lower case, without port."},
 					"path_prefix": schema.StringAttribute{Optional: true, Description: "Paths starting with this prefix (byte for byte) are removed.",
 						Validators: []validator.String{stringvalidator.ExactlyOneOf(path.MatchRelative().AtParent().AtName("path_regex"))}},
-					"path_regex": schema.StringAttribute{Optional: true, Description: "Paths matching this regular expression (PCRE2, in the subset whose meaning Go and PCRE2 agree on) are removed."},
+					"path_regex": schema.StringAttribute{Optional: true, Description: "Paths matching this regular expression (PCRE2, in the subset whose meaning Go and PCRE2 agree on) are removed. " +
+						"Expressions whose matching can exceed PCRE2's limits in varnishd (a repeated group holding a quantifier or |, " +
+						"a group repeated without bound) are refused: see the caching guide."},
 				}},
 			},
 		},

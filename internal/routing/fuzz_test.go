@@ -19,10 +19,10 @@ import (
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/ghostjson"
 )
 
-// FuzzValidateRegex checks that the regex validator never panics and that
-// whatever it accepts compiles with Go's regexp.
+// FuzzValidateRegex checks that the regex validators never panic and that
+// whatever they accept compiles with Go's regexp.
 func FuzzValidateRegex(f *testing.F) {
-	for _, s := range []string{`^/api/v[0-9]+/.*$`, `(?i)[^ks]`, `\Q.*\E`, `(a)\1`, `a{,3}`, `\p{L}`, `[[:alpha:]]`, `(?P<x>a|b)*?`, `\x{7f}`} {
+	for _, s := range []string{`^/api/v[0-9]+/.*$`, `(?i)[^ks]`, `\Q.*\E`, `(a)\1`, `a{,3}`, `\p{L}`, `[[:alpha:]]`, `(?P<x>a|b)*?`, `\x{7f}`, `(?i:a|b){2,}?`, `\x41{3}`, `[]()|*]+`} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, expr string) {
@@ -32,6 +32,7 @@ func FuzzValidateRegex(f *testing.F) {
 		if _, err := regexp.Compile(expr); err != nil {
 			t.Fatalf("ValidateRegex accepted %q, which Go cannot compile: %v", expr, err)
 		}
+		_ = ValidateBanRegex(expr) // must not panic on what ValidateRegex accepts
 	})
 }
 

@@ -173,3 +173,226 @@ func regexSize(re *syntax.Regexp) int {
 	}
 	return min(n, maxRegexSize+1)
 }
+
+// Limits of ValidateBanRegex, measured with the PCRE2 limits varnishd
+// matches bans under (pcre2_match_limit=10000, pcre2_depth_limit=20 by
+// default): 19 groups in a row, 20 "a?" in a row or (?:ab) repeated 19
+// times on a matching path already end the match with PCRE2's depth limit.
+const (
+	maxBanRepeat      = 1000 // the largest m of {n,m}
+	maxBanGroupRepeat = 10   // the largest m of a group's {n,m}
+	maxBanBranches    = 12   // groups, "|" and quantifiers in all
+)
+
+// ValidateBanRegex is ValidateRegex plus a refusal of what can make PCRE2's
+// matching time or depth explode in a varnishd ban. varnishd's
+// ban_evaluate() asserts that a match ends without an error (seen on 7.1
+// and 7.7): a ban whose regex hits PCRE2's match or depth limit on one
+// cached object's header panics the cache child and empties the cache.
+// Since whoever can get a path cached chooses that header, the check is on
+// the expression alone, read as PCRE2 reads it (Go's parser folds a|b into
+// [ab], PCRE2 does not), and conservative:
+//
+//   - a repeated (*, +, {n,m} with m > 1) group that contains a quantifier
+//     or "|" ("star height" above one), such as (a|a)* or (a+)+;
+//   - a group repeated without bound or more than maxBanGroupRepeat times,
+//     such as (?:ab)*: each repetition of a group is one level of PCRE2's
+//     depth;
+//   - {n,m} with m above maxBanRepeat;
+//   - more than maxBanBranches groups, "|" and quantifiers in all.
+func ValidateBanRegex(expr string) error {
+	if err := ValidateRegex(expr); err != nil {
+		return err
+	}
+	return checkBacktracking(expr)
+}
+
+// banGroup is what checkBacktracking knows of an open group.
+type banGroup struct {
+	start           int  // offset of "("
+	alt, quantified bool // holds "|" or a quantifier, at any depth
+}
+
+// checkBacktracking scans expr, which ValidateRegex accepted, as PCRE2
+// parses it.
+func checkBacktracking(expr string) error {
+	const fix = "repeat single characters or classes only (such as [^/]* or [a-z0-9-]+), or use pathPrefix"
+	var stack []banGroup
+	branches := 0
+	// atom is the item a quantifier applies to: -1 none (start, "(" or
+	// "|"), 0 a single character or class, 1 the group just closed.
+	atom := -1
+	var closed banGroup
+	mark := func(alt bool) {
+		for i := range stack {
+			if alt && i == len(stack)-1 {
+				stack[i].alt = true
+			} else if !alt {
+				stack[i].quantified = true
+			}
+		}
+	}
+	for i := 0; i < len(expr); i++ {
+		c := expr[i]
+		switch {
+		case c == '\\':
+			i++
+			switch expr[i] {
+			case 'Q':
+				end := strings.Index(expr[i+1:], `\E`)
+				if end < 0 {
+					i = len(expr)
+				} else {
+					i += end + 2
+				}
+			case 'x':
+				if i+1 < len(expr) && expr[i+1] == '{' {
+					i += strings.IndexByte(expr[i:], '}')
+				} else {
+					for n := 0; n < 2 && i+1 < len(expr) && strings.IndexByte("0123456789abcdefABCDEF", expr[i+1]) >= 0; n++ {
+						i++
+					}
+				}
+			}
+			atom = 0
+		case c == '[':
+			i = classEnd(expr, i)
+			atom = 0
+		case c == '(':
+			start := i
+			switch {
+			case strings.HasPrefix(expr[i:], "(?P<") || strings.HasPrefix(expr[i:], "(?<"):
+				i += strings.IndexByte(expr[i:], '>') // a named group
+			case strings.HasPrefix(expr[i:], "(?"):
+				// flags: (?i) sets them, (?i:...) and (?:...) are groups
+				i += strings.IndexAny(expr[i:], ":)")
+				if expr[i] == ')' {
+					continue
+				}
+			}
+			stack = append(stack, banGroup{start: start})
+			branches++
+			atom = -1
+		case c == ')':
+			closed = stack[len(stack)-1]
+			stack = stack[:len(stack)-1]
+			if closed.alt {
+				for j := range stack {
+					stack[j].alt = true
+				}
+			}
+			atom = 1
+		case c == '|':
+			if len(stack) > 0 {
+				mark(true)
+			}
+			branches++
+			atom = -1
+		case c == '*' || c == '+' || c == '?' || c == '{':
+			lo, hi, n := quantifier(expr[i:])
+			if n == 0 { // a literal "{"
+				atom = 0
+				continue
+			}
+			q := i
+			i += n - 1
+			if i+1 < len(expr) && expr[i+1] == '?' { // lazy
+				i++
+			}
+			branches++
+			if hi > maxBanRepeat {
+				return fmt.Errorf("the repeat count %d of %s is above %d: write a smaller count, %s", hi, expr[q:q+n], maxBanRepeat, fix)
+			}
+			if atom == 1 && (hi < 0 || hi > 1) {
+				group := expr[closed.start:q]
+				switch {
+				case closed.alt || closed.quantified:
+					return fmt.Errorf("the group %s is repeated and holds a quantifier or \"|\": such nesting can make the match take exponential time and crash varnishd's cache child; %s", group, fix)
+				case hi < 0 || hi > maxBanGroupRepeat:
+					return fmt.Errorf("the group %s is repeated %s: each repetition of a group is a level of PCRE2's depth limit, whose error crashes varnishd's cache child; repeat it at most %d times, %s", group, repeatText(lo, hi), maxBanGroupRepeat, fix)
+				}
+			}
+			mark(false)
+			atom = -1
+		default:
+			atom = 0
+		}
+	}
+	if branches > maxBanBranches {
+		return fmt.Errorf("%d groups, \"|\" and quantifiers in all, the limit is %d: PCRE2's depth limit, whose error crashes varnishd's cache child, allows few; %s", branches, maxBanBranches, fix)
+	}
+	return nil
+}
+
+// repeatText describes the count of a quantifier.
+func repeatText(lo, hi int) string {
+	if hi < 0 {
+		return fmt.Sprintf("%d or more times", lo)
+	}
+	return fmt.Sprintf("up to %d times", hi)
+}
+
+// quantifier reads the quantifier at the start of s: its bounds (hi -1
+// without bound) and length; n is 0 when s starts with a "{" that is a
+// literal.
+func quantifier(s string) (lo, hi, n int) {
+	switch s[0] {
+	case '*':
+		return 0, -1, 1
+	case '+':
+		return 1, -1, 1
+	case '?':
+		return 0, 1, 1
+	}
+	m := repeatRE.FindStringSubmatch(s)
+	if m == nil {
+		return 0, 0, 0
+	}
+	lo = atoiSat(m[1])
+	switch {
+	case m[2] == "":
+		hi = lo
+	case m[3] == "":
+		hi = -1
+	default:
+		hi = atoiSat(m[3])
+	}
+	return lo, hi, len(m[0])
+}
+
+// repeatRE is a counted quantifier.
+var repeatRE = regexp.MustCompile(`^\{([0-9]+)(,([0-9]*))?\}`)
+
+// atoiSat parses digits, saturating at a million.
+func atoiSat(s string) int {
+	n := 0
+	for _, d := range s {
+		n = min(n*10+int(d-'0'), 1_000_000)
+	}
+	return n
+}
+
+// classEnd returns the offset of the "]" that closes the bracket
+// expression starting at expr[i].
+func classEnd(expr string, i int) int {
+	i++
+	if i < len(expr) && expr[i] == '^' {
+		i++
+	}
+	if i < len(expr) && expr[i] == ']' {
+		i++
+	}
+	for ; i < len(expr); i++ {
+		switch {
+		case expr[i] == '\\':
+			i++
+		case expr[i] == '[' && i+1 < len(expr) && expr[i+1] == ':':
+			if m := posixClassRE.FindString(expr[i:]); m != "" {
+				i += len(m) - 1
+			}
+		case expr[i] == ']':
+			return i
+		}
+	}
+	return i
+}

@@ -76,7 +76,7 @@ type Ban struct {
 	// PathPrefix matches paths that start with it, byte for byte.
 	PathPrefix string `json:"pathPrefix,omitempty"`
 	// PathRegex is a regular expression on the path (PCRE2, in the subset
-	// routing.ValidateRegex accepts).
+	// routing.ValidateBanRegex accepts).
 	PathRegex string `json:"pathRegex,omitempty"`
 }
 
@@ -121,7 +121,7 @@ var (
 )
 
 // ValidateInvalidation checks spec as the CRD's schema does, plus what the
-// schema cannot say (a path regex must be in routing.ValidateRegex's
+// schema cannot say (a path regex must be in routing.ValidateBanRegex's
 // subset). Each error names the field, its value and the fix. The provider
 // and the invalidation endpoint refuse what it refuses; the pods check
 // again before issuing bans.
@@ -155,7 +155,7 @@ func ValidateInvalidation(spec *InvalidationSpec) error {
 		case b.PathPrefix != "":
 			errs = append(errs, checkPath(fmt.Sprintf("bans[%d].pathPrefix", i), b.PathPrefix))
 		case b.PathRegex != "":
-			if err := routing.ValidateRegex(b.PathRegex); err != nil {
+			if err := routing.ValidateBanRegex(b.PathRegex); err != nil {
 				errs = append(errs, fmt.Errorf("bans[%d].pathRegex = %q: %v", i, b.PathRegex, err))
 			}
 		default:

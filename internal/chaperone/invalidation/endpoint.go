@@ -2,14 +2,17 @@ package invalidation
 
 import (
 	"context"
+	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
+	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	authenticationv1 "k8s.io/api/authentication/v1"
@@ -40,6 +43,19 @@ const RequestedByAnnotation = "varnishgw.dev/requested-by"
 // maxBody bounds a request's body.
 const maxBody = 1 << 20
 
+// Defaults of the Endpoint's limits.
+const (
+	// DefaultMaxReviews is how many requests may be in authentication and
+	// authorization (TokenReview, SubjectAccessReview) at once; the next
+	// ones answer 429 before any API call.
+	DefaultMaxReviews = 8
+	// DefaultReviewTTL is how long a token that passed both reviews is
+	// taken as reviewed, without asking the API server again.
+	DefaultReviewTTL = 10 * time.Second
+	// maxCachedReviews bounds the cache of reviews.
+	maxCachedReviews = 1024
+)
+
 // Endpoint serves POST /invalidate: it authenticates the caller's bearer
 // token (TokenReview, audience Audience), asks the API server whether the
 // caller may create cacheinvalidations in the Gateway's namespace
@@ -55,6 +71,25 @@ type Endpoint struct {
 	Logger  *slog.Logger
 	// Interval between checks of the acknowledgements (default 100ms).
 	Interval time.Duration
+	// MaxReviews (default DefaultMaxReviews) and ReviewTTL (default
+	// DefaultReviewTTL; negative: no cache) bound the API server work
+	// callers cause.
+	MaxReviews int
+	ReviewTTL  time.Duration
+
+	once     sync.Once
+	sem      chan struct{}
+	mu       sync.Mutex
+	reviewed map[[sha256.Size]byte]review
+	// inReview, when set (tests), runs while a request holds a place in
+	// the limit, before its TokenReview.
+	inReview func()
+}
+
+// review is a token that passed both reviews: its user, until expires.
+type review struct {
+	user    authenticationv1.UserInfo
+	expires time.Time
 }
 
 // Response is the endpoint's JSON answer to an accepted request.
@@ -102,41 +137,8 @@ func (e *Endpoint) serve(w http.ResponseWriter, r *http.Request) {
 		fail(w, http.StatusUnauthorized, "send a Kubernetes token issued for the audience %s: Authorization: Bearer $(kubectl create token NAME --audience=%s)", Audience, Audience)
 		return
 	}
-	tr, err := e.Kube.AuthenticationV1().TokenReviews().Create(ctx, &authenticationv1.TokenReview{
-		Spec: authenticationv1.TokenReviewSpec{Token: strings.TrimSpace(token), Audiences: []string{Audience}},
-	}, metav1.CreateOptions{})
-	if err != nil {
-		e.log().Error("invalidation endpoint: cannot review a token", "error", err)
-		fail(w, http.StatusServiceUnavailable, "cannot check the token with the Kubernetes API: %v", err)
-		return
-	}
-	if !tr.Status.Authenticated {
-		w.Header().Set("WWW-Authenticate", `Bearer realm="varnishgw", error="invalid_token"`)
-		fail(w, http.StatusUnauthorized, "the token is not valid for the audience %s (%s): create one with kubectl create token NAME --audience=%s", Audience, tr.Status.Error, Audience)
-		return
-	}
-	user := tr.Status.User
-	extra := map[string]authorizationv1.ExtraValue{}
-	for k, v := range user.Extra {
-		extra[k] = authorizationv1.ExtraValue(v)
-	}
-	sar, err := e.Kube.AuthorizationV1().SubjectAccessReviews().Create(ctx, &authorizationv1.SubjectAccessReview{
-		Spec: authorizationv1.SubjectAccessReviewSpec{
-			User: user.Username, UID: user.UID, Groups: user.Groups, Extra: extra,
-			ResourceAttributes: &authorizationv1.ResourceAttributes{
-				Namespace: e.Gateway.Namespace, Verb: "create", Group: vgwapi.Group, Resource: vgwapi.CacheInvalidationResource,
-			},
-		},
-	}, metav1.CreateOptions{})
-	if err != nil {
-		e.log().Error("invalidation endpoint: cannot authorize a caller", "user", user.Username, "error", err)
-		fail(w, http.StatusServiceUnavailable, "cannot check the caller's rights with the Kubernetes API: %v", err)
-		return
-	}
-	if !sar.Status.Allowed {
-		e.log().Warn("invalidation endpoint: caller not allowed", "user", user.Username)
-		fail(w, http.StatusForbidden, "%s may not create cacheinvalidations.%s in namespace %s: grant it that right (a Role with verbs [create] on cacheinvalidations)",
-			user.Username, vgwapi.Group, e.Gateway.Namespace)
+	user, ok := e.authorize(w, r, strings.TrimSpace(token))
+	if !ok {
 		return
 	}
 
@@ -210,6 +212,108 @@ func (e *Endpoint) serve(w http.ResponseWriter, r *http.Request) {
 		e.log().Warn("invalidation endpoint: cannot delete the applied CacheInvalidation", "invalidation", resp.Name, "error", err)
 	}
 	writeJSON(w, http.StatusOK, resp)
+}
+
+// authorize returns the user of token when it is valid for Audience and
+// may create cacheinvalidations in the Gateway's namespace, from the
+// cache of reviews or by asking the API server; otherwise it answers the
+// request (401, 403, 429 or 503) and returns false.
+func (e *Endpoint) authorize(w http.ResponseWriter, r *http.Request, token string) (authenticationv1.UserInfo, bool) {
+	ctx := r.Context()
+	e.once.Do(func() {
+		n := e.MaxReviews
+		if n <= 0 {
+			n = DefaultMaxReviews
+		}
+		e.sem = make(chan struct{}, n)
+		e.reviewed = map[[sha256.Size]byte]review{}
+	})
+	ttl := e.ReviewTTL
+	if ttl == 0 {
+		ttl = DefaultReviewTTL
+	}
+	key := sha256.Sum256([]byte(token))
+	now := time.Now()
+	e.mu.Lock()
+	c, hit := e.reviewed[key]
+	e.mu.Unlock()
+	if hit && now.Before(c.expires) {
+		return c.user, true
+	}
+	select {
+	case e.sem <- struct{}{}:
+		defer func() { <-e.sem }()
+	default:
+		w.Header().Set("Retry-After", "1")
+		fail(w, http.StatusTooManyRequests, "%d requests are being authenticated already: retry in a second", cap(e.sem))
+		return authenticationv1.UserInfo{}, false
+	}
+	if e.inReview != nil {
+		e.inReview()
+	}
+	tr, err := e.Kube.AuthenticationV1().TokenReviews().Create(ctx, &authenticationv1.TokenReview{
+		Spec: authenticationv1.TokenReviewSpec{Token: token, Audiences: []string{Audience}},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		e.log().Error("invalidation endpoint: cannot review a token", "error", err)
+		fail(w, http.StatusServiceUnavailable, "cannot check the token with the Kubernetes API: %v", err)
+		return authenticationv1.UserInfo{}, false
+	}
+	if !tr.Status.Authenticated || !audienceOK(tr.Status.Audiences) {
+		reason := tr.Status.Error
+		if tr.Status.Authenticated {
+			reason = fmt.Sprintf("the API server found it valid for the audiences %q only", tr.Status.Audiences)
+		}
+		w.Header().Set("WWW-Authenticate", `Bearer realm="varnishgw", error="invalid_token"`)
+		fail(w, http.StatusUnauthorized, "the token is not valid for the audience %s (%s): create one with kubectl create token NAME --audience=%s", Audience, reason, Audience)
+		return authenticationv1.UserInfo{}, false
+	}
+	user := tr.Status.User
+	extra := map[string]authorizationv1.ExtraValue{}
+	for k, v := range user.Extra {
+		extra[k] = authorizationv1.ExtraValue(v)
+	}
+	sar, err := e.Kube.AuthorizationV1().SubjectAccessReviews().Create(ctx, &authorizationv1.SubjectAccessReview{
+		Spec: authorizationv1.SubjectAccessReviewSpec{
+			User: user.Username, UID: user.UID, Groups: user.Groups, Extra: extra,
+			ResourceAttributes: &authorizationv1.ResourceAttributes{
+				Namespace: e.Gateway.Namespace, Verb: "create", Group: vgwapi.Group, Resource: vgwapi.CacheInvalidationResource,
+			},
+		},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		e.log().Error("invalidation endpoint: cannot authorize a caller", "user", user.Username, "error", err)
+		fail(w, http.StatusServiceUnavailable, "cannot check the caller's rights with the Kubernetes API: %v", err)
+		return authenticationv1.UserInfo{}, false
+	}
+	if !sar.Status.Allowed {
+		e.log().Warn("invalidation endpoint: caller not allowed", "user", user.Username)
+		fail(w, http.StatusForbidden, "%s may not create cacheinvalidations.%s in namespace %s: grant it that right (a Role with verbs [create] on cacheinvalidations)",
+			user.Username, vgwapi.Group, e.Gateway.Namespace)
+		return authenticationv1.UserInfo{}, false
+	}
+	if ttl > 0 {
+		e.mu.Lock()
+		if len(e.reviewed) >= maxCachedReviews {
+			for k, v := range e.reviewed {
+				if !now.Before(v.expires) || len(e.reviewed) >= maxCachedReviews {
+					delete(e.reviewed, k)
+				}
+			}
+		}
+		e.reviewed[key] = review{user: user, expires: now.Add(ttl)}
+		e.mu.Unlock()
+	}
+	return user, true
+}
+
+// audienceOK reports whether a TokenReview's status.audiences (the
+// audiences of the token the authenticator accepted, among those the
+// review asked for) holds Audience. An authenticator that ignores the
+// requested audiences answers none: the token is then one for the API
+// server, refused.
+func audienceOK(audiences []string) bool {
+	return slices.Contains(audiences, Audience)
 }
 
 // ReadyPods are the Ready, non-terminating pods of gw, sorted: the pods an
