@@ -51,6 +51,15 @@ static const char H_X_Ghost_Tags[] = "\015X-Ghost-Tags:";
 /* what the builtin VCL makes hit-for-miss, for as long */
 #define GH_HITMISS_TTL	120.
 
+/*
+ * Longer paths are passed: a cached object's X-Ghost-Path is what
+ * invalidation bans match regular expressions against, and varnishd's
+ * ban lurker panics on a PCRE2 error (match limit) instead of skipping
+ * the object, so a client must not get an arbitrarily long path cached.
+ * Route matches are at most this long too.
+ */
+#define GH_CACHE_MAX_PATH	1024
+
 /*--------------------------------------------------------------------
  * client side
  */
@@ -209,6 +218,11 @@ gh_cache_recv(VRT_CTX, struct gh_task *t, const struct gh_route *r,
 	if (c->nstrip > 0 && cookie_strip(ctx, c)) {
 		VRT_fail(ctx, "ghost: out of workspace");
 		return (-1);
+	}
+	if (pl > GH_CACHE_MAX_PATH) {
+		VSLb(ctx->vsl, SLT_VCL_Log, "ghost.cache: pass (path over %d "
+		    "bytes)", GH_CACHE_MAX_PATH);
+		return (0);
 	}
 	if (!c->allow_auth && http_GetHdr(ctx->http_req, H_Authorization,
 	    NULL)) {
