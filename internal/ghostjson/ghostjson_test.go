@@ -224,7 +224,7 @@ func TestCheck(t *testing.T) {
 		{"retry attempts 0", func(d *Document) { d.VHosts[0].Routes[1].Retry.Attempts = 0 },
 			`vhosts[0].routes[1].retry.attempts: 0 is not from 1 to 100 retries`},
 		{"retry negative backoff", func(d *Document) { d.VHosts[0].Routes[1].Retry.BackoffMs = -1 },
-			`vhosts[0].routes[1].retry.backoffMs: -1 is not from 0 to 3600000 milliseconds`},
+			`vhosts[0].routes[1].retry.backoffMs: -1 is not from 0 to 2000 milliseconds`},
 		{"retry code 200", func(d *Document) { d.VHosts[0].Routes[1].Retry.Codes[1] = 200 },
 			`vhosts[0].routes[1].retry.codes[1]: status 200 is not from 400 to 599`},
 		{"retry code twice", func(d *Document) { d.VHosts[0].Routes[1].Retry.Codes[1] = 500 },
