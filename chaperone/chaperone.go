@@ -180,19 +180,30 @@ func Run(ctx context.Context, cfg *Config, routing routingHalf, halves *Halves, 
 		if err := os.MkdirAll(cfg.TLSDir, 0o700); err != nil {
 			return fmt.Errorf("--tls-dir=%s: %w", cfg.TLSDir, err)
 		}
-		var onStatus func([]tlsterm.ListenerStatus)
-		if tls.Status != nil || tls.ListenerSets != nil {
-			onStatus = func(st []tlsterm.ListenerStatus) {
-				snap := tlsSnapshot.Load()
-				if snap == nil {
-					return // no snapshot applied yet: no generation
+		// The routing half leaves out the routes of the HTTPS listeners
+		// hitch serves no certificate of (a withdrawn Secret or
+		// ReferenceGrant): no other listener's certificate on the port
+		// reaches them.
+		withhold, _ := routing.(interface{ WithholdListeners([]string) })
+		onStatus := func(st []tlsterm.ListenerStatus) {
+			if withhold != nil {
+				var unserved []string
+				for _, l := range st {
+					if l.Unserved {
+						unserved = append(unserved, l.Name)
+					}
 				}
-				if tls.Status != nil {
-					tls.Status.Set(snap.Generation, gatewayListenerConditions(st))
-				}
-				if tls.ListenerSets != nil {
-					tls.ListenerSets.Set(listenerSetConditions(st, snap.ListenerSetGenerations))
-				}
+				withhold.WithholdListeners(unserved)
+			}
+			snap := tlsSnapshot.Load()
+			if snap == nil {
+				return // no snapshot applied yet: no generation
+			}
+			if tls.Status != nil {
+				tls.Status.Set(snap.Generation, gatewayListenerConditions(st))
+			}
+			if tls.ListenerSets != nil {
+				tls.ListenerSets.Set(listenerSetConditions(st, snap.ListenerSetGenerations))
 			}
 		}
 		var err error
