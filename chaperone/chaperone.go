@@ -184,32 +184,29 @@ func Run(ctx context.Context, cfg *Config, routing routingHalf, halves *Halves, 
 		// hitch serves no certificate of (a withdrawn Secret or
 		// ReferenceGrant): no other listener's certificate on the port
 		// reaches them.
-		withhold, _ := routing.(interface{ WithholdListeners([]string) })
-		onStatus := func(st []tlsterm.ListenerStatus) {
-			if withhold != nil {
-				var unserved []string
-				for _, l := range st {
-					if l.Unserved {
-						unserved = append(unserved, l.Name)
-					}
+		var onUnserved func([]string)
+		if w, ok := routing.(interface{ WithholdListeners([]string) }); ok {
+			onUnserved = w.WithholdListeners
+		}
+		var onStatus func([]tlsterm.ListenerStatus)
+		if tls.Status != nil || tls.ListenerSets != nil {
+			onStatus = func(st []tlsterm.ListenerStatus) {
+				snap := tlsSnapshot.Load()
+				if snap == nil {
+					return // no snapshot applied yet: no generation
 				}
-				withhold.WithholdListeners(unserved)
-			}
-			snap := tlsSnapshot.Load()
-			if snap == nil {
-				return // no snapshot applied yet: no generation
-			}
-			if tls.Status != nil {
-				tls.Status.Set(snap.Generation, gatewayListenerConditions(st))
-			}
-			if tls.ListenerSets != nil {
-				tls.ListenerSets.Set(listenerSetConditions(st, snap.ListenerSetGenerations))
+				if tls.Status != nil {
+					tls.Status.Set(snap.Generation, gatewayListenerConditions(st))
+				}
+				if tls.ListenerSets != nil {
+					tls.ListenerSets.Set(listenerSetConditions(st, snap.ListenerSetGenerations))
+				}
 			}
 		}
 		var err error
 		c.tls, err = tlsterm.New(tlsterm.Config{
 			Dir: cfg.TLSDir, HitchBin: cfg.HitchBin, ListenHost: cfg.ListenHost, HTTP2: cfg.HTTP2, ProxyProtocol: cfg.ProxyProtocol, Ports: cfg.TLSPorts,
-			Logger: logger, Registry: reg, OnStatus: onStatus,
+			Logger: logger, Registry: reg, OnStatus: onStatus, OnUnserved: onUnserved,
 		})
 		if err != nil {
 			return err

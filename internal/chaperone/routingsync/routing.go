@@ -201,7 +201,8 @@ func (a *Routing) Run(ctx context.Context, env Env) error {
 
 // WithholdListeners sets the HTTPS listeners whose routes are not served
 // (State.Withheld): the chaperone calls it with those none of whose
-// certificates hitch serves, after every TLS apply. A change syncs.
+// certificates hitch serves, at every TLS apply (tlsterm's
+// Config.OnUnserved). A change syncs.
 func (a *Routing) WithholdListeners(names []string) {
 	names = slices.Sorted(slices.Values(names))
 	if old := a.withheld.Load(); old != nil && slices.Equal(*old, names) || old == nil && len(names) == 0 {

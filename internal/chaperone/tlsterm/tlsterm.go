@@ -118,7 +118,7 @@ type ListenerStatus struct {
 	// resolved, each was withdrawn, or its port is not among
 	// Config.Ports). Its routes must then not be served either: a client
 	// that got another listener's certificate on the port, or reuses a
-	// connection, must not reach them (routingsync leaves them out).
+	// connection, must not reach them (Config.OnUnserved).
 	Unserved bool
 }
 
@@ -150,6 +150,11 @@ type Config struct {
 	// generation they describe may have changed (observedGeneration); the
 	// status writer skips what it already wrote.
 	OnStatus func([]ListenerStatus)
+	// OnUnserved, if set, is called at every apply, before hitch's
+	// configurations are installed, with the names of the listeners none
+	// of whose certificates is served (ListenerStatus.Unserved), so that
+	// their routes stop while hitch reloads, not after.
+	OnUnserved func(listeners []string)
 	// Now is the clock (time.Now when nil).
 	Now func() time.Time
 	// Workers is the number of hitch workers per port; 0: one per CPU the
@@ -456,6 +461,15 @@ func (m *Manager) apply(ctx context.Context) {
 		return
 	}
 	p := m.plan(want, m.cfg.Now())
+	if m.cfg.OnUnserved != nil {
+		var unserved []string
+		for _, st := range p.statuses {
+			if st.Unserved {
+				unserved = append(unserved, st.Name)
+			}
+		}
+		m.cfg.OnUnserved(unserved)
+	}
 	pems := map[int][]string{}
 	for port, certs := range p.certs {
 		for _, c := range certs {
