@@ -180,6 +180,14 @@ func Run(ctx context.Context, cfg *Config, routing routingHalf, halves *Halves, 
 		if err := os.MkdirAll(cfg.TLSDir, 0o700); err != nil {
 			return fmt.Errorf("--tls-dir=%s: %w", cfg.TLSDir, err)
 		}
+		// The routing half leaves out the routes of the HTTPS listeners
+		// hitch serves no certificate of (a withdrawn Secret or
+		// ReferenceGrant): no other listener's certificate on the port
+		// reaches them.
+		var onUnserved func([]string)
+		if w, ok := routing.(interface{ WithholdListeners([]string) }); ok {
+			onUnserved = w.WithholdListeners
+		}
 		var onStatus func([]tlsterm.ListenerStatus)
 		if tls.Status != nil || tls.ListenerSets != nil {
 			onStatus = func(st []tlsterm.ListenerStatus) {
@@ -198,7 +206,7 @@ func Run(ctx context.Context, cfg *Config, routing routingHalf, halves *Halves, 
 		var err error
 		c.tls, err = tlsterm.New(tlsterm.Config{
 			Dir: cfg.TLSDir, HitchBin: cfg.HitchBin, ListenHost: cfg.ListenHost, HTTP2: cfg.HTTP2, ProxyProtocol: cfg.ProxyProtocol, Ports: cfg.TLSPorts,
-			Logger: logger, Registry: reg, OnStatus: onStatus,
+			Logger: logger, Registry: reg, OnStatus: onStatus, OnUnserved: onUnserved,
 		})
 		if err != nil {
 			return err

@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"fmt"
 	"io"
+	"math/big"
 	"net"
 	"net/http"
 	"os"
@@ -192,7 +193,8 @@ func TestKubernetesListenerSetHTTPS(t *testing.T) {
 				// A certificate of another namespace, which a
 				// ReferenceGrant opens to ListenerSets of lsNS.
 				Name: "shared", Port: gatewayv1.PortNumber(tlsPort), Protocol: gatewayv1.HTTPSProtocolType, Hostname: ptr(gatewayv1.Hostname("shared.example.com")),
-				TLS: &gatewayv1.ListenerTLSConfig{CertificateRefs: []gatewayv1.SecretObjectReference{{Name: "shared-cert", Namespace: ptr(gatewayv1.Namespace(certNS))}}},
+				TLS:           &gatewayv1.ListenerTLSConfig{CertificateRefs: []gatewayv1.SecretObjectReference{{Name: "shared-cert", Namespace: ptr(gatewayv1.Namespace(certNS))}}},
+				AllowedRoutes: &gatewayv1.AllowedRoutes{Namespaces: &gatewayv1.RouteNamespaces{From: ptr(gatewayv1.NamespacesFromAll)}},
 			}},
 		},
 	}
@@ -229,7 +231,7 @@ func TestKubernetesListenerSetHTTPS(t *testing.T) {
 	}}
 	_, err = grants.Create(ctx, grant, metav1.CreateOptions{})
 	must(t, err)
-	shared, _ := tlsSecret(t, "shared-cert", "shared.example.com", time.Now().Add(-time.Hour), time.Now().Add(24*time.Hour))
+	shared, sharedSerial := tlsSecret(t, "shared-cert", "shared.example.com", time.Now().Add(-time.Hour), time.Now().Add(24*time.Hour))
 	shared.Namespace = certNS
 	_, err = cp.Client.CoreV1().Secrets(certNS).Create(ctx, shared, metav1.CreateOptions{})
 	must(t, err)
@@ -348,20 +350,102 @@ func TestKubernetesListenerSetHTTPS(t *testing.T) {
 	}
 	resolved("secure", metav1.ConditionTrue, gatewayv1.ListenerEntryReasonResolvedRefs)
 	resolved("shared", metav1.ConditionTrue, gatewayv1.ListenerEntryReasonResolvedRefs)
+	c.waitFor("the listener with the granted certificate served over TLS", 30*time.Second, func() bool {
+		code, body := get("shared.example.com")
+		return code == 200 && body == "LS"
+	})
+	if got := servedSerial(tlsAddr, "shared.example.com"); got == nil || got.Cmp(sharedSerial) != 0 {
+		t.Errorf("served certificate %v for shared.example.com, want the granted Secret's %v", got, sharedSerial)
+	}
+
+	// overSNI asks for host on a TLS connection for the server name sni.
+	overSNI := func(sni, host string) (int, string) {
+		c := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{
+			DisableKeepAlives: true,
+			TLSClientConfig:   &tls.Config{ServerName: sni, InsecureSkipVerify: true},
+			DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+				return (&net.Dialer{}).DialContext(ctx, "tcp", tlsAddr)
+			},
+		}}
+		resp, err := c.Get("https://" + host + "/")
+		if err != nil {
+			return 0, err.Error()
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	// stopped checks, once the listener's ResolvedRefs says its
+	// certificate is withdrawn (since: when it was), that no handshake
+	// for host presents that certificate (serial) or any other valid for
+	// host, and that host is not routed any more: neither on a
+	// connection for the other listener of the port (otherSNI) nor on
+	// one for host itself (which gets another listener's certificate).
+	stopped := func(host string, serial *big.Int, otherSNI string, since time.Time) {
+		t.Helper()
+		t.Logf("%s: ResolvedRefs False %s after the change", host, time.Since(since).Round(time.Millisecond))
+		conn, err := tls.DialWithDialer(&net.Dialer{Timeout: 5 * time.Second}, "tcp", tlsAddr, &tls.Config{ServerName: host, InsecureSkipVerify: true})
+		if err == nil {
+			leaf := conn.ConnectionState().PeerCertificates[0]
+			conn.Close()
+			if leaf.SerialNumber.Cmp(serial) == 0 {
+				t.Errorf("the handshake for %s still presents the withdrawn certificate (serial %v)", host, serial)
+			} else if leaf.VerifyHostname(host) == nil {
+				t.Errorf("the handshake for %s presents certificate %v (%v), which is valid for it", host, leaf.SerialNumber, leaf.DNSNames)
+			} else {
+				t.Logf("%s: the handshake presents the port's default certificate (%v), not valid for it", host, leaf.DNSNames)
+			}
+		} else {
+			t.Logf("%s: the handshake fails: %v", host, err)
+		}
+		for _, sni := range []string{otherSNI, host} {
+			var code int
+			var body string
+			c.waitFor(host+" answered 421 or 404 on a connection for "+sni, 30*time.Second, func() bool {
+				code, body = overSNI(sni, host)
+				return code == 421 || code == 404
+			})
+			t.Logf("%s: %d %q on a connection for %s, %s after the change", host, code, strings.TrimSpace(body), sni, time.Since(since).Round(time.Millisecond))
+		}
+	}
+	served := func(host, want string) {
+		t.Helper()
+		c.waitFor(host+" served again", 30*time.Second, func() bool {
+			code, body := get(host)
+			return code == 200 && body == want
+		})
+	}
+
+	// Ready: the routing loaded (the delays below are not the first
+	// load's).
+	c.waitFor("ready", 90*time.Second, func() bool { code, _ := c.health("/readyz"); return code == 200 })
+	// The Secret deleted, then back.
+	since := time.Now()
 	must(t, cp.Client.CoreV1().Secrets(lsNS).Delete(ctx, "team-cert", metav1.DeleteOptions{}))
 	resolved("secure", metav1.ConditionFalse, gatewayv1.ListenerEntryReasonInvalidCertificateRef)
+	stopped("ls.example.com", serial, "shared.example.com", since)
+	if code, body := get("shared.example.com"); code != 200 || body != "LS" {
+		t.Errorf("the other listener of the port answered %d %q, want 200 LS", code, body)
+	}
 	secret.ResourceVersion = ""
 	_, err = cp.Client.CoreV1().Secrets(lsNS).Create(ctx, secret, metav1.CreateOptions{})
 	must(t, err)
 	resolved("secure", metav1.ConditionTrue, gatewayv1.ListenerEntryReasonResolvedRefs)
+	served("ls.example.com", "LS")
 	// The ReferenceGrant deleted, then back.
+	since = time.Now()
 	must(t, grants.Delete(ctx, grant.Name, metav1.DeleteOptions{}))
 	resolved("shared", metav1.ConditionFalse, gatewayv1.ListenerEntryReasonRefNotPermitted)
+	stopped("shared.example.com", sharedSerial, "ls.example.com", since)
 	resolved("secure", metav1.ConditionTrue, gatewayv1.ListenerEntryReasonResolvedRefs)
+	if code, body := get("ls.example.com"); code != 200 || body != "LS" {
+		t.Errorf("the other listener of the port answered %d %q, want 200 LS", code, body)
+	}
 	grant.ResourceVersion = ""
 	_, err = grants.Create(ctx, grant, metav1.CreateOptions{})
 	must(t, err)
 	resolved("shared", metav1.ConditionTrue, gatewayv1.ListenerEntryReasonResolvedRefs)
+	served("shared.example.com", "LS")
 	l, err := lsets.Get(ctx, "team", metav1.GetOptions{})
 	must(t, err)
 	for _, mf := range l.ManagedFields {

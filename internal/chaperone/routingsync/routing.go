@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -54,6 +55,9 @@ type Routing struct {
 	Collectors []prometheus.Collector
 
 	syncer atomic.Pointer[Syncer]
+	// withheld are the listeners whose routes are not served
+	// (WithholdListeners), sorted.
+	withheld atomic.Pointer[[]string]
 
 	mu         sync.Mutex
 	env        Env
@@ -118,6 +122,12 @@ func (a *Routing) Run(ctx context.Context, env Env) error {
 		Path:     env.GhostJSONPath,
 		Reloader: ghostadmin.NewReloader(ghostadmin.ReloaderConfig{Addr: env.GhostAdminAddr, Logger: env.Logger}),
 		Logger:   env.Logger,
+		Withheld: func() []string {
+			if w := a.withheld.Load(); w != nil {
+				return *w
+			}
+			return nil
+		},
 		OnResult: func(r Result) {
 			m.Observe(r)
 			switch r.Outcome {
@@ -187,6 +197,21 @@ func (a *Routing) Run(ctx context.Context, env Env) error {
 		err = fmt.Errorf("main VCL: %w", verr)
 	}
 	return err
+}
+
+// WithholdListeners sets the HTTPS listeners whose routes are not served
+// (State.Withheld): the chaperone calls it with those none of whose
+// certificates hitch serves, at every TLS apply (tlsterm's
+// Config.OnUnserved). A change syncs.
+func (a *Routing) WithholdListeners(names []string) {
+	names = slices.Sorted(slices.Values(names))
+	if old := a.withheld.Load(); old != nil && slices.Equal(*old, names) || old == nil && len(names) == 0 {
+		return
+	}
+	a.withheld.Store(&names)
+	if s := a.syncer.Load(); s != nil {
+		s.Changed()
+	}
 }
 
 // RouteStatus is what the state says about the Gateway's routes: the

@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -48,6 +49,14 @@ type State struct {
 	// the HTTPS listeners' certificates (tlssource.Dir); the routing
 	// does not use them. KubeSource leaves it empty.
 	Secrets []*corev1.Secret
+	// Withheld are HTTPS listeners (by name) whose routes are not served:
+	// hitch serves none of their certificates (tlsterm's
+	// ListenerStatus.Unserved: withdrawn, or none usable). Build keeps
+	// them on their socket without routes, so that their hostnames are
+	// answered 404, or 421 on a connection for another listener, instead
+	// of being routed through a certificate of another listener of the
+	// port. The Syncer sets it (Config.Withheld); sources leave it empty.
+	Withheld []string
 }
 
 // Source watches the routing state of one Gateway.
@@ -131,6 +140,9 @@ type Config struct {
 	// OnResult, if set, is called after every sync (from the Syncer's
 	// goroutine; it must not block for long).
 	OnResult func(Result)
+	// Withheld, if set, returns the listeners whose routes are not
+	// served (State.Withheld); call Changed when it changes.
+	Withheld func() []string
 	Logger   *slog.Logger
 }
 
@@ -317,6 +329,13 @@ func (s *Syncer) syncOnce(ctx context.Context, force bool) Result {
 		}
 		return res
 	}
+	if s.cfg.Withheld != nil {
+		if w := s.cfg.Withheld(); len(w) > 0 {
+			withheld := *st
+			withheld.Withheld = w
+			st = &withheld
+		}
+	}
 	res := Result{Gateway: st.Gateway, Fragments: len(st.Fragments), Rejected: st.Rejected,
 		FragmentsResourceVersion: st.FragmentsResourceVersion, State: st}
 	s.logRejections(st.Rejected)
@@ -422,7 +441,8 @@ func (s *Syncer) restore(loaded bool) error {
 
 // Build turns a state into a ghost.json document with the routing core
 // (WithListenerSetListeners, Merge, then Resolve); write it with
-// ghostjson.Encode or Marshal. The
+// ghostjson.Encode or Marshal. The routes of the State's Withheld
+// listeners are left out; the listeners stay. The
 // table is returned for its conflicts (nil if Merge failed).
 func Build(st *State) (*routing.Table, *ghostjson.Document, error) {
 	if st == nil || st.Gateway == nil {
@@ -434,7 +454,7 @@ func Build(st *State) (*routing.Table, *ghostjson.Document, error) {
 	if err != nil {
 		return nil, nil, fmt.Errorf("listeners of Gateway %s/%s: %w", st.Gateway.Namespace, st.Gateway.Name, err)
 	}
-	table, err := routing.Merge(gw, st.Fragments)
+	table, err := routing.Merge(gw, withoutListeners(st.Fragments, st.Withheld))
 	if err != nil {
 		return nil, nil, fmt.Errorf("merge routing fragments of Gateway %s/%s: %w", st.Gateway.Namespace, st.Gateway.Name, err)
 	}
@@ -447,6 +467,25 @@ func Build(st *State) (*routing.Table, *ghostjson.Document, error) {
 		return table, nil, fmt.Errorf("resolve backends of Gateway %s/%s: %w", st.Gateway.Namespace, st.Gateway.Name, err)
 	}
 	return table, doc, nil
+}
+
+// withoutListeners returns the fragments without their attachments to the
+// named listeners (copies of the fragments that had one).
+func withoutListeners(frags []*routing.Fragment, names []string) []*routing.Fragment {
+	if len(names) == 0 {
+		return frags
+	}
+	out := make([]*routing.Fragment, 0, len(frags))
+	for _, f := range frags {
+		if f == nil || !slices.ContainsFunc(f.Listeners, func(l routing.AttachedListener) bool { return slices.Contains(names, l.Name) }) {
+			out = append(out, f)
+			continue
+		}
+		g := *f
+		g.Listeners = slices.DeleteFunc(slices.Clone(f.Listeners), func(l routing.AttachedListener) bool { return slices.Contains(names, l.Name) })
+		out = append(out, &g)
+	}
+	return out
 }
 
 // EndpointCounts counts the endpoints of each backend the routes of doc send

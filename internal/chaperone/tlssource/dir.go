@@ -2,9 +2,12 @@ package tlssource
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"log/slog"
 
 	corev1 "k8s.io/api/core/v1"
+	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/chaperone/routingsync"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/chaperone/tlsterm"
@@ -33,10 +36,13 @@ func NewDir(dir string, log *slog.Logger) *Dir {
 func (d *Dir) Run(ctx context.Context, changed func()) error { return d.src.Run(ctx, changed) }
 
 // Snapshot implements Source. While the directory has an error (logged by
-// the routing half), the Gateway and Secrets it could read are used; with
-// no Gateway there is no snapshot.
+// the routing half), the Gateway and Secrets it could read are used, and
+// a Secret or ReferenceGrant missing from them is a transient problem (the
+// file that holds it may be the one that does not parse): the last good
+// certificate stays until the directory reads again. With no Gateway
+// there is no snapshot.
 func (d *Dir) Snapshot() (Snapshot, bool) {
-	st, _ := d.src.State()
+	st, dirErr := d.src.State()
 	if st == nil || st.Gateway == nil {
 		return Snapshot{}, false
 	}
@@ -53,9 +59,21 @@ func (d *Dir) Snapshot() (Snapshot, bool) {
 		}
 		return nil
 	}
-	var grants = st.Objects
-	if grants == nil {
-		return Snapshot{Generation: gw.Generation, Listeners: Resolve(gw, lookup, nil)}, true
+	var grants []*gatewayv1.ReferenceGrant
+	if st.Objects != nil {
+		grants = st.Objects.ReferenceGrants
 	}
-	return Snapshot{Generation: gw.Generation, Listeners: Resolve(gw, lookup, grants.ReferenceGrants)}, true
+	ls := Resolve(gw, lookup, grants)
+	if dirErr != nil {
+		for i := range ls {
+			for j := range ls[i].Certificates {
+				c := &ls[i].Certificates[j]
+				if c.Problem == tlsterm.ProblemRevoked && (errors.Is(c.Err, errNotFound) || c.Reason == gatewayv1.ListenerReasonRefNotPermitted) {
+					c.Problem = tlsterm.ProblemTransient
+					c.Err = fmt.Errorf("%w (the routing directory has an error, which may hide it: %v)", c.Err, dirErr)
+				}
+			}
+		}
+	}
+	return Snapshot{Generation: gw.Generation, Listeners: ls}, true
 }

@@ -60,10 +60,45 @@ type watch struct {
 	inf     cache.SharedIndexInformer
 	cancel  context.CancelFunc
 	started time.Time
+
+	mu sync.Mutex
+	// err is the informer's last list or watch error, errRV the resource
+	// version it had synced to then: a list or watch that succeeds later
+	// moves the version on or delivers an event, and clears it.
+	err   error
+	errRV string
 }
 
 // pending reports whether w has not synced yet but may still.
 func (w *watch) pending() bool { return !w.inf.HasSynced() && time.Since(w.started) < syncGrace }
+
+// failed records a list or watch error of the informer.
+func (w *watch) failed(err error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if benign(err) {
+		return
+	}
+	w.err, w.errRV = err, w.inf.LastSyncResourceVersion()
+}
+
+// succeeded forgets the error: the informer delivered an event.
+func (w *watch) succeeded() {
+	w.mu.Lock()
+	w.err = nil
+	w.mu.Unlock()
+}
+
+// listErr is the informer's list or watch error since its last success,
+// nil when none: while it lasts, its store is what it held before (stale).
+func (w *watch) listErr() error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.err != nil && w.inf.LastSyncResourceVersion() != w.errRV {
+		w.err = nil
+	}
+	return w.err
+}
 
 // Run implements Source.
 func (k *Kube) Run(ctx context.Context, changed func()) error {
@@ -147,14 +182,12 @@ func (k *Kube) reconcile() {
 		if k.secrets[r] != nil {
 			continue
 		}
-		k.secrets[r] = k.start(func(ctx context.Context) cache.SharedIndexInformer {
+		k.secrets[r] = k.start(func() (cache.SharedIndexInformer, func(<-chan struct{})) {
 			f := informers.NewSharedInformerFactoryWithOptions(k.Client, 0, informers.WithNamespace(r.Namespace),
 				informers.WithTweakListOptions(func(o *metav1.ListOptions) {
 					o.FieldSelector = fields.OneTermEqualSelector("metadata.name", r.Name).String()
 				}))
-			inf := f.Core().V1().Secrets().Informer()
-			f.Start(ctx.Done())
-			return inf
+			return f.Core().V1().Secrets().Informer(), f.Start
 		})
 		k.Logger.Info("watching the Secret of an HTTPS listener", "component", "tls", "secret", r.String())
 	}
@@ -169,11 +202,9 @@ func (k *Kube) reconcile() {
 		if k.grants[ns] != nil {
 			continue
 		}
-		k.grants[ns] = k.start(func(ctx context.Context) cache.SharedIndexInformer {
+		k.grants[ns] = k.start(func() (cache.SharedIndexInformer, func(<-chan struct{})) {
 			f := gwinformers.NewSharedInformerFactoryWithOptions(k.Gateway, 0, gwinformers.WithNamespace(ns))
-			inf := f.Gateway().V1().ReferenceGrants().Informer()
-			f.Start(ctx.Done())
-			return inf
+			return f.Gateway().V1().ReferenceGrants().Informer(), f.Start
 		})
 	}
 	for ns, w := range k.grants {
@@ -184,13 +215,22 @@ func (k *Kube) reconcile() {
 	}
 }
 
-// start runs an informer made by mk until it is cancelled or Run ends;
-// its events call changed. Called with k.mu held.
-func (k *Kube) start(mk func(context.Context) cache.SharedIndexInformer) *watch {
+// start runs the informer mk makes (with the function that starts its
+// factory) until it is cancelled or Run ends; its events and its list and
+// watch errors call changed. Called with k.mu held.
+func (k *Kube) start(mk func() (cache.SharedIndexInformer, func(stop <-chan struct{}))) *watch {
 	ctx, cancel := context.WithCancel(k.ctx)
-	inf := mk(ctx)
+	inf, run := mk()
+	w := &watch{inf: inf, cancel: cancel, started: time.Now()}
 	changed := k.changed
-	_, _ = inf.AddEventHandler(handler(changed))
+	_, _ = inf.AddEventHandler(handler(func() { w.succeeded(); changed() }))
+	// Before the informer starts, as client-go requires.
+	_ = inf.SetWatchErrorHandlerWithContext(func(ctx context.Context, r *cache.Reflector, err error) {
+		cache.DefaultWatchErrorHandler(ctx, r, err)
+		w.failed(err)
+		changed()
+	})
+	run(ctx.Done())
 	// The first sync (possibly of an empty list: a Secret that does not
 	// exist yet) changes the snapshot too, and so does the end of the
 	// grace without one.
@@ -208,7 +248,7 @@ func (k *Kube) start(mk func(context.Context) cache.SharedIndexInformer) *watch 
 			}
 		}
 	}()
-	return &watch{inf: inf, cancel: cancel, started: time.Now()}
+	return w
 }
 
 // Snapshot implements Source: ok once the Gateway and every informer have
@@ -256,13 +296,7 @@ func (k *Kube) Snapshot() (Snapshot, bool) {
 	ls := Resolve(gw, lookup, grants)
 	for i := range ls {
 		for j := range ls[i].Certificates {
-			c := &ls[i].Certificates[j]
-			if w := k.secrets[c.Ref]; w != nil && !w.inf.HasSynced() && c.Reason == gatewayv1.ListenerReasonInvalidCertificateRef {
-				c.Err = fmt.Errorf("cannot list the Secret %s within %s: the chaperone needs get, list and watch on secrets with resourceNames [%s] in namespace %s", c.Ref, syncGrace, c.Ref.Name, c.Ref.Namespace)
-			}
-			if w := k.grants[c.Ref.Namespace]; w != nil && !w.inf.HasSynced() && c.Reason == gatewayv1.ListenerReasonRefNotPermitted {
-				c.Err = fmt.Errorf("cannot list the ReferenceGrants of namespace %s within %s: the chaperone needs get, list and watch on referencegrants there", c.Ref.Namespace, syncGrace)
-			}
+			k.readErrors(&ls[i].Certificates[j])
 		}
 	}
 	gens, err := routing.ListenerSetGenerations(gw)
@@ -274,4 +308,53 @@ func (k *Kube) Snapshot() (Snapshot, bool) {
 		k.gensErr = err.Error()
 	}
 	return Snapshot{Generation: gw.Generation, Listeners: ls, ListenerSetGenerations: gens}, true
+}
+
+// readErrors replaces c's resolution with what the informers could not
+// read: a Secret or the ReferenceGrants of its namespace whose informer
+// has not synced within syncGrace, or whose list or watch fails now (its
+// store then holds what it had before). A refusal (403, 401, see
+// ProblemOf) withdraws the certificate, whether the informer had synced
+// or not; another error keeps the last good one (the informer retries),
+// and the store of a synced informer is used as it is. Called with k.mu
+// held.
+func (k *Kube) readErrors(c *tlsterm.Certificate) {
+	rights := func(err error) string {
+		if err == nil {
+			return "no answer from the API server"
+		}
+		return err.Error()
+	}
+	if w := k.grants[c.Ref.Namespace]; w != nil {
+		err := w.listErr()
+		switch {
+		case !w.inf.HasSynced() && c.Reason == gatewayv1.ListenerReasonRefNotPermitted:
+			c.Err = fmt.Errorf("cannot list the ReferenceGrants of namespace %s within %s (%s): the chaperone needs get, list and watch on referencegrants there", c.Ref.Namespace, syncGrace, rights(err))
+			c.Problem = tlsterm.ProblemTransient
+			if err != nil {
+				c.Problem = ProblemOf(err)
+			}
+			return
+		case err != nil && ProblemOf(err) == tlsterm.ProblemRevoked && c.Reason != gatewayv1.ListenerReasonRefNotPermitted:
+			*c = tlsterm.Certificate{Ref: c.Ref, Reason: gatewayv1.ListenerReasonRefNotPermitted, Problem: tlsterm.ProblemRevoked,
+				Err: fmt.Errorf("the API server refuses to list the ReferenceGrants of namespace %s (%v): the chaperone needs get, list and watch on referencegrants there", c.Ref.Namespace, err)}
+			return
+		}
+	}
+	w := k.secrets[c.Ref]
+	if w == nil || c.Reason == gatewayv1.ListenerReasonRefNotPermitted {
+		return
+	}
+	err := w.listErr()
+	switch {
+	case !w.inf.HasSynced() && errors.Is(c.Err, errNotFound):
+		c.Err = fmt.Errorf("cannot list the Secret %s within %s (%s): the chaperone needs get, list and watch on secrets with resourceNames [%s] in namespace %s", c.Ref, syncGrace, rights(err), c.Ref.Name, c.Ref.Namespace)
+		c.Problem = tlsterm.ProblemTransient
+		if err != nil {
+			c.Problem = ProblemOf(err)
+		}
+	case err != nil && ProblemOf(err) == tlsterm.ProblemRevoked:
+		*c = tlsterm.Certificate{Ref: c.Ref, Reason: gatewayv1.ListenerReasonInvalidCertificateRef, Problem: tlsterm.ProblemRevoked,
+			Err: fmt.Errorf("the API server refuses to let the chaperone read the Secret (%v): it needs get, list and watch on secrets with resourceNames [%s] in namespace %s", err, c.Ref.Name, c.Ref.Namespace)}
+	}
 }

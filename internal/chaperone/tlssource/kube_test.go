@@ -18,6 +18,7 @@ import (
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 	gatewayclient "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned"
 
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/chaperone/tlsterm"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/testing/testenv"
 )
 
@@ -129,6 +130,9 @@ func TestKubeLeastPrivilege(t *testing.T) {
 	for _, c := range s.Listeners[0].Certificates {
 		if c.Ref.Name == "forbidden" && (c.Err == nil || !strings.Contains(c.Err.Error(), "needs get, list and watch on secrets with resourceNames [forbidden]")) {
 			t.Errorf("the forbidden Secret: %v, want the rights needed", c.Err)
+		}
+		if c.Ref.Name == "forbidden" && (c.Problem != tlsterm.ProblemRevoked || !strings.Contains(c.Err.Error(), "forbidden")) {
+			t.Errorf("the forbidden Secret: problem %v (%v), want revoked, with the API server's answer", c.Problem, c.Err)
 		}
 	}
 

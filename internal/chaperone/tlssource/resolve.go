@@ -9,10 +9,13 @@ package tlssource
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"slices"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/chaperone/tlsterm"
@@ -105,6 +108,30 @@ func secretRef(gw *gatewayv1.Gateway, r gatewayv1.SecretObjectReference) tlsterm
 // Lookup finds a Secret; nil when it does not exist.
 type Lookup func(ref tlsterm.SecretRef) *corev1.Secret
 
+// errNotFound is the error of a reference whose Secret the source does not
+// have.
+var errNotFound = errors.New("not found")
+
+// ProblemOf classifies an error of the Kubernetes API (a list or watch of a
+// Secret or of ReferenceGrants) for tlsterm: NotFound, Forbidden and
+// Unauthorized say the chaperone may not have the object (any more), so
+// the certificate is withdrawn (ProblemRevoked); anything else, an API
+// server that cannot be reached, a 5xx or 429 answer, a timeout, is
+// transient (ProblemTransient): the last good certificate stays.
+func ProblemOf(err error) tlsterm.Problem {
+	switch {
+	case apierrors.IsNotFound(err), apierrors.IsForbidden(err), apierrors.IsUnauthorized(err):
+		return tlsterm.ProblemRevoked
+	}
+	return tlsterm.ProblemTransient
+}
+
+// benign reports whether a list or watch error is the normal end of a
+// watch (closed by the API server, or expired and listed again).
+func benign(err error) bool {
+	return errors.Is(err, io.EOF) || apierrors.IsResourceExpired(err) || apierrors.IsGone(err)
+}
+
 // Resolve returns the Gateway's HTTPS listeners with the certificates
 // their refs resolve to. A ref that does not resolve carries the reason:
 // RefNotPermitted for another namespace without a ReferenceGrant there
@@ -113,7 +140,10 @@ type Lookup func(ref tlsterm.SecretRef) *corev1.Secret
 // ListenerSet's namespace, routing.ListenerCertificateRefPermitted), InvalidCertificateRef for a
 // kind other than core Secret, a missing Secret or one whose type is not
 // kubernetes.io/tls. grants are the ReferenceGrants of the Secrets'
-// namespaces.
+// namespaces. A ref to no Secret, without a ReferenceGrant or to a
+// missing Secret is tlsterm.ProblemRevoked (the listener may not use the
+// Secret: its certificate is withdrawn), one to a Secret of another type
+// tlsterm.ProblemContent (the last good certificate stays).
 func Resolve(gw *gatewayv1.Gateway, lookup Lookup, grants []*gatewayv1.ReferenceGrant) []tlsterm.Listener {
 	var out []tlsterm.Listener
 	for _, l := range gw.Spec.Listeners {
@@ -143,6 +173,7 @@ func resolveRef(gw *gatewayv1.Gateway, listener string, r gatewayv1.SecretObject
 			kind = string(*r.Kind)
 		}
 		c.Err = fmt.Errorf("certificateRef group %q kind %q: only core Secrets (group \"\", kind Secret) of type kubernetes.io/tls are supported", group, kind)
+		c.Problem = tlsterm.ProblemRevoked
 		return c
 	}
 	if !routing.ListenerCertificateRefPermitted(grants, gw, listener, ref.Namespace, ref.Name) {
@@ -153,14 +184,17 @@ func resolveRef(gw *gatewayv1.Gateway, listener string, r gatewayv1.SecretObject
 		c.Reason = gatewayv1.ListenerReasonRefNotPermitted
 		c.Err = fmt.Errorf("no ReferenceGrant in namespace %s lets %ss of namespace %s reference the Secret %s: create one (from group %s kind %s namespace %s, to group \"\" kind Secret)",
 			ref.Namespace, kind, fromNS, ref.Name, gatewayv1.GroupName, kind, fromNS)
+		c.Problem = tlsterm.ProblemRevoked
 		return c
 	}
 	s := lookup(ref)
 	switch {
 	case s == nil:
-		c.Err = fmt.Errorf("not found: create a Secret of type kubernetes.io/tls named %s in namespace %s", ref.Name, ref.Namespace)
+		c.Err = fmt.Errorf("%w: create a Secret of type kubernetes.io/tls named %s in namespace %s", errNotFound, ref.Name, ref.Namespace)
+		c.Problem = tlsterm.ProblemRevoked
 	case s.Type != corev1.SecretTypeTLS:
 		c.Err = fmt.Errorf("type %q: want kubernetes.io/tls (keys tls.crt and tls.key)", s.Type)
+		c.Problem = tlsterm.ProblemContent
 	default:
 		c.Cert, c.Key = s.Data[corev1.TLSCertKey], s.Data[corev1.TLSPrivateKeyKey]
 		c.Reason = ""

@@ -139,7 +139,9 @@ type hitch struct {
 	// bound its listen socket); it holds one generation's.
 	online chan struct{}
 
-	mu      sync.Mutex
+	mu sync.Mutex
+	// waiters are closed when the next reload has taken effect.
+	waiters []chan struct{}
 	cmd     *exec.Cmd
 	running bool
 	stopped bool
@@ -269,11 +271,30 @@ func (h *hitch) pid() int {
 }
 
 // reload asks for a reload; it never blocks, and requests made while one
-// waits are served by it.
-func (h *hitch) reload() {
+// waits are served by it. The channel is closed once a SIGHUP sent after
+// the call has taken effect (hitch's new workers are online, or the wait
+// for them gave up), at once when hitch does not run (a restart reads the
+// configuration), or when hitch is stopped.
+func (h *hitch) reload() <-chan struct{} {
+	done := make(chan struct{})
+	h.mu.Lock()
+	h.waiters = append(h.waiters, done)
+	h.mu.Unlock()
 	select {
 	case h.reloadReq <- struct{}{}:
 	default:
+	}
+	return done
+}
+
+// release closes the channels of the reloads requested so far.
+func (h *hitch) release() {
+	h.mu.Lock()
+	ws := h.waiters
+	h.waiters = nil
+	h.mu.Unlock()
+	for _, w := range ws {
+		close(w)
 	}
 }
 
@@ -289,6 +310,7 @@ func (h *hitch) reload() {
 // reloads all the same (a certificate must not wait for ever behind a
 // connection that never ends).
 func (h *hitch) reloadLoop(ctx context.Context) {
+	defer h.release()
 	for {
 		select {
 		case <-ctx.Done():
@@ -300,6 +322,7 @@ func (h *hitch) reloadLoop(ctx context.Context) {
 		for {
 			pid := h.pid()
 			if pid == 0 {
+				h.release()
 				break // not running: a restart reads the configuration
 			}
 			if len(childPids(pid)) <= h.workers {
@@ -336,6 +359,9 @@ func (h *hitch) reloadLoop(ctx context.Context) {
 		}
 		h.mu.Lock()
 		pid := 0
+		// The reloads requested so far: their configuration is on disk.
+		waiters := h.waiters
+		h.waiters = nil
 		if h.running {
 			pid = h.cmd.Process.Pid
 			if err := h.cmd.Process.Signal(syscall.SIGHUP); err != nil {
@@ -362,6 +388,9 @@ func (h *hitch) reloadLoop(ctx context.Context) {
 		}
 		for _, l := range held {
 			l.Close()
+		}
+		for _, w := range waiters {
+			close(w)
 		}
 	}
 }

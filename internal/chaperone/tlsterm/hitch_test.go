@@ -358,7 +358,9 @@ func countPrefix(ents []os.DirEntry, prefix string) int {
 
 // TestInvalidCertificateKeepsServing: an expired certificate, a key of
 // another certificate and a Secret that is not PEM each leave the old
-// certificate serving, and are reported and counted.
+// certificate serving, and are reported and counted; so does a Secret that
+// cannot be read for now, while a deleted one withdraws the certificate
+// before its condition is reported.
 func TestInvalidCertificateKeepsServing(t *testing.T) {
 	e := newEnv(t, true)
 	good := validCert(t, "a.example.com")
@@ -405,14 +407,31 @@ func TestInvalidCertificateKeepsServing(t *testing.T) {
 	if e.mgr.HitchPid(e.port) != pid {
 		t.Error("hitch was restarted")
 	}
-	// A missing Secret reported by the source, then a valid one.
-	e.mgr.Update(e.listener(Certificate{Ref: SecretRef{"edge", "a"}, Err: fmt.Errorf("Secret edge/a not found")}))
+	// A Secret the source cannot read for now (its API server down):
+	// the last good certificate stays.
+	e.mgr.Update(e.listener(Certificate{Ref: SecretRef{"edge", "a"}, Err: fmt.Errorf("cannot list the Secret edge/a"), Problem: ProblemTransient}))
+	waitFor(t, "the unreadable Secret's condition", func() bool {
+		st := e.status()
+		return len(st) == 1 && strings.Contains(st[0].Message, "cannot list")
+	})
+	if got := e.served("a.example.com"); got == nil || got.SerialNumber.Cmp(good.Serial) != 0 {
+		t.Error("the Secret not readable: its last good certificate is not served")
+	}
+	// A deleted Secret withdraws it: once the condition says so, no
+	// handshake completes (the port has no certificate left: its hitch
+	// is stopped).
+	start := time.Now()
+	e.mgr.Update(e.listener(Certificate{Ref: SecretRef{"edge", "a"}, Err: fmt.Errorf("Secret edge/a not found"), Problem: ProblemRevoked}))
 	waitFor(t, "the missing Secret's condition", func() bool {
 		st := e.status()
 		return len(st) == 1 && strings.Contains(st[0].Message, "not found")
 	})
-	if got := e.served("a.example.com"); got == nil || got.SerialNumber.Cmp(good.Serial) != 0 {
-		t.Error("the Secret gone: its last good certificate is not served")
+	t.Logf("the deleted Secret reported after %s", time.Since(start).Round(time.Millisecond))
+	if st := e.status()[0]; !st.Unserved || !strings.Contains(st.Message, "does not serve") {
+		t.Errorf("the Secret gone: status %+v, want Unserved, saying the certificate is not served", st)
+	}
+	if got := e.served("a.example.com"); got != nil {
+		t.Errorf("the Secret gone: a handshake presents certificate %v", got.SerialNumber)
 	}
 	next := validCert(t, "a.example.com")
 	e.mgr.Update(e.listener(secret("a", next)))

@@ -14,7 +14,12 @@
 // configuration hitch would not load (hitch --test fails) is not
 // installed. A certificate that fails Check never replaces the one being
 // served: it is logged (once per change), counted and reported on the
-// listener's status (ListenerStatus, the ResolvedRefs condition).
+// listener's status (ListenerStatus, the ResolvedRefs condition). A
+// reference the listener may no longer use (Problem ProblemRevoked: the
+// Secret deleted, no ReferenceGrant, reading it forbidden) withdraws the
+// Secret's certificate instead: it leaves hitch's configuration, and the
+// listener's status is reported only once hitch has loaded the
+// configuration without it.
 package tlsterm
 
 import (
@@ -48,10 +53,52 @@ type Certificate struct {
 	// Cert and Key are the Secret's tls.crt and tls.key.
 	Cert, Key []byte
 	// Err is set when the reference did not resolve to a kubernetes.io/tls
-	// Secret (missing, another type or kind, not permitted); Reason is
-	// then the ResolvedRefs reason (InvalidCertificateRef when empty).
-	Err    error
-	Reason gatewayv1.ListenerConditionReason
+	// Secret (missing, another type or kind, not permitted, not readable);
+	// Reason is then the ResolvedRefs reason (InvalidCertificateRef when
+	// empty) and Problem whether the Secret's last good certificate stays
+	// served.
+	Err     error
+	Reason  gatewayv1.ListenerConditionReason
+	Problem Problem
+}
+
+// Problem is the kind of a certificateRef's failure; it decides whether
+// the last certificate of the Secret that passed Check stays served.
+type Problem int
+
+const (
+	// ProblemRevoked: the listener may not use the Secret (any more): it
+	// does not exist, no ReferenceGrant permits the reference, the API
+	// server refuses to let the chaperone read it (403, 401), or the
+	// reference names no Secret. The Secret's certificate is withdrawn.
+	// It is the zero value: a failure a source does not classify
+	// withdraws.
+	ProblemRevoked Problem = iota
+	// ProblemContent: the Secret is there and may be used, but its data is
+	// no usable certificate (not PEM, key mismatch, expired, not yet
+	// valid, not of type kubernetes.io/tls). The last good certificate
+	// stays served.
+	ProblemContent
+	// ProblemTransient: the Secret could not be read for a reason that
+	// may pass (API server unreachable, a 5xx answer, a timeout, a watch
+	// not synced yet). The last good certificate stays served.
+	ProblemTransient
+)
+
+// KeepsLastGood reports whether a reference failing with p leaves the last
+// good certificate of its Secret served.
+func (p Problem) KeepsLastGood() bool { return p == ProblemContent || p == ProblemTransient }
+
+func (p Problem) String() string {
+	switch p {
+	case ProblemRevoked:
+		return "revoked"
+	case ProblemContent:
+		return "content"
+	case ProblemTransient:
+		return "transient"
+	}
+	return "Problem(" + strconv.Itoa(int(p)) + ")"
 }
 
 // Listener is one HTTPS listener of the Gateway.
@@ -67,6 +114,12 @@ type ListenerStatus struct {
 	Status  metav1.ConditionStatus
 	Reason  gatewayv1.ListenerConditionReason
 	Message string
+	// Unserved: hitch serves none of the listener's certificates (none
+	// resolved, each was withdrawn, or its port is not among
+	// Config.Ports). Its routes must then not be served either: a client
+	// that got another listener's certificate on the port, or reuses a
+	// connection, must not reach them (Config.OnUnserved).
+	Unserved bool
 }
 
 // Config configures a Manager.
@@ -97,6 +150,11 @@ type Config struct {
 	// generation they describe may have changed (observedGeneration); the
 	// status writer skips what it already wrote.
 	OnStatus func([]ListenerStatus)
+	// OnUnserved, if set, is called at every apply, before hitch's
+	// configurations are installed, with the names of the listeners none
+	// of whose certificates is served (ListenerStatus.Unserved), so that
+	// their routes stop while hitch reloads, not after.
+	OnUnserved func(listeners []string)
 	// Now is the clock (time.Now when nil).
 	Now func() time.Time
 	// Workers is the number of hitch workers per port; 0: one per CPU the
@@ -123,6 +181,8 @@ type Manager struct {
 	want    []Listener
 	hitches map[int]*hitch
 	served  map[int]int // port → number of certificates its hitch serves
+	// files are the PEM files of each port's installed configuration.
+	files map[int][]string
 	// needed are the ports with at least one valid certificate at the last
 	// apply: their hitch must run for the pod to be ready. nil until the
 	// first listeners were applied.
@@ -164,7 +224,7 @@ func New(cfg Config) (*Manager, error) {
 	m := &Manager{
 		cfg: cfg, log: cfg.Logger.With("component", "tls"),
 		m:       newMetrics(),
-		hitches: map[int]*hitch{}, served: map[int]int{},
+		hitches: map[int]*hitch{}, served: map[int]int{}, files: map[int][]string{},
 		kick: make(chan struct{}, 1), good: map[SecretRef]*Checked{}, warned: map[SecretRef]string{},
 		unserved: map[int]bool{}, confs: map[int]string{},
 	}
@@ -208,7 +268,7 @@ func (m *Manager) run(ctx context.Context) {
 	defer close(m.runDone)
 	t := time.NewTicker(m.cfg.Recheck)
 	defer t.Stop()
-	m.apply()
+	m.apply(ctx)
 	for {
 		select {
 		case <-ctx.Done():
@@ -216,7 +276,7 @@ func (m *Manager) run(ctx context.Context) {
 		case <-m.kick:
 		case <-t.C:
 		}
-		m.apply()
+		m.apply(ctx)
 	}
 }
 
@@ -305,24 +365,31 @@ func BackendSocket(dir string, port int) string {
 	return filepath.Join(dir, "port-"+strconv.Itoa(port)+".sock")
 }
 
-func (m *Manager) apply() {
-	m.mu.Lock()
-	want := m.want
-	stopped := m.stopped
-	m.mu.Unlock()
-	if stopped {
-		return
-	}
-	now := m.cfg.Now()
+// planned is what an apply serves.
+type planned struct {
+	statuses []ListenerStatus
+	// certs are the certificates of each port in Config.Ports, without
+	// duplicates, the default (its first listener's first) first.
+	certs map[int][]*Checked
+	// withdrawn are the certificates a withdrawn reference took away from
+	// a listener.
+	withdrawn []*Checked
+}
+
+// plan checks every listener's certificates at now and decides which
+// serve: a certificate that passes Check replaces its Secret's last good
+// one; a reference that fails keeps the last good one only when its
+// Problem KeepsLastGood (content and transient problems); a withdrawn
+// reference serves nothing for its listener, and the Secret's last good
+// certificate is forgotten unless another listener may still use it.
+func (m *Manager) plan(want []Listener, now time.Time) planned {
 	allowed := map[int]bool{}
 	for _, p := range m.cfg.Ports {
 		allowed[p] = true
 	}
-
-	// Check every certificate; keep the last good one of each Secret.
-	var statuses []ListenerStatus
-	pems := map[int][]string{}
+	out := planned{certs: map[int][]*Checked{}}
 	servedBy := map[int]map[string]bool{}
+	usable, withdrawn := map[SecretRef]bool{}, map[SecretRef]bool{}
 	m.m.expiry.Reset()
 	for _, l := range want {
 		st := ListenerStatus{Name: l.Name, Status: metav1.ConditionTrue, Reason: gatewayv1.ListenerReasonResolvedRefs, Message: "every certificateRef resolves to a valid certificate"}
@@ -331,8 +398,9 @@ func (m *Manager) apply() {
 			st.Status, st.Reason = metav1.ConditionFalse, gatewayv1.ListenerReasonInvalidCertificateRef
 			problems = append(problems, "the listener has no certificateRefs: an HTTPS listener needs tls.certificateRefs naming a kubernetes.io/tls Secret")
 		}
+		served := false
 		for _, c := range l.Certificates {
-			problem, reason := m.check(c, now)
+			problem, reason, keep := m.check(c, now)
 			if problem != "" {
 				if st.Status == metav1.ConditionTrue || reason == gatewayv1.ListenerReasonRefNotPermitted {
 					st.Reason = reason
@@ -340,6 +408,14 @@ func (m *Manager) apply() {
 				st.Status = metav1.ConditionFalse
 				problems = append(problems, fmt.Sprintf("Secret %s: %s", c.Ref, problem))
 			}
+			if !keep {
+				withdrawn[c.Ref] = true
+				if good := m.good[c.Ref]; good != nil {
+					out.withdrawn = append(out.withdrawn, good)
+				}
+				continue
+			}
+			usable[c.Ref] = true
 			good := m.good[c.Ref]
 			if good == nil {
 				continue
@@ -348,18 +424,16 @@ func (m *Manager) apply() {
 			if !allowed[l.Port] {
 				continue
 			}
-			f := m.certFile(good)
+			served = true
 			if servedBy[l.Port] == nil {
 				servedBy[l.Port] = map[string]bool{}
 			}
-			if !servedBy[l.Port][f] {
-				servedBy[l.Port][f] = true
-				pems[l.Port] = append(pems[l.Port], f)
-				if err := m.writeCert(good, f); err != nil {
-					m.log.Error("write certificate for hitch", "secret", c.Ref.String(), "path", f, "error", err)
-				}
+			if h := good.Hash(); !servedBy[l.Port][h] {
+				servedBy[l.Port][h] = true
+				out.certs[l.Port] = append(out.certs[l.Port], good)
 			}
 		}
+		st.Unserved = !served
 		if len(problems) > 0 {
 			st.Message = strings.Join(problems, "; ")
 		}
@@ -367,26 +441,78 @@ func (m *Manager) apply() {
 			m.unserved[l.Port] = true
 			m.log.Warn("HTTPS listener port is not among the chaperone's --tls-listen ports: not served until the gateway's pods are rolled with it", "listener", l.Name, "port", l.Port, "tls_listen", m.cfg.Ports)
 		}
-		statuses = append(statuses, st)
+		out.statuses = append(out.statuses, st)
+	}
+	for ref := range withdrawn {
+		if !usable[ref] && m.good[ref] != nil {
+			delete(m.good, ref)
+			m.log.Warn("certificate withdrawn: the listeners may no longer use the Secret", "secret", ref.String())
+		}
+	}
+	return out
+}
+
+func (m *Manager) apply(ctx context.Context) {
+	m.mu.Lock()
+	want := m.want
+	stopped := m.stopped
+	m.mu.Unlock()
+	if stopped {
+		return
+	}
+	p := m.plan(want, m.cfg.Now())
+	if m.cfg.OnUnserved != nil {
+		var unserved []string
+		for _, st := range p.statuses {
+			if st.Unserved {
+				unserved = append(unserved, st.Name)
+			}
+		}
+		m.cfg.OnUnserved(unserved)
+	}
+	pems := map[int][]string{}
+	for port, certs := range p.certs {
+		for _, c := range certs {
+			f := m.certFile(c)
+			pems[port] = append(pems[port], f)
+			if err := m.writeCert(c, f); err != nil {
+				m.log.Error("write certificate for hitch", "path", f, "error", err)
+			}
+		}
 	}
 
 	// One hitch per port with certificates.
 	needed := map[int]bool{}
 	for port := range pems {
-		needed[port] = allowed[port]
+		needed[port] = true
 	}
 	m.mu.Lock()
 	m.needed = needed
 	m.mu.Unlock()
+	// The reloads that take a withdrawn certificate out of a running
+	// hitch: the statuses wait for them, so that a listener reported
+	// without its certificate no longer completes a handshake with it.
+	start := time.Now()
+	withdrawals := map[int]<-chan struct{}{}
 	for port, files := range pems {
 		conf := HitchConfig{ListenHost: m.cfg.ListenHost, Port: port, Backend: BackendSocket(m.cfg.Dir, port), PEMFiles: files, HTTP2: m.cfg.HTTP2, ProxyProxy: m.cfg.ProxyProtocol, Workers: m.cfg.Workers, AsRoot: os.Geteuid() == 0}.Render()
-		if err := m.install(port, conf); err != nil {
+		m.mu.Lock()
+		dropped := slices.ContainsFunc(m.files[port], func(f string) bool {
+			return !slices.Contains(files, f) && slices.ContainsFunc(p.withdrawn, func(c *Checked) bool { return m.certFile(c) == f })
+		})
+		m.mu.Unlock()
+		reloaded, err := m.install(port, conf)
+		if err != nil {
 			m.m.reloads.WithLabelValues("error").Inc()
 			m.log.Error("hitch configuration not installed; the running one stays", "port", port, "error", err)
 			continue
 		}
+		if dropped && reloaded != nil {
+			withdrawals[port] = reloaded
+		}
 		m.mu.Lock()
 		m.served[port] = len(files)
+		m.files[port] = files
 		m.mu.Unlock()
 	}
 	for port, h := range m.hitchesCopy() {
@@ -398,17 +524,27 @@ func (m *Manager) apply() {
 		m.mu.Lock()
 		delete(m.hitches, port)
 		delete(m.served, port)
+		delete(m.files, port)
 		delete(m.confs, port)
 		m.mu.Unlock()
 		_ = os.Remove(ConfFile(m.cfg.Dir, port))
 	}
+	for port, reloaded := range withdrawals {
+		select {
+		case <-reloaded:
+			m.log.Info("hitch reloaded without a withdrawn certificate", "port", port, "after", time.Since(start).Round(time.Millisecond).String())
+		case <-ctx.Done():
+		case <-time.After(m.cfg.ReloadWait + 15*time.Second):
+			m.log.Warn("hitch has not reloaded without a withdrawn certificate yet; reporting the listeners' status all the same", "port", port, "waited", time.Since(start).Round(time.Millisecond).String())
+		}
+	}
 	m.removeStaleCerts()
 
 	m.mu.Lock()
-	m.status = statuses
+	m.status = p.statuses
 	m.mu.Unlock()
 	if m.cfg.OnStatus != nil {
-		m.cfg.OnStatus(slices.Clone(statuses))
+		m.cfg.OnStatus(slices.Clone(p.statuses))
 	}
 }
 
@@ -423,17 +559,19 @@ func (m *Manager) hitchesCopy() map[int]*hitch {
 }
 
 // check checks c and records a good certificate; it returns the problem
-// ("" for none) and its reason. A problem is logged and counted once per
+// ("" for none), its reason and whether the Secret's last good certificate
+// may serve the listener (keep). A problem is logged and counted once per
 // change.
-func (m *Manager) check(c Certificate, now time.Time) (string, gatewayv1.ListenerConditionReason) {
-	var problem string
-	reason := gatewayv1.ListenerReasonInvalidCertificateRef
+func (m *Manager) check(c Certificate, now time.Time) (problem string, reason gatewayv1.ListenerConditionReason, keep bool) {
+	reason = gatewayv1.ListenerReasonInvalidCertificateRef
 	var counted bool
+	keep = true
 	if c.Err != nil {
 		problem = c.Err.Error()
 		if c.Reason != "" {
 			reason = c.Reason
 		}
+		keep = c.Problem.KeepsLastGood()
 	} else {
 		checked, err := Check(c.Cert, c.Key, now)
 		if err == nil {
@@ -442,11 +580,14 @@ func (m *Manager) check(c Certificate, now time.Time) (string, gatewayv1.Listene
 			}
 			m.good[c.Ref] = checked
 			delete(m.warned, c.Ref)
-			return "", ""
+			return "", "", true
 		}
 		problem, counted = err.Error(), true
 	}
-	if m.good[c.Ref] != nil {
+	switch {
+	case !keep:
+		problem += " (the listener does not serve the Secret's certificate)"
+	case m.good[c.Ref] != nil:
 		problem += " (the previous certificate of the Secret is served meanwhile)"
 	}
 	if m.warned[c.Ref] != problem {
@@ -456,7 +597,7 @@ func (m *Manager) check(c Certificate, now time.Time) (string, gatewayv1.Listene
 			m.m.rejected.Inc()
 		}
 	}
-	return problem, reason
+	return problem, reason, keep
 }
 
 func (m *Manager) writeCert(c *Checked, path string) error {
@@ -467,28 +608,30 @@ func (m *Manager) writeCert(c *Checked, path string) error {
 }
 
 // install writes port's configuration when it changed, after hitch --test
-// accepted it, and starts or reloads the port's hitch.
-func (m *Manager) install(port int, conf string) error {
+// accepted it, and starts or reloads the port's hitch. reloaded is closed
+// once a reload has taken effect; it is nil when the configuration did not
+// change or hitch was started.
+func (m *Manager) install(port int, conf string) (reloaded <-chan struct{}, err error) {
 	m.mu.Lock()
 	same := m.confs[port] == conf
 	h := m.hitches[port]
 	m.mu.Unlock()
 	if same && h != nil {
-		return nil
+		return nil, nil
 	}
 	path := ConfFile(m.cfg.Dir, port)
 	tmp := path + ".new"
 	if err := writeAtomic(tmp, []byte(conf)); err != nil {
-		return err
+		return nil, err
 	}
 	defer os.Remove(tmp)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if err := TestConfig(ctx, m.cfg.HitchBin, tmp); err != nil {
-		return err
+		return nil, err
 	}
 	if err := os.Rename(tmp, path); err != nil {
-		return err
+		return nil, err
 	}
 	m.mu.Lock()
 	m.confs[port] = conf
@@ -505,11 +648,10 @@ func (m *Manager) install(port int, conf string) error {
 		m.mu.Lock()
 		m.hitches[port] = h
 		m.mu.Unlock()
-		return nil
+		return nil, nil
 	}
 	m.log.Info("reloading hitch (SIGHUP)", "port", port)
-	h.reload()
-	return nil
+	return h.reload(), nil
 }
 
 // removeStaleCerts removes the PEM files no configuration names any more.
