@@ -27,6 +27,13 @@ sub vcl_init {
 }
 
 sub vcl_recv {
+	# an absolute-form target (RFC 9112 3.2.2) names the host, and a
+	# backend takes it over Host: route by it, forward origin form
+	# (varnishd does so only for http:// with a path; 7.1 not https://)
+	if (req.url ~ "^(?i)https?://") {
+		set req.http.Host = regsub(req.url, "^(?i)https?://([^/?#]*).*$", "\1");
+		set req.url = regsub(req.url, "^(?i)https?://[^/?#]*/?", "/");
+	}
 	# the connection's scheme, whatever the client sent: https behind
 	# hitch, whose sockets are the only Unix sockets, http otherwise;
 	# never from a PROXY header's SSL TLV, which anyone who reaches a
@@ -43,6 +50,11 @@ sub vcl_recv {
 		# usable backend, or a route's regex hit a PCRE2 limit), 3xx
 		# (RequestRedirect) or an admin endpoint's answer
 		return (synth(router.status()));
+	}
+	# a client's X-Request-Id ghost kept: set again, so that a client's
+	# Connection header naming it cannot take it off the backend request
+	if (req.http.X-Request-Id) {
+		set req.http.X-Request-Id = req.http.X-Request-Id;
 	}
 	# routed: req.backend_hint is the chosen endpoint. A WebSocket
 	# upgrade to a kubernetes.io/ws backend is piped to it (never looked

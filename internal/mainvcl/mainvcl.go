@@ -114,6 +114,14 @@ sub vcl_init {
 }
 %s
 sub vcl_recv {
+	# An absolute-form target (http://host/path, RFC 9112 3.2.2) names
+	# the host itself, and an HTTP/1.1 backend takes it over Host: route
+	# by that host and forward the origin form. varnishd does so itself
+	# only for http:// targets with a path (7.1 not for https://).
+	if (req.url ~ "^(?i)https?://") {
+		set req.http.Host = regsub(req.url, "^(?i)https?://([^/?#]*).*$", "\1");
+		set req.url = regsub(req.url, "^(?i)https?://[^/?#]*/?", "/");
+	}
 	# The scheme of the client's connection, replacing what the client
 	# sent: https when it came through hitch, whose sockets are the only
 	# Unix sockets (on every HTTPS listener, with hitch's own PROXY header
@@ -132,6 +140,13 @@ sub vcl_recv {
 	router.sni(proxy.authority());
 	if (!router.recv()) {
 		return (synth(router.status()));
+	}
+	# ghost keeps a client's well-formed X-Request-Id. varnishd drops
+	# the headers a client's Connection header names from the backend
+	# request (hop-by-hop), unless VCL set them: set it again, so every
+	# backend gets it.
+	if (req.http.X-Request-Id) {
+		set req.http.X-Request-Id = req.http.X-Request-Id;
 	}
 	# Routed: req.backend_hint is the endpoint ghost chose. A WebSocket
 	# upgrade to a Service port with appProtocol kubernetes.io/ws is piped
