@@ -26,6 +26,20 @@ sub vcl_init {
 	    admin_socket = "ghost-admin");
 }
 
+# An HTTP/2 request with a connection-specific header field (RFC 9113
+# 8.2.2: Connection, Keep-Alive, Proxy-Connection, Transfer-Encoding,
+# Upgrade, or TE other than "trailers") is malformed, but varnishd's
+# HTTP/2 parser accepts it; it gets 400 here, before routing, so that no
+# such field reaches a backend over HTTP/1.1 (request smuggling by
+# downgrade) whatever varnishd strips.
+sub vcl_recv {
+	if (req.proto ~ "^HTTP/2" && (req.http.Connection || req.http.Keep-Alive ||
+	    req.http.Proxy-Connection || req.http.Transfer-Encoding || req.http.Upgrade ||
+	    (req.http.TE && req.http.TE !~ "(?i)^[ \t]*trailers[ \t]*$"))) {
+		return (synth(400, "Connection-specific header field in HTTP/2"));
+	}
+}
+
 sub vcl_recv {
 	# an absolute-form target (RFC 9112 3.2.2) names the host, and a
 	# backend takes it over Host: route by it, forward origin form

@@ -13,8 +13,9 @@
 #      With VARNISHGW_TERRAFORM_NEW=1 also Terraform 1.14 (terraform_new_version),
 #      built from its module (cached), for the resource identity and terraform query
 #      tests (make testacc-identity); the rest of the suite keeps the CLI above.
-#   3c. GoReleaser and golangci-lint, built from their modules (tools/goreleaser,
-#      tools/golangci-lint) into the cache once per version, linked into bin/.
+#   3c. GoReleaser, golangci-lint and h2spec, built from their modules
+#      (tools/goreleaser, tools/golangci-lint, tools/h2spec) into the cache once
+#      per version, linked into bin/.
 #   4. The Gateway API CRDs: located in the module cache at the version in go.mod.
 #   5. Varnish 7.7 from Debian 13, the gateway image's, unpacked beside this machine's
 #      7.1 by scripts/varnish77.sh (cached; see there) for ghost's and the Go tests'
@@ -167,9 +168,10 @@ if [ "${VARNISHGW_TERRAFORM_NEW:-0}" = 1 ]; then
 	terraform_new_path="$cache/terraform-$terraform_new_version"
 fi
 
-# 3c. The release and lint tools, each built once per version from its module
-# in tools/ (pinned there) into the cache, and linked into bin/: GoReleaser for
-# make release-check and make release, golangci-lint for make lint.
+# 3c. The release, lint and test tools, each built once per version from its
+# module in tools/ (pinned there) into the cache, and linked into bin/:
+# GoReleaser for make release-check and make release, golangci-lint for make
+# lint, h2spec for the HTTP/2 conformance test (internal/mainvcl).
 build_tool() { # build_tool NAME MODULE PACKAGE
 	local name=$1 module=$2 pkg=$3 version out
 	version=$(go list -C "tools/$name" -m -f '{{.Version}}' "$module")
@@ -183,6 +185,7 @@ build_tool() { # build_tool NAME MODULE PACKAGE
 }
 build_tool goreleaser github.com/goreleaser/goreleaser/v2 github.com/goreleaser/goreleaser/v2
 build_tool golangci-lint github.com/golangci/golangci-lint/v2 github.com/golangci/golangci-lint/v2/cmd/golangci-lint
+build_tool h2spec github.com/summerwind/h2spec github.com/summerwind/h2spec/cmd/h2spec
 
 # 4. Gateway API CRDs from the module cache (never copied into the repository).
 go mod download sigs.k8s.io/gateway-api
@@ -209,5 +212,6 @@ TF_ACC_TERRAFORM_PATH=$terraform_path
 VARNISHGW_VARNISH77_BIN=$varnish77/bin
 VARNISHGW_VARNISH77_ROOT=$varnish77/root
 VARNISHGW_IMAGES=$root/bin/images
+VARNISHGW_H2SPEC=$root/bin/h2spec
 ENV
 log "ready: kube-apiserver $kube_version, $("$etcd_path" --version | head -n1), $("$terraform_path" version 2>/dev/null | head -n1) and Varnish 7.7 in $varnish77"
