@@ -133,7 +133,9 @@ func TestAccProviderAdmissionPolicy(t *testing.T) {
 	if _, err := cp.Client.RbacV1().ClusterRoleBindings().Create(ctx, foreignCRB, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = cp.Client.RbacV1().ClusterRoleBindings().Delete(context.Background(), foreignCRB.Name, metav1.DeleteOptions{}) })
+	t.Cleanup(func() {
+		_ = cp.Client.RbacV1().ClusterRoleBindings().Delete(context.Background(), foreignCRB.Name, metav1.DeleteOptions{})
+	})
 	unlabelled := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "varnishgw-not-ours"}}
 	if _, err := cp.Client.RbacV1().Roles(ns).Create(ctx, unlabelled, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)

@@ -209,7 +209,7 @@ func h2Do(t *testing.T, addr string, fields []h2Field, body []string) h2Outcome 
 	var out h2Outcome
 	dec := hpack.NewDecoder(4096, func(f hpack.HeaderField) {
 		if f.Name == ":status" {
-			fmt.Sscan(f.Value, &out.status)
+			_, _ = fmt.Sscan(f.Value, &out.status)
 		}
 	})
 	for {
@@ -220,7 +220,9 @@ func h2Do(t *testing.T, addr string, fields []h2Field, body []string) h2Outcome 
 		switch f := f.(type) {
 		case *http2.SettingsFrame:
 			if !f.IsAck() {
-				fr.WriteSettingsAck()
+				if err := fr.WriteSettingsAck(); err != nil {
+					return out // closed
+				}
 			}
 		case *http2.HeadersFrame:
 			if _, err := dec.Write(f.HeaderBlockFragment()); err != nil {

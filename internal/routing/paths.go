@@ -35,6 +35,6 @@ func GatewayEscapedSlashes(gw *gatewayv1.Gateway) (string, error) {
 	case v == EscapedSlashesKeep:
 		return v, nil
 	}
-	return "", fmt.Errorf("Gateway %s/%s annotation %s is %q: want %q or %q; fix the gateway's escaped_slashes and apply it again",
-		gw.Namespace, gw.Name, EscapedSlashesAnnotation, v, EscapedSlashesReject, EscapedSlashesKeep)
+	return "", fmt.Errorf("the annotation %s of Gateway %s/%s is %q: want %q or %q; fix the gateway's escaped_slashes and apply it again",
+		EscapedSlashesAnnotation, gw.Namespace, gw.Name, v, EscapedSlashesReject, EscapedSlashesKeep)
 }

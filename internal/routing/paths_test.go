@@ -22,7 +22,7 @@ func TestEscapedSlashes(t *testing.T) {
 		{name: "absent"},
 		{name: "reject", annotation: ptr("reject")},
 		{name: "keep", annotation: ptr("keep"), want: `"escapedSlashes": "keep"`},
-		{name: "unknown", annotation: ptr("decode"), wantErr: `annotation varnishgw.dev/escaped-slashes is "decode": want "reject" or "keep"; fix the gateway's escaped_slashes`},
+		{name: "unknown", annotation: ptr("decode"), wantErr: `the annotation varnishgw.dev/escaped-slashes of Gateway infra/gw is "decode": want "reject" or "keep"; fix the gateway's escaped_slashes`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			gw := gateway(listener("http", 80, ""))

@@ -234,8 +234,8 @@ func checkBacktracking(expr string) error {
 	}
 	for i := 0; i < len(expr); i++ {
 		c := expr[i]
-		switch {
-		case c == '\\':
+		switch c {
+		case '\\':
 			i++
 			switch expr[i] {
 			case 'Q':
@@ -255,10 +255,10 @@ func checkBacktracking(expr string) error {
 				}
 			}
 			atom = 0
-		case c == '[':
+		case '[':
 			i = classEnd(expr, i)
 			atom = 0
-		case c == '(':
+		case '(':
 			start := i
 			switch {
 			case strings.HasPrefix(expr[i:], "(?P<") || strings.HasPrefix(expr[i:], "(?<"):
@@ -273,7 +273,7 @@ func checkBacktracking(expr string) error {
 			stack = append(stack, banGroup{start: start})
 			branches++
 			atom = -1
-		case c == ')':
+		case ')':
 			closed = stack[len(stack)-1]
 			stack = stack[:len(stack)-1]
 			if closed.alt {
@@ -282,13 +282,13 @@ func checkBacktracking(expr string) error {
 				}
 			}
 			atom = 1
-		case c == '|':
+		case '|':
 			if len(stack) > 0 {
 				mark(true)
 			}
 			branches++
 			atom = -1
-		case c == '*' || c == '+' || c == '?' || c == '{':
+		case '*', '+', '?', '{':
 			lo, hi, n := quantifier(expr[i:])
 			if n == 0 { // a literal "{"
 				atom = 0
