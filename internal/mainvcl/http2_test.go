@@ -2,14 +2,11 @@ package mainvcl
 
 import (
 	"bytes"
-	"context"
 	"crypto/tls"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -25,7 +22,6 @@ import (
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/ghostjson"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/routing"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/testing/hitchtest"
-	"github.com/varnishgw/terraform-provider-varnishgw/internal/varnish/varnishd"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/varnish/varnishd/varnishdtest"
 )
 
@@ -45,39 +41,8 @@ func startH2Gateway(t *testing.T) *h2Gateway {
 	be := startRawBackend(t)
 	frontend := varnishdtest.FreeAddr(t)
 	port := varnishdtest.Port(t, frontend)
-	dir := varnishdtest.Dir(t)
-	work := filepath.Join(dir, "work")
-	tlsDir := filepath.Join(dir, "tls")
-	for _, d := range []string{work, tlsDir} {
-		if err := os.MkdirAll(d, 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := os.WriteFile(filepath.Join(work, GhostJSON), []byte(h2GhostJSON(t, int32(port), be.port)), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	listener := varnishd.TLSListener(tlsDir, port)
-	p := varnishdtest.Start(t, varnishd.Config{
-		WorkDir:        work,
-		Listeners:      []varnishd.Listener{listener},
-		GhostAdminAddr: varnishdtest.FreeAddr(t),
-		Params:         []string{"thread_pool_min=5", "thread_pools=1", "feature=+http2"},
-	})
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	if err := p.Admin.VCLInline(ctx, "main", Render(Options{VMOD: varnishdtest.GhostVMOD(t)})); err != nil {
-		t.Fatalf("vcl.inline: %v", err)
-	}
-	if err := p.Admin.VCLUse(ctx, "main"); err != nil {
-		t.Fatal(err)
-	}
-	ca := hitchtest.NewCA(t)
-	h := hitchtest.Start(t, hitchtest.Config{
-		Frontend: frontend,
-		Backend:  listener.Addr,
-		PEMs:     [][]byte{ca.Issue(t, "www.example.com", "127.0.0.1")},
-		HTTP2:    true,
-	})
+	h, ca := startTLSGateway(t, tlsGateway{Frontend: frontend, GhostJSON: h2GhostJSON(t, int32(port), be.port),
+		Certificates: [][]string{{"www.example.com", "127.0.0.1"}}})
 	_, portStr, _ := net.SplitHostPort(h.Addr)
 	return &h2Gateway{addr: h.Addr, port: portStr, hitch: h, ca: ca, backend: be}
 }

@@ -68,41 +68,8 @@ func TestHTTPSThroughHitch(t *testing.T) {
 		t.Fatalf("ghost.json lacks the TLS socket %s:\n%s", want, ghostJSON)
 	}
 
-	dir := varnishdtest.Dir(t)
-	work := filepath.Join(dir, "work")
-	if err := os.MkdirAll(work, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(work, GhostJSON), []byte(ghostJSON), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	tlsDir := filepath.Join(dir, "tls")
-	if err := os.MkdirAll(tlsDir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	listener := varnishd.TLSListener(tlsDir, port)
-	p := varnishdtest.Start(t, varnishd.Config{
-		WorkDir:        work,
-		Listeners:      []varnishd.Listener{listener, {Name: routing.SocketName(gatewayv1.PortNumber(httpPort)), Addr: httpAddr}},
-		GhostAdminAddr: varnishdtest.FreeAddr(t),
-		Params:         []string{"thread_pool_min=5", "thread_pools=1", "feature=+http2"},
-	})
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	if err := p.Admin.VCLInline(ctx, "main", Render(Options{VMOD: varnishdtest.GhostVMOD(t)})); err != nil {
-		t.Fatalf("vcl.inline: %v", err)
-	}
-	if err := p.Admin.VCLUse(ctx, "main"); err != nil {
-		t.Fatal(err)
-	}
-
-	ca := hitchtest.NewCA(t)
-	h := hitchtest.Start(t, hitchtest.Config{
-		Frontend: frontend,
-		Backend:  listener.Addr,
-		PEMs:     [][]byte{ca.Issue(t, "www.example.com"), ca.Issue(t, "*.example.com")},
-		HTTP2:    true,
-	})
+	h, ca := startTLSGateway(t, tlsGateway{Frontend: frontend, HTTPAddr: httpAddr, GhostJSON: ghostJSON,
+		Certificates: [][]string{{"www.example.com"}, {"*.example.com"}}})
 
 	h1, h2c := hitchtest.Client(t, h.Addr, ca.Pool(), false), hitchtest.Client(t, h.Addr, ca.Pool(), true)
 	do := func(c *http.Client, sni, host, path string) (*http.Response, string) {
@@ -346,4 +313,61 @@ func httpsGhostJSON(t *testing.T, port, httpPort, backendPort int32) string {
 // certificates directly in this test).
 func certRef(name string) *gatewayv1.ListenerTLSConfig {
 	return &gatewayv1.ListenerTLSConfig{CertificateRefs: []gatewayv1.SecretObjectReference{{Name: gatewayv1.ObjectName(name)}}}
+}
+
+// tlsGateway is the data path of a gateway's HTTPS listener for
+// startTLSGateway.
+type tlsGateway struct {
+	Frontend     string     // hitch's address; its port is the listener's
+	HTTPAddr     string     // a plain HTTP listener's address too, unless empty
+	GhostJSON    string     // the routing
+	Certificates [][]string // hitch's certificates, each for these names
+	Options      Options    // main.vcl's; VMOD is set to the ghost under test
+}
+
+// startTLSGateway runs rendered main.vcl with ghost in a real varnishd
+// (one small pool, HTTP/2 on) behind a real hitch on g.Frontend (ALPN h2
+// and http/1.1, PROXY v2 to varnishd's Unix socket), with certificates
+// from a test CA, which it returns with hitch.
+func startTLSGateway(t *testing.T, g tlsGateway) (*hitchtest.Hitch, *hitchtest.CA) {
+	t.Helper()
+	port := varnishdtest.Port(t, g.Frontend)
+	dir := varnishdtest.Dir(t)
+	work := filepath.Join(dir, "work")
+	tlsDir := filepath.Join(dir, "tls")
+	for _, d := range []string{work, tlsDir} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(work, GhostJSON), []byte(g.GhostJSON), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	listener := varnishd.TLSListener(tlsDir, port)
+	listeners := []varnishd.Listener{listener}
+	if g.HTTPAddr != "" {
+		listeners = append(listeners, varnishd.Listener{Name: routing.SocketName(gatewayv1.PortNumber(varnishdtest.Port(t, g.HTTPAddr))), Addr: g.HTTPAddr})
+	}
+	p := varnishdtest.Start(t, varnishd.Config{
+		WorkDir:        work,
+		Listeners:      listeners,
+		GhostAdminAddr: varnishdtest.FreeAddr(t),
+		Params:         []string{"thread_pool_min=5", "thread_pools=1", "feature=+http2"},
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	opts := g.Options
+	opts.VMOD = varnishdtest.GhostVMOD(t)
+	if err := p.Admin.VCLInline(ctx, "main", Render(opts)); err != nil {
+		t.Fatalf("vcl.inline: %v", err)
+	}
+	if err := p.Admin.VCLUse(ctx, "main"); err != nil {
+		t.Fatal(err)
+	}
+	ca := hitchtest.NewCA(t)
+	pems := make([][]byte, len(g.Certificates))
+	for i, names := range g.Certificates {
+		pems[i] = ca.Issue(t, names...)
+	}
+	return hitchtest.Start(t, hitchtest.Config{Frontend: g.Frontend, Backend: listener.Addr, PEMs: pems, HTTP2: true}), ca
 }
