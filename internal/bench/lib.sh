@@ -29,8 +29,8 @@ print(" ".join(str(s.getsockname()[1]) for s in socks))
 P
 }
 
-# start_origin NAME PORT BODY: an nginx with one worker in $W/NAME that
-# answers every request on 127.0.0.1:PORT with 200 and BODY (nginx string
+# start_origin NAME PORT BODY [STATUS]: an nginx with one worker in $W/NAME
+# that answers every request on 127.0.0.1:PORT with STATUS (200) and BODY (nginx string
 # syntax: \n is a newline) over keep-alive connections; its pid goes into
 # PIDS and ORIGIN_PID.
 start_origin() {
@@ -46,7 +46,7 @@ http {
 	keepalive_requests 1000000;
 	server {
 		listen 127.0.0.1:$2 backlog=4096;
-		location / { default_type text/plain; return 200 "$3"; }
+		location / { default_type text/plain; return ${4:-200} "$3"; }
 	}
 }
 N
