@@ -504,7 +504,9 @@ func checkGatewayAccepted(g *gatewayv1.Gateway) error {
 
 // TestAccGatewayRBAC checks the gateway ServiceAccount's permissions with
 // its real token: what the chaperone needs and nothing more, and backend
-// namespaces readable only once a route with a backend there is applied.
+// namespaces readable only once a route with a backend there is applied
+// (their ReferenceGrants permit it; TestAccHTTPRouteBackendBindingsNeedAGrant
+// checks a namespace without one).
 func TestAccGatewayRBAC(t *testing.T) {
 	cp := accPreCheck(t)
 	ns := cp.Namespace(t)
@@ -514,6 +516,20 @@ func TestAccGatewayRBAC(t *testing.T) {
 	ctx := context.Background()
 	gw := routing.ObjectRef{Namespace: ns, Name: "edge"}
 	createService(t, cp, backends, "api")
+	// The backend namespaces permit the routes of ns (a binding goes only
+	// where a grant permits the route).
+	for _, n := range []string{backends, moved} {
+		grant := &gatewayv1.ReferenceGrant{
+			ObjectMeta: metav1.ObjectMeta{Namespace: n, Name: "routes-of-" + ns},
+			Spec: gatewayv1.ReferenceGrantSpec{
+				From: []gatewayv1.ReferenceGrantFrom{{Group: gatewayv1.GroupName, Kind: "HTTPRoute", Namespace: gatewayv1.Namespace(ns)}},
+				To:   []gatewayv1.ReferenceGrantTo{{Group: "", Kind: "Service"}},
+			},
+		}
+		if _, err := cp.Gateway.GatewayV1().ReferenceGrants(n).Create(ctx, grant, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
 	// Another Gateway in the same namespace, not created by the resource.
 	createGateway(t, cp, ns, "other", createClass(t, cp, ControllerName), "")
 
@@ -954,7 +970,7 @@ func TestAccGatewaySidecar(t *testing.T) {
 					}
 					varnish, chap := pod.Containers[0], pod.Containers[1]
 					wantVarnishd := "-F -n /var/lib/varnishgw/varnishd -a port-8080=:8080 -a port-9090=:9090 -a ghost-admin=127.0.0.1:6084 " +
-						"-M 127.0.0.1:6082 -S /etc/varnishgw/secret/secret -f /etc/varnishgw/boot/boot.vcl -s " + DefaultStorage +
+						"-M 127.0.0.1:6082 -T none -S /etc/varnishgw/secret/secret -f /etc/varnishgw/boot/boot.vcl -s " + DefaultStorage +
 						" -p " + strings.Join(varnishd.DefaultParams(), " -p ") + " -p thread_pool_min=20"
 					if got := strings.Join(varnish.Args, " "); got != wantVarnishd || len(varnish.Command) != 1 || varnish.Command[0] != "/usr/sbin/varnishd" {
 						return fmt.Errorf("varnish container runs %q %q, want varnishd %q", varnish.Command, got, wantVarnishd)
