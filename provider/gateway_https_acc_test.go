@@ -439,19 +439,9 @@ func TestAccGatewayHTTPSProviderRoles(t *testing.T) {
 				t.Fatal(err)
 			}
 			class := className(t, cp)
-			config := fmt.Sprintf(`
-provider "varnishgw" {
-  config_path = %[1]q
-}
-
-resource "varnishgw_gateway_class" "test" {
-  name                 = %[2]q
-  parameters_namespace = %[3]q
-  image                = %[4]q
-}
-
+			config := identityClassHCL(kubeconfig, class, ns) + fmt.Sprintf(`
 resource "varnishgw_gateway" "test" {
-  namespace          = %[3]q
+  namespace          = %[1]q
   name               = "edge"
   gateway_class_name = varnishgw_gateway_class.test.name
   wait_for_rollout   = false
@@ -465,12 +455,12 @@ resource "varnishgw_gateway" "test" {
       }
       certificate_ref {
         name      = "shared"
-        namespace = %[5]q
+        namespace = %[2]q
       }
     }
   }
 }
-`, kubeconfig, class, ns, testImage, certs)
+`, ns, certs)
 			step := resource.TestStep{Config: config}
 			if tc.wantErr != "" {
 				step.ExpectError = words(tc.wantErr)

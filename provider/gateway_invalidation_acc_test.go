@@ -220,6 +220,23 @@ func providerIdentity(t *testing.T, cp *testenv.ControlPlane, clusterRules []rba
 	return kubeconfig, kube
 }
 
+// identityClassHCL is the head of the configurations of the tests that
+// run the provider as providerIdentity: the provider acting through
+// kubeconfig, and the class class with its parameters in ns.
+func identityClassHCL(kubeconfig, class, ns string) string {
+	return fmt.Sprintf(`
+provider "varnishgw" {
+  config_path = %q
+}
+
+resource "varnishgw_gateway_class" "test" {
+  name                 = %q
+  parameters_namespace = %q
+  image                = %q
+}
+`, kubeconfig, class, ns, testImage)
+}
+
 // withoutEndpointRights is ProviderClusterRules without the rules the
 // invalidation endpoint added: the role of earlier releases.
 func withoutEndpointRights() []rbacv1.PolicyRule {
@@ -299,29 +316,19 @@ func TestAccGatewayInvalidationEndpointProviderRoles(t *testing.T) {
 			kubeconfig, _ := providerIdentity(t, cp, tc.rules, ns)
 			class := className(t, cp)
 			config := func(extra string) string {
-				return fmt.Sprintf(`
-provider "varnishgw" {
-  config_path = %[1]q
-}
-
-resource "varnishgw_gateway_class" "test" {
-  name                 = %[2]q
-  parameters_namespace = %[3]q
-  image                = %[4]q
-}
-
+				return identityClassHCL(kubeconfig, class, ns) + fmt.Sprintf(`
 resource "varnishgw_gateway" "test" {
-  namespace          = %[3]q
+  namespace          = %[1]q
   name               = "edge"
   gateway_class_name = varnishgw_gateway_class.test.name
   wait_for_rollout   = false
-%[5]s
+%[2]s
   listener {
     name = "http"
     port = 8080
   }
 }
-`, kubeconfig, class, ns, testImage, extra)
+`, ns, extra)
 			}
 			binding := gwruntime.InvalidateAuthBindingName(gw)
 			var steps []resource.TestStep

@@ -171,19 +171,9 @@ func TestAccProviderAdmissionPolicy(t *testing.T) {
 
 	createService(t, cp, apps, "api")
 	class := className(t, cp)
-	config := fmt.Sprintf(`
-provider "varnishgw" {
-  config_path = %[1]q
-}
-
-resource "varnishgw_gateway_class" "test" {
-  name                 = %[2]q
-  parameters_namespace = %[3]q
-  image                = %[4]q
-}
-
+	config := identityClassHCL(kubeconfig, class, ns) + fmt.Sprintf(`
 resource "varnishgw_gateway" "test" {
-  namespace                  = %[3]q
+  namespace                  = %[1]q
   name                       = "edge"
   gateway_class_name         = varnishgw_gateway_class.test.name
   wait_for_rollout           = false
@@ -198,12 +188,12 @@ resource "varnishgw_gateway" "test" {
 }
 
 resource "varnishgw_http_route" "test" {
-  namespace       = %[5]q
+  namespace       = %[2]q
   name            = "web"
   wait_for_served = false
   parent_ref {
     name      = varnishgw_gateway.test.name
-    namespace = %[3]q
+    namespace = %[1]q
   }
   rule {
     backend_ref {
@@ -212,7 +202,7 @@ resource "varnishgw_http_route" "test" {
     }
   }
 }
-`, kubeconfig, class, ns, testImage, apps)
+`, ns, apps)
 	resource.Test(t, resource.TestCase{
 		ProtoV6ProviderFactories: protoV6ProviderFactories,
 		Steps:                    []resource.TestStep{{Config: config}},

@@ -29,19 +29,9 @@ func TestAccHTTPRouteStatusRoleProviderRoles(t *testing.T) {
 	createService(t, cp, apps, "web")
 	kubeconfig, _ := providerIdentity(t, cp, ProviderClusterRules(), ns)
 	class := className(t, cp)
-	base := fmt.Sprintf(`
-provider "varnishgw" {
-  config_path = %[1]q
-}
-
-resource "varnishgw_gateway_class" "test" {
-  name                 = %[2]q
-  parameters_namespace = %[3]q
-  image                = %[4]q
-}
-
+	base := identityClassHCL(kubeconfig, class, ns) + fmt.Sprintf(`
 resource "varnishgw_gateway" "test" {
-  namespace          = %[3]q
+  namespace          = %[1]q
   name               = "edge"
   gateway_class_name = varnishgw_gateway_class.test.name
   wait_for_rollout   = false
@@ -53,7 +43,7 @@ resource "varnishgw_gateway" "test" {
     }
   }
 }
-`, kubeconfig, class, ns, testImage)
+`, ns)
 	route := base + fmt.Sprintf(`
 resource "varnishgw_http_route" "web" {
   namespace = %q
