@@ -64,8 +64,7 @@ func newRouting(cfg *Config, logger *slog.Logger) (routingHalf, *Halves, error) 
 		// a broken watch is logged once, its recovery once, and the sync
 		// age is a metric (docs/chaperone.md, "The Kubernetes API").
 		// The routes' status writer is the exception: a route the pods may
-		// not write (applied by an earlier release, without the route
-		// status Role) answers 403 by design, which is no broken watch,
+		// not write (without the route status Role) answers 403 by design, which is no broken watch,
 		// and an outage shows in the informers' requests anyway.
 		routesClient, err := gatewayclient.NewForConfig(rest.CopyConfig(rc))
 		if err != nil {

@@ -27,11 +27,7 @@ import (
 // TestAccHTTPRouteBackendBindingsSameGatewayName: a route whose parents
 // are two Gateways of one name in two namespaces writes, in its backends'
 // namespace, one backend RoleBinding for each, bound to each Gateway's own
-// ServiceAccount. The binding an earlier release wrote for both under one
-// name (without the Gateway's namespace) is deleted by the route's apply,
-// after the new ones exist, and again by its destroy when a route of the
-// earlier release is destroyed without an apply in between; a binding of
-// that form for another route is left alone.
+// ServiceAccount; the route's destroy deletes both.
 func TestAccHTTPRouteBackendBindingsSameGatewayName(t *testing.T) {
 	cp := accPreCheck(t)
 	ctx := context.Background()
@@ -43,20 +39,6 @@ func TestAccHTTPRouteBackendBindingsSameGatewayName(t *testing.T) {
 	}
 	createService(t, cp, apps, "web")
 	route := routing.ObjectRef{Namespace: apps, Name: "web"}
-	legacyName := gwruntime.LegacyBackendRoleBindingName(gateways[0], route)
-	if legacyName != gwruntime.LegacyBackendRoleBindingName(gateways[1], route) {
-		t.Fatal("the legacy names of the two Gateways differ: the test does not reproduce the earlier release")
-	}
-	// An earlier release's binding: the last of the two Gateways wrote it.
-	writeLegacy := func() {
-		t.Helper()
-		createLegacyBackendBinding(t, cp, gateways[1], route)
-	}
-	writeLegacy()
-	foreign := createLegacyBackendBinding(t, cp, gateways[0], routing.ObjectRef{Namespace: apps, Name: "other"})
-
-	events := watchRoleBindings(t, cp, apps)
-
 	config := providerBlock(cp) + fmt.Sprintf(`
 resource "varnishgw_http_route" "web" {
   namespace = %[1]q
@@ -84,12 +66,6 @@ resource "varnishgw_http_route" "web" {
 				return fmt.Errorf("backend RoleBinding %s of Gateway %s after destroy: %v, want NotFound", name, gw, err)
 			}
 		}
-		if _, err := cp.Client.RbacV1().RoleBindings(apps).Get(ctx, legacyName, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
-			return fmt.Errorf("the earlier release's RoleBinding %s after destroy: %v, want NotFound", legacyName, err)
-		}
-		if _, err := cp.Client.RbacV1().RoleBindings(apps).Get(ctx, foreign, metav1.GetOptions{}); err != nil {
-			return fmt.Errorf("another route's RoleBinding %s did not survive: %v", foreign, err)
-		}
 		return nil
 	}
 	resource.Test(t, resource.TestCase{
@@ -111,30 +87,8 @@ resource "varnishgw_http_route" "web" {
 								name, rb.RoleRef, rb.Subjects, gwruntime.BackendClusterRoleName(gw), gw.Namespace, gwruntime.Name(gw))
 						}
 					}
-					if _, err := cp.Client.RbacV1().RoleBindings(apps).Get(ctx, legacyName, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
-						return fmt.Errorf("the earlier release's RoleBinding %s after the apply: %v, want NotFound", legacyName, err)
-					}
-					if _, err := cp.Client.RbacV1().RoleBindings(apps).Get(ctx, foreign, metav1.GetOptions{}); err != nil {
-						return fmt.Errorf("another route's RoleBinding %s did not survive the apply: %v", foreign, err)
-					}
-					// Never a moment without a binding: both new ones were
-					// added before the old one went.
-					seen := events.until("DELETED " + legacyName)
-					deleted := slices.Index(seen, "DELETED "+legacyName)
-					for _, gw := range gateways {
-						added := slices.Index(seen, "ADDED "+gwruntime.BackendRoleBindingName(gw, route))
-						if added < 0 || deleted < 0 || added > deleted {
-							return fmt.Errorf("RoleBinding events %v: want the binding of %s added before %s is deleted", seen, gw, legacyName)
-						}
-					}
 					return nil
 				},
-			},
-			{
-				// State of the earlier release again: its binding is there
-				// and the route's destroy, without an apply, removes it.
-				PreConfig: writeLegacy,
-				Config:    config,
 			},
 		},
 	})
@@ -155,29 +109,6 @@ func createGatewayAllNamespaces(t *testing.T, cp *testenv.ControlPlane, gw routi
 	if _, err := cp.Gateway.GatewayV1().Gateways(gw.Namespace).Create(context.Background(), obj, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-}
-
-// createLegacyBackendBinding creates, in route's namespace, the backend
-// RoleBinding an earlier release wrote for route and gw, and returns its
-// name.
-func createLegacyBackendBinding(t *testing.T, cp *testenv.ControlPlane, gw, route routing.ObjectRef) string {
-	t.Helper()
-	lbl := gwruntime.GatewayLabels(gw)
-	lbl[gwruntime.NamespaceLabel] = gw.Namespace
-	lbl[backendBindingLabel] = "true"
-	for k, v := range managedLabels {
-		lbl[k] = v
-	}
-	rb := &rbacv1.RoleBinding{
-		ObjectMeta: metav1.ObjectMeta{Name: gwruntime.LegacyBackendRoleBindingName(gw, route), Namespace: route.Namespace,
-			Labels: lbl, Annotations: map[string]string{fragmentRouteAnnotation: route.String()}},
-		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: gwruntime.LegacyBackendClusterRoleName(gw)},
-		Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: gwruntime.Name(gw), Namespace: gw.Namespace}},
-	}
-	if _, err := cp.Client.RbacV1().RoleBindings(route.Namespace).Create(context.Background(), rb, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	return rb.Name
 }
 
 // roleBindingEvents are the RoleBinding events of one namespace, in order,

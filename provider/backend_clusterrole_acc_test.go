@@ -10,7 +10,6 @@ import (
 	"github.com/hashicorp/terraform-plugin-testing/helper/resource"
 	"github.com/hashicorp/terraform-plugin-testing/terraform"
 	corev1 "k8s.io/api/core/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	k8srand "k8s.io/apimachinery/pkg/util/rand"
@@ -23,27 +22,19 @@ import (
 )
 
 // TestAccGatewayBackendClusterRoleNamesAlike: the gateways X-b/c and X/b-c,
-// which earlier releases gave one backend ClusterRole
-// (varnishgw-backends-X-b-c), get one each; destroying one leaves the
-// other's, and the other's pods, with their real ServiceAccount token,
-// still read Services, EndpointSlices and ReferenceGrants in the backends'
-// namespace. The destroy also leaves the shared ClusterRole of the old name
-// while a binding of the other gateway still references it; the other's
-// route deletes both when it goes.
+// whose names join to the same string, get a backend ClusterRole each;
+// destroying one leaves the other's, and the other's pods, with their real
+// ServiceAccount token, still read Services, EndpointSlices and
+// ReferenceGrants in the backends' namespace.
 func TestAccGatewayBackendClusterRoleNamesAlike(t *testing.T) {
 	cp := accPreCheck(t)
 	ctx := context.Background()
 	base := "vgw-cr-" + k8srand.String(5)
 	gwA := routing.ObjectRef{Namespace: namedNamespace(t, cp, base+"-b"), Name: "c"}
 	gwB := routing.ObjectRef{Namespace: namedNamespace(t, cp, base), Name: "b-c"}
-	legacy := gwruntime.LegacyBackendClusterRoleName(gwA)
-	if legacy != gwruntime.LegacyBackendClusterRoleName(gwB) {
-		t.Fatal("the legacy names of the two gateways differ: the test does not reproduce the earlier release")
-	}
 	apps := cp.Namespace(t)
 	createService(t, cp, apps, "web")
 	class := className(t, cp)
-	routeB := routing.ObjectRef{Namespace: apps, Name: "web-b"}
 
 	both := backendGatewaysHCL(providerBlock(cp), class, apps, map[string]routing.ObjectRef{"a": gwA, "b": gwB})
 	onlyB := backendGatewaysHCL(providerBlock(cp), class, apps, map[string]routing.ObjectRef{"b": gwB})
@@ -55,7 +46,7 @@ func TestAccGatewayBackendClusterRoleNamesAlike(t *testing.T) {
 	resource.Test(t, resource.TestCase{
 		ProtoV6ProviderFactories: protoV6ProviderFactories,
 		CheckDestroy: func(*terraform.State) error {
-			for _, name := range []string{gwruntime.BackendClusterRoleName(gwA), gwruntime.BackendClusterRoleName(gwB), legacy} {
+			for _, name := range []string{gwruntime.BackendClusterRoleName(gwA), gwruntime.BackendClusterRoleName(gwB)} {
 				if err := clusterRole(name); !apierrors.IsNotFound(err) {
 					return fmt.Errorf("ClusterRole %s after destroy: %v, want NotFound", name, err)
 				}
@@ -82,13 +73,6 @@ func TestAccGatewayBackendClusterRoleNamesAlike(t *testing.T) {
 				},
 			},
 			{
-				// The earlier release's shared ClusterRole, still
-				// referenced by a binding of b's route that its next apply
-				// replaces: a's destroy must leave it.
-				PreConfig: func() {
-					writeLegacyBackendClusterRole(t, cp, gwA)
-					createLegacyBackendBinding(t, cp, gwB, routeB)
-				},
 				Config: onlyB,
 				Check: func(*terraform.State) error {
 					if err := clusterRole(gwruntime.BackendClusterRoleName(gwA)); !apierrors.IsNotFound(err) {
@@ -97,9 +81,6 @@ func TestAccGatewayBackendClusterRoleNamesAlike(t *testing.T) {
 					if err := clusterRole(gwruntime.BackendClusterRoleName(gwB)); err != nil {
 						return fmt.Errorf("ClusterRole of gateway %s after the destroy of %s: %v", gwB, gwA, err)
 					}
-					if err := clusterRole(legacy); err != nil {
-						return fmt.Errorf("the earlier release's ClusterRole %s, still referenced by a binding of %s, after the destroy of %s: %v", legacy, gwB, gwA, err)
-					}
 					return readsBackends(ctx, cp, gwB, apps)
 				},
 			},
@@ -107,249 +88,6 @@ func TestAccGatewayBackendClusterRoleNamesAlike(t *testing.T) {
 	})
 }
 
-// TestAccGatewayBackendClusterRoleUpgrade: from the state an earlier
-// release left (the backend ClusterRole of the old name, referenced by the
-// route's binding of the old name), the gateway's apply writes the
-// ClusterRole of the new name and leaves the old one, still referenced;
-// the route's next apply writes its binding of the new name, which
-// references the new ClusterRole, deletes the old binding after it, and
-// then the old ClusterRole. The gateway's pods read their backends at
-// every step. An old ClusterRole that nothing references goes at the
-// gateway's next apply, and at its destroy. The provider has only the
-// rights the security guide gives it.
-func TestAccGatewayBackendClusterRoleUpgrade(t *testing.T) {
-	cp := accPreCheck(t)
-	ctx := context.Background()
-	gw := routing.ObjectRef{Namespace: cp.Namespace(t), Name: "edge"}
-	apps := cp.Namespace(t)
-	createService(t, cp, apps, "web")
-	class := className(t, cp)
-	route := routing.ObjectRef{Namespace: apps, Name: "web-edge"}
-	current, legacy := gwruntime.BackendClusterRoleName(gw), gwruntime.LegacyBackendClusterRoleName(gw)
-	binding, legacyBinding := gwruntime.BackendRoleBindingName(gw, route), gwruntime.LegacyBackendRoleBindingName(gw, route)
-
-	// The provider has only the rights of the security guide.
-	kubeconfig, _ := providerIdentity(t, cp, ProviderClusterRules(), gw.Namespace, apps)
-	config := backendGatewaysHCL(fmt.Sprintf("provider \"varnishgw\" {\n  config_path = %q\n}\n", kubeconfig), class, apps, map[string]routing.ObjectRef{"edge": gw})
-	// changed changes the route alone, for an apply of it.
-	changed := strings.Replace(config, `value = "/"`, `value = "/shop"`, 1)
-	if changed == config {
-		t.Fatal("the route configuration has no path to change")
-	}
-
-	exists := func(name string) bool {
-		_, err := cp.Client.RbacV1().ClusterRoles().Get(ctx, name, metav1.GetOptions{})
-		if err != nil && !apierrors.IsNotFound(err) {
-			t.Fatal(err)
-		}
-		return err == nil
-	}
-	// earlierRelease replaces the route's binding and the ClusterRole with
-	// those of the old names.
-	earlierRelease := func() {
-		t.Helper()
-		writeLegacyBackendClusterRole(t, cp, gw)
-		createLegacyBackendBinding(t, cp, gw, route)
-		if err := cp.Client.RbacV1().RoleBindings(apps).Delete(ctx, binding, metav1.DeleteOptions{}); err != nil {
-			t.Fatal(err)
-		}
-		if err := cp.Client.RbacV1().ClusterRoles().Delete(ctx, current, metav1.DeleteOptions{}); err != nil {
-			t.Fatal(err)
-		}
-		if err := readsBackends(ctx, cp, gw, apps); err != nil {
-			t.Fatalf("the earlier release's objects: %v", err)
-		}
-	}
-	events := watchRoleBindings(t, cp, apps)
-
-	resource.Test(t, resource.TestCase{
-		ProtoV6ProviderFactories: protoV6ProviderFactories,
-		CheckDestroy: func(*terraform.State) error {
-			if exists(current) || exists(legacy) {
-				return fmt.Errorf("after destroy: ClusterRole %s exists %v, %s exists %v; want neither", current, exists(current), legacy, exists(legacy))
-			}
-			return nil
-		},
-		Steps: []resource.TestStep{
-			{
-				Config: config,
-				Check: func(*terraform.State) error {
-					if !exists(current) || exists(legacy) {
-						return fmt.Errorf("ClusterRole %s exists %v, %s exists %v; want only the first", current, exists(current), legacy, exists(legacy))
-					}
-					return readsBackends(ctx, cp, gw, apps)
-				},
-			},
-			{
-				// The gateway's plan sees the new ClusterRole missing; its
-				// apply writes it and keeps the old one, which the old
-				// binding still references (the route's plan is empty).
-				PreConfig: earlierRelease,
-				Config:    config,
-				Check: func(*terraform.State) error {
-					if !exists(current) || !exists(legacy) {
-						return fmt.Errorf("ClusterRole %s exists %v, %s exists %v; want both", current, exists(current), legacy, exists(legacy))
-					}
-					rb, err := cp.Client.RbacV1().RoleBindings(apps).Get(ctx, legacyBinding, metav1.GetOptions{})
-					if err != nil || rb.RoleRef.Name != legacy {
-						return fmt.Errorf("the earlier release's binding %s: %v, %+v", legacyBinding, err, rb)
-					}
-					events.reset()
-					return readsBackends(ctx, cp, gw, apps)
-				},
-			},
-			{
-				// The route's apply replaces its binding, then the old
-				// ClusterRole goes.
-				Config: changed,
-				Check: func(*terraform.State) error {
-					rb, err := cp.Client.RbacV1().RoleBindings(apps).Get(ctx, binding, metav1.GetOptions{})
-					if err != nil {
-						return fmt.Errorf("the route's binding %s: %v", binding, err)
-					}
-					if rb.RoleRef.Name != current {
-						return fmt.Errorf("the route's binding %s references ClusterRole %s, want %s", binding, rb.RoleRef.Name, current)
-					}
-					seen := events.until("DELETED " + legacyBinding)
-					added, deleted := slices.Index(seen, "ADDED "+binding), slices.Index(seen, "DELETED "+legacyBinding)
-					if added < 0 || deleted < 0 || added > deleted {
-						return fmt.Errorf("RoleBinding events %v: want %s added before %s is deleted", seen, binding, legacyBinding)
-					}
-					if exists(legacy) {
-						return fmt.Errorf("ClusterRole %s is left after the last binding referencing it went", legacy)
-					}
-					return readsBackends(ctx, cp, gw, apps)
-				},
-			},
-			{
-				// An old ClusterRole nothing references goes at the
-				// gateway's next apply.
-				PreConfig: func() {
-					writeLegacyBackendClusterRole(t, cp, gw)
-					if err := cp.Client.RbacV1().ClusterRoles().Delete(ctx, current, metav1.DeleteOptions{}); err != nil {
-						t.Fatal(err)
-					}
-				},
-				Config: changed,
-				Check: func(*terraform.State) error {
-					if !exists(current) || exists(legacy) {
-						return fmt.Errorf("ClusterRole %s exists %v, %s exists %v; want only the first", current, exists(current), legacy, exists(legacy))
-					}
-					return readsBackends(ctx, cp, gw, apps)
-				},
-			},
-			{
-				// And at its destroy (CheckDestroy).
-				PreConfig: func() { writeLegacyBackendClusterRole(t, cp, gw) },
-				Config:    changed,
-				PlanOnly:  true,
-			},
-		},
-	})
-}
-
-// TestAccHTTPRouteBackendBindingBeforeGatewayUpgrade: a route applied
-// before its gateway after the upgrade (its gateway's ClusterRole still has
-// only the old name) writes its binding of the new name but keeps the old
-// binding, the only one that grants the pods a right; once the gateway has
-// the ClusterRole of the new name, the route's next apply deletes the old
-// binding and the old ClusterRole.
-func TestAccHTTPRouteBackendBindingBeforeGatewayUpgrade(t *testing.T) {
-	cp := accPreCheck(t)
-	ctx := context.Background()
-	gw := routing.ObjectRef{Namespace: cp.Namespace(t), Name: "public"}
-	apps := cp.Namespace(t)
-	class := createClass(t, cp, ControllerName)
-	createGatewayAllNamespaces(t, cp, gw, class)
-	createService(t, cp, apps, "web")
-	route := routing.ObjectRef{Namespace: apps, Name: "web"}
-	current, legacy := gwruntime.BackendClusterRoleName(gw), gwruntime.LegacyBackendClusterRoleName(gw)
-	legacyBinding := gwruntime.LegacyBackendRoleBindingName(gw, route)
-	// The earlier release's gateway and route RBAC.
-	writeLegacyBackendClusterRole(t, cp, gw)
-	t.Cleanup(func() { _ = cp.Client.RbacV1().ClusterRoles().Delete(ctx, legacy, metav1.DeleteOptions{}) })
-	createLegacyBackendBinding(t, cp, gw, route)
-
-	config := func(path string) string {
-		return providerBlock(cp) + fmt.Sprintf(`
-resource "varnishgw_http_route" "web" {
-  namespace = %[1]q
-  name      = "web"
-  parent_ref {
-    name      = %[2]q
-    namespace = %[3]q
-  }
-  rule {
-    match {
-      path {
-        type  = "PathPrefix"
-        value = %[4]q
-      }
-    }
-    backend_ref {
-      name = "web"
-      port = 80
-    }
-  }
-}
-`, apps, gw.Name, gw.Namespace, path)
-	}
-	exists := func(get func() error) bool {
-		err := get()
-		if err != nil && !apierrors.IsNotFound(err) {
-			t.Fatal(err)
-		}
-		return err == nil
-	}
-	legacyRole := func() error {
-		_, err := cp.Client.RbacV1().ClusterRoles().Get(ctx, legacy, metav1.GetOptions{})
-		return err
-	}
-	legacyRB := func() error {
-		_, err := cp.Client.RbacV1().RoleBindings(apps).Get(ctx, legacyBinding, metav1.GetOptions{})
-		return err
-	}
-	resource.Test(t, resource.TestCase{
-		ProtoV6ProviderFactories: protoV6ProviderFactories,
-		Steps: []resource.TestStep{
-			{
-				Config: config("/"),
-				Check: func(*terraform.State) error {
-					rb, err := cp.Client.RbacV1().RoleBindings(apps).Get(ctx, gwruntime.BackendRoleBindingName(gw, route), metav1.GetOptions{})
-					if err != nil || rb.RoleRef.Name != current {
-						return fmt.Errorf("the route's binding of the new name: %v, %+v; want it referencing %s", err, rb, current)
-					}
-					if !exists(legacyRB) || !exists(legacyRole) {
-						return fmt.Errorf("the earlier release's binding %s exists %v and ClusterRole %s exists %v, want both while %s is missing",
-							legacyBinding, exists(legacyRB), legacy, exists(legacyRole), current)
-					}
-					return readsBackends(ctx, cp, gw, apps)
-				},
-			},
-			{
-				// The gateway's apply wrote the ClusterRole of the new name.
-				PreConfig: func() {
-					cr := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: current, Labels: runtimeLabels(gw)}, Rules: gwruntime.BackendRules()}
-					if _, err := cp.Client.RbacV1().ClusterRoles().Create(ctx, cr, metav1.CreateOptions{}); err != nil {
-						t.Fatal(err)
-					}
-					t.Cleanup(func() { _ = cp.Client.RbacV1().ClusterRoles().Delete(ctx, current, metav1.DeleteOptions{}) })
-				},
-				Config: config("/shop"),
-				Check: func(*terraform.State) error {
-					if exists(legacyRB) || exists(legacyRole) {
-						return fmt.Errorf("the earlier release's binding %s exists %v and ClusterRole %s exists %v, want neither once %s exists",
-							legacyBinding, exists(legacyRB), legacy, exists(legacyRole), current)
-					}
-					return readsBackends(ctx, cp, gw, apps)
-				},
-			},
-		},
-	})
-}
-
-// backendGatewaysHCL is the provider block provider, a class, and for each key a gateway (one HTTP
-// listener admitting routes of every namespace) and a route in apps, named
 // "web-<key>", with the backend Service apps/web.
 func backendGatewaysHCL(provider, class, apps string, gateways map[string]routing.ObjectRef) string {
 	var b strings.Builder
@@ -411,19 +149,6 @@ func namedNamespace(t *testing.T, cp *testenv.ControlPlane, name string) string 
 	}
 	t.Cleanup(func() { _ = cp.Client.CoreV1().Namespaces().Delete(context.Background(), name, metav1.DeleteOptions{}) })
 	return name
-}
-
-// writeLegacyBackendClusterRole writes the backend ClusterRole an earlier
-// release wrote for gw: the rules and labels of this release, the old name.
-func writeLegacyBackendClusterRole(t *testing.T, cp *testenv.ControlPlane, gw routing.ObjectRef) {
-	t.Helper()
-	cr := &rbacv1.ClusterRole{
-		ObjectMeta: metav1.ObjectMeta{Name: gwruntime.LegacyBackendClusterRoleName(gw), Labels: runtimeLabels(gw)},
-		Rules:      gwruntime.BackendRules(),
-	}
-	if _, err := cp.Client.RbacV1().ClusterRoles().Create(context.Background(), cr, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-		t.Fatal(err)
-	}
 }
 
 // readsBackends checks that gw's pods, with their ServiceAccount's real

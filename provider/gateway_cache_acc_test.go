@@ -127,7 +127,7 @@ func (c effectiveCachePlanned) CheckPlan(_ context.Context, req plancheck.CheckP
 
 // TestAccCachePolicy: the gateway's cache block is the Gateway's
 // annotation (removed with the block); a rule's cache block is in the
-// route's fragment (version 2); effective_cache merges them, known at plan
+// route's fragment; effective_cache merges them, known at plan
 // time once the Gateway exists; a Gateway default changed in the same apply
 // shows in the route after the next refresh.
 func TestAccCachePolicy(t *testing.T) {
@@ -176,8 +176,8 @@ func TestAccCachePolicy(t *testing.T) {
 						if err != nil {
 							return err
 						}
-						if v, _, _ := unstructured.NestedInt64(obj.Object, "spec", "fragment", "version"); v != routing.FragmentVersionCache {
-							return fmt.Errorf("fragment version %d, want %d", v, routing.FragmentVersionCache)
+						if v, _, _ := unstructured.NestedInt64(obj.Object, "spec", "fragment", "version"); v != routing.FragmentVersion {
+							return fmt.Errorf("fragment version %d, want %d", v, routing.FragmentVersion)
 						}
 						if len(f.Rules) != 3 || f.Rules[0].Cache != nil || f.Rules[1].Cache == nil || *f.Rules[1].Cache.TTL != "1h" ||
 							f.Rules[2].Cache == nil || *f.Rules[2].Cache.Enabled {

@@ -238,7 +238,7 @@ resource "varnishgw_gateway_class" "test" {
 }
 
 // withoutEndpointRights is ProviderClusterRules without the rules the
-// invalidation endpoint added: the role of earlier releases.
+// invalidation endpoint needs: enough for gateways without it.
 func withoutEndpointRights() []rbacv1.PolicyRule {
 	return slices.DeleteFunc(withoutBind(), func(r rbacv1.PolicyRule) bool { return slices.Contains(r.Resources, "clusterrolebindings") })
 }
@@ -296,9 +296,9 @@ func TestProviderRoleBindsOnlyAuthDelegator(t *testing.T) {
 // the invalidation endpoint, removes it and destroys the gateway as an
 // identity holding only the provider's roles of the security guide; with
 // its cluster-wide role lacking bind of system:auth-delegator, the apply
-// fails at the ClusterRoleBinding. With the role of earlier releases (no
-// ClusterRoleBinding rights), a gateway without the endpoint is applied,
-// planned and destroyed as before.
+// fails at the ClusterRoleBinding. With a role lacking only the
+// endpoint's rights (no ClusterRoleBinding rights), a gateway without the
+// endpoint is applied, planned and destroyed.
 func TestAccGatewayInvalidationEndpointProviderRoles(t *testing.T) {
 	cp := accPreCheck(t)
 	for _, tc := range []struct {
@@ -308,7 +308,7 @@ func TestAccGatewayInvalidationEndpointProviderRoles(t *testing.T) {
 	}{
 		{"the guide's roles", ProviderClusterRules(), ""},
 		{"without bind", withoutBind(), "apply ClusterRoleBinding varnishgw-invalidate-"},
-		{"earlier role, no endpoint", withoutEndpointRights(), ""},
+		{"role without endpoint rights, no endpoint", withoutEndpointRights(), ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ns := cp.Namespace(t)

@@ -39,7 +39,6 @@ var (
 	_ resource.ResourceWithImportState    = (*gatewayResource)(nil)
 	_ resource.ResourceWithValidateConfig = (*gatewayResource)(nil)
 	_ resource.ResourceWithModifyPlan     = (*gatewayResource)(nil)
-	_ resource.ResourceWithUpgradeState   = (*gatewayResource)(nil)
 )
 
 // NewGatewayResource is the varnishgw_gateway resource.
@@ -698,10 +697,6 @@ func (r *gatewayResource) apply(ctx context.Context, m *gatewayModel, action str
 		fail("%v", err)
 		return
 	}
-	if err := r.c.checkImageUpgrade(ctx, spec.gw, spec.class.image); err != nil {
-		fail("%v", err)
-		return
-	}
 	// The API server checks the pod template before anything is written.
 	if _, err := r.c.dryRunDeployment(ctx, spec); apierrors.IsInvalid(err) {
 		fail("the gateway's pod template is invalid: %v\nFix the attribute the field belongs to (pod, or the class's parameters); nothing was written.", err)
@@ -710,12 +705,6 @@ func (r *gatewayResource) apply(ctx context.Context, m *gatewayModel, action str
 
 	live, err := r.c.applyGateway(ctx, gw)
 	if err != nil {
-		fail("%v", err)
-		return
-	}
-	// Routes of an earlier release have fragment ConfigMaps: copy them into
-	// RoutingFragments before the pods roll, so the new pods serve them.
-	if _, err := r.c.migrateLegacyFragments(ctx, spec.gw); err != nil {
 		fail("%v", err)
 		return
 	}
@@ -752,9 +741,6 @@ func (r *gatewayResource) apply(ctx context.Context, m *gatewayModel, action str
 		if err := r.c.waitRollout(ctx, spec.gw, timeout); err != nil {
 			diags.AddError("Wait for the gateway rollout", err.Error())
 			return
-		}
-		if err := r.c.checkChaperones(ctx, spec.gw); err != nil {
-			diags.AddError("Check the gateway's pods", err.Error())
 		}
 	}
 }

@@ -312,13 +312,13 @@ func (s *runtimeSpec) chaperoneFlags() gwruntime.ChaperoneFlags {
 // from the chaperone's defaults, and those the pod spec depends on (the
 // work dir its volume is mounted on, the health port of the probes, the
 // drain timeout within the grace period, varnishd's listeners and storage
-// in supervise mode). They are the arguments earlier releases wrote, byte
-// for byte, so that an upgrade of the provider rolls no gateway.
+// in supervise mode). TestChaperoneArgs pins them byte for byte: a
+// change rolls every gateway on the provider's upgrade.
 func (s *runtimeSpec) chaperoneArgs() []string {
 	always := []string{"workdir", "log-level", "drain-timeout", "health-addr"}
 	if s.mode != modeSidecar {
 		// What the chaperone gives varnishd, even when it is its default
-		// (malloc,256m): the arguments stay those of earlier releases.
+		// (malloc,256m), so that a new default rolls no gateway.
 		always = append(always, "listen", "storage")
 	}
 	return s.chaperoneFlags().Args(always...)
@@ -575,9 +575,7 @@ func gatewayOwner(gw *gatewayv1.Gateway) *metav1apply.OwnerReferenceApplyConfigu
 // ConfigMap, Service, Deployment and PodDisruptionBudget. The namespaced
 // objects are owned by gw, the Gateway as stored (gatewayOwner); the
 // backends' ClusterRole cannot be (a namespaced object cannot own a
-// cluster-scoped one), and deleteRuntime deletes it. The backends'
-// ClusterRole of an earlier release's name goes once no RoleBinding
-// references it (deleteLegacyBackendClusterRole).
+// cluster-scoped one), and deleteRuntime deletes it.
 func (c *clients) applyRuntime(ctx context.Context, s *runtimeSpec, gw *gatewayv1.Gateway) error {
 	ns, name := s.gw.Namespace, s.name()
 	lbl, ann := s.objectLabels(), s.objectAnnotations()
@@ -600,9 +598,6 @@ func (c *clients) applyRuntime(ctx context.Context, s *runtimeSpec, gw *gatewayv
 	cr := rbacv1apply.ClusterRole(gwruntime.BackendClusterRoleName(s.gw)).WithLabels(lbl).WithAnnotations(ann).WithRules(policyRulesApply(gwruntime.BackendRules())...)
 	if _, err := c.kube.RbacV1().ClusterRoles().Apply(ctx, cr, opts); err != nil {
 		return fmt.Errorf("apply ClusterRole %s: %w", gwruntime.BackendClusterRoleName(s.gw), err)
-	}
-	if err := c.deleteLegacyBackendClusterRole(ctx, s.gw, false); err != nil {
-		return err
 	}
 
 	if err := c.applyCertificateRoles(ctx, s); err != nil {
@@ -773,18 +768,15 @@ func (c *clients) applyCertificateRoles(ctx context.Context, s *runtimeSpec) err
 }
 
 // deleteCertificateRoles deletes the gateway's certificate Roles and
-// RoleBindings (applyCertificateRoles) in the namespaces not in keep, and
-// in every namespace those of the name earlier releases gave them
-// (gwruntime.LegacyCertificateRoleName), which applyCertificateRoles has
-// written again under the new name where they are still needed.
+// RoleBindings (applyCertificateRoles) in the namespaces not in keep.
 func (c *clients) deleteCertificateRoles(ctx context.Context, gw routing.ObjectRef, keep map[string][]string) error {
-	current, legacy := gwruntime.CertificateRoleName(gw), gwruntime.LegacyCertificateRoleName(gw)
+	current := gwruntime.CertificateRoleName(gw)
 	return c.deleteGatewayRoles(ctx, gw, func(name, ns string) bool {
 		if ns == gw.Namespace {
 			return false // there, the gateway's own Role grants the Secrets
 		}
 		_, kept := keep[ns]
-		return name == current && !kept || name == legacy
+		return name == current && !kept
 	})
 }
 
@@ -1326,9 +1318,6 @@ func (c *clients) deleteRuntime(ctx context.Context, gw routing.ObjectRef) error
 		return err
 	}
 	if err := c.deleteInvalidateAuthBinding(ctx, gw); err != nil {
-		return err
-	}
-	if err := c.deleteLegacyBackendClusterRole(ctx, gw, true); err != nil {
 		return err
 	}
 	for _, t := range targets {

@@ -381,8 +381,7 @@ func TestProxyProtocolRuntime(t *testing.T) {
 			}
 		})
 	}
-	// Off, the arguments are those of earlier releases byte for byte:
-	// TestChaperoneArgs pins them.
+	// Off, the arguments are unchanged: TestChaperoneArgs pins them.
 }
 
 func TestGatewayRulesCertificates(t *testing.T) {

@@ -21,11 +21,6 @@ import (
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/routing"
 )
 
-// gatewaySchemaVersion is the version of varnishgw_gateway's schema: 1 has
-// a block for every nested object (version 0 had nested attributes, which
-// Terraform does not check for unknown arguments).
-const gatewaySchemaVersion = 1
-
 // listenerTLSBlock is a listener's tls: how an HTTPS listener terminates
 // TLS, and with which certificates. owner is the kind whose listener it
 // is (Gateway or ListenerSet): a certificate_ref without namespace is in
@@ -111,7 +106,6 @@ func frontendValidationBlock() schema.SingleNestedBlock {
 
 func (r *gatewayResource) Schema(_ context.Context, _ resource.SchemaRequest, resp *resource.SchemaResponse) {
 	resp.Schema = schema.Schema{
-		Version: gatewaySchemaVersion,
 		Description: "A Gateway API Gateway served by varnishgw, and its runtime in the Gateway's namespace: a " +
 			"ServiceAccount with least-privilege RBAC, a ConfigMap with main.vcl, a Deployment of gateway pods (the " +
 			"chaperone running varnishd with the ghost VMOD), a Service with one port per distinct listener port, and " +

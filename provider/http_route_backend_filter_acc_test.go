@@ -16,7 +16,7 @@ import (
 
 // TestAccHTTPRouteBackendFilter: a RequestHeaderModifier on a backend_ref
 // is applied to the HTTPRoute on that backendRef only, stored in the
-// RoutingFragment (version 2) on that backend, planned with its routing
+// RoutingFragment on that backend, planned with its routing
 // known, imported back, and updated in place; a second backend without a
 // filter keeps none.
 func TestAccHTTPRouteBackendFilter(t *testing.T) {
@@ -91,8 +91,8 @@ resource "varnishgw_http_route" "split" {
 			if err != nil {
 				return fmt.Errorf("fragment: %w", err)
 			}
-			if frag.Version != routing.FragmentVersionCache {
-				return fmt.Errorf("fragment version %d, want %d", frag.Version, routing.FragmentVersionCache)
+			if frag.Version != routing.FragmentVersion {
+				return fmt.Errorf("fragment version %d, want %d", frag.Version, routing.FragmentVersion)
 			}
 			want := []routing.Filter{{Type: ghostjson.FilterRequestHeaderModifier, RequestHeaderModifier: &ghostjson.HeaderModifier{
 				Set: []ghostjson.HeaderValue{{Name: "Backend", Value: value}}, Remove: []string{"X-Debug"}}}}

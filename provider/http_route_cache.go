@@ -22,8 +22,7 @@ import (
 // result of that merge in the plan.
 
 // setRuleCaches puts the rules' cache blocks into the fragments attached
-// from the route m describes (fragment rules carry their spec index), and
-// gives each fragment the format version that holds it.
+// from the route m describes (fragment rules carry their spec index).
 func (m *httpRouteModel) setRuleCaches(frags []*routing.Fragment) {
 	for _, f := range frags {
 		for j := range f.Rules {
@@ -31,7 +30,6 @@ func (m *httpRouteModel) setRuleCaches(frags []*routing.Fragment) {
 				f.Rules[j].Cache = m.Rules[i].Cache.policy()
 			}
 		}
-		f.Version = f.NeededVersion()
 	}
 }
 

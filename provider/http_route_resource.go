@@ -28,7 +28,6 @@ var (
 	_ resource.ResourceWithImportState    = (*httpRouteResource)(nil)
 	_ resource.ResourceWithValidateConfig = (*httpRouteResource)(nil)
 	_ resource.ResourceWithModifyPlan     = (*httpRouteResource)(nil)
-	_ resource.ResourceWithUpgradeState   = (*httpRouteResource)(nil)
 )
 
 // NewHTTPRouteResource is the varnishgw_http_route resource.
@@ -342,12 +341,6 @@ func (r *httpRouteResource) apply(ctx context.Context, m *httpRouteModel, oldPar
 	if m.WaitForServed.ValueBool() {
 		served = r.c.waitServed(ctx, writes, timeout)
 	}
-	if served == nil {
-		if err := r.c.retireLegacyFragments(ctx, routing.ObjectRef{Namespace: live.Namespace, Name: live.Name}, writes, timeout); err != nil {
-			fail(action, err.Error())
-			return nil, nil
-		}
-	}
 	var rejected *servedError
 	if errors.As(served, &rejected) {
 		frags = rejectedByPod(frags, rejected)
@@ -361,10 +354,10 @@ func (r *httpRouteResource) apply(ctx context.Context, m *httpRouteModel, oldPar
 	}
 	if served == nil && m.WaitForServed.ValueBool() {
 		if err := r.c.waitResolvedRefs(ctx, live, frags, podsWrite, timeout); err != nil {
-			// Pods that serve the route but do not write its status (an
-			// earlier release, or stopped since): the provider writes it.
-			warn(action, err.Error()+". The provider wrote the condition itself; the gateway's pods may be of an "+
-				"earlier release (apply the gateway again to roll them) or have stopped (kubectl logs -c chaperone says why).")
+			// Pods that serve the route but do not write its status
+			// (stopped since, or another image): the provider writes it.
+			warn(action, err.Error()+". The provider wrote the condition itself; the gateway's pods may have stopped "+
+				"(kubectl logs -c chaperone says why) or run an image of another release (apply the gateway again to roll them).")
 			if err := r.c.writeStatus(ctx, live, frags, nil); err != nil {
 				fail(action, err.Error())
 				return nil, nil

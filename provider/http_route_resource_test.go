@@ -166,16 +166,6 @@ func TestAccHTTPRoute(t *testing.T) {
 	if _, err := cp.Client.CoreV1().ConfigMaps(ns).Create(ctx, foreign, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	// The fragment ConfigMap an earlier release wrote for this route: the
-	// apply replaces it with a RoutingFragment and deletes it.
-	legacyName := gwruntime.FragmentName(routing.ObjectRef{Namespace: ns, Name: gw}, routing.ObjectRef{Namespace: ns, Name: "web"})
-	legacy := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: legacyName, Namespace: ns,
-		Labels:      map[string]string{gwruntime.GatewayLabel: gw, "app.kubernetes.io/managed-by": "varnishgw"},
-		Annotations: map[string]string{"varnishgw.dev/route": ns + "/web"}}}
-	if _, err := cp.Client.CoreV1().ConfigMaps(ns).Create(ctx, legacy, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-
 	config := func(path string) string {
 		return providerBlock(cp) + fmt.Sprintf(`
 resource "varnishgw_http_route" "test" {
@@ -284,9 +274,6 @@ resource "varnishgw_http_route" "test" {
 							if obj.GetLabels()[k] != v {
 								return fmt.Errorf("fragment labels = %v, want %s=%s", obj.GetLabels(), k, v)
 							}
-						}
-						if _, err := cp.Client.CoreV1().ConfigMaps(ns).Get(ctx, legacyName, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
-							return fmt.Errorf("the earlier release's fragment ConfigMap after apply: %v, want NotFound", err)
 						}
 						if !f.Accepted() || len(f.Rules) != 2 || len(f.Rules[0].Backends) != 2 {
 							return fmt.Errorf("fragment = %+v, want accepted with 2 rules and a 2-backend split", f)

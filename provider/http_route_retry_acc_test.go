@@ -112,12 +112,8 @@ func TestAccHTTPRouteRetry(t *testing.T) {
 			if len(frag.Rules) != 1 || !reflect.DeepEqual(frag.Rules[0].Retry, want) {
 				return fmt.Errorf("fragment rules = %+v, want the retry %+v", frag.Rules, want)
 			}
-			wantVersion := routing.FragmentVersion
-			if want != nil {
-				wantVersion = routing.FragmentVersionTraffic
-			}
-			if frag.Version != wantVersion {
-				return fmt.Errorf("fragment version %d, want %d", frag.Version, wantVersion)
+			if frag.Version != routing.FragmentVersion {
+				return fmt.Errorf("fragment version %d, want %d", frag.Version, routing.FragmentVersion)
 			}
 			return nil
 		}

@@ -297,8 +297,7 @@ func routingJSON(frags []*routing.Fragment) (string, error) {
 }
 
 // fragmentRouteAnnotation records which route an object the provider
-// writes for it belongs to (backend RoleBindings; fragment ConfigMaps of
-// earlier releases).
+// writes for it belongs to (backend RoleBindings).
 const fragmentRouteAnnotation = "varnishgw.dev/route"
 
 // parentRefs are the distinct Gateways a route's parentRefs name, sorted:
@@ -439,8 +438,7 @@ func (c *clients) writeBackendBindings(ctx context.Context, route *gatewayv1.HTT
 }
 
 // pruneBackendBindings deletes the RoleBindings of route for gw in every
-// namespace not in keep, if they are the ones the route wrote, and those
-// an earlier release wrote under the legacy name in every namespace.
+// namespace not in keep, if they are the ones the route wrote.
 func (c *clients) pruneBackendBindings(ctx context.Context, gw, route routing.ObjectRef, keep map[string]bool) error {
 	name := gwruntime.BackendRoleBindingName(gw, route)
 	list, err := c.kube.RbacV1().RoleBindings("").List(ctx, metav1.ListOptions{
@@ -459,7 +457,7 @@ func (c *clients) pruneBackendBindings(ctx context.Context, gw, route routing.Ob
 			return fmt.Errorf("delete RoleBinding %s/%s: %w", rb.Namespace, rb.Name, err)
 		}
 	}
-	return c.pruneLegacyBackendBindings(ctx, gw, route, keep)
+	return nil
 }
 
 // classExternalNames reports whether a varnishgw GatewayClass allows

@@ -23,11 +23,6 @@ import (
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/routing"
 )
 
-// httpRouteSchemaVersion is the version of varnishgw_http_route's schema:
-// 1 has a block for every nested object (version 0 had nested
-// attributes, which Terraform does not check for unknown arguments).
-const httpRouteSchemaVersion = 1
-
 // portValidators check a port number. The routing core checks backend
 // and redirect ports itself; these are for the ports it does not check.
 var portValidators = []validator.Int64{int64validator.Between(1, 65535)}
@@ -335,7 +330,6 @@ func filterBlock(desc string, onBackend bool) schema.ListNestedBlock {
 
 func (r *httpRouteResource) Schema(_ context.Context, _ resource.SchemaRequest, resp *resource.SchemaResponse) {
 	resp.Schema = schema.Schema{
-		Version: httpRouteSchemaVersion,
 		Description: "A Gateway API HTTPRoute attached to varnishgw Gateways. Its arguments and blocks mirror the HTTPRoute " +
 			"spec in snake_case, a repeated field being a block with the singular name (parent_ref, rule, match, filter, " +
 			"backend_ref). The provider validates the route at plan time as the gateways will apply it, writes the " +

@@ -98,8 +98,8 @@ resource "varnishgw_http_route" "session" {
 			if err != nil {
 				return fmt.Errorf("fragment: %w", err)
 			}
-			if frag.Version != routing.FragmentVersionTraffic {
-				return fmt.Errorf("fragment version %d, want %d", frag.Version, routing.FragmentVersionTraffic)
+			if frag.Version != routing.FragmentVersion {
+				return fmt.Errorf("fragment version %d, want %d", frag.Version, routing.FragmentVersion)
 			}
 			if got := frag.Rules[0].SessionPersistence; got == nil || *got != *want {
 				return fmt.Errorf("fragment sessionPersistence = %+v, want %+v", got, *want)

@@ -76,12 +76,6 @@ type clients struct {
 	// (route_reads.go).
 	routes routeSnapshots
 
-	// legacy are the fragment ConfigMaps of an earlier release, by Gateway.
-	legacy legacyFragments
-	// legacyBindings are the backend RoleBindings, by name, to find those
-	// an earlier release named without the Gateway's namespace.
-	legacyBindings legacyBackendBindings
-
 	// classChanges are the classes whose plan, in this run, changes what
 	// their gateways are started or configured with (see
 	// gatewayClassResource.ModifyPlan).

@@ -32,14 +32,12 @@ var (
 	_ resource.ResourceWithImportState    = gatewayWithIdentity{}
 	_ resource.ResourceWithValidateConfig = gatewayWithIdentity{}
 	_ resource.ResourceWithModifyPlan     = gatewayWithIdentity{}
-	_ resource.ResourceWithUpgradeState   = gatewayWithIdentity{}
 
 	_ resource.ResourceWithIdentity       = httpRouteWithIdentity{}
 	_ resource.ResourceWithConfigure      = httpRouteWithIdentity{}
 	_ resource.ResourceWithImportState    = httpRouteWithIdentity{}
 	_ resource.ResourceWithValidateConfig = httpRouteWithIdentity{}
 	_ resource.ResourceWithModifyPlan     = httpRouteWithIdentity{}
-	_ resource.ResourceWithUpgradeState   = httpRouteWithIdentity{}
 
 	_ resource.ResourceWithIdentity       = listenerSetWithIdentity{}
 	_ resource.ResourceWithConfigure      = listenerSetWithIdentity{}

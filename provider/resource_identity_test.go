@@ -98,7 +98,7 @@ func TestListConfigValidators(t *testing.T) {
 		{"namespace upper case", namespaceValidator{}, "Shop", `"Shop" is not a Kubernetes namespace name; use lower-case letters`},
 		{"namespace with a dot", namespaceValidator{}, "shop.eu", `"shop.eu" is not a Kubernetes namespace name`},
 		{"selector", labelSelectorValidator{}, "app=shop,tier!=cache", ""},
-		{"selector set", labelSelectorValidator{}, "team in (shop, blog),!legacy", ""},
+		{"selector set", labelSelectorValidator{}, "team in (shop, blog),!archived", ""},
 		{"selector bad", labelSelectorValidator{}, "team in shop", `"team in shop" is not a Kubernetes label selector`},
 		{"selector bad key", labelSelectorValidator{}, "-app=shop", "for example app=shop,tier!=cache"},
 	} {

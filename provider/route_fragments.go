@@ -60,8 +60,7 @@ func (c *clients) ensureAPI(ctx context.Context) error {
 // writeFragments stores one RoutingFragment per parent Gateway and deletes
 // the fragments of Gateways that are no longer parents (or no longer served
 // by varnishgw); stale lists Gateways of the prior state. It returns the
-// writes, for waitServed (forWait: see deleteFragment). The fragment
-// ConfigMaps of an earlier release stay until retireLegacyFragments.
+// writes, for waitServed (forWait: see deleteFragment).
 func (c *clients) writeFragments(ctx context.Context, route *gatewayv1.HTTPRoute, frags []*routing.Fragment, stale []routing.ObjectRef, forWait bool) ([]fragmentWrite, error) {
 	routeRef := routing.ObjectRef{Namespace: route.Namespace, Name: route.Name}
 	if len(frags) > 0 {
@@ -103,14 +102,10 @@ func (c *clients) writeFragments(ctx context.Context, route *gatewayv1.HTTPRoute
 	return writes, nil
 }
 
-// deleteFragment deletes the RoutingFragment (and a fragment ConfigMap of
-// an earlier release) of route for gw. It returns the deletion, or nil when
+// deleteFragment deletes the RoutingFragment of route for gw. It returns the deletion, or nil when
 // there was nothing to delete. With forWait, the deletion's resource version
 // is taken from a watch, for waitServed; without, it is empty.
 func (c *clients) deleteFragment(ctx context.Context, gw, route routing.ObjectRef, forWait bool) (*fragmentWrite, error) {
-	if err := c.deleteLegacyFragment(ctx, gw, route); err != nil {
-		return nil, err
-	}
 	name := gwruntime.FragmentName(gw, route)
 	frags := c.dynamic.Resource(vgwapi.RoutingFragments).Namespace(gw.Namespace)
 	if !forWait {
@@ -186,33 +181,6 @@ func (c *clients) deleteFragment(ctx context.Context, gw, route routing.ObjectRe
 			return nil, fmt.Errorf("watch the RoutingFragment %s/%s for its deletion: %w", gw.Namespace, name, err)
 		}
 	}
-}
-
-// deleteLegacyFragment deletes the fragment ConfigMap an earlier release
-// wrote for route and gw, if there is one it wrote.
-func (c *clients) deleteLegacyFragment(ctx context.Context, gw, route routing.ObjectRef) error {
-	name := gwruntime.FragmentName(gw, route)
-	if has, err := c.legacy.has(ctx, c, gw, name); err != nil || !has {
-		return err
-	}
-	cm, err := c.kube.CoreV1().ConfigMaps(gw.Namespace).Get(ctx, name, metav1.GetOptions{})
-	if apierrors.IsNotFound(err) {
-		c.legacy.forget(gw, name)
-		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("get the fragment ConfigMap %s/%s of an earlier release: %w", gw.Namespace, name, err)
-	}
-	if cm.Annotations[fragmentRouteAnnotation] != route.String() {
-		c.legacy.forget(gw, name)
-		return nil // not ours: never delete what another writer owns
-	}
-	err = c.kube.CoreV1().ConfigMaps(gw.Namespace).Delete(ctx, name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &cm.UID}})
-	if err != nil && !apierrors.IsNotFound(err) {
-		return fmt.Errorf("delete the fragment ConfigMap %s/%s of an earlier release: %w", gw.Namespace, name, err)
-	}
-	c.legacy.forget(gw, name)
-	return nil
 }
 
 // readFragments reads the stored fragments of route for the Gateways its
@@ -375,7 +343,7 @@ func writtenGateways(writes []fragmentWrite) []routing.ObjectRef {
 func reportState(r *vgwapi.GatewayPodReport) string {
 	switch {
 	case r == nil:
-		return "no GatewayPodReport: a chaperone of an earlier release writes none; set the class's image to this provider's release"
+		return "no GatewayPodReport yet: the chaperone has not started (kubectl logs -c chaperone says why), or the class's image is not this provider's release"
 	case r.Status.Routing == nil:
 		return "has not loaded routing yet"
 	default:

@@ -240,8 +240,7 @@ data "varnishgw_routing" "gw" {
 			Config: config,
 			Check: resource.ComposeAggregateTestCheckFunc(
 				func(*terraform.State) error {
-					// The VCL ConfigMap is there, labelled like a fragment
-					// ConfigMap of earlier releases.
+					// The VCL ConfigMap is there, with the gateway label.
 					cm, err := cp.Client.CoreV1().ConfigMaps(ns).Get(context.Background(), gwruntime.VCLConfigMapName(routing.ObjectRef{Namespace: ns, Name: "edge"}), metav1.GetOptions{})
 					if err != nil {
 						return err

@@ -29,9 +29,7 @@ const RoutesFieldManager = "varnishgw-chaperone-routes"
 // FragmentName names the RoutingFragment a route writes for gw, in gw's
 // namespace: "vgw-" plus a readable gateway-namespace-name part, cut to
 // fit, plus a hash of the exact triple, so that names never collide within
-// the namespace and always are valid DNS subdomains. The fragment
-// ConfigMaps of earlier releases had the same names, and so had their
-// backend RoleBindings (LegacyBackendRoleBindingName).
+// the namespace and always are valid DNS subdomains.
 func FragmentName(gw, route routing.ObjectRef) string {
 	sum := sha256.Sum256([]byte(gw.Name + "\x00" + route.Namespace + "\x00" + route.Name))
 	readable := strings.ToLower(gw.Name + "-" + route.Namespace + "-" + route.Name)

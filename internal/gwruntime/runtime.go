@@ -65,17 +65,6 @@ func BackendClusterRoleName(gw routing.ObjectRef) string {
 	return gatewayRoleName("varnishgw-backends-", gw)
 }
 
-// LegacyBackendClusterRoleName is the name earlier releases gave
-// BackendClusterRoleName: "varnishgw-backends-<namespace>-<name>", the same
-// for the gateways a-b/c and a/b-c, which then shared one ClusterRole. It
-// never has a dot, so it is never the BackendClusterRoleName of a gateway
-// (unhashed, those have one; hashed, the hash is of another string). The
-// backend RoleBindings of earlier releases still reference it until their
-// route's next apply; the provider deletes it once none does.
-func LegacyBackendClusterRoleName(gw routing.ObjectRef) string {
-	return hashedName("varnishgw-backends-", gw.Namespace+"-"+gw.Name, 253)
-}
-
 // BackendRoleBindingName is the RoleBinding route writes in each namespace
 // its backends live in, binding BackendClusterRoleName(gw) to gw's
 // ServiceAccount there: "vgw-backends-" plus a readable
@@ -86,12 +75,6 @@ func LegacyBackendClusterRoleName(gw routing.ObjectRef) string {
 func BackendRoleBindingName(gw, route routing.ObjectRef) string {
 	return perRouteName("vgw-backends-", gw, route, gw.Namespace+"-"+gw.Name+"-"+route.Namespace+"-"+route.Name)
 }
-
-// LegacyBackendRoleBindingName is the name earlier releases gave
-// BackendRoleBindingName: FragmentName(gw, route), which leaves out the
-// Gateway's namespace. The provider deletes such bindings once it has
-// written those of this release.
-func LegacyBackendRoleBindingName(gw, route routing.ObjectRef) string { return FragmentName(gw, route) }
 
 // Labels are the labels of gw's runtime objects; the Deployment's pod
 // selector is this set.
@@ -193,14 +176,6 @@ func gatewayRoleName(prefix string, gw routing.ObjectRef) string {
 		return n
 	}
 	return hashedName(prefix, gw.Namespace+"."+gw.Name, 253)
-}
-
-// LegacyCertificateRoleName is the name earlier releases gave
-// CertificateRoleName: "varnishgw-certs-<namespace>-<name>", the same for
-// the gateways a-b/c and a/b-c, which then shared one Role. The provider
-// deletes such Roles once it has written those of this release.
-func LegacyCertificateRoleName(gw routing.ObjectRef) string {
-	return hashedName("varnishgw-certs-", gw.Namespace+"-"+gw.Name, 253)
 }
 
 // CertificateRules are the chaperone's rights on the certificate Secrets

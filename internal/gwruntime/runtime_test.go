@@ -76,15 +76,14 @@ func TestCertificateRules(t *testing.T) {
 func TestCertificateRoleName(t *testing.T) {
 	long := strings.Repeat("a.", 120) + "b"
 	tests := []struct {
-		gw     routing.ObjectRef
-		want   string // prefix
-		legacy string // exact; "" for not checked
+		gw   routing.ObjectRef
+		want string // prefix
 	}{
-		{routing.ObjectRef{Namespace: "edge", Name: "public"}, "varnishgw-certs-edge.public", "varnishgw-certs-edge-public"},
-		{routing.ObjectRef{Namespace: "a-b", Name: "c"}, "varnishgw-certs-a-b.c", "varnishgw-certs-a-b-c"},
-		{routing.ObjectRef{Namespace: "a", Name: "b-c"}, "varnishgw-certs-a.b-c", "varnishgw-certs-a-b-c"},
-		{routing.ObjectRef{Namespace: "edge", Name: "with.dots"}, "varnishgw-certs-edge.with.dots", ""},
-		{routing.ObjectRef{Namespace: "edge", Name: long}, "varnishgw-certs-edge-a-a-a-", ""},
+		{routing.ObjectRef{Namespace: "edge", Name: "public"}, "varnishgw-certs-edge.public"},
+		{routing.ObjectRef{Namespace: "a-b", Name: "c"}, "varnishgw-certs-a-b.c"},
+		{routing.ObjectRef{Namespace: "a", Name: "b-c"}, "varnishgw-certs-a.b-c"},
+		{routing.ObjectRef{Namespace: "edge", Name: "with.dots"}, "varnishgw-certs-edge.with.dots"},
+		{routing.ObjectRef{Namespace: "edge", Name: long}, "varnishgw-certs-edge-a-a-a-"},
 	}
 	seen := map[string]routing.ObjectRef{}
 	for _, tt := range tests {
@@ -97,17 +96,8 @@ func TestCertificateRoleName(t *testing.T) {
 				t.Errorf("gateways %s and %s share the certificate Role %s", other, tt.gw, n)
 			}
 			seen[n] = tt.gw
-			legacy := LegacyCertificateRoleName(tt.gw)
-			if tt.legacy != "" && legacy != tt.legacy {
-				t.Errorf("LegacyCertificateRoleName = %q, want %q (the name earlier releases wrote)", legacy, tt.legacy)
-			}
-			if legacy == n {
-				t.Errorf("the new name %s is the legacy one", n)
-			}
-			for _, name := range []string{n, legacy} {
-				if errs := validation.IsDNS1123Subdomain(name); len(errs) > 0 {
-					t.Errorf("%s: %v", name, errs)
-				}
+			if errs := validation.IsDNS1123Subdomain(n); len(errs) > 0 {
+				t.Errorf("%s: %v", n, errs)
 			}
 		})
 	}
@@ -116,45 +106,28 @@ func TestCertificateRoleName(t *testing.T) {
 func TestBackendClusterRoleName(t *testing.T) {
 	long := strings.Repeat("a.", 120) + "b"
 	tests := []struct {
-		gw     routing.ObjectRef
-		want   string // prefix
-		legacy string // exact; "" for not checked
+		gw   routing.ObjectRef
+		want string // prefix
 	}{
-		{routing.ObjectRef{Namespace: "edge", Name: "public"}, "varnishgw-backends-edge.public", "varnishgw-backends-edge-public"},
-		{routing.ObjectRef{Namespace: "a-b", Name: "c"}, "varnishgw-backends-a-b.c", "varnishgw-backends-a-b-c"},
-		{routing.ObjectRef{Namespace: "a", Name: "b-c"}, "varnishgw-backends-a.b-c", "varnishgw-backends-a-b-c"},
-		// The legacy name of a/b.c is hashed (a label has no dot), so it
-		// is not the new name of a-b/c.
-		{routing.ObjectRef{Namespace: "a", Name: "b.c"}, "varnishgw-backends-a.b.c", ""},
-		{routing.ObjectRef{Namespace: "edge", Name: long}, "varnishgw-backends-edge-a-a-a-", ""},
+		{routing.ObjectRef{Namespace: "edge", Name: "public"}, "varnishgw-backends-edge.public"},
+		{routing.ObjectRef{Namespace: "a-b", Name: "c"}, "varnishgw-backends-a-b.c"},
+		{routing.ObjectRef{Namespace: "a", Name: "b-c"}, "varnishgw-backends-a.b-c"},
+		{routing.ObjectRef{Namespace: "a", Name: "b.c"}, "varnishgw-backends-a.b.c"},
+		{routing.ObjectRef{Namespace: "edge", Name: long}, "varnishgw-backends-edge-a-a-a-"},
 	}
 	seen := map[string]routing.ObjectRef{}
 	for _, tt := range tests {
-		n := BackendClusterRoleName(tt.gw)
-		if other, ok := seen[n]; ok {
-			t.Errorf("gateways %s and %s share the backend ClusterRole %s", other, tt.gw, n)
-		}
-		seen[n] = tt.gw
-	}
-	for _, tt := range tests {
 		t.Run(tt.gw.String(), func(t *testing.T) {
-			n, legacy := BackendClusterRoleName(tt.gw), LegacyBackendClusterRoleName(tt.gw)
+			n := BackendClusterRoleName(tt.gw)
 			if !strings.HasPrefix(n, tt.want) {
 				t.Errorf("BackendClusterRoleName = %q, want prefix %q", n, tt.want)
 			}
-			if tt.legacy != "" && legacy != tt.legacy {
-				t.Errorf("LegacyBackendClusterRoleName = %q, want %q (the name earlier releases wrote)", legacy, tt.legacy)
+			if other, ok := seen[n]; ok {
+				t.Errorf("gateways %s and %s share the backend ClusterRole %s", other, tt.gw, n)
 			}
-			if strings.Contains(legacy, ".") {
-				t.Errorf("LegacyBackendClusterRoleName = %q has a dot", legacy)
-			}
-			if other, ok := seen[legacy]; ok {
-				t.Errorf("the legacy name %s of %s is the new name of %s", legacy, tt.gw, other)
-			}
-			for _, name := range []string{n, legacy} {
-				if errs := validation.IsDNS1123Subdomain(name); len(errs) > 0 {
-					t.Errorf("%s: %v", name, errs)
-				}
+			seen[n] = tt.gw
+			if errs := validation.IsDNS1123Subdomain(n); len(errs) > 0 {
+				t.Errorf("%s: %v", n, errs)
 			}
 		})
 	}
@@ -245,14 +218,14 @@ func TestListenerSetStatusRules(t *testing.T) {
 // TestPerRouteNames: the names of what a route writes per (gateway, route)
 // outside the Gateway's namespace differ for Gateways of one name in two
 // namespaces, and for namespace/name splits of one string; the status
-// Role keeps the name earlier releases gave it, and the legacy backend
-// binding name is the one earlier releases wrote (the fragment name).
+// Role and fragment names are pinned: a change renames objects in every
+// cluster.
 func TestPerRouteNames(t *testing.T) {
 	web := routing.ObjectRef{Namespace: "apps", Name: "web"}
 	tests := []struct {
-		gw, route      routing.ObjectRef
-		backends       string // prefix
-		status, legacy string // exact
+		gw, route        routing.ObjectRef
+		backends         string // prefix
+		status, fragment string // exact
 	}{
 		{routing.ObjectRef{Namespace: "a", Name: "gw"}, web, "vgw-backends-a-gw-apps-web-", "vgw-status-gw-web-b66f37df1f", "vgw-gw-apps-web-f5a0824c75"},
 		{routing.ObjectRef{Namespace: "b", Name: "gw"}, web, "vgw-backends-b-gw-apps-web-", "vgw-status-gw-web-ecc67e5f76", "vgw-gw-apps-web-f5a0824c75"},
@@ -277,16 +250,16 @@ func TestPerRouteNames(t *testing.T) {
 			if b != BackendRoleBindingName(tt.gw, tt.route) {
 				t.Error("BackendRoleBindingName is not deterministic")
 			}
-			if b == LegacyBackendRoleBindingName(tt.gw, tt.route) {
-				t.Errorf("the new name %s is the legacy one", b)
+			if b == FragmentName(tt.gw, tt.route) {
+				t.Errorf("the backend binding %s has the fragment's name", b)
 			}
 			if got := RouteStatusRoleName(tt.gw, tt.route); tt.status != "" && got != tt.status {
-				t.Errorf("RouteStatusRoleName = %q, want %q (the name earlier releases wrote)", got, tt.status)
+				t.Errorf("RouteStatusRoleName = %q, want %q", got, tt.status)
 			}
-			if got := LegacyBackendRoleBindingName(tt.gw, tt.route); tt.legacy != "" && got != tt.legacy {
-				t.Errorf("LegacyBackendRoleBindingName = %q, want %q", got, tt.legacy)
+			if got := FragmentName(tt.gw, tt.route); tt.fragment != "" && got != tt.fragment {
+				t.Errorf("FragmentName = %q, want %q", got, tt.fragment)
 			}
-			for _, n := range []string{b, RouteStatusRoleName(tt.gw, tt.route), LegacyBackendRoleBindingName(tt.gw, tt.route)} {
+			for _, n := range []string{b, RouteStatusRoleName(tt.gw, tt.route), FragmentName(tt.gw, tt.route)} {
 				if errs := validation.IsDNS1123Subdomain(n); len(errs) > 0 {
 					t.Errorf("%s: %v", n, errs)
 				}

@@ -34,9 +34,6 @@ func TestConformanceBackendFiltersDocument(t *testing.T) {
 			if err != nil || !f.Accepted() {
 				t.Fatalf("%s: %s: %v %+v", file, r.Name, err, f)
 			}
-			if v := f.NeededVersion(); v != FragmentVersionCache {
-				t.Errorf("%s: NeededVersion() = %d, want %d", file, v, FragmentVersionCache)
-			}
 			data, err := MarshalFragment(f)
 			if err != nil {
 				t.Fatal(err)
@@ -135,22 +132,11 @@ func TestFragmentVersionBackendFilters(t *testing.T) {
 		Rules: []Rule{{Matches: []ghostjson.Match{{Path: ghostjson.PathMatch{Type: ghostjson.PathPrefix, Value: "/"}}},
 			Backends: []BackendRef{{Namespace: "infra", Name: "v1", Port: 8080, Weight: 1,
 				Filters: []Filter{{Type: ghostjson.FilterRequestHeaderModifier, RequestHeaderModifier: hm}}}}}}}
-	if got := f.NeededVersion(); got != FragmentVersionCache {
-		t.Fatalf("NeededVersion() = %d with backendRef filters, want %d", got, FragmentVersionCache)
-	}
-	if err := f.Validate(); err == nil || !strings.Contains(err.Error(), "version: Invalid value: 1: must be 2: a rule has a cache policy or a CORS filter, or a backendRef has filters") {
-		t.Errorf("version 1 with backendRef filters: %v", err)
-	}
-	f.Version = FragmentVersionCache
 	if err := f.Validate(); err != nil {
 		t.Fatal(err)
 	}
 	f.Rules[0].Backends[0].Filters[0] = Filter{Type: ghostjson.FilterURLRewrite, URLRewrite: &ghostjson.Rewrite{Hostname: "x.example"}}
 	if err := f.Validate(); err == nil || !strings.Contains(err.Error(), `rules[0].backends[0].filters[0].type: Unsupported value: "URLRewrite": supported values: "RequestHeaderModifier"`) {
 		t.Errorf("URLRewrite on a backend: %v", err)
-	}
-	f.Rules[0].Backends[0].Filters = nil
-	if got := f.NeededVersion(); got != FragmentVersion {
-		t.Fatalf("NeededVersion() = %d without, want %d", got, FragmentVersion)
 	}
 }

@@ -177,7 +177,7 @@ func TestFragmentVersions(t *testing.T) {
 		}
 		return v.Version
 	}
-	// Without cache policies: version 1, readable by earlier chaperones.
+	// Without cache policies: no cache field.
 	data, err := MarshalFragment(f)
 	if err != nil {
 		t.Fatal(err)
@@ -185,14 +185,12 @@ func TestFragmentVersions(t *testing.T) {
 	if v := version(data); v != FragmentVersion || strings.Contains(string(data), `"cache"`) {
 		t.Errorf("version %d, want %d, no cache:\n%s", v, FragmentVersion, data)
 	}
-	// With one: version 2, which an earlier chaperone (reading version 1
-	// only) rejects instead of serving the rule without its policy.
 	f.Rules[1].Cache = &CachePolicy{TTL: ptr("1h")}
 	if data, err = MarshalFragment(f); err != nil {
 		t.Fatal(err)
 	}
-	if v := version(data); v != FragmentVersionCache {
-		t.Errorf("version %d, want %d", v, FragmentVersionCache)
+	if v := version(data); v != FragmentVersion {
+		t.Errorf("version %d, want %d", v, FragmentVersion)
 	}
 	back, err := UnmarshalFragment(data)
 	if err != nil {
@@ -204,8 +202,7 @@ func TestFragmentVersions(t *testing.T) {
 	for _, tc := range []struct {
 		name, from, to, want string
 	}{
-		{"cache in version 1", `"version": 2`, `"version": 1`, `version: Invalid value: 1: must be 2: a rule has a cache policy or a CORS filter`},
-		{"version 4", `"version": 2`, `"version": 4`, `version is 4, this build reads versions 1 to 3: upgrade the chaperone`},
+		{"version 2", `"version": 1`, `"version": 2`, `version is 2, this build reads version 1: run the chaperone and the provider of one release`},
 		{"bad policy", `"ttl": "1h"`, `"ttl": "1 hour"`, `rules[1].cache.ttl: Invalid value: "1 hour"`},
 		{"unknown policy field", `"ttl": "1h"`, `"ttl": "1h", "staleIfError": "1h"`, `unknown field "staleIfError"`},
 	} {
@@ -216,21 +213,6 @@ func TestFragmentVersions(t *testing.T) {
 		if _, err := UnmarshalFragment([]byte(bad)); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: %v, want an error with %q", tc.name, err, tc.want)
 		}
-	}
-}
-
-// TestFragmentVersionCORS: a CORS filter needs version 2 too, so a
-// chaperone older than CORS rejects it with "upgrade the chaperone".
-func TestFragmentVersionCORS(t *testing.T) {
-	f := &Fragment{Version: FragmentVersion, Gateway: ObjectRef{Namespace: "infra", Name: "gw"},
-		Route: RouteRef{Namespace: "infra", Name: "r"},
-		Rules: []Rule{{Filters: []Filter{{Type: "CORS", CORS: &ghostjson.CORS{AllowOrigins: []string{"https://a.example"}}}}}}}
-	if got := f.NeededVersion(); got != FragmentVersionCache {
-		t.Fatalf("NeededVersion() = %d with a CORS filter, want %d", got, FragmentVersionCache)
-	}
-	f.Rules[0].Filters = nil
-	if got := f.NeededVersion(); got != FragmentVersion {
-		t.Fatalf("NeededVersion() = %d without, want %d", got, FragmentVersion)
 	}
 }
 

@@ -14,28 +14,11 @@ import (
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/ghostjson"
 )
 
-// Fragment format versions. This package reads both and writes the lowest
-// that holds the fragment (MarshalFragment), so a fragment without cache
-// policies stays readable by chaperones that predate them, and one with a
-// cache policy is rejected by such a chaperone, whose pod reports the
-// rejection (the apply that wrote it fails), instead of being served
-// without its policy.
-const (
-	// FragmentVersion is the version of fragments without cache policies
-	// and CORS filters.
-	FragmentVersion = 1
-	// FragmentVersionCache is the version of fragments in which a rule
-	// has a cache policy (Rule.Cache) or a CORS filter: chaperones older
-	// than both read version 1 only, and reject such a fragment with a
-	// message that says to upgrade them instead of serving it without.
-	FragmentVersionCache = 2
-	// FragmentVersionTraffic is the version of fragments in which a rule
-	// has a retry policy (Rule.Retry) or session persistence
-	// (Rule.SessionPersistence): chaperones that read versions 1 and 2
-	// only reject such a fragment with a message that says to upgrade
-	// them, instead of serving the rule without.
-	FragmentVersionTraffic = 3
-)
+// FragmentVersion is the version of the fragment format. A chaperone
+// rejects a fragment of another version, and its pod reports the rejection
+// (the apply that wrote it fails), instead of serving a route it cannot
+// read in full.
+const FragmentVersion = 1
 
 // Fragment is what one HTTPRoute contributes to one parent Gateway after
 // attachment and validation. The provider stores it (MarshalFragment) in a
@@ -131,16 +114,15 @@ type Rule struct {
 	Filters  []Filter            `json:"filters,omitempty"`
 	Timeouts *ghostjson.Timeouts `json:"timeouts,omitempty"`
 	// Retry is the rule's retry policy (HTTPRoute retry), defaults filled
-	// in; nil: no retries. Only in fragments of FragmentVersionTraffic.
+	// in; nil: no retries.
 	Retry    *ghostjson.Retry `json:"retry,omitempty"`
 	Backends []BackendRef     `json:"backends,omitempty"`
 	// Cache is the rule's own cache policy (the provider sets it after
 	// Attach); nil: the rule takes the Gateway's default policy
-	// (EffectiveCache). Only in fragments of FragmentVersionCache.
+	// (EffectiveCache).
 	Cache *CachePolicy `json:"cache,omitempty"`
 	// SessionPersistence keeps a client on one endpoint of the rule's
-	// backends by cookie; nil: none. Only in fragments of
-	// FragmentVersionTraffic.
+	// backends by cookie; nil: none.
 	SessionPersistence *SessionPersistence `json:"sessionPersistence,omitempty"`
 }
 
@@ -176,8 +158,7 @@ type BackendRef struct {
 	Unresolved string `json:"unresolved,omitempty"`
 	// Filters are the backendRef's own filters, applied only when this
 	// backend is picked: a RequestHeaderModifier at most. Only in a
-	// rule's backends (not a mirror's), in fragments of
-	// FragmentVersionCache.
+	// rule's backends (not a mirror's).
 	Filters []Filter `json:"filters,omitempty"`
 }
 
@@ -189,41 +170,12 @@ func (b BackendRef) GroupName() string {
 // Accepted reports whether the route is attached to at least one listener.
 func (f *Fragment) Accepted() bool { return len(f.Listeners) > 0 }
 
-// NeededVersion is the lowest fragment version that holds f:
-// FragmentVersionTraffic when a rule has a retry policy or session
-// persistence,
-// FragmentVersionCache when a rule has a cache policy or a CORS filter, or
-// a backendRef has filters, else FragmentVersion.
-func (f *Fragment) NeededVersion() int {
-	for i := range f.Rules {
-		if f.Rules[i].Retry != nil || f.Rules[i].SessionPersistence != nil {
-			return FragmentVersionTraffic
-		}
-	}
-	for i := range f.Rules {
-		if f.Rules[i].Cache != nil {
-			return FragmentVersionCache
-		}
-		for _, fl := range f.Rules[i].Filters {
-			if fl.CORS != nil {
-				return FragmentVersionCache
-			}
-		}
-		for _, b := range f.Rules[i].Backends {
-			if len(b.Filters) > 0 {
-				return FragmentVersionCache
-			}
-		}
-	}
-	return FragmentVersion
-}
-
-// MarshalFragment encodes f as indented JSON after validating it, with the
-// version NeededVersion gives (whatever f.Version says).
+// MarshalFragment encodes f as indented JSON after validating it, with
+// FragmentVersion (whatever f.Version says).
 func MarshalFragment(f *Fragment) ([]byte, error) {
-	if f != nil && f.Version != f.NeededVersion() {
+	if f != nil && f.Version != FragmentVersion {
 		c := *f
-		c.Version = c.NeededVersion()
+		c.Version = FragmentVersion
 		f = &c
 	}
 	if err := f.Validate(); err != nil {
@@ -240,8 +192,7 @@ func MarshalFragment(f *Fragment) ([]byte, error) {
 }
 
 // UnmarshalFragment decodes and validates a fragment. Unknown fields and
-// versions other than FragmentVersion, FragmentVersionCache and
-// FragmentVersionTraffic are rejected.
+// versions other than FragmentVersion are rejected.
 func UnmarshalFragment(data []byte) (*Fragment, error) {
 	var probe struct {
 		Version *int `json:"version"`
@@ -249,12 +200,12 @@ func UnmarshalFragment(data []byte) (*Fragment, error) {
 	if err := json.Unmarshal(data, &probe); err != nil {
 		return nil, fmt.Errorf("unmarshal fragment: %w", err)
 	}
-	if probe.Version == nil || !knownVersion(*probe.Version) {
+	if probe.Version == nil || *probe.Version != FragmentVersion {
 		v := "absent"
 		if probe.Version != nil {
 			v = fmt.Sprint(*probe.Version)
 		}
-		return nil, fmt.Errorf("unmarshal fragment: version is %s, this build reads versions %d to %d: upgrade the chaperone or re-apply with a matching provider", v, FragmentVersion, FragmentVersionTraffic)
+		return nil, fmt.Errorf("unmarshal fragment: version is %s, this build reads version %d: run the chaperone and the provider of one release (set the class's image to the provider's release and apply again)", v, FragmentVersion)
 	}
 	var f Fragment
 	dec := json.NewDecoder(bytes.NewReader(data))
@@ -271,10 +222,6 @@ func UnmarshalFragment(data []byte) (*Fragment, error) {
 	return &f, nil
 }
 
-func knownVersion(v int) bool {
-	return v == FragmentVersion || v == FragmentVersionCache || v == FragmentVersionTraffic
-}
-
 // Validate checks a fragment's structure and every value that ends up in
 // ghost.json, so a hand-edited or corrupt ConfigMap cannot reach varnishd.
 func (f *Fragment) Validate() error {
@@ -282,13 +229,8 @@ func (f *Fragment) Validate() error {
 		return fmt.Errorf("nil fragment")
 	}
 	var errs field.ErrorList
-	switch need := f.NeededVersion(); {
-	case !knownVersion(f.Version):
-		errs = append(errs, field.Invalid(field.NewPath("version"), f.Version, fmt.Sprintf("must be %d, or %d when a rule has a cache policy or a CORS filter or a backendRef has filters, or %d when a rule has a retry policy or session persistence", FragmentVersion, FragmentVersionCache, FragmentVersionTraffic)))
-	case f.Version < need && need == FragmentVersionTraffic:
-		errs = append(errs, field.Invalid(field.NewPath("version"), f.Version, fmt.Sprintf("must be %d: a rule has a retry policy or session persistence", need)))
-	case f.Version < need:
-		errs = append(errs, field.Invalid(field.NewPath("version"), f.Version, fmt.Sprintf("must be %d: a rule has a cache policy or a CORS filter, or a backendRef has filters", need)))
+	if f.Version != FragmentVersion {
+		errs = append(errs, field.Invalid(field.NewPath("version"), f.Version, fmt.Sprintf("must be %d", FragmentVersion)))
 	}
 	errs = append(errs, validateObjectName(field.NewPath("gateway"), f.Gateway.Namespace, f.Gateway.Name)...)
 	errs = append(errs, validateObjectName(field.NewPath("route"), f.Route.Namespace, f.Route.Name)...)

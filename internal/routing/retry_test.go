@@ -50,9 +50,6 @@ func TestRetryThroughFragment(t *testing.T) {
 	if !reflect.DeepEqual(f.Rules[0].Retry, want) || f.Rules[1].Retry != nil {
 		t.Fatalf("rules' retry %+v, %+v; want %+v, nil", f.Rules[0].Retry, f.Rules[1].Retry, want)
 	}
-	if v := f.NeededVersion(); v != FragmentVersionTraffic {
-		t.Errorf("NeededVersion() = %d, want %d", v, FragmentVersionTraffic)
-	}
 	data, err := MarshalFragment(f)
 	if err != nil {
 		t.Fatal(err)
@@ -61,13 +58,12 @@ func TestRetryThroughFragment(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if back.Version != FragmentVersionTraffic || !reflect.DeepEqual(back.Rules[0].Retry, want) {
+	if back.Version != FragmentVersion || !reflect.DeepEqual(back.Rules[0].Retry, want) {
 		t.Errorf("round trip: version %d, retry %+v", back.Version, back.Rules[0].Retry)
 	}
 	for _, tc := range []struct {
 		name, from, to, wantErr string
 	}{
-		{"retry in version 2", `"version": 3`, `"version": 2`, `version: Invalid value: 2: must be 3: a rule has a retry policy`},
 		{"attempts 0", `"attempts": 3`, `"attempts": 0`, `rules[0].retry.attempts: Invalid value: 0: must be from 1 to 100`},
 		{"code 302", `500,`, `302,`, `rules[0].retry.codes[0]: Invalid value: 302: must be an HTTP status from 400 to 599`},
 		{"negative backoff", `"backoffMs": 100`, `"backoffMs": -1`, `rules[0].retry.backoffMs: Invalid value: -1`},

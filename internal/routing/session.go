@@ -31,7 +31,7 @@ const DefaultSessionCookiePrefix = "vgw-session-"
 // (Cookie, the default, or Header), the cookie or header name (sessionName
 // or the default), the absolute timeout in milliseconds (0: none) and
 // whether the cookie is permanent (Max-Age, lifetimeType Permanent) rather
-// than a session cookie. Only in fragments of FragmentVersionTraffic.
+// than a session cookie.
 type SessionPersistence struct {
 	Type              string `json:"type"`
 	SessionName       string `json:"sessionName"`

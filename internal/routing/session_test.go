@@ -1,7 +1,6 @@
 package routing
 
 import (
-	"encoding/json"
 	"strings"
 	"testing"
 
@@ -64,8 +63,7 @@ func TestNormalizeSessionPersistence(t *testing.T) {
 }
 
 // TestSessionPersistenceThroughAttachAndResolve: a rule's session
-// persistence reaches the fragment (version FragmentVersionTraffic, which
-// a chaperone reading versions 1 and 2 rejects) and ghost.json, one entry
+// persistence reaches the fragment and ghost.json, one entry
 // per match with the match's cookie path and the rule's scope, valid
 // against ghost.schema.json.
 func TestSessionPersistenceThroughAttachAndResolve(t *testing.T) {
@@ -104,13 +102,6 @@ func TestSessionPersistenceThroughAttachAndResolve(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var probe struct{ Version int }
-	if err := json.Unmarshal(data, &probe); err != nil {
-		t.Fatal(err)
-	}
-	if v := probe.Version; v != FragmentVersionTraffic {
-		t.Fatalf("fragment version %d, want %d", v, FragmentVersionTraffic)
-	}
 	back, err := UnmarshalFragment(data)
 	if err != nil {
 		t.Fatal(err)
@@ -119,7 +110,6 @@ func TestSessionPersistenceThroughAttachAndResolve(t *testing.T) {
 		t.Fatalf("round trip: %+v", got)
 	}
 	for _, tc := range []struct{ name, from, to, want string }{
-		{"session in version 2", `"version": 3`, `"version": 2`, "version: Invalid value: 2: must be 3: a rule has a retry policy or session persistence"},
 		{"unknown type", `"type": "Cookie"`, `"type": "Query"`, `rules[0].sessionPersistence.type: Unsupported value: "Query"`},
 		{"permanent header", `"type": "Cookie"`, `"type": "Header"`, `rules[0].sessionPersistence.permanent: Forbidden: a header session has no cookie`},
 		{"bad cookie name", `"sessionName": "cart"`, `"sessionName": "a;b"`, `rules[0].sessionPersistence.sessionName: Invalid value: "a;b"`},

@@ -23,7 +23,7 @@ func TestBuildCachePolicies(t *testing.T) {
 	}
 	ttl := "1h"
 	frag := &routing.Fragment{
-		Version:   routing.FragmentVersionCache,
+		Version:   routing.FragmentVersion,
 		Gateway:   routing.ObjectRef{Namespace: "infra", Name: "gw"},
 		Route:     routing.RouteRef{Namespace: "infra", Name: "web"},
 		Listeners: []routing.AttachedListener{{Name: "http", Port: 80, Hostnames: []string{"*"}}},
