@@ -6,82 +6,21 @@ import (
 	"regexp"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/hashicorp/terraform-plugin-testing/helper/resource"
 	"github.com/hashicorp/terraform-plugin-testing/terraform"
-	corev1 "k8s.io/api/core/v1"
-	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/dynamic"
 
-	"github.com/varnishgw/terraform-provider-varnishgw/internal/chaperone/invalidation"
-	"github.com/varnishgw/terraform-provider-varnishgw/internal/gwruntime"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/routing"
-	"github.com/varnishgw/terraform-provider-varnishgw/internal/testing/testenv"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/vgwapi"
 )
-
-// invalidationPod is one Ready gateway pod for the invalidation wait: a
-// Pod object marked Ready and the chaperone's own invalidation.Applier
-// (informer, acknowledgements in the GatewayPodReport), whose bans go to
-// a list instead of a varnishd (the chaperone's tests ban in a real
-// varnishd). A stopped pod acknowledges nothing.
-type invalidationPod struct {
-	name string
-	mu   sync.Mutex
-	bans [][]string
-	stop context.CancelFunc
-}
 
 func (p *invalidationPod) banned() [][]string {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return slices.Clone(p.bans)
-}
-
-func startInvalidationPod(t *testing.T, cp *testenv.ControlPlane, gw routing.ObjectRef, name string, apply bool) *invalidationPod {
-	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
-	p := &invalidationPod{name: name, stop: cancel}
-	if _, err := cp.Client.CoreV1().ServiceAccounts(gw.Namespace).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "default"}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-		t.Fatal(err)
-	}
-	created, err := cp.Client.CoreV1().Pods(gw.Namespace).Create(ctx, &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: gw.Namespace, Labels: gwruntime.Labels(gw)},
-		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "chaperone", Image: "example.invalid/none:1"}}},
-	}, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	created.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}
-	if _, err := cp.Client.CoreV1().Pods(gw.Namespace).UpdateStatus(ctx, created, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	if err := vgwapi.EnsureCRDs(ctx, apiextensionsclient.NewForConfigOrDie(cp.Config)); err != nil {
-		t.Fatal(err)
-	}
-	if !apply {
-		return p
-	}
-	a := invalidation.New(invalidation.Config{
-		Dynamic: dynamic.NewForConfigOrDie(cp.Config), Gateway: gw, Pod: vgwapi.Pod{Name: name},
-		Ban: func(_ context.Context, args []string) error {
-			p.mu.Lock()
-			defer p.mu.Unlock()
-			p.bans = append(p.bans, args)
-			return nil
-		},
-	})
-	go func() {
-		if err := a.Run(ctx); err != nil && ctx.Err() == nil {
-			t.Errorf("pod %s: %v", name, err)
-		}
-	}()
-	return p
 }
 
 // TestAccCacheInvalidation: creating the resource creates a

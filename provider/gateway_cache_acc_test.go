@@ -16,78 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/rand"
 
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/routing"
-	"github.com/varnishgw/terraform-provider-varnishgw/internal/testing/testenv"
 )
-
-// cacheConfig is a class, the gateway "edge" with gwCache (a cache block or
-// "") and a route "web" of three rules, whose second and third have the
-// cache blocks rule1 and rule2 ("" for none), and rule0 for the first.
-func cacheConfig(cp *testenv.ControlPlane, ns, class, gwCache, rule0, rule1, rule2 string) string {
-	return providerBlock(cp) + fmt.Sprintf(`
-resource "varnishgw_gateway_class" "test" {
-  name                 = %[1]q
-  parameters_namespace = %[2]q
-  image                = %[3]q
-}
-
-resource "varnishgw_gateway" "test" {
-  namespace          = %[2]q
-  name               = "edge"
-  gateway_class_name = varnishgw_gateway_class.test.name
-  wait_for_rollout   = false
-  listener {
-    name = "http"
-    port = 8080
-  }
-%[4]s
-}
-
-resource "varnishgw_http_route" "test" {
-  namespace       = %[2]q
-  name            = "web"
-  wait_for_served = false
-  parent_ref {
-    name = varnishgw_gateway.test.name
-  }
-  rule {
-    match {
-      path {
-        value = "/"
-      }
-    }
-    backend_ref {
-      name = "web"
-      port = 80
-    }
-%[5]s
-  }
-  rule {
-    match {
-      path {
-        value = "/static"
-      }
-    }
-    backend_ref {
-      name = "web"
-      port = 80
-    }
-%[6]s
-  }
-  rule {
-    match {
-      path {
-        value = "/account"
-      }
-    }
-    backend_ref {
-      name = "web"
-      port = 80
-    }
-%[7]s
-  }
-}
-`, class, ns, testImage, gwCache, rule0, rule1, rule2)
-}
 
 // effectiveCachePlanned checks the planned effective_cache of a route:
 // known, with want (rule index -> attribute -> value) in its elements.

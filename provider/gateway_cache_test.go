@@ -80,8 +80,6 @@ func TestCachePolicyModelRoundTrip(t *testing.T) {
 	}
 }
 
-func ptrTo[T any](v T) *T { return &v }
-
 // TestRecordedPolicies: the private state record gives the policies only
 // when it covers every accepted fragment's Gateway.
 func TestRecordedPolicies(t *testing.T) {

@@ -11,7 +11,6 @@ import (
 	"github.com/hashicorp/terraform-plugin-testing/terraform"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
-	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -175,66 +174,6 @@ func TestAccGatewayInvalidationEndpoint(t *testing.T) {
 			})
 		})
 	}
-}
-
-// providerIdentity creates a ServiceAccount holding the provider's roles
-// of the security guide: clusterRules bound cluster-wide,
-// ProviderNamespaceRules in each of namespaces. It returns its kubeconfig
-// and a client with its real token.
-func providerIdentity(t *testing.T, cp *testenv.ControlPlane, clusterRules []rbacv1.PolicyRule, namespaces ...string) (string, kubernetes.Interface) {
-	t.Helper()
-	ctx := context.Background()
-	idNS := cp.Namespace(t)
-	cr := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "provider-" + idNS}, Rules: clusterRules}
-	if _, err := cp.Client.RbacV1().ClusterRoles().Create(ctx, cr, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	crb := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: cr.Name},
-		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: cr.Name},
-		Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: idNS, Name: "terraform"}}}
-	if _, err := cp.Client.RbacV1().ClusterRoleBindings().Create(ctx, crb, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = cp.Client.RbacV1().ClusterRoleBindings().Delete(context.Background(), crb.Name, metav1.DeleteOptions{})
-		_ = cp.Client.RbacV1().ClusterRoles().Delete(context.Background(), cr.Name, metav1.DeleteOptions{})
-	})
-	if _, err := cp.Client.CoreV1().ServiceAccounts(idNS).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "terraform"}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	for _, n := range namespaces {
-		cp.GrantRole(t, n, "provider-gateways", idNS, "terraform", ProviderNamespaceRules())
-	}
-	kubeconfig, err := cp.ServiceAccountKubeconfig(ctx, idNS, "terraform")
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := cp.ServiceAccountConfig(ctx, idNS, "terraform")
-	if err != nil {
-		t.Fatal(err)
-	}
-	kube, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return kubeconfig, kube
-}
-
-// identityClassHCL is the head of the configurations of the tests that
-// run the provider as providerIdentity: the provider acting through
-// kubeconfig, and the class class with its parameters in ns.
-func identityClassHCL(kubeconfig, class, ns string) string {
-	return fmt.Sprintf(`
-provider "varnishgw" {
-  config_path = %q
-}
-
-resource "varnishgw_gateway_class" "test" {
-  name                 = %q
-  parameters_namespace = %q
-  image                = %q
-}
-`, kubeconfig, class, ns, testImage)
 }
 
 // withoutEndpointRights is ProviderClusterRules without the rules the

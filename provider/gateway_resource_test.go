@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -38,47 +37,6 @@ import (
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/varnish/varnishd"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/vgwapi"
 )
-
-// testImage is the class image of the tests. No kubelet pulls it: the test
-// control plane has none.
-const testImage = "localhost/varnishgw/gateway:test"
-
-// gatewayConfig is a class with image testImage and a gateway named "edge"
-// in ns; classBody and gwBody are added to the resources.
-func gatewayConfig(cp *testenv.ControlPlane, ns, class, classBody, gwBody string) string {
-	return providerBlock(cp) + fmt.Sprintf(`
-resource "varnishgw_gateway_class" "test" {
-  name                 = %q
-  parameters_namespace = %q
-  image                = %q
-%s
-}
-
-resource "varnishgw_gateway" "test" {
-  namespace          = %q
-  name               = "edge"
-  gateway_class_name = varnishgw_gateway_class.test.name
-  wait_for_rollout   = false
-%s
-}
-`, class, ns, testImage, classBody, ns, gwBody)
-}
-
-// className is a new GatewayClass name for a test whose configuration
-// declares the class. The class is deleted when the test ends, in case the
-// test stops before Terraform destroys it.
-func className(t *testing.T, cp *testenv.ControlPlane) string {
-	t.Helper()
-	class := "vgw-" + rand.String(6)
-	t.Cleanup(func() {
-		_ = cp.Gateway.GatewayV1().GatewayClasses().Delete(context.Background(), class, metav1.DeleteOptions{})
-	})
-	return class
-}
-
-func getDeployment(cp *testenv.ControlPlane, gw routing.ObjectRef) (*appsv1.Deployment, error) {
-	return cp.Client.AppsV1().Deployments(gw.Namespace).Get(context.Background(), gwruntime.Name(gw), metav1.GetOptions{})
-}
 
 func podTemplateJSON(cp *testenv.ControlPlane, gw routing.ObjectRef) (string, error) {
 	d, err := getDeployment(cp, gw)
@@ -899,17 +857,6 @@ func TestAccGatewayValidation(t *testing.T) {
 			t.Errorf("Gateway written although its class is not varnishgw's: %v", err)
 		}
 	})
-}
-
-// listenerHCL is a listener block.
-func listenerHCL(name string, port int) string {
-	return fmt.Sprintf("  listener {\n    name = %q\n    port = %d\n  }\n", name, port)
-}
-
-// words is a regular expression for pattern whose spaces match any white
-// space, as terraform wraps long error messages.
-func words(pattern string) *regexp.Regexp {
-	return regexp.MustCompile(strings.ReplaceAll(pattern, " ", `\s+`))
 }
 
 func TestAccGatewayExample(t *testing.T) {

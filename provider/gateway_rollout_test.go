@@ -45,18 +45,6 @@ func rolloutFixture() (*appsv1.Deployment, []appsv1.ReplicaSet) {
 	}
 }
 
-// pod is a pod of rs whose chaperone container has status st.
-func pod(rs *appsv1.ReplicaSet, name string, st corev1.ContainerStatus) corev1.Pod {
-	st.Name = "chaperone"
-	return corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Namespace: rs.Namespace, Name: name,
-			Labels:          map[string]string{"app": "gw", podTemplateHashLabel: rs.Labels[podTemplateHashLabel]},
-			OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: rs.Name, UID: rs.UID, Controller: ptr.To(true)}}},
-		Spec:   rs.Spec.Template.Spec,
-		Status: corev1.PodStatus{ContainerStatuses: []corev1.ContainerStatus{st}},
-	}
-}
-
 func waiting(reason, msg string) corev1.ContainerStatus {
 	return corev1.ContainerStatus{State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: reason, Message: msg}}}
 }

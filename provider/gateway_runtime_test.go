@@ -15,22 +15,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/gwruntime"
-	"github.com/varnishgw/terraform-provider-varnishgw/internal/routing"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/varnish/varnishd"
 )
-
-func testSpec() *runtimeSpec {
-	vcl := "sub vcl_deliver { }"
-	return &runtimeSpec{
-		gw:           routing.ObjectRef{Namespace: "edge", Name: "public"},
-		class:        &classDefaults{image: "img:1", pullPolicy: "IfNotPresent", storage: "malloc,1g", logLevel: "info", params: map[string]string{"b": "2", "a": "1"}, vcl: "sub vcl_recv { }"},
-		gatewayVCL:   &vcl,
-		ports:        []int32{80, 8080},
-		replicas:     2,
-		mode:         modeSupervise,
-		drainTimeout: 60,
-	}
-}
 
 func TestStartHash(t *testing.T) {
 	base := testSpec().startHash()
@@ -243,17 +229,6 @@ func TestSidecarDrainSocketOnTheSharedVolume(t *testing.T) {
 			t.Errorf("chaperone arg %q: the hook assumes the default drain socket", a)
 		}
 	}
-}
-
-// httpsSpec is testSpec with an HTTPS listener on 8443 whose certificates
-// are two Secrets of the gateway's namespace and one of namespace certs.
-func httpsSpec(mode string) *runtimeSpec {
-	s := testSpec()
-	s.mode = mode
-	s.ports = []int32{80, 8080, 8443}
-	s.tlsPorts = []int32{8443}
-	s.certSecrets = []routing.ObjectRef{{Namespace: "certs", Name: "shared"}, {Namespace: "edge", Name: "api"}, {Namespace: "edge", Name: "www"}}
-	return s
 }
 
 func TestHTTPSRuntime(t *testing.T) {

@@ -29,93 +29,6 @@ import (
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/vgwapi"
 )
 
-// routeFixture creates, with the admin client, a varnishgw GatewayClass, a
-// Gateway in ns with an HTTP listener for hostname (any host when empty)
-// and Services web and api (port 80) in ns.
-func routeFixture(t *testing.T, cp *testenv.ControlPlane, ns, hostname string) (gateway string) {
-	t.Helper()
-	createGateway(t, cp, ns, "gw", createClass(t, cp, ControllerName), hostname)
-	for _, name := range []string{"web", "api"} {
-		createService(t, cp, ns, name)
-	}
-	return "gw"
-}
-
-// createClass creates a GatewayClass with controller and returns its name.
-func createClass(t *testing.T, cp *testenv.ControlPlane, controller string) string {
-	t.Helper()
-	class := className(t, cp)
-	gc := &gatewayv1.GatewayClass{ObjectMeta: metav1.ObjectMeta{Name: class}, Spec: gatewayv1.GatewayClassSpec{ControllerName: gatewayv1.GatewayController(controller)}}
-	if _, err := cp.Gateway.GatewayV1().GatewayClasses().Create(context.Background(), gc, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	return class
-}
-
-// createGateway creates a Gateway with one HTTP listener on port 8080 for
-// hostname (any host when empty).
-func createGateway(t *testing.T, cp *testenv.ControlPlane, ns, name, class, hostname string) {
-	t.Helper()
-	listener := gatewayv1.Listener{Name: "http", Port: 8080, Protocol: gatewayv1.HTTPProtocolType}
-	if hostname != "" {
-		h := gatewayv1.Hostname(hostname)
-		listener.Hostname = &h
-	}
-	gw := &gatewayv1.Gateway{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
-		Spec:       gatewayv1.GatewaySpec{GatewayClassName: gatewayv1.ObjectName(class), Listeners: []gatewayv1.Listener{listener}},
-	}
-	if _, err := cp.Gateway.GatewayV1().Gateways(ns).Create(context.Background(), gw, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-}
-
-func createService(t *testing.T, cp *testenv.ControlPlane, ns, name string) {
-	t.Helper()
-	svc := &corev1.Service{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
-		Spec:       corev1.ServiceSpec{Ports: []corev1.ServicePort{{Name: "http", Port: 80}}},
-	}
-	if _, err := cp.Client.CoreV1().Services(ns).Create(context.Background(), svc, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-}
-
-func getRoute(ns, name string, cp *testenv.ControlPlane) (*gatewayv1.HTTPRoute, error) {
-	return cp.Gateway.GatewayV1().HTTPRoutes(ns).Get(context.Background(), name, metav1.GetOptions{})
-}
-
-// checkRouteCondition checks the condition typ of varnishgw's status entry
-// for the parent Gateway gw.
-func checkRouteCondition(cp *testenv.ControlPlane, ns, name, gw, typ string, status metav1.ConditionStatus, reason string) resource.TestCheckFunc {
-	return func(*terraform.State) error {
-		route, err := getRoute(ns, name, cp)
-		if err != nil {
-			return err
-		}
-		for _, p := range route.Status.Parents {
-			if p.ControllerName != ControllerName || string(p.ParentRef.Name) != gw {
-				continue
-			}
-			for _, c := range p.Conditions {
-				if c.Type == typ {
-					if c.Status != status || c.Reason != reason || c.ObservedGeneration != route.Generation {
-						return fmt.Errorf("condition %s = %s/%s at generation %d (%s), want %s/%s at %d", typ, c.Status, c.Reason, c.ObservedGeneration, c.Message, status, reason, route.Generation)
-					}
-					return nil
-				}
-			}
-		}
-		return fmt.Errorf("no %s condition for parent %s in status %+v", typ, gw, route.Status.Parents)
-	}
-}
-
-// fragment reads the stored RoutingFragment of route ns/name for Gateway
-// ns/gw.
-func fragment(cp *testenv.ControlPlane, ns, gw, name string) (*unstructured.Unstructured, *routing.Fragment, error) {
-	return fragmentOf(cp, routing.ObjectRef{Namespace: ns, Name: gw}, routing.ObjectRef{Namespace: ns, Name: name})
-}
-
 // fragmentOf reads the stored RoutingFragment of route for gw.
 func fragmentOf(cp *testenv.ControlPlane, gw, route routing.ObjectRef) (*unstructured.Unstructured, *routing.Fragment, error) {
 	obj, err := dynamic.NewForConfigOrDie(cp.Config).Resource(vgwapi.RoutingFragments).Namespace(gw.Namespace).
@@ -125,12 +38,6 @@ func fragmentOf(cp *testenv.ControlPlane, gw, route routing.ObjectRef) (*unstruc
 	}
 	f, err := vgwapi.ReadFragment(gw, obj)
 	return obj, f, err
-}
-
-// routingKnown fails when the planned routing attribute is unknown or does
-// not contain want.
-type routingKnown struct {
-	addr, want string
 }
 
 func (c routingKnown) CheckPlan(_ context.Context, req plancheck.CheckPlanRequest, resp *plancheck.CheckPlanResponse) {
@@ -620,15 +527,6 @@ resource "varnishgw_http_route" "bad" {
 
 // noError matches text without "Error:".
 const noError = `(?:[^E]|E[^r]|Er[^r]|Err[^o]|Erro[^r]|Error[^:])*`
-
-// onlyError matches the CLI's output of exactly one error, whose source
-// snippet is the configuration line line (a regular expression) and whose
-// detail matches want (the CLI wraps the detail: a space in want matches
-// any white space).
-func onlyError(line, want string) *regexp.Regexp {
-	return regexp.MustCompile(`(?s)^` + noError + `Error: [^\n]*\n` + noError + `\n\s*\d+: +` + line + `\n` + noError +
-		strings.ReplaceAll(want, " ", `\s+`) + noError + `$`)
-}
 
 // TestAccHTTPRouteBackendKind: a backend of another kind than Service is
 // accepted, as the Gateway API asks: it gets the 500 share and the route's

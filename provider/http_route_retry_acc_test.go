@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"reflect"
 	"regexp"
-	"strings"
 	"testing"
 
 	"github.com/hashicorp/terraform-plugin-testing/helper/resource"
@@ -216,9 +215,3 @@ func TestAccHTTPRouteRetryInvalid(t *testing.T) {
 var standardChannelError = `rule\[0\]\.retry needs the HTTPRoute field rules\[\]\.retry, which the cluster's HTTPRoute CRD ` +
 	`does not have \(httproutes\.gateway\.networking\.k8s\.io: channel standard, bundle version ` + regexp.QuoteMeta(GatewayAPIVersion) +
 	`\).*Install the experimental channel's CRDs of Gateway API ` + regexp.QuoteMeta(GatewayAPIVersion) + `.*or remove rule\[0\]\.retry\.`
-
-// wrapped compiles pattern with each space matching any white space, as
-// Terraform wraps the lines of a diagnostic.
-func wrapped(pattern string) *regexp.Regexp {
-	return regexp.MustCompile(strings.ReplaceAll(pattern, " ", `\s+`))
-}

@@ -1,9 +1,7 @@
 package provider
 
 import (
-	"context"
 	"fmt"
-	"os"
 	"reflect"
 	"regexp"
 	"testing"
@@ -14,32 +12,7 @@ import (
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/routing"
-	"github.com/varnishgw/terraform-provider-varnishgw/internal/testing/testenv"
 )
-
-// experimentalControlPlane starts a control plane of its own with the
-// Gateway API experimental channel's CRDs for the tests of a rule's retry
-// and session persistence: the shared control plane has the standard
-// channel's, whose API server drops them. It is stopped when the test ends.
-func experimentalControlPlane(t *testing.T) *testenv.ControlPlane {
-	t.Helper()
-	if os.Getenv("TF_ACC") == "" {
-		t.Skip("acceptance test: set TF_ACC=1 (make test and make testacc do)")
-	}
-	if testing.Short() {
-		t.Skip("starts an experimental channel control plane; skipped with -short")
-	}
-	cp, err := testenv.Start(context.Background(), testenv.Options{ExperimentalChannel: true})
-	if err != nil {
-		t.Fatalf("start an experimental channel control plane: %v", err)
-	}
-	t.Cleanup(func() {
-		if err := cp.Stop(); err != nil {
-			t.Errorf("stop the experimental channel control plane: %v", err)
-		}
-	})
-	return cp
-}
 
 // TestAccHTTPRouteSessionPersistence: a rule's session_persistence block
 // reaches the HTTPRoute as written (type Cookie by default), the

@@ -8,9 +8,7 @@ import (
 	"testing"
 
 	"github.com/hashicorp/terraform-plugin-framework/attr"
-	"github.com/hashicorp/terraform-plugin-framework/providerserver"
 	"github.com/hashicorp/terraform-plugin-framework/types"
-	"github.com/hashicorp/terraform-plugin-go/tfprotov6"
 	"github.com/hashicorp/terraform-plugin-testing/helper/resource"
 	"golang.org/x/mod/modfile"
 
@@ -18,26 +16,6 @@ import (
 )
 
 func TestMain(m *testing.M) { testenv.Main(m) }
-
-// protoV6ProviderFactories serve the provider in-process to the real
-// terraform or tofu CLI that terraform-plugin-testing runs.
-var protoV6ProviderFactories = map[string]func() (tfprotov6.ProviderServer, error){
-	"varnishgw": providerserver.NewProtocol6WithError(New("test")()),
-}
-
-// accPreCheck returns the test control plane, or skips without TF_ACC.
-func accPreCheck(t *testing.T) *testenv.ControlPlane {
-	t.Helper()
-	if os.Getenv("TF_ACC") == "" {
-		t.Skip("acceptance test: set TF_ACC=1 (make test and make testacc do)")
-	}
-	return testenv.Get(t)
-}
-
-// providerBlock configures the provider for the test control plane's admin.
-func providerBlock(cp *testenv.ControlPlane) string {
-	return fmt.Sprintf("provider \"varnishgw\" {\n  config_path = %q\n}\n", cp.Kubeconfig)
-}
 
 func TestGatewayAPIVersionMatchesGoMod(t *testing.T) {
 	data, err := os.ReadFile("../go.mod")
