@@ -12,11 +12,9 @@ import (
 
 	"github.com/hashicorp/terraform-plugin-framework/providerserver"
 
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/version"
 	"github.com/varnishgw/terraform-provider-varnishgw/provider"
 )
-
-// version is set by the release build (-ldflags "-X main.version=...").
-var version = "dev"
 
 // gcPercent is the provider's GOGC unless the environment sets one: a plan
 // of many routes allocates much short-lived data in the framework's value
@@ -58,7 +56,7 @@ func main() {
 			}
 		}
 	}
-	err := providerserver.Serve(context.Background(), provider.New(version), providerserver.ServeOpts{
+	err := providerserver.Serve(context.Background(), provider.New(version.String()), providerserver.ServeOpts{
 		Address: provider.Address,
 		Debug:   debugMode,
 	})

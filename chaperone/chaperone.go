@@ -33,6 +33,7 @@ import (
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/varnish/varnishadm"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/varnish/varnishd"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/varnish/varnishstat"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/version"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/vgwapi"
 )
 
@@ -303,7 +304,7 @@ func Run(ctx context.Context, cfg *Config, routing routingHalf, halves *Halves, 
 			logger.Warn("health and metrics server: shutdown", "error", err)
 		}
 	}()
-	logger.Info("chaperone started", "mode", cfg.Mode, "health_addr", hl.Addr().String())
+	logger.Info("chaperone started", "version", version.String(), "mode", cfg.Mode, "health_addr", hl.Addr().String())
 
 	// A signal while varnishd starts (or, in sidecar mode, before it has
 	// connected) ends the start: there is nothing to drain yet. So does a

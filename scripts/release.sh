@@ -59,5 +59,5 @@ unzip -q "$host_zip" -d "$tmp"
 bin=$tmp/${name}_v${version}
 go version -m "$bin" | grep -q "path[[:space:]]*github.com/varnishgw/terraform-provider-varnishgw$" ||
 	fail "the binary in $host_zip is not the provider's main package"
-grep -qaF "$version" "$bin" || fail "the binary in $host_zip does not carry its version $version (main.version)"
+grep -qaF "$version" "$bin" || fail "the binary in $host_zip does not carry its version $version (internal/version.Version)"
 echo "release-check: ${#zips[@]} archive(s) of version $version, SHA256SUMS and the manifest are correct (dist/)"

@@ -422,7 +422,9 @@ func (b *builder) goBuild(ctx context.Context, pkg, name string) (string, error)
 	}
 	start := time.Now()
 	defer func() { b.logf("go build %s in %s", pkg, time.Since(start).Round(100*time.Millisecond)) }()
-	cmd := exec.CommandContext(ctx, gobin, "build", "-trimpath", "-o", out, pkg)
+	// The binaries report the version the image is tagged with.
+	ldflags := "-X github.com/varnishgw/terraform-provider-varnishgw/internal/version.Version=" + b.src.Version
+	cmd := exec.CommandContext(ctx, gobin, "build", "-trimpath", "-ldflags", ldflags, "-o", out, pkg)
 	cmd.Dir = b.opts.Repo
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH=amd64", "GOFLAGS=-mod=readonly")
 	if msg, err := cmd.CombinedOutput(); err != nil {
