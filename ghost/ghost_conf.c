@@ -1,6 +1,5 @@
 /*
- * ghost.json loader: parse, validate against schema version 2 (or 1,
- * whose groups hold their endpoints inline), build an
+ * ghost.json loader: parse, validate against schema version 2, build an
  * immutable struct gh_state (the backends table, vhost tables per
  * listener, routes sorted in Gateway API precedence order, compiled
  * regexes).
@@ -35,7 +34,7 @@ struct pc {
 	const char	*admin;
 	struct gh_arena	*arena;		/* the state's */
 	struct gh_state	*st;		/* being built */
-	unsigned	version;	/* of the file: 1 or GH_VERSION */
+	unsigned	version;	/* of the file: GH_VERSION */
 	struct gh_backend **bslot;	/* the backends by name */
 	unsigned	bmask;		/* size of bslot - 1 */
 	struct gh_cache	**cslot;	/* the cache policies by name */
@@ -791,7 +790,7 @@ backend_find(const struct pc *pc, const char *name)
 }
 
 /*--------------------------------------------------------------------
- * the top-level "cachePolicies" table (version 2)
+ * the top-level "cachePolicies" table
  */
 
 static int
@@ -1072,42 +1071,6 @@ load_ref(struct pc *pc, const char *path, const json_t *j,
 	return (0);
 }
 
-static const char * const v1_group_fields[] = {
-	"name", "weight", "endpoints", NULL};
-
-/*
- * Version 1: a group, or a mirror's "backend" object, holds its endpoints
- * inline. Each becomes a backend of its own outside the table (which a
- * version 1 file does not have), so a version 1 file still costs routes x
- * endpoints; the chaperone writes version 2.
- */
-static int
-load_v1_ref(struct pc *pc, const char *path, const json_t *j,
-    struct gh_group *g)
-{
-	struct gh_backend *b;
-	const char *name;
-
-	assert(pc->version == 1);
-	AN(pc->st);
-	if (check_object(pc, path, j, v1_group_fields) ||
-	    get_string(pc, path, j, "name", 0, 0, 512, &name))
-		return (-1);
-	b = zalloc(pc, path, 1, sizeof *b);
-	if (b == NULL)
-		return (-1);
-	b->magic = GH_BACKEND_MAGIC;
-	b->name = sdup(pc, path, name != NULL ? name : "");
-	if (b->name == NULL || load_endpoints(pc, path, j, b))
-		return (-1);
-	pc->st->nendpoint += b->nep;
-	g->backend = b;
-	g->name = b->name;
-	g->nep = b->nep;
-	g->ep = b->ep;
-	return (0);
-}
-
 /*
  * The set of the group's backend for the route's timeout, shared with
  * every other route that uses the backend with the same timeout.
@@ -1204,10 +1167,7 @@ load_group(struct pc *pc, const char *path, const json_t *j,
 {
 	long long ll;
 
-	if (pc->version == 1) {
-		if (load_v1_ref(pc, path, j, g))
-			return (-1);
-	} else if (check_object(pc, path, j, group_fields) ||
+	if (check_object(pc, path, j, group_fields) ||
 	    load_ref(pc, path, j, g) || load_group_filters(pc, path, j, g))
 		return (-1);
 	if (get_int(pc, path, j, "weight", 0, 0, 1000000, 1, &ll))
@@ -1224,7 +1184,6 @@ static const char * const redirect_fields[] = {
 static const char * const rewrite_fields[] = {"hostname", "path", NULL};
 static const char * const mirror_fields[] = {
 	"backend", "unresolved", "percent", NULL};
-static const char * const v1_mirror_fields[] = {"backend", "percent", NULL};
 
 static const struct filter_type {
 	const char		*type;		/* "type" in the file */
@@ -1561,20 +1520,12 @@ load_filter(struct pc *pc, const char *path, const json_t *j,
 		/* load_route counted the RequestMirror filters */
 		assert(*nmirror < r->nmirror);
 		mi = &r->mirror[(*nmirror)++];
-		if (check_object(pc, p, c, pc->version == 1 ?
-		    v1_mirror_fields : mirror_fields))
+		if (check_object(pc, p, c, mirror_fields))
 			return (-1);
 		if (get_int(pc, p, c, "percent", 0, 0, 100, 100, &ll))
 			return (-1);
 		mi->percent = (unsigned)ll;
-		if (pc->version != 1)
-			return (load_ref(pc, p, c, &mi->group));
-		c = json_object_get(c, "backend");
-		SUB(p, path, ".%s.backend", key);
-		if (c == NULL)
-			return (fail(pc, p, "missing required field; add "
-			    "\"backend\": {\"endpoints\": [...]}"));
-		return (load_v1_ref(pc, p, c, &mi->group));
+		return (load_ref(pc, p, c, &mi->group));
 	case GH_FILTER_CORS:
 		return (load_cors(pc, p, c, &r->cors));
 	}
@@ -1640,9 +1591,6 @@ load_session(struct pc *pc, const char *path, const json_t *j,
 		return (fail(pc, path, "type %s is not supported; use "
 		    "\"Cookie\" or \"Header\"", qv(q, sizeof q, s)));
 	hdr = !strcmp(s, "Header");
-	if (pc->version == 1)
-		return (fail(pc, path, "a version 1 file has no session "
-		    "persistence; write \"version\": %d", GH_VERSION));
 	if (r->filters & GH_FILTER_REDIRECT)
 		return (fail(pc, path, "the route redirects, so it has no "
 		    "backend to keep a session on; remove sessionPersistence "
@@ -1912,10 +1860,6 @@ load_route(struct pc *pc, const char *path, const json_t *j,
 		return (-1);
 	if (s != NULL) {
 		SUB(p, path, ".cache");
-		if (pc->version == 1)
-			return (fail(pc, p, "a version 1 file has no cache "
-			    "policies; write \"version\": %d and a "
-			    "\"cachePolicies\" table", GH_VERSION));
 		r->cache = cache_find(pc, s);
 		if (r->cache == NULL)
 			return (fail(pc, p, "unknown cache policy %s: the "
@@ -2242,7 +2186,7 @@ load_listener(struct pc *pc, const char *path, const json_t *j,
 	return (0);
 }
 
-/* the optional top-level "sockets" (version 2) */
+/* the optional top-level "sockets" */
 static int
 load_sockets(struct pc *pc, const json_t *root, struct gh_state *st)
 {
@@ -2612,14 +2556,7 @@ conf_load(struct pc *pc, const char *buf, size_t len,
 		    "\"version\": %d", GH_VERSION);
 		return (-1);
 	}
-	/*
-	 * Version 2, and version 1 for a release (README, "Upgrading"): the
-	 * chaperone of this release writes version 2, but a ghost.json
-	 * written by hand or by other tools (--routing=file) may still be
-	 * version 1 (backend groups with their endpoints inside every
-	 * route). Another version is an error; the router keeps the state
-	 * it has.
-	 */
+	/* Another version is an error; the router keeps the state it has. */
 	e = json_object_get(root, "version");
 	if (!json_is_integer(e)) {
 		(void)fail(pc, "version", "expected the integer %d, got %s; "
@@ -2628,33 +2565,15 @@ conf_load(struct pc *pc, const char *buf, size_t len,
 		return (-1);
 	}
 	ver = json_integer_value(e);
-	if (ver != 1 && ver != GH_VERSION) {
+	if (ver != GH_VERSION) {
 		(void)fail(pc, "version", "unsupported version %lld; this "
-		    "ghost reads versions 1 and %d: write \"version\": %d "
+		    "ghost reads version %d: write \"version\": %d "
 		    "(ghost/README.md), or upgrade ghost to the release of "
 		    "the chaperone that wrote the file (they ship in one "
 		    "image)", ver, GH_VERSION, GH_VERSION);
 		return (-1);
 	}
 	pc->version = (unsigned)ver;
-	if (ver == 1 && json_object_get(root, "sockets") != NULL) {
-		(void)fail(pc, "sockets", "a version 1 file has no "
-		    "\"sockets\"; write \"version\": %d to describe "
-		    "sockets", GH_VERSION);
-		return (-1);
-	}
-	if (ver == 1 && json_object_get(root, "cachePolicies") != NULL) {
-		(void)fail(pc, "cachePolicies", "a version 1 file has no "
-		    "cache policies; write \"version\": %d to use them",
-		    GH_VERSION);
-		return (-1);
-	}
-	if (ver == 1 && json_object_get(root, "backends") != NULL) {
-		(void)fail(pc, "backends", "a version 1 file has no "
-		    "\"backends\" table (its groups hold their endpoints); "
-		    "write \"version\": %d to use the table", GH_VERSION);
-		return (-1);
-	}
 
 	st = zalloc(pc, "(state)", 1, sizeof *st);
 	if (st == NULL)
@@ -2662,15 +2581,15 @@ conf_load(struct pc *pc, const char *buf, size_t len,
 	*stp = st;
 	st->magic = GH_STATE_MAGIC;
 	pc->st = st;
-	if (pc->version == GH_VERSION && load_sockets(pc, root, st))
+	if (load_sockets(pc, root, st))
 		return (-1);
 	if (load_escaped_slashes(pc, root, st))
 		return (-1);
 	/* the backends first: routes refer to them by name */
-	if (pc->version == GH_VERSION && load_backends(pc, root, st))
+	if (load_backends(pc, root, st))
 		return (-1);
 	/* and the cache policies: routes name them too */
-	if (pc->version == GH_VERSION && load_cache_policies(pc, root, st))
+	if (load_cache_policies(pc, root, st))
 		return (-1);
 	if (get_array(pc, "", root, "vhosts", 1, 100000, &a))
 		return (-1);

@@ -6,10 +6,7 @@
 // Marshal writes them deterministically, so the same document always gives
 // the same bytes.
 //
-// The chaperone and ghost ship in one image, and this package writes and
-// reads version 2 only. ghost of the same release reads version 1 as well
-// (groups with their endpoints inside every route, as the previous
-// release's chaperone and hand-written files have it; README, "Upgrading").
+// The chaperone and ghost ship in one image, and both read version 2 only.
 package ghostjson
 
 import (
