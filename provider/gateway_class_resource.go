@@ -30,6 +30,7 @@ import (
 	gatewayv1apply "sigs.k8s.io/gateway-api/applyconfiguration/apis/v1"
 
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/conformance"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/status"
 )
 
 // Defaults of a gateway class. The image has none: no image is published,
@@ -338,7 +339,7 @@ func (r *gatewayClassResource) apply(ctx context.Context, m *gatewayClassModel) 
 		return fmt.Errorf("apply GatewayClass %s: %w", name, err)
 	}
 
-	accepted := condition(gc.Status.Conditions, metav1.Condition{Type: string(gatewayv1.GatewayClassConditionStatusAccepted), Status: metav1.ConditionTrue,
+	accepted := status.Condition(gc.Status.Conditions, metav1.Condition{Type: string(gatewayv1.GatewayClassConditionStatusAccepted), Status: metav1.ConditionTrue,
 		Reason: string(gatewayv1.GatewayClassReasonAccepted), Message: "Accepted by the varnishgw provider.", ObservedGeneration: gc.Generation})
 	// status.supportedFeatures: the features the conformance replay
 	// claims (internal/conformance, docs/conformance.md).

@@ -33,6 +33,7 @@ import (
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/gwruntime"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/mainvcl"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/routing"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/status"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/varnish/varnishd"
 )
 
@@ -655,7 +656,7 @@ func (c *clients) applyRuntime(ctx context.Context, s *runtimeSpec, gw *gatewayv
 // vclDigestFieldManager owns the Gateway's gwruntime.VCLDigestAnnotation,
 // apart from the Gateway's spec, which the provider's apply of the spec
 // would otherwise have to carry.
-const vclDigestFieldManager = "varnishgw-vcl-digest"
+const vclDigestFieldManager = status.VCLDigestManager
 
 // recordVCLDigest writes the digest of the main.vcl the provider rendered
 // as the Gateway's gwruntime.VCLDigestAnnotation, unless gw (as stored)
@@ -1176,7 +1177,7 @@ func (c *clients) applyGatewayStatus(ctx context.Context, gw *gatewayv1.Gateway,
 	if invalidParams != nil {
 		accepted.Status, accepted.Reason, accepted.Message = metav1.ConditionFalse, string(gatewayv1.GatewayReasonInvalidParameters), invalidParams.Error()
 	}
-	st := gatewayv1apply.GatewayStatus().WithConditions(condition(gw.Status.Conditions, accepted))
+	st := gatewayv1apply.GatewayStatus().WithConditions(status.Condition(gw.Status.Conditions, accepted))
 	if svc != nil {
 		for _, a := range serviceAddresses(svc) {
 			st.WithAddresses(gatewayv1apply.GatewayStatusAddress().WithType(*a.Type).WithValue(a.Value))
@@ -1209,7 +1210,7 @@ func (c *clients) applyGatewayStatus(ctx context.Context, gw *gatewayv1.Gateway,
 			WithName(l.Name).
 			WithSupportedKinds(gatewayv1apply.RouteGroupKind().WithGroup(gatewayv1.GroupName).WithKind("HTTPRoute")).
 			WithAttachedRoutes(routes).
-			WithConditions(condition(old, metav1.Condition{Type: string(gatewayv1.ListenerConditionAccepted), Status: metav1.ConditionTrue,
+			WithConditions(status.Condition(old, metav1.Condition{Type: string(gatewayv1.ListenerConditionAccepted), Status: metav1.ConditionTrue,
 				Reason: string(gatewayv1.ListenerReasonAccepted), Message: "Served on varnishd socket " + routing.SocketName(l.Port) + ".", ObservedGeneration: gw.Generation}))
 		// An HTTPS listener's ResolvedRefs says whether its certificates
 		// resolve, which the gateway pods find out (they read the Secrets
@@ -1217,7 +1218,7 @@ func (c *clients) applyGatewayStatus(ctx context.Context, gw *gatewayv1.Gateway,
 		// not apply it, so that its apply neither overwrites nor, as a
 		// server-side apply that leaves out a field it owned, deletes it.
 		if l.Protocol != gatewayv1.HTTPSProtocolType {
-			ls.WithConditions(condition(old, metav1.Condition{Type: string(gatewayv1.ListenerConditionResolvedRefs), Status: metav1.ConditionTrue,
+			ls.WithConditions(status.Condition(old, metav1.Condition{Type: string(gatewayv1.ListenerConditionResolvedRefs), Status: metav1.ConditionTrue,
 				Reason: string(gatewayv1.ListenerReasonResolvedRefs), Message: "Listener references resolved.", ObservedGeneration: gw.Generation}))
 		}
 		st.WithListeners(ls)

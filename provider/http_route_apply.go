@@ -1,6 +1,7 @@
 package provider
 
 import (
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/status"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 	gatewayv1apply "sigs.k8s.io/gateway-api/applyconfiguration/apis/v1"
@@ -292,7 +293,7 @@ func pathModifierApply(p *gatewayv1.HTTPPathModifier) *gatewayv1apply.HTTPPathMo
 func routeParentStatusApply(p gatewayv1.RouteParentStatus) *gatewayv1apply.RouteParentStatusApplyConfiguration {
 	ac := gatewayv1apply.RouteParentStatus().WithParentRef(parentRefApply(p.ParentRef)).WithControllerName(p.ControllerName)
 	for _, c := range p.Conditions {
-		ac.WithConditions(conditionApply(c))
+		ac.WithConditions(status.ConditionApply(c))
 	}
 	return ac
 }
@@ -302,6 +303,6 @@ func routeParentStatusApply(p gatewayv1.RouteParentStatus) *gatewayv1apply.Route
 // same type in old: kept when the status does not change.
 func keepTransitions(old, want []metav1.Condition) {
 	for i := range want {
-		want[i] = setCondition(old, want[i])
+		want[i] = status.SetCondition(old, want[i])
 	}
 }

@@ -27,6 +27,7 @@ import (
 	gatewayv1apply "sigs.k8s.io/gateway-api/applyconfiguration/apis/v1"
 
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/routing"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/status"
 )
 
 var (
@@ -499,7 +500,7 @@ func (c *clients) applyListenerSetStatus(ctx context.Context, cg *routing.Compos
 	}
 	st := gatewayv1apply.ListenerSetStatus()
 	for _, cd := range res.Conditions {
-		st.WithConditions(condition(ls.Status.Conditions, metav1.Condition{Type: cd.Type, Status: metav1.ConditionStatus(cd.Status),
+		st.WithConditions(status.Condition(ls.Status.Conditions, metav1.Condition{Type: cd.Type, Status: metav1.ConditionStatus(cd.Status),
 			Reason: cd.Reason, Message: cd.Message, ObservedGeneration: ls.Generation}))
 	}
 	for _, l := range res.Listeners {
@@ -519,7 +520,7 @@ func (c *clients) applyListenerSetStatus(ctx context.Context, cg *routing.Compos
 			if podsResolve && cd.Type == string(gatewayv1.ListenerEntryConditionResolvedRefs) {
 				continue // the pods'
 			}
-			es.WithConditions(condition(old, metav1.Condition{Type: cd.Type, Status: metav1.ConditionStatus(cd.Status),
+			es.WithConditions(status.Condition(old, metav1.Condition{Type: cd.Type, Status: metav1.ConditionStatus(cd.Status),
 				Reason: cd.Reason, Message: cd.Message, ObservedGeneration: ls.Generation}))
 		}
 		st.WithListeners(es)

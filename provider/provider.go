@@ -25,6 +25,7 @@ import (
 	gatewayclient "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned"
 
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/gwruntime"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/status"
 )
 
 const (
@@ -33,7 +34,7 @@ const (
 	// ControllerName is the GatewayClass controllerName of varnishgw classes.
 	ControllerName = gwruntime.ControllerName
 	// FieldManager owns every field the provider writes with server-side apply.
-	FieldManager = "varnishgw"
+	FieldManager = status.ProviderManager
 	// GatewayAPIVersion is the Gateway API release whose CRDs the provider
 	// is built against (the sigs.k8s.io/gateway-api version in go.mod).
 	GatewayAPIVersion = "v1.6.3"

@@ -8,6 +8,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/routing"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/status"
 )
 
 // GatewayLabel carries the Gateway's name (hashed when longer than a label
@@ -24,7 +25,7 @@ const ControllerName = "varnishgw.dev/gateway-controller"
 // write what they keep true about their routes between applies: the
 // listeners' attachedRoutes and the routes' ResolvedRefs condition. The
 // provider writes a listener's attachedRoutes only while no pod does.
-const RoutesFieldManager = "varnishgw-chaperone-routes"
+const RoutesFieldManager = status.ChaperoneRoutesManager
 
 // FragmentName names the RoutingFragment a route writes for gw, in gw's
 // namespace: "vgw-" plus a readable gateway-namespace-name part, cut to

@@ -16,14 +16,12 @@ import (
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/ghostjson"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/status"
 )
 
 // ErrNotParent is returned by Attach when no parentRef of the route names
 // the Gateway.
 var ErrNotParent = errors.New("the route has no parentRef to this Gateway")
-
-// maxMessage bounds condition messages (metav1.Condition allows 32768).
-const maxMessage = 32768
 
 // Objects are the cluster objects routing decisions depend on. The provider
 // fills it from its plan and the API, the chaperone from informers; nothing
@@ -214,7 +212,7 @@ func Attach(gw *gatewayv1.Gateway, route *gatewayv1.HTTPRoute, objs *Objects) (*
 				Type:    string(gatewayv1.RouteConditionAccepted),
 				Status:  string(metav1.ConditionFalse),
 				Reason:  string(gatewayv1.RouteReasonUnsupportedValue),
-				Message: truncate(specErrs.ToAggregate().Error()),
+				Message: status.TruncateMessage(specErrs.ToAggregate().Error()),
 			}
 		}
 		f.Parents = append(f.Parents, ParentStatus{ParentRef: pr, Conditions: []Condition{accepted, resolved.condition}})
@@ -245,13 +243,6 @@ func Attach(gw *gatewayv1.Gateway, route *gatewayv1.HTTPRoute, objs *Objects) (*
 		f.Rules = []Rule{}
 	}
 	return f, nil
-}
-
-func truncate(s string) string {
-	if len(s) > maxMessage {
-		return strings.ToValidUTF8(s[:maxMessage-3], "") + "..."
-	}
-	return s
 }
 
 // SameParentRef reports whether a and b, parentRefs of a route in
@@ -516,7 +507,7 @@ func resolvedRefsCondition(problems []refProblem) Condition {
 	}
 	c.Status = string(metav1.ConditionFalse)
 	c.Reason = string(problems[0].reason)
-	c.Message = truncate(strings.Join(msgs, "; ") + "; requests for these backends get 500 while they do not resolve")
+	c.Message = status.TruncateMessage(strings.Join(msgs, "; ") + "; requests for these backends get 500 while they do not resolve")
 	return c
 }
 

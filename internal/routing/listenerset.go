@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/status"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
@@ -326,7 +327,7 @@ func ComposeGateway(gw *gatewayv1.Gateway, sets []*gatewayv1.ListenerSet, objs *
 					"the listener allows no route kind varnishgw serves: allow HTTPRoute in allowedRoutes.kinds")
 			default:
 				if ve := ValidateGateway(&gatewayv1.Gateway{Spec: gatewayv1.GatewaySpec{Listeners: []gatewayv1.Listener{listenerOf(e)}}}); len(ve) > 0 {
-					er.Conditions = entryConditions(false, gatewayv1.ListenerEntryReasonInvalid, truncate(ve.ToAggregate().Error()), "", "")
+					er.Conditions = entryConditions(false, gatewayv1.ListenerEntryReasonInvalid, status.TruncateMessage(ve.ToAggregate().Error()), "", "")
 					break
 				}
 				if l.Protocol == gatewayv1.HTTPSProtocolType {
@@ -387,7 +388,7 @@ func listenerSetCertificateRefs(ls *gatewayv1.ListenerSet, l *gatewayv1.Listener
 	if len(denied) == 0 {
 		return ""
 	}
-	return truncate(fmt.Sprintf("no ReferenceGrant lets ListenerSets of namespace %s reference the Secret %s: create one in the Secret's namespace (from group %s kind ListenerSet namespace %s, to group \"\" kind Secret), or use a Secret in namespace %s",
+	return status.TruncateMessage(fmt.Sprintf("no ReferenceGrant lets ListenerSets of namespace %s reference the Secret %s: create one in the Secret's namespace (from group %s kind ListenerSet namespace %s, to group \"\" kind Secret), or use a Secret in namespace %s",
 		ls.Namespace, strings.Join(denied, ", "), gatewayv1.GroupName, ls.Namespace, ls.Namespace))
 }
 
@@ -461,7 +462,7 @@ const ListenerSetListenersAnnotation = "varnishgw.dev/listener-set-listeners"
 // ListenerSetListenersManager is the server-side apply field manager of
 // ListenerSetListenersAnnotation: the Gateway and every ListenerSet of it
 // write the whole value, computed from the same objects, with it.
-const ListenerSetListenersManager = "varnishgw-listener-sets"
+const ListenerSetListenersManager = status.ListenerSetListenersManager
 
 // ListenerSetListeners returns the value of ListenerSetListenersAnnotation
 // for c: the accepted ListenerSet listeners as a JSON array of Gateway

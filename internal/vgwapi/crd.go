@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/status"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -28,7 +29,7 @@ const CRDRevisionAnnotation = "varnishgw.dev/crd-revision"
 
 // FieldManager is the server-side apply field manager of the provider's
 // writes (the provider package's FieldManager).
-const FieldManager = "varnishgw"
+const FieldManager = status.ProviderManager
 
 // CRDs are the CustomResourceDefinitions of RoutingFragment,
 // GatewayPodReport and CacheInvalidation.

@@ -19,11 +19,12 @@ import (
 
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/gwruntime"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/routing"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/status"
 )
 
 // ReportFieldManager is the server-side apply field manager of a pod's
 // writes of its GatewayPodReport.
-const ReportFieldManager = "varnishgw-chaperone"
+const ReportFieldManager = status.ChaperoneManager
 
 // Pod identifies the pod a report is about. UID, when set, makes the Pod
 // the report's owner, so Kubernetes deletes the report with the pod (the

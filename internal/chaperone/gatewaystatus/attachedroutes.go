@@ -7,12 +7,11 @@ import (
 	"maps"
 	"sync"
 
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/status"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 	gwapply "sigs.k8s.io/gateway-api/applyconfiguration/apis/v1"
 	gatewayclient "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned"
-
-	"github.com/varnishgw/terraform-provider-varnishgw/internal/gwruntime"
 )
 
 // RoutesFieldManager is the field manager of what the chaperone writes
@@ -21,7 +20,7 @@ import (
 // parent entries for the Gateway (RouteWriter). It is neither FieldManager
 // nor ListenerFieldManager: a server-side apply removes the fields its
 // manager owned and left out.
-const RoutesFieldManager = gwruntime.RoutesFieldManager
+const RoutesFieldManager = status.ChaperoneRoutesManager
 
 // AttachedRoutes is the desired status.listeners[].attachedRoutes of one
 // Gateway generation: the number of accepted routes per listener name.

@@ -23,24 +23,20 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"slices"
 	"sync"
 	"time"
 
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/status"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	metav1apply "k8s.io/client-go/applyconfigurations/meta/v1"
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 	gwapply "sigs.k8s.io/gateway-api/applyconfiguration/apis/v1"
 	gatewayclient "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned"
 )
 
 // FieldManager is the server-side apply field manager of the chaperone.
-const FieldManager = "varnishgw-chaperone"
-
-// maxMessage is the longest condition message the API accepts.
-const maxMessage = 32768
+const FieldManager = status.ChaperoneManager
 
 // Programmed is the desired state of the Programmed condition.
 type Programmed struct {
@@ -160,14 +156,14 @@ func (w *Writer) Apply(ctx context.Context, p Programmed) error {
 		}
 		return fmt.Errorf("read Gateway %s/%s: %w", w.namespace, w.name, err)
 	}
-	msg := truncateMessage(p.Message)
+	msg := status.TruncateMessage(p.Message)
 	typ := string(gatewayv1.GatewayConditionProgrammed)
 	if c := meta.FindStatusCondition(gw.Status.Conditions, typ); c != nil &&
 		c.Status == p.Status && c.Reason == string(p.Reason) && c.Message == msg && c.ObservedGeneration == p.Generation {
 		return nil // nothing to change
 	}
 	cfg := gwapply.Gateway(w.name, w.namespace).WithStatus(gwapply.GatewayStatus().WithConditions(
-		conditionApply(gw.Status.Conditions, metav1.Condition{Type: typ, Status: p.Status, Reason: string(p.Reason), Message: msg,
+		status.Condition(gw.Status.Conditions, metav1.Condition{Type: typ, Status: p.Status, Reason: string(p.Reason), Message: msg,
 			ObservedGeneration: p.Generation, LastTransitionTime: metav1.NewTime(w.now().UTC().Truncate(time.Second))})))
 	if _, err := w.client.GatewayV1().Gateways(w.namespace).ApplyStatus(ctx, cfg,
 		metav1.ApplyOptions{FieldManager: FieldManager, Force: true}); err != nil {
@@ -175,28 +171,4 @@ func (w *Writer) Apply(ctx context.Context, p Programmed) error {
 	}
 	w.log.Info("Programmed condition set", "status", string(p.Status), "reason", string(p.Reason), "observedGeneration", p.Generation)
 	return nil
-}
-
-// truncateMessage cuts a condition message to the longest the API accepts.
-func truncateMessage(msg string) string {
-	if len(msg) > maxMessage {
-		return msg[:maxMessage-3] + "..."
-	}
-	return msg
-}
-
-// conditionApply is c set among existing by meta.SetStatusCondition's rule,
-// on a copy (the existing condition's transition time is kept when the
-// status does not change), as an apply configuration.
-func conditionApply(existing []metav1.Condition, c metav1.Condition) *metav1apply.ConditionApplyConfiguration {
-	conds := slices.Clone(existing)
-	meta.SetStatusCondition(&conds, c)
-	set := meta.FindStatusCondition(conds, c.Type)
-	return metav1apply.Condition().
-		WithType(set.Type).
-		WithStatus(set.Status).
-		WithReason(set.Reason).
-		WithMessage(set.Message).
-		WithObservedGeneration(set.ObservedGeneration).
-		WithLastTransitionTime(set.LastTransitionTime)
 }

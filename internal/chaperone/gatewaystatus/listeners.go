@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/status"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
@@ -29,7 +30,7 @@ type ListenerCondition struct {
 // removes the fields its manager owned and left out, so the Writer's apply
 // of Programmed alone would delete these conditions, and this writer's
 // apply Programmed, were they one manager.
-const ListenerFieldManager = "varnishgw-chaperone-tls"
+const ListenerFieldManager = status.ChaperoneTLSManager
 
 // ListenerWriter applies the ResolvedRefs condition of a Gateway's HTTPS
 // listeners: status.listeners[name].conditions[ResolvedRefs], with
@@ -139,7 +140,7 @@ func (w *ListenerWriter) Apply(ctx context.Context, generation int64, conds []Li
 		return fmt.Errorf("read Gateway %s/%s: %w", w.namespace, w.name, err)
 	}
 	typ := string(gatewayv1.ListenerConditionResolvedRefs)
-	status := gwapply.GatewayStatus()
+	st := gwapply.GatewayStatus()
 	for _, lc := range conds {
 		var existing []metav1.Condition
 		for _, ls := range gw.Status.Listeners {
@@ -147,17 +148,17 @@ func (w *ListenerWriter) Apply(ctx context.Context, generation int64, conds []Li
 				existing = ls.Conditions
 			}
 		}
-		status.WithListeners(gwapply.ListenerStatus().WithName(gatewayv1.SectionName(lc.Listener)).WithConditions(
-			conditionApply(existing, metav1.Condition{Type: typ, Status: lc.Status, Reason: string(lc.Reason), Message: truncateMessage(lc.Message),
+		st.WithListeners(gwapply.ListenerStatus().WithName(gatewayv1.SectionName(lc.Listener)).WithConditions(
+			status.Condition(existing, metav1.Condition{Type: typ, Status: lc.Status, Reason: string(lc.Reason), Message: status.TruncateMessage(lc.Message),
 				ObservedGeneration: generation, LastTransitionTime: metav1.NewTime(w.now().UTC().Truncate(time.Second))})))
 	}
-	cfg := gwapply.Gateway(w.name, w.namespace).WithStatus(status)
+	cfg := gwapply.Gateway(w.name, w.namespace).WithStatus(st)
 	if _, err := w.client.GatewayV1().Gateways(w.namespace).ApplyStatus(ctx, cfg,
 		metav1.ApplyOptions{FieldManager: ListenerFieldManager, Force: true}); err != nil {
 		return fmt.Errorf("apply the HTTPS listeners' ResolvedRefs on Gateway %s/%s: %w", w.namespace, w.name, err)
 	}
 	for _, lc := range conds {
-		w.log.Info("listener ResolvedRefs condition set", "listener", lc.Listener, "status", string(lc.Status), "reason", string(lc.Reason), "observedGeneration", generation)
+		w.log.Info("listener ResolvedRefs condition set", "listener", lc.Listener, "st", string(lc.Status), "reason", string(lc.Reason), "observedGeneration", generation)
 	}
 	return nil
 }

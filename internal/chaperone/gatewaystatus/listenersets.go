@@ -18,6 +18,7 @@ import (
 	gatewayclient "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned"
 
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/routing"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/status"
 )
 
 // ListenerSetConditions are the desired ResolvedRefs conditions of the
@@ -132,7 +133,7 @@ func (w *ListenerSetWriter) Apply(ctx context.Context, set routing.ObjectRef, c 
 		return fmt.Errorf("read ListenerSet %s: %w", set, err)
 	}
 	typ := string(gatewayv1.ListenerEntryConditionResolvedRefs)
-	status := gwapply.ListenerSetStatus()
+	st := gwapply.ListenerSetStatus()
 	for _, lc := range c.Conditions {
 		var existing []metav1.Condition
 		for _, e := range ls.Status.Listeners {
@@ -140,19 +141,19 @@ func (w *ListenerSetWriter) Apply(ctx context.Context, set routing.ObjectRef, c 
 				existing = e.Conditions
 			}
 		}
-		msg := truncateMessage(lc.Message)
-		status.WithListeners(gwapply.ListenerEntryStatus().WithName(gatewayv1.SectionName(lc.Listener)).WithConditions(
-			conditionApply(existing, metav1.Condition{Type: typ, Status: lc.Status, Reason: string(lc.Reason), Message: msg,
+		msg := status.TruncateMessage(lc.Message)
+		st.WithListeners(gwapply.ListenerEntryStatus().WithName(gatewayv1.SectionName(lc.Listener)).WithConditions(
+			status.Condition(existing, metav1.Condition{Type: typ, Status: lc.Status, Reason: string(lc.Reason), Message: msg,
 				ObservedGeneration: c.Generation, LastTransitionTime: metav1.NewTime(w.now().UTC().Truncate(time.Second))})))
 	}
-	cfg := gwapply.ListenerSet(set.Name, set.Namespace).WithStatus(status)
+	cfg := gwapply.ListenerSet(set.Name, set.Namespace).WithStatus(st)
 	if _, err := w.client.GatewayV1().ListenerSets(set.Namespace).ApplyStatus(ctx, cfg,
 		metav1.ApplyOptions{FieldManager: ListenerFieldManager, Force: true}); err != nil {
 		return fmt.Errorf("apply the HTTPS listeners' ResolvedRefs on ListenerSet %s: %w", set, err)
 	}
 	for _, lc := range c.Conditions {
 		w.log.Info("ListenerSet listener ResolvedRefs condition set", "listenerset", set.String(), "listener", lc.Listener,
-			"status", string(lc.Status), "reason", string(lc.Reason), "observedGeneration", c.Generation)
+			"st", string(lc.Status), "reason", string(lc.Reason), "observedGeneration", c.Generation)
 	}
 	return nil
 }

@@ -18,6 +18,7 @@ import (
 	gatewayclient "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned"
 
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/routing"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/status"
 )
 
 // RouteResolvedRefs is the desired ResolvedRefs condition of one route's
@@ -278,7 +279,7 @@ func (w *RouteWriter) apply(ctx context.Context, r RouteResolvedRefs) error {
 		found = true
 		conds := slices.Clone(p.Conditions)
 		c := metav1.Condition{Type: r.Condition.Type, Status: metav1.ConditionStatus(r.Condition.Status), Reason: r.Condition.Reason,
-			Message: truncateMessage(r.Condition.Message), ObservedGeneration: route.Generation,
+			Message: status.TruncateMessage(r.Condition.Message), ObservedGeneration: route.Generation,
 			LastTransitionTime: metav1.NewTime(w.now().UTC().Truncate(time.Second))}
 		if old := meta.FindStatusCondition(conds, c.Type); old != nil && old.Status == c.Status && old.Reason == c.Reason &&
 			old.Message == c.Message && old.ObservedGeneration == c.ObservedGeneration {

@@ -21,13 +21,14 @@ import (
 
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/gwruntime"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/routing"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/status"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/vgwapi"
 )
 
 // FieldManager is the server-side apply field manager of the pod's
 // status.invalidations: apart from the routing report's
 // (vgwapi.ReportFieldManager), so each writer owns its own field.
-const FieldManager = "varnishgw-chaperone-invalidations"
+const FieldManager = status.ChaperoneInvalidationsManager
 
 // skew is how much older than the cache child's start an invalidation
 // must be to be skipped: creation timestamps have a resolution of one
