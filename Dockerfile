@@ -2,7 +2,7 @@
 # buildah): the chaperone, varnishd 7.7 from Debian 13 (trixie) and the
 # ghost VMOD, with the same packages, files and paths as `make image`,
 # which builds it without a container engine and reproducibly
-# (docs/image.md). Both read the lists in image/, and a test
+# (design/image.md). Both read the lists in image/, and a test
 # (internal/build/imagebuild, TestDockerfile) checks that they agree. Only the
 # SBOM (/usr/share/varnishgw/sbom.cdx.json) is make image's alone.
 #

@@ -7,7 +7,7 @@ import (
 	"testing"
 )
 
-// The folders show the architecture (the README's Layout): the shared core
+// The folders show the architecture (CONTRIBUTING.md's Layout): the shared core
 // at the top of internal/ (routing, ghostjson, vgwapi, gwruntime, mainvcl),
 // Varnish's programs under internal/varnish/, the chaperone's parts under
 // internal/chaperone/, image building under internal/build/ and test

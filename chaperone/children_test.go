@@ -32,7 +32,7 @@ func TestChildrenDieWithTheChaperone(t *testing.T) {
 	c.wantTraffic("A", "v1")
 	// varnishd's manager and cache child, killed by the test: run as root
 	// varnishd changes credentials, which clears a parent-death signal
-	// (docs/chaperone.md).
+	// (design/chaperone.md).
 	varnishPids := varnishdtest.Descendants(c.cmd.Process.Pid)
 	t.Cleanup(func() {
 		for _, pid := range varnishPids {

@@ -31,7 +31,7 @@ const exporterBin = "prometheus-varnish-exporter"
 // chaperone reads every counter, VBE.* included (varnish_backend_*); with
 // the default (VBE.* excluded) every family but varnish_backend_* is there.
 // Not compared: ghost's counters (GHOST.*, GHOSTROUTER.*), which the
-// chaperone exports as varnish_ghost_* only (docs/chaperone.md).
+// chaperone exports as varnish_ghost_* only (design/chaperone.md).
 func TestExporterMetricNames(t *testing.T) {
 	bin, err := exec.LookPath(exporterBin)
 	if err != nil {

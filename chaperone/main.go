@@ -10,7 +10,7 @@
 //
 // The routing half (ghost.json from Gateway API objects, ghost reloads,
 // Gateway status) plugs in through the routingHalf interface
-// (internal/chaperone/agent); --routing chooses it (see newRouting and docs/chaperone.md).
+// (internal/chaperone/agent); --routing chooses it (see newRouting and design/chaperone.md).
 package main
 
 import (
@@ -62,7 +62,7 @@ func newRouting(cfg *Config, logger *slog.Logger) (routingHalf, *Halves, error) 
 		}
 		// Every request of the clients below goes through the monitor:
 		// a broken watch is logged once, its recovery once, and the sync
-		// age is a metric (docs/chaperone.md, "The Kubernetes API").
+		// age is a metric (design/chaperone.md, "The Kubernetes API").
 		// The routes' status writer is the exception: a route the pods may
 		// not write (without the route status Role) answers 403 by design, which is no broken watch,
 		// and an outage shows in the informers' requests anyway.
@@ -86,7 +86,7 @@ func newRouting(cfg *Config, logger *slog.Logger) (routingHalf, *Halves, error) 
 		}
 		ns, name, _ := strings.Cut(cfg.Gateway, "/")
 		// ExternalName Services, when the class allows them: their names
-		// are resolved by the pod's DNS servers (docs/chaperone.md).
+		// are resolved by the pod's DNS servers (design/chaperone.md).
 		var names *dnswatch.Watcher
 		if cfg.ExternalNameServices {
 			refuse, err := dnswatch.ParseRefuse(cfg.ExternalNameRefuse)
@@ -107,7 +107,7 @@ func newRouting(cfg *Config, logger *slog.Logger) (routingHalf, *Halves, error) 
 		a := &routingsync.Routing{
 			Source: src,
 			Status: gatewaystatus.NewWriter(gw, ns, name, log),
-			// The routes' status between applies (docs/routing-sync.md,
+			// The routes' status between applies (design/routing-sync.md,
 			// "Status").
 			AttachedRoutes: gatewaystatus.NewAttachedRoutesWriter(gw, ns, name, log),
 			Routes:         gatewaystatus.NewRouteWriter(routesClient, routing.ObjectRef{Namespace: ns, Name: name}, gwruntime.ControllerName, log),
@@ -132,7 +132,7 @@ func newRouting(cfg *Config, logger *slog.Logger) (routingHalf, *Halves, error) 
 				ListenerSets: gatewaystatus.NewListenerSetWriter(gw, gwRef, log),
 			}
 		}
-		// Cache invalidations (docs/routing-sync.md) have clients of their
+		// Cache invalidations (design/routing-sync.md) have clients of their
 		// own, through the same monitor: the invalidation endpoint's waits
 		// poll the API and must not use up the client-side rate limit of
 		// the routing's requests.

@@ -876,7 +876,7 @@ func TestAccGatewayExample(t *testing.T) {
 }
 
 // TestAccGatewaySidecar checks sidecar mode: a varnish container running
-// varnishd as docs/chaperone.md describes, the chaperone steering it, the
+// varnishd as design/chaperone.md describes, the chaperone steering it, the
 // shared admin Secret kept across applies, and the switch back to
 // supervise mode.
 func TestAccGatewaySidecar(t *testing.T) {

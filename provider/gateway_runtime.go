@@ -265,7 +265,7 @@ func runtimeLabels(gw routing.ObjectRef) map[string]string {
 }
 
 // chaperoneFlags are the chaperone's flags in a gateway pod (see
-// docs/chaperone.md).
+// design/chaperone.md).
 func (s *runtimeSpec) chaperoneFlags() gwruntime.ChaperoneFlags {
 	f := gwruntime.DefaultChaperoneFlags()
 	f.RoutingSource = gwruntime.RoutingKubernetes
@@ -327,7 +327,7 @@ func (s *runtimeSpec) chaperoneArgs() []string {
 
 // varnishdArgs is the command line of varnishd in the varnish container
 // of sidecar mode: the sockets, admin connection, secret and boot VCL the
-// chaperone expects (docs/chaperone.md, "sidecar").
+// chaperone expects (design/chaperone.md, "sidecar").
 func (s *runtimeSpec) varnishdArgs() []string {
 	cfg := varnishd.Config{WorkDir: workDir, GhostAdminAddr: ghostAdminAddr, Storage: []string{s.class.storage}}
 	for _, p := range s.ports {

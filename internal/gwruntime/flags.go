@@ -252,7 +252,7 @@ func (f *ChaperoneFlags) define(fs *flag.FlagSet) []string {
 		names = append(names, name)
 	}
 	val := func(v flag.Value, name, usage string) { fs.Var(v, name, usage); names = append(names, name) }
-	str(&f.RoutingSource, "routing", "where routing comes from: file (ghost.json written by someone else), kubernetes (the Gateway's routing fragments and endpoints) or dir (a standalone directory, see docs/routing-sync.md)")
+	str(&f.RoutingSource, "routing", "where routing comes from: file (ghost.json written by someone else), kubernetes (the Gateway's routing fragments and endpoints) or dir (a standalone directory, see design/routing-sync.md)")
 	str(&f.Gateway, "gateway", "the Gateway this pod serves, namespace/name (--routing=kubernetes)")
 	str(&f.Kubeconfig, "kubeconfig", "kubeconfig file (--routing=kubernetes; empty: the pod's service account)")
 	str(&f.RoutingDir, "routing-dir", "directory with gateway.yaml, *.fragment.json and endpoints.yaml (--routing=dir)")

@@ -114,7 +114,7 @@ func hashedName(prefix, name string, max int) string {
 // GatewayRules are the chaperone's rights in gw's namespace (the Role
 // Name(gw)): read its own main.vcl ConfigMap (no other ConfigMap),
 // read RoutingFragments, write its pod's GatewayPodReport, read its own
-// Gateway, patch its own Gateway's status. docs/routing-sync.md lists them.
+// Gateway, patch its own Gateway's status. design/routing-sync.md lists them.
 func GatewayRules(gw routing.ObjectRef) []rbacv1.PolicyRule {
 	return []rbacv1.PolicyRule{
 		{APIGroups: []string{""}, Resources: []string{"configmaps"}, ResourceNames: []string{VCLConfigMapName(gw)}, Verbs: []string{"get", "list", "watch"}},

@@ -44,7 +44,7 @@ type TableSocket struct {
 	// front of varnishd (hitch), which hands the connections to this
 	// socket with the PROXY protocol. ghost answers them with scheme
 	// https and checks the TLS server name (SNI) against the Host header
-	// (docs/routing.md, "HTTPS listeners").
+	// (design/routing.md, "HTTPS listeners").
 	TLS bool
 	// Listeners are the served listeners of the port, in spec order.
 	Listeners []TableListener

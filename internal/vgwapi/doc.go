@@ -25,6 +25,6 @@
 //     (WaitAcknowledged waits for the Ready pods).
 //
 // The provider installs and updates the CRDs (EnsureCRDs) and never deletes
-// them. ReadFragments is the one fragment reader, used by the chaperone and
-// by the provider's data sources alike.
+// them. ReadFragments reads a Gateway's fragments for the chaperone and for
+// the provider's data sources alike.
 package vgwapi

@@ -7,7 +7,7 @@
 // ListenerSets (ListenerSetWriter); the listeners' attachedRoutes
 // (AttachedRoutesWriter); and the ResolvedRefs condition of the routes'
 // parent entries for the Gateway between applies (RouteWriter). docs/guides/architecture.md ("Status: who writes what")
-// lists every status field's one writer.
+// names the writer of every status field and its fallback.
 //
 // The Gateway's fields are written with server-side apply on the status
 // subresource, each writer under its own field manager (FieldManager,

@@ -17,7 +17,7 @@ import (
 )
 
 // ListenerCondition is the ResolvedRefs condition of one HTTPS listener,
-// which the chaperone owns (docs/chaperone.md, "TLS termination").
+// which the chaperone owns (design/chaperone.md, "TLS termination").
 type ListenerCondition struct {
 	Listener string
 	Status   metav1.ConditionStatus

@@ -28,7 +28,7 @@ import (
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/routing"
 )
 
-// Standalone directory layout (docs/routing-sync.md):
+// Standalone directory layout (design/routing-sync.md):
 const (
 	// GatewayFile holds the Gateway (YAML or JSON); gateway.yml and
 	// gateway.json are accepted too. Required.

@@ -11,5 +11,5 @@
 // rejects is never left on disk: the last good file is restored, so that a
 // restarted varnishd child loads good routing.
 //
-// See docs/routing-sync.md.
+// See design/routing-sync.md.
 package routingsync

@@ -36,7 +36,7 @@ import (
 // KubeConfig configures a KubeSource.
 type KubeConfig struct {
 	// Client, Gateway and Dynamic (for RoutingFragments) are clients
-	// acting as the chaperone's ServiceAccount (see docs/routing-sync.md
+	// acting as the chaperone's ServiceAccount (see design/routing-sync.md
 	// for the RBAC it needs).
 	Client  kubernetes.Interface
 	Gateway gatewayclient.Interface

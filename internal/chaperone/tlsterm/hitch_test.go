@@ -239,7 +239,7 @@ func TestHTTP2Off(t *testing.T) {
 // accept queue are reset unless the kernel migrates them to another socket
 // of the group: net.ipv4.tcp_migrate_req=1 (Linux 5.14). The test runs
 // itself in a new network namespace with it set (root only); without it a
-// few new connections per reload are reset (docs/chaperone.md).
+// few new connections per reload are reset (design/chaperone.md).
 func TestRotationUnderLoad(t *testing.T) {
 	if !inMigratingNetns(t, "TestRotationUnderLoad") {
 		return

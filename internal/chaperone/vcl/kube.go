@@ -54,7 +54,7 @@ const vclRetryInterval = 2 * time.Second
 // may update the ConfigMap cannot put code into varnishd. Another main.vcl
 // is refused, logged and reported, and the running VCL stays. It needs
 // get, list and watch on the ConfigMap and the Gateway (the Role of
-// docs/routing-sync.md).
+// design/routing-sync.md).
 type KubeSource struct {
 	// Client and Gateway act as the chaperone's ServiceAccount.
 	Client  kubernetes.Interface

@@ -1,7 +1,7 @@
 // Package hitchtest runs a real hitch, the TLS terminator of HTTPS
 // listeners, in front of a test's varnishd, with certificates the test makes
 // with crypto/x509. hitch is configured as the chaperone runs it
-// (docs/routing.md, "HTTPS listeners"): one frontend port, the backend the
+// (design/routing.md, "HTTPS listeners"): one frontend port, the backend the
 // Unix socket varnishd.TLSListener names, PROXY protocol v2 with TLVs (the
 // server name reaches VCL as proxy.authority()), ALPN h2 and http/1.1 when
 // HTTP/2 is on, one pem-file per certificate, the first the default.

@@ -51,7 +51,7 @@ func (s Snapshot) Has(name string) bool {
 // MAIN.sess_conn minus MAIN.sess_closed and MAIN.sess_closed_err is NOT the
 // live count in Varnish 7.1: connections closed by the waiter (idle timeout,
 // client closing an idle keep-alive connection) are only counted in the
-// MAIN.sc_* close reasons. See docs/chaperone.md for the experiment.
+// MAIN.sc_* close reasons. See design/chaperone.md, "Which counters give the live session count".
 func (s Snapshot) LiveSessions() (n uint64, ok bool) {
 	for name, c := range s.Counters {
 		if strings.HasPrefix(name, "MEMPOOL.sess") && strings.HasSuffix(name, ".live") {
