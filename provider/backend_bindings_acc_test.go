@@ -3,20 +3,12 @@ package provider
 import (
 	"context"
 	"fmt"
-	"slices"
-	"sync"
 	"testing"
-	"time"
 
 	"github.com/hashicorp/terraform-plugin-testing/helper/resource"
 	"github.com/hashicorp/terraform-plugin-testing/terraform"
-	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/apimachinery/pkg/watch"
-	"k8s.io/client-go/tools/cache"
-	watchtools "k8s.io/client-go/tools/watch"
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/gwruntime"
@@ -109,66 +101,6 @@ func createGatewayAllNamespaces(t *testing.T, cp *testenv.ControlPlane, gw routi
 	if _, err := cp.Gateway.GatewayV1().Gateways(gw.Namespace).Create(context.Background(), obj, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-}
-
-// roleBindingEvents are the RoleBinding events of one namespace, in order,
-// as "TYPE name".
-type roleBindingEvents struct {
-	mu     sync.Mutex
-	events []string
-}
-
-// watchRoleBindings records the RoleBinding events in ns from now until
-// the test ends (a watch that resumes where it stopped, as the test API
-// server may answer a new watch with "too large resource version" for a
-// moment).
-func watchRoleBindings(t *testing.T, cp *testenv.ControlPlane, ns string) *roleBindingEvents {
-	t.Helper()
-	ctx := context.Background()
-	list, err := cp.Client.RbacV1().RoleBindings(ns).List(ctx, metav1.ListOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	w, err := watchtools.NewRetryWatcherWithContext(ctx, list.ResourceVersion, &cache.ListWatch{
-		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-			return cp.Client.RbacV1().RoleBindings(ns).Watch(ctx, o)
-		},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(w.Stop)
-	e := &roleBindingEvents{}
-	go func() {
-		for ev := range w.ResultChan() {
-			if rb, ok := ev.Object.(*rbacv1.RoleBinding); ok {
-				e.mu.Lock()
-				e.events = append(e.events, string(ev.Type)+" "+rb.Name)
-				e.mu.Unlock()
-			}
-		}
-	}()
-	return e
-}
-
-// until returns the events recorded once want is among them, or after 5
-// seconds without it (the watch delivers a moment after the change).
-func (e *roleBindingEvents) until(want string) []string {
-	var seen []string
-	_ = wait.PollUntilContextTimeout(context.Background(), 50*time.Millisecond, 5*time.Second, true, func(context.Context) (bool, error) {
-		e.mu.Lock()
-		defer e.mu.Unlock()
-		seen = slices.Clone(e.events)
-		return slices.Contains(seen, want), nil
-	})
-	return seen
-}
-
-// reset forgets the events recorded so far.
-func (e *roleBindingEvents) reset() {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	e.events = nil
 }
 
 // TestAccHTTPRouteBackendBindingsNeedAGrant: a route whose backend is in
