@@ -105,6 +105,8 @@ var GrantOnly = []string{
 	gatewayv1.GroupName + "/referencegrants get",
 	gatewayv1.GroupName + "/referencegrants watch",
 	"/services watch",
+	// The pods' Role lets them get, list and watch their VCL ConfigMap.
+	"/configmaps list",
 	"/configmaps watch",
 	// The pods' Role lets them get, list and watch the certificate Secrets
 	// of the HTTPS listeners by name (resourceNames); the provider only
