@@ -34,7 +34,6 @@ struct pc {
 	const char	*admin;
 	struct gh_arena	*arena;		/* the state's */
 	struct gh_state	*st;		/* being built */
-	unsigned	version;	/* of the file: GH_VERSION */
 	struct gh_backend **bslot;	/* the backends by name */
 	unsigned	bmask;		/* size of bslot - 1 */
 	struct gh_cache	**cslot;	/* the cache policies by name */
@@ -722,7 +721,6 @@ load_backends(struct pc *pc, const json_t *root, struct gh_state *st)
 	char path[PATHLEN], q[96];
 	struct gh_backend *b, *o;
 
-	assert(pc->version == GH_VERSION);
 	CHECK_OBJ_NOTNULL(st, GH_STATE_MAGIC);
 	AZ(st->nendpoint);
 	if (get_array(pc, "", root, "backends", 1, 100000, &a))
@@ -1520,9 +1518,8 @@ load_filter(struct pc *pc, const char *path, const json_t *j,
 		/* load_route counted the RequestMirror filters */
 		assert(*nmirror < r->nmirror);
 		mi = &r->mirror[(*nmirror)++];
-		if (check_object(pc, p, c, mirror_fields))
-			return (-1);
-		if (get_int(pc, p, c, "percent", 0, 0, 100, 100, &ll))
+		if (check_object(pc, p, c, mirror_fields) ||
+		    get_int(pc, p, c, "percent", 0, 0, 100, 100, &ll))
 			return (-1);
 		mi->percent = (unsigned)ll;
 		return (load_ref(pc, p, c, &mi->group));
@@ -2556,7 +2553,7 @@ conf_load(struct pc *pc, const char *buf, size_t len,
 		    "\"version\": %d", GH_VERSION);
 		return (-1);
 	}
-	/* Another version is an error; the router keeps the state it has. */
+	/* one version; another is an error, the router keeps its state */
 	e = json_object_get(root, "version");
 	if (!json_is_integer(e)) {
 		(void)fail(pc, "version", "expected the integer %d, got %s; "
@@ -2567,13 +2564,12 @@ conf_load(struct pc *pc, const char *buf, size_t len,
 	ver = json_integer_value(e);
 	if (ver != GH_VERSION) {
 		(void)fail(pc, "version", "unsupported version %lld; this "
-		    "ghost reads version %d: write \"version\": %d "
+		    "build of ghost reads version %d: write \"version\": %d "
 		    "(ghost/README.md), or upgrade ghost to the release of "
 		    "the chaperone that wrote the file (they ship in one "
 		    "image)", ver, GH_VERSION, GH_VERSION);
 		return (-1);
 	}
-	pc->version = (unsigned)ver;
 
 	st = zalloc(pc, "(state)", 1, sizeof *st);
 	if (st == NULL)
@@ -2697,7 +2693,6 @@ gh_conf_load(const char *buf, size_t len, const char *admin,
 	pc->admin = admin;
 	pc->arena = &sa;
 	pc->st = NULL;
-	pc->version = 0;
 	pc->bslot = NULL;
 	pc->bmask = 0;
 	pc->cslot = NULL;

@@ -36,7 +36,7 @@ enum gh_filter {
 #define GH_PMOD_FULL	1
 #define GH_PMOD_PREFIX	2
 
-#define GH_VERSION	2	/* written; 1 is read too, see conf_load() */
+#define GH_VERSION	2	/* the one version read */
 #define GH_MAX_FILE	(64 * 1024 * 1024)
 #define GH_MAX_DEPTH	32
 

@@ -35,12 +35,10 @@ def endpoints(addr, port, n, k):
     return eps
 
 
-def ghost_json(nv, nr, addr, port, version=2, services=1, neps=1):
+def ghost_json(nv, nr, addr, port, services=1, neps=1):
     """Route i*nr+j sends to backend (i*nr+j) % services, named
-    "ns/svc<k>:80" ("ns/svc:80" with one service), of neps endpoints.
-    Version 2 lists each backend once in the backends table; version 1
-    (read by ghost before the table, for comparisons) repeats its
-    endpoints in every route."""
+    "ns/svc<k>:80" ("ns/svc:80" with one service), of neps endpoints,
+    each listed once in the backends table."""
     def name(k):
         return "ns/svc:80" if services == 1 else "ns/svc%d:80" % k
     vhosts = []
@@ -50,17 +48,9 @@ def ghost_json(nv, nr, addr, port, version=2, services=1, neps=1):
         m = {"path": {"type": t, "value": p}}
         if h is not None:
             m["headers"] = [{"type": "Exact", "name": "x-route", "value": h}]
-        k = n % services
-        if version == 1:
-            group = {"name": name(k),
-                     "endpoints": endpoints(addr, port, neps, k)}
-        else:
-            group = {"backend": name(k)}
         vhosts[i]["routes"].append({
             "name": "ns/v%d/r%d" % (i, j), "match": m,
-            "backends": [group]})
-    if version == 1:
-        return json.dumps({"version": 1, "vhosts": vhosts}, indent=1)
+            "backends": [{"backend": name(n % services)}]})
     backends = [{"name": name(k), "endpoints": endpoints(addr, port, neps, k)}
                 for k in range(min(services, nv * nr))]
     return json.dumps({"version": 2, "backends": backends,
@@ -139,8 +129,6 @@ if __name__ == "__main__":
     ap.add_argument("--vhosts", type=int, default=1000)
     ap.add_argument("--routes", type=int, default=10, help="per vhost")
     ap.add_argument("--backend", default="127.0.0.1:8080")
-    ap.add_argument("--version", type=int, default=2, choices=(1, 2),
-                    help="ghost.json version (1: before the backends table)")
     ap.add_argument("--services", type=int, default=1,
                     help="distinct backends, routes spread over them")
     ap.add_argument("--endpoints", type=int, default=1,
@@ -156,5 +144,5 @@ if __name__ == "__main__":
     elif a.vcl_flat:
         print(vcl_chain(a.vhosts, a.routes, addr, int(port)), end="")
     else:
-        print(ghost_json(a.vhosts, a.routes, addr, int(port), a.version,
-                         a.services, a.endpoints))
+        print(ghost_json(a.vhosts, a.routes, addr, int(port), a.services,
+                         a.endpoints))

@@ -6,19 +6,13 @@
 # the first reload to 10,000 routes and RELOADS further reloads, one
 # every 0.2 s. Prints duration_ms of every answer and the child's RSS.
 # Usage: reload.sh GHOSTDIR [LIBVMOD_GHOST.SO ...]   (default: GHOSTDIR's)
-# Environment: RELOADS, ROUNDS; VERSIONS, the ghost.json version of each
-# build's file in the order of the builds (default 2 each: a build of a
-# commit before ghost.json version 2 needs 1); GEN, more gen.py arguments
+# Environment: RELOADS, ROUNDS; GEN, more gen.py arguments
 # for the 10,000-route file (e.g. "--services 20 --endpoints 20": routes
 # spread over 20 backends of 20 endpoints).
 set -eu
 GHOST=$1; shift
 SOS=("$@")
 [ ${#SOS[@]} -gt 0 ] || SOS=("$GHOST/libvmod_ghost.so")
-read -r -a VERS <<< "${VERSIONS:-}"
-for i in "${!SOS[@]}"; do
-	[ -n "${VERS[$i]:-}" ] || VERS[$i]=2
-done
 RELOADS=${RELOADS:-20}
 ROUNDS=${ROUNDS:-2}
 W=$(mktemp -d /tmp/ghost-reload.XXXXXX)
@@ -32,17 +26,15 @@ trap cleanup EXIT
 adm() { varnishadm -t 300 -n "$W/$1" "${@:2}"; }
 
 # the endpoint needs no server: reloads create backends, never connect
-for v in $(printf '%s\n' "${VERS[@]}" | sort -u); do
-	python3 "$GHOST/bench/gen.py" --version "$v" --vhosts 1 --routes 10 \
-	    --backend 127.0.0.1:9 > "$W/small-v$v.json"
-	# shellcheck disable=SC2086
-	python3 "$GHOST/bench/gen.py" --version "$v" --vhosts 1000 --routes 10 \
-	    --backend 127.0.0.1:9 ${GEN:-} > "$W/big-v$v.json"
-done
+python3 "$GHOST/bench/gen.py" --vhosts 1 --routes 10 \
+    --backend 127.0.0.1:9 > "$W/small.json"
+# shellcheck disable=SC2086
+python3 "$GHOST/bench/gen.py" --vhosts 1000 --routes 10 \
+    --backend 127.0.0.1:9 ${GEN:-} > "$W/big.json"
 
 run() {	# index of the build, round
-	local i=$1 n=v$1r$2 so=${SOS[$1]} ver=${VERS[$1]} aport child r
-	cp "$W/small-v$ver.json" "$W/$n.json"
+	local i=$1 n=v$1r$2 so=${SOS[$1]} aport child r
+	cp "$W/small.json" "$W/$n.json"
 	cat > "$W/$n.vcl" <<V
 vcl 4.1;
 import ghost from "$so";
@@ -62,7 +54,7 @@ V
 	sleep 1
 	aport=$(adm "$n" debug.listen_address | awk '$1 == "ghost-admin" {print $3}')
 	child=$(ps -o pid= --ppid "$(cat "$W/$n.pid")" | head -1 | tr -d ' ')
-	cp "$W/big-v$ver.json" "$W/$n.json"
+	cp "$W/big.json" "$W/$n.json"
 	local out="" first
 	first=$(curl -s -X POST "http://127.0.0.1:$aport/.varnish-ghost/reload" | grep -o '"duration_ms":[0-9.]*' | cut -d: -f2)
 	for r in $(seq 1 "$RELOADS"); do
@@ -78,7 +70,7 @@ V
 	sorted=$(echo $out | tr ' ' '\n' | sort -n)
 	max=$(echo "$sorted" | tail -1)
 	over=$(echo "$sorted" | awk '$1 >= 100' | wc -l)
-	echo "build $i ($so, ghost.json v$ver, $(stat -c %s "$W/big-v$ver.json") bytes) round $2: first reload $first ms; reloads (ms):$out; median $(echo "$sorted" | sed -n "$(( (RELOADS + 1) / 2 ))p"), max $max, >= 100 ms: $over of $RELOADS; child RSS $rss kB; load average $(cut -d' ' -f1-3 /proc/loadavg)"
+	echo "build $i ($so, ghost.json $(stat -c %s "$W/big.json") bytes) round $2: first reload $first ms; reloads (ms):$out; median $(echo "$sorted" | sed -n "$(( (RELOADS + 1) / 2 ))p"), max $max, >= 100 ms: $over of $RELOADS; child RSS $rss kB; load average $(cut -d' ' -f1-3 /proc/loadavg)"
 	kill "$(cat "$W/$n.pid")"
 	sleep 1
 }
