@@ -22,8 +22,9 @@
  *                    out
  *   ghost_retry.c    .retry() and the backend picked again for a retry
  *   ghost_path.c     the request path normalised before matching
- * and the loader, which uses no varnishd symbol (ghost_state.h):
- *   ghost_conf.c, ghost_arena.c, ghost_re.c
+ * and the loader and the lookups, which use no varnishd symbol
+ * (ghost_state.h, ghost_load.h):
+ *   ghost_load*.c, ghost_lookup.c, ghost_arena.c, ghost_re.c
  *
  * Include after "cache/cache.h" and "vcc_ghost_if.h".
  *

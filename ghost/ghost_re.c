@@ -1,7 +1,7 @@
 /*
- * Regex hooks for ghost_conf.c, on top of varnishd's VRE (PCRE2).
- * Patterns are anchored to match the whole value, and the match limits
- * are set once here (VRE_match with limits writes shared state, so
+ * Regex hooks for the loader (ghost_load*.c), on top of varnishd's VRE
+ * (PCRE2). Patterns are anchored to match the whole value, and the match
+ * limits are set once here (VRE_match with limits writes shared state, so
  * requests match with lim = NULL afterwards).
  */
 

@@ -5,9 +5,10 @@
  * read-only by all worker threads; it is reference counted by the VMOD
  * (ghost_pool.c) and freed with gh_state_free().
  *
- * This file and ghost_conf.c use no varnishd symbols except through the
- * regex hooks gh_re_*() and the assertions of vas.h (VAS_Fail), so the
- * loader can be fuzzed outside varnishd (fuzz/fuzz_re.c provides both).
+ * This file, the loader (ghost_load*.c) and the lookups (ghost_lookup.c)
+ * use no varnishd symbols except through the regex hooks gh_re_*() and
+ * the assertions of vas.h (VAS_Fail), so they can be fuzzed outside
+ * varnishd (fuzz/fuzz_re.c provides both).
  */
 
 #include <pthread.h>
@@ -432,11 +433,28 @@ int gh_re_compile(const char *pat, struct vre **re, char *err, size_t errlen);
 int gh_re_match(const struct vre *re, const char *s, size_t len);
 void gh_re_free(struct vre **re);
 
-/* ghost_conf.c */
+/* FNV-1a, for the hash tables of backend names and hostnames */
+#define GH_FNV0	2166136261U
+static inline uint32_t
+gh_fnv(uint32_t h, const char *s, size_t l)
+{
+	while (l-- > 0) {
+		h ^= (unsigned char)*s++;
+		h *= 16777619U;
+	}
+	return (h);
+}
+
+/* ghost_load.c: the loader (ghost_load.h) */
 struct gh_state *gh_conf_load(const char *buf, size_t len,
     const char *admin_socket, struct gh_chunkpool *cp, char *err,
     size_t errlen);
 void gh_state_free(struct gh_state *st);
+size_t gh_prefix_len(const char *value);
+uint64_t gh_session_id(const char *scope, const char *backend,
+    const char *address, unsigned port);
+
+/* ghost_lookup.c */
 const struct gh_htab *gh_htab_find(const struct gh_state *st,
     const char *socket, const char *admin_socket);
 const struct gh_vhost *gh_host_lookup(const struct gh_htab *t,
@@ -446,12 +464,9 @@ const struct gh_sock *gh_sock_find(const struct gh_state *st,
     const char *socket);
 const struct gh_listener *gh_listener_select(const struct gh_sock *sk,
     const char *host, size_t len);
-size_t gh_prefix_len(const char *value);
 
 /* ghost_path.c */
 #define GH_PATH_BAD_ESCAPE	(-1)	/* "%" without two hex digits */
 #define GH_PATH_ESCAPED_SLASH	(-2)	/* %2F or %5C, rejected */
 int gh_path_normal(const char *p, size_t l);
 long gh_path_normalize(const char *p, size_t l, char *out, int keep_slashes);
-uint64_t gh_session_id(const char *scope, const char *backend,
-    const char *address, unsigned port);

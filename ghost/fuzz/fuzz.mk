@@ -3,8 +3,9 @@ CLANG        ?= clang-14
 FUZZ_SECONDS ?= 60
 VAPI_CFLAGS  ?= $(shell pkg-config --cflags varnishapi)
 F            := $(B)/fuzz
+# LOAD: the loader's and the lookups' files, from the Makefile
 SRC          := $(GHOST)/fuzz/fuzz_conf.c $(GHOST)/fuzz/fuzz_re.c \
-		$(GHOST)/ghost_conf.c $(GHOST)/ghost_arena.c
+		$(LOAD:%=$(GHOST)/%)
 
 .PHONY: run
 run: $(F)/fuzz_conf
@@ -15,7 +16,7 @@ run: $(F)/fuzz_conf
 	    -dict=$(GHOST)/fuzz/ghost.dict corpus
 	@echo "fuzz: no crash in $(FUZZ_SECONDS) s"
 
-$(F)/fuzz_conf: $(SRC) $(GHOST)/ghost_state.h
+$(F)/fuzz_conf: $(SRC) $(GHOST)/ghost_state.h $(GHOST)/ghost_load.h
 	mkdir -p $(F)
 	$(CLANG) -std=gnu11 -Wall -Werror -g -O1 \
 	    -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \

@@ -1,5 +1,5 @@
 /*
- * libFuzzer target for the ghost.json loader (ghost_conf.c): parse,
+ * libFuzzer target for the ghost.json loader (ghost_load*.c): parse,
  * validate, build the host tables and sorted routes, run some lookups
  * (hosts, and listeners of the described sockets),
  * free. Regexes go through PCRE2 directly (fuzz_re.c) instead of
