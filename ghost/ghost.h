@@ -16,6 +16,7 @@
  *   ghost_cors.c     CORS filters: preflights, response headers
  *   ghost_session.c  session persistence: the cookie's endpoint, the
  *                    Set-Cookie of a new session
+ *   ghost_cookie.c   the Cookie header without some of its pairs
  *   ghost_cache.c    cache policies: lookup or pass, the cache key, TTLs
  *                    and the object headers for invalidation
  *   ghost_timeout.c  .backend_error(): 504 for a fetch whose timeout ran
@@ -346,6 +347,12 @@ void gh_retry_recv(VRT_CTX, const struct gh_state *st,
 void gh_retry_fetch(VRT_CTX, struct VPFX(ghost_router) *rt);
 int gh_retry_attempt(VRT_CTX, struct VPFX(ghost_router) *rt, double *start,
     double *tmo);
+/* ghost_cookie.c: drop a pair (name nl bytes, value vl bytes) or keep it */
+typedef int gh_cookie_drop_f(VRT_CTX, void *priv, const char *name,
+    size_t nl, const char *val, size_t vl);
+int gh_cookie_filter(VRT_CTX, gh_cookie_drop_f *drop, void *priv,
+    unsigned *kept);
+
 /* ghost_session.c */
 int gh_session_recv(VRT_CTX, const struct gh_route *r,
     const struct gh_group **gp, unsigned *ep);

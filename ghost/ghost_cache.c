@@ -64,6 +64,24 @@ static const char H_X_Ghost_Tags[] = "\015X-Ghost-Tags:";
  * client side
  */
 
+/* a cookie the policy strips */
+static int
+strip_drop(VRT_CTX, void *priv, const char *name, size_t nl,
+    const char *val, size_t vl)
+{
+	const struct gh_cache *c;
+	unsigned u;
+
+	(void)ctx;
+	(void)val;
+	(void)vl;
+	CAST_OBJ_NOTNULL(c, priv, GH_CACHE_MAGIC);
+	for (u = 0; u < c->nstrip; u++)
+		if (c->striplen[u] == nl && !memcmp(c->strip[u], name, nl))
+			return (1);
+	return (0);
+}
+
 /*
  * Remove the policy's cookies from the Cookie header (all with "*"); an
  * emptied header is removed. -1: out of workspace.
@@ -71,69 +89,18 @@ static const char H_X_Ghost_Tags[] = "\015X-Ghost-Tags:";
 static int
 cookie_strip(VRT_CTX, const struct gh_cache *c)
 {
-	const char *v, *p, *e, *ne, *eq;
-	char *buf, *o;
-	size_t l, nl, sep;
-	unsigned u, removed;
+	unsigned kept;
 
-	if (!http_GetHdr(ctx->http_req, H_Cookie, &v))
+	if (!http_GetHdr(ctx->http_req, H_Cookie, NULL))
 		return (0);
 	if (c->strip_all) {
 		http_Unset(ctx->http_req, H_Cookie);
 		return (0);
 	}
-	/* "; " between the pairs kept: at most one more byte per ';' */
-	l = strlen(v);
-	for (sep = 0, p = v; (p = strchr(p, ';')) != NULL; p++)
-		sep++;
-	buf = WS_Alloc(ctx->ws, sizeof "Cookie: " + l + sep);
-	if (buf == NULL)
+	if (gh_cookie_filter(ctx, strip_drop, TRUST_ME(c), &kept) < 0)
 		return (-1);
-	memcpy(buf, "Cookie: ", sizeof "Cookie: " - 1);
-	o = buf + sizeof "Cookie: " - 1;
-	removed = 0;
-	for (p = v; ; p = e + 1) {
-		while (*p == ' ' || *p == '\t')
-			p++;
-		e = strchr(p, ';');
-		if (e == NULL)
-			e = p + strlen(p);
-		ne = e;
-		while (ne > p && (ne[-1] == ' ' || ne[-1] == '\t'))
-			ne--;
-		if (ne > p) {
-			eq = memchr(p, '=', ne - p);
-			nl = (eq != NULL ? eq : ne) - p;
-			while (nl > 0 && (p[nl - 1] == ' ' || p[nl - 1] == '\t'))
-				nl--;
-			for (u = 0; u < c->nstrip; u++)
-				if (c->striplen[u] == nl &&
-				    !memcmp(c->strip[u], p, nl))
-					break;
-			if (u < c->nstrip)
-				removed++;
-			else {
-				if (o > buf + sizeof "Cookie: " - 1) {
-					*o++ = ';';
-					*o++ = ' ';
-				}
-				memcpy(o, p, ne - p);
-				o += ne - p;
-			}
-		}
-		if (*e == '\0')
-			break;
-	}
-	*o = '\0';
-	assert(o < buf + sizeof "Cookie: " + l + sep);
-	if (o == buf + sizeof "Cookie: " - 1) {
+	if (kept == 0)
 		http_Unset(ctx->http_req, H_Cookie);
-		return (0);
-	}
-	if (removed == 0)
-		return (0);
-	http_Unset(ctx->http_req, H_Cookie);
-	http_SetHeader(ctx->http_req, buf);
 	return (0);
 }
 

@@ -136,6 +136,29 @@ check_value(VRT_CTX, const struct gh_route *r, const char *v, size_t l,
 	return (0);
 }
 
+/* the cookie walk of gh_session_recv() */
+struct sess_walk {
+	const struct gh_route	*r;
+	const struct gh_group	**gp;
+	unsigned		*ep;
+	int			found;
+};
+
+/* the session's cookies are dropped; the first that selects wins */
+static int
+sess_drop(VRT_CTX, void *priv, const char *name, size_t nl,
+    const char *val, size_t vl)
+{
+	struct sess_walk *w = priv;
+	const struct gh_session *sp = w->r->session;
+
+	if (nl != sp->nlen || memcmp(name, sp->name, nl))
+		return (0);
+	if (!w->found)
+		w->found = check_value(ctx, w->r, val, vl, w->gp, w->ep);
+	return (1);
+}
+
 /*
  * Called by .recv() for a route with session persistence, before the
  * cache policy: 1 with *gp and *ep set when the request's cookie (or
@@ -148,10 +171,9 @@ gh_session_recv(VRT_CTX, const struct gh_route *r,
     const struct gh_group **gp, unsigned *ep)
 {
 	const struct gh_session *sp;
-	const char *v, *p, *e, *ne, *eq, *val;
-	char *buf, *o;
-	size_t l, nl, sep;
-	unsigned seen;
+	struct sess_walk w;
+	const char *v;
+	unsigned kept;
 	int found;
 
 	CHECK_OBJ_NOTNULL(r, GH_ROUTE_MAGIC);
@@ -165,66 +187,19 @@ gh_session_recv(VRT_CTX, const struct gh_route *r,
 			return (0);
 		found = check_value(ctx, r, v, strlen(v), gp, ep);
 		http_Unset(ctx->http_req, sp->hdr);
-		goto done;
-	}
-	/* one header, as HTTP/2 clients may send many */
-	http_CollectHdrSep(ctx->http_req, H_Cookie, "; ");
-	if (!http_GetHdr(ctx->http_req, H_Cookie, &v))
-		return (0);
-	l = strlen(v);
-	for (sep = 0, p = v; (p = strchr(p, ';')) != NULL; p++)
-		sep++;
-	buf = WS_Alloc(ctx->ws, sizeof "Cookie: " + l + sep);
-	if (buf == NULL) {
-		VRT_fail(ctx, "ghost: out of workspace");
-		return (-1);
-	}
-	memcpy(buf, "Cookie: ", sizeof "Cookie: " - 1);
-	o = buf + sizeof "Cookie: " - 1;
-	seen = 0;
-	found = 0;
-	for (p = v; ; p = e + 1) {
-		while (*p == ' ' || *p == '\t')
-			p++;
-		e = strchr(p, ';');
-		if (e == NULL)
-			e = p + strlen(p);
-		ne = e;
-		while (ne > p && (ne[-1] == ' ' || ne[-1] == '\t'))
-			ne--;
-		if (ne > p) {
-			eq = memchr(p, '=', ne - p);
-			nl = (eq != NULL ? eq : ne) - p;
-			while (nl > 0 && (p[nl - 1] == ' ' || p[nl - 1] == '\t'))
-				nl--;
-			if (nl == sp->nlen && !memcmp(p, sp->name, nl)) {
-				seen++;
-				val = eq != NULL ? eq + 1 : ne;
-				while (val < ne && (*val == ' ' || *val == '\t'))
-					val++;
-				if (!found)
-					found = check_value(ctx, r, val,
-					    ne - val, gp, ep);
-			} else {
-				if (o > buf + sizeof "Cookie: " - 1) {
-					*o++ = ';';
-					*o++ = ' ';
-				}
-				memcpy(o, p, ne - p);
-				o += ne - p;
-			}
+	} else {
+		/* one header, as HTTP/2 clients may send many */
+		http_CollectHdrSep(ctx->http_req, H_Cookie, "; ");
+		w.r = r;
+		w.gp = gp;
+		w.ep = ep;
+		w.found = 0;
+		if (gh_cookie_filter(ctx, sess_drop, &w, &kept) < 0) {
+			VRT_fail(ctx, "ghost: out of workspace");
+			return (-1);
 		}
-		if (*e == '\0')
-			break;
+		found = w.found;
 	}
-	*o = '\0';
-	assert(o < buf + sizeof "Cookie: " + l + sep);
-	if (seen > 0) {
-		http_Unset(ctx->http_req, H_Cookie);
-		if (o > buf + sizeof "Cookie: " - 1)
-			http_SetHeader(ctx->http_req, buf);
-	}
-  done:
 	if (found) {
 		AN(*gp);
 		VSLb(ctx->vsl, SLT_VCL_Log, "ghost.session: kept on %s:%u "
