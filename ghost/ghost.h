@@ -3,8 +3,10 @@
  * concern, the way vmod_directors splits its directors):
  *
  *   vmod_ghost.c     the router object (__init, __fini), $Event, PRIV_VCL
- *   ghost_router.c   the VCL methods (.recv() ... .generation()) and the
- *                    per-task state
+ *   ghost_task.c     the per-task state, the pick of a group and endpoint
+ *   ghost_router.c   the client-side VCL methods (.sni() ... .hash())
+ *   ghost_backend.c  the backend-side VCL methods (.backend_fetch() ...
+ *                    .backend_error())
  *   ghost_pool.c     state references, the backend pool, the reaper thread
  *   ghost_reload.c   reading ghost.json, building and swapping a state
  *   ghost_stats.c    per-vhost counters and the stats endpoint's JSON
@@ -19,9 +21,8 @@
  *   ghost_cookie.c   the Cookie header without some of its pairs
  *   ghost_cache.c    cache policies: lookup or pass, the cache key, TTLs
  *                    and the object headers for invalidation
- *   ghost_timeout.c  .backend_error(): 504 for a fetch whose timeout ran
- *                    out
- *   ghost_retry.c    .retry() and the backend picked again for a retry
+ *   ghost_timeout.c  504 for a fetch whose timeout ran out
+ *   ghost_retry.c    retries and the backend picked again for a retry
  *   ghost_path.c     the request path normalised before matching
  * and the loader and the lookups, which use no varnishd symbol
  * (ghost_state.h, ghost_load.h):
@@ -330,23 +331,31 @@ void gh_request_id(VRT_CTX);
 void gh_log_route(VRT_CTX, const struct gh_route *r, const struct gh_group *g,
     const struct gh_endpoint *ep);
 
-/* ghost_router.c */
+/* ghost_task.c */
 struct gh_task *gh_task_get(VRT_CTX, struct VPFX(ghost_router) *rt,
     int create);
 const struct gh_group *gh_route_pick(const struct gh_route *r);
+unsigned gh_group_pick(const struct gh_group *g);
 
 /* ghost_cache.c */
 int gh_cache_recv(VRT_CTX, struct gh_task *t, const struct gh_route *r,
     const char *host, size_t hl, const char *path, size_t pl,
     const char *q, size_t ql);
+void gh_cache_hash(VRT_CTX, const struct gh_task *t);
 void gh_cache_deliver(VRT_CTX, const struct gh_task *t);
+void gh_cache_fetch(VRT_CTX, struct VPFX(ghost_router) *rt);
+int gh_cache_response(VRT_CTX, struct VPFX(ghost_router) *rt);
 
 /* ghost_retry.c */
 void gh_retry_recv(VRT_CTX, const struct gh_state *st,
     const struct gh_vhost *vh, const struct gh_route *r);
 void gh_retry_fetch(VRT_CTX, struct VPFX(ghost_router) *rt);
+int gh_retry(VRT_CTX, struct VPFX(ghost_router) *rt);
 int gh_retry_attempt(VRT_CTX, struct VPFX(ghost_router) *rt, double *start,
     double *tmo);
+
+/* ghost_timeout.c */
+void gh_timeout_error(VRT_CTX, struct VPFX(ghost_router) *rt);
 /* ghost_cookie.c: drop a pair (name nl bytes, value vl bytes) or keep it */
 typedef int gh_cookie_drop_f(VRT_CTX, void *priv, const char *name,
     size_t nl, const char *val, size_t vl);

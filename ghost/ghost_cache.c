@@ -15,6 +15,9 @@
  * builtin VCL would not cache hit-for-miss, and stamps the object headers
  * that bans match: X-Ghost-Host, X-Ghost-Path, X-Ghost-Url, X-Ghost-Tags.
  *
+ * The VCL methods are ghost_router.c's (.cacheable(), .hash()) and
+ * ghost_backend.c's; this file holds what they do.
+ *
  * X-Ghost-Cache: "TTL GRACE KEEP FORCE TL HL PL BLOB"
  *   TTL GRACE KEEP  milliseconds
  *   FORCE           1: the TTL replaces the origin's
@@ -274,26 +277,6 @@ gh_cache_deliver(VRT_CTX, const struct gh_task *t)
 	http_PrintfHeader(ctx->http_resp, "%s: %s", c->statushdr, s);
 }
 
-/*--------------------------------------------------------------------
- * VCL methods
- */
-
-VCL_BOOL v_matchproto_(td_vmod_ghost_router_cacheable)
-vmod_router_cacheable(VRT_CTX, struct VPFX(ghost_router) *rt)
-{
-	struct gh_task *t;
-
-	CHECK_OBJ_NOTNULL(ctx, VRT_CTX_MAGIC);
-	CHECK_OBJ_NOTNULL(rt, GH_ROUTER_MAGIC);
-	if (!(ctx->method & VCL_MET_TASK_C)) {
-		VRT_fail(ctx, "ghost: %s.cacheable() is only allowed on the "
-		    "client side", rt->vcl_name);
-		return (0);
-	}
-	t = gh_task_get(ctx, rt, 0);
-	return (t != NULL && t->cache != NULL);
-}
-
 /*
  * What a request's routing depends on beyond its host and URL, first in
  * every key: the listener socket (local.socket) and the scheme, so that
@@ -324,22 +307,14 @@ hash_routing(VRT_CTX, const struct gh_task *t)
 	VRT_hashdata(ctx, TOSTRANDS(4, "route ", t->vh->hostname, " ", idx));
 }
 
-VCL_VOID v_matchproto_(td_vmod_ghost_router_hash)
-vmod_router_hash(VRT_CTX, struct VPFX(ghost_router) *rt)
+/* .hash(): the routing, then the key .recv() built (t may be NULL) */
+void
+gh_cache_hash(VRT_CTX, const struct gh_task *t)
 {
-	struct gh_task *t;
 	const struct gh_cache *c;
 	const char *v;
 	unsigned u;
 
-	CHECK_OBJ_NOTNULL(ctx, VRT_CTX_MAGIC);
-	CHECK_OBJ_NOTNULL(rt, GH_ROUTER_MAGIC);
-	if (ctx->method != VCL_MET_HASH) {
-		VRT_fail(ctx, "ghost: %s.hash() is only allowed in vcl_hash",
-		    rt->vcl_name);
-		return;
-	}
-	t = gh_task_get(ctx, rt, 0);
 	hash_routing(ctx, t);
 	if (t == NULL || t->cache == NULL) {
 		/* what the builtin vcl_hash hashes */
@@ -380,8 +355,9 @@ take_num(const char **pp, long long *out)
 	return (0);
 }
 
-VCL_VOID v_matchproto_(td_vmod_ghost_router_backend_fetch)
-vmod_router_backend_fetch(VRT_CTX, struct VPFX(ghost_router) *rt)
+/* .backend_fetch(): X-Ghost-Cache off the bereq into the backend task */
+void
+gh_cache_fetch(VRT_CTX, struct VPFX(ghost_router) *rt)
 {
 	struct vmod_priv *p;
 	struct gh_btask *b;
@@ -390,15 +366,6 @@ vmod_router_backend_fetch(VRT_CTX, struct VPFX(ghost_router) *rt)
 	size_t l;
 	char *h;
 
-	CHECK_OBJ_NOTNULL(ctx, VRT_CTX_MAGIC);
-	CHECK_OBJ_NOTNULL(rt, GH_ROUTER_MAGIC);
-	if (ctx->method != VCL_MET_BACKEND_FETCH) {
-		VRT_fail(ctx, "ghost: %s.backend_fetch() is only allowed in "
-		    "vcl_backend_fetch", rt->vcl_name);
-		return;
-	}
-	/* a retry picks its backend again (ghost_retry.c) */
-	gh_retry_fetch(ctx, rt);
 	if (!http_GetHdr(ctx->http_bereq, GH_H_CACHE, &v))
 		return;
 	/* a copy: a background fetch outlives the client's workspace */
@@ -500,8 +467,12 @@ stamp_tags(VRT_CTX, const struct gh_btask *b)
 		http_SetHeader(ctx->http_beresp, buf);
 }
 
-VCL_BOOL v_matchproto_(td_vmod_ghost_router_backend_response)
-vmod_router_backend_response(VRT_CTX, struct VPFX(ghost_router) *rt)
+/*
+ * .backend_response(): the policy's TTLs and the object headers; 0 when
+ * the request has no policy (the builtin VCL decides)
+ */
+int
+gh_cache_response(VRT_CTX, struct VPFX(ghost_router) *rt)
 {
 	struct vmod_priv *p;
 	const struct gh_btask *b;
@@ -510,13 +481,6 @@ vmod_router_backend_response(VRT_CTX, struct VPFX(ghost_router) *rt)
 	unsigned status;
 	int said;
 
-	CHECK_OBJ_NOTNULL(ctx, VRT_CTX_MAGIC);
-	CHECK_OBJ_NOTNULL(rt, GH_ROUTER_MAGIC);
-	if (ctx->method != VCL_MET_BACKEND_RESPONSE) {
-		VRT_fail(ctx, "ghost: %s.backend_response() is only allowed "
-		    "in vcl_backend_response", rt->vcl_name);
-		return (0);
-	}
 	hp = ctx->http_beresp;
 	/* only ghost stamps these, never the origin */
 	http_Unset(hp, H_X_Ghost_Host);

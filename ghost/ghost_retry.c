@@ -48,7 +48,6 @@
 #include "cache/cache_varnishd.h"	/* cache_param */
 
 #include "vcl.h"
-#include "vrnd.h"
 #include "vrt_obj.h"
 #include "vtim.h"
 
@@ -174,7 +173,7 @@ repick(VRT_CTX, const struct gh_route *r)
 		return (NULL);
 	}
 	CHECK_OBJ_NOTNULL(g->set, GH_BSET_MAGIC);
-	u = g->nep > 1 ? VRND_RandomTestable() % g->nep : 0;
+	u = gh_group_pick(g);
 	be = g->set->be[u];
 	CHECK_OBJ_NOTNULL(be, GH_BE_MAGIC);
 	gh_log_route(ctx, NULL, g, &g->ep[u]);
@@ -279,8 +278,9 @@ rtask_route(VRT_CTX, struct gh_rtask *rk)
 	return (rk->r);
 }
 
-VCL_BOOL v_matchproto_(td_vmod_ghost_router_retry)
-vmod_router_retry(VRT_CTX, struct VPFX(ghost_router) *rt)
+/* .retry(): 1 when the route's policy retries, after the backoff */
+int
+gh_retry(VRT_CTX, struct VPFX(ghost_router) *rt)
 {
 	struct gh_rtask *rk;
 	const struct gh_route *r;
@@ -289,15 +289,6 @@ vmod_router_retry(VRT_CTX, struct VPFX(ghost_router) *rt)
 	unsigned status, retries, n, cap;
 	double elapsed, deadline;
 
-	CHECK_OBJ_NOTNULL(ctx, VRT_CTX_MAGIC);
-	CHECK_OBJ_NOTNULL(rt, GH_ROUTER_MAGIC);
-	if (ctx->method != VCL_MET_BACKEND_RESPONSE &&
-	    ctx->method != VCL_MET_BACKEND_ERROR) {
-		VRT_fail(ctx, "ghost: %s.retry() is only allowed in "
-		    "vcl_backend_response and vcl_backend_error",
-		    rt->vcl_name);
-		return (0);
-	}
 	bo = ctx->bo;
 	CHECK_OBJ_NOTNULL(bo, BUSYOBJ_MAGIC);
 	rk = rtask_get(ctx, rt);

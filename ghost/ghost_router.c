@@ -1,5 +1,6 @@
 /*
- * The router's VCL methods and the per-task state they share.
+ * The router's client-side VCL methods, .sni() ... .hash(); the
+ * backend side's are in ghost_backend.c.
  */
 
 #include "config.h"
@@ -11,7 +12,6 @@
 
 #include "vcl.h"
 #include "vre.h"
-#include "vrnd.h"
 #include "vrt_obj.h"
 #include "vsb.h"
 
@@ -20,82 +20,6 @@
 
 #include "vcc_ghost_if.h"
 #include "ghost.h"
-
-/*--------------------------------------------------------------------
- * per task state
- */
-
-static void v_matchproto_(vmod_priv_fini_f)
-task_fini(VRT_CTX, void *p)
-{
-	struct gh_task *t;
-
-	(void)ctx;
-	CAST_OBJ_NOTNULL(t, p, GH_TASK_MAGIC);
-	if (t->st != NULL)
-		gh_state_unref(t->rt, &t->st);
-}
-
-static const struct vmod_priv_methods task_methods[1] = {{
-	.magic = VMOD_PRIV_METHODS_MAGIC,
-	.type = "ghost_task",
-	.fini = task_fini
-}};
-
-/*
- * A group of r by weight: uniform over r->wtotal, which must not be 0.
- * The request's pick and a retry's (ghost_retry.c) share it.
- */
-const struct gh_group *
-gh_route_pick(const struct gh_route *r)
-{
-	uint64_t w;
-	unsigned u;
-
-	CHECK_OBJ_NOTNULL(r, GH_ROUTE_MAGIC);
-	AN(r->wtotal);
-	w = (uint64_t)VRND_RandomTestable() % r->wtotal;
-	for (u = 0; u < r->ngroup; u++) {
-		if (w < r->group[u].weight)
-			break;
-		w -= r->group[u].weight;
-	}
-	assert(u < r->ngroup);
-	return (&r->group[u]);
-}
-
-struct gh_task *
-gh_task_get(VRT_CTX, struct VPFX(ghost_router) *rt, int create)
-{
-	struct vmod_priv *p;
-	struct gh_task *t;
-
-	if (create)
-		p = VRT_priv_task(ctx, rt);
-	else
-		p = VRT_priv_task_get(ctx, rt);
-	if (p == NULL) {
-		if (create)
-			VRT_fail(ctx, "ghost: out of workspace");
-		return (NULL);
-	}
-	if (p->priv != NULL) {
-		CAST_OBJ_NOTNULL(t, p->priv, GH_TASK_MAGIC);
-		return (t);
-	}
-	if (!create)
-		return (NULL);
-	t = WS_Alloc(ctx->ws, sizeof *t);
-	if (t == NULL) {
-		VRT_fail(ctx, "ghost: out of workspace");
-		return (NULL);
-	}
-	INIT_OBJ(t, GH_TASK_MAGIC);
-	t->rt = rt;
-	p->priv = t;
-	p->methods = task_methods;
-	return (t);
-}
 
 /*--------------------------------------------------------------------
  * VCL methods
@@ -459,7 +383,7 @@ vmod_router_recv(VRT_CTX, struct VPFX(ghost_router) *rt)
 			t->status = 500;
 			return (0);
 		}
-		u = g->nep > 1 ? VRND_RandomTestable() % g->nep : 0;
+		u = gh_group_pick(g);
 		if (r->session != NULL)
 			gh_session_new(ctx, t, g, u);
 	}
@@ -670,4 +594,34 @@ vmod_router_deliver(VRT_CTX, struct VPFX(ghost_router) *rt)
 		gh_hmod_apply(ctx->http_resp, t->route->resphdr);
 	if (t->vh != NULL && ctx->http_resp->status >= 500)
 		GH_COUNT(t->vh, errors_5xx);
+}
+
+VCL_BOOL v_matchproto_(td_vmod_ghost_router_cacheable)
+vmod_router_cacheable(VRT_CTX, struct VPFX(ghost_router) *rt)
+{
+	struct gh_task *t;
+
+	CHECK_OBJ_NOTNULL(ctx, VRT_CTX_MAGIC);
+	CHECK_OBJ_NOTNULL(rt, GH_ROUTER_MAGIC);
+	if (!(ctx->method & VCL_MET_TASK_C)) {
+		VRT_fail(ctx, "ghost: %s.cacheable() is only allowed on the "
+		    "client side", rt->vcl_name);
+		return (0);
+	}
+	t = gh_task_get(ctx, rt, 0);
+	return (t != NULL && t->cache != NULL);
+}
+
+VCL_VOID v_matchproto_(td_vmod_ghost_router_hash)
+vmod_router_hash(VRT_CTX, struct VPFX(ghost_router) *rt)
+{
+
+	CHECK_OBJ_NOTNULL(ctx, VRT_CTX_MAGIC);
+	CHECK_OBJ_NOTNULL(rt, GH_ROUTER_MAGIC);
+	if (ctx->method != VCL_MET_HASH) {
+		VRT_fail(ctx, "ghost: %s.hash() is only allowed in vcl_hash",
+		    rt->vcl_name);
+		return;
+	}
+	gh_cache_hash(ctx, gh_task_get(ctx, rt, 0));
 }

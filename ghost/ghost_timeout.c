@@ -1,8 +1,8 @@
 /*
- * Route timeouts answer 504: .backend_error() in vcl_backend_error turns
- * varnishd's 503 "Backend fetch failed" into 504 "Gateway Timeout" when
- * the fetch failed because a timeout ran out, as the Gateway API wants
- * for timeouts.request and timeouts.backendRequest.
+ * Route timeouts answer 504: .backend_error() (ghost_backend.c) in
+ * vcl_backend_error turns varnishd's 503 "Backend fetch failed" into 504
+ * "Gateway Timeout" when the fetch failed because a timeout ran out, as
+ * the Gateway API wants for timeouts.request and timeouts.backendRequest.
  *
  * varnishd does not tell VCL why a fetch failed (the reason is only in
  * the FetchError log record), so the time does: a fetch that failed at
@@ -61,19 +61,13 @@ min_set(double a, double b)
 	return (a < b ? a : b);
 }
 
-VCL_VOID v_matchproto_(td_vmod_ghost_router_backend_error)
-vmod_router_backend_error(VRT_CTX, struct VPFX(ghost_router) *rt)
+/* .backend_error(): 504 for a fetch whose timeout ran out */
+void
+gh_timeout_error(VRT_CTX, struct VPFX(ghost_router) *rt)
 {
 	struct busyobj *bo;
 	double tmo, elapsed, start, atmo;
 
-	CHECK_OBJ_NOTNULL(ctx, VRT_CTX_MAGIC);
-	CHECK_OBJ_NOTNULL(rt, GH_ROUTER_MAGIC);
-	if (ctx->method != VCL_MET_BACKEND_ERROR) {
-		VRT_fail(ctx, "ghost: %s.backend_error() is only allowed "
-		    "in vcl_backend_error", rt->vcl_name);
-		return;
-	}
 	bo = ctx->bo;
 	CHECK_OBJ_NOTNULL(bo, BUSYOBJ_MAGIC);
 	if (bo->err_code != 0 || ctx->http_beresp->status != 503)
