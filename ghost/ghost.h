@@ -74,10 +74,8 @@
 #define GH_ADMIN_STATS	"/.varnish-ghost/stats"
 #define GH_ADMIN_DRAIN	"/.varnish-ghost/drain"
 
-/* the request header that carries a lookup's policy (ghost_cache.c) */
-#define GH_H_CACHE	"\016X-Ghost-Cache:"
-/* the request header that carries a retried route (ghost_retry.c) */
-#define GH_H_RETRY	"\016X-Ghost-Retry:"
+/* the request header of the handoff to the backend task (ghost_task.c) */
+#define GH_H_HANDOFF	"\020X-Ghost-Handoff:"
 
 struct VSC_ghost;
 struct VSC_ghostrouter;
@@ -187,7 +185,6 @@ struct VPFX(ghost_router) {
 	struct gh_mirror_q	mq;
 	struct gh_chunkpool	cpool;		/* memory for loads */
 	char			bkey;		/* backend PRIV_TASK key */
-	char			rkey;		/* retry PRIV_TASK key */
 };
 
 struct gh_vcl {
@@ -241,6 +238,8 @@ struct gh_task {
 	const struct gh_cache	*cache;		/* lookup's policy, NULL: none */
 	const char		*khost;		/* key: host, ws */
 	const char		*kurl;		/* key: path?query, ws */
+	size_t			khl, kul, kpl;	/* their lengths, the path's */
+	int			retry;		/* may be retried (ghost_retry.c) */
 	const char		*cors_origin;	/* allowed Origin, ws; NULL */
 	int			cors_preflight;	/* answered by ghost_cors.c */
 	int			sess_new;	/* .deliver() sets the cookie */
@@ -251,12 +250,26 @@ struct gh_task {
 };
 
 /*
- * per backend task (PRIV_TASK keyed by &rt->bkey): the policy a lookup's
- * X-Ghost-Cache carried, taken off the bereq by .backend_fetch()
+ * per backend task (PRIV_TASK keyed by &rt->bkey): what the client task
+ * handed over (ghost_task.c), and the retries' state (ghost_retry.c)
  */
 struct gh_btask {
 	unsigned		magic;
 #define GH_BTASK_MAGIC		0x67686274
+	struct VPFX(ghost_router) *rt;
+	double			tmo;		/* the route's backend timeout,
+						 * s; 0: varnishd's */
+	/* retries: the route, by the generation and its place in it */
+	int			retry;
+	uint64_t		generation;
+	unsigned		vhost, route;
+	int			resolved;	/* st and r looked up */
+	struct gh_state		*st;		/* NULL: no retries */
+	const struct gh_route	*r;
+	double			t_attempt;	/* the attempt's start */
+	double			atmo;		/* its cut timeout, 0: none */
+	/* a lookup's cache policy */
+	int			cache;
 	double			ttl, grace, keep;	/* seconds */
 	int			force;
 	const char		*taghdr;	/* hdr_t, ws; NULL: none */
@@ -334,6 +347,10 @@ void gh_log_route(VRT_CTX, const struct gh_route *r, const struct gh_group *g,
 /* ghost_task.c */
 struct gh_task *gh_task_get(VRT_CTX, struct VPFX(ghost_router) *rt,
     int create);
+void gh_handoff_strip(struct http *hp);
+int gh_handoff_send(VRT_CTX, const struct gh_task *t);
+struct gh_btask *gh_handoff_take(VRT_CTX, struct VPFX(ghost_router) *rt);
+struct gh_btask *gh_btask_get(VRT_CTX, struct VPFX(ghost_router) *rt);
 const struct gh_group *gh_route_pick(const struct gh_route *r);
 unsigned gh_group_pick(const struct gh_group *g);
 
@@ -343,19 +360,17 @@ int gh_cache_recv(VRT_CTX, struct gh_task *t, const struct gh_route *r,
     const char *q, size_t ql);
 void gh_cache_hash(VRT_CTX, const struct gh_task *t);
 void gh_cache_deliver(VRT_CTX, const struct gh_task *t);
-void gh_cache_fetch(VRT_CTX, struct VPFX(ghost_router) *rt);
-int gh_cache_response(VRT_CTX, struct VPFX(ghost_router) *rt);
+int gh_cache_response(VRT_CTX, const struct gh_btask *bt);
 
 /* ghost_retry.c */
-void gh_retry_recv(VRT_CTX, const struct gh_state *st,
-    const struct gh_vhost *vh, const struct gh_route *r);
-void gh_retry_fetch(VRT_CTX, struct VPFX(ghost_router) *rt);
-int gh_retry(VRT_CTX, struct VPFX(ghost_router) *rt);
-int gh_retry_attempt(VRT_CTX, struct VPFX(ghost_router) *rt, double *start,
+void gh_retry_recv(VRT_CTX, struct gh_task *t, const struct gh_route *r);
+void gh_retry_fetch(VRT_CTX, struct gh_btask *bt);
+int gh_retry(VRT_CTX, struct gh_btask *bt);
+int gh_retry_attempt(VRT_CTX, const struct gh_btask *bt, double *start,
     double *tmo);
 
 /* ghost_timeout.c */
-void gh_timeout_error(VRT_CTX, struct VPFX(ghost_router) *rt);
+void gh_timeout_error(VRT_CTX, const struct gh_btask *bt);
 /* ghost_cookie.c: drop a pair (name nl bytes, value vl bytes) or keep it */
 typedef int gh_cookie_drop_f(VRT_CTX, void *priv, const char *name,
     size_t nl, const char *val, size_t vl);

@@ -1,8 +1,9 @@
 /*
  * The router's backend-side VCL methods, called in the backend task
- * (vcl_backend_fetch ... vcl_backend_error): what they do is the cache
- * policy's (ghost_cache.c), the retry policy's (ghost_retry.c) and the
- * timeouts' (ghost_timeout.c).
+ * (vcl_backend_fetch ... vcl_backend_error): .backend_fetch() takes the
+ * client task's handoff (ghost_task.c), the others apply the cache
+ * policy (ghost_cache.c), the retry policy (ghost_retry.c) and the
+ * timeouts (ghost_timeout.c) it carries.
  */
 
 #include "config.h"
@@ -19,6 +20,7 @@
 VCL_VOID v_matchproto_(td_vmod_ghost_router_backend_fetch)
 vmod_router_backend_fetch(VRT_CTX, struct VPFX(ghost_router) *rt)
 {
+	struct gh_btask *bt;
 
 	CHECK_OBJ_NOTNULL(ctx, VRT_CTX_MAGIC);
 	CHECK_OBJ_NOTNULL(rt, GH_ROUTER_MAGIC);
@@ -27,9 +29,12 @@ vmod_router_backend_fetch(VRT_CTX, struct VPFX(ghost_router) *rt)
 		    "vcl_backend_fetch", rt->vcl_name);
 		return;
 	}
-	/* a retry picks its backend again */
-	gh_retry_fetch(ctx, rt);
-	gh_cache_fetch(ctx, rt);
+	CHECK_OBJ_NOTNULL(ctx->bo, BUSYOBJ_MAGIC);
+	bt = gh_btask_get(ctx, rt);
+	if (bt == NULL)
+		(void)gh_handoff_take(ctx, rt);
+	else if (ctx->bo->retries > 0)
+		gh_retry_fetch(ctx, bt);	/* picks the backend again */
 }
 
 VCL_BOOL v_matchproto_(td_vmod_ghost_router_backend_response)
@@ -43,12 +48,13 @@ vmod_router_backend_response(VRT_CTX, struct VPFX(ghost_router) *rt)
 		    "in vcl_backend_response", rt->vcl_name);
 		return (0);
 	}
-	return (gh_cache_response(ctx, rt));
+	return (gh_cache_response(ctx, gh_btask_get(ctx, rt)));
 }
 
 VCL_BOOL v_matchproto_(td_vmod_ghost_router_retry)
 vmod_router_retry(VRT_CTX, struct VPFX(ghost_router) *rt)
 {
+	struct gh_btask *bt;
 
 	CHECK_OBJ_NOTNULL(ctx, VRT_CTX_MAGIC);
 	CHECK_OBJ_NOTNULL(rt, GH_ROUTER_MAGIC);
@@ -59,7 +65,8 @@ vmod_router_retry(VRT_CTX, struct VPFX(ghost_router) *rt)
 		    rt->vcl_name);
 		return (0);
 	}
-	return (gh_retry(ctx, rt));
+	bt = gh_btask_get(ctx, rt);
+	return (bt != NULL && gh_retry(ctx, bt));
 }
 
 VCL_VOID v_matchproto_(td_vmod_ghost_router_backend_error)
@@ -73,5 +80,5 @@ vmod_router_backend_error(VRT_CTX, struct VPFX(ghost_router) *rt)
 		    "in vcl_backend_error", rt->vcl_name);
 		return;
 	}
-	gh_timeout_error(ctx, rt);
+	gh_timeout_error(ctx, gh_btask_get(ctx, rt));
 }

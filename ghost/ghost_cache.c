@@ -2,38 +2,23 @@
  * Cache policies (ghost.json "cachePolicies", README.md "Caching").
  *
  * Client side: .recv() strips the policy's cookies, decides lookup or
- * pass and, on a lookup, hands the backend side the policy and the
- * request's identity in the request header X-Ghost-Cache (varnishd copies
- * it into the bereq; PRIV_TASK does not cross from the client task to the
- * backend task). .hash() hashes the key recv built. .deliver() counts
- * HIT/MISS/PASS, sets the policy's status header and strips the object
- * headers below.
+ * pass and, on a lookup, builds the key, which .hash() hashes and the
+ * handoff (ghost_task.c) carries to the backend side with the policy's
+ * times. .deliver() counts HIT/MISS/PASS, sets the policy's status header
+ * and strips the object headers below.
  *
- * Backend side: .backend_fetch() takes X-Ghost-Cache off the bereq (the
- * origin never sees it) into the backend task; .backend_response()
- * applies the TTL (fallback or forced), grace and keep, makes what the
- * builtin VCL would not cache hit-for-miss, and stamps the object headers
- * that bans match: X-Ghost-Host, X-Ghost-Path, X-Ghost-Url, X-Ghost-Tags.
+ * Backend side: .backend_response() applies the TTL (fallback or forced),
+ * grace and keep, makes what the builtin VCL would not cache hit-for-miss,
+ * and stamps the object headers that bans match: X-Ghost-Host,
+ * X-Ghost-Path, X-Ghost-Url, X-Ghost-Tags.
  *
  * The VCL methods are ghost_router.c's (.cacheable(), .hash()) and
  * ghost_backend.c's; this file holds what they do.
- *
- * X-Ghost-Cache: "TTL GRACE KEEP FORCE TL HL PL BLOB"
- *   TTL GRACE KEEP  milliseconds
- *   FORCE           1: the TTL replaces the origin's
- *   TL HL PL        the lengths of the tag header name (0: no tags), the
- *                   host and the path
- *   BLOB            the tag header name, the host and the URL (the path,
- *                   then "?" and the key's query when it has one), one
- *                   after the other: lengths rather than separators, so
- *                   any byte of a host or a path is safe
  */
 
 #include "config.h"
 
-#include <errno.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "cache/cache.h"
@@ -158,8 +143,7 @@ key_query(const struct gh_cache *c, const char *q, size_t ql, char *o)
 
 /*
  * Called by .recv() for a routed request, before the route's filters:
- * the policy's decision, lookup (t->cache set, X-Ghost-Cache on the
- * request) or pass. A client's X-Ghost-Cache was removed already.
+ * the policy's decision, lookup (t->cache and the key set) or pass.
  * host is normalized (hl bytes), path and q the client's (before
  * URLRewrite). -1: out of workspace (VRT_fail done).
  */
@@ -171,8 +155,7 @@ gh_cache_recv(VRT_CTX, struct gh_task *t, const struct gh_route *r,
 	const struct gh_cache *c;
 	const char *m;
 	char *buf, *o;
-	size_t tl, need, kl;
-	int n;
+	size_t need, kl;
 
 	CHECK_OBJ_NOTNULL(t, GH_TASK_MAGIC);
 	CHECK_OBJ_NOTNULL(r, GH_ROUTE_MAGIC);
@@ -204,23 +187,14 @@ gh_cache_recv(VRT_CTX, struct gh_task *t, const struct gh_route *r,
 		return (0);
 	}
 
-	tl = c->taghdr != NULL ? strlen(c->taghdr) : 0;
-	/* the header, a NUL, the host for .hash(), a NUL */
-	need = sizeof "X-Ghost-Cache: " + 7 * 21 + tl + hl + pl + 1 + ql +
-	    1 + hl + 1;
+	/* the key: the URL, a NUL, the host, a NUL */
+	need = pl + 1 + ql + 1 + hl + 1;
 	buf = WS_Alloc(ctx->ws, need);
 	if (buf == NULL) {
 		VRT_fail(ctx, "ghost: out of workspace");
 		return (-1);
 	}
-	n = snprintf(buf, need, "X-Ghost-Cache: %lld %lld %lld %d %zu %zu %zu ",
-	    c->ttl_ms, c->grace_ms, c->keep_ms, c->force_ttl, tl, hl, pl);
-	assert(n > 0 && (size_t)n < need);
-	o = buf + n;
-	memcpy(o, c->taghdr != NULL ? c->taghdr : "", tl);
-	o += tl;
-	memcpy(o, host, hl);
-	o += hl;
+	o = buf;
 	t->kurl = o;
 	memcpy(o, path, pl);
 	o += pl;
@@ -229,12 +203,14 @@ gh_cache_recv(VRT_CTX, struct gh_task *t, const struct gh_route *r,
 		*o = '?';
 		o += 1 + kl;
 	}
+	t->kul = o - buf;
+	t->kpl = pl;
 	*o++ = '\0';
 	t->khost = o;
+	t->khl = hl;
 	memcpy(o, host, hl);
 	o[hl] = '\0';
 	assert(o + hl < buf + need);
-	http_SetHeader(ctx->http_req, buf);
 	t->cache = c;
 	VSLb(ctx->vsl, SLT_VCL_Log, "ghost.cache: lookup (policy %s)",
 	    c->name);
@@ -341,79 +317,6 @@ gh_cache_hash(VRT_CTX, const struct gh_task *t)
 	}
 }
 
-/* "N " at *pp: N into *out, *pp past the space; -1: malformed */
-static int
-take_num(const char **pp, long long *out)
-{
-	char *e;
-
-	errno = 0;
-	*out = strtoll(*pp, &e, 10);
-	if (e == *pp || *e != ' ' || *out < 0 || errno != 0)
-		return (-1);
-	*pp = e + 1;
-	return (0);
-}
-
-/* .backend_fetch(): X-Ghost-Cache off the bereq into the backend task */
-void
-gh_cache_fetch(VRT_CTX, struct VPFX(ghost_router) *rt)
-{
-	struct vmod_priv *p;
-	struct gh_btask *b;
-	const char *v, *s;
-	long long ttl, grace, keep, force, tl, hl, pl;
-	size_t l;
-	char *h;
-
-	if (!http_GetHdr(ctx->http_bereq, GH_H_CACHE, &v))
-		return;
-	/* a copy: a background fetch outlives the client's workspace */
-	v = WS_Copy(ctx->ws, v, -1);
-	http_Unset(ctx->http_bereq, GH_H_CACHE);
-	if (v == NULL) {
-		VRT_fail(ctx, "ghost: out of workspace");
-		return;
-	}
-	s = v;
-	if (take_num(&s, &ttl) || take_num(&s, &grace) ||
-	    take_num(&s, &keep) || take_num(&s, &force) ||
-	    take_num(&s, &tl) || take_num(&s, &hl) || take_num(&s, &pl) ||
-	    force > 1 || tl > 254 || (l = strlen(s)) < (size_t)tl ||
-	    l - tl < (size_t)hl || l - tl - hl < (size_t)pl) {
-		VSLb(ctx->vsl, SLT_VCL_Error, "ghost: malformed X-Ghost-Cache "
-		    "\"%s\": no cache policy", v);
-		return;
-	}
-	p = VRT_priv_task(ctx, &rt->bkey);
-	b = WS_Alloc(ctx->ws, sizeof *b);
-	h = tl > 0 ? WS_Alloc(ctx->ws, tl + 3) : NULL;
-	if (p == NULL || b == NULL || (tl > 0 && h == NULL)) {
-		VRT_fail(ctx, "ghost: out of workspace");
-		return;
-	}
-	INIT_OBJ(b, GH_BTASK_MAGIC);
-	b->ttl = ttl / 1e3;
-	b->grace = grace / 1e3;
-	b->keep = keep / 1e3;
-	b->force = (int)force;
-	if (h != NULL) {
-		/* hdr_t: the length of "name:", name, ':' */
-		h[0] = (char)(tl + 1);
-		memcpy(h + 1, s, tl);
-		h[tl + 1] = ':';
-		h[tl + 2] = '\0';
-		b->taghdr = h;
-	}
-	b->host = s + tl;
-	b->hl = hl;
-	b->url = s + tl + hl;
-	b->ul = l - tl - hl;
-	b->pl = pl;
-	p->priv = b;
-	p->methods = NULL;
-}
-
 static VCL_BOOL
 hitmiss(VRT_CTX, const char *why)
 {
@@ -472,10 +375,8 @@ stamp_tags(VRT_CTX, const struct gh_btask *b)
  * the request has no policy (the builtin VCL decides)
  */
 int
-gh_cache_response(VRT_CTX, struct VPFX(ghost_router) *rt)
+gh_cache_response(VRT_CTX, const struct gh_btask *b)
 {
-	struct vmod_priv *p;
-	const struct gh_btask *b;
 	struct http *hp;
 	const char *v;
 	unsigned status;
@@ -487,10 +388,9 @@ gh_cache_response(VRT_CTX, struct VPFX(ghost_router) *rt)
 	http_Unset(hp, H_X_Ghost_Path);
 	http_Unset(hp, H_X_Ghost_Url);
 	http_Unset(hp, H_X_Ghost_Tags);
-	p = VRT_priv_task_get(ctx, &rt->bkey);
-	if (p == NULL || p->priv == NULL)
+	if (b == NULL || !b->cache)
 		return (0);		/* no policy: the builtin VCL */
-	CAST_OBJ_NOTNULL(b, p->priv, GH_BTASK_MAGIC);
+	CHECK_OBJ(b, GH_BTASK_MAGIC);
 	if (VRT_r_bereq_uncacheable(ctx))
 		return (1);		/* pass: nothing to cache */
 

@@ -5,20 +5,18 @@
  * fetch failed: refused or reset connection, timeout) tells VCL to
  * return (retry); .backend_fetch() then picks a backend again by weight.
  *
- * Client side: .recv() hands the backend side the route in the request
- * header X-Ghost-Retry: "GENERATION VHOST ROUTE" (the state's generation
- * and the route's place in it; PRIV_TASK does not cross from the client
- * task to the backend task), only for requests that may be retried: no
- * body (varnishd does not keep a passed request's body to send it again)
- * and an idempotent method (RFC 9110 9.2.2: GET, HEAD, OPTIONS, TRACE,
- * PUT, DELETE), and not for WebSocket upgrades, which are piped.
+ * Client side: .recv() hands the backend side the route (the state's
+ * generation and the route's place in it, in the handoff of
+ * ghost_task.c) only for requests that may be retried: no body (varnishd
+ * does not keep a passed request's body to send it again) and an
+ * idempotent method (RFC 9110 9.2.2: GET, HEAD, OPTIONS, TRACE, PUT,
+ * DELETE), and not for WebSocket upgrades, which are piped.
  *
- * Backend side: .backend_fetch() takes the header off the bereq into the
- * backend task (keyed by &rt->rkey). The first .retry() that may retry
- * takes a reference to the router's current state; when it is not the
- * generation the client routed with (a reload in between) nothing is
- * retried. The reference pins the route and the endpoints picked for
- * the retries until the task ends.
+ * Backend side: the first .retry() that may retry takes a reference to
+ * the router's current state into the backend task (struct gh_btask);
+ * when it is not the generation the client routed with (a reload in
+ * between) nothing is retried. The reference pins the route and the
+ * endpoints picked for the retries until the task ends.
  *
  * Bounds: bereq.retries below the policy's attempts and varnishd's
  * max_retries (past that varnishd itself would answer 503), and the whole
@@ -38,10 +36,7 @@
 
 #include "config.h"
 
-#include <errno.h>
 #include <inttypes.h>
-#include <limits.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -57,50 +52,6 @@
 #include "ghost.h"
 
 #define GH_RETRY_SLACK	0.005	/* s: timer granularity */
-
-/* per backend task: the route of X-Ghost-Retry and the current attempt */
-struct gh_rtask {
-	unsigned		magic;
-#define GH_RTASK_MAGIC		0x67687274
-	struct VPFX(ghost_router) *rt;
-	uint64_t		generation;
-	unsigned		vhost, route;
-	int			resolved;	/* st and r looked up */
-	struct gh_state		*st;		/* NULL: no retries */
-	const struct gh_route	*r;
-	double			t_attempt;	/* the attempt's start */
-	double			tmo;		/* its cut timeout, 0: none */
-};
-
-static void v_matchproto_(vmod_priv_fini_f)
-rtask_fini(VRT_CTX, void *p)
-{
-	struct gh_rtask *rk;
-
-	(void)ctx;
-	CAST_OBJ_NOTNULL(rk, p, GH_RTASK_MAGIC);
-	if (rk->st != NULL)
-		gh_state_unref(rk->rt, &rk->st);
-}
-
-static const struct vmod_priv_methods rtask_methods[1] = {{
-	.magic = VMOD_PRIV_METHODS_MAGIC,
-	.type = "ghost_retry",
-	.fini = rtask_fini
-}};
-
-static struct gh_rtask *
-rtask_get(VRT_CTX, struct VPFX(ghost_router) *rt)
-{
-	struct vmod_priv *p;
-	struct gh_rtask *rk;
-
-	p = VRT_priv_task_get(ctx, &rt->rkey);
-	if (p == NULL || p->priv == NULL)
-		return (NULL);
-	CAST_OBJ_NOTNULL(rk, p->priv, GH_RTASK_MAGIC);
-	return (rk);
-}
 
 /*--------------------------------------------------------------------
  * client side
@@ -129,14 +80,14 @@ retryable(const struct http *hp)
 	return (!http_GetHdr(hp, H_Upgrade, NULL));
 }
 
+/* .recv(): t->retry when the route's policy may retry the request */
 void
-gh_retry_recv(VRT_CTX, const struct gh_state *st, const struct gh_vhost *vh,
-    const struct gh_route *r)
+gh_retry_recv(VRT_CTX, struct gh_task *t, const struct gh_route *r)
 {
 
-	CHECK_OBJ_NOTNULL(st, GH_STATE_MAGIC);
-	CHECK_OBJ_NOTNULL(vh, GH_VHOST_MAGIC);
+	CHECK_OBJ_NOTNULL(t, GH_TASK_MAGIC);
 	CHECK_OBJ_NOTNULL(r, GH_ROUTE_MAGIC);
+	t->retry = 0;
 	if (r->retry == NULL)
 		return;
 	if (!retryable(ctx->http_req)) {
@@ -145,11 +96,7 @@ gh_retry_recv(VRT_CTX, const struct gh_state *st, const struct gh_vhost *vh,
 		    ctx->http_req->hd[HTTP_HDR_METHOD].b);
 		return;
 	}
-	assert(vh >= st->vhost && vh < st->vhost + st->nvhost);
-	assert(r >= vh->route && r < vh->route + vh->nroute);
-	http_PrintfHeader(ctx->http_req, "X-Ghost-Retry: %ju %u %u",
-	    (uintmax_t)st->generation, (unsigned)(vh - st->vhost),
-	    (unsigned)(r - vh->route));
+	t->retry = 1;
 }
 
 /*--------------------------------------------------------------------
@@ -180,109 +127,75 @@ repick(VRT_CTX, const struct gh_route *r)
 	return (be);
 }
 
+/* .backend_fetch() of a retry: pick again, within the request timeout */
 void
-gh_retry_fetch(VRT_CTX, struct VPFX(ghost_router) *rt)
+gh_retry_fetch(VRT_CTX, struct gh_btask *bt)
 {
-	struct vmod_priv *p;
-	struct gh_rtask *rk;
 	const struct gh_be *be;
-	const char *v;
-	char *e;
-	uintmax_t gen;
-	unsigned long vi, ri;
 	double now, left, tmo;
 
+	CHECK_OBJ_NOTNULL(bt, GH_BTASK_MAGIC);
 	CHECK_OBJ_NOTNULL(ctx->bo, BUSYOBJ_MAGIC);
+	assert(ctx->bo->retries > 0);
+	if (!bt->retry)
+		return;
 	now = VTIM_real();
-	rk = rtask_get(ctx, rt);
-	if (rk != NULL && ctx->bo->retries > 0) {
-		/* a retry: pick again, within the request timeout */
-		rk->t_attempt = now;
-		rk->tmo = 0;
-		if (rk->r == NULL)
-			return;
-		be = repick(ctx, rk->r);
-		if (be != NULL)
-			VRT_l_bereq_backend(ctx, be->be);
-		if (rk->r->req_tmo > 0) {
-			left = rk->r->req_tmo - (now - ctx->bo->t_first);
-			tmo = rk->r->tmo;
-			if (left > 0 && (tmo == 0 || left < tmo)) {
-				rk->tmo = left;
-				VRT_l_bereq_connect_timeout(ctx, left);
-				VRT_l_bereq_first_byte_timeout(ctx, left);
-			}
+	bt->t_attempt = now;
+	bt->atmo = 0;
+	if (bt->r == NULL)
+		return;
+	be = repick(ctx, bt->r);
+	if (be != NULL)
+		VRT_l_bereq_backend(ctx, be->be);
+	if (bt->r->req_tmo > 0) {
+		left = bt->r->req_tmo - (now - ctx->bo->t_first);
+		tmo = bt->r->tmo;
+		if (left > 0 && (tmo == 0 || left < tmo)) {
+			bt->atmo = left;
+			VRT_l_bereq_connect_timeout(ctx, left);
+			VRT_l_bereq_first_byte_timeout(ctx, left);
 		}
-		return;
 	}
-	if (!http_GetHdr(ctx->http_bereq, GH_H_RETRY, &v))
-		return;
-	errno = 0;
-	gen = strtoumax(v, &e, 10);
-	vi = *e == ' ' ? strtoul(e + 1, &e, 10) : ~0UL;
-	ri = *e == ' ' ? strtoul(e + 1, &e, 10) : ~0UL;
-	if (*e != '\0' || errno != 0 || vi >= UINT_MAX || ri >= UINT_MAX) {
-		VSLb(ctx->vsl, SLT_VCL_Error, "ghost: malformed X-Ghost-Retry "
-		    "\"%s\": no retries", v);
-		http_Unset(ctx->http_bereq, GH_H_RETRY);
-		return;
-	}
-	http_Unset(ctx->http_bereq, GH_H_RETRY);
-	p = VRT_priv_task(ctx, &rt->rkey);
-	rk = WS_Alloc(ctx->ws, sizeof *rk);
-	if (p == NULL || rk == NULL) {
-		VRT_fail(ctx, "ghost: out of workspace");
-		return;
-	}
-	INIT_OBJ(rk, GH_RTASK_MAGIC);
-	rk->rt = rt;
-	rk->generation = gen;
-	rk->vhost = (unsigned)vi;
-	rk->route = (unsigned)ri;
-	rk->t_attempt = now;
-	p->priv = rk;
-	p->methods = rtask_methods;
 }
 
-/* the route of rk, looked up once in the current state; NULL: none */
+/* the route of bt, looked up once in the current state; NULL: none */
 static const struct gh_route *
-rtask_route(VRT_CTX, struct gh_rtask *rk)
+btask_route(VRT_CTX, struct gh_btask *bt)
 {
 	struct gh_state *st;
 	const struct gh_vhost *vh;
 
-	if (rk->resolved)
-		return (rk->r);
-	rk->resolved = 1;
-	st = gh_state_ref(rk->rt);
+	if (bt->resolved)
+		return (bt->r);
+	bt->resolved = 1;
+	st = gh_state_ref(bt->rt);
 	if (st == NULL)
 		return (NULL);
 	CHECK_OBJ_NOTNULL(st, GH_STATE_MAGIC);
-	if (st->generation != rk->generation || rk->vhost >= st->nvhost) {
+	if (st->generation != bt->generation || bt->vhost >= st->nvhost) {
 		VSLb(ctx->vsl, SLT_VCL_Log, "ghost.retry: not retried: "
 		    "ghost.json was reloaded (generation %ju, the request "
 		    "was routed with %ju)", (uintmax_t)st->generation,
-		    (uintmax_t)rk->generation);
-		gh_state_unref(rk->rt, &st);
+		    (uintmax_t)bt->generation);
+		gh_state_unref(bt->rt, &st);
 		return (NULL);
 	}
-	vh = &st->vhost[rk->vhost];
+	vh = &st->vhost[bt->vhost];
 	CHECK_OBJ_NOTNULL(vh, GH_VHOST_MAGIC);
-	if (rk->route >= vh->nroute || vh->route[rk->route].retry == NULL) {
-		gh_state_unref(rk->rt, &st);
+	if (bt->route >= vh->nroute || vh->route[bt->route].retry == NULL) {
+		gh_state_unref(bt->rt, &st);
 		return (NULL);
 	}
-	rk->st = st;
-	rk->r = &vh->route[rk->route];
-	CHECK_OBJ_NOTNULL(rk->r, GH_ROUTE_MAGIC);
-	return (rk->r);
+	bt->st = st;
+	bt->r = &vh->route[bt->route];
+	CHECK_OBJ_NOTNULL(bt->r, GH_ROUTE_MAGIC);
+	return (bt->r);
 }
 
 /* .retry(): 1 when the route's policy retries, after the backoff */
 int
-gh_retry(VRT_CTX, struct VPFX(ghost_router) *rt)
+gh_retry(VRT_CTX, struct gh_btask *bt)
 {
-	struct gh_rtask *rk;
 	const struct gh_route *r;
 	const struct gh_retry *rp;
 	struct busyobj *bo;
@@ -291,8 +204,8 @@ gh_retry(VRT_CTX, struct VPFX(ghost_router) *rt)
 
 	bo = ctx->bo;
 	CHECK_OBJ_NOTNULL(bo, BUSYOBJ_MAGIC);
-	rk = rtask_get(ctx, rt);
-	if (rk == NULL)
+	CHECK_OBJ_NOTNULL(bt, GH_BTASK_MAGIC);
+	if (!bt->retry)
 		return (0);
 	status = http_GetStatus(ctx->http_beresp);
 	if (ctx->method == VCL_MET_BACKEND_ERROR) {
@@ -300,7 +213,7 @@ gh_retry(VRT_CTX, struct VPFX(ghost_router) *rt)
 		if (bo->err_code != 0)
 			return (0);
 	}
-	r = rtask_route(ctx, rk);
+	r = btask_route(ctx, bt);
 	if (r == NULL)
 		return (0);
 	rp = r->retry;
@@ -325,7 +238,7 @@ gh_retry(VRT_CTX, struct VPFX(ghost_router) *rt)
 		    deadline, rp->backoff);
 		return (0);
 	}
-	AN(rk->st);
+	AN(bt->st);
 	if (rp->backoff > 0) {
 		AN(rp->nbackoff);
 		cap = cache_param->wthread_max * cache_param->wthread_pools / 10;
@@ -339,13 +252,13 @@ gh_retry(VRT_CTX, struct VPFX(ghost_router) *rt)
 			    "retried, %u fetches of the route are in their "
 			    "backoff (at most %u, a tenth of varnishd's worker "
 			    "threads)", status, n - 1, cap);
-			GH_COUNT(&rk->st->vhost[rk->vhost], retries_refused);
+			GH_COUNT(&bt->st->vhost[bt->vhost], retries_refused);
 			return (0);
 		}
 	}
 	VSLb(ctx->vsl, SLT_VCL_Log, "ghost.retry: %u: retry %u of %u after "
 	    "%.3fs", status, retries + 1, rp->attempts, rp->backoff);
-	GH_COUNT(&rk->st->vhost[rk->vhost], retries);
+	GH_COUNT(&bt->st->vhost[bt->vhost], retries);
 	if (rp->backoff > 0) {
 		VTIM_sleep(rp->backoff);
 		(void)__atomic_sub_fetch(rp->nbackoff, 1, __ATOMIC_RELAXED);
@@ -358,15 +271,14 @@ gh_retry(VRT_CTX, struct VPFX(ghost_router) *rt)
  * .backend_error(); 0: not retried, the fetch's own start applies.
  */
 int
-gh_retry_attempt(VRT_CTX, struct VPFX(ghost_router) *rt, double *start,
+gh_retry_attempt(VRT_CTX, const struct gh_btask *bt, double *start,
     double *tmo)
 {
-	struct gh_rtask *rk;
 
-	rk = rtask_get(ctx, rt);
-	if (rk == NULL || ctx->bo == NULL || ctx->bo->retries == 0)
+	CHECK_OBJ_NOTNULL(bt, GH_BTASK_MAGIC);
+	if (!bt->retry || ctx->bo == NULL || ctx->bo->retries == 0)
 		return (0);
-	*start = rk->t_attempt;
-	*tmo = rk->tmo;
+	*start = bt->t_attempt;
+	*tmo = bt->atmo;
 	return (1);
 }

@@ -253,15 +253,16 @@ vmod_router_recv(VRT_CTX, struct VPFX(ghost_router) *rt)
 	t->cache = NULL;
 	t->khost = NULL;
 	t->kurl = NULL;
+	t->khl = t->kul = t->kpl = 0;
+	t->retry = 0;
 	t->cors_origin = NULL;
 	t->cors_preflight = 0;
 	t->sess_new = 0;
 	t->sess_id = 0;
 	t->sess_time = 0;
 	t->pipe = 0;
-	/* only ghost sets it, for lookups (ghost_cache.c) */
-	http_Unset(ctx->http_req, GH_H_CACHE);
-	http_Unset(ctx->http_req, GH_H_RETRY);
+	/* only ghost sets X-Ghost-* request headers (ghost_task.c) */
+	gh_handoff_strip(ctx->http_req);
 
 	sock = VRT_r_local_socket(ctx);
 	url = ctx->http_req->hd[HTTP_HDR_URL].b;
@@ -429,8 +430,10 @@ vmod_router_recv(VRT_CTX, struct VPFX(ghost_router) *rt)
 	if (g->reqhdr != NULL)
 		gh_hmod_apply(ctx->http_req, g->reqhdr);
 
-	/* the backend side's retries need the route (ghost_retry.c) */
-	gh_retry_recv(ctx, t->st, vh, r);
+	/* what the backend side needs: timeout, retries, cache policy */
+	gh_retry_recv(ctx, t, r);
+	if (gh_handoff_send(ctx, t))
+		return (0);
 
 	VRT_l_req_backend_hint(ctx, be->be);
 	GH_COUNT(vh, backend_picks);

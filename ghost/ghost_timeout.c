@@ -7,10 +7,9 @@
  * varnishd does not tell VCL why a fetch failed (the reason is only in
  * the FetchError log record), so the time does: a fetch that failed at
  * least the backend's timeout after it started timed out. The timeout is
- * the route's, which ghost puts in the name of the endpoint's backend
- * ("<router>.<address>:<port>~<ms>ms", ghost_pool.c), else the smaller
- * of the connect and first-byte timeouts in force (varnishd's parameters,
- * or bereq.* set by VCL). A refused connection, a backend that closes
+ * the route's, which the client task hands over (ghost_task.c), else the
+ * smaller of the connect and first-byte timeouts in force (varnishd's
+ * parameters, or bereq.* set by VCL). A refused connection, a backend that closes
  * without answering, no healthy or no resolved backend, or an error VCL
  * returned itself (return (error(...)), bo->err_code) fail before that
  * and keep their status.
@@ -19,7 +18,6 @@
 #include "config.h"
 
 #include <math.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "cache/cache_varnishd.h"	/* cache_param */
@@ -33,25 +31,6 @@
 
 #define GH_TMO_SLACK	0.005	/* s: timer granularity */
 
-/* the route's timeout from a ghost backend's name; 0: none */
-static double
-route_tmo(VCL_BACKEND be)
-{
-	const char *n, *t;
-	char *e;
-	double ms;
-
-	if (be == NULL)
-		return (0);
-	n = VRT_BACKEND_string(be);
-	if (n == NULL || (t = strrchr(n, '~')) == NULL)
-		return (0);
-	ms = strtod(t + 1, &e);
-	if (e == t + 1 || strcmp(e, "ms") || !(ms > 0))
-		return (0);
-	return (ms / 1e3);
-}
-
 static double
 min_set(double a, double b)
 {
@@ -63,7 +42,7 @@ min_set(double a, double b)
 
 /* .backend_error(): 504 for a fetch whose timeout ran out */
 void
-gh_timeout_error(VRT_CTX, struct VPFX(ghost_router) *rt)
+gh_timeout_error(VRT_CTX, const struct gh_btask *bt)
 {
 	struct busyobj *bo;
 	double tmo, elapsed, start, atmo;
@@ -76,8 +55,9 @@ gh_timeout_error(VRT_CTX, struct VPFX(ghost_router) *rt)
 	 * timeout cut it (ghost_retry.c) */
 	start = bo->t_first;
 	atmo = 0;
-	(void)gh_retry_attempt(ctx, rt, &start, &atmo);
-	tmo = atmo > 0 ? atmo : route_tmo(VRT_r_beresp_backend(ctx));
+	if (bt != NULL)
+		(void)gh_retry_attempt(ctx, bt, &start, &atmo);
+	tmo = atmo > 0 ? atmo : bt != NULL ? bt->tmo : 0;
 	if (tmo == 0) {
 		tmo = min_set(cache_param->connect_timeout,
 		    cache_param->first_byte_timeout);

@@ -87,15 +87,15 @@ sub vcl_pipe {
 		set bereq.http.Upgrade = req.http.Upgrade;
 		set bereq.http.Connection = "Upgrade";
 	}
-	# a request user VCL pipes is never retried: ghost's retry header
-	# stays inside
-	unset bereq.http.X-Ghost-Retry;
+	# a request user VCL pipes never reaches .backend_fetch(): ghost's
+	# handoff header stays inside
+	unset bereq.http.X-Ghost-Handoff;
 }
 
 sub vcl_backend_fetch {
-	# the policy of a lookup travels in X-Ghost-Cache, a retried
-	# route in X-Ghost-Retry: off the bereq; a retry picks its backend
-	# again
+	# what .recv() decided for the backend side (the route's timeout,
+	# retry and cache policy) travels in X-Ghost-Handoff: off the bereq;
+	# a retry picks its backend again
 	router.backend_fetch();
 }
 
