@@ -3,7 +3,8 @@
  * concern, the way vmod_directors splits its directors):
  *
  *   vmod_ghost.c     the router object (__init, __fini), $Event, PRIV_VCL
- *   ghost_task.c     the per-task state, the pick of a group and endpoint
+ *   ghost_task.c     the per-task state, the handoff from the client task
+ *                    to the backend task, the pick of a group and endpoint
  *   ghost_router.c   the client-side VCL methods (.sni() ... .hash())
  *   ghost_backend.c  the backend-side VCL methods (.backend_fetch() ...
  *                    .backend_error())
@@ -24,9 +25,12 @@
  *   ghost_timeout.c  504 for a fetch whose timeout ran out
  *   ghost_retry.c    retries and the backend picked again for a retry
  *   ghost_path.c     the request path normalised before matching
- * and the loader and the lookups, which use no varnishd symbol
- * (ghost_state.h, ghost_load.h):
- *   ghost_load*.c, ghost_lookup.c, ghost_arena.c, ghost_re.c
+ * and the loader and the lookups, which use no varnishd symbol but
+ * through the regex hooks of ghost_re.c (ghost_state.h, ghost_load.h):
+ *   ghost_load*.c, ghost_lookup.c, ghost_arena.c
+ *
+ * Calls go one way: the VCL methods (ghost_router.c, ghost_backend.c)
+ * call the concerns, which call ghost_task.c and the lookups.
  *
  * Include after "cache/cache.h" and "vcc_ghost_if.h".
  *
@@ -40,7 +44,9 @@
  *    VRT_Assign_Backend(&be, NULL), outside every lock.
  *  - the routing decision is taken in vcl_recv and req.backend_hint is
  *    set to the chosen endpoint backend: the core takes its own backend
- *    reference there, so no backend-side pinning is needed.
+ *    reference there, so no backend-side pinning is needed. What the
+ *    backend side needs of the decision crosses in one request header
+ *    (ghost_task.c).
  *  - a state whose last reference is dropped is handed to the reaper
  *    thread, so no request thread ever frees a state.
  */
