@@ -36,7 +36,6 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <limits.h>
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -167,7 +166,8 @@ gh_handoff_send(VRT_CTX, const struct gh_task *t)
 	CHECK_OBJ_NOTNULL(t->vh, GH_VHOST_MAGIC);
 	c = t->cache;
 	flags = (t->retry ? GH_HO_RETRY : 0) | (c != NULL ? GH_HO_CACHE : 0);
-	tmo = r->tmo > 0 ? llround(r->tmo * 1e3) : 0;
+	/* r->tmo is whole milliseconds (ghost.json's) divided by 1000 */
+	tmo = r->tmo > 0 ? (long long)(r->tmo * 1e3 + .5) : 0;
 	if (t->pipe || (flags == 0 && tmo == 0))
 		return (0);
 	tl = c != NULL && c->taghdr != NULL ? strlen(c->taghdr) : 0;
