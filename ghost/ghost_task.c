@@ -132,7 +132,7 @@ gh_handoff_strip(struct http *hp)
 		c = strchr(b, ':');
 		l = c != NULL ? (size_t)(c - b) + 1 : 0;
 		if (l == 0 || l >= sizeof h - 1) {
-			u++;
+			u++;		/* longer than any of ghost's */
 			continue;
 		}
 		h[0] = (char)l;
