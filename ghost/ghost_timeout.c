@@ -9,10 +9,10 @@
  * least the backend's timeout after it started timed out. The timeout is
  * the route's, which the client task hands over (ghost_task.c), else the
  * smaller of the connect and first-byte timeouts in force (varnishd's
- * parameters, or bereq.* set by VCL). A refused connection, a backend that closes
- * without answering, no healthy or no resolved backend, or an error VCL
- * returned itself (return (error(...)), bo->err_code) fail before that
- * and keep their status.
+ * parameters, or bereq.* set by VCL). A refused connection, a backend
+ * that closes without answering, no healthy or no resolved backend, or
+ * an error VCL returned itself (return (error(...)), bo->err_code) fail
+ * before that and keep their status.
  */
 
 #include "config.h"
