@@ -183,16 +183,16 @@ sub vcl_pipe {
 		set bereq.http.Upgrade = req.http.Upgrade;
 		set bereq.http.Connection = "Upgrade";
 	}
-	# A request user VCL pipes is never retried: ghost's retry header
-	# (X-Ghost-Retry, see vcl_backend_fetch) stays inside.
-	unset bereq.http.X-Ghost-Retry;
+	# A piped request never reaches vcl_backend_fetch: ghost's handoff
+	# header (X-Ghost-Handoff, see there) stays inside.
+	unset bereq.http.X-Ghost-Handoff;
 }
 
 sub vcl_backend_fetch {
-	# A lookup's cache policy travels in X-Ghost-Cache and a retried
-	# route in X-Ghost-Retry, which ghost takes off the backend request:
-	# the origin never sees them. A retry picks its backend again by the
-	# rule's weights.
+	# The route, its timeout and cache policy travel from the client side
+	# in X-Ghost-Handoff, which ghost takes off the backend request: the
+	# origin never sees it. A retry picks its backend again by the rule's
+	# weights.
 	router.backend_fetch();
 }
 
