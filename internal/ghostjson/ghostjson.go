@@ -421,6 +421,9 @@ func Marshal(d *Document) ([]byte, error) {
 	}
 	e := newEncoder()
 	e.document(d)
+	if e.err != nil {
+		return nil, fmt.Errorf("ghostjson: marshal: %w", e.err)
+	}
 	return e.bytes(), nil
 }
 
@@ -710,9 +713,5 @@ func Endpoints(table map[string]*Backend, backend, unresolved string) []Endpoint
 
 // MarshalJSON writes a missing endpoint list as [], as the schema requires.
 func (b Backend) MarshalJSON() ([]byte, error) {
-	type plain Backend
-	if b.Endpoints == nil {
-		b.Endpoints = []Endpoint{}
-	}
-	return json.Marshal(plain(b))
+	return json.Marshal(plainBackend(&b))
 }

@@ -3,10 +3,16 @@ package ghostjson
 import (
 	"bytes"
 	"encoding/json"
+	"flag"
 	"fmt"
+	"io"
+	"os"
+	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/google/go-cmp/cmp"
 )
 
 func sample() *Document {
@@ -62,9 +68,9 @@ func sample() *Document {
 		}}
 }
 
-// TestMarshalMatchesEncodingJSON checks that the hand-written encoder
-// produces JSON that decodes to the same document.
-func TestMarshalMatchesEncodingJSON(t *testing.T) {
+// TestMarshalRoundTrip checks that Marshal's output decodes to the same
+// document, in ghost.json's layout.
+func TestMarshalRoundTrip(t *testing.T) {
 	d := sample()
 	out, err := Marshal(d)
 	if err != nil {
@@ -105,12 +111,74 @@ func TestMarshalMatchesEncodingJSON(t *testing.T) {
 	}
 }
 
-func TestAppendString(t *testing.T) {
-	for _, s := range []string{"", "plain", "q\"b\\", "\x00\x1f\x7f", "é\u2028\u2029", "\xff\xfe", "a\tb\r\n"} {
-		want, _ := json.Marshal(s)
-		if got := appendString(nil, s); string(got) != strings.ReplaceAll(strings.ReplaceAll(strings.ReplaceAll(string(want), `\u003c`, "<"), `\u003e`, ">"), `\u0026`, "&") {
-			t.Errorf("appendString(%q) = %s, want %s", s, got, want)
-		}
+var update = flag.Bool("update", false, "rewrite testdata/*.json with Marshal's output")
+
+// edges is a document of the values encoders get wrong: characters JSON
+// escapes, invalid UTF-8, HTML characters (not escaped), a backend without
+// an endpoint list, timeouts that are all zero, an empty CORS filter.
+func edges() *Document {
+	return &Document{Version: Version,
+		Sockets:        []Socket{{Name: "port-80"}},
+		Backends:       []Backend{{Name: "a/b<c>&d:80"}, {Name: "a/ws:80", Endpoints: []Endpoint{{Address: "fd00::1", Port: 1}}, WebSocket: true}},
+		EscapedSlashes: "keep",
+		VHosts: []VHost{
+			{Hostname: "*.example.com", Routes: []Route{
+				{Match: Match{Path: PathMatch{Type: PathRegularExpression, Value: "^/a\\.b\"q\"$"}}, Timeouts: &Timeouts{},
+					Filters: []Filter{
+						{Type: FilterRequestHeaderModifier, RequestHeaderModifier: &HeaderModifier{Add: []HeaderValue{{Name: "X", Value: "\x00\x1f\x7f\t\r\n é\u2028\u2029\xff<&>"}}}},
+						{Type: FilterCORS, CORS: &CORS{}},
+						{Type: FilterURLRewrite, URLRewrite: &Rewrite{}},
+					},
+					Backends: []BackendGroup{{Backend: "a/b<c>&d:80", Weight: 1}, {Backend: "a/ws:80"}}},
+			}},
+			{Hostname: "www.example.com", Listeners: []string{"port-80"}, Routes: []Route{}},
+		}}
+}
+
+// TestMarshalGolden keeps ghost.json's bytes: testdata holds what Marshal
+// wrote for these documents; -update rewrites it.
+func TestMarshalGolden(t *testing.T) {
+	for name, d := range map[string]*Document{"sample": sample(), "edges": edges(), "empty": {Version: Version}} {
+		t.Run(name, func(t *testing.T) {
+			out, err := Marshal(d)
+			if err != nil {
+				t.Fatal(err)
+			}
+			path := filepath.Join("testdata", name+".json")
+			if *update {
+				if err := os.WriteFile(path, out, 0o644); err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			want, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatalf("%v (go test -update writes it)", err)
+			}
+			if !bytes.Equal(out, want) {
+				t.Errorf("Marshal differs from %s (go test -update rewrites it):\n%s", path, cmp.Diff(string(want), string(out)))
+			}
+		})
+	}
+}
+
+// TestEncodeChunks checks that Encode, which writes a large document in
+// chunks, writes what Marshal returns.
+func TestEncodeChunks(t *testing.T) {
+	d := benchDocument()
+	out, err := Marshal(d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(out) < 3*chunkSize {
+		t.Fatalf("the document is %d bytes, not several chunks", len(out))
+	}
+	var buf bytes.Buffer
+	if err := Encode(&buf, d); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(buf.Bytes(), out) {
+		t.Error("Encode differs from Marshal")
 	}
 }
 
@@ -121,25 +189,6 @@ func TestMarshalEmpty(t *testing.T) {
 	}
 	if _, err := Marshal(&Document{Version: 1}); err == nil {
 		t.Error("version 1 accepted")
-	}
-}
-
-// TestFiltersMatchEncodingJSON checks the hand-written filter encoding
-// byte for byte against encoding/json (field order and omitempty).
-func TestFiltersMatchEncodingJSON(t *testing.T) {
-	d := sample()
-	for _, r := range d.VHosts[0].Routes {
-		for _, f := range r.Filters {
-			want, err := json.Marshal(f)
-			if err != nil {
-				t.Fatal(err)
-			}
-			e := newEncoder()
-			e.filter(&f)
-			if string(e.buf) != string(bytes.ReplaceAll(bytes.ReplaceAll(want, []byte(`\u003c`), []byte("<")), []byte(`\u003e`), []byte(">"))) {
-				t.Errorf("filter %s:\n got %s\nwant %s", f.Type, e.buf, want)
-			}
-		}
 	}
 }
 
@@ -297,5 +346,57 @@ func TestCheck(t *testing.T) {
 	}
 	if got := Endpoints(table, "c/web:80", ""); got != nil {
 		t.Errorf("an unknown name has endpoints: %v", got)
+	}
+}
+
+// benchDocument is 10,000 routes over 100 vhosts, each route with a header
+// match, a request header filter and two weighted groups, sending to 1,000
+// backends of 10 endpoints: the size of a large Gateway's ghost.json.
+func benchDocument() *Document {
+	d := &Document{Version: Version, CachePolicies: []CachePolicy{{Name: "gateway", TTLMs: 120000, KeyHeaders: []string{"accept-language"}}}}
+	for i := range 1000 {
+		b := Backend{Name: fmt.Sprintf("ns/svc-%04d:80", i)}
+		for j := range 10 {
+			b.Endpoints = append(b.Endpoints, Endpoint{Address: fmt.Sprintf("10.%d.%d.%d", i/250, i%250, j+1), Port: 8080})
+		}
+		d.Backends = append(d.Backends, b)
+	}
+	for v := range 100 {
+		vh := VHost{Hostname: fmt.Sprintf("h%03d.example.com", v), Listeners: []string{"port-80"}}
+		for r := range 100 {
+			n := v*100 + r
+			vh.Routes = append(vh.Routes, Route{Name: fmt.Sprintf("ns/r-%05d/0/0", n),
+				Match: Match{Path: PathMatch{Type: PathPrefix, Value: fmt.Sprintf("/api/%d", r)},
+					Headers: []ValueMatch{{Type: "Exact", Name: "x-tenant", Value: "t1"}}},
+				Filters:  []Filter{{Type: FilterRequestHeaderModifier, RequestHeaderModifier: &HeaderModifier{Set: []HeaderValue{{Name: "X-Route", Value: "r"}}}}},
+				Backends: []BackendGroup{{Backend: d.Backends[n%1000].Name, Weight: 90}, {Backend: d.Backends[(n+1)%1000].Name, Weight: 10}},
+				Cache:    "gateway"})
+		}
+		d.VHosts = append(d.VHosts, vh)
+	}
+	return d
+}
+
+func BenchmarkMarshal(b *testing.B) {
+	d := benchDocument()
+	b.ReportAllocs()
+	var size int
+	for b.Loop() {
+		out, err := Marshal(d)
+		if err != nil {
+			b.Fatal(err)
+		}
+		size = len(out)
+	}
+	b.ReportMetric(float64(size), "bytes/doc")
+}
+
+func BenchmarkEncode(b *testing.B) {
+	d := benchDocument()
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := Encode(io.Discard, d); err != nil {
+			b.Fatal(err)
+		}
 	}
 }
