@@ -22,7 +22,7 @@ func TestRender(t *testing.T) {
 			opts: Options{},
 			want: []string{"vcl 4.1;", "import ghost;", "import proxy;", `ghost.router("ghost.json", admin_socket = "ghost-admin")`, "router.deliver();",
 				"router.sni(proxy.authority());\n\tif (!router.recv()) {", `set req.http.X-Forwarded-Proto = "https";`,
-				"sub vcl_backend_fetch {\n\t# A lookup's cache policy", "\trouter.backend_fetch();\n}",
+				"sub vcl_backend_fetch {\n\t# The route, its timeout and cache policy travel", "\trouter.backend_fetch();\n}",
 				"sub vcl_backend_error {\n\t# A fetch that failed because a timeout ran out", "\trouter.backend_error();\n\t# A route with a retry policy",
 				"sub vcl_backend_response {\n\t# A status the route's retry policy", "\tunset bereq.http.X-Ghost-Handoff;\n}", "\tif (router.retry()) {\n\t\treturn (retry);\n\t}\n}",
 				"sub vcl_recv {\n\tif (router.cacheable()) {\n\t\treturn (hash);\n\t}\n\treturn (pass);\n}",
