@@ -28,8 +28,6 @@ func layoutGroup(pkg string) string {
 		return "chaperone"
 	case strings.HasPrefix(rel, "internal/chaperone/"):
 		return "chaperone-parts"
-	case strings.HasSuffix(rel, "/varnishdtest"):
-		return "testing" // runs varnishd in tests; reads bin/tools.env through internal/testing/toolsenv
 	case strings.HasPrefix(rel, "internal/varnish/"):
 		return "varnish"
 	case strings.HasPrefix(rel, "internal/build/"):

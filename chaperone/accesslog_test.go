@@ -17,7 +17,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/mainvcl"
-	"github.com/varnishgw/terraform-provider-varnishgw/internal/varnish/varnishd/varnishdtest"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/testing/varnishdtest"
 )
 
 // TestAccessLog runs the chaperone with --access-log: a real varnishd with

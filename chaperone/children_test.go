@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/varnishgw/terraform-provider-varnishgw/internal/varnish/varnishd/varnishdtest"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/testing/varnishdtest"
 )
 
 // TestChildrenDieWithTheChaperone kills the chaperone with SIGKILL while a

@@ -20,8 +20,8 @@ import (
 	"time"
 
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/testing/hitchtest"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/testing/varnishdtest"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/varnish/varnishd"
-	"github.com/varnishgw/terraform-provider-varnishgw/internal/varnish/varnishd/varnishdtest"
 )
 
 // proxyV1 is a PROXY v1 header claiming the client src (IPv4).

@@ -14,8 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/testing/varnishdtest"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/varnish/varnishd"
-	"github.com/varnishgw/terraform-provider-varnishgw/internal/varnish/varnishd/varnishdtest"
 )
 
 // TestRenderServes runs rendered main.vcl in a real varnishd with ghost:

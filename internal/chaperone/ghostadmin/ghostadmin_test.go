@@ -14,8 +14,8 @@ import (
 	"time"
 
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/chaperone/ghostadmin"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/testing/varnishdtest"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/varnish/varnishd"
-	"github.com/varnishgw/terraform-provider-varnishgw/internal/varnish/varnishd/varnishdtest"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/varnish/varnishstat"
 )
 
