@@ -20,7 +20,6 @@ import (
 
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/chaperone/accesslog"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/chaperone/drain"
-	"github.com/varnishgw/terraform-provider-varnishgw/internal/chaperone/gatewaystatus"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/chaperone/ghostadmin"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/chaperone/health"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/chaperone/invalidation"
@@ -29,6 +28,7 @@ import (
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/chaperone/tlssource"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/chaperone/tlsterm"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/chaperone/vcl"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/gatewaystatus"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/routing"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/varnish/varnishadm"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/varnish/varnishd"

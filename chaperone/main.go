@@ -31,10 +31,10 @@ import (
 
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/chaperone/apiwatch"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/chaperone/dnswatch"
-	"github.com/varnishgw/terraform-provider-varnishgw/internal/chaperone/gatewaystatus"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/chaperone/routingsync"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/chaperone/tlssource"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/chaperone/vcl"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/gatewaystatus"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/gwruntime"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/routing"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/vgwapi"

@@ -21,8 +21,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
-	"github.com/varnishgw/terraform-provider-varnishgw/internal/chaperone/gatewaystatus"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/chaperone/ghostadmin"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/gatewaystatus"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/gwruntime"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/routing"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/testing/testenv"

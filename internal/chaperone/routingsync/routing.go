@@ -14,10 +14,10 @@ import (
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/chaperone/apiwatch"
-	"github.com/varnishgw/terraform-provider-varnishgw/internal/chaperone/gatewaystatus"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/chaperone/ghostadmin"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/chaperone/metrics"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/chaperone/vcl"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/gatewaystatus"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/routing"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/vgwapi"
 )

@@ -1,13 +1,18 @@
-// Package gatewaystatus writes the chaperone's part of the status of its
-// Gateway and of the routes it serves: the Programmed condition, which
-// says whether ghost has loaded the routing of the Gateway's current
-// generation (Writer); the ResolvedRefs condition of the HTTPS listeners,
-// which says whether their certificates are served (ListenerWriter), and
-// the same condition of the HTTPS listeners of its ListenerSets, on the
-// ListenerSets (ListenerSetWriter); the listeners' attachedRoutes
-// (AttachedRoutesWriter); and the ResolvedRefs condition of the routes'
-// parent entries for the Gateway between applies (RouteWriter). docs/guides/architecture.md ("Status: who writes what")
+// Package gatewaystatus writes the gateway pods' part of the status of
+// their Gateway and of the routes they serve: the Programmed condition,
+// which says whether ghost has loaded the routing of the Gateway's
+// current generation (Writer); the ResolvedRefs condition of the HTTPS
+// listeners, which says whether their certificates are served
+// (ListenerWriter), and the same condition of the HTTPS listeners of its
+// ListenerSets, on the ListenerSets (ListenerSetWriter); the listeners'
+// attachedRoutes (AttachedRoutesWriter); and the ResolvedRefs condition
+// of the routes' parent entries for the Gateway between applies
+// (RouteWriter). docs/guides/architecture.md ("Status: who writes what")
 // names the writer of every status field and its fallback.
+//
+// The chaperone runs these writers. The package is shared so that the
+// provider's tests write as the pods do, with the pods' identity, to check
+// the RBAC rules the provider grants them.
 //
 // The Gateway's fields are written with server-side apply on the status
 // subresource, each writer under its own field manager (FieldManager,
