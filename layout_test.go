@@ -24,10 +24,10 @@ func layoutGroup(pkg string) string {
 		return "provider" // main.go serves the provider
 	case strings.HasPrefix(rel, "provider"):
 		return "provider"
+	case strings.HasPrefix(rel, "chaperone/internal/"), strings.HasPrefix(rel, "internal/chaperone/"):
+		return "chaperone-parts"
 	case rel == "chaperone" || strings.HasPrefix(rel, "chaperone/"):
 		return "chaperone"
-	case strings.HasPrefix(rel, "internal/chaperone/"):
-		return "chaperone-parts"
 	case strings.HasPrefix(rel, "internal/varnish/"):
 		return "varnish"
 	case strings.HasPrefix(rel, "internal/build/"):

@@ -18,17 +18,18 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/varnishgw/terraform-provider-varnishgw/chaperone/internal/invalidateapi"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/chaperone/accesslog"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/chaperone/drain"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/chaperone/ghostadmin"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/chaperone/health"
-	"github.com/varnishgw/terraform-provider-varnishgw/internal/chaperone/invalidation"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/chaperone/metrics"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/chaperone/routingsync"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/chaperone/tlssource"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/chaperone/tlsterm"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/chaperone/vcl"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/gatewaystatus"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/invalidation"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/routing"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/varnish/varnishadm"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/varnish/varnishd"
@@ -626,7 +627,7 @@ func (c *Chaperone) startInvalidation(ctx context.Context, h *CacheHalf, reg *pr
 	if err != nil {
 		return nil, fmt.Errorf("--invalidate-addr=%s: %w", c.cfg.InvalidateAddr, err)
 	}
-	ep := &invalidation.Endpoint{Kube: h.Kube, Dynamic: h.Dynamic, Gateway: h.Gateway, Timeout: c.cfg.InvalidateTimeout, Logger: c.logger.With("component", "invalidation")}
+	ep := &invalidateapi.Endpoint{Kube: h.Kube, Dynamic: h.Dynamic, Gateway: h.Gateway, Timeout: c.cfg.InvalidateTimeout, Logger: c.logger.With("component", "invalidation")}
 	srv := newServer(ep.Handler())
 	go func() {
 		if err := srv.Serve(l); !errors.Is(err, http.ErrServerClosed) {

@@ -15,9 +15,9 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/varnishgw/terraform-provider-varnishgw/internal/chaperone/invalidation"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/demo"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/gwruntime"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/invalidation"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/routing"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/testing/testenv"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/testing/varnishdtest"

@@ -1,4 +1,4 @@
-package invalidation
+package invalidateapi
 
 import (
 	"context"
@@ -13,13 +13,19 @@ import (
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/invalidation"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/routing"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/testing/testenv"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/vgwapi"
 )
+
+func TestMain(m *testing.M) { testenv.Main(m) }
 
 // countingTransport counts the requests to the API server whose path
 // holds one of the review resources.
@@ -42,24 +48,31 @@ func (c *countingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 // through a countingTransport, and a ServiceAccount allowed to create
 // cacheinvalidations.
 type endpointFixture struct {
-	*fixture
+	t       *testing.T
 	cp      *testenv.ControlPlane
+	dyn     dynamic.Interface
+	gw      routing.ObjectRef
 	count   *countingTransport
 	ep      *Endpoint
 	srv     *httptest.Server
-	purger  string // a token of the allowed ServiceAccount for Audience
+	purger  string // a token of the allowed ServiceAccount for invalidation.Audience
 	account string
 }
 
 func newEndpointFixture(t *testing.T) *endpointFixture {
-	f := &endpointFixture{fixture: newFixture(t), cp: testenv.Get(t), count: &countingTransport{}}
+	cp := testenv.Get(t)
+	if err := vgwapi.EnsureCRDs(t.Context(), apiextensionsclient.NewForConfigOrDie(cp.Config)); err != nil {
+		t.Fatal(err)
+	}
+	f := &endpointFixture{t: t, cp: cp, dyn: dynamic.NewForConfigOrDie(cp.Config),
+		gw: routing.ObjectRef{Namespace: cp.Namespace(t), Name: "edge"}, count: &countingTransport{}}
 	cfg := rest.CopyConfig(f.cp.Config)
 	cfg.WrapTransport = func(rt http.RoundTripper) http.RoundTripper { f.count.next = rt; return f.count }
 	f.ep = &Endpoint{Kube: kubernetes.NewForConfigOrDie(cfg), Dynamic: f.dyn, Gateway: f.gw}
 	f.srv = httptest.NewServer(f.ep.Handler())
 	t.Cleanup(f.srv.Close)
 	f.account = "purger"
-	f.purger = f.token(Audience)
+	f.purger = f.token(invalidation.Audience)
 	f.cp.GrantRole(t, f.gw.Namespace, "purger", f.gw.Namespace, "purger",
 		[]rbacv1.PolicyRule{{APIGroups: []string{vgwapi.Group}, Resources: []string{vgwapi.CacheInvalidationResource}, Verbs: []string{"create"}}})
 	return f
@@ -82,7 +95,7 @@ func (f *endpointFixture) token(audiences ...string) string {
 // post sends an invalidation body that passes the reviews but is refused
 // after them (400: no entry), so nothing is created or waited for.
 func (f *endpointFixture) post(token string) *http.Response {
-	req, _ := http.NewRequest("POST", f.srv.URL+Path, strings.NewReader(`{}`))
+	req, _ := http.NewRequest("POST", f.srv.URL+invalidation.Path, strings.NewReader(`{}`))
 	req.Header.Set("Authorization", "Bearer "+token)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
@@ -93,7 +106,8 @@ func (f *endpointFixture) post(token string) *http.Response {
 }
 
 // TestEndpointAudience: a token for another audience, or for the API
-// server's, is refused with 401; one for Audience passes the reviews.
+// server's, is refused with 401; one for invalidation.Audience passes the
+// reviews.
 func TestEndpointAudience(t *testing.T) {
 	f := newEndpointFixture(t)
 	for name, tok := range map[string]string{"another audience": f.token("vault"), "the API server's audience": f.token()} {
@@ -102,12 +116,12 @@ func TestEndpointAudience(t *testing.T) {
 		}
 	}
 	if resp := f.post(f.purger); resp.StatusCode != 400 {
-		t.Errorf("a token for %s: %d, want 400 (reviewed, then the empty body refused)", Audience, resp.StatusCode)
+		t.Errorf("a token for %s: %d, want 400 (reviewed, then the empty body refused)", invalidation.Audience, resp.StatusCode)
 	}
 }
 
-// TestAudienceOK: the audiences a TokenReview answers must hold Audience;
-// none means the API server's audience.
+// TestAudienceOK: the audiences a TokenReview answers must hold
+// invalidation.Audience; none means the API server's audience.
 func TestAudienceOK(t *testing.T) {
 	for _, tc := range []struct {
 		audiences []string
@@ -116,8 +130,8 @@ func TestAudienceOK(t *testing.T) {
 		{nil, false},
 		{[]string{}, false},
 		{[]string{"https://kubernetes.default.svc"}, false},
-		{[]string{Audience}, true},
-		{[]string{"vault", Audience}, true},
+		{[]string{invalidation.Audience}, true},
+		{[]string{"vault", invalidation.Audience}, true},
 	} {
 		if got := audienceOK(tc.audiences); got != tc.want {
 			t.Errorf("audienceOK(%q) = %v, want %v", tc.audiences, got, tc.want)

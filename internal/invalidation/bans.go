@@ -1,21 +1,3 @@
-// Package invalidation applies a Gateway's CacheInvalidations in one
-// gateway pod and serves the authenticated invalidation endpoint.
-//
-// The Applier watches the CacheInvalidations of its Gateway, turns each
-// into varnishd bans (Bans) once per pod, by UID, and acknowledges it in
-// the pod's GatewayPodReport (status.invalidations, written with its own
-// server-side apply field manager). An invalidation created before the
-// varnishd cache child started has nothing to remove from that child's
-// cache: it is acknowledged as skipped, without a ban.
-//
-// Every ban tests obj.* only (the X-Ghost-* object headers ghost stamps
-// on cacheable objects), so varnishd's ban lurker evaluates it in the
-// background and bans do not pile up.
-//
-// The Endpoint (POST /invalidate) lets a caller authenticated with a
-// Kubernetes token, and allowed to create CacheInvalidations in the
-// Gateway's namespace, create one and wait until every Ready pod has
-// acknowledged it.
 package invalidation
 
 import (
@@ -25,8 +7,8 @@ import (
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/vgwapi"
 )
 
-// The object headers ghost stamps on cacheable objects (the contract of
-// issue #15, docs/guides/caching.md).
+// The object headers ghost stamps on cacheable objects
+// (docs/guides/caching.md).
 const (
 	hostHeader = "obj.http.X-Ghost-Host"
 	pathHeader = "obj.http.X-Ghost-Path"

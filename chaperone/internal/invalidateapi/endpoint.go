@@ -1,4 +1,9 @@
-package invalidation
+// Package invalidateapi serves a gateway pod's invalidation endpoint
+// (POST invalidation.Path): a caller authenticated with a Kubernetes token
+// for invalidation.Audience, and allowed to create CacheInvalidations in
+// the Gateway's namespace, creates one and waits until every Ready pod has
+// acknowledged it.
+package invalidateapi
 
 import (
 	"context"
@@ -24,21 +29,10 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/gwruntime"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/invalidation"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/routing"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/vgwapi"
 )
-
-// Audience is the audience a caller's token must be issued for
-// (kubectl create token NAME --audience=varnishgw-invalidate): a token
-// sent to the endpoint is then worthless against the API server.
-const Audience = "varnishgw-invalidate"
-
-// Path is the endpoint's path.
-const Path = "/invalidate"
-
-// RequestedByAnnotation names, on a CacheInvalidation the endpoint
-// created, the user who asked for it.
-const RequestedByAnnotation = "varnishgw.dev/requested-by"
 
 // maxBody bounds a request's body.
 const maxBody = 1 << 20
@@ -57,8 +51,8 @@ const (
 )
 
 // Endpoint serves POST /invalidate: it authenticates the caller's bearer
-// token (TokenReview, audience Audience), asks the API server whether the
-// caller may create cacheinvalidations in the Gateway's namespace
+// token (TokenReview, audience invalidation.Audience), asks the API server
+// whether the caller may create cacheinvalidations in the Gateway's namespace
 // (SubjectAccessReview), creates the CacheInvalidation the body describes
 // and waits, at most Timeout, until every Ready pod of the Gateway has
 // acknowledged it. It then deletes the object (the answer is its record);
@@ -92,23 +86,10 @@ type review struct {
 	expires time.Time
 }
 
-// Response is the endpoint's JSON answer to an accepted request.
-type Response struct {
-	// Name and UID are the CacheInvalidation's.
-	Name string `json:"name"`
-	UID  string `json:"uid"`
-	// Applied lists the pods that acknowledged it, Pending those that had
-	// not when the wait ended (answer 504).
-	Applied []string `json:"applied"`
-	Pending []string `json:"pending,omitempty"`
-	// Error says what failed, with the answer's status.
-	Error string `json:"error,omitempty"`
-}
-
 // Handler returns the endpoint's handler.
 func (e *Endpoint) Handler() http.Handler {
 	mux := http.NewServeMux()
-	mux.HandleFunc("POST "+Path, e.serve)
+	mux.HandleFunc("POST "+invalidation.Path, e.serve)
 	return mux
 }
 
@@ -126,7 +107,7 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 }
 
 func fail(w http.ResponseWriter, status int, format string, args ...any) {
-	writeJSON(w, status, Response{Error: fmt.Sprintf(format, args...), Applied: []string{}})
+	writeJSON(w, status, invalidation.Response{Error: fmt.Sprintf(format, args...), Applied: []string{}})
 }
 
 func (e *Endpoint) serve(w http.ResponseWriter, r *http.Request) {
@@ -134,7 +115,7 @@ func (e *Endpoint) serve(w http.ResponseWriter, r *http.Request) {
 	token, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
 	if !ok || strings.TrimSpace(token) == "" {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="varnishgw"`)
-		fail(w, http.StatusUnauthorized, "send a Kubernetes token issued for the audience %s: Authorization: Bearer $(kubectl create token NAME --audience=%s)", Audience, Audience)
+		fail(w, http.StatusUnauthorized, "send a Kubernetes token issued for the audience %s: Authorization: Bearer $(kubectl create token NAME --audience=%s)", invalidation.Audience, invalidation.Audience)
 		return
 	}
 	user, ok := e.authorize(w, r, strings.TrimSpace(token))
@@ -165,14 +146,14 @@ func (e *Endpoint) serve(w http.ResponseWriter, r *http.Request) {
 		fail(w, http.StatusInternalServerError, "%v", err)
 		return
 	}
-	obj.SetAnnotations(map[string]string{RequestedByAnnotation: user.Username})
-	created, err := e.Dynamic.Resource(vgwapi.CacheInvalidations).Namespace(e.Gateway.Namespace).Create(ctx, obj, metav1.CreateOptions{FieldManager: FieldManager})
+	obj.SetAnnotations(map[string]string{invalidation.RequestedByAnnotation: user.Username})
+	created, err := e.Dynamic.Resource(vgwapi.CacheInvalidations).Namespace(e.Gateway.Namespace).Create(ctx, obj, metav1.CreateOptions{FieldManager: invalidation.FieldManager})
 	if err != nil {
 		e.log().Error("invalidation endpoint: cannot create the CacheInvalidation", "user", user.Username, "error", err)
 		fail(w, http.StatusServiceUnavailable, "cannot create the CacheInvalidation: %v", err)
 		return
 	}
-	resp := Response{Name: created.GetName(), UID: string(created.GetUID()), Applied: []string{}}
+	resp := invalidation.Response{Name: created.GetName(), UID: string(created.GetUID()), Applied: []string{}}
 	e.log().Info("invalidation endpoint: invalidation created", "user", user.Username, "invalidation", resp.Name)
 
 	timeout := e.Timeout
@@ -214,10 +195,11 @@ func (e *Endpoint) serve(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, resp)
 }
 
-// authorize returns the user of token when it is valid for Audience and
-// may create cacheinvalidations in the Gateway's namespace, from the
-// cache of reviews or by asking the API server; otherwise it answers the
-// request (401, 403, 429 or 503) and returns false.
+// authorize returns the user of token when it is valid for
+// invalidation.Audience and may create cacheinvalidations in the Gateway's
+// namespace, from the cache of reviews or by asking the API server;
+// otherwise it answers the request (401, 403, 429 or 503) and returns
+// false.
 func (e *Endpoint) authorize(w http.ResponseWriter, r *http.Request, token string) (authenticationv1.UserInfo, bool) {
 	ctx := r.Context()
 	e.once.Do(func() {
@@ -252,7 +234,7 @@ func (e *Endpoint) authorize(w http.ResponseWriter, r *http.Request, token strin
 		e.inReview()
 	}
 	tr, err := e.Kube.AuthenticationV1().TokenReviews().Create(ctx, &authenticationv1.TokenReview{
-		Spec: authenticationv1.TokenReviewSpec{Token: token, Audiences: []string{Audience}},
+		Spec: authenticationv1.TokenReviewSpec{Token: token, Audiences: []string{invalidation.Audience}},
 	}, metav1.CreateOptions{})
 	if err != nil {
 		e.log().Error("invalidation endpoint: cannot review a token", "error", err)
@@ -265,7 +247,7 @@ func (e *Endpoint) authorize(w http.ResponseWriter, r *http.Request, token strin
 			reason = fmt.Sprintf("the API server found it valid for the audiences %q only", tr.Status.Audiences)
 		}
 		w.Header().Set("WWW-Authenticate", `Bearer realm="varnishgw", error="invalid_token"`)
-		fail(w, http.StatusUnauthorized, "the token is not valid for the audience %s (%s): create one with kubectl create token NAME --audience=%s", Audience, reason, Audience)
+		fail(w, http.StatusUnauthorized, "the token is not valid for the audience %s (%s): create one with kubectl create token NAME --audience=%s", invalidation.Audience, reason, invalidation.Audience)
 		return authenticationv1.UserInfo{}, false
 	}
 	user := tr.Status.User
@@ -309,11 +291,11 @@ func (e *Endpoint) authorize(w http.ResponseWriter, r *http.Request, token strin
 
 // audienceOK reports whether a TokenReview's status.audiences (the
 // audiences of the token the authenticator accepted, among those the
-// review asked for) holds Audience. An authenticator that ignores the
-// requested audiences answers none: the token is then one for the API
-// server, refused.
+// review asked for) holds invalidation.Audience. An authenticator that
+// ignores the requested audiences answers none: the token is then one for
+// the API server, refused.
 func audienceOK(audiences []string) bool {
-	return slices.Contains(audiences, Audience)
+	return slices.Contains(audiences, invalidation.Audience)
 }
 
 // ReadyPods are the Ready, non-terminating pods of gw, sorted: the pods an
