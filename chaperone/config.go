@@ -16,8 +16,8 @@ import (
 
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 
-	"github.com/varnishgw/terraform-provider-varnishgw/internal/chaperone/dnswatch"
-	"github.com/varnishgw/terraform-provider-varnishgw/internal/chaperone/drain"
+	"github.com/varnishgw/terraform-provider-varnishgw/chaperone/internal/dnswatch"
+	"github.com/varnishgw/terraform-provider-varnishgw/chaperone/internal/drain"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/gwruntime"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/routing"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/varnish/varnishd"

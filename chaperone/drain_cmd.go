@@ -8,7 +8,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/varnishgw/terraform-provider-varnishgw/internal/chaperone/drain"
+	"github.com/varnishgw/terraform-provider-varnishgw/chaperone/internal/drain"
 )
 
 // drainCommand runs `chaperone drain`, the varnish container's preStop hook

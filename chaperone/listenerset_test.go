@@ -27,7 +27,7 @@ import (
 	gwapply "sigs.k8s.io/gateway-api/applyconfiguration/apis/v1"
 	gatewayclient "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned"
 
-	"github.com/varnishgw/terraform-provider-varnishgw/internal/chaperone/tlsterm"
+	"github.com/varnishgw/terraform-provider-varnishgw/chaperone/internal/tlsterm"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/gatewaystatus"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/gwruntime"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/routing"

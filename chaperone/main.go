@@ -10,7 +10,8 @@
 //
 // The routing half (ghost.json from Gateway API objects, ghost reloads,
 // Gateway status) plugs in through the routingHalf interface
-// (internal/chaperone/agent); --routing chooses it (see newRouting and design/chaperone.md).
+// (chaperone/internal/routingsync); --routing chooses it (see newRouting
+// and design/chaperone.md).
 package main
 
 import (
@@ -29,11 +30,11 @@ import (
 
 	"k8s.io/klog/v2"
 
-	"github.com/varnishgw/terraform-provider-varnishgw/internal/chaperone/apiwatch"
-	"github.com/varnishgw/terraform-provider-varnishgw/internal/chaperone/dnswatch"
-	"github.com/varnishgw/terraform-provider-varnishgw/internal/chaperone/routingsync"
-	"github.com/varnishgw/terraform-provider-varnishgw/internal/chaperone/tlssource"
-	"github.com/varnishgw/terraform-provider-varnishgw/internal/chaperone/vcl"
+	"github.com/varnishgw/terraform-provider-varnishgw/chaperone/internal/apiwatch"
+	"github.com/varnishgw/terraform-provider-varnishgw/chaperone/internal/dnswatch"
+	"github.com/varnishgw/terraform-provider-varnishgw/chaperone/internal/routingsync"
+	"github.com/varnishgw/terraform-provider-varnishgw/chaperone/internal/tlssource"
+	"github.com/varnishgw/terraform-provider-varnishgw/chaperone/internal/vcl"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/gatewaystatus"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/gwruntime"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/routing"

@@ -12,10 +12,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/varnishgw/terraform-provider-varnishgw/internal/chaperone/ghostadmin"
-	"github.com/varnishgw/terraform-provider-varnishgw/internal/chaperone/metrics"
-	"github.com/varnishgw/terraform-provider-varnishgw/internal/chaperone/routingsync"
-	"github.com/varnishgw/terraform-provider-varnishgw/internal/chaperone/vcl"
+	"github.com/varnishgw/terraform-provider-varnishgw/chaperone/internal/ghostadmin"
+	"github.com/varnishgw/terraform-provider-varnishgw/chaperone/internal/metrics"
+	"github.com/varnishgw/terraform-provider-varnishgw/chaperone/internal/routingsync"
+	"github.com/varnishgw/terraform-provider-varnishgw/chaperone/internal/vcl"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/testing/varnishdtest"
 )
 

@@ -109,7 +109,7 @@ type Config struct {
 // and reason of the response the client gets (not its status), everything
 // about the backend request and response, and the backend connection and
 // storage records. The
-// access log (internal/chaperone/accesslog: varnishncsa's Format and
+// access log (chaperone/internal/accesslog: varnishncsa's Format and
 // Query) reads the request line and headers, the response status,
 // Timestamp, ReqAcct, ReqStart, VCL_call, VCL_return and ghost's VCL_Log
 // records, which stay, as do the transaction records (Begin, End, Link)
