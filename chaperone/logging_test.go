@@ -3,11 +3,11 @@ package main
 import (
 	"bytes"
 	"encoding/json"
-	"fmt"
-	"io"
 	"log/slog"
 	"strings"
 	"testing"
+
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/testing/logcheck"
 )
 
 func TestLogRecordsHaveEachKeyOnce(t *testing.T) {
@@ -33,7 +33,7 @@ func TestLogRecordsHaveEachKeyOnce(t *testing.T) {
 		t.Fatalf("%d records, want %d:\n%s", len(lines), len(want), buf.String())
 	}
 	for i, line := range lines {
-		if dups := duplicateKeys([]byte(line)); len(dups) > 0 {
+		if dups := logcheck.DuplicateKeys([]byte(line)); len(dups) > 0 {
 			t.Errorf("record %d has keys %v more than once: %s", i, dups, line)
 		}
 		var rec map[string]any
@@ -49,83 +49,6 @@ func TestLogRecordsHaveEachKeyOnce(t *testing.T) {
 		wantJSON, _ := json.Marshal(w)
 		if string(got) != string(wantJSON) {
 			t.Errorf("record %d = %s, want %s", i, got, wantJSON)
-		}
-	}
-}
-
-// TestDuplicateKeysFindsThem checks the checker the binary tests use.
-func TestDuplicateKeysFindsThem(t *testing.T) {
-	var buf bytes.Buffer
-	slog.New(slog.NewJSONHandler(&buf, nil)).With("component", "a").With("component", "b").Info("x")
-	if dups := duplicateKeys(buf.Bytes()); len(dups) != 1 || dups[0] != "component" {
-		t.Errorf("duplicateKeys(%s) = %v, want [component]", buf.String(), dups)
-	}
-	if dups := duplicateKeys([]byte(`{"a":{"b":1,"b":2},"c":[{"d":1,"d":1}]}`)); strings.Join(dups, ",") != "a.b,c.d" {
-		t.Errorf("nested duplicates = %v, want [a.b c.d]", dups)
-	}
-}
-
-// duplicateKeys returns the keys that a JSON object (a log record) has more
-// than once, at any depth, as dotted paths.
-func duplicateKeys(line []byte) []string {
-	dec := json.NewDecoder(bytes.NewReader(line))
-	var dups []string
-	var walk func(path string) error
-	walk = func(path string) error {
-		tok, err := dec.Token()
-		if err != nil {
-			return err
-		}
-		switch tok {
-		case json.Delim('{'):
-			seen := map[string]bool{}
-			for dec.More() {
-				k, err := dec.Token()
-				if err != nil {
-					return err
-				}
-				key := fmt.Sprint(k)
-				p := key
-				if path != "" {
-					p = path + "." + key
-				}
-				if seen[key] {
-					dups = append(dups, p)
-				}
-				seen[key] = true
-				if err := walk(p); err != nil {
-					return err
-				}
-			}
-			_, err = dec.Token()
-			return err
-		case json.Delim('['):
-			for dec.More() {
-				if err := walk(path); err != nil {
-					return err
-				}
-			}
-			_, err = dec.Token()
-			return err
-		}
-		return nil
-	}
-	if err := walk(""); err != nil && err != io.EOF {
-		return append(dups, "(not JSON: "+err.Error()+")")
-	}
-	return dups
-}
-
-// checkLogRecords fails the test for every JSON record in out (the
-// chaperone's stderr and stdout) that has a key more than once.
-func checkLogRecords(t testing.TB, out string) {
-	t.Helper()
-	for _, line := range strings.Split(out, "\n") {
-		if !strings.HasPrefix(line, "{") {
-			continue
-		}
-		if dups := duplicateKeys([]byte(line)); len(dups) > 0 {
-			t.Errorf("log record with keys %v more than once: %s", dups, line)
 		}
 	}
 }

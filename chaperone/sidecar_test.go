@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/testing/logcheck"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/testing/varnishdtest"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/varnish/varnishd"
 )
@@ -77,7 +78,7 @@ func startSidecar(t *testing.T, beURL string) *sidecar {
 	t.Cleanup(func() {
 		varnishdtest.KillTree(c.cmd.Process.Pid)
 		<-c.exited
-		checkLogRecords(t, c.out.String())
+		logcheck.Records(t, c.out.String())
 		if t.Failed() {
 			t.Logf("chaperone output:\n%s", c.out.String())
 		}

@@ -32,6 +32,7 @@ import (
 
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/mainvcl"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/routing"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/testing/logcheck"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/testing/varnishdtest"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/varnish/varnishd"
 )
@@ -307,7 +308,7 @@ func TestSidecarHTTPS(t *testing.T) {
 	t.Cleanup(func() {
 		varnishdtest.KillTree(c.cmd.Process.Pid)
 		<-c.exited
-		checkLogRecords(t, c.out.String())
+		logcheck.Records(t, c.out.String())
 		if t.Failed() {
 			t.Logf("chaperone output:\n%s", c.out.String())
 		}
