@@ -98,7 +98,7 @@ func (r *gatewayClassResource) Schema(_ context.Context, _ resource.SchemaReques
 			"the container image, varnishd storage and parameters, user VCL, log level and access log. The defaults are " +
 			"stored in a ConfigMap that the GatewayClass names as its parametersRef. The provider sets the " +
 			"class's Accepted condition and its status.supportedFeatures: the Gateway API features that the " +
-			"conformance suite's scenarios prove when replayed through the gateway (docs/conformance.md).",
+			"conformance suite's scenarios prove when replayed through the gateway (the conformance guide).",
 		Attributes: map[string]schema.Attribute{
 			"id": schema.StringAttribute{
 				Computed:      true,
@@ -342,7 +342,7 @@ func (r *gatewayClassResource) apply(ctx context.Context, m *gatewayClassModel) 
 	accepted := status.Condition(gc.Status.Conditions, metav1.Condition{Type: string(gatewayv1.GatewayClassConditionStatusAccepted), Status: metav1.ConditionTrue,
 		Reason: string(gatewayv1.GatewayClassReasonAccepted), Message: "Accepted by the varnishgw provider.", ObservedGeneration: gc.Generation})
 	// status.supportedFeatures: the features the conformance replay
-	// claims (internal/conformance, docs/conformance.md).
+	// claims (internal/conformance, docs/guides/conformance.md).
 	var supported []*gatewayv1apply.SupportedFeatureApplyConfiguration
 	for _, f := range conformance.SupportedFeatures() {
 		supported = append(supported, gatewayv1apply.SupportedFeature().WithName(gatewayv1.FeatureName(f)))

@@ -1,8 +1,8 @@
 // Package conformance names the Gateway API features varnishgw claims: the
 // features whose every scenario of the public conformance suite passes when
 // the suite's HTTPRoute scenarios are replayed through a real chaperone,
-// varnishd and ghost (TestConformanceReplay in the chaperone package, which
-// also writes docs/conformance.md). The provider writes this list into each
+// varnishd and ghost (TestConformanceReplay in e2e/conformance, which also
+// writes the conformance guide). The provider writes this list into each
 // GatewayClass's status.supportedFeatures.
 //
 // A feature is added here when its scenarios pass in the replay; the replay

@@ -3,9 +3,9 @@
 // source (tests/httproute-retry.go, parsed with go/parser, never copied),
 // and Simulation imitates the retry simulation of the suite's echo backend
 // that the scenario sends its requests to. The routing core's replay
-// through varnishd (internal/routing) and the chaperone's replay of the
-// whole suite (TestConformanceReplay) both use it, so that the two agree on
-// what the backend does.
+// through varnishd (internal/routing) and the replay of the whole suite
+// through the chaperone (TestConformanceReplay, e2e/conformance) both use
+// it, so that the two agree on what the backend does.
 package retrysim
 
 import (

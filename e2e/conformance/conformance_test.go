@@ -1,4 +1,4 @@
-package main
+package conformance
 
 import (
 	"bytes"
@@ -49,10 +49,11 @@ type scenarioResult struct {
 	cases    int    // ExpectedResponse cases that passed
 }
 
-// conformanceDocPath is docs/conformance.md, which the replay writes with
-// VARNISHGW_UPDATE_CONFORMANCE_DOC=1 (make conformance-docs) and otherwise
-// compares with what it would write.
-const conformanceDocPath = "../docs/conformance.md"
+// conformanceDocPath is the template of the guide docs/guides/conformance.md,
+// which the replay writes with VARNISHGW_UPDATE_CONFORMANCE_DOC=1 (make
+// conformance-docs) and otherwise compares with what it would write; make
+// docs copies it into docs/guides/.
+const conformanceDocPath = "../../templates/guides/conformance.md.tmpl"
 
 // TestConformanceReplay replays every HTTPRoute scenario of the public
 // Gateway API conformance suite (tests/httproute-*.go of
@@ -71,8 +72,9 @@ const conformanceDocPath = "../docs/conformance.md"
 // suite's rule: every scenario whose features are all claimed passes, and
 // each claimed feature has a passing scenario), fails when they differ
 // from conformance.SupportedFeatures (what the provider writes into
-// GatewayClass status), and fails when docs/conformance.md differs from
-// the report of this run (VARNISHGW_UPDATE_CONFORMANCE_DOC=1 rewrites it).
+// GatewayClass status), and fails when the guide's template
+// (conformanceDocPath) differs from the report of this run
+// (VARNISHGW_UPDATE_CONFORMANCE_DOC=1 rewrites it).
 func TestConformanceReplay(t *testing.T) {
 	start := time.Now()
 	cp := testenv.Get(t)
@@ -110,7 +112,7 @@ func TestConformanceReplay(t *testing.T) {
 
 	for _, res := range results {
 		if res.outcome == "" {
-			t.Logf("%s was not run (-run selects part of the replay): the claimed features and docs/conformance.md are not checked", res.s.ShortName)
+			t.Logf("%s was not run (-run selects part of the replay): the claimed features and the conformance guide are not checked", res.s.ShortName)
 			return
 		}
 	}
@@ -142,7 +144,7 @@ func TestConformanceReplay(t *testing.T) {
 	}
 	got, err := os.ReadFile(conformanceDocPath)
 	if err != nil || string(got) != doc {
-		t.Errorf("docs/conformance.md differs from this run's report (%v): run make conformance-docs and commit it", err)
+		t.Errorf("%s differs from this run's report (%v): run make conformance-docs and make docs, and commit them", conformanceDocPath, err)
 	}
 }
 
