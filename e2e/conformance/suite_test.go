@@ -1,6 +1,7 @@
 package conformance
 
 import (
+	"encoding/json"
 	"fmt"
 	"go/ast"
 	"go/parser"
@@ -120,11 +121,17 @@ func suiteModuleDir(t testing.TB) string {
 		t.Fatalf("go list -m sigs.k8s.io/gateway-api: %v", err)
 	}
 	mod := "sigs.k8s.io/gateway-api/conformance@" + strings.TrimSpace(string(out))
-	out, err = exec.Command("go", "list", "-m", "-f", "{{.Dir}}", mod).Output()
-	if err != nil || strings.TrimSpace(string(out)) == "" {
-		t.Skipf("conformance suite %s not available (offline?): %v", mod, err)
+	// go mod download fetches the module through the module proxy on a
+	// machine that has not got it yet, and prints where it is.
+	out, err = exec.Command("go", "mod", "download", "-json", mod).Output()
+	if err != nil {
+		t.Fatalf("go mod download %s: %v: %s", mod, err, out)
 	}
-	return strings.TrimSpace(string(out))
+	var info struct{ Dir, Error string }
+	if err := json.Unmarshal(out, &info); err != nil || info.Dir == "" {
+		t.Fatalf("go mod download %s: no directory (%s): %v", mod, info.Error, err)
+	}
+	return info.Dir
 }
 
 // readSuiteScenarios parses every tests/httproute-*.go of the suite.
