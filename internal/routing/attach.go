@@ -75,7 +75,8 @@ func (o *Objects) WithExternalNameServices(on bool) *Objects {
 		return o
 	}
 	return &Objects{Namespaces: o.Namespaces, Services: o.Services, EndpointSlices: o.EndpointSlices,
-		ReferenceGrants: o.ReferenceGrants, ExternalNameServices: on, ExternalNames: o.ExternalNames}
+		ReferenceGrants: o.ReferenceGrants, ExternalNameServices: on, ExternalNames: o.ExternalNames,
+		ListenerSets: o.ListenerSets}
 }
 
 // namespaceLabels returns the labels of namespace ns. The API server sets

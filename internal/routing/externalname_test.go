@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/netip"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -186,5 +187,40 @@ func TestWithExternalNameServices(t *testing.T) {
 	}
 	if n := (*Objects)(nil).WithExternalNameServices(true); n == nil || !n.ExternalNameServices {
 		t.Errorf("nil.WithExternalNameServices(true) = %+v", n)
+	}
+}
+
+// TestWithExternalNameServicesCopiesEveryField: the copy has every
+// exported field of the original but ExternalNameServices, so a field added
+// to Objects cannot be dropped for parents of a class that allows
+// ExternalName Services (a route on a ListenerSet was once never served
+// there).
+func TestWithExternalNameServicesCopiesEveryField(t *testing.T) {
+	o := &Objects{}
+	v := reflect.ValueOf(o).Elem()
+	for i := 0; i < v.NumField(); i++ {
+		f := v.Field(i)
+		if !v.Type().Field(i).IsExported() || v.Type().Field(i).Name == "ExternalNameServices" {
+			continue
+		}
+		switch f.Kind() {
+		case reflect.Slice:
+			f.Set(reflect.MakeSlice(f.Type(), 1, 1))
+		case reflect.Map:
+			f.Set(reflect.MakeMap(f.Type()))
+			f.SetMapIndex(reflect.New(f.Type().Key()).Elem(), reflect.New(f.Type().Elem()).Elem())
+		default:
+			t.Fatalf("Objects.%s is a %s: teach this test to fill it", v.Type().Field(i).Name, f.Kind())
+		}
+	}
+	c := reflect.ValueOf(o.WithExternalNameServices(true)).Elem()
+	for i := 0; i < v.NumField(); i++ {
+		name := v.Type().Field(i).Name
+		if !v.Type().Field(i).IsExported() || name == "ExternalNameServices" {
+			continue
+		}
+		if !reflect.DeepEqual(c.Field(i).Interface(), v.Field(i).Interface()) {
+			t.Errorf("WithExternalNameServices(true) drops Objects.%s", name)
+		}
 	}
 }
