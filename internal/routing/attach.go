@@ -450,21 +450,21 @@ type backendCheck struct {
 func checkBackendRefs(route *gatewayv1.HTTPRoute, objs *Objects) backendCheck {
 	bc := backendCheck{refs: map[*gatewayv1.BackendObjectReference]string{}}
 	var problems []refProblem
-	check := func(path string, ref *gatewayv1.BackendObjectReference) {
+	check := func(path string, ref *gatewayv1.BackendObjectReference, mirror bool) {
 		reason, msg := checkBackendRef(route.Namespace, ref, objs)
 		bc.refs[ref] = string(reason)
 		if reason != "" {
-			problems = append(problems, refProblem{path, reason, msg})
+			problems = append(problems, refProblem{path, reason, msg, mirror})
 		}
 	}
 	for i := range route.Spec.Rules {
 		r := &route.Spec.Rules[i]
 		for j := range r.BackendRefs {
-			check(backendRefPath(i, j), &r.BackendRefs[j].BackendObjectReference)
+			check(backendRefPath(i, j), &r.BackendRefs[j].BackendObjectReference, false)
 		}
 		for j := range r.Filters {
 			if m := r.Filters[j].RequestMirror; m != nil {
-				check(mirrorRefPath(i, j), &m.BackendRef)
+				check(mirrorRefPath(i, j), &m.BackendRef, true)
 			}
 		}
 	}
@@ -482,11 +482,14 @@ func mirrorRefPath(rule, filter int) string {
 }
 
 // refProblem is a backend reference that does not resolve: its spec path,
-// the ResolvedRefs reason and what is wrong.
+// the ResolvedRefs reason, what is wrong, and whether it is a mirror
+// filter's (whose requests are still served; only their copies are not
+// sent).
 type refProblem struct {
 	path   string
 	reason gatewayv1.RouteConditionReason
 	msg    string
+	mirror bool
 }
 
 // resolvedRefsCondition is the route's ResolvedRefs condition for the
@@ -503,12 +506,23 @@ func resolvedRefsCondition(problems []refProblem) Condition {
 		return c
 	}
 	msgs := make([]string, len(problems))
+	var backends, mirrors bool
 	for i, p := range problems {
 		msgs[i] = p.path + ": " + p.msg
+		mirrors = mirrors || p.mirror
+		backends = backends || !p.mirror
+	}
+	switch {
+	case backends && mirrors:
+		msgs = append(msgs, "requests for these backendRefs get 500, and no copies go to these mirrors, while they do not resolve")
+	case mirrors:
+		msgs = append(msgs, "no copies of requests go to these mirrors while they do not resolve; the requests are served")
+	default:
+		msgs = append(msgs, "requests for these backends get 500 while they do not resolve")
 	}
 	c.Status = string(metav1.ConditionFalse)
 	c.Reason = string(problems[0].reason)
-	c.Message = status.TruncateMessage(strings.Join(msgs, "; ") + "; requests for these backends get 500 while they do not resolve")
+	c.Message = status.TruncateMessage(strings.Join(msgs, "; "))
 	return c
 }
 
@@ -531,7 +545,7 @@ func (f *Fragment) ResolvedRefs(objs *Objects) (c Condition, ok bool) {
 	}
 	var problems []refProblem
 	same := true
-	check := func(path string, b BackendRef) {
+	check := func(path string, b BackendRef, mirror bool) {
 		var reason gatewayv1.RouteConditionReason
 		var msg string
 		if b.Unresolved == string(gatewayv1.RouteReasonInvalidKind) {
@@ -545,16 +559,16 @@ func (f *Fragment) ResolvedRefs(objs *Objects) (c Condition, ok bool) {
 			same = false
 		}
 		if reason != "" {
-			problems = append(problems, refProblem{path, reason, msg})
+			problems = append(problems, refProblem{path, reason, msg, mirror})
 		}
 	}
 	for _, r := range f.Rules {
 		for j, b := range r.Backends {
-			check(backendRefPath(r.Index, j), b)
+			check(backendRefPath(r.Index, j), b, false)
 		}
 		for j, fl := range r.Filters {
 			if fl.RequestMirror != nil {
-				check(mirrorRefPath(r.Index, j), fl.RequestMirror.Backend)
+				check(mirrorRefPath(r.Index, j), fl.RequestMirror.Backend, true)
 			}
 		}
 	}

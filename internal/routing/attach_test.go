@@ -225,3 +225,27 @@ func TestSameParentRef(t *testing.T) {
 		}
 	}
 }
+
+// TestResolvedRefsConditionMessage: the message's last clause says what
+// unresolved references cost: a 500 for a rule's backendRef, only the
+// copies for a mirror's.
+func TestResolvedRefsConditionMessage(t *testing.T) {
+	backend := refProblem{"spec.rules[0].backendRefs[0]", gatewayv1.RouteReasonBackendNotFound, "Service shop/a not found", false}
+	mirror := refProblem{"spec.rules[0].filters[0].requestMirror.backendRef", gatewayv1.RouteReasonRefNotPermitted, "no ReferenceGrant", true}
+	for _, tc := range []struct {
+		name     string
+		problems []refProblem
+		want     string
+	}{
+		{"none", nil, "all backend references resolved"},
+		{"backend", []refProblem{backend}, "spec.rules[0].backendRefs[0]: Service shop/a not found; requests for these backends get 500 while they do not resolve"},
+		{"mirror", []refProblem{mirror}, "spec.rules[0].filters[0].requestMirror.backendRef: no ReferenceGrant; no copies of requests go to these mirrors while they do not resolve; the requests are served"},
+		{"both", []refProblem{backend, mirror}, "spec.rules[0].backendRefs[0]: Service shop/a not found; spec.rules[0].filters[0].requestMirror.backendRef: no ReferenceGrant; requests for these backendRefs get 500, and no copies go to these mirrors, while they do not resolve"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := resolvedRefsCondition(tc.problems).Message; got != tc.want {
+				t.Errorf("message = %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
