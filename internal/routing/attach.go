@@ -291,7 +291,10 @@ func namesGateway(pr gatewayv1.ParentReference, routeNS string, gw *gatewayv1.Ga
 // namesListenerSet returns the ListenerSet the parentRef names, if it
 // names one.
 func namesListenerSet(pr gatewayv1.ParentReference, routeNS string) (ObjectRef, bool) {
-	if pr.Group == nil || *pr.Group != gatewayv1.GroupName || pr.Kind == nil || *pr.Kind != "ListenerSet" {
+	// The group defaults to gateway.networking.k8s.io, as for a Gateway
+	// (the CRD sets it; a parentRef built in code may leave it out); the
+	// kind has no default but Gateway.
+	if (pr.Group != nil && *pr.Group != gatewayv1.GroupName) || pr.Kind == nil || *pr.Kind != "ListenerSet" {
 		return ObjectRef{}, false
 	}
 	ref := ObjectRef{Namespace: routeNS, Name: string(pr.Name)}

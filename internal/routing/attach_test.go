@@ -249,3 +249,32 @@ func TestResolvedRefsConditionMessage(t *testing.T) {
 		})
 	}
 }
+
+// TestNamesListenerSet: a parentRef names a ListenerSet by kind, with the
+// group gateway.networking.k8s.io or left out (the CRD's default, as for a
+// Gateway), and the route's namespace unless it sets one.
+func TestNamesListenerSet(t *testing.T) {
+	group := func(g string) *gatewayv1.Group { v := gatewayv1.Group(g); return &v }
+	kind := func(k string) *gatewayv1.Kind { v := gatewayv1.Kind(k); return &v }
+	ns := gatewayv1.Namespace("other")
+	for _, tc := range []struct {
+		name string
+		pr   gatewayv1.ParentReference
+		want ObjectRef
+		ok   bool
+	}{
+		{"group set", gatewayv1.ParentReference{Group: group(gatewayv1.GroupName), Kind: kind("ListenerSet"), Name: "ls"}, ObjectRef{"shop", "ls"}, true},
+		{"group left out", gatewayv1.ParentReference{Kind: kind("ListenerSet"), Name: "ls"}, ObjectRef{"shop", "ls"}, true},
+		{"namespace", gatewayv1.ParentReference{Kind: kind("ListenerSet"), Namespace: &ns, Name: "ls"}, ObjectRef{"other", "ls"}, true},
+		{"another group", gatewayv1.ParentReference{Group: group("example.com"), Kind: kind("ListenerSet"), Name: "ls"}, ObjectRef{}, false},
+		{"a Gateway", gatewayv1.ParentReference{Name: "gw"}, ObjectRef{}, false},
+		{"another kind", gatewayv1.ParentReference{Kind: kind("Service"), Name: "ls"}, ObjectRef{}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, ok := namesListenerSet(tc.pr, "shop")
+			if got != tc.want || ok != tc.ok {
+				t.Errorf("namesListenerSet = %v, %v; want %v, %v", got, ok, tc.want, tc.ok)
+			}
+		})
+	}
+}
