@@ -86,7 +86,9 @@ func invalidationDescriptions() (gwNS, gwName, tags, wait, timeout, purge, ban s
 	return "The namespace of the Gateway whose cache is invalidated; the CacheInvalidation is created there.",
 		"The name of the Gateway whose cache is invalidated (a Gateway of a varnishgw class).",
 		"Tags: every object whose response listed one of these tags in the cache policy's tag header (Cache-Tag by default) is removed. Tags are compared exactly; they cannot contain white space.",
-		"Whether to wait until every Ready, non-terminating pod of the Gateway has applied the invalidation (its GatewayPodReport acknowledges it). A Gateway without Ready pods is not waited for. A pod that refuses the invalidation fails the apply with its reason.",
+		"Whether to wait until every Ready, non-terminating pod of the Gateway has applied the invalidation " +
+			"(its GatewayPodReport acknowledges it); a Gateway without Ready pods is not waited for. A pod that " +
+			"refuses the invalidation fails the apply with its reason.",
 		"How long to wait for the gateway pods' acknowledgements, a Go duration such as 1m.",
 		"A URL whose cached objects are removed: host, path and, optionally, the query.",
 		"A host plus a path prefix or a path regular expression (exactly one of them) whose cached objects are removed."
@@ -97,11 +99,10 @@ func (r *cacheInvalidationResource) Schema(_ context.Context, _ resource.SchemaR
 	replaceString := []planmodifier.String{stringplanmodifier.RequiresReplace()}
 	resp.Schema = schema.Schema{
 		Description: "Invalidates the cache of every pod of a gateway once, when it is created or replaced: purges URLs, " +
-			"bans a host's paths by prefix or regular expression, and removes tagged objects. It creates a " +
-			"CacheInvalidation object that each gateway pod turns into varnishd bans and acknowledges, and waits for " +
-			"those acknowledgements. Any change of its attributes (but the wait settings) replaces it, which " +
-			"invalidates again: put what should trigger a new invalidation in triggers. Destroying it deletes the " +
-			"CacheInvalidation and invalidates nothing.",
+			"bans a host's paths by prefix or regular expression, and removes tagged objects, through a " +
+			"CacheInvalidation object that each pod applies and acknowledges. Any change of its attributes but " +
+			"the wait settings replaces it, which invalidates again: put what should trigger a new invalidation " +
+			"in triggers. Destroying it deletes the CacheInvalidation and invalidates nothing.",
 		Attributes: map[string]schema.Attribute{
 			"id": schema.StringAttribute{
 				Computed:      true,

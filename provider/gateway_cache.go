@@ -56,17 +56,16 @@ func cacheBlock(onRule bool) schema.SingleNestedBlock {
 		return " Unset: " + def + "."
 	}
 	desc := "The default cache policy of the Gateway's routes, written as the Gateway's " + routing.CachePolicyAnnotation +
-		" annotation (removed when the block is absent). A route rule without a cache block of its own takes this policy; a rule's " +
-		"cache block overrides it argument by argument. Without this block and without a rule's block, requests are passed to the " +
-		"backends, never cached. Whatever the policy, GET and HEAD requests only are cached; a response with Set-Cookie, " +
-		"Cache-Control no-store or private, or Vary: * is never cached; a request with an Authorization header, or with cookies " +
-		"left after strip_cookies, is passed unless allowed here. A change is a routing reload in the gateway pods, never a VCL compile."
+		" annotation; a rule's cache block overrides it argument by argument, and without either, requests are passed to the " +
+		"backends. Only GET and HEAD requests are cached; a response with Set-Cookie, Cache-Control no-store or private, or " +
+		"Vary: * never is, and a request with an Authorization header or with cookies left after strip_cookies is passed unless " +
+		"allowed here. A change is a routing reload in the gateway pods, never a VCL compile."
 	enabled := "Whether the routes' GET and HEAD requests are looked up in the cache. Unset: true (the block is present). " +
 		"false defines the defaults without caching: only rules whose cache block sets enabled = true are cached."
 	if onRule {
-		desc = "The rule's cache policy. Each argument set here overrides the Gateway's cache block; an argument left unset takes " +
+		desc = "The rule's cache policy: each argument set here overrides the Gateway's cache block, and one left unset takes " +
 			"the Gateway's value, else its default. Without this block the rule takes the Gateway's policy whole (and is passed when " +
-			"the Gateway has no cache block). The effective policy of each rule is the computed effective_cache."
+			"the Gateway has no cache block); the effective policy of each rule is the computed effective_cache."
 		enabled = "Whether the rule's GET and HEAD requests are looked up in the cache. false: the rule's requests are passed, " +
 			"whatever the Gateway's cache block says. Unset: the Gateway's enabled, or true when the Gateway does not set it."
 	}

@@ -191,15 +191,12 @@ func (r *gatewayClassResource) Schema(_ context.Context, _ resource.SchemaReques
 				Optional: true,
 				Computed: true,
 				Default:  booldefault.StaticBool(false),
-				Description: "Whether routes attached to the class's gateways may send traffic to Services of type " +
-					"ExternalName: the gateway pods resolve the Service's DNS name (A and AAAA records, again after each " +
-					"record's TTL, kept between 5 seconds and 5 minutes) and connect to the addresses with the backend " +
-					"reference's port. Off by default: such references then get ResolvedRefs=False (BackendNotFound) and " +
-					"answer 500. Turning it on lets anyone who may create Services in a namespace that a route reaches " +
-					"send the gateway's traffic, with the clients' headers, wherever DNS points: internal services that " +
-					"the gateway pods can reach but those users cannot, or addresses outside the cluster. Loopback and " +
-					"link-local addresses (the pod itself, cloud metadata endpoints such as 169.254.169.254) are always " +
-					"refused. Changing it rolls the gateways' pods.",
+				Description: "Whether routes attached to the class's gateways may send traffic to Services of type ExternalName, " +
+					"at the addresses the gateway pods resolve the Service's DNS name to (loopback and link-local " +
+					"addresses are always refused); false by default, when such references get ResolvedRefs=False " +
+					"(BackendNotFound) and answer 500. Turning it on lets anyone who may create Services in a namespace " +
+					"that a route reaches send the gateway's traffic, with the clients' headers, wherever DNS points: " +
+					"read the ExternalName Services guide first. Changing it rolls the gateways' pods.",
 			},
 			"controller_name": schema.StringAttribute{
 				Computed:      true,

@@ -38,16 +38,13 @@ const minInvalidationPort = 1024
 func invalidationPortAttribute() schema.Int64Attribute {
 	return schema.Int64Attribute{
 		Optional: true,
-		Description: "The port of the gateway pods' authenticated invalidation endpoint, POST /invalidate, served by the " +
-			"chaperone; null (the default) serves none. Callers inside the cluster send a Kubernetes token issued for the " +
-			"audience varnishgw-invalidate (kubectl create token NAME --audience=varnishgw-invalidate) whose identity may " +
-			"create cacheinvalidations in the gateway's namespace; the pod that answers fans the invalidation out to every " +
-			"replica and waits for their acknowledgements. Setting it adds the container port, the endpoint's rights to the " +
-			"pods' Role, and a ClusterRoleBinding of the pods' ServiceAccount to system:auth-delegator (the right to ask the " +
-			"API server who a token belongs to and what it may do), which the provider deletes again when the attribute is " +
-			"removed and with the gateway. No Service is made for the port, and the gateway's Service never exposes it. It " +
-			"must be from 1024 to 65535 and differ from every listener port and from the pod's own ports (9091 health, " +
-			"6082 and 6084 admin). Changing it rolls the pods.",
+		Description: "The port of the gateway pods' invalidation endpoint, POST /invalidate, for callers inside the " +
+			"cluster with a Kubernetes token for the audience varnishgw-invalidate whose identity may create " +
+			"cacheinvalidations in the gateway's namespace; null (the default) serves none. Setting it adds the " +
+			"container port and the rights the endpoint needs (among them a ClusterRoleBinding to " +
+			"system:auth-delegator, deleted with the attribute; see the caching guide), and no Service exposes " +
+			"the port. It must be from 1024 to 65535 and differ from every listener port and from the pod's own " +
+			"ports (9091, 6082 and 6084); changing it rolls the pods.",
 		Validators: []validator.Int64{int64validator.Between(minInvalidationPort, 65535)},
 	}
 }

@@ -21,14 +21,12 @@ func proxySourcesAttribute() schema.SetAttribute {
 	return schema.SetAttribute{
 		Optional:    true,
 		ElementType: types.StringType,
-		Description: "The addresses, as CIDRs (for example [\"10.0.0.0/24\"]), of the load balancers that send the PROXY " +
-			"protocol; required with proxy_protocol = true and used only with it. On HTTP listeners varnishd honours a PROXY " +
-			"header only from a TCP peer in this list and answers any other peer 403, closing the connection, so that no one " +
-			"else who reaches the pods can claim a client address. On HTTPS listeners hitch takes the header and cannot " +
-			"restrict its peers: a NetworkPolicy that admits only these CIDRs to the listener ports is the control there (see " +
-			"the HTTPS guide). A source in the list is in canonical form: the network address, without host bits " +
-			"(10.0.0.0/24, not 10.0.0.1/24), a single address as /32 or /128. The list is in main.vcl, which the pods reload: " +
-			"changing it rolls no pods.",
+		Description: "The load balancers that send the PROXY protocol, as CIDRs in canonical form (for example " +
+			"[\"10.0.0.0/24\"], a single address as /32 or /128); required with proxy_protocol = true and used only " +
+			"with it. On HTTP listeners varnishd honours a PROXY header only from these peers and answers any " +
+			"other 403; on HTTPS listeners hitch cannot restrict its peers, and a NetworkPolicy that admits only " +
+			"these CIDRs to the listener ports is the control (see the HTTPS guide). The list is in main.vcl, " +
+			"which the pods reload: changing it rolls no pods.",
 		Validators: []validator.Set{
 			setvalidator.SizeAtLeast(1),
 			setvalidator.ValueStringsAre(cidrValidator{}),

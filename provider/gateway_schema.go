@@ -107,15 +107,14 @@ func frontendValidationBlock() schema.SingleNestedBlock {
 func (r *gatewayResource) Schema(_ context.Context, _ resource.SchemaRequest, resp *resource.SchemaResponse) {
 	resp.Schema = schema.Schema{
 		Description: "A Gateway API Gateway served by varnishgw, and its runtime in the Gateway's namespace: a " +
-			"ServiceAccount with least-privilege RBAC, a ConfigMap with main.vcl, a Deployment of gateway pods (the " +
-			"chaperone running varnishd with the ghost VMOD), a Service with one port per distinct listener port, and " +
-			"a PodDisruptionBudget. VCL changes are hot-reloaded by the pods; only changes to what varnishd reads at " +
-			"start (image, ports, storage, parameters, mode) and to the pod settings roll the pods. The pods run as a " +
-			"non-root user and meet Pod Security \"restricted\" (unless sysctls sets a sysctl outside the kubelet's safe set). HTTPS listeners terminate TLS in the gateway pods " +
-			"with the certificates of Secrets they reference (never stored in Terraform's state). The provider sets the Gateway's Accepted " +
-			"condition, listener status and addresses; the gateway pods set Programmed, and an HTTPS listener's ResolvedRefs. The GatewayClass parameters are " +
-			"read when the gateway is planned and applied: a class changed in the same apply reaches its gateways with the " +
-			"next apply, whose plan shows the update.",
+			"ServiceAccount with least-privilege RBAC, a ConfigMap with main.vcl, a Deployment of gateway pods " +
+			"(the chaperone running varnishd with the ghost VMOD, non-root and Pod Security \"restricted\" unless " +
+			"sysctls needs more), a Service with one port per distinct listener port, and a PodDisruptionBudget. " +
+			"VCL changes are hot-reloaded by the pods, only changes to what varnishd reads at start (image, " +
+			"ports, storage, parameters, mode) and to the pod settings roll them, and HTTPS listeners terminate " +
+			"TLS in the pods with the certificates of the Secrets they reference (never stored in Terraform's " +
+			"state). The GatewayClass parameters are read when the gateway is planned and applied, so a class " +
+			"changed in the same apply reaches its gateways with the next apply.",
 		Attributes: map[string]schema.Attribute{
 			"id": schema.StringAttribute{
 				Computed:      true,
@@ -207,28 +206,24 @@ func (r *gatewayResource) Schema(_ context.Context, _ resource.SchemaRequest, re
 			},
 			"proxy_protocol": schema.BoolAttribute{
 				Optional: true,
-				Description: "Whether every listener takes the PROXY protocol from a load balancer in front of the gateway, so " +
-					"that the gateway sees the client's own address (in the access log and X-Forwarded-For) instead of the load " +
-					"balancer's; false when unset. The load balancer MUST then send a PROXY header (v1 or v2) on every connection to " +
-					"every listener: connections without one are refused. proxy_protocol_sources, the load balancer's addresses, is " +
-					"required with it. On HTTPS listeners the load balancer's header is passed on " +
-					"to varnishd instead of hitch's own, so the TLS server name (SNI) does not reach the router: requests are routed " +
-					"by their Host header alone, and a request whose Host belongs to another listener than the one whose certificate " +
-					"the client got is not answered 421 Misdirected Request. Changing it rolls the pods.",
+				Description: "Whether every listener takes the PROXY protocol (v1 or v2) from a load balancer in front of the " +
+					"gateway, so that the gateway sees the client's own address (in the access log and X-Forwarded-For); " +
+					"false when unset, and when true a connection without a PROXY header is refused. " +
+					"proxy_protocol_sources, the load balancer's addresses, is required with it. On HTTPS listeners the " +
+					"TLS server name then does not reach the router, which routes by the Host header alone (see the HTTPS " +
+					"guide); changing it rolls the pods.",
 			},
 			"proxy_protocol_sources":     proxySourcesAttribute(),
 			"invalidation_endpoint_port": invalidationPortAttribute(),
 			"sysctls": schema.MapAttribute{
 				Optional:    true,
 				ElementType: types.StringType,
-				Description: "Namespaced kernel parameters of the gateway pods (the pod's securityContext.sysctls, set in name " +
-					"order after the provider's own net.ipv4.ip_unprivileged_port_start), for example " +
-					"{ \"net.ipv4.tcp_migrate_req\" = \"1\" }, with which a certificate renewal on an HTTPS listener resets no " +
-					"connection waiting to be accepted (the kernel moves it to another of hitch's listen sockets). A sysctl outside " +
-					"the kubelet's safe set must be allowed on the nodes (the kubelet's --allowed-unsafe-sysctls flag or " +
-					"allowedUnsafeSysctls setting), or the pods fail with SysctlForbidden; Pod Security baseline and restricted " +
-					"admit only the safe set. net.ipv4.ip_unprivileged_port_start is not allowed: the provider sets it from the " +
-					"lowest listener port. Changing it rolls the pods.",
+				Description: "Namespaced kernel parameters of the gateway pods (their securityContext.sysctls, after the " +
+					"provider's own net.ipv4.ip_unprivileged_port_start, which cannot be set here), for example { " +
+					"\"net.ipv4.tcp_migrate_req\" = \"1\" }, with which a certificate renewal on an HTTPS listener resets no " +
+					"connection waiting to be accepted. A sysctl outside the kubelet's safe set must be allowed on the " +
+					"nodes (the kubelet's allowedUnsafeSysctls), or the pods fail with SysctlForbidden, and Pod Security " +
+					"baseline and restricted admit only the safe set. Changing it rolls the pods.",
 				Validators: sysctlsValidators(),
 			},
 			"service_annotations": schema.MapAttribute{

@@ -154,12 +154,11 @@ func corsBlock() schema.SingleNestedBlock {
 			"allow_origins": schema.ListAttribute{
 				Optional:    true,
 				ElementType: types.StringType,
-				Description: "The origins allowed, each as scheme://host[:port] with scheme http or https, such as " +
-					"\"https://www.example.com\"; without a port an origin means 80 for http and 443 for https. The host " +
-					"may start with \"*.\", which stands for one or more labels (\"https://*.example.com\" allows " +
-					"https://www.example.com and https://a.b.example.com, not https://example.com), or be \"*\" (any host " +
-					"with that scheme and port). \"*\" alone allows every origin. Without origins no request is allowed. " +
-					"At most 64.",
+				Description: "The origins allowed (at most 64), each scheme://host[:port] with scheme http or https, where a " +
+					"missing port means 80 for http and 443 for https. The host may start with \"*.\" for one or more " +
+					"labels (\"https://*.example.com\" allows https://a.b.example.com, not https://example.com) or be \"*\" " +
+					"for any host with that scheme and port, and \"*\" alone allows every origin. Without origins no " +
+					"request is allowed.",
 			},
 			"allow_methods": schema.ListAttribute{
 				Optional:    true,
@@ -330,19 +329,13 @@ func filterBlock(desc string, onBackend bool) schema.ListNestedBlock {
 
 func (r *httpRouteResource) Schema(_ context.Context, _ resource.SchemaRequest, resp *resource.SchemaResponse) {
 	resp.Schema = schema.Schema{
-		Description: "A Gateway API HTTPRoute attached to varnishgw Gateways. Its arguments and blocks mirror the HTTPRoute " +
-			"spec in snake_case, a repeated field being a block with the singular name (parent_ref, rule, match, filter, " +
-			"backend_ref). The provider validates the route at plan time as the gateways will apply it, writes the " +
-			"HTTPRoute with its status entry for every parent Gateway whose GatewayClass is served " +
-			"by varnishgw, and stores what the route contributes to each such Gateway in a RoutingFragment (varnishgw.dev) " +
-			"in the Gateway's namespace, which the gateway pods load; by default it waits until they serve it. In every namespace its backends live in, it writes a " +
-			"RoleBinding that lets the pods of each such Gateway that accepts the route read Services, EndpointSlices and " +
-			"ReferenceGrants there, and removes it when no longer needed. In the route's own namespace it writes, for " +
-			"each such Gateway, a Role and RoleBinding that let that Gateway's pods read this route and patch its " +
-			"status: the pods that serve the route write its ResolvedRefs condition, for each generation they serve and " +
-			"again when a backend Service or ReferenceGrant appears or disappears. The provider writes the entry and " +
-			"its Accepted condition, and ResolvedRefs only for Gateways without running pods or that do not accept the " +
-			"route. The computed routing attribute shows that contribution, and the conditions, in the plan.",
+		Description: "A Gateway API HTTPRoute attached to varnishgw Gateways, whose arguments and blocks mirror the " +
+			"HTTPRoute spec in snake_case (a repeated field is a block with the singular name: parent_ref, rule, " +
+			"match, filter, backend_ref). The provider validates the route at plan time as the gateways will " +
+			"apply it, writes the HTTPRoute with its status and what it contributes to each Gateway (a " +
+			"RoutingFragment, which the gateway pods load), and by default waits until the pods serve it. The " +
+			"computed routing attribute shows that contribution and the conditions in the plan; the security " +
+			"guide lists the RBAC it writes and the architecture guide who writes which condition.",
 		Attributes: map[string]schema.Attribute{
 			"id": schema.StringAttribute{
 				Computed:      true,
@@ -507,12 +500,12 @@ func (r *httpRouteResource) Schema(_ context.Context, _ resource.SchemaRequest, 
 // experimental channel field: checkExperimentalFields).
 func retryBlock() schema.SingleNestedBlock {
 	return schema.SingleNestedBlock{
-		Description: "The rule's retry policy: a backend request that fails to connect, times out, or gets one of codes is sent " +
-			"again, to a backend picked again by the rule's weights, after backoff, at most attempts times (and at most varnishd's " +
-			"max_retries times, 4 by default); the client then gets the last answer (or 503, or 504 for a timeout). Only requests " +
-			"without a body whose method is GET, HEAD, OPTIONS, TRACE, PUT or DELETE are retried. A rule with a retry cannot have " +
-			"backend_ref filters. The HTTPRoute field exists only in the Gateway API experimental channel's CRDs: on a cluster " +
-			"with the standard channel's, whose API server would drop it without a word, the plan fails.",
+		Description: "The rule's retry policy: a backend request that fails to connect, times out, or gets one of codes is " +
+			"sent again, to a backend picked again by the rule's weights, after backoff, at most attempts times " +
+			"(and at most varnishd's max_retries, 4 by default), and the client then gets the last answer. Only " +
+			"requests without a body whose method is GET, HEAD, OPTIONS, TRACE, PUT or DELETE are retried, and a " +
+			"rule with a retry cannot have backend_ref filters. The HTTPRoute field exists only in the Gateway " +
+			"API experimental channel's CRDs: on a cluster with the standard channel's the plan fails.",
 		Attributes: map[string]schema.Attribute{
 			"codes": schema.ListAttribute{
 				Optional:    true,

@@ -14,13 +14,11 @@ import (
 // their own that would report the same problem twice.
 func sessionPersistenceBlock() schema.SingleNestedBlock {
 	return schema.SingleNestedBlock{
-		Description: "Keeps each client on the backend endpoint its first request was sent to, with a cookie the " +
-			"gateway sets (or, with type Header, a header it sends and the client sends back). A request with a " +
-			"valid session goes to that endpoint while it is still one of the rule's backends (any weight, 0 " +
-			"included) and healthy; other requests are sent by weight and start a new session. The cookie's Path " +
-			"is the rule's path match. " +
-			"This field exists only in the Gateway API experimental channel: the cluster needs the experimental " +
-			"channel's HTTPRoute CRD. See the session persistence guide.",
+		Description: "Keeps each client on the backend endpoint its first request was sent to, with a cookie the gateway " +
+			"sets (or, with type Header, a header it sends and the client sends back), while that endpoint is " +
+			"still one of the rule's backends (any weight, 0 included) and healthy; the cookie's Path is the " +
+			"rule's path match. Other requests are sent by weight and start a new session. The field exists only " +
+			"in the Gateway API experimental channel's HTTPRoute CRD (see the session persistence guide).",
 		Attributes: map[string]schema.Attribute{
 			"session_name": schema.StringAttribute{
 				Optional: true,

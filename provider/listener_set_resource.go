@@ -80,14 +80,12 @@ func (r *listenerSetResource) Configure(_ context.Context, req resource.Configur
 func (r *listenerSetResource) Schema(_ context.Context, _ resource.SchemaRequest, resp *resource.SchemaResponse) {
 	resp.Schema = schema.Schema{
 		Description: "A Gateway API ListenerSet (GEP-1713): listeners added to a varnishgw gateway by another team or " +
-			"configuration. The gateway admits the ListenerSet when its allowed_listeners block admits the ListenerSet's " +
-			"namespace; its listeners are then served by the gateway's pods, a new port becoming a port of the " +
-			"gateway's Service and a listen address of varnishd (the gateway's pods roll). Routes attach to the " +
-			"ListenerSet with a parent_ref of kind ListenerSet. A listener that conflicts with the gateway's own or with " +
-			"an older ListenerSet's (the same port with another protocol, or the same port and hostname) is not served, " +
-			"and its conditions say why. An HTTPS listener terminates TLS in the gateway's pods with the certificates of " +
-			"Secrets in the ListenerSet's namespace (or, with a ReferenceGrant from ListenerSets, in another one), which " +
-			"the pods may then read by name.",
+			"configuration, served by the gateway's pods when the gateway's allowed_listeners block admits the " +
+			"ListenerSet's namespace (a new port rolls them). Routes attach to it with a parent_ref of kind " +
+			"ListenerSet; a listener that conflicts with the gateway's own or an older ListenerSet's (the same " +
+			"port with another protocol, or the same port and hostname) is not served, and its conditions say " +
+			"why. An HTTPS listener uses the certificates of Secrets in the ListenerSet's namespace (or, with a " +
+			"ReferenceGrant from ListenerSets, another one), which the pods may then read by name.",
 		Attributes: map[string]schema.Attribute{
 			"id": schema.StringAttribute{
 				Computed:      true,

@@ -144,10 +144,11 @@ func (d *routingDataSource) Schema(_ context.Context, _ datasource.SchemaRequest
 	attrs := gatewayRefDataAttributes()
 	attrs["resolve_endpoints"] = schema.BoolAttribute{
 		Optional: true,
-		Description: "Whether to resolve backend Services to their ready endpoints, as the chaperone does at run time, " +
-			"so that ghost_json lists them. This reads the referenced Services, EndpointSlices and ReferenceGrants. " +
-			"The names of ExternalName Services are not looked up here (the gateway pods do): their entries have no endpoints. " +
-			"Endpoints change whenever pods do; leave it unset (false) for values that only change with the configuration.",
+		Description: "Whether to resolve backend Services to their ready endpoints, as the chaperone does at run time, so " +
+			"that ghost_json lists them (this reads the referenced Services, EndpointSlices and ReferenceGrants). " +
+			"The names of ExternalName Services are not looked up here, so their entries have no endpoints. " +
+			"Endpoints change whenever pods do: leave it unset (false) for values that only change with the " +
+			"configuration.",
 	}
 	attrs["valid"] = schema.BoolAttribute{
 		Computed: true,
