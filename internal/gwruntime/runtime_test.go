@@ -73,92 +73,47 @@ func TestCertificateRules(t *testing.T) {
 	}
 }
 
-func TestCertificateRoleName(t *testing.T) {
+// TestPerGatewayNames: each name of a per-gateway RBAC object starts with
+// its prefix, the namespace and the Gateway's name; is a valid object name
+// however long the Gateway's name; and differs for gateways whose
+// namespace/name boundary falls elsewhere (a-b/c and a/b-c).
+func TestPerGatewayNames(t *testing.T) {
 	long := strings.Repeat("a.", 120) + "b"
-	tests := []struct {
-		gw   routing.ObjectRef
-		want string // prefix
+	for _, fn := range []struct {
+		name   string
+		of     func(routing.ObjectRef) string
+		prefix string
 	}{
-		{routing.ObjectRef{Namespace: "edge", Name: "public"}, "varnishgw-certs-edge.public"},
-		{routing.ObjectRef{Namespace: "a-b", Name: "c"}, "varnishgw-certs-a-b.c"},
-		{routing.ObjectRef{Namespace: "a", Name: "b-c"}, "varnishgw-certs-a.b-c"},
-		{routing.ObjectRef{Namespace: "edge", Name: "with.dots"}, "varnishgw-certs-edge.with.dots"},
-		{routing.ObjectRef{Namespace: "edge", Name: long}, "varnishgw-certs-edge-a-a-a-"},
-	}
-	seen := map[string]routing.ObjectRef{}
-	for _, tt := range tests {
-		t.Run(tt.gw.String(), func(t *testing.T) {
-			n := CertificateRoleName(tt.gw)
-			if !strings.HasPrefix(n, tt.want) {
-				t.Errorf("CertificateRoleName = %q, want prefix %q", n, tt.want)
-			}
-			if other, ok := seen[n]; ok {
-				t.Errorf("gateways %s and %s share the certificate Role %s", other, tt.gw, n)
-			}
-			seen[n] = tt.gw
-			if errs := validation.IsDNS1123Subdomain(n); len(errs) > 0 {
-				t.Errorf("%s: %v", n, errs)
-			}
-		})
-	}
-}
-
-func TestBackendClusterRoleName(t *testing.T) {
-	long := strings.Repeat("a.", 120) + "b"
-	tests := []struct {
-		gw   routing.ObjectRef
-		want string // prefix
-	}{
-		{routing.ObjectRef{Namespace: "edge", Name: "public"}, "varnishgw-backends-edge.public"},
-		{routing.ObjectRef{Namespace: "a-b", Name: "c"}, "varnishgw-backends-a-b.c"},
-		{routing.ObjectRef{Namespace: "a", Name: "b-c"}, "varnishgw-backends-a.b-c"},
-		{routing.ObjectRef{Namespace: "a", Name: "b.c"}, "varnishgw-backends-a.b.c"},
-		{routing.ObjectRef{Namespace: "edge", Name: long}, "varnishgw-backends-edge-a-a-a-"},
-	}
-	seen := map[string]routing.ObjectRef{}
-	for _, tt := range tests {
-		t.Run(tt.gw.String(), func(t *testing.T) {
-			n := BackendClusterRoleName(tt.gw)
-			if !strings.HasPrefix(n, tt.want) {
-				t.Errorf("BackendClusterRoleName = %q, want prefix %q", n, tt.want)
-			}
-			if other, ok := seen[n]; ok {
-				t.Errorf("gateways %s and %s share the backend ClusterRole %s", other, tt.gw, n)
-			}
-			seen[n] = tt.gw
-			if errs := validation.IsDNS1123Subdomain(n); len(errs) > 0 {
-				t.Errorf("%s: %v", n, errs)
-			}
-		})
-	}
-}
-
-func TestInvalidateAuthBindingName(t *testing.T) {
-	long := strings.Repeat("b", 253)
-	tests := []struct {
-		gw   routing.ObjectRef
-		want string // prefix
-	}{
-		{routing.ObjectRef{Namespace: "edge", Name: "public"}, "varnishgw-invalidate-edge.public"},
-		{routing.ObjectRef{Namespace: "edge", Name: "with.dots"}, "varnishgw-invalidate-edge.with.dots"},
-		{routing.ObjectRef{Namespace: "edge", Name: long}, "varnishgw-invalidate-edge-bbbb"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.gw.String(), func(t *testing.T) {
-			got := InvalidateAuthBindingName(tt.gw)
-			if !strings.HasPrefix(got, tt.want) {
-				t.Errorf("InvalidateAuthBindingName = %q, want prefix %q", got, tt.want)
-			}
-			if errs := validation.IsDNS1123Subdomain(got); len(errs) > 0 {
-				t.Errorf("InvalidateAuthBindingName %q: %v", got, errs)
-			}
-		})
-	}
-	// The namespace/name boundary is never ambiguous: a-b/c and a/b-c differ.
-	x := InvalidateAuthBindingName(routing.ObjectRef{Namespace: "a-b", Name: "c"})
-	y := InvalidateAuthBindingName(routing.ObjectRef{Namespace: "a", Name: "b-c"})
-	if x == y {
-		t.Errorf("two gateways share the binding %q", x)
+		{"CertificateRoleName", CertificateRoleName, "varnishgw-certs-"},
+		{"BackendClusterRoleName", BackendClusterRoleName, "varnishgw-backends-"},
+		{"InvalidateAuthBindingName", InvalidateAuthBindingName, "varnishgw-invalidate-"},
+	} {
+		tests := []struct {
+			gw   routing.ObjectRef
+			want string // after the prefix
+		}{
+			{routing.ObjectRef{Namespace: "edge", Name: "public"}, "edge.public"},
+			{routing.ObjectRef{Namespace: "a-b", Name: "c"}, "a-b.c"},
+			{routing.ObjectRef{Namespace: "a", Name: "b-c"}, "a.b-c"},
+			{routing.ObjectRef{Namespace: "edge", Name: "with.dots"}, "edge.with.dots"},
+			{routing.ObjectRef{Namespace: "edge", Name: long}, "edge-a-a-a-"},
+		}
+		seen := map[string]routing.ObjectRef{}
+		for _, tt := range tests {
+			t.Run(fn.name+"/"+tt.gw.String(), func(t *testing.T) {
+				n := fn.of(tt.gw)
+				if !strings.HasPrefix(n, fn.prefix+tt.want) {
+					t.Errorf("%s = %q, want prefix %q", fn.name, n, fn.prefix+tt.want)
+				}
+				if other, ok := seen[n]; ok {
+					t.Errorf("gateways %s and %s share the %s %s", other, tt.gw, fn.name, n)
+				}
+				seen[n] = tt.gw
+				if errs := validation.IsDNS1123Subdomain(n); len(errs) > 0 {
+					t.Errorf("%s: %v", n, errs)
+				}
+			})
+		}
 	}
 }
 
