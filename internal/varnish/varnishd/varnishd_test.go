@@ -264,6 +264,11 @@ func TestPanicIsOneRecordAndStopIsInfo(t *testing.T) {
 		return err == nil && snap.Value("MGT.child_panic") == 1 && snap.ChildStarts() == 2
 	})
 	waitFor(t, "the panic record", func() bool { return strings.Contains(buf.String(), "cache child panic") })
+	// The stop waits until the new child is up: a manager that is still
+	// starting it handles SIGTERM only after the start, which on a loaded
+	// machine took longer than the stop's grace (and varnishd was killed
+	// without the record this test looks for).
+	waitFor(t, "the restarted child running", func() bool { s, _ := p.Admin.Status(ctx); return s == "running" })
 
 	p.Stop(15 * time.Second)
 	<-p.Done()
