@@ -17,6 +17,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/mainvcl"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/testing/chaperonetest"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/testing/varnishdtest"
 )
 
@@ -50,8 +51,8 @@ func TestAccessLog(t *testing.T) {
 	// The gateway's own main.vcl, and a route with a cache policy: the
 	// access log tells a miss from a hit with the gateway's varnishd
 	// defaults (vsl_mask) in force.
-	writeFile(t, c.vclPath, mainvcl.Render(mainvcl.Options{VMOD: ghostVMOD, GhostJSON: c.ghostPath}))
-	writeFile(t, c.ghostPath, fmt.Sprintf(`{"version": 2, "backends": [
+	chaperonetest.WriteFile(t, c.VCLPath, mainvcl.Render(mainvcl.Options{VMOD: build.GhostVMOD, GhostJSON: c.GhostPath}))
+	chaperonetest.WriteFile(t, c.GhostPath, fmt.Sprintf(`{"version": 2, "backends": [
   {"name": "shop/web:80", "endpoints": [{"address": %q, "port": %s}]},
   {"name": "shop/gone:80", "endpoints": []}
 ], "cachePolicies": [{"name": "gateway", "ttlMs": 60000}],
@@ -64,8 +65,8 @@ func TestAccessLog(t *testing.T) {
     {"name": "shop/web/2/0", "match": {"path": {"type": "PathPrefix", "value": "/cached"}},
      "backends": [{"backend": "shop/web:80", "weight": 1}], "cache": "gateway"}]}
 ]}`, host, port))
-	c.waitFor("the named routes and the gateway's main.vcl", 30*time.Second, func() bool {
-		req, _ := http.NewRequest("GET", "http://"+c.listenAddr+"/none", nil)
+	c.WaitFor("the named routes and the gateway's main.vcl", 30*time.Second, func() bool {
+		req, _ := http.NewRequest("GET", "http://"+c.ListenAddr+"/none", nil)
 		req.Host = "app.example.com"
 		resp, err := noKeepAlive.Do(req)
 		if err != nil {
@@ -79,7 +80,7 @@ func TestAccessLog(t *testing.T) {
 	before := len(accessLines(t, c))
 
 	send := func(path, hostHdr string, hdrs ...string) int {
-		req, _ := http.NewRequest("GET", "http://"+c.listenAddr+path, nil)
+		req, _ := http.NewRequest("GET", "http://"+c.ListenAddr+path, nil)
 		req.Host = hostHdr
 		for i := 0; i+1 < len(hdrs); i += 2 {
 			req.Header.Set(hdrs[i], hdrs[i+1])
@@ -116,7 +117,7 @@ func TestAccessLog(t *testing.T) {
 	hostile := "GET /hostile HTTP/1.1\r\nHost: app.example.com\r\n" +
 		"User-Agent: a\"b\\c\td},{\"x\":\"\xff\xfe\xc3\x28 \u00e9\r\n" +
 		"Referer: \"\r\nX-Request-Id: \"},\"status\":1\r\nConnection: close\r\n\r\n"
-	conn, err := net.Dial("tcp", c.listenAddr)
+	conn, err := net.Dial("tcp", c.ListenAddr)
 	must(t, err)
 	io.WriteString(conn, hostile)
 	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
@@ -129,7 +130,7 @@ func TestAccessLog(t *testing.T) {
 	}
 
 	var lines []map[string]any
-	c.waitFor("7 access log lines", 30*time.Second, func() bool {
+	c.WaitFor("7 access log lines", 30*time.Second, func() bool {
 		lines = accessLines(t, c)[before:]
 		return len(lines) >= 7
 	})
@@ -219,7 +220,7 @@ func TestAccessLog(t *testing.T) {
 	// varnishncsa killed: started again; killed chaperone: gone.
 	pids := func() []int {
 		var out []int
-		for _, pid := range varnishdtest.Descendants(c.cmd.Process.Pid) {
+		for _, pid := range varnishdtest.Descendants(c.Cmd.Process.Pid) {
 			if comm(pid) == "varnishncsa" {
 				out = append(out, pid)
 			}
@@ -231,13 +232,13 @@ func TestAccessLog(t *testing.T) {
 		t.Fatalf("varnishncsa processes under the chaperone: %v, want 1", first)
 	}
 	must(t, syscall.Kill(first[0], syscall.SIGKILL))
-	c.waitFor("varnishncsa started again", 30*time.Second, func() bool {
+	c.WaitFor("varnishncsa started again", 30*time.Second, func() bool {
 		p := pids()
 		return len(p) == 1 && p[0] != first[0]
 	})
 	// It logs the requests from its start on (it tails the log).
 	n := len(accessLines(t, c))
-	c.waitFor("a line from the new varnishncsa", 30*time.Second, func() bool {
+	c.WaitFor("a line from the new varnishncsa", 30*time.Second, func() bool {
 		send("/again", "app.example.com")
 		time.Sleep(500 * time.Millisecond)
 		return len(accessLines(t, c)) > n
@@ -246,14 +247,14 @@ func TestAccessLog(t *testing.T) {
 		t.Errorf("varnishgw_chaperone_access_log_restarts_total = %v, want 1", v)
 	}
 	second := pids()
-	varnishPids := varnishdtest.Descendants(c.cmd.Process.Pid)
+	varnishPids := varnishdtest.Descendants(c.Cmd.Process.Pid)
 	t.Cleanup(func() {
 		for _, pid := range varnishPids {
 			syscall.Kill(pid, syscall.SIGKILL)
 		}
 	})
-	must(t, syscall.Kill(c.cmd.Process.Pid, syscall.SIGKILL))
-	<-c.exited
+	must(t, syscall.Kill(c.Cmd.Process.Pid, syscall.SIGKILL))
+	<-c.Exited
 	deadline := time.Now().Add(10 * time.Second)
 	for comm(second[0]) != "" {
 		if time.Now().After(deadline) {
@@ -268,7 +269,7 @@ func TestAccessLog(t *testing.T) {
 func accessLines(t *testing.T, c *chaperone) []map[string]any {
 	t.Helper()
 	var out []map[string]any
-	for _, line := range strings.Split(c.stdout.String(), "\n") {
+	for _, line := range strings.Split(c.Stdout.String(), "\n") {
 		if line == "" {
 			continue
 		}

@@ -21,6 +21,7 @@ import (
 
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/gwruntime"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/routing"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/testing/chaperonetest"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/testing/testenv"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/testing/varnishdtest"
 )
@@ -31,13 +32,13 @@ import (
 // peak RSS (VmHWM) and the RSS at the end (VmRSS).
 func BenchmarkIdleRSS(b *testing.B) {
 	for b.Loop() {
-		c := startChaperone(b, backend(b, "A"))
+		c := startChaperone(b, chaperonetest.Backend(b, "A"))
 		for i := 0; i < 10; i++ {
-			c.health("/metrics")
+			c.Health("/metrics")
 			time.Sleep(time.Second)
 		}
-		b.ReportMetric(procStatusKB(b, c.cmd.Process.Pid, "VmRSS"), "rss-kB")
-		b.ReportMetric(procStatusKB(b, c.cmd.Process.Pid, "VmHWM"), "peak-rss-kB")
+		b.ReportMetric(procStatusKB(b, c.Cmd.Process.Pid, "VmRSS"), "rss-kB")
+		b.ReportMetric(procStatusKB(b, c.Cmd.Process.Pid, "VmHWM"), "peak-rss-kB")
 	}
 }
 
@@ -120,10 +121,10 @@ func benchKubeRSS(b *testing.B, extra ...string) {
 		b.Logf("created %d Services, EndpointSlices and RoutingFragments in %s", services, time.Since(start).Round(time.Millisecond))
 
 		loaded := time.Now()
-		c := startChaperoneIn(b, dir, backend(b, "file"), listen, append([]string{
+		c := startChaperoneIn(b, dir, chaperonetest.Backend(b, "file"), listen, append([]string{
 			"--routing=kubernetes", "--gateway=" + ns + "/edge", "--vcl=", "--kubeconfig=" + kubeconfig, "--log-level=info"}, extra...)...)
-		c.waitFor("all endpoints loaded", 5*time.Minute, func() bool {
-			_, body := c.health("/metrics")
+		c.WaitFor("all endpoints loaded", 5*time.Minute, func() bool {
+			_, body := c.Health("/metrics")
 			n := 0
 			for _, line := range strings.Split(body, "\n") {
 				if strings.HasPrefix(line, "varnishgw_routing_backend_endpoints{") && strings.HasSuffix(line, " "+strconv.Itoa(perSlice)) {
@@ -134,15 +135,15 @@ func benchKubeRSS(b *testing.B, extra ...string) {
 		})
 		b.Logf("ready and %d backends loaded %s after start", services, time.Since(loaded).Round(time.Millisecond))
 		for range 5 {
-			c.health("/metrics")
+			c.Health("/metrics")
 			time.Sleep(time.Second)
 		}
-		b.ReportMetric(procStatusKB(b, c.cmd.Process.Pid, "VmRSS"), "rss-kB")
-		b.ReportMetric(procStatusKB(b, c.cmd.Process.Pid, "VmHWM"), "peak-rss-kB")
-		_, metrics := c.health("/metrics")
+		b.ReportMetric(procStatusKB(b, c.Cmd.Process.Pid, "VmRSS"), "rss-kB")
+		b.ReportMetric(procStatusKB(b, c.Cmd.Process.Pid, "VmHWM"), "peak-rss-kB")
+		_, metrics := c.Health("/metrics")
 		stat, _ := exec.Command(varnishdtest.StatBin(b), "-j", "-n", filepath.Join(dir, "work")).Output()
 		b.Logf("/metrics: %d bytes, %d lines; varnishstat -j: %d bytes", len(metrics), strings.Count(metrics, "\n"), len(stat))
-		varnishdtest.KillTree(c.cmd.Process.Pid)
+		varnishdtest.KillTree(c.Cmd.Process.Pid)
 	}
 }
 

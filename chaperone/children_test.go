@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/testing/chaperonetest"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/testing/varnishdtest"
 )
 
@@ -24,25 +25,25 @@ func TestChildrenDieWithTheChaperone(t *testing.T) {
 	// A varnishstat that records its pid and, once the hang file exists,
 	// hangs instead of reading (exec keeps the pid the chaperone started).
 	wrapper := filepath.Join(dir, "varnishstat")
-	writeFile(t, wrapper, fmt.Sprintf("#!/bin/sh\necho $$ >> %s\n[ -e %s ] && exec sleep 300\nexec %s \"$@\"\n",
+	chaperonetest.WriteFile(t, wrapper, fmt.Sprintf("#!/bin/sh\necho $$ >> %s\n[ -e %s ] && exec sleep 300\nexec %s \"$@\"\n",
 		pids, hang, varnishdtest.StatBin(t)))
 	must(t, os.Chmod(wrapper, 0o755))
 
-	c := startChaperone(t, backend(t, "A"), "--varnishstat", wrapper)
+	c := startChaperone(t, chaperonetest.Backend(t, "A"), "--varnishstat", wrapper)
 	c.wantTraffic("A", "v1")
 	// varnishd's manager and cache child, killed by the test: run as root
 	// varnishd changes credentials, which clears a parent-death signal
 	// (design/chaperone.md).
-	varnishPids := varnishdtest.Descendants(c.cmd.Process.Pid)
+	varnishPids := varnishdtest.Descendants(c.Cmd.Process.Pid)
 	t.Cleanup(func() {
 		for _, pid := range varnishPids {
 			syscall.Kill(pid, syscall.SIGKILL)
 		}
 	})
 
-	writeFile(t, hang, "")
+	chaperonetest.WriteFile(t, hang, "")
 	var hung int
-	c.waitFor("a hanging varnishstat", 30*time.Second, func() bool {
+	c.WaitFor("a hanging varnishstat", 30*time.Second, func() bool {
 		for _, pid := range readPids(t, pids) {
 			if comm(pid) == "sleep" {
 				hung = pid
@@ -51,8 +52,8 @@ func TestChildrenDieWithTheChaperone(t *testing.T) {
 		}
 		return false
 	})
-	must(t, syscall.Kill(c.cmd.Process.Pid, syscall.SIGKILL))
-	<-c.exited
+	must(t, syscall.Kill(c.Cmd.Process.Pid, syscall.SIGKILL))
+	<-c.Exited
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		var left []string

@@ -20,6 +20,7 @@ import (
 
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/gwruntime"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/routing"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/testing/chaperonetest"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/testing/testenv"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/testing/varnishdtest"
 )
@@ -154,14 +155,14 @@ func kubeChaperoneMetrics(t *testing.T) map[string]bool {
 		Endpoints:   []discoveryv1.Endpoint{{Addresses: []string{ip}, Conditions: discoveryv1.EndpointConditions{Ready: ptr(true)}}},
 	}, metav1.CreateOptions{})
 	must(t, err)
-	c := launchChaperone(t, dir, backend(t, "file"), listen,
+	c := launchChaperone(t, dir, chaperonetest.Backend(t, "file"), listen,
 		"--routing=kubernetes", "--gateway="+ns+"/edge", "--vcl=", "--kubeconfig="+kubeconfig)
-	c.waitFor("ready", 90*time.Second, func() bool { code, _ := c.health("/readyz"); return code == 200 })
+	c.WaitFor("ready", 90*time.Second, func() bool { code, _ := c.Health("/readyz"); return code == 200 })
 	c.wantTraffic("K", "cm")
 	var fams map[string]*dto.MetricFamily
-	c.waitFor("varnishd's and ghost's counters of the traffic", 30*time.Second, func() bool {
+	c.WaitFor("varnishd's and ghost's counters of the traffic", 30*time.Second, func() bool {
 		c.get()
-		fams, err = scrape("http://" + c.healthAddr + "/metrics")
+		fams, err = scrape("http://" + c.HealthAddr + "/metrics")
 		return err == nil && fams["varnish_ghost_requests_total"] != nil && fams["varnish_main_client_req"] != nil
 	})
 	names := map[string]bool{}

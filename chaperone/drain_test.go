@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/testing/chaperonetest"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/testing/varnishdtest"
 )
 
@@ -147,8 +148,8 @@ func TestDrainClosesKeepAliveConnections(t *testing.T) {
 	c := startChaperone(t, be, "--param", "timeout_idle=120")
 	c.wantTraffic("A", "v1")
 
-	k := startKeepAliveClient(t, c.listenAddr)
-	c.waitFor("keep-alive traffic", 90*time.Second, func() bool { rs, _ := k.snapshot(); return len(rs) >= 20 })
+	k := startKeepAliveClient(t, c.ListenAddr)
+	c.WaitFor("keep-alive traffic", 90*time.Second, func() bool { rs, _ := k.snapshot(); return len(rs) >= 20 })
 	if rs, errs := k.snapshot(); len(errs) > 0 || slices.ContainsFunc(rs, func(r kaResponse) bool { return r.conn != 1 || r.close }) {
 		t.Fatalf("before the drain: %d responses not all on one kept connection, errors %v", len(rs), errs)
 	}
@@ -160,7 +161,7 @@ func TestDrainClosesKeepAliveConnections(t *testing.T) {
 	defer idle.Close()
 
 	// A request in flight when the drain starts.
-	inflight, err := net.Dial("tcp", c.listenAddr)
+	inflight, err := net.Dial("tcp", c.ListenAddr)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -172,9 +173,9 @@ func TestDrainClosesKeepAliveConnections(t *testing.T) {
 		t.Fatal("the slow request did not reach the backend")
 	}
 
-	c.cmd.Process.Signal(syscall.SIGTERM)
-	c.waitFor("readiness 503", 90*time.Second, func() bool { code, _ := c.health("/readyz"); return code == 503 })
-	c.waitFor("ghost told about the drain", 90*time.Second, func() bool {
+	c.Cmd.Process.Signal(syscall.SIGTERM)
+	c.WaitFor("readiness 503", 90*time.Second, func() bool { code, _ := c.Health("/readyz"); return code == 503 })
+	c.WaitFor("ghost told about the drain", 90*time.Second, func() bool {
 		return c.metric("varnishgw_chaperone_drain_closing_connections") == 1
 	})
 
@@ -197,7 +198,7 @@ func TestDrainClosesKeepAliveConnections(t *testing.T) {
 	// its connection, varnishd closes it, and the next request is on a
 	// new connection.
 	nAtDrain := 0
-	c.waitFor("5 answers with Connection: close", 90*time.Second, func() bool {
+	c.WaitFor("5 answers with Connection: close", 90*time.Second, func() bool {
 		rs, _ := k.snapshot()
 		closes := 0
 		for i, r := range rs {
@@ -230,8 +231,8 @@ func TestDrainClosesKeepAliveConnections(t *testing.T) {
 	checkClosing("after the drain started", nAtDrain)
 
 	// A VCL reload during the drain.
-	writeFile(t, c.vclPath, mainVCL(c.ghostPath, "v2"))
-	c.waitFor("answers from the new VCL", 90*time.Second, func() bool {
+	chaperonetest.WriteFile(t, c.VCLPath, mainVCL(c.GhostPath, "v2"))
+	c.WaitFor("answers from the new VCL", 90*time.Second, func() bool {
 		rs, _ := k.snapshot()
 		n := 0
 		for _, r := range rs {
@@ -246,34 +247,34 @@ func TestDrainClosesKeepAliveConnections(t *testing.T) {
 	// tells the new VCL's ghost all the same (it would matter for a VCL
 	// that imports another copy of ghost, and does after a cache child
 	// restart).
-	c.waitFor("the drain told again after the VCL reload", 30*time.Second, func() bool {
-		return strings.Count(c.out.String(), "draining: client connections close after their current response") >= 2
+	c.WaitFor("the drain told again after the VCL reload", 30*time.Second, func() bool {
+		return strings.Count(c.Out.String(), "draining: client connections close after their current response") >= 2
 	})
 
 	// A routing reload during the drain.
 	reloads := c.metric(`varnishgw_chaperone_reloads_total{kind="ghost",result="ok"}`)
-	writeFile(t, c.ghostPath, strings.Replace(ghostJSON(be.URL), `"vhosts": [`, `"vhosts": [{"hostname": "other.example.com", "routes": []},`, 1))
-	c.waitFor("a ghost reload", 90*time.Second, func() bool {
+	chaperonetest.WriteFile(t, c.GhostPath, strings.Replace(chaperonetest.GhostJSON(be.URL), `"vhosts": [`, `"vhosts": [{"hostname": "other.example.com", "routes": []},`, 1))
+	c.WaitFor("a ghost reload", 90*time.Second, func() bool {
 		return c.metric(`varnishgw_chaperone_reloads_total{kind="ghost",result="ok"}`) > reloads
 	})
 	rs, _ := k.snapshot()
-	c.waitFor("3 more answers", 90*time.Second, func() bool { more, _ := k.snapshot(); return len(more) >= len(rs)+3 })
+	c.WaitFor("3 more answers", 90*time.Second, func() bool { more, _ := k.snapshot(); return len(more) >= len(rs)+3 })
 	checkClosing("after a routing reload", nAtDrain)
 	k.Stop()
-	c.waitFor("ghost's drain_closes counter in /metrics", 90*time.Second, func() bool {
-		_, m := c.health("/metrics")
+	c.WaitFor("ghost's drain_closes counter in /metrics", 90*time.Second, func() bool {
+		_, m := c.Health("/metrics")
 		return strings.Contains(m, "varnish_ghostrouter_drain_closes_total{")
 	})
 
 	// No client left: the drain ends.
 	idle.Close()
 	select {
-	case <-c.exited:
+	case <-c.Exited:
 	case <-time.After(120 * time.Second):
 		t.Fatal("chaperone did not exit after the clients left")
 	}
-	if c.exitErr != nil {
-		t.Errorf("chaperone exit: %v, want status 0", c.exitErr)
+	if c.ExitErr != nil {
+		t.Errorf("chaperone exit: %v, want status 0", c.ExitErr)
 	}
 }
 
@@ -292,13 +293,13 @@ func backendFunc(t testing.TB, h http.HandlerFunc) *httptest.Server {
 func TestOnlyListenersAndProbesFaceTheNetwork(t *testing.T) {
 	listenPort := varnishdtest.Port(t, varnishdtest.FreeAddr(t))
 	healthPort := varnishdtest.Port(t, varnishdtest.FreeAddr(t))
-	c := launchChaperone(t, varnishdtest.Dir(t), backend(t, "A"), "127.0.0.1:"+strconv.Itoa(listenPort),
+	c := launchChaperone(t, varnishdtest.Dir(t), chaperonetest.Backend(t, "A"), "127.0.0.1:"+strconv.Itoa(listenPort),
 		"--listen-host=", "--health-addr", ":"+strconv.Itoa(healthPort))
-	c.healthAddr = "127.0.0.1:" + strconv.Itoa(healthPort)
-	c.waitFor("ready", 90*time.Second, func() bool { code, _ := c.health("/readyz"); return code == 200 })
+	c.HealthAddr = "127.0.0.1:" + strconv.Itoa(healthPort)
+	c.WaitFor("ready", 90*time.Second, func() bool { code, _ := c.Health("/readyz"); return code == 200 })
 	c.wantTraffic("A", "v1")
 
-	pids := append([]int{c.cmd.Process.Pid}, varnishdtest.Descendants(c.cmd.Process.Pid)...)
+	pids := append([]int{c.Cmd.Process.Pid}, varnishdtest.Descendants(c.Cmd.Process.Pid)...)
 	socks := varnishdtest.ListeningTCP(t, pids)
 	t.Logf("listening sockets: %v", socks)
 	var public []int
@@ -319,17 +320,17 @@ func TestOnlyListenersAndProbesFaceTheNetwork(t *testing.T) {
 	}
 	// On loopback: ghost's admin socket and the -M listener the chaperone
 	// closes once varnishd has connected.
-	if ghostPort := varnishdtest.Port(t, c.ghostAdmin); !loopbackPorts[ghostPort] {
+	if ghostPort := varnishdtest.Port(t, c.GhostAdmin); !loopbackPorts[ghostPort] {
 		t.Errorf("ghost's admin port %d is not among the loopback sockets %v", ghostPort, socks)
 	}
 	// varnishd's manager has no CLI port (-T none): it listens on the
 	// listener and ghost's admin socket only.
-	manager := childrenOf(t, c.cmd.Process.Pid, "varnishd")
+	manager := childrenOf(t, c.Cmd.Process.Pid, "varnishd")
 	if len(manager) != 1 {
 		t.Fatalf("chaperone children = %v, want varnishd's manager only", manager)
 	}
 	for _, s := range varnishdtest.ListeningTCP(t, manager) {
-		if p := int(s.Port()); p != listenPort && p != varnishdtest.Port(t, c.ghostAdmin) {
+		if p := int(s.Port()); p != listenPort && p != varnishdtest.Port(t, c.GhostAdmin) {
 			t.Errorf("varnishd's manager listens on %s, neither the listener nor ghost's admin socket: a CLI port (-T)?", s)
 		}
 	}
@@ -337,7 +338,7 @@ func TestOnlyListenersAndProbesFaceTheNetwork(t *testing.T) {
 	// The health port changes nothing.
 	for _, method := range []string{"GET", "POST", "PUT", "DELETE"} {
 		for _, path := range []string{"/drain", "/stop", "/quit", "/.varnish-ghost/drain", "/.varnish-ghost/reload"} {
-			req, _ := http.NewRequest(method, "http://"+c.healthAddr+path, nil)
+			req, _ := http.NewRequest(method, "http://"+c.HealthAddr+path, nil)
 			resp, err := http.DefaultClient.Do(req)
 			if err != nil {
 				t.Fatal(err)
@@ -348,7 +349,7 @@ func TestOnlyListenersAndProbesFaceTheNetwork(t *testing.T) {
 			}
 		}
 	}
-	if code, body := c.health("/readyz"); code != 200 {
+	if code, body := c.Health("/readyz"); code != 200 {
 		t.Errorf("/readyz after the requests = %d %s, want 200 (not draining)", code, body)
 	}
 	if code, _, h := c.get(); code != 200 || h.Get("Connection") == "close" {
@@ -382,22 +383,22 @@ func TestDrainLogsProgress(t *testing.T) {
 		_, body, _ := c.get()
 		got <- body
 	}()
-	c.waitFor("the slow request in flight", 30*time.Second, func() bool {
+	c.WaitFor("the slow request in flight", 30*time.Second, func() bool {
 		return c.metric(`varnish_mempool_live{id="sess0"}`) == 1
 	})
-	must(t, c.cmd.Process.Signal(syscall.SIGTERM))
+	must(t, c.Cmd.Process.Signal(syscall.SIGTERM))
 	progress := func() []string {
 		var lines []string
-		for _, l := range strings.Split(c.out.String(), "\n") {
+		for _, l := range strings.Split(c.Out.String(), "\n") {
 			if strings.Contains(l, `"msg":"draining: 1 client sessions still open","sessions":1`) && strings.Contains(l, `"time_left":"`) {
 				lines = append(lines, l)
 			}
 		}
 		return lines
 	}
-	c.waitFor("the first progress line", 30*time.Second, func() bool { return len(progress()) >= 1 })
+	c.WaitFor("the first progress line", 30*time.Second, func() bool { return len(progress()) >= 1 })
 	start := time.Now()
-	c.waitFor("a second progress line 10 s later", 30*time.Second, func() bool { return len(progress()) >= 2 })
+	c.WaitFor("a second progress line 10 s later", 30*time.Second, func() bool { return len(progress()) >= 2 })
 	if d := time.Since(start); d < 7*time.Second {
 		t.Errorf("second progress line %s after the first, want about 10 s", d)
 	}
@@ -410,11 +411,11 @@ func TestDrainLogsProgress(t *testing.T) {
 		t.Errorf("the request in flight got %q, want slow", body)
 	}
 	select {
-	case <-c.exited:
+	case <-c.Exited:
 	case <-time.After(60 * time.Second):
 		t.Fatal("chaperone did not exit after the last session")
 	}
-	if c.exitErr != nil {
-		t.Errorf("exit: %v, want status 0", c.exitErr)
+	if c.ExitErr != nil {
+		t.Errorf("exit: %v, want status 0", c.ExitErr)
 	}
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/testing/chaperonetest"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/testing/varnishdtest"
 )
 
@@ -46,19 +47,19 @@ func TestExporterMetricNames(t *testing.T) {
 		{"default", nil, "varnish_backend_"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			c := startChaperone(t, backend(t, "A"), tc.exclude...)
+			c := startChaperone(t, chaperonetest.Backend(t, "A"), tc.exclude...)
 			c.wantTraffic("A", "v1")
 			exporterAddr := varnishdtest.FreeAddr(t)
 			// The exporter panics on ghost's counters (GHOSTROUTER.<vcl>...
 			// with the VCL name main-<date>-N in a metric name): its
 			// varnishstat leaves them out.
-			stat := filepath.Join(c.dir, "varnishstat-no-ghost")
-			writeFile(t, stat, fmt.Sprintf("#!/bin/sh\ncase \" $* \" in *\" -j \"*) exec %s \"$@\" -X 'GHOST.*' -X 'GHOSTROUTER.*';; esac\nexec %s \"$@\"\n",
+			stat := filepath.Join(c.Dir, "varnishstat-no-ghost")
+			chaperonetest.WriteFile(t, stat, fmt.Sprintf("#!/bin/sh\ncase \" $* \" in *\" -j \"*) exec %s \"$@\" -X 'GHOST.*' -X 'GHOSTROUTER.*';; esac\nexec %s \"$@\"\n",
 				varnishdtest.StatBin(t), varnishdtest.StatBin(t)))
 			must(t, os.Chmod(stat, 0o755))
-			cmd := exec.Command(bin, "-n", filepath.Join(c.dir, "work"), "-varnishstat-path", stat,
+			cmd := exec.Command(bin, "-n", filepath.Join(c.Dir, "work"), "-varnishstat-path", stat,
 				"-web.listen-address", exporterAddr)
-			var out syncBuffer
+			var out chaperonetest.SyncBuffer
 			cmd.Stdout, cmd.Stderr = &out, &out
 			must(t, cmd.Start())
 			exited := make(chan error, 1)
@@ -84,18 +85,18 @@ func TestExporterMetricNames(t *testing.T) {
 					t.Logf("last scrape of the exporter: %v; %s %v", lastErr, st, cmd.Args)
 				}
 			})
-			c.waitFor("the exporter's metrics", 30*time.Second, func() bool {
+			c.WaitFor("the exporter's metrics", 30*time.Second, func() bool {
 				theirs, err = scrape("http://" + exporterAddr + "/metrics")
 				if err != nil {
 					lastErr = err
 				}
 				return err == nil && theirs["varnish_main_client_req"] != nil
 			})
-			c.waitFor("the chaperone's varnishd metrics", 30*time.Second, func() bool {
-				ours, err := scrape("http://" + c.healthAddr + "/metrics")
+			c.WaitFor("the chaperone's varnishd metrics", 30*time.Second, func() bool {
+				ours, err := scrape("http://" + c.HealthAddr + "/metrics")
 				return err == nil && ours["varnish_up"] != nil && ours["varnish_version"] != nil
 			})
-			ours, err := scrape("http://" + c.healthAddr + "/metrics")
+			ours, err := scrape("http://" + c.HealthAddr + "/metrics")
 			must(t, err)
 
 			compared, absent := 0, 0

@@ -18,6 +18,7 @@ import (
 
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/gwruntime"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/routing"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/testing/chaperonetest"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/testing/dnstest"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/testing/testenv"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/testing/varnishdtest"
@@ -155,8 +156,8 @@ func TestExternalNameServices(t *testing.T) {
 			must(t, frags.Delete(ctx, created.GetName(), metav1.DeleteOptions{}))
 			must(t, cp.Gateway.GatewayV1().Gateways(ns).Delete(ctx, "edge", metav1.DeleteOptions{}))
 		})
-		c := launchChaperone(t, varnishdtest.Dir(t), backend(t, "file"), listen, kubeArgs...)
-		c.waitFor("the Gateway's routing loaded (500 for the ExternalName backend)", 90*time.Second, func() bool {
+		c := launchChaperone(t, varnishdtest.Dir(t), chaperonetest.Backend(t, "file"), listen, kubeArgs...)
+		c.WaitFor("the Gateway's routing loaded (500 for the ExternalName backend)", 90*time.Second, func() bool {
 			code, _, _ := c.get()
 			return code == 500
 		})
@@ -180,7 +181,7 @@ func TestExternalNameServices(t *testing.T) {
 		must(t, err)
 		_, err = frags.Create(ctx, frag, metav1.CreateOptions{})
 		must(t, err)
-		c := launchChaperone(t, varnishdtest.Dir(t), backend(t, "file"), listen, append(kubeArgs,
+		c := launchChaperone(t, varnishdtest.Dir(t), chaperonetest.Backend(t, "file"), listen, append(kubeArgs,
 			"--external-name-services", "--dns-server="+dns.Addr(), "--external-name-refuse=169.254.0.0/16")...)
 		c.wantTraffic("A", "v1")
 		// The client's Host header reaches the backend unchanged.
@@ -199,7 +200,7 @@ func TestExternalNameServices(t *testing.T) {
 		// lookup and the routing sync.
 		dns.SetAddrs(name, 5, "127.0.0.3")
 		moved := time.Now()
-		c.waitFor("traffic on the new address", 30*time.Second, func() bool {
+		c.WaitFor("traffic on the new address", 30*time.Second, func() bool {
 			code, body, _ := c.get()
 			return code == 200 && body == "B"
 		})
@@ -211,14 +212,14 @@ func TestExternalNameServices(t *testing.T) {
 		// keeps serving.
 		errMetric := fmt.Sprintf(`varnishgw_dns_lookups_total{name=%q,result="error"}`, name)
 		dns.Stop()
-		c.waitFor("a failed lookup counted", 30*time.Second, func() bool { return c.metric(errMetric) >= 1 })
+		c.WaitFor("a failed lookup counted", 30*time.Second, func() bool { return c.metric(errMetric) >= 1 })
 		for range 20 {
 			if code, body, _ := c.get(); code != 200 || body != "B" {
 				t.Fatalf("with the DNS server down: %d %q, want 200 B from the last good address", code, body)
 			}
 		}
-		if !strings.Contains(c.out.String(), "DNS lookup failed; keeping the last good addresses") {
-			t.Errorf("the failed lookup is not logged:\n%s", c.out.String())
+		if !strings.Contains(c.Out.String(), "DNS lookup failed; keeping the last good addresses") {
+			t.Errorf("the failed lookup is not logged:\n%s", c.Out.String())
 		}
 	})
 }

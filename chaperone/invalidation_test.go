@@ -26,6 +26,7 @@ import (
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/invalidation"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/mainvcl"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/routing"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/testing/chaperonetest"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/testing/testenv"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/testing/varnishdtest"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/vgwapi"
@@ -36,7 +37,7 @@ import (
 // routed GET and stamps the X-Ghost-* object headers the invalidation bans
 // test.
 func cachingVCL(ghostJSON string) string {
-	return mainvcl.Render(mainvcl.Options{GhostJSON: ghostJSON, VMOD: ghostVMOD})
+	return mainvcl.Render(mainvcl.Options{GhostJSON: ghostJSON, VMOD: build.GhostVMOD})
 }
 
 // countingOrigin answers each URL with the URL and how often it was
@@ -74,17 +75,17 @@ type cachePod struct {
 
 // fetch gets path through the pod's varnishd and returns the body.
 func (p *cachePod) fetch(path string) string {
-	p.t.Helper()
-	req, _ := http.NewRequest("GET", "http://"+p.listenAddr+path, nil)
+	p.T.Helper()
+	req, _ := http.NewRequest("GET", "http://"+p.ListenAddr+path, nil)
 	req.Host = "app.example.com"
 	resp, err := noKeepAlive.Do(req)
 	if err != nil {
-		p.t.Fatalf("%s: GET %s: %v", p.name, path, err)
+		p.T.Fatalf("%s: GET %s: %v", p.name, path, err)
 	}
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
 	if resp.StatusCode != 200 {
-		p.t.Fatalf("%s: GET %s = %d %s", p.name, path, resp.StatusCode, b)
+		p.T.Fatalf("%s: GET %s = %d %s", p.name, path, resp.StatusCode, b)
 	}
 	return string(b)
 }
@@ -160,7 +161,7 @@ func startCacheGateway(t testing.TB, endpoint bool, pre ...vgwapi.InvalidationSp
 	for i, host := range []string{"127.0.0.1", "127.0.0.2"} {
 		dir := varnishdtest.Dir(t)
 		vclPath := filepath.Join(dir, "cache.vcl")
-		writeFile(t, vclPath, cachingVCL(filepath.Join(dir, "ghost.json")))
+		chaperonetest.WriteFile(t, vclPath, cachingVCL(filepath.Join(dir, "ghost.json")))
 		p := &cachePod{name: fmt.Sprintf("edge-%c", 'a'+i)}
 		// The ban lurker works on bans older than a second, every 0.1 s:
 		// the test sees it complete the invalidations' bans.
@@ -170,12 +171,12 @@ func startCacheGateway(t testing.TB, endpoint bool, pre ...vgwapi.InvalidationSp
 			p.invalidateAddr = varnishdtest.FreeAddr(t)
 			args = append(args, "--invalidate-addr="+p.invalidateAddr, "--invalidate-timeout=20s")
 		}
-		p.chaperone = launchChaperone(t, dir, backend(t, "file"), net.JoinHostPort(host, fmt.Sprint(port)), args...)
+		p.chaperone = launchChaperone(t, dir, chaperonetest.Backend(t, "file"), net.JoinHostPort(host, fmt.Sprint(port)), args...)
 		g.pods = append(g.pods, p)
 	}
 	for _, p := range g.pods {
-		p.waitFor("ready", 90*time.Second, func() bool { code, _ := p.health("/readyz"); return code == 200 })
-		p.waitFor("the Gateway's routing", 90*time.Second, func() bool {
+		p.WaitFor("ready", 90*time.Second, func() bool { code, _ := p.Health("/readyz"); return code == 200 })
+		p.WaitFor("the Gateway's routing", 90*time.Second, func() bool {
 			code, body, _ := p.get()
 			return code == 200 && strings.HasPrefix(body, "/#")
 		})
@@ -198,7 +199,7 @@ func (g *cacheGateway) create(t testing.TB, spec vgwapi.InvalidationSpec) *unstr
 func (g *cacheGateway) acks(t *testing.T, uid string) map[string]vgwapi.InvalidationReport {
 	t.Helper()
 	out := map[string]vgwapi.InvalidationReport{}
-	g.pods[0].waitFor("both pods acknowledge "+uid, 30*time.Second, func() bool {
+	g.pods[0].WaitFor("both pods acknowledge "+uid, 30*time.Second, func() bool {
 		reports, err := vgwapi.ReadReports(context.Background(), g.dyn, g.gw)
 		if err != nil {
 			return false
@@ -324,7 +325,7 @@ func TestCacheInvalidationOnEveryReplica(t *testing.T) {
 	for _, o := range list.Items[1:] {
 		must(t, g.dyn.Resource(vgwapi.CacheInvalidations).Namespace(g.ns).Delete(ctx, o.GetName(), metav1.DeleteOptions{}))
 	}
-	g.pods[0].waitFor("acknowledgements of deleted invalidations pruned", 30*time.Second, func() bool {
+	g.pods[0].WaitFor("acknowledgements of deleted invalidations pruned", 30*time.Second, func() bool {
 		reports, err := vgwapi.ReadReports(ctx, g.dyn, g.gw)
 		if err != nil {
 			return false
@@ -343,10 +344,10 @@ func TestCacheInvalidationOnEveryReplica(t *testing.T) {
 			t.Errorf("%s: %v bans test req.*, want 0 (the lurker cannot evaluate those)", p.name, v)
 		}
 		// (the counters are read every 500 ms)
-		p.waitFor(fmt.Sprintf("%d bans added", len(steps)+1), 10*time.Second, func() bool {
+		p.WaitFor(fmt.Sprintf("%d bans added", len(steps)+1), 10*time.Second, func() bool {
 			return p.metric("varnish_main_bans_added_total") >= float64(len(steps)+1)
 		})
-		p.waitFor("the ban lurker to complete the bans", 30*time.Second, func() bool {
+		p.WaitFor("the ban lurker to complete the bans", 30*time.Second, func() bool {
 			v := p.metric("varnish_main_bans")
 			return v >= 0 && v <= 1
 		})
@@ -391,19 +392,19 @@ func saToken(t *testing.T, cp *testenv.ControlPlane, ns, name string, audiences 
 // invalidate posts body to the pod's endpoint with token (none when
 // empty) and returns the status and the decoded answer.
 func (p *cachePod) invalidate(token, body string) (int, invalidation.Response) {
-	p.t.Helper()
+	p.T.Helper()
 	req, _ := http.NewRequest("POST", "http://"+p.invalidateAddr+invalidation.Path, strings.NewReader(body))
 	if token != "" {
 		req.Header.Set("Authorization", "Bearer "+token)
 	}
 	resp, err := noKeepAlive.Do(req)
 	if err != nil {
-		p.t.Fatalf("POST %s: %v", invalidation.Path, err)
+		p.T.Fatalf("POST %s: %v", invalidation.Path, err)
 	}
 	defer resp.Body.Close()
 	var out invalidation.Response
 	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil {
-		p.t.Fatalf("POST %s: %d, body not JSON: %v", invalidation.Path, resp.StatusCode, err)
+		p.T.Fatalf("POST %s: %d, body not JSON: %v", invalidation.Path, resp.StatusCode, err)
 	}
 	return resp.StatusCode, out
 }
@@ -445,7 +446,7 @@ func TestInvalidateEndpoint(t *testing.T) {
 	}
 	// Headers above the servers' MaxHeaderBytes: 431, on the endpoint and
 	// on the health and metrics server.
-	for _, url := range []string{"http://" + p.invalidateAddr + invalidation.Path, "http://" + p.healthAddr + "/readyz"} {
+	for _, url := range []string{"http://" + p.invalidateAddr + invalidation.Path, "http://" + p.HealthAddr + "/readyz"} {
 		req, _ := http.NewRequest("POST", url, strings.NewReader(body))
 		req.Header.Set("Authorization", "Bearer "+purger)
 		req.Header.Set("X-Pad", strings.Repeat("x", 200<<10))
@@ -485,7 +486,7 @@ func TestInvalidateEndpoint(t *testing.T) {
 			t.Errorf("%s still serves /news/1 from cache (%q) after the invalidation", p.name, got)
 		}
 	}
-	g.pods[0].waitFor("the applied CacheInvalidation deleted", 10*time.Second, func() bool {
+	g.pods[0].WaitFor("the applied CacheInvalidation deleted", 10*time.Second, func() bool {
 		list, err := g.dyn.Resource(vgwapi.CacheInvalidations).Namespace(g.ns).List(ctx, metav1.ListOptions{})
 		return err == nil && len(list.Items) == 0
 	})
@@ -507,7 +508,7 @@ func TestBanRegexCannotCrashTheCache(t *testing.T) {
 		if again := p.fetch(path); again != cached[p.name] {
 			t.Fatalf("%s: %s not cached: %q then %q", p.name, path, cached[p.name], again)
 		}
-		p.waitFor("the first stats", 30*time.Second, func() bool { return p.metric("varnish_main_bans_added_total") >= 0 })
+		p.WaitFor("the first stats", 30*time.Second, func() bool { return p.metric("varnish_main_bans_added_total") >= 0 })
 		added[p.name] = p.metric("varnish_main_bans_added_total")
 	}
 	bad := g.create(t, vgwapi.InvalidationSpec{Bans: []vgwapi.Ban{{Host: "app.example.com", PathRegex: `^/(a|a)*b$`}}})

@@ -23,6 +23,7 @@ import (
 
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/gwruntime"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/routing"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/testing/chaperonetest"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/testing/testenv"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/testing/varnishdtest"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/vgwapi"
@@ -162,13 +163,13 @@ func TestKubernetesRoutingBinary(t *testing.T) {
 
 	// ghost.json starts out routing to "file": the Gateway's routing must
 	// replace it. The --vcl flag is given empty, as the Deployment does.
-	c := launchChaperone(t, dir, backend(t, "file"), listen,
+	c := launchChaperone(t, dir, chaperonetest.Backend(t, "file"), listen,
 		"--routing=kubernetes", "--gateway="+ns+"/edge", "--vcl=", "--kubeconfig="+kubeconfig, "--pod-name=edge-pod-1")
 
 	programmed := func(want metav1.ConditionStatus, reason string, msgs ...string) {
 		t.Helper()
 		var last string
-		c.waitFor("Programmed="+string(want)+"/"+reason, 90*time.Second, func() bool {
+		c.WaitFor("Programmed="+string(want)+"/"+reason, 90*time.Second, func() bool {
 			got, err := cp.Gateway.GatewayV1().Gateways(ns).Get(ctx, "edge", metav1.GetOptions{})
 			if err != nil {
 				last = err.Error()
@@ -198,7 +199,7 @@ func TestKubernetesRoutingBinary(t *testing.T) {
 	// still answers with its boot VCL.
 	cmName := gwruntime.VCLConfigMapName(routing.ObjectRef{Namespace: ns, Name: "edge"})
 	programmed(metav1.ConditionFalse, "Pending", ns+"/"+cmName, `"main.vcl"`)
-	if code, body := c.health("/readyz"); code != 503 {
+	if code, body := c.Health("/readyz"); code != 503 {
 		t.Errorf("/readyz without a main VCL = %d %s, want 503", code, body)
 	}
 	if code, _, _ := c.get(); code != 503 {
@@ -207,14 +208,14 @@ func TestKubernetesRoutingBinary(t *testing.T) {
 
 	vcl, err := cp.Client.CoreV1().ConfigMaps(ns).Create(ctx, providerVCL(t, cp, gw, mainVCL(ghostPath, "cm-1")), metav1.CreateOptions{})
 	must(t, err)
-	c.waitFor("ready", 90*time.Second, func() bool { code, _ := c.health("/readyz"); return code == 200 })
+	c.WaitFor("ready", 90*time.Second, func() bool { code, _ := c.Health("/readyz"); return code == 200 })
 	c.wantTraffic("K", "cm-1")
 	programmed(metav1.ConditionTrue, "Programmed")
 
 	// The pod reports, as its ServiceAccount, that it serves the fragment.
 	dyn := dynamic.NewForConfigOrDie(cp.Config)
 	gwRef := routing.ObjectRef{Namespace: ns, Name: "edge"}
-	c.waitFor("GatewayPodReport serving the fragment", 30*time.Second, func() bool {
+	c.WaitFor("GatewayPodReport serving the fragment", 30*time.Second, func() bool {
 		reports, err := vgwapi.ReadReports(ctx, dyn, gwRef)
 		if err != nil {
 			return false
@@ -253,13 +254,13 @@ func TestKubernetesRoutingBinary(t *testing.T) {
 	programmed(metav1.ConditionTrue, "Programmed")
 
 	// SIGTERM drains (no client left) and exits 0.
-	must(t, c.cmd.Process.Signal(syscall.SIGTERM))
+	must(t, c.Cmd.Process.Signal(syscall.SIGTERM))
 	select {
-	case <-c.exited:
+	case <-c.Exited:
 	case <-time.After(120 * time.Second):
 		t.Fatal("chaperone did not exit within 120 s of SIGTERM")
 	}
-	if c.exitErr != nil {
-		t.Errorf("chaperone exit after SIGTERM: %v, want status 0", c.exitErr)
+	if c.ExitErr != nil {
+		t.Errorf("chaperone exit after SIGTERM: %v, want status 0", c.ExitErr)
 	}
 }

@@ -25,6 +25,7 @@ import (
 
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/gwruntime"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/routing"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/testing/chaperonetest"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/testing/testenv"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/testing/varnishdtest"
 )
@@ -101,14 +102,14 @@ func TestKubernetesHTTPSBinary(t *testing.T) {
 	_, err = cp.Client.CoreV1().ConfigMaps(ns).Create(ctx, providerVCL(t, cp, gw, mainVCL(ghostPath, "cm-1")), metav1.CreateOptions{})
 	must(t, err)
 
-	c := launchChaperone(t, dir, backend(t, "file"), listen,
+	c := launchChaperone(t, dir, chaperonetest.Backend(t, "file"), listen,
 		"--routing=kubernetes", "--gateway="+ns+"/edge", "--vcl=", "--kubeconfig="+kubeconfig, "--pod-name=edge-pod-1",
 		"--tls-listen", strconv.Itoa(tlsPort), "--tls-dir", tlsDir, "--hitch", "/usr/sbin/hitch")
 
 	resolvedRefs := func(want metav1.ConditionStatus, reason string, msgs ...string) {
 		t.Helper()
 		var last string
-		c.waitFor("ResolvedRefs="+string(want)+"/"+reason, 90*time.Second, func() bool {
+		c.WaitFor("ResolvedRefs="+string(want)+"/"+reason, 90*time.Second, func() bool {
 			got, err := cp.Gateway.GatewayV1().Gateways(ns).Get(ctx, "edge", metav1.GetOptions{})
 			if err != nil {
 				last = err.Error()
@@ -143,16 +144,16 @@ func TestKubernetesHTTPSBinary(t *testing.T) {
 	// The missing certificate holds no one back: the HTTP listener serves
 	// and the pod is ready (a rollout goes on; cert-manager's HTTP-01
 	// challenge is answered).
-	c.waitFor("/readyz 200 without the certificate", 30*time.Second, func() bool {
-		code, _ := c.health("/readyz")
+	c.WaitFor("/readyz 200 without the certificate", 30*time.Second, func() bool {
+		code, _ := c.Health("/readyz")
 		return code == 200
 	})
 
-	secret, serial := tlsSecret(t, "app-cert", "app.example.com", time.Now().Add(-time.Hour), time.Now().Add(24*time.Hour))
+	secret, serial := chaperonetest.TLSSecret(t, "demo", "app-cert", "app.example.com", time.Now().Add(-time.Hour), time.Now().Add(24*time.Hour))
 	secret.Namespace = ns
 	_, err = cp.Client.CoreV1().Secrets(ns).Create(ctx, secret, metav1.CreateOptions{})
 	must(t, err)
-	c.waitFor("ready", 60*time.Second, func() bool { code, _ := c.health("/readyz"); return code == 200 })
+	c.WaitFor("ready", 60*time.Second, func() bool { code, _ := c.Health("/readyz"); return code == 200 })
 	resolvedRefs(metav1.ConditionTrue, "ResolvedRefs")
 	if got := servedSerial(tlsAddr, "app.example.com"); got == nil || got.Cmp(serial) != 0 {
 		t.Errorf("served certificate %v, want the Secret's %v", got, serial)
@@ -164,7 +165,7 @@ func TestKubernetesHTTPSBinary(t *testing.T) {
 			return (&net.Dialer{}).DialContext(ctx, "tcp", tlsAddr)
 		},
 	}}
-	c.waitFor("HTTPS traffic", 30*time.Second, func() bool {
+	c.WaitFor("HTTPS traffic", 30*time.Second, func() bool {
 		resp, err := client.Get("https://app.example.com/")
 		if err != nil {
 			return false
@@ -198,13 +199,13 @@ func TestKubernetesHTTPSBinary(t *testing.T) {
 		t.Errorf("Programmed is not True next to ResolvedRefs: %+v", got.Status.Conditions)
 	}
 
-	must(t, c.cmd.Process.Signal(syscall.SIGTERM))
+	must(t, c.Cmd.Process.Signal(syscall.SIGTERM))
 	select {
-	case <-c.exited:
+	case <-c.Exited:
 	case <-time.After(120 * time.Second):
 		t.Fatal("chaperone did not exit within 120 s of SIGTERM")
 	}
-	if c.exitErr != nil {
-		t.Errorf("chaperone exit after SIGTERM: %v, want status 0", c.exitErr)
+	if c.ExitErr != nil {
+		t.Errorf("chaperone exit after SIGTERM: %v, want status 0", c.ExitErr)
 	}
 }

@@ -31,6 +31,7 @@ import (
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/gatewaystatus"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/gwruntime"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/routing"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/testing/chaperonetest"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/testing/testenv"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/testing/varnishdtest"
 )
@@ -102,7 +103,7 @@ func TestKubernetesListenerSet(t *testing.T) {
 	_, err = cp.Client.CoreV1().ConfigMaps(ns).Create(ctx, providerVCL(t, cp, gw, mainVCL(ghostPath, "cm-1")), metav1.CreateOptions{})
 	must(t, err)
 
-	c := launchChaperone(t, dir, backend(t, "file"), listen,
+	c := launchChaperone(t, dir, chaperonetest.Backend(t, "file"), listen,
 		"--routing=kubernetes", "--gateway="+ns+"/edge", "--vcl=", "--kubeconfig="+kubeconfig, "--pod-name=edge-pod-1",
 		"--listen", strconv.Itoa(lsPort))
 	get := func(addr, host string) (int, string) {
@@ -116,7 +117,7 @@ func TestKubernetesListenerSet(t *testing.T) {
 		b, _ := io.ReadAll(resp.Body)
 		return resp.StatusCode, string(b)
 	}
-	c.waitFor("the ListenerSet's route served on its port", 90*time.Second, func() bool {
+	c.WaitFor("the ListenerSet's route served on its port", 90*time.Second, func() bool {
 		code, body := get(lsListen, "ls.example.com")
 		return code == 200 && body == "LS"
 	})
@@ -136,7 +137,7 @@ func TestKubernetesListenerSet(t *testing.T) {
 	live.Spec.AllowedListeners = nil
 	_, err = cp.Gateway.GatewayV1().Gateways(ns).Update(ctx, live, metav1.UpdateOptions{})
 	must(t, err)
-	c.waitFor("the ListenerSet's route no longer served", 90*time.Second, func() bool {
+	c.WaitFor("the ListenerSet's route no longer served", 90*time.Second, func() bool {
 		code, _ := get(lsListen, "ls.example.com")
 		return code == 404
 	})
@@ -231,7 +232,7 @@ func TestKubernetesListenerSetHTTPS(t *testing.T) {
 	}}
 	_, err = grants.Create(ctx, grant, metav1.CreateOptions{})
 	must(t, err)
-	shared, sharedSerial := tlsSecret(t, "shared-cert", "shared.example.com", time.Now().Add(-time.Hour), time.Now().Add(24*time.Hour))
+	shared, sharedSerial := chaperonetest.TLSSecret(t, "demo", "shared-cert", "shared.example.com", time.Now().Add(-time.Hour), time.Now().Add(24*time.Hour))
 	shared.Namespace = certNS
 	_, err = cp.Client.CoreV1().Secrets(certNS).Create(ctx, shared, metav1.CreateOptions{})
 	must(t, err)
@@ -270,14 +271,14 @@ func TestKubernetesListenerSetHTTPS(t *testing.T) {
 		Endpoints:   []discoveryv1.Endpoint{{Addresses: []string{ip}, Conditions: discoveryv1.EndpointConditions{Ready: ptr(true)}}},
 	}, metav1.CreateOptions{})
 	must(t, err)
-	secret, serial := tlsSecret(t, "team-cert", "ls.example.com", time.Now().Add(-time.Hour), time.Now().Add(24*time.Hour))
+	secret, serial := chaperonetest.TLSSecret(t, "demo", "team-cert", "ls.example.com", time.Now().Add(-time.Hour), time.Now().Add(24*time.Hour))
 	secret.Namespace = lsNS
 	_, err = cp.Client.CoreV1().Secrets(lsNS).Create(ctx, secret, metav1.CreateOptions{})
 	must(t, err)
 	_, err = cp.Client.CoreV1().ConfigMaps(ns).Create(ctx, providerVCL(t, cp, gw, mainVCL(ghostPath, "cm-1")), metav1.CreateOptions{})
 	must(t, err)
 
-	c := launchChaperone(t, dir, backend(t, "file"), listen,
+	c := launchChaperone(t, dir, chaperonetest.Backend(t, "file"), listen,
 		"--routing=kubernetes", "--gateway="+ns+"/edge", "--vcl=", "--kubeconfig="+kubeconfig, "--pod-name=edge-pod-1",
 		"--tls-listen", strconv.Itoa(tlsPort), "--tls-dir", tlsDir, "--hitch", "/usr/sbin/hitch")
 	client := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{
@@ -296,7 +297,7 @@ func TestKubernetesListenerSetHTTPS(t *testing.T) {
 		b, _ := io.ReadAll(resp.Body)
 		return resp.StatusCode, string(b)
 	}
-	c.waitFor("the ListenerSet's route served over TLS", 90*time.Second, func() bool {
+	c.WaitFor("the ListenerSet's route served over TLS", 90*time.Second, func() bool {
 		code, body := get("ls.example.com")
 		return code == 200 && body == "LS"
 	})
@@ -320,7 +321,7 @@ func TestKubernetesListenerSetHTTPS(t *testing.T) {
 		t.Helper()
 		start := time.Now()
 		var last string
-		c.waitFor("listener "+listener+"'s ResolvedRefs="+string(status)+"/"+string(reason), 30*time.Second, func() bool {
+		c.WaitFor("listener "+listener+"'s ResolvedRefs="+string(status)+"/"+string(reason), 30*time.Second, func() bool {
 			l, err := lsets.Get(ctx, "team", metav1.GetOptions{})
 			if err != nil || len(l.Status.Listeners) != 2 {
 				return false
@@ -350,7 +351,7 @@ func TestKubernetesListenerSetHTTPS(t *testing.T) {
 	}
 	resolved("secure", metav1.ConditionTrue, gatewayv1.ListenerEntryReasonResolvedRefs)
 	resolved("shared", metav1.ConditionTrue, gatewayv1.ListenerEntryReasonResolvedRefs)
-	c.waitFor("the listener with the granted certificate served over TLS", 30*time.Second, func() bool {
+	c.WaitFor("the listener with the granted certificate served over TLS", 30*time.Second, func() bool {
 		code, body := get("shared.example.com")
 		return code == 200 && body == "LS"
 	})
@@ -401,7 +402,7 @@ func TestKubernetesListenerSetHTTPS(t *testing.T) {
 		for _, sni := range []string{otherSNI, host} {
 			var code int
 			var body string
-			c.waitFor(host+" answered 421 or 404 on a connection for "+sni, 30*time.Second, func() bool {
+			c.WaitFor(host+" answered 421 or 404 on a connection for "+sni, 30*time.Second, func() bool {
 				code, body = overSNI(sni, host)
 				return code == 421 || code == 404
 			})
@@ -410,7 +411,7 @@ func TestKubernetesListenerSetHTTPS(t *testing.T) {
 	}
 	served := func(host, want string) {
 		t.Helper()
-		c.waitFor(host+" served again", 30*time.Second, func() bool {
+		c.WaitFor(host+" served again", 30*time.Second, func() bool {
 			code, body := get(host)
 			return code == 200 && body == want
 		})
@@ -418,7 +419,7 @@ func TestKubernetesListenerSetHTTPS(t *testing.T) {
 
 	// Ready: the routing loaded (the delays below are not the first
 	// load's).
-	c.waitFor("ready", 90*time.Second, func() bool { code, _ := c.health("/readyz"); return code == 200 })
+	c.WaitFor("ready", 90*time.Second, func() bool { code, _ := c.Health("/readyz"); return code == 200 })
 	// The Secret deleted, then back.
 	since := time.Now()
 	must(t, cp.Client.CoreV1().Secrets(lsNS).Delete(ctx, "team-cert", metav1.DeleteOptions{}))

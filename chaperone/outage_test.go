@@ -17,6 +17,7 @@ import (
 
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/gwruntime"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/routing"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/testing/chaperonetest"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/testing/testenv"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/testing/varnishdtest"
 )
@@ -69,12 +70,12 @@ func TestAPIServerOutage(t *testing.T) {
 	slice, err = cp.Client.DiscoveryV1().EndpointSlices(ns).Create(ctx, slice, metav1.CreateOptions{})
 	must(t, err)
 
-	c := launchChaperone(t, dir, backend(t, "file"), listen,
+	c := launchChaperone(t, dir, chaperonetest.Backend(t, "file"), listen,
 		"--routing=kubernetes", "--gateway="+ns+"/edge", "--vcl=", "--kubeconfig="+kubeconfig)
-	c.waitFor("ready", 90*time.Second, func() bool { code, _ := c.health("/readyz"); return code == 200 })
+	c.WaitFor("ready", 90*time.Second, func() bool { code, _ := c.Health("/readyz"); return code == 200 })
 	c.wantTraffic("K", "cm")
 	const age, broken = "varnishgw_chaperone_kube_api_sync_age_seconds", "varnishgw_chaperone_kube_api_broken_watches"
-	c.waitFor("in sync", 30*time.Second, func() bool { return c.metric(age) == 0 && c.metric(broken) == 0 })
+	c.WaitFor("in sync", 30*time.Second, func() bool { return c.metric(age) == 0 && c.metric(broken) == 0 })
 
 	// Traffic and readiness, checked every 100 ms while the API server
 	// is away (and until a routing change after it is back).
@@ -93,7 +94,7 @@ func TestAPIServerOutage(t *testing.T) {
 				}
 				requests.Add(1)
 				code, body, _ := c.get()
-				ready, _ := c.health("/readyz")
+				ready, _ := c.Health("/readyz")
 				if code != 200 || body != "K" || ready != 200 {
 					failures.Add(1)
 					mu.Lock()
@@ -107,7 +108,7 @@ func TestAPIServerOutage(t *testing.T) {
 
 	records := func(msg string) []map[string]any {
 		var out []map[string]any
-		for _, line := range strings.Split(c.out.String(), "\n") {
+		for _, line := range strings.Split(c.Out.String(), "\n") {
 			if !strings.Contains(line, msg) {
 				continue
 			}
@@ -127,7 +128,7 @@ func TestAPIServerOutage(t *testing.T) {
 		brokeBefore, backBefore := len(records(brokeMsg)), len(records(backMsg))
 		stopChecking := checkTraffic()
 		outage.stop()
-		c.waitFor("a broken watch logged", 60*time.Second, func() bool { return len(records(brokeMsg)) > brokeBefore })
+		c.WaitFor("a broken watch logged", 60*time.Second, func() bool { return len(records(brokeMsg)) > brokeBefore })
 		a1 := c.metric(age)
 		time.Sleep(6 * time.Second) // the informers retry meanwhile
 		a2 := c.metric(age)
@@ -149,7 +150,7 @@ func TestAPIServerOutage(t *testing.T) {
 		t.Logf("API server %s: %d watches broken: %v", outage.name, len(breaks), seen)
 
 		must(t, cp.StartAPIServer(ctx))
-		c.waitFor("in sync again", 120*time.Second, func() bool { return c.metric(age) == 0 && c.metric(broken) == 0 })
+		c.WaitFor("in sync again", 120*time.Second, func() bool { return c.metric(age) == 0 && c.metric(broken) == 0 })
 		// Count the breaks again: a watch that retried late (a loaded
 		// machine) logs its break after the count above.
 		breaks = records(brokeMsg)[brokeBefore:]
@@ -187,7 +188,7 @@ func TestAPIServerOutage(t *testing.T) {
 		t.Errorf("%d of %d requests failed or found /readyz not 200 during the outages: %v", n, requests.Load(), problems)
 	}
 	t.Logf("%d requests during the outages, all 200 with /readyz 200", requests.Load())
-	if strings.Contains(c.out.String(), "reflector.go") && !strings.Contains(c.out.String(), `"component":"client-go"`) {
+	if strings.Contains(c.Out.String(), "reflector.go") && !strings.Contains(c.Out.String(), `"component":"client-go"`) {
 		t.Error("client-go's own messages are not JSON records")
 	}
 }

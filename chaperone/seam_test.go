@@ -16,6 +16,7 @@ import (
 	"github.com/varnishgw/terraform-provider-varnishgw/chaperone/internal/metrics"
 	"github.com/varnishgw/terraform-provider-varnishgw/chaperone/internal/routingsync"
 	"github.com/varnishgw/terraform-provider-varnishgw/chaperone/internal/vcl"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/testing/chaperonetest"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/testing/varnishdtest"
 )
 
@@ -52,7 +53,7 @@ func (r *pushRouting) ChildStarted(context.Context) { r.started.Add(1) }
 // TestRunWithARoutingHalf runs Run in-process with a routing half that
 // pushes VCL and ghost.json through the seam, then drains on a signal.
 func TestRunWithARoutingHalf(t *testing.T) {
-	be := backend(t, "P")
+	be := chaperonetest.Backend(t, "P")
 	dir := varnishdtest.Dir(t)
 	ghostPath := filepath.Join(dir, "ghost.json")
 	listen, health, ghostAdmin := varnishdtest.FreeAddr(t), varnishdtest.FreeAddr(t), varnishdtest.FreeAddr(t)
@@ -71,7 +72,7 @@ func TestRunWithARoutingHalf(t *testing.T) {
 	// No VCL file: the routing half pushes it (the command line allows an
 	// empty --vcl only with --routing=kubernetes, whose half does so).
 	cfg.VCLPath = ""
-	r := &pushRouting{vcl: mainVCL(ghostPath, "pushed"), ghost: ghostJSON(be.URL)}
+	r := &pushRouting{vcl: mainVCL(ghostPath, "pushed"), ghost: chaperonetest.GhostJSON(be.URL)}
 	sig := make(chan os.Signal, 1)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
@@ -82,9 +83,9 @@ func TestRunWithARoutingHalf(t *testing.T) {
 			t.Logf("Run after cancel: %v", err)
 		}
 	})
-	c := &chaperone{t: t, listenAddr: listen, healthAddr: health, exited: make(chan struct{})}
+	c := &chaperone{&chaperonetest.Chaperone{T: t, ListenAddr: listen, HealthAddr: health, Exited: make(chan struct{})}}
 
-	c.waitFor("ready", 90*time.Second, func() bool { code, _ := c.health("/readyz"); return code == 200 })
+	c.WaitFor("ready", 90*time.Second, func() bool { code, _ := c.Health("/readyz"); return code == 200 })
 	c.wantTraffic("P", "pushed")
 	var ce *vcl.CompileError
 	if bad := r.badVCLErr.Load(); bad == nil || !errors.As(*bad, &ce) {

@@ -22,6 +22,7 @@ import (
 
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/gwruntime"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/routing"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/testing/chaperonetest"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/testing/testenv"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/testing/varnishdtest"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/vgwapi"
@@ -105,7 +106,7 @@ func TestRoutingInjection(t *testing.T) {
 	}, metav1.CreateOptions{})
 	must(t, err)
 
-	c := launchChaperone(t, dir, backend(t, "file"), listen,
+	c := launchChaperone(t, dir, chaperonetest.Backend(t, "file"), listen,
 		"--routing=kubernetes", "--gateway="+ns+"/edge", "--vcl=", "--kubeconfig="+kubeconfig, "--pod-name=edge-pod-1")
 	c.wantTraffic("K", "v1")
 

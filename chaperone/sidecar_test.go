@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/testing/chaperonetest"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/testing/logcheck"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/testing/varnishdtest"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/varnish/varnishd"
@@ -46,41 +47,41 @@ func startSidecar(t *testing.T, beURL string) *sidecar {
 	listenPort := varnishdtest.Port(t, varnishdtest.FreeAddr(t))
 	healthPort := varnishdtest.Port(t, varnishdtest.FreeAddr(t))
 	drainSocket := filepath.Join(dir, "drain.sock")
-	c := &chaperone{
-		t: t, dir: dir,
-		listenAddr: "127.0.0.1:" + strconv.Itoa(listenPort),
-		healthAddr: "127.0.0.1:" + strconv.Itoa(healthPort),
-		ghostAdmin: varnishdtest.FreeAddr(t),
-		vclPath:    filepath.Join(dir, "main.vcl"),
-		ghostPath:  filepath.Join(dir, "ghost.json"),
-		out:        &syncBuffer{},
-		stdout:     &syncBuffer{},
-		exited:     make(chan struct{}),
-	}
+	c := &chaperone{&chaperonetest.Chaperone{
+		T: t, Dir: dir,
+		ListenAddr: "127.0.0.1:" + strconv.Itoa(listenPort),
+		HealthAddr: "127.0.0.1:" + strconv.Itoa(healthPort),
+		GhostAdmin: varnishdtest.FreeAddr(t),
+		VCLPath:    filepath.Join(dir, "main.vcl"),
+		GhostPath:  filepath.Join(dir, "ghost.json"),
+		Out:        &chaperonetest.SyncBuffer{},
+		Stdout:     &chaperonetest.SyncBuffer{},
+		Exited:     make(chan struct{}),
+	}}
 	adminAddr := varnishdtest.FreeAddr(t)
-	writeFile(t, c.ghostPath, ghostJSON(beURL))
-	writeFile(t, c.vclPath, mainVCL(c.ghostPath, "side"))
+	chaperonetest.WriteFile(t, c.GhostPath, chaperonetest.GhostJSON(beURL))
+	chaperonetest.WriteFile(t, c.VCLPath, mainVCL(c.GhostPath, "side"))
 
-	c.cmd = exec.Command(chaperoneBin,
+	c.Cmd = exec.Command(build.Chaperone,
 		"--mode=sidecar", "--secret-file", secretFile, "--workdir", workDir,
-		"--admin-addr", adminAddr, "--ghost-admin-addr", c.ghostAdmin,
+		"--admin-addr", adminAddr, "--ghost-admin-addr", c.GhostAdmin,
 		"--health-addr", ":"+strconv.Itoa(healthPort), "--drain-socket", drainSocket,
-		"--vcl", c.vclPath, "--ghost-json", c.ghostPath,
+		"--vcl", c.VCLPath, "--ghost-json", c.GhostPath,
 		"--varnishstat", varnishdtest.StatBin(t), "--stats-interval", "500ms",
 		"--access-log", "--varnishncsa", varnishdtest.NcsaBin(t))
-	c.cmd.Env = []string{"PATH=" + os.Getenv("PATH")}
-	c.cmd.Stdout, c.cmd.Stderr = io.MultiWriter(c.stdout, c.out), c.out
-	c.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	if err := c.cmd.Start(); err != nil {
+	c.Cmd.Env = []string{"PATH=" + os.Getenv("PATH")}
+	c.Cmd.Stdout, c.Cmd.Stderr = io.MultiWriter(c.Stdout, c.Out), c.Out
+	c.Cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if err := c.Cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	go func() { c.exitErr = c.cmd.Wait(); close(c.exited) }()
+	go func() { c.ExitErr = c.Cmd.Wait(); close(c.Exited) }()
 	t.Cleanup(func() {
-		varnishdtest.KillTree(c.cmd.Process.Pid)
-		<-c.exited
-		logcheck.Records(t, c.out.String())
+		varnishdtest.KillTree(c.Cmd.Process.Pid)
+		<-c.Exited
+		logcheck.Records(t, c.Out.String())
 		if t.Failed() {
-			t.Logf("chaperone output:\n%s", c.out.String())
+			t.Logf("chaperone output:\n%s", c.Out.String())
 		}
 	})
 
@@ -89,12 +90,12 @@ func startSidecar(t *testing.T, beURL string) *sidecar {
 		cfg := varnishd.Config{
 			WorkDir:        workDir,
 			Listeners:      []varnishd.Listener{{Name: "port-" + strconv.Itoa(listenPort), Addr: ":" + strconv.Itoa(listenPort)}},
-			GhostAdminAddr: c.ghostAdmin,
+			GhostAdminAddr: c.GhostAdmin,
 			Storage:        []string{"malloc,32m"},
 			Params:         []string{"thread_pool_min=5", "thread_pools=1", "timeout_idle=120"},
 		}
 		vd := exec.Command(varnishdtest.Bin(t), varnishd.Args(cfg, adminAddr, secretFile, bootFile)...)
-		vdOut := &syncBuffer{}
+		vdOut := &chaperonetest.SyncBuffer{}
 		vd.Stdout, vd.Stderr = vdOut, vdOut
 		vd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 		if err := vd.Start(); err != nil {
@@ -121,25 +122,25 @@ func startSidecar(t *testing.T, beURL string) *sidecar {
 // connections then close after their next response, and the hook exits 0
 // only once the last client has gone.
 func TestSidecarSteersAnotherVarnishdAndDrainsOnPreStop(t *testing.T) {
-	be := backend(t, "S")
+	be := chaperonetest.Backend(t, "S")
 	sc := startSidecar(t, be.URL)
 	c, drainSocket, listenPort, healthPort, varnishContainer := sc.chaperone, sc.drainSocket, sc.listenPort, sc.healthPort, sc.varnishContainer
-	dir := c.dir
+	dir := c.Dir
 	vd := varnishContainer()
 
-	c.waitFor("ready", 90*time.Second, func() bool { code, _ := c.health("/readyz"); return code == 200 })
+	c.WaitFor("ready", 90*time.Second, func() bool { code, _ := c.Health("/readyz"); return code == 200 })
 	c.wantTraffic("S", "side")
-	c.waitFor("varnish counters through the shared work dir", 90*time.Second, func() bool {
+	c.WaitFor("varnish counters through the shared work dir", 90*time.Second, func() bool {
 		return c.metric("varnish_main_client_req_total") >= 1
 	})
 	// The access log too: varnishncsa reads the shared work dir.
 	accessLogged := func(what string) {
 		t.Helper()
-		n := strings.Count(c.stdout.String(), `"route":"app"`)
-		c.waitFor(what, 90*time.Second, func() bool {
+		n := strings.Count(c.Stdout.String(), `"route":"app"`)
+		c.WaitFor(what, 90*time.Second, func() bool {
 			c.get()
 			time.Sleep(200 * time.Millisecond)
-			return strings.Count(c.stdout.String(), `"route":"app"`) > n
+			return strings.Count(c.Stdout.String(), `"route":"app"`) > n
 		})
 	}
 	accessLogged("an access log line in sidecar mode")
@@ -148,7 +149,7 @@ func TestSidecarSteersAnotherVarnishdAndDrainsOnPreStop(t *testing.T) {
 	// connection and loads main.vcl and routing into the new varnishd.
 	varnishdtest.KillTree(vd.Process.Pid)
 	_ = vd.Wait() // killed: its exit status is an error
-	c.waitFor("the old cache child to release the listener", 90*time.Second, func() bool {
+	c.WaitFor("the old cache child to release the listener", 90*time.Second, func() bool {
 		l, err := net.Listen("tcp", ":"+strconv.Itoa(listenPort))
 		if err == nil {
 			l.Close()
@@ -156,8 +157,8 @@ func TestSidecarSteersAnotherVarnishdAndDrainsOnPreStop(t *testing.T) {
 		return err == nil
 	})
 	vd = varnishContainer()
-	c.waitFor("the chaperone to accept the new varnishd", 90*time.Second, func() bool {
-		return strings.Contains(c.out.String(), "varnishd connected again")
+	c.WaitFor("the chaperone to accept the new varnishd", 90*time.Second, func() bool {
+		return strings.Contains(c.Out.String(), "varnishd connected again")
 	})
 	c.wantTraffic("S", "side")
 	accessLogged("access log lines of the restarted varnishd")
@@ -165,7 +166,7 @@ func TestSidecarSteersAnotherVarnishdAndDrainsOnPreStop(t *testing.T) {
 	// What faces the network: the listener and the health port only; the
 	// admin connection and ghost's admin socket are on loopback (varnishd
 	// has no -T).
-	for who, root := range map[string]int{"chaperone": c.cmd.Process.Pid, "varnish container": vd.Process.Pid} {
+	for who, root := range map[string]int{"chaperone": c.Cmd.Process.Pid, "varnish container": vd.Process.Pid} {
 		socks := varnishdtest.ListeningTCP(t, append([]int{root}, varnishdtest.Descendants(root)...))
 		for _, s := range socks {
 			if !s.Addr().IsLoopback() && int(s.Port()) != listenPort && int(s.Port()) != healthPort {
@@ -176,7 +177,7 @@ func TestSidecarSteersAnotherVarnishdAndDrainsOnPreStop(t *testing.T) {
 
 	// No drain over TCP: the health port has no /drain.
 	for _, method := range []string{"GET", "POST"} {
-		req, _ := http.NewRequest(method, "http://"+c.healthAddr+"/drain", nil)
+		req, _ := http.NewRequest(method, "http://"+c.HealthAddr+"/drain", nil)
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
 			t.Fatal(err)
@@ -200,7 +201,7 @@ func TestSidecarSteersAnotherVarnishdAndDrainsOnPreStop(t *testing.T) {
 		t.Log("not root: the check that another user cannot connect is skipped")
 	}
 	time.Sleep(time.Second) // a drain would turn readiness 503 within the chaperone's first count
-	if code, body := c.health("/readyz"); code != 200 {
+	if code, body := c.Health("/readyz"); code != 200 {
 		t.Fatalf("/readyz = %d %s after the refused drain attempts, want 200", code, body)
 	}
 	if code, _, h := c.get(); code != 200 || h.Get("Connection") == "close" {
@@ -210,8 +211,8 @@ func TestSidecarSteersAnotherVarnishdAndDrainsOnPreStop(t *testing.T) {
 	// The preStop hook.
 	conn := c.keepAlive()
 	defer conn.Close()
-	hook := exec.Command(chaperoneBin, "drain", "--socket", drainSocket)
-	hookOut, hookErr := &syncBuffer{}, &syncBuffer{}
+	hook := exec.Command(build.Chaperone, "drain", "--socket", drainSocket)
+	hookOut, hookErr := &chaperonetest.SyncBuffer{}, &chaperonetest.SyncBuffer{}
 	hook.Stdout, hook.Stderr = hookOut, hookErr
 	if err := hook.Start(); err != nil {
 		t.Fatal(err)
@@ -219,8 +220,8 @@ func TestSidecarSteersAnotherVarnishdAndDrainsOnPreStop(t *testing.T) {
 	hookDone := make(chan error, 1)
 	go func() { hookDone <- hook.Wait() }()
 	t.Cleanup(func() { hook.Process.Kill() })
-	c.waitFor("readiness 503", 90*time.Second, func() bool { code, _ := c.health("/readyz"); return code == 503 })
-	c.waitFor("ghost told about the drain", 90*time.Second, func() bool {
+	c.WaitFor("readiness 503", 90*time.Second, func() bool { code, _ := c.Health("/readyz"); return code == 503 })
+	c.WaitFor("ghost told about the drain", 90*time.Second, func() bool {
 		return c.metric("varnishgw_chaperone_drain_closing_connections") == 1
 	})
 	select {
@@ -253,12 +254,12 @@ func TestSidecarSteersAnotherVarnishdAndDrainsOnPreStop(t *testing.T) {
 		t.Fatal("chaperone drain did not end within 120 s after the client left")
 	}
 	select {
-	case <-c.exited:
+	case <-c.Exited:
 	case <-time.After(90 * time.Second):
 		t.Fatal("sidecar chaperone still runs 90 s after the drain")
 	}
-	if c.exitErr != nil {
-		t.Errorf("sidecar exit: %v, want status 0", c.exitErr)
+	if c.ExitErr != nil {
+		t.Errorf("sidecar exit: %v, want status 0", c.ExitErr)
 	}
 	// The chaperone removed its socket: the hook now says so.
 	if code, _, stderr := runDrain(t, nil, "--socket", drainSocket); code != 1 || !strings.Contains(stderr, "no drain socket at") {
@@ -273,60 +274,60 @@ func TestSidecarSteersAnotherVarnishdAndDrainsOnPreStop(t *testing.T) {
 // its drain socket until the hook, arriving later, has its answer, then
 // exits 0.
 func TestSidecarSIGTERMThenPreStopHook(t *testing.T) {
-	be := backend(t, "S")
+	be := chaperonetest.Backend(t, "S")
 	sc := startSidecar(t, be.URL)
 	sc.varnishContainer()
-	sc.waitFor("ready", 90*time.Second, func() bool { code, _ := sc.health("/readyz"); return code == 200 })
+	sc.WaitFor("ready", 90*time.Second, func() bool { code, _ := sc.Health("/readyz"); return code == 200 })
 	sc.wantTraffic("S", "side")
 
-	sc.cmd.Process.Signal(syscall.SIGTERM)
-	sc.waitFor("the drain to end", 90*time.Second, func() bool {
-		return strings.Contains(sc.out.String(), "waiting for the varnish container's preStop hook")
+	sc.Cmd.Process.Signal(syscall.SIGTERM)
+	sc.WaitFor("the drain to end", 90*time.Second, func() bool {
+		return strings.Contains(sc.Out.String(), "waiting for the varnish container's preStop hook")
 	})
 	time.Sleep(2 * time.Second) // the hook's exec comes late
 	select {
-	case <-sc.exited:
-		t.Fatalf("the chaperone exited (%v) before the preStop hook asked for the drain", sc.exitErr)
+	case <-sc.Exited:
+		t.Fatalf("the chaperone exited (%v) before the preStop hook asked for the drain", sc.ExitErr)
 	default:
 	}
 	if code, stdout, stderr := runDrain(t, nil, "--socket", sc.drainSocket); code != 0 || !strings.Contains(stdout, "chaperone drain: drained in ") {
 		t.Errorf("the preStop hook after a SIGTERM drain: exit %d, %q %q; want 0, drained", code, stdout, stderr)
 	}
 	select {
-	case <-sc.exited:
+	case <-sc.Exited:
 	case <-time.After(30 * time.Second):
 		t.Fatal("the chaperone still runs 30 s after the hook had its answer")
 	}
-	if sc.exitErr != nil {
-		t.Errorf("exit: %v, want status 0", sc.exitErr)
+	if sc.ExitErr != nil {
+		t.Errorf("exit: %v, want status 0", sc.ExitErr)
 	}
 }
 
 // TestSidecarSIGTERMWithoutPreStopHook: a drained chaperone whose hook never
 // comes exits all the same, after drainHookLinger.
 func TestSidecarSIGTERMWithoutPreStopHook(t *testing.T) {
-	be := backend(t, "S")
+	be := chaperonetest.Backend(t, "S")
 	sc := startSidecar(t, be.URL)
 	sc.varnishContainer()
-	sc.waitFor("ready", 90*time.Second, func() bool { code, _ := sc.health("/readyz"); return code == 200 })
-	sc.cmd.Process.Signal(syscall.SIGTERM)
+	sc.WaitFor("ready", 90*time.Second, func() bool { code, _ := sc.Health("/readyz"); return code == 200 })
+	sc.Cmd.Process.Signal(syscall.SIGTERM)
 	select {
-	case <-sc.exited:
+	case <-sc.Exited:
 	case <-time.After(drainHookLinger + 60*time.Second):
 		t.Fatalf("the chaperone still runs %s after SIGTERM without a hook", drainHookLinger+60*time.Second)
 	}
-	if sc.exitErr != nil {
-		t.Errorf("exit: %v, want status 0", sc.exitErr)
+	if sc.ExitErr != nil {
+		t.Errorf("exit: %v, want status 0", sc.ExitErr)
 	}
-	if !strings.Contains(sc.out.String(), "no drain request from the varnish container's preStop hook") {
-		t.Errorf("no warning that the hook never came:\n%s", sc.out.String())
+	if !strings.Contains(sc.Out.String(), "no drain request from the varnish container's preStop hook") {
+		t.Errorf("no warning that the hook never came:\n%s", sc.Out.String())
 	}
 }
 
 // runDrain runs `chaperone drain args...`, as cred's user when not nil.
 func runDrain(t *testing.T, cred *syscall.Credential, args ...string) (code int, stdout, stderr string) {
 	t.Helper()
-	cmd := exec.Command(chaperoneBin, append([]string{"drain"}, args...)...)
+	cmd := exec.Command(build.Chaperone, append([]string{"drain"}, args...)...)
 	var out, errOut bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errOut
 	if cred != nil {
@@ -357,10 +358,10 @@ func TestSidecarDrainBeforeVarnishdConnects(t *testing.T) {
 		t.Fatal(err)
 	}
 	drainSocket := filepath.Join(dir, "drain.sock")
-	cmd := exec.Command(chaperoneBin, "--mode=sidecar", "--secret-file", secretFile,
+	cmd := exec.Command(build.Chaperone, "--mode=sidecar", "--secret-file", secretFile,
 		"--workdir", filepath.Join(dir, "work"), "--admin-addr", varnishdtest.FreeAddr(t),
 		"--health-addr", varnishdtest.FreeAddr(t), "--drain-socket", drainSocket, "--vcl", filepath.Join(dir, "main.vcl"))
-	out := &syncBuffer{}
+	out := &chaperonetest.SyncBuffer{}
 	cmd.Stdout, cmd.Stderr = out, out
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
@@ -397,10 +398,10 @@ func TestSidecarSIGTERMBeforeVarnishdConnects(t *testing.T) {
 		t.Fatal(err)
 	}
 	healthAddr := varnishdtest.FreeAddr(t)
-	cmd := exec.Command(chaperoneBin, "--mode=sidecar", "--secret-file", secretFile,
+	cmd := exec.Command(build.Chaperone, "--mode=sidecar", "--secret-file", secretFile,
 		"--workdir", filepath.Join(dir, "work"), "--admin-addr", varnishdtest.FreeAddr(t),
 		"--health-addr", healthAddr, "--drain-socket", filepath.Join(dir, "drain.sock"), "--vcl", filepath.Join(dir, "main.vcl"))
-	out := &syncBuffer{}
+	out := &chaperonetest.SyncBuffer{}
 	cmd.Stdout, cmd.Stderr = out, out
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {

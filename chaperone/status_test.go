@@ -20,6 +20,7 @@ import (
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/gatewaystatus"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/gwruntime"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/routing"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/testing/chaperonetest"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/testing/testenv"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/testing/varnishdtest"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/vgwapi"
@@ -145,15 +146,15 @@ func TestStatusStaysTrue(t *testing.T) {
 	provider(app)
 
 	dir := varnishdtest.Dir(t)
-	c := launchChaperone(t, dir, backend(t, "file"), listen,
+	c := launchChaperone(t, dir, chaperonetest.Backend(t, "file"), listen,
 		"--routing=kubernetes", "--gateway="+ns+"/edge", "--kubeconfig="+kubeconfig, "--pod-name=edge-pod-1")
-	c.waitFor("ready", 90*time.Second, func() bool { code, _ := c.health("/readyz"); return code == 200 })
+	c.WaitFor("ready", 90*time.Second, func() bool { code, _ := c.Health("/readyz"); return code == 200 })
 
 	attached := func(want int32) {
 		t.Helper()
 		start := time.Now()
 		var got int32 = -1
-		c.waitFor(fmt.Sprintf("attachedRoutes=%d", want), 30*time.Second, func() bool {
+		c.WaitFor(fmt.Sprintf("attachedRoutes=%d", want), 30*time.Second, func() bool {
 			g, err := gws.Get(ctx, "edge", metav1.GetOptions{})
 			if err != nil || len(g.Status.Listeners) != 1 {
 				return false
@@ -181,7 +182,7 @@ func TestStatusStaysTrue(t *testing.T) {
 		t.Helper()
 		start := time.Now()
 		var last string
-		c.waitFor("ResolvedRefs="+string(status)+"/"+reason, 30*time.Second, func() bool {
+		c.WaitFor("ResolvedRefs="+string(status)+"/"+reason, 30*time.Second, func() bool {
 			r, err := routes.Get(ctx, "app", metav1.GetOptions{})
 			if err != nil || len(r.Status.Parents) != 2 {
 				return false

@@ -3,13 +3,7 @@ package main
 import (
 	"bufio"
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"fmt"
 	"io"
 	"math/big"
@@ -32,37 +26,11 @@ import (
 
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/mainvcl"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/routing"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/testing/chaperonetest"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/testing/logcheck"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/testing/varnishdtest"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/varnish/varnishd"
 )
-
-// tlsSecret is a kubernetes.io/tls Secret demo/name with a self-signed
-// certificate for host valid from notBefore to notAfter; serial names it.
-func tlsSecret(t *testing.T, name, host string, notBefore, notAfter time.Time) (*corev1.Secret, *big.Int) {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	serial, _ := rand.Int(rand.Reader, big.NewInt(1<<62))
-	tmpl := &x509.Certificate{SerialNumber: serial, Subject: pkix.Name{CommonName: host}, DNSNames: []string{host},
-		NotBefore: notBefore, NotAfter: notAfter, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kd, _ := x509.MarshalPKCS8PrivateKey(key)
-	return &corev1.Secret{
-		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Secret"},
-		ObjectMeta: metav1.ObjectMeta{Namespace: "demo", Name: name},
-		Type:       corev1.SecretTypeTLS,
-		Data: map[string][]byte{
-			"tls.crt": pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
-			"tls.key": pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: kd}),
-		},
-	}, serial
-}
 
 func writeSecrets(t *testing.T, path string, secrets ...*corev1.Secret) {
 	t.Helper()
@@ -74,7 +42,7 @@ func writeSecrets(t *testing.T, path string, secrets ...*corev1.Secret) {
 		}
 		docs = append(docs, string(b))
 	}
-	writeFile(t, path, strings.Join(docs, "---\n"))
+	chaperonetest.WriteFile(t, path, strings.Join(docs, "---\n"))
 }
 
 // servedSerial is the serial of the certificate addr serves for sni, nil
@@ -144,12 +112,12 @@ func newHTTPSSetup(t *testing.T, beURL string, port, tlsPort int) *httpsSetup {
 	if err != nil {
 		t.Fatal(err)
 	}
-	writeFile(t, filepath.Join(routingDir, "gateway.yaml"), string(gwYAML))
-	writeFile(t, filepath.Join(routingDir, "app.fragment.json"), string(fragJSON))
-	writeFile(t, filepath.Join(routingDir, "endpoints.yaml"), "demo/app:80:\n  - "+strings.TrimPrefix(beURL, "http://")+"\n")
+	chaperonetest.WriteFile(t, filepath.Join(routingDir, "gateway.yaml"), string(gwYAML))
+	chaperonetest.WriteFile(t, filepath.Join(routingDir, "app.fragment.json"), string(fragJSON))
+	chaperonetest.WriteFile(t, filepath.Join(routingDir, "endpoints.yaml"), "demo/app:80:\n  - "+strings.TrimPrefix(beURL, "http://")+"\n")
 	now := time.Now()
-	appSecret, appSerial := tlsSecret(t, "app", "app.example.com", now.Add(-time.Hour), now.Add(30*24*time.Hour))
-	otherSecret, otherSerial := tlsSecret(t, "other", "other.example.com", now.Add(-time.Hour), now.Add(10*24*time.Hour))
+	appSecret, appSerial := chaperonetest.TLSSecret(t, "demo", "app", "app.example.com", now.Add(-time.Hour), now.Add(30*24*time.Hour))
+	otherSecret, otherSerial := chaperonetest.TLSSecret(t, "demo", "other", "other.example.com", now.Add(-time.Hour), now.Add(10*24*time.Hour))
 	secretsPath := filepath.Join(routingDir, "certificates.yaml")
 	writeSecrets(t, secretsPath, appSecret, otherSecret)
 
@@ -167,7 +135,7 @@ func TestHTTPSListener(t *testing.T) {
 	if _, err := os.Stat(hitch); err != nil {
 		t.Fatalf("hitch is not installed (make setup): %v", err)
 	}
-	be := backend(t, "app")
+	be := chaperonetest.Backend(t, "app")
 	listen, tlsAddr := varnishdtest.FreeAddr(t), varnishdtest.FreeAddr(t)
 	port, tlsPort := varnishdtest.Port(t, listen), varnishdtest.Port(t, tlsAddr)
 	hs := newHTTPSSetup(t, be.URL, port, tlsPort)
@@ -177,7 +145,7 @@ func TestHTTPSListener(t *testing.T) {
 
 	c := launchChaperone(t, dir, be, listen, "--routing", "dir", "--routing-dir", routingDir,
 		"--tls-listen", strconv.Itoa(tlsPort), "--tls-dir", tlsDir, "--hitch", hitch)
-	c.waitFor("ready", 90*time.Second, func() bool { code, _ := c.health("/readyz"); return code == 200 })
+	c.WaitFor("ready", 90*time.Second, func() bool { code, _ := c.Health("/readyz"); return code == 200 })
 
 	// HTTP/2 through hitch, routed by ghost.
 	client := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{
@@ -187,7 +155,7 @@ func TestHTTPSListener(t *testing.T) {
 			return (&net.Dialer{}).DialContext(ctx, "tcp", tlsAddr)
 		},
 	}}
-	c.waitFor("HTTPS traffic", 60*time.Second, func() bool {
+	c.WaitFor("HTTPS traffic", 60*time.Second, func() bool {
 		resp, err := client.Get("https://app.example.com/")
 		if err != nil {
 			return false
@@ -210,37 +178,37 @@ func TestHTTPSListener(t *testing.T) {
 	}
 
 	// Rotation: the Secret's new certificate is served.
-	rotated, rotatedSerial := tlsSecret(t, "app", "app.example.com", now.Add(-time.Hour), now.Add(60*24*time.Hour))
+	rotated, rotatedSerial := chaperonetest.TLSSecret(t, "demo", "app", "app.example.com", now.Add(-time.Hour), now.Add(60*24*time.Hour))
 	writeSecrets(t, secretsPath, rotated, otherSecret)
-	c.waitFor("the rotated certificate", 30*time.Second, func() bool {
+	c.WaitFor("the rotated certificate", 30*time.Second, func() bool {
 		got := servedSerial(tlsAddr, "app.example.com")
 		return got != nil && got.Cmp(rotatedSerial) == 0
 	})
 
 	// An expired certificate: logged, counted, the rotated one stays.
-	expired, _ := tlsSecret(t, "app", "app.example.com", now.Add(-48*time.Hour), now.Add(-time.Hour))
+	expired, _ := chaperonetest.TLSSecret(t, "demo", "app", "app.example.com", now.Add(-48*time.Hour), now.Add(-time.Hour))
 	writeSecrets(t, secretsPath, expired, otherSecret)
-	c.waitFor("the rejected certificate's metric", 30*time.Second, func() bool {
+	c.WaitFor("the rejected certificate's metric", 30*time.Second, func() bool {
 		return c.metric("varnishgw_chaperone_tls_certificates_rejected_total") == 1
 	})
 	if got := servedSerial(tlsAddr, "app.example.com"); got == nil || got.Cmp(rotatedSerial) != 0 {
 		t.Errorf("after an expired certificate: served %v, want the rotated %v", got, rotatedSerial)
 	}
-	if !strings.Contains(c.out.String(), `"msg":"certificate not used","component":"tls","secret":"demo/app"`) {
+	if !strings.Contains(c.Out.String(), `"msg":"certificate not used","component":"tls","secret":"demo/app"`) {
 		t.Errorf("no WARN record naming the Secret demo/app")
 	}
 
 	// SIGTERM: drained, hitch stopped, exit 0.
-	if err := c.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+	if err := c.Cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
 	select {
-	case <-c.exited:
+	case <-c.Exited:
 	case <-time.After(60 * time.Second):
 		t.Fatal("the chaperone did not exit within 60s of SIGTERM")
 	}
-	if c.exitErr != nil {
-		t.Errorf("exit: %v", c.exitErr)
+	if c.ExitErr != nil {
+		t.Errorf("exit: %v", c.ExitErr)
 	}
 	if conn, err := net.DialTimeout("tcp", tlsAddr, time.Second); err == nil {
 		conn.Close()
@@ -275,7 +243,7 @@ func httpsGet(addr string) (proto, body string) {
 // chaperone's hitch reaches the other varnishd's socket in the shared
 // --tls-dir, and after that varnishd restarts, HTTPS traffic flows again.
 func TestSidecarHTTPS(t *testing.T) {
-	be := backend(t, "app")
+	be := chaperonetest.Backend(t, "app")
 	listen, tlsAddr := varnishdtest.FreeAddr(t), varnishdtest.FreeAddr(t)
 	port, tlsPort := varnishdtest.Port(t, listen), varnishdtest.Port(t, tlsAddr)
 	hs := newHTTPSSetup(t, be.URL, port, tlsPort)
@@ -285,32 +253,32 @@ func TestSidecarHTTPS(t *testing.T) {
 		t.Fatal(err)
 	}
 	workDir := filepath.Join(hs.dir, "work")
-	c := &chaperone{t: t, dir: hs.dir, listenAddr: listen, healthAddr: varnishdtest.FreeAddr(t), ghostAdmin: varnishdtest.FreeAddr(t),
-		vclPath: filepath.Join(hs.dir, "main.vcl"), ghostPath: filepath.Join(hs.dir, "ghost.json"),
-		out: &syncBuffer{}, stdout: &syncBuffer{}, exited: make(chan struct{})}
-	writeFile(t, c.ghostPath, ghostJSON(be.URL))
-	writeFile(t, c.vclPath, mainVCL(c.ghostPath, "side"))
+	c := &chaperone{&chaperonetest.Chaperone{T: t, Dir: hs.dir, ListenAddr: listen, HealthAddr: varnishdtest.FreeAddr(t), GhostAdmin: varnishdtest.FreeAddr(t),
+		VCLPath: filepath.Join(hs.dir, "main.vcl"), GhostPath: filepath.Join(hs.dir, "ghost.json"),
+		Out: &chaperonetest.SyncBuffer{}, Stdout: &chaperonetest.SyncBuffer{}, Exited: make(chan struct{})}}
+	chaperonetest.WriteFile(t, c.GhostPath, chaperonetest.GhostJSON(be.URL))
+	chaperonetest.WriteFile(t, c.VCLPath, mainVCL(c.GhostPath, "side"))
 	adminAddr := varnishdtest.FreeAddr(t)
-	c.cmd = exec.Command(chaperoneBin,
+	c.Cmd = exec.Command(build.Chaperone,
 		"--mode=sidecar", "--secret-file", secretFile, "--workdir", workDir,
-		"--admin-addr", adminAddr, "--ghost-admin-addr", c.ghostAdmin, "--health-addr", c.healthAddr,
-		"--drain-socket", filepath.Join(hs.dir, "drain.sock"), "--vcl", c.vclPath, "--ghost-json", c.ghostPath,
+		"--admin-addr", adminAddr, "--ghost-admin-addr", c.GhostAdmin, "--health-addr", c.HealthAddr,
+		"--drain-socket", filepath.Join(hs.dir, "drain.sock"), "--vcl", c.VCLPath, "--ghost-json", c.GhostPath,
 		"--varnishstat", varnishdtest.StatBin(t), "--stats-interval", "500ms",
 		"--routing", "dir", "--routing-dir", hs.routingDir, "--listen-host", "127.0.0.1",
 		"--tls-listen", strconv.Itoa(tlsPort), "--tls-dir", hs.tlsDir, "--hitch", "/usr/sbin/hitch")
-	c.cmd.Env = []string{"PATH=" + os.Getenv("PATH")}
-	c.cmd.Stdout, c.cmd.Stderr = io.MultiWriter(c.stdout, c.out), c.out
-	c.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	if err := c.cmd.Start(); err != nil {
+	c.Cmd.Env = []string{"PATH=" + os.Getenv("PATH")}
+	c.Cmd.Stdout, c.Cmd.Stderr = io.MultiWriter(c.Stdout, c.Out), c.Out
+	c.Cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if err := c.Cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	go func() { c.exitErr = c.cmd.Wait(); close(c.exited) }()
+	go func() { c.ExitErr = c.Cmd.Wait(); close(c.Exited) }()
 	t.Cleanup(func() {
-		varnishdtest.KillTree(c.cmd.Process.Pid)
-		<-c.exited
-		logcheck.Records(t, c.out.String())
+		varnishdtest.KillTree(c.Cmd.Process.Pid)
+		<-c.Exited
+		logcheck.Records(t, c.Out.String())
 		if t.Failed() {
-			t.Logf("chaperone output:\n%s", c.out.String())
+			t.Logf("chaperone output:\n%s", c.Out.String())
 		}
 	})
 	varnishContainer := func() *exec.Cmd {
@@ -320,12 +288,12 @@ func TestSidecarHTTPS(t *testing.T) {
 				{Name: "port-" + strconv.Itoa(port), Addr: listen},
 				varnishd.TLSListener(hs.tlsDir, tlsPort),
 			},
-			GhostAdminAddr: c.ghostAdmin,
+			GhostAdminAddr: c.GhostAdmin,
 			Storage:        []string{"malloc,32m"},
 			Params:         []string{"thread_pool_min=5", "thread_pools=1", "feature=+http2"},
 		}
 		vd := exec.Command(varnishdtest.Bin(t), varnishd.Args(cfg, adminAddr, secretFile, bootFile)...)
-		vdOut := &syncBuffer{}
+		vdOut := &chaperonetest.SyncBuffer{}
 		vd.Stdout, vd.Stderr = vdOut, vdOut
 		vd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 		if err := vd.Start(); err != nil {
@@ -341,25 +309,25 @@ func TestSidecarHTTPS(t *testing.T) {
 		return vd
 	}
 	time.Sleep(time.Second) // the chaperone waits for varnishd
-	if code, _ := c.health("/readyz"); code == 200 {
+	if code, _ := c.Health("/readyz"); code == 200 {
 		t.Error("ready before varnishd connected")
 	}
 	vd := varnishContainer()
-	c.waitFor("ready", 90*time.Second, func() bool { code, _ := c.health("/readyz"); return code == 200 })
-	c.waitFor("HTTPS traffic", 60*time.Second, func() bool { _, body := httpsGet(tlsAddr); return body == "app" })
+	c.WaitFor("ready", 90*time.Second, func() bool { code, _ := c.Health("/readyz"); return code == 200 })
+	c.WaitFor("HTTPS traffic", 60*time.Second, func() bool { _, body := httpsGet(tlsAddr); return body == "app" })
 	if proto, _ := httpsGet(tlsAddr); proto != "HTTP/2.0" {
 		t.Errorf("HTTPS over %s, want HTTP/2.0", proto)
 	}
 	if got := servedSerial(tlsAddr, "other.example.com"); got == nil || got.Cmp(hs.otherSerial) != 0 {
 		t.Errorf("SNI other.example.com: certificate %v, want %v", got, hs.otherSerial)
 	}
-	hitchStarts := strings.Count(c.out.String(), `"msg":"hitch started"`)
+	hitchStarts := strings.Count(c.Out.String(), `"msg":"hitch started"`)
 
 	// The varnish container restarts: its new socket takes hitch's
 	// connections again.
 	varnishdtest.KillTree(vd.Process.Pid)
 	_ = vd.Wait()
-	c.waitFor("the old varnishd to release the listener", 90*time.Second, func() bool {
+	c.WaitFor("the old varnishd to release the listener", 90*time.Second, func() bool {
 		l, err := net.Listen("tcp", listen)
 		if err == nil {
 			l.Close()
@@ -367,11 +335,11 @@ func TestSidecarHTTPS(t *testing.T) {
 		return err == nil
 	})
 	varnishContainer()
-	c.waitFor("the chaperone to accept the new varnishd", 90*time.Second, func() bool {
-		return strings.Contains(c.out.String(), "varnishd connected again")
+	c.WaitFor("the chaperone to accept the new varnishd", 90*time.Second, func() bool {
+		return strings.Contains(c.Out.String(), "varnishd connected again")
 	})
-	c.waitFor("HTTPS traffic through the new varnishd", 60*time.Second, func() bool { _, body := httpsGet(tlsAddr); return body == "app" })
-	if n := strings.Count(c.out.String(), `"msg":"hitch started"`); n != hitchStarts {
+	c.WaitFor("HTTPS traffic through the new varnishd", 60*time.Second, func() bool { _, body := httpsGet(tlsAddr); return body == "app" })
+	if n := strings.Count(c.Out.String(), `"msg":"hitch started"`); n != hitchStarts {
 		t.Errorf("hitch started %d times, want it kept running across varnishd's restart (%d)", n, hitchStarts)
 	}
 }
@@ -397,11 +365,11 @@ func TestProxyProtocol(t *testing.T) {
 	// load balancer (here the test, on loopback) as the one PROXY source,
 	// as the provider renders it for proxy_protocol = true.
 	vcl := filepath.Join(hs.dir, "gateway.vcl")
-	writeFile(t, vcl, mainvcl.Render(mainvcl.Options{GhostJSON: filepath.Join(hs.dir, "ghost.json"), VMOD: ghostVMOD,
+	chaperonetest.WriteFile(t, vcl, mainvcl.Render(mainvcl.Options{GhostJSON: filepath.Join(hs.dir, "ghost.json"), VMOD: build.GhostVMOD,
 		ProxySources: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}}))
 	c := launchChaperone(t, hs.dir, be, listen, "--routing", "dir", "--routing-dir", hs.routingDir,
 		"--tls-listen", strconv.Itoa(tlsPort), "--tls-dir", hs.tlsDir, "--hitch", hitch, "--proxy-protocol", "--vcl", vcl)
-	c.waitFor("ready", 90*time.Second, func() bool { code, _ := c.health("/readyz"); return code == 200 })
+	c.WaitFor("ready", 90*time.Second, func() bool { code, _ := c.Health("/readyz"); return code == 200 })
 
 	// get sends one request on a new connection to addr that starts with
 	// header, then TLS when tlsOn, and returns the body ("" on failure).
@@ -445,7 +413,7 @@ func TestProxyProtocol(t *testing.T) {
 		{"HTTPS", tlsAddr, "PROXY TCP4 203.0.113.8 192.0.2.1 54322 443\r\n", "203.0.113.8|https", true},
 	} {
 		last := ""
-		c.waitFor(tc.name+" through the PROXY protocol", 60*time.Second, func() bool {
+		c.WaitFor(tc.name+" through the PROXY protocol", 60*time.Second, func() bool {
 			got, err := get(tc.addr, tc.header, tc.tls)
 			if now := fmt.Sprintf("%q %v", got, err); now != last {
 				t.Logf("%s: %s", tc.name, now)

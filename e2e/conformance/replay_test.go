@@ -35,6 +35,7 @@ import (
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/gwruntime"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/mainvcl"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/routing"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/testing/chaperonetest"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/testing/retrysim"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/testing/testenv"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/testing/varnishdtest"
@@ -261,7 +262,7 @@ type replayGateway struct {
 	ip    string
 	ports []int32
 	https map[int32]bool // the ports of HTTPS listeners (hitch in front)
-	c     *chaperone
+	c     *chaperonetest.Chaperone
 	pod   string
 	frags []string // the fragments of the current scenario
 }
@@ -393,7 +394,7 @@ func (r *replay) startGateway(t *testing.T, gw *gatewayv1.Gateway, namespaces []
 			{APIGroups: []string{""}, Resources: []string{"secrets"}, ResourceNames: certs, Verbs: []string{"get", "list", "watch"}},
 		})
 		for _, name := range certs {
-			secret, _ := tlsSecret(t, name, "example.org", time.Now().Add(-time.Hour), time.Now().Add(24*time.Hour))
+			secret, _ := chaperonetest.TLSSecret(t, "demo", name, "example.org", time.Now().Add(-time.Hour), time.Now().Add(24*time.Hour))
 			secret.Namespace = gw.Namespace
 			if _, err := r.cp.Client.CoreV1().Secrets(gw.Namespace).Create(ctx, secret, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 				t.Fatal(err)
@@ -405,7 +406,7 @@ func (r *replay) startGateway(t *testing.T, gw *gatewayv1.Gateway, namespaces []
 		t.Fatal(err)
 	}
 	dir := varnishdtest.Dir(t)
-	cm, err := r.cp.Client.CoreV1().ConfigMaps(gw.Namespace).Create(ctx, providerVCL(t, r.cp, created, mainvcl.Render(mainvcl.Options{GhostJSON: filepath.Join(dir, "ghost.json"), VMOD: ghostVMOD})), metav1.CreateOptions{})
+	cm, err := r.cp.Client.CoreV1().ConfigMaps(gw.Namespace).Create(ctx, providerVCL(t, r.cp, created, mainvcl.Render(mainvcl.Options{GhostJSON: filepath.Join(dir, "ghost.json"), VMOD: build.GhostVMOD})), metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -424,8 +425,8 @@ func (r *replay) startGateway(t *testing.T, gw *gatewayv1.Gateway, namespaces []
 	if len(g.https) > 0 {
 		args = append(args, "--tls-dir", filepath.Join(dir, "tls"), "--hitch", "/usr/sbin/hitch")
 	}
-	g.c = launchChaperone(t, dir, backend(t, "boot"), "", args...)
-	g.c.waitFor("ready", 90*time.Second, func() bool { code, _ := g.c.health("/readyz"); return code == 200 })
+	g.c = chaperonetest.Launch(t, build, dir, chaperonetest.Backend(t, "boot"), "", args...)
+	g.c.WaitFor("ready", 90*time.Second, func() bool { code, _ := g.c.Health("/readyz"); return code == 200 })
 	return g
 }
 
