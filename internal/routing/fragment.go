@@ -22,8 +22,11 @@ const FragmentVersion = 1
 
 // Fragment is what one HTTPRoute contributes to one parent Gateway after
 // attachment and validation. The provider stores it (MarshalFragment) in a
-// ConfigMap per (route, gateway) in the Gateway's namespace; the chaperone
-// reads it back (UnmarshalFragment) and merges all fragments of its Gateway.
+// RoutingFragment per (route, gateway) in the Gateway's namespace; the
+// chaperone reads it back (UnmarshalFragment) and merges all fragments of
+// its Gateway. What is stored is the fragment format's own types
+// (fragment_format.go), converted from and to these, so that these types,
+// and the ghostjson types they hold, can change without changing it.
 type Fragment struct {
 	// Version is FragmentVersion.
 	Version int `json:"version"`
@@ -170,8 +173,9 @@ func (b BackendRef) GroupName() string {
 // Accepted reports whether the route is attached to at least one listener.
 func (f *Fragment) Accepted() bool { return len(f.Listeners) > 0 }
 
-// MarshalFragment encodes f as indented JSON after validating it, with
-// FragmentVersion (whatever f.Version says).
+// MarshalFragment encodes f as indented JSON in the stored format
+// (fragment_format.go) after validating it, with FragmentVersion (whatever
+// f.Version says).
 func MarshalFragment(f *Fragment) ([]byte, error) {
 	if f != nil && f.Version != FragmentVersion {
 		c := *f
@@ -185,14 +189,14 @@ func MarshalFragment(f *Fragment) ([]byte, error) {
 	enc := json.NewEncoder(&buf)
 	enc.SetEscapeHTML(false)
 	enc.SetIndent("", "  ")
-	if err := enc.Encode(f); err != nil {
+	if err := enc.Encode(fragmentToV1(f)); err != nil {
 		return nil, fmt.Errorf("marshal fragment %s for gateway %s: %w", f.Route, f.Gateway, err)
 	}
 	return buf.Bytes(), nil
 }
 
-// UnmarshalFragment decodes and validates a fragment. Unknown fields and
-// versions other than FragmentVersion are rejected.
+// UnmarshalFragment decodes a fragment of the stored format and validates
+// it. Unknown fields and versions other than FragmentVersion are rejected.
 func UnmarshalFragment(data []byte) (*Fragment, error) {
 	var probe struct {
 		Version *int `json:"version"`
@@ -207,23 +211,24 @@ func UnmarshalFragment(data []byte) (*Fragment, error) {
 		}
 		return nil, fmt.Errorf("unmarshal fragment: version is %s, this build reads version %d: run the chaperone and the provider of one release (set the class's image to the provider's release and apply again)", v, FragmentVersion)
 	}
-	var f Fragment
+	var stored fragmentV1
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
-	if err := dec.Decode(&f); err != nil {
+	if err := dec.Decode(&stored); err != nil {
 		return nil, fmt.Errorf("unmarshal fragment: %w", err)
 	}
 	if dec.More() {
 		return nil, fmt.Errorf("unmarshal fragment: trailing data after the JSON object")
 	}
+	f := stored.fragment()
 	if err := f.Validate(); err != nil {
 		return nil, fmt.Errorf("unmarshal fragment: %w", err)
 	}
-	return &f, nil
+	return f, nil
 }
 
 // Validate checks a fragment's structure and every value that ends up in
-// ghost.json, so a hand-edited or corrupt ConfigMap cannot reach varnishd.
+// ghost.json, so a hand-edited or corrupt RoutingFragment cannot reach varnishd.
 func (f *Fragment) Validate() error {
 	if f == nil {
 		return fmt.Errorf("nil fragment")
