@@ -12,6 +12,7 @@ import (
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/ghostjson"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/status"
 )
 
 // FragmentVersion is the version of the fragment format. A chaperone
@@ -79,23 +80,31 @@ type Condition struct {
 	Message string `json:"message"`
 }
 
-// RouteParentStatus converts p to the status entry the writer of the
-// HTTPRoute status sets, with the controller name, the route generation the
-// conditions were computed for, and the transition time to use for
-// conditions that changed.
-func (p ParentStatus) RouteParentStatus(controller gatewayv1.GatewayController, generation int64, now metav1.Time) gatewayv1.RouteParentStatus {
-	out := gatewayv1.RouteParentStatus{ParentRef: p.ParentRef, ControllerName: controller}
+// RouteParent is what the writer of the HTTPRoute status sets in the
+// status entry of p's parentRef (status.RouteParent): p's conditions,
+// with the controller name and the route generation they were computed
+// for. The caller sets Keep for the conditions another writer owns, and
+// builds the entry from the route's existing one (status.RouteParent.Build).
+func (p ParentStatus) RouteParent(controller gatewayv1.GatewayController, generation int64) status.RouteParent {
+	rp := status.RouteParent{ParentRef: p.ParentRef, Controller: controller, Generation: generation}
 	for _, c := range p.Conditions {
-		out.Conditions = append(out.Conditions, metav1.Condition{
-			Type:               c.Type,
-			Status:             metav1.ConditionStatus(c.Status),
-			Reason:             c.Reason,
-			Message:            c.Message,
-			ObservedGeneration: generation,
-			LastTransitionTime: now,
-		})
+		rp.Set = append(rp.Set, c.Metav1())
 	}
-	return out
+	return rp
+}
+
+// RouteParentStatus converts p to a new status entry (RouteParent, built
+// without an existing entry): the controller name, the route generation
+// the conditions were computed for, and now as every condition's
+// transition time.
+func (p ParentStatus) RouteParentStatus(controller gatewayv1.GatewayController, generation int64, now metav1.Time) gatewayv1.RouteParentStatus {
+	return p.RouteParent(controller, generation).Build(nil, now)
+}
+
+// Metav1 is c as a Kubernetes condition, without observedGeneration and
+// lastTransitionTime.
+func (c Condition) Metav1() metav1.Condition {
+	return metav1.Condition{Type: c.Type, Status: metav1.ConditionStatus(c.Status), Reason: c.Reason, Message: c.Message}
 }
 
 // AttachedListener is a listener the route is attached to.

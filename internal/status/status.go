@@ -1,7 +1,9 @@
 // Package status owns what every writer of Gateway API and varnishgw status
 // shares: the server-side apply field managers (one per writer, so that no
-// writer's apply removes another's fields), the bound on condition messages
-// and the condition apply configuration.
+// writer's apply removes another's fields), the bound on condition messages,
+// the condition apply configuration, and the builder of varnishgw's entry
+// in a route's status.parents (RouteParent), which the provider's and the
+// gateway pods' writers of route status both use.
 //
 // The architecture guide's "Status: who writes what" names the writer of
 // each field.
