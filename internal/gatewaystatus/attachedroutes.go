@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
-	"sync"
 
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/status"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -46,10 +45,10 @@ type AttachedRoutesWriter struct {
 	client          gatewayclient.Interface
 	namespace, name string
 	log             *slog.Logger
-
-	mu   sync.Mutex
-	want *AttachedRoutes
-	kick chan struct{}
+	// loop forgets the counts it applied: the provider's applies write
+	// them too, so equal counts are written again when the Gateway the
+	// caller saw does not show them.
+	loop *writer[struct{}, AttachedRoutes]
 }
 
 // NewAttachedRoutesWriter returns an AttachedRoutesWriter for the Gateway
@@ -58,11 +57,14 @@ func NewAttachedRoutesWriter(client gatewayclient.Interface, namespace, name str
 	if log == nil {
 		log = slog.Default()
 	}
-	return &AttachedRoutesWriter{
+	w := &AttachedRoutesWriter{
 		client: client, namespace: namespace, name: name,
-		log:  log.With("component", "gatewaystatus", "gateway", namespace+"/"+name),
-		kick: make(chan struct{}, 1),
+		log: log.With("component", "gatewaystatus", "gateway", namespace+"/"+name),
 	}
+	w.loop = newWriter(w.log, "the listeners' attachedRoutes", func(a, b AttachedRoutes) bool { return a.equal(&b) },
+		func(ctx context.Context, _ struct{}, a AttachedRoutes) error { return w.Apply(ctx, a) })
+	w.loop.forget = true
+	return w
 }
 
 // Set records the desired counts when live, the Gateway as the caller
@@ -70,19 +72,14 @@ func NewAttachedRoutesWriter(client gatewayclient.Interface, namespace, name str
 // blocks.
 func (w *AttachedRoutesWriter) Set(a AttachedRoutes, live *gatewayv1.Gateway) {
 	a.Counts = maps.Clone(a.Counts)
-	w.mu.Lock()
 	if live != nil && live.Generation == a.Generation && showsCounts(live, a.Counts) {
-		w.want = nil // nothing to write, and an older wish is moot
-		w.mu.Unlock()
+		w.loop.unset(struct{}{}) // nothing to write, and an older wish is moot
 		return
 	}
-	if a.equal(w.want) {
-		w.mu.Unlock()
+	if cur, ok := w.loop.wanted(struct{}{}); ok && a.equal(&cur) {
 		return
 	}
-	w.want = &a
-	w.mu.Unlock()
-	kick(w.kick)
+	w.loop.set(struct{}{}, a)
 }
 
 // showsCounts reports whether every listener entry of gw's status that
@@ -98,25 +95,7 @@ func showsCounts(gw *gatewayv1.Gateway, counts map[string]int32) bool {
 
 // Run applies the desired counts until ctx ends, retrying failures with
 // backoff.
-func (w *AttachedRoutesWriter) Run(ctx context.Context) {
-	retryLoop(ctx, w.kick, w.log, "the listeners' attachedRoutes", func(ctx context.Context) error {
-		w.mu.Lock()
-		want := w.want
-		w.mu.Unlock()
-		if want == nil {
-			return nil
-		}
-		if err := w.Apply(ctx, *want); err != nil {
-			return err
-		}
-		w.mu.Lock()
-		if w.want == want {
-			w.want = nil
-		}
-		w.mu.Unlock()
-		return nil
-	})
-}
+func (w *AttachedRoutesWriter) Run(ctx context.Context) { w.loop.run(ctx) }
 
 // Apply sets the counts now: on the listener entries of the Gateway's
 // status that exist, when the Gateway is still at a.Generation.

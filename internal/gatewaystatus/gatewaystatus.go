@@ -10,6 +10,11 @@
 // (RouteWriter). docs/guides/architecture.md ("Status: who writes what")
 // names the writer of every status field and its fallback.
 //
+// Each writer type is the package's one generic writer (writer, in
+// writer.go) with what it writes: it keeps the latest desired value per
+// key, Set never blocks, and Run applies what differs from what it applied
+// last, retrying failures with backoff.
+//
 // The chaperone runs these writers. The package is shared so that the
 // provider's tests write as the pods do, with the pods' identity, to check
 // the RBAC rules the provider grants them.
@@ -28,7 +33,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"sync"
 	"time"
 
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/status"
@@ -77,11 +81,7 @@ type Writer struct {
 	namespace, name string
 	log             *slog.Logger
 	now             func() time.Time
-
-	mu      sync.Mutex
-	want    *Programmed
-	applied *Programmed
-	kick    chan struct{}
+	loop            *writer[struct{}, Programmed]
 }
 
 // NewWriter returns a Writer for the Gateway namespace/name.
@@ -89,67 +89,21 @@ func NewWriter(client gatewayclient.Interface, namespace, name string, log *slog
 	if log == nil {
 		log = slog.Default()
 	}
-	return &Writer{
+	w := &Writer{
 		client: client, namespace: namespace, name: name,
-		log:  log.With("component", "gatewaystatus", "gateway", namespace+"/"+name),
-		now:  time.Now,
-		kick: make(chan struct{}, 1),
+		log: log.With("component", "gatewaystatus", "gateway", namespace+"/"+name),
+		now: time.Now,
 	}
+	w.loop = newWriter(w.log, "the Programmed condition", func(a, b Programmed) bool { return a == b },
+		func(ctx context.Context, _ struct{}, p Programmed) error { return w.Apply(ctx, p) })
+	return w
 }
 
 // Set records the desired condition; Run applies it.
-func (w *Writer) Set(p Programmed) {
-	w.mu.Lock()
-	w.want = &p
-	w.mu.Unlock()
-	kick(w.kick)
-}
+func (w *Writer) Set(p Programmed) { w.loop.set(struct{}{}, p) }
 
 // Run applies desired conditions until ctx ends.
-func (w *Writer) Run(ctx context.Context) {
-	backoff := 500 * time.Millisecond
-	var retry <-chan time.Time
-	var failingSince time.Time // zero while applies succeed
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-w.kick:
-		case <-retry:
-		}
-		retry = nil
-		w.mu.Lock()
-		want, applied := w.want, w.applied
-		w.mu.Unlock()
-		if want == nil || (applied != nil && *want == *applied) {
-			continue
-		}
-		if err := w.Apply(ctx, *want); err != nil {
-			if ctx.Err() != nil {
-				return
-			}
-			// Once per run of failures (an API server outage retries
-			// for as long as it lasts); the retries at DEBUG.
-			if failingSince.IsZero() {
-				failingSince = w.now()
-				w.log.Warn("cannot set the Programmed condition; retrying until it works", "error", err, "retry_in", backoff)
-			} else {
-				w.log.Debug("cannot set the Programmed condition", "error", err, "retry_in", backoff)
-			}
-			retry = time.After(backoff)
-			backoff = min(2*backoff, 30*time.Second)
-			continue
-		}
-		backoff = 500 * time.Millisecond
-		if !failingSince.IsZero() {
-			w.log.Info("Programmed condition set again", "after", w.now().Sub(failingSince).Round(time.Millisecond).String())
-			failingSince = time.Time{}
-		}
-		w.mu.Lock()
-		w.applied = want
-		w.mu.Unlock()
-	}
-}
+func (w *Writer) Run(ctx context.Context) { w.loop.run(ctx) }
 
 // Apply sets the Programmed condition now. lastTransitionTime is kept when
 // the status does not change.

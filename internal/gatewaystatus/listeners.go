@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
-	"sync"
 	"time"
 
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/status"
@@ -45,11 +44,7 @@ type ListenerWriter struct {
 	namespace, name string
 	log             *slog.Logger
 	now             func() time.Time
-
-	mu      sync.Mutex
-	want    *listenerState
-	applied *listenerState
-	kick    chan struct{}
+	loop            *writer[struct{}, listenerState]
 }
 
 type listenerState struct {
@@ -57,8 +52,8 @@ type listenerState struct {
 	conds      []ListenerCondition
 }
 
-func (s *listenerState) equal(o *listenerState) bool {
-	return s != nil && o != nil && s.generation == o.generation && slices.Equal(s.conds, o.conds)
+func (s listenerState) equal(o listenerState) bool {
+	return s.generation == o.generation && slices.Equal(s.conds, o.conds)
 }
 
 // NewListenerWriter returns a ListenerWriter for the Gateway
@@ -67,67 +62,27 @@ func NewListenerWriter(client gatewayclient.Interface, namespace, name string, l
 	if log == nil {
 		log = slog.Default()
 	}
-	return &ListenerWriter{
+	w := &ListenerWriter{
 		client: client, namespace: namespace, name: name,
-		log:  log.With("component", "gatewaystatus", "gateway", namespace+"/"+name),
-		now:  time.Now,
-		kick: make(chan struct{}, 1),
+		log: log.With("component", "gatewaystatus", "gateway", namespace+"/"+name),
+		now: time.Now,
 	}
+	w.loop = newWriter(w.log, "the HTTPS listeners' ResolvedRefs condition", listenerState.equal,
+		func(ctx context.Context, _ struct{}, s listenerState) error {
+			return w.Apply(ctx, s.generation, s.conds)
+		})
+	return w
 }
 
 // Set records the desired conditions of the Gateway generation's HTTPS
 // listeners.
 func (w *ListenerWriter) Set(generation int64, conds []ListenerCondition) {
-	w.mu.Lock()
-	w.want = &listenerState{generation, slices.Clone(conds)}
-	w.mu.Unlock()
-	kick(w.kick)
+	w.loop.set(struct{}{}, listenerState{generation, slices.Clone(conds)})
 }
 
 // Run applies the desired conditions until ctx ends, retrying failures
 // with backoff.
-func (w *ListenerWriter) Run(ctx context.Context) {
-	backoff := 500 * time.Millisecond
-	var retry <-chan time.Time
-	failing := false
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-w.kick:
-		case <-retry:
-		}
-		retry = nil
-		w.mu.Lock()
-		want, applied := w.want, w.applied
-		w.mu.Unlock()
-		if want == nil || want.equal(applied) {
-			continue
-		}
-		if err := w.Apply(ctx, want.generation, want.conds); err != nil {
-			if ctx.Err() != nil {
-				return
-			}
-			if !failing {
-				w.log.Warn("cannot set the HTTPS listeners' ResolvedRefs condition; retrying until it works", "error", err, "retry_in", backoff)
-			} else {
-				w.log.Debug("cannot set the HTTPS listeners' ResolvedRefs condition", "error", err, "retry_in", backoff)
-			}
-			failing = true
-			retry = time.After(backoff)
-			backoff = min(2*backoff, 30*time.Second)
-			continue
-		}
-		if failing {
-			w.log.Info("HTTPS listeners' ResolvedRefs condition set again")
-		}
-		failing = false
-		backoff = 500 * time.Millisecond
-		w.mu.Lock()
-		w.applied = want
-		w.mu.Unlock()
-	}
-}
+func (w *ListenerWriter) Run(ctx context.Context) { w.loop.run(ctx) }
 
 // Apply sets the conditions now; a condition's lastTransitionTime is kept
 // when its status does not change.

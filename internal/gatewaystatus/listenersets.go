@@ -3,13 +3,10 @@ package gatewaystatus
 import (
 	"cmp"
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
-	"maps"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -53,11 +50,7 @@ type ListenerSetWriter struct {
 	client gatewayclient.Interface
 	log    *slog.Logger
 	now    func() time.Time
-
-	mu      sync.Mutex
-	want    map[routing.ObjectRef]ListenerSetConditions
-	applied map[routing.ObjectRef]ListenerSetConditions
-	kick    chan struct{}
+	loop   *writer[routing.ObjectRef, ListenerSetConditions]
 }
 
 // NewListenerSetWriter returns a ListenerSetWriter for the ListenerSets
@@ -66,61 +59,28 @@ func NewListenerSetWriter(client gatewayclient.Interface, gw routing.ObjectRef, 
 	if log == nil {
 		log = slog.Default()
 	}
-	return &ListenerSetWriter{
-		client:  client,
-		log:     log.With("component", "gatewaystatus", "gateway", gw.String()),
-		now:     time.Now,
-		applied: map[routing.ObjectRef]ListenerSetConditions{},
-		kick:    make(chan struct{}, 1),
+	w := &ListenerSetWriter{
+		client: client,
+		log:    log.With("component", "gatewaystatus", "gateway", gw.String()),
+		now:    time.Now,
 	}
+	w.loop = newWriter(w.log, "the ResolvedRefs condition of the ListenerSets' HTTPS listeners", ListenerSetConditions.equal, w.Apply)
+	w.loop.order = func(a, b routing.ObjectRef) int {
+		return cmp.Or(strings.Compare(a.Namespace, b.Namespace), strings.Compare(a.Name, b.Name))
+	}
+	return w
 }
 
 // Set records the desired conditions of every ListenerSet with an HTTPS
 // listener the Gateway serves.
 func (w *ListenerSetWriter) Set(want map[routing.ObjectRef]ListenerSetConditions) {
-	w.mu.Lock()
-	w.want = maps.Clone(want)
-	w.mu.Unlock()
-	kick(w.kick)
+	w.loop.setAll(want)
 }
 
 // Run applies the desired conditions until ctx ends, retrying failures
-// with backoff.
-func (w *ListenerSetWriter) Run(ctx context.Context) {
-	retryLoop(ctx, w.kick, w.log, "the ResolvedRefs condition of the ListenerSets' HTTPS listeners", w.applyPending)
-}
-
-// applyPending applies the desired conditions of each ListenerSet that
-// differ from those applied last, and forgets the ListenerSets no longer
-// desired; the errors of all ListenerSets that failed, joined.
-func (w *ListenerSetWriter) applyPending(ctx context.Context) error {
-	w.mu.Lock()
-	want := maps.Clone(w.want)
-	for set := range w.applied {
-		if _, ok := want[set]; !ok {
-			delete(w.applied, set)
-		}
-	}
-	applied := maps.Clone(w.applied)
-	w.mu.Unlock()
-	var errs []error
-	for _, set := range slices.SortedFunc(maps.Keys(want), func(a, b routing.ObjectRef) int {
-		return cmp.Or(strings.Compare(a.Namespace, b.Namespace), strings.Compare(a.Name, b.Name))
-	}) {
-		c := want[set]
-		if a, ok := applied[set]; ok && a.equal(c) {
-			continue
-		}
-		if err := w.Apply(ctx, set, c); err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		w.mu.Lock()
-		w.applied[set] = c
-		w.mu.Unlock()
-	}
-	return errors.Join(errs...)
-}
+// with backoff: for each ListenerSet those that differ from the ones
+// applied last; the ListenerSets no longer desired are forgotten.
+func (w *ListenerSetWriter) Run(ctx context.Context) { w.loop.run(ctx) }
 
 // Apply sets the conditions of the ListenerSet set now; a condition's
 // lastTransitionTime is kept when its status does not change. It applies

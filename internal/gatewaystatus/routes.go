@@ -10,8 +10,8 @@ import (
 	"sync"
 	"time"
 
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
@@ -71,7 +71,8 @@ var errNoEntry = errors.New("no status entry for the Gateway yet")
 // disappears, the chaperone checks the route's references
 // (routing.Fragment.ResolvedRefs) and this writer sets the condition in
 // the route's status.parents entries of the fragment's parentRefs that
-// carry varnishgw's controller name, and nowhere else. The provider
+// carry varnishgw's controller name, and nowhere else, building each
+// entry with status.RouteParent as the provider does. The provider
 // writes the entries and their Accepted condition, and leaves ResolvedRefs
 // to the pods while they serve the route (docs/guides/architecture.md,
 // "Status: who writes what"). A route whose entry the provider has not
@@ -93,19 +94,17 @@ type RouteWriter struct {
 	controller gatewayv1.GatewayController
 	log        *slog.Logger
 	now        func() time.Time
+	// loop's applied values are the conditions this writer found or
+	// wrote, so that a sync that changes nothing reads no route.
+	loop *writer[routing.ObjectRef, RouteResolvedRefs]
 
-	mu   sync.Mutex
-	want map[routing.ObjectRef]RouteResolvedRefs
-	// done are the conditions this writer found or wrote, so that a sync
-	// that changes nothing reads no route.
-	done map[routing.ObjectRef]RouteResolvedRefs
+	mu sync.Mutex // before loop.mu when both are held
 	// denied are the conditions the writer may not write (Forbidden),
 	// not checked again until they change.
 	denied map[routing.ObjectRef]RouteResolvedRefs
 	// waiting are the routes without an entry for the Gateway yet
 	// (errNoEntry), with when the writer first found none.
 	waiting map[routing.ObjectRef]time.Time
-	kick    chan struct{}
 }
 
 // NewRouteWriter returns a RouteWriter for the routes of the Gateway gw,
@@ -114,16 +113,16 @@ func NewRouteWriter(client gatewayclient.Interface, gw routing.ObjectRef, contro
 	if log == nil {
 		log = slog.Default()
 	}
-	return &RouteWriter{
+	w := &RouteWriter{
 		client: client, gateway: gw, controller: controller,
 		log:     log.With("component", "gatewaystatus", "gateway", gw.String()),
 		now:     time.Now,
-		want:    map[routing.ObjectRef]RouteResolvedRefs{},
-		done:    map[routing.ObjectRef]RouteResolvedRefs{},
 		denied:  map[routing.ObjectRef]RouteResolvedRefs{},
 		waiting: map[routing.ObjectRef]time.Time{},
-		kick:    make(chan struct{}, 1),
 	}
+	w.loop = newWriter(w.log, "the routes' ResolvedRefs condition", RouteResolvedRefs.same, w.applyRoute)
+	w.loop.soon = entryPoll
+	return w
 }
 
 // Set records the desired conditions of every route of the Gateway (a
@@ -133,34 +132,25 @@ func (w *RouteWriter) Set(routes []RouteResolvedRefs) {
 	for _, r := range routes {
 		want[routing.ObjectRef{Namespace: r.Route.Namespace, Name: r.Route.Name}] = r
 	}
-	pending := false
 	w.mu.Lock()
-	for k := range w.done {
+	for k := range w.denied {
 		if _, ok := want[k]; !ok {
-			delete(w.done, k)
 			delete(w.denied, k)
 		}
 	}
 	for k := range w.waiting {
-		if r, ok := want[k]; !ok || !r.same(w.want[k]) {
+		old, _ := w.loop.wanted(k)
+		if r, ok := want[k]; !ok || !r.same(old) {
 			delete(w.waiting, k)
 		}
 	}
-	w.want = want
-	for k, r := range want {
-		if d, ok := w.done[k]; !ok || !d.same(r) {
-			pending = true
-		}
-	}
 	w.mu.Unlock()
-	if !pending {
-		return
-	}
-	kick(w.kick)
+	w.loop.setAll(want)
 }
 
 // Run writes the desired conditions until ctx ends, retrying failures
-// with backoff.
+// with backoff, and every RecheckInterval reads again the routes whose
+// condition differs from their fragment's.
 func (w *RouteWriter) Run(ctx context.Context) {
 	go func() {
 		tick := time.NewTicker(RecheckInterval)
@@ -173,75 +163,62 @@ func (w *RouteWriter) Run(ctx context.Context) {
 			}
 			recheck := false
 			w.mu.Lock()
-			for k, r := range w.done {
+			w.loop.mu.Lock()
+			for k, r := range w.loop.applied {
 				if d, denied := w.denied[k]; r.Condition != r.Applied && (!denied || !d.same(r)) {
-					delete(w.done, k)
+					delete(w.loop.applied, k)
 					recheck = true
 				}
 			}
+			w.loop.mu.Unlock()
 			w.mu.Unlock()
 			if recheck {
-				kick(w.kick)
+				w.loop.wake()
 			}
 		}
 	}()
-	retryLoop(ctx, w.kick, w.log, "the routes' ResolvedRefs condition", func(ctx context.Context) error {
+	w.loop.run(ctx)
+}
+
+// applyRoute is the loop's apply of route k's condition: a route without
+// an entry for the Gateway yet is tried again soon (errSoon) for up to
+// EntryWait, then left to the apply that creates the entry; a write the
+// writer may not do is not tried again until the condition changes.
+func (w *RouteWriter) applyRoute(ctx context.Context, k routing.ObjectRef, r RouteResolvedRefs) error {
+	err := w.Apply(ctx, r)
+	if errors.Is(err, errNoEntry) {
+		// The provider writes the entry once the pods serve the route:
+		// read it again soon, for a while.
 		w.mu.Lock()
-		var todo []RouteResolvedRefs
-		for k, r := range w.want {
-			if d, ok := w.done[k]; !ok || !d.same(r) {
-				todo = append(todo, r)
-			}
+		first, ok := w.waiting[k]
+		if !ok {
+			first = w.now()
+			w.waiting[k] = first
 		}
 		w.mu.Unlock()
-		var errs []error
-		again := false
-		for _, r := range todo {
-			k := routing.ObjectRef{Namespace: r.Route.Namespace, Name: r.Route.Name}
-			err := w.Apply(ctx, r)
-			if errors.Is(err, errNoEntry) {
-				// The provider writes the entry once the pods serve the
-				// route: read it again soon, for a while.
-				w.mu.Lock()
-				first, ok := w.waiting[k]
-				if !ok {
-					first = w.now()
-					w.waiting[k] = first
-				}
-				w.mu.Unlock()
-				if w.now().Sub(first) < EntryWait {
-					again = true
-					continue
-				}
-				w.log.Info("the route has no status entry for the Gateway; its ResolvedRefs condition is written when an apply creates the entry",
-					"route", r.Route.String())
-				err = nil
-			}
-			if apierrors.IsForbidden(err) {
-				// No right on this route (it was applied by a provider
-				// that did not grant it yet): not retried until its
-				// condition changes again.
-				w.mu.Lock()
-				w.denied[k] = r
-				w.mu.Unlock()
-				w.log.Warn("may not write the route's ResolvedRefs condition; apply the route again with this provider release, which grants it",
-					"route", r.Route.String(), "error", err)
-			} else if err != nil {
-				errs = append(errs, err)
-				continue
-			}
-			w.mu.Lock()
-			if w.want[k].same(r) {
-				w.done[k] = r
-			}
-			delete(w.waiting, k)
-			w.mu.Unlock()
+		if w.now().Sub(first) < EntryWait {
+			return errSoon
 		}
-		if again {
-			time.AfterFunc(entryPoll, func() { kick(w.kick) })
-		}
-		return errors.Join(errs...)
-	})
+		w.log.Info("the route has no status entry for the Gateway; its ResolvedRefs condition is written when an apply creates the entry",
+			"route", r.Route.String())
+		err = nil
+	}
+	if apierrors.IsForbidden(err) {
+		// No right on this route (it was applied by a provider that did
+		// not grant it yet): not retried until its condition changes
+		// again.
+		w.mu.Lock()
+		w.denied[k] = r
+		w.mu.Unlock()
+		w.log.Warn("may not write the route's ResolvedRefs condition; apply the route again with this provider release, which grants it",
+			"route", r.Route.String(), "error", err)
+	} else if err != nil {
+		return err
+	}
+	w.mu.Lock()
+	delete(w.waiting, k)
+	w.mu.Unlock()
+	return nil
 }
 
 // Apply sets the condition in the route's parent entries for the Gateway
@@ -271,22 +248,21 @@ func (w *RouteWriter) apply(ctx context.Context, r RouteResolvedRefs) error {
 	}
 	parents := slices.Clone(route.Status.Parents)
 	changed, found := false, false
+	set := r.Condition.Metav1()
+	now := metav1.NewTime(w.now().UTC().Truncate(time.Second))
 	for i := range parents {
 		p := &parents[i]
 		if p.ControllerName != w.controller || !w.covers(r, p.ParentRef, route.Namespace) {
 			continue
 		}
 		found = true
-		conds := slices.Clone(p.Conditions)
-		c := metav1.Condition{Type: r.Condition.Type, Status: metav1.ConditionStatus(r.Condition.Status), Reason: r.Condition.Reason,
-			Message: status.TruncateMessage(r.Condition.Message), ObservedGeneration: route.Generation,
-			LastTransitionTime: metav1.NewTime(w.now().UTC().Truncate(time.Second))}
-		if old := meta.FindStatusCondition(conds, c.Type); old != nil && old.Status == c.Status && old.Reason == c.Reason &&
-			old.Message == c.Message && old.ObservedGeneration == c.ObservedGeneration {
+		// The provider owns the entry's other conditions.
+		entry := status.RouteParent{ParentRef: p.ParentRef, Controller: w.controller, Generation: route.Generation,
+			Set: []metav1.Condition{set}, Keep: func(t string) bool { return t != set.Type }}.Build(p, now)
+		if apiequality.Semantic.DeepEqual(entry.Conditions, p.Conditions) {
 			continue
 		}
-		meta.SetStatusCondition(&conds, c)
-		p.Conditions = conds
+		p.Conditions = entry.Conditions
 		changed = true
 	}
 	if !found {
