@@ -9,6 +9,8 @@ import (
 	"slices"
 	"strconv"
 
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/gwruntime"
+
 	"github.com/hashicorp/terraform-plugin-framework/attr"
 
 	"github.com/hashicorp/terraform-plugin-framework-validators/stringvalidator"
@@ -33,30 +35,9 @@ import (
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/status"
 )
 
-// Defaults of a gateway class. The image has none: no image is published,
-// and a default that names a missing image fails in the cluster instead of
-// at plan time.
-const (
-	DefaultStorage         = "malloc,256m"
-	DefaultImagePullPolicy = string(corev1.PullIfNotPresent)
-)
-
-// Keys of the class parameters ConfigMap.
-const (
-	classKeyImage           = "image"
-	classKeyImagePullPolicy = "image-pull-policy"
-	classKeyStorage         = "storage"
-	classKeyParams          = "varnishd-params.json"
-	classKeyVCL             = "user.vcl"
-	classKeyLogLevel        = "log-level"
-	classKeyAccessLog       = "access-log"
-	classKeyExternalNames   = "external-name-services"
-)
-
 var (
 	dnsSubdomain = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`)
 	dnsLabel     = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`)
-	paramName    = regexp.MustCompile(`^[a-z][a-z0-9_]*$`)
 )
 
 var (
@@ -139,7 +120,7 @@ func (r *gatewayClassResource) Schema(_ context.Context, _ resource.SchemaReques
 			"image_pull_policy": schema.StringAttribute{
 				Optional: true,
 				Computed: true,
-				Default:  stringdefault.StaticString(DefaultImagePullPolicy),
+				Default:  stringdefault.StaticString(gwruntime.DefaultImagePullPolicy),
 				Description: "When the kubelet pulls the image (the containers' imagePullPolicy): IfNotPresent (the " +
 					"default) pulls an image the node lacks, which suits both pushed images with a tag per build and images " +
 					"imported into the nodes; Always asks the registry at every pod start; Never only uses images already " +
@@ -149,7 +130,7 @@ func (r *gatewayClassResource) Schema(_ context.Context, _ resource.SchemaReques
 			"storage": schema.StringAttribute{
 				Optional:    true,
 				Computed:    true,
-				Default:     stringdefault.StaticString(DefaultStorage),
+				Default:     stringdefault.StaticString(gwruntime.DefaultStorage),
 				Description: "The varnishd storage specification (-s), for example malloc,1g.",
 				Validators:  []validator.String{stringvalidator.LengthAtLeast(1)},
 			},
@@ -215,7 +196,7 @@ func (r *gatewayClassResource) ValidateConfig(ctx context.Context, req resource.
 	if resp.Diagnostics.HasError() || image.IsNull() || image.IsUnknown() || policy.IsUnknown() {
 		return
 	}
-	p := DefaultImagePullPolicy
+	p := gwruntime.DefaultImagePullPolicy
 	if !policy.IsNull() {
 		p = policy.ValueString()
 	}
@@ -305,16 +286,16 @@ func (r *gatewayClassResource) apply(ctx context.Context, m *gatewayClassModel) 
 		return fmt.Errorf("encode varnishd_params: %w", err)
 	}
 	data := map[string]string{
-		classKeyImage:           m.Image.ValueString(),
-		classKeyImagePullPolicy: m.ImagePullPolicy.ValueString(),
-		classKeyStorage:         m.Storage.ValueString(),
-		classKeyParams:          string(paramsJSON),
-		classKeyLogLevel:        m.LogLevel.ValueString(),
-		classKeyAccessLog:       strconv.FormatBool(m.AccessLog.ValueBool()),
-		classKeyExternalNames:   strconv.FormatBool(m.ExternalNames.ValueBool()),
+		gwruntime.ClassKeyImage:           m.Image.ValueString(),
+		gwruntime.ClassKeyImagePullPolicy: m.ImagePullPolicy.ValueString(),
+		gwruntime.ClassKeyStorage:         m.Storage.ValueString(),
+		gwruntime.ClassKeyParams:          string(paramsJSON),
+		gwruntime.ClassKeyLogLevel:        m.LogLevel.ValueString(),
+		gwruntime.ClassKeyAccessLog:       strconv.FormatBool(m.AccessLog.ValueBool()),
+		gwruntime.ClassKeyExternalNames:   strconv.FormatBool(m.ExternalNames.ValueBool()),
 	}
 	if !m.VCL.IsNull() {
-		data[classKeyVCL] = m.VCL.ValueString()
+		data[gwruntime.ClassKeyVCL] = m.VCL.ValueString()
 	}
 	cm := corev1apply.ConfigMap(classParametersName(name), ns).
 		WithLabels(managedLabels).
@@ -407,21 +388,21 @@ func (m *gatewayClassModel) readParameters(ctx context.Context, data map[string]
 		}
 		return types.StringNull()
 	}
-	m.Image = str(classKeyImage)
-	m.ImagePullPolicy = str(classKeyImagePullPolicy)
-	m.Storage = str(classKeyStorage)
-	m.VCL = str(classKeyVCL)
-	m.LogLevel = str(classKeyLogLevel)
+	m.Image = str(gwruntime.ClassKeyImage)
+	m.ImagePullPolicy = str(gwruntime.ClassKeyImagePullPolicy)
+	m.Storage = str(gwruntime.ClassKeyStorage)
+	m.VCL = str(gwruntime.ClassKeyVCL)
+	m.LogLevel = str(gwruntime.ClassKeyLogLevel)
 	m.AccessLog = types.BoolValue(false)
-	if v, ok := data[classKeyAccessLog]; ok {
+	if v, ok := data[gwruntime.ClassKeyAccessLog]; ok {
 		m.AccessLog = types.BoolValue(v == "true")
 	}
-	m.ExternalNames = types.BoolValue(data[classKeyExternalNames] == "true")
+	m.ExternalNames = types.BoolValue(data[gwruntime.ClassKeyExternalNames] == "true")
 
 	params := map[string]string{}
-	if raw, ok := data[classKeyParams]; ok {
+	if raw, ok := data[gwruntime.ClassKeyParams]; ok {
 		if err := json.Unmarshal([]byte(raw), &params); err != nil {
-			diags.AddWarning("Read the gateway class", fmt.Sprintf("the ConfigMap key %s is not a JSON object of strings (%v); the next apply rewrites it", classKeyParams, err))
+			diags.AddWarning("Read the gateway class", fmt.Sprintf("the ConfigMap key %s is not a JSON object of strings (%v); the next apply rewrites it", gwruntime.ClassKeyParams, err))
 		}
 	}
 	if len(params) == 0 && m.VarnishdParams.IsNull() {
@@ -479,7 +460,7 @@ func (paramNamesValidator) ValidateMap(_ context.Context, req validator.MapReque
 		return
 	}
 	for _, k := range slices.Sorted(maps.Keys(req.ConfigValue.Elements())) {
-		if !paramName.MatchString(k) {
+		if !gwruntime.ParamName.MatchString(k) {
 			resp.Diagnostics.AddAttributeError(req.Path.AtMapKey(k), "Invalid varnishd parameter name",
 				fmt.Sprintf("%q is not a varnishd parameter name; use the name varnishd -x parameter lists, for example thread_pool_min", k))
 		}

@@ -6,6 +6,8 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/gwruntime"
+
 	"github.com/hashicorp/terraform-plugin-testing/helper/resource"
 	"github.com/hashicorp/terraform-plugin-testing/knownvalue"
 	"github.com/hashicorp/terraform-plugin-testing/plancheck"
@@ -72,7 +74,7 @@ resource "varnishgw_gateway_class" "test" {
 					statecheck.ExpectKnownValue(addr, tfjsonpath.New("controller_name"), knownvalue.StringExact(ControllerName)),
 					statecheck.ExpectKnownValue(addr, tfjsonpath.New("image"), knownvalue.StringExact("localhost/varnishgw/gateway:1.0")),
 					statecheck.ExpectKnownValue(addr, tfjsonpath.New("image_pull_policy"), knownvalue.StringExact("IfNotPresent")),
-					statecheck.ExpectKnownValue(addr, tfjsonpath.New("storage"), knownvalue.StringExact(DefaultStorage)),
+					statecheck.ExpectKnownValue(addr, tfjsonpath.New("storage"), knownvalue.StringExact(gwruntime.DefaultStorage)),
 					statecheck.ExpectKnownValue(addr, tfjsonpath.New("log_level"), knownvalue.StringExact("info")),
 					statecheck.ExpectKnownValue(addr, tfjsonpath.New("access_log"), knownvalue.Bool(false)),
 					statecheck.ExpectKnownValue(addr, tfjsonpath.New("external_name_services"), knownvalue.Bool(false)),
@@ -118,14 +120,14 @@ resource "varnishgw_gateway_class" "test" {
 						return err
 					}
 					want := map[string]string{
-						classKeyImage:           "registry.example.com/varnishgw/gateway@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef",
-						classKeyImagePullPolicy: "Always",
-						classKeyStorage:         "malloc,1g",
-						classKeyParams:          `{"thread_pool_min":"50"}`,
-						classKeyVCL:             "sub vcl_backend_response { set beresp.ttl = 10s; }",
-						classKeyLogLevel:        "debug",
-						classKeyAccessLog:       "true",
-						classKeyExternalNames:   "true",
+						gwruntime.ClassKeyImage:           "registry.example.com/varnishgw/gateway@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef",
+						gwruntime.ClassKeyImagePullPolicy: "Always",
+						gwruntime.ClassKeyStorage:         "malloc,1g",
+						gwruntime.ClassKeyParams:          `{"thread_pool_min":"50"}`,
+						gwruntime.ClassKeyVCL:             "sub vcl_backend_response { set beresp.ttl = 10s; }",
+						gwruntime.ClassKeyLogLevel:        "debug",
+						gwruntime.ClassKeyAccessLog:       "true",
+						gwruntime.ClassKeyExternalNames:   "true",
 					}
 					for k, v := range want {
 						if cm.Data[k] != v {
@@ -155,8 +157,8 @@ resource "varnishgw_gateway_class" "test" {
 					if err != nil {
 						t.Fatal(err)
 					}
-					cm.Data[classKeyStorage] = "file,/tmp/x,1g"
-					cm.Data[classKeyImagePullPolicy] = "Never"
+					cm.Data[gwruntime.ClassKeyStorage] = "file,/tmp/x,1g"
+					cm.Data[gwruntime.ClassKeyImagePullPolicy] = "Never"
 					if _, err := cp.Client.CoreV1().ConfigMaps(ns).Update(ctx, cm, metav1.UpdateOptions{}); err != nil {
 						t.Fatal(err)
 					}
@@ -170,8 +172,8 @@ resource "varnishgw_gateway_class" "test" {
 					if err != nil {
 						return err
 					}
-					if cm.Data[classKeyStorage] != "malloc,1g" || cm.Data[classKeyImagePullPolicy] != "Always" {
-						return fmt.Errorf("storage, pull policy after apply = %q, %q, want the drift corrected to malloc,1g and Always", cm.Data[classKeyStorage], cm.Data[classKeyImagePullPolicy])
+					if cm.Data[gwruntime.ClassKeyStorage] != "malloc,1g" || cm.Data[gwruntime.ClassKeyImagePullPolicy] != "Always" {
+						return fmt.Errorf("storage, pull policy after apply = %q, %q, want the drift corrected to malloc,1g and Always", cm.Data[gwruntime.ClassKeyStorage], cm.Data[gwruntime.ClassKeyImagePullPolicy])
 					}
 					return nil
 				},

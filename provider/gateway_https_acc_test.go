@@ -205,7 +205,7 @@ func TestAccGatewayHTTPS(t *testing.T) {
 	}
 	var tlsVol *corev1.Volume
 	for i, v := range d.Spec.Template.Spec.Volumes {
-		if v.Name == tlsVolume {
+		if v.Name == gwruntime.TLSVolume {
 			tlsVol = &d.Spec.Template.Spec.Volumes[i]
 		}
 	}
@@ -213,7 +213,7 @@ func TestAccGatewayHTTPS(t *testing.T) {
 		t.Errorf("TLS volume %+v, want a memory-backed emptyDir with a size limit", tlsVol)
 	}
 	if !slices.ContainsFunc(ctr.VolumeMounts, func(m corev1.VolumeMount) bool {
-		return m.Name == tlsVolume && m.MountPath == gwruntime.DefaultChaperoneFlags().TLSDir
+		return m.Name == gwruntime.TLSVolume && m.MountPath == gwruntime.DefaultChaperoneFlags().TLSDir
 	}) {
 		t.Errorf("the chaperone does not mount the TLS volume at %s: %+v", gwruntime.DefaultChaperoneFlags().TLSDir, ctr.VolumeMounts)
 	}
@@ -491,7 +491,7 @@ func TestAccGatewayExternalTrafficPolicy(t *testing.T) {
 // otherwise) and becomes main.vcl's ACL. Import reads both back.
 func TestAccGatewayProxyProtocol(t *testing.T) {
 	cp := accPreCheck(t)
-	for _, mode := range []string{modeSupervise, modeSidecar} {
+	for _, mode := range []string{gwruntime.ModeSupervise, gwruntime.ModeSidecar} {
 		t.Run(mode, func(t *testing.T) {
 			ns := cp.Namespace(t)
 			class := "vgw-" + k8srand.String(6)
@@ -505,12 +505,12 @@ func TestAccGatewayProxyProtocol(t *testing.T) {
 					found := 0
 					for _, c := range d.Spec.Template.Spec.Containers {
 						switch c.Name {
-						case chaperoneName:
+						case gwruntime.ChaperoneContainer:
 							found++
 							if got := slices.Contains(c.Args, "--proxy-protocol"); got != want {
 								return fmt.Errorf("chaperone args %q: --proxy-protocol %v, want %v", c.Args, got, want)
 							}
-						case varnishName:
+						case gwruntime.VarnishContainer:
 							found++
 							wantSocket := "port-8080=:8080"
 							if want {
@@ -521,7 +521,7 @@ func TestAccGatewayProxyProtocol(t *testing.T) {
 							}
 						}
 					}
-					if wantFound := map[string]int{modeSupervise: 1, modeSidecar: 2}[mode]; found != wantFound {
+					if wantFound := map[string]int{gwruntime.ModeSupervise: 1, gwruntime.ModeSidecar: 2}[mode]; found != wantFound {
 						return fmt.Errorf("the pod template has %d of the chaperone and varnish containers, want %d", found, wantFound)
 					}
 					return nil

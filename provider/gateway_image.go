@@ -4,28 +4,18 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/gwruntime"
+
 	"github.com/distribution/reference"
 	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
 	corev1 "k8s.io/api/core/v1"
 )
 
-// parseImage parses a container image reference with the rules of the
-// kubelet, which uses the same package: an image that parses here never
-// gives the pods InvalidImageName.
-func parseImage(image string) (reference.Named, error) {
-	named, err := reference.ParseNormalizedNamed(image)
-	if err != nil {
-		return nil, fmt.Errorf("image = %q is not a container image reference (%v); use a lower-case name with a tag or a digest, "+
-			"for example localhost/varnishgw/gateway:1.0.0 or registry.example.com/varnishgw/gateway@sha256:<64 hex digits>", image, err)
-	}
-	return named, nil
-}
-
 // imageTagWarning says why image, pulled with policy, does not pin one
 // build: it has no tag (so it means :latest) or the tag latest. Empty for
 // an image with another tag or with a digest.
 func imageTagWarning(image, policy string) string {
-	named, err := parseImage(image)
+	named, err := gwruntime.ParseImage(image)
 	if err != nil {
 		return "" // the validator reports it
 	}
@@ -64,7 +54,7 @@ func (imageValidator) ValidateString(_ context.Context, req validator.StringRequ
 	if req.ConfigValue.IsNull() || req.ConfigValue.IsUnknown() {
 		return
 	}
-	if _, err := parseImage(req.ConfigValue.ValueString()); err != nil {
+	if _, err := gwruntime.ParseImage(req.ConfigValue.ValueString()); err != nil {
 		resp.Diagnostics.AddAttributeError(req.Path, "Invalid gateway image", err.Error())
 	}
 }

@@ -4,7 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
+
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/gwruntime"
 
 	"github.com/hashicorp/terraform-plugin-framework-validators/mapvalidator"
 	"github.com/hashicorp/terraform-plugin-framework-validators/stringvalidator"
@@ -95,8 +96,8 @@ func infrastructureSchema() schema.Block {
 }
 
 // settings are the infrastructure m describes.
-func (m *infrastructureModel) settings() infraSettings {
-	var s infraSettings
+func (m *infrastructureModel) settings() gwruntime.InfraSettings {
+	var s gwruntime.InfraSettings
 	if m == nil {
 		return s
 	}
@@ -117,7 +118,7 @@ func (m *infrastructureModel) settings() infraSettings {
 
 // gatewayInfrastructure is the typed spec.infrastructure of s (nil when
 // empty).
-func (s infraSettings) gatewayInfrastructure() *gatewayv1.GatewayInfrastructure {
+func gatewayInfrastructure(s gwruntime.InfraSettings) *gatewayv1.GatewayInfrastructure {
 	if len(s.Labels) == 0 && len(s.Annotations) == 0 && s.ParametersRef == nil {
 		return nil
 	}
@@ -153,8 +154,8 @@ func infrastructureApply(gi *gatewayv1.GatewayInfrastructure) *gatewayv1apply.Ga
 }
 
 // infraFromGateway reads spec.infrastructure.
-func infraFromGateway(gw *gatewayv1.Gateway) infraSettings {
-	var s infraSettings
+func infraFromGateway(gw *gatewayv1.Gateway) gwruntime.InfraSettings {
+	var s gwruntime.InfraSettings
 	gi := gw.Spec.Infrastructure
 	if gi == nil {
 		return s
@@ -204,7 +205,7 @@ func (e *invalidParametersError) Error() string { return e.msg }
 // gatewayDefaults are the parameters of a gateway: its class's, overridden
 // by the ConfigMap its infrastructure.parameters_ref names. An unusable
 // reference is an *invalidParametersError.
-func (c *clients) gatewayDefaults(ctx context.Context, className, ns string, infra infraSettings) (*classDefaults, error) {
+func (c *clients) gatewayDefaults(ctx context.Context, className, ns string, infra gwruntime.InfraSettings) (*gwruntime.Class, error) {
 	d, err := c.gatewayClassDefaults(ctx, className)
 	if err != nil {
 		return nil, err
@@ -226,12 +227,11 @@ func (c *clients) gatewayDefaults(ctx context.Context, className, ns string, inf
 	if err != nil {
 		return nil, fmt.Errorf("get the parameters ConfigMap %s/%s of the gateway: %w", ns, ref.Name, err)
 	}
-	merged := *d
-	merged.params = maps.Clone(d.params)
-	if err := merged.merge(cm.Data, false); err != nil {
+	merged := d.Clone()
+	if err := merged.Merge(cm.Data, false); err != nil {
 		return nil, invalid("ConfigMap %s/%s: %v", ns, ref.Name, err)
 	}
-	return &merged, nil
+	return merged, nil
 }
 
 // isInvalidParameters reports whether err is an *invalidParametersError.

@@ -32,7 +32,7 @@ import (
 
 // minInvalidationPort is the lowest port the endpoint may use: the
 // chaperone runs as a non-root user, and the pod lets it bind ports from
-// the lowest listener port up only (unprivilegedPortSysctl).
+// the lowest listener port up only (gwruntime.UnprivilegedPortSysctl).
 const minInvalidationPort = 1024
 
 func invalidationPortAttribute() schema.Int64Attribute {
@@ -54,8 +54,8 @@ func invalidationPortAttribute() schema.Int64Attribute {
 // varnishd's admin and ghost admin connections (on loopback, which a port
 // bound on every address clashes with).
 func podOwnPorts() map[int64]string {
-	out := map[int64]string{healthPort: "the chaperone's health server (probes and metrics)"}
-	for addr, what := range map[string]string{adminAddr: "varnishd's admin connection", ghostAdminAddr: "ghost's admin connection"} {
+	out := map[int64]string{gwruntime.HealthPort: "the chaperone's health server (probes and metrics)"}
+	for addr, what := range map[string]string{gwruntime.AdminAddr: "varnishd's admin connection", gwruntime.GhostAdminAddr: "ghost's admin connection"} {
 		if _, p, err := net.SplitHostPort(addr); err == nil {
 			if n, err := strconv.ParseInt(p, 10, 64); err == nil {
 				out[n] = what
@@ -111,14 +111,14 @@ func invalidationPortOf(addr string) types.Int64 {
 // gateway's one, if any. A cluster-scoped object cannot be owned by the
 // Gateway: it carries the gateway's runtime labels, by which deleteRuntime
 // knows it.
-func (c *clients) applyInvalidateAuthBinding(ctx context.Context, s *runtimeSpec) error {
-	if s.invalidatePort == 0 {
-		return c.deleteInvalidateAuthBinding(ctx, s.gw)
+func (c *clients) applyInvalidateAuthBinding(ctx context.Context, s *gwruntime.Spec) error {
+	if s.InvalidatePort == 0 {
+		return c.deleteInvalidateAuthBinding(ctx, s.Gateway)
 	}
-	name := gwruntime.InvalidateAuthBindingName(s.gw)
-	crb := rbacv1apply.ClusterRoleBinding(name).WithLabels(s.objectLabels()).WithAnnotations(s.objectAnnotations()).
+	name := gwruntime.InvalidateAuthBindingName(s.Gateway)
+	crb := rbacv1apply.ClusterRoleBinding(name).WithLabels(s.ObjectLabels()).WithAnnotations(s.ObjectAnnotations()).
 		WithRoleRef(rbacv1apply.RoleRef().WithAPIGroup(rbacv1.GroupName).WithKind("ClusterRole").WithName(gwruntime.AuthDelegatorClusterRole)).
-		WithSubjects(rbacv1apply.Subject().WithKind(rbacv1.ServiceAccountKind).WithName(s.name()).WithNamespace(s.gw.Namespace))
+		WithSubjects(rbacv1apply.Subject().WithKind(rbacv1.ServiceAccountKind).WithName(s.Name()).WithNamespace(s.Gateway.Namespace))
 	if _, err := c.kube.RbacV1().ClusterRoleBindings().Apply(ctx, crb, applyOptions()); err != nil {
 		hint := ""
 		if apierrors.IsForbidden(err) {
@@ -145,7 +145,7 @@ func (c *clients) deleteInvalidateAuthBinding(ctx context.Context, gw routing.Ob
 	if err != nil {
 		return fmt.Errorf("get ClusterRoleBinding %s: %w", name, err)
 	}
-	if !hasMetadata(crb, runtimeLabels(gw), nil) {
+	if !hasMetadata(crb, gwruntime.RuntimeLabels(gw), nil) {
 		return nil // not ours
 	}
 	err = c.kube.RbacV1().ClusterRoleBindings().Delete(ctx, name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &crb.UID}})
@@ -159,29 +159,29 @@ func (c *clients) deleteInvalidateAuthBinding(ctx context.Context, gw routing.Ob
 // ClusterRoleBinding to system:auth-delegator and what s asks for: missing,
 // bound to another role or subject, relabelled, or present although the
 // endpoint is off. Empty when it is as it should be.
-func (c *clients) invalidateAuthBindingDrift(ctx context.Context, s *runtimeSpec) (string, error) {
-	name := gwruntime.InvalidateAuthBindingName(s.gw)
+func (c *clients) invalidateAuthBindingDrift(ctx context.Context, s *gwruntime.Spec) (string, error) {
+	name := gwruntime.InvalidateAuthBindingName(s.Gateway)
 	what := "ClusterRoleBinding " + name
 	crb, err := c.kube.RbacV1().ClusterRoleBindings().Get(ctx, name, metav1.GetOptions{})
 	switch {
-	case (apierrors.IsNotFound(err) || apierrors.IsForbidden(err)) && s.invalidatePort == 0:
+	case (apierrors.IsNotFound(err) || apierrors.IsForbidden(err)) && s.InvalidatePort == 0:
 		// Forbidden: see deleteInvalidateAuthBinding.
 		return "", nil
 	case apierrors.IsNotFound(err):
 		return what + " is missing", nil
 	case err != nil:
 		return "", fmt.Errorf("get %s: %w", what, err)
-	case s.invalidatePort == 0:
-		if hasMetadata(crb, runtimeLabels(s.gw), nil) {
+	case s.InvalidatePort == 0:
+		if hasMetadata(crb, gwruntime.RuntimeLabels(s.Gateway), nil) {
 			return what + " is left although invalidation_endpoint_port is unset", nil
 		}
 		return "", nil
 	}
 	if crb.RoleRef.Kind != "ClusterRole" || crb.RoleRef.Name != gwruntime.AuthDelegatorClusterRole || len(crb.Subjects) != 1 ||
-		crb.Subjects[0].Kind != rbacv1.ServiceAccountKind || crb.Subjects[0].Name != s.name() || crb.Subjects[0].Namespace != s.gw.Namespace {
+		crb.Subjects[0].Kind != rbacv1.ServiceAccountKind || crb.Subjects[0].Name != s.Name() || crb.Subjects[0].Namespace != s.Gateway.Namespace {
 		return what + " changed", nil
 	}
-	if !hasMetadata(crb, s.objectLabels(), s.objectAnnotations()) {
+	if !hasMetadata(crb, s.ObjectLabels(), s.ObjectAnnotations()) {
 		return "the labels or annotations of " + what + " changed", nil
 	}
 	return "", nil

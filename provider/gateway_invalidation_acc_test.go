@@ -43,18 +43,18 @@ func invalidationEndpointCheck(cp *testenv.ControlPlane, gw routing.ObjectRef, p
 		for _, c := range d.Spec.Template.Spec.Containers {
 			var got int32
 			for _, p := range c.Ports {
-				if p.Name == invalidatePortName {
+				if p.Name == gwruntime.InvalidatePortName {
 					got = p.ContainerPort
 				}
 			}
 			hasFlag := slices.ContainsFunc(c.Args, func(a string) bool { return strings.HasPrefix(a, "--invalidate-addr") })
 			switch {
-			case c.Name == chaperoneName && port != 0 && (!slices.Contains(c.Args, flag) || got != port):
-				return fmt.Errorf("chaperone container: args %q, port %q = %d; want %s and port %d", c.Args, invalidatePortName, got, flag, port)
-			case c.Name == chaperoneName && port == 0 && (hasFlag || got != 0):
-				return fmt.Errorf("chaperone container without the endpoint: args %q, port %q = %d", c.Args, invalidatePortName, got)
-			case c.Name != chaperoneName && (hasFlag || got != 0):
-				return fmt.Errorf("container %s: args %q, port %q = %d; the endpoint is the chaperone's", c.Name, c.Args, invalidatePortName, got)
+			case c.Name == gwruntime.ChaperoneContainer && port != 0 && (!slices.Contains(c.Args, flag) || got != port):
+				return fmt.Errorf("chaperone container: args %q, port %q = %d; want %s and port %d", c.Args, gwruntime.InvalidatePortName, got, flag, port)
+			case c.Name == gwruntime.ChaperoneContainer && port == 0 && (hasFlag || got != 0):
+				return fmt.Errorf("chaperone container without the endpoint: args %q, port %q = %d", c.Args, gwruntime.InvalidatePortName, got)
+			case c.Name != gwruntime.ChaperoneContainer && (hasFlag || got != 0):
+				return fmt.Errorf("container %s: args %q, port %q = %d; the endpoint is the chaperone's", c.Name, c.Args, gwruntime.InvalidatePortName, got)
 			}
 		}
 		role, err := cp.Client.RbacV1().Roles(gw.Namespace).Get(ctx, gwruntime.Name(gw), metav1.GetOptions{})
@@ -71,7 +71,7 @@ func invalidationEndpointCheck(cp *testenv.ControlPlane, gw routing.ObjectRef, p
 			return err
 		}
 		for _, p := range svc.Spec.Ports {
-			if port != 0 && (p.Port == port || p.TargetPort.IntValue() == int(port) || p.TargetPort.String() == invalidatePortName) {
+			if port != 0 && (p.Port == port || p.TargetPort.IntValue() == int(port) || p.TargetPort.String() == gwruntime.InvalidatePortName) {
 				return fmt.Errorf("the gateway's Service exposes the invalidation endpoint: %+v", p)
 			}
 		}
@@ -87,8 +87,8 @@ func invalidationEndpointCheck(cp *testenv.ControlPlane, gw routing.ObjectRef, p
 			if crb.RoleRef.Kind != "ClusterRole" || crb.RoleRef.Name != gwruntime.AuthDelegatorClusterRole || !slices.Equal(crb.Subjects, want) {
 				return fmt.Errorf("ClusterRoleBinding %s binds %+v to %+v, want %s to %+v", name, crb.RoleRef, crb.Subjects, gwruntime.AuthDelegatorClusterRole, want)
 			}
-			if !hasMetadata(crb, runtimeLabels(gw), nil) || crb.Labels[gatewayv1.GatewayNameLabelKey] != gw.Name {
-				return fmt.Errorf("ClusterRoleBinding %s has labels %v, want the gateway's %v", name, crb.Labels, runtimeLabels(gw))
+			if !hasMetadata(crb, gwruntime.RuntimeLabels(gw), nil) || crb.Labels[gatewayv1.GatewayNameLabelKey] != gw.Name {
+				return fmt.Errorf("ClusterRoleBinding %s has labels %v, want the gateway's %v", name, crb.Labels, gwruntime.RuntimeLabels(gw))
 			}
 		}
 		return podsMayReviewTokens(cp, gw, port != 0)
@@ -132,7 +132,7 @@ func podsMayReviewTokens(cp *testenv.ControlPlane, gw routing.ObjectRef, want bo
 // attribute and value.
 func TestAccGatewayInvalidationEndpoint(t *testing.T) {
 	cp := accPreCheck(t)
-	for _, mode := range []string{modeSupervise, modeSidecar} {
+	for _, mode := range []string{gwruntime.ModeSupervise, gwruntime.ModeSidecar} {
 		t.Run(mode, func(t *testing.T) {
 			ns := cp.Namespace(t)
 			class := "vgw-" + k8srand.String(6)

@@ -21,18 +21,18 @@ import (
 func TestInvalidationEndpointRuntime(t *testing.T) {
 	for _, tc := range []struct {
 		name string
-		spec *runtimeSpec
+		spec *gwruntime.Spec
 		port int32
 	}{
 		{"supervise, off", testSpec(), 0},
 		{"supervise, on", testSpec(), 9092},
-		{"sidecar HTTPS, off", httpsSpec(modeSidecar), 0},
-		{"sidecar HTTPS, on", httpsSpec(modeSidecar), 9092},
+		{"sidecar HTTPS, off", httpsSpec(gwruntime.ModeSidecar), 0},
+		{"sidecar HTTPS, on", httpsSpec(gwruntime.ModeSidecar), 9092},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := tc.spec
-			s.invalidatePort = tc.port
-			args := s.chaperoneArgs()
+			s.InvalidatePort = tc.port
+			args := s.ChaperoneArgs()
 			hasFlag := slices.ContainsFunc(args, func(a string) bool { return strings.HasPrefix(a, "--invalidate-addr") })
 			if want := tc.port != 0; hasFlag != want || (want && !slices.Contains(args, "--invalidate-addr=:9092")) {
 				t.Errorf("chaperone args %q: want --invalidate-addr=:9092 %v", args, want)
@@ -45,30 +45,30 @@ func TestInvalidationEndpointRuntime(t *testing.T) {
 				t.Errorf("invalidation_endpoint_port read back from %q = %v, want %d", f.InvalidateAddr, got, tc.port)
 			}
 
-			d := s.deployment()
+			d := s.Deployment()
 			for _, c := range d.Spec.Template.Spec.Containers {
 				var port int32
 				for _, p := range c.Ports {
-					if *p.Name == invalidatePortName {
+					if *p.Name == gwruntime.InvalidatePortName {
 						port = *p.ContainerPort
 					}
 				}
 				want := int32(0)
-				if *c.Name == chaperoneName {
+				if *c.Name == gwruntime.ChaperoneContainer {
 					want = tc.port
 				}
 				if port != want {
-					t.Errorf("container %s: port %q = %d, want %d", *c.Name, invalidatePortName, port, want)
+					t.Errorf("container %s: port %q = %d, want %d", *c.Name, gwruntime.InvalidatePortName, port, want)
 				}
 			}
 
-			rules := s.gatewayRules()
+			rules := s.GatewayRules()
 			endpoint := gwruntime.InvalidateEndpointRules()
 			has := len(rules) >= len(endpoint) && cmp.Equal(rules[len(rules)-len(endpoint):], endpoint)
 			if has != (tc.port != 0) {
 				t.Errorf("Role rules %+v: the endpoint's rules present %v, want %v", rules, has, tc.port != 0)
 			}
-			base := append(gwruntime.GatewayRules(s.gw), gwruntime.CertificateRules(s.certSecretNames()[s.gw.Namespace], false)...)
+			base := append(gwruntime.GatewayRules(s.Gateway), gwruntime.CertificateRules(s.CertificateSecretNames()[s.Gateway.Namespace], false)...)
 			if !cmp.Equal(rules[:len(base)], base) {
 				t.Errorf("Role rules %+v do not start with the gateway's own %+v", rules, base)
 			}
@@ -80,11 +80,11 @@ func TestInvalidationEndpointRuntime(t *testing.T) {
 // its port changes the start hash, so the pods roll with the new flag.
 func TestInvalidationEndpointStartHash(t *testing.T) {
 	s := testSpec()
-	off := s.startHash()
-	s.invalidatePort = 9092
-	on := s.startHash()
-	s.invalidatePort = 9093
-	other := s.startHash()
+	off := s.StartHash()
+	s.InvalidatePort = 9092
+	on := s.StartHash()
+	s.InvalidatePort = 9093
+	other := s.StartHash()
 	if off == on || on == other {
 		t.Errorf("start hashes off %s, 9092 %s, 9093 %s: want all different", off, on, other)
 	}

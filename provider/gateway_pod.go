@@ -8,7 +8,6 @@ import (
 	"reflect"
 	"regexp"
 	"slices"
-	"strconv"
 	"strings"
 
 	"github.com/hashicorp/terraform-plugin-framework-validators/int64validator"
@@ -26,34 +25,14 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
-	appsv1apply "k8s.io/client-go/applyconfigurations/apps/v1"
-	corev1apply "k8s.io/client-go/applyconfigurations/core/v1"
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 	sigsjson "sigs.k8s.io/json"
 )
 
-// The pod's identity and hardening. The gateway image has a user
-// varnishgw with this uid and gid (its config User is "65532:65532"), and
-// varnishd, run as a non-root user, uses no jail and needs no capability:
-// see "Pod security" in docs/resources/gateway.md.
-const (
-	gatewayUID = 65532
-	gatewayGID = 65532
-	tmpVolume  = "tmp"
-	// tmpDir is writable for the C compiler varnishd runs on VCL; the
-	// root file system is read-only.
-	tmpDir = "/tmp"
-	// unprivilegedPortSysctl lets the non-root varnishd bind listener ports
-	// below 1024 without NET_BIND_SERVICE. It is namespaced (per pod network
-	// namespace), on the kubelet's safe list, and allowed by the Pod
-	// Security Standards from baseline on, so restricted namespaces admit it.
-	unprivilegedPortSysctl = "net.ipv4.ip_unprivileged_port_start"
-	// podTemplateHashLabel is the label the Deployment controller puts on
-	// a ReplicaSet and its pods: a hash of their pod template.
-	podTemplateHashLabel = appsv1.DefaultDeploymentUniqueLabelKey
-)
+// podTemplateHashLabel is the label the Deployment controller puts on a
+// ReplicaSet and its pods: a hash of their pod template.
+const podTemplateHashLabel = appsv1.DefaultDeploymentUniqueLabelKey
 
 // Reserved label and annotation keys: those of the runtime objects and of
 // the Gateway API (GEP-1762 reserves the gateway.networking.k8s.io/ prefix).
@@ -61,164 +40,6 @@ var (
 	reservedPrefixes = []string{"varnishgw.dev/", gatewayv1.GroupName + "/"}
 	reservedLabels   = []string{"app.kubernetes.io/name", "app.kubernetes.io/instance", "app.kubernetes.io/managed-by", podTemplateHashLabel}
 )
-
-// podSettings are what platform teams set on the gateway pods (the
-// gateway's pod attribute).
-type podSettings struct {
-	ImagePullSecrets  []string                          `json:",omitempty"`
-	NodeSelector      map[string]string                 `json:",omitempty"`
-	Tolerations       []corev1.Toleration               `json:",omitempty"`
-	Affinity          *corev1.Affinity                  `json:",omitempty"`
-	TopologySpread    []corev1.TopologySpreadConstraint `json:",omitempty"`
-	PriorityClassName string                            `json:",omitempty"`
-	Labels            map[string]string                 `json:",omitempty"`
-	Annotations       map[string]string                 `json:",omitempty"`
-}
-
-// infraSettings are the Gateway's spec.infrastructure: labels and
-// annotations for every object generated for the Gateway, and a reference
-// to a ConfigMap of gateway parameters.
-type infraSettings struct {
-	Labels        map[string]string                   `json:",omitempty"`
-	Annotations   map[string]string                   `json:",omitempty"`
-	ParametersRef *gatewayv1.LocalParametersReference `json:"-"` // its content is in the class defaults
-}
-
-// objectLabels are the labels of every object generated for the gateway:
-// the runtime labels, the Gateway API's well-known labels (GEP-1762) and
-// the Gateway's infrastructure labels.
-func (s *runtimeSpec) objectLabels() map[string]string {
-	l := runtimeLabels(s.gw)
-	l[gatewayv1.GatewayNameLabelKey] = s.gw.Name
-	if s.className != "" {
-		l[gatewayv1.GatewayClassNameLabelKey] = s.className
-	}
-	maps.Copy(l, s.infra.Labels)
-	return l
-}
-
-// objectAnnotations are the annotations of every object generated for the
-// gateway: the Gateway's infrastructure annotations (nil when none).
-func (s *runtimeSpec) objectAnnotations() map[string]string {
-	if len(s.infra.Annotations) == 0 {
-		return nil
-	}
-	return maps.Clone(s.infra.Annotations)
-}
-
-// podLabels are the labels of the gateway pods: the selector, the
-// well-known and infrastructure labels, and pod.labels.
-func (s *runtimeSpec) podLabels() map[string]string {
-	l := s.objectLabels()
-	maps.Copy(l, s.pod.Labels)
-	maps.Copy(l, gwruntime.Labels(s.gw))
-	return l
-}
-
-// podAnnotations are the annotations of the gateway pods: the start hash,
-// the infrastructure annotations and pod.annotations.
-func (s *runtimeSpec) podAnnotations() map[string]string {
-	a := map[string]string{}
-	maps.Copy(a, s.infra.Annotations)
-	maps.Copy(a, s.pod.Annotations)
-	a[StartHashAnnotation] = s.startHash()
-	return a
-}
-
-// lowestPort is the lowest listener port, 0 without listeners.
-func (s *runtimeSpec) lowestPort() int32 {
-	if len(s.ports) == 0 {
-		return 0
-	}
-	return slices.Min(s.ports)
-}
-
-// withPodSettings completes the Deployment that deployment() builds: the
-// metadata every generated object carries, the pod's security settings and
-// the /tmp volume, the image pull policy of every container, and the
-// scheduling settings of the pod attribute.
-func (s *runtimeSpec) withPodSettings(d *appsv1apply.DeploymentApplyConfiguration) *appsv1apply.DeploymentApplyConfiguration {
-	d.WithLabels(s.objectLabels())
-	if a := s.objectAnnotations(); a != nil {
-		d.WithAnnotations(a)
-	}
-	tpl := d.Spec.Template
-	tpl.WithLabels(s.podLabels()).WithAnnotations(s.podAnnotations())
-	ps := tpl.Spec
-
-	sc := corev1apply.PodSecurityContext().
-		WithRunAsNonRoot(true).
-		WithRunAsUser(gatewayUID).
-		WithRunAsGroup(gatewayGID).
-		WithFSGroup(gatewayGID).
-		WithSeccompProfile(corev1apply.SeccompProfile().WithType(corev1.SeccompProfileTypeRuntimeDefault))
-	if p := s.lowestPort(); p > 0 && p < 1024 {
-		sc.WithSysctls(corev1apply.Sysctl().WithName(unprivilegedPortSysctl).WithValue(strconv.Itoa(int(p))))
-	}
-	for _, name := range slices.Sorted(maps.Keys(s.sysctls)) {
-		sc.WithSysctls(corev1apply.Sysctl().WithName(name).WithValue(s.sysctls[name]))
-	}
-	ps.WithSecurityContext(sc)
-	ps.WithVolumes(corev1apply.Volume().WithName(tmpVolume).WithEmptyDir(corev1apply.EmptyDirVolumeSource()))
-	for i := range ps.Containers {
-		c := &ps.Containers[i]
-		c.WithImagePullPolicy(corev1.PullPolicy(s.class.pullPolicy)).
-			WithSecurityContext(corev1apply.SecurityContext().
-				WithAllowPrivilegeEscalation(false).
-				WithReadOnlyRootFilesystem(true).
-				WithCapabilities(corev1apply.Capabilities().WithDrop("ALL"))).
-			WithVolumeMounts(corev1apply.VolumeMount().WithName(tmpVolume).WithMountPath(tmpDir))
-	}
-
-	p := s.pod
-	for _, name := range p.ImagePullSecrets {
-		ps.WithImagePullSecrets(corev1apply.LocalObjectReference().WithName(name))
-	}
-	if len(p.NodeSelector) > 0 {
-		ps.WithNodeSelector(p.NodeSelector)
-	}
-	for _, t := range p.Tolerations {
-		ps.WithTolerations(mustApplyConfig[corev1apply.TolerationApplyConfiguration](t))
-	}
-	if p.Affinity != nil {
-		ps.WithAffinity(mustApplyConfig[corev1apply.AffinityApplyConfiguration](p.Affinity))
-	}
-	for _, t := range s.topologySpread() {
-		ps.WithTopologySpreadConstraints(mustApplyConfig[corev1apply.TopologySpreadConstraintApplyConfiguration](t))
-	}
-	if p.PriorityClassName != "" {
-		ps.WithPriorityClassName(p.PriorityClassName)
-	}
-	return d
-}
-
-// topologySpread are pod.topology_spread's constraints, each counting the
-// gateway's own pods of the same pod template (matchLabelKeys
-// pod-template-hash, so that a rollout's old pods do not skew the count).
-func (s *runtimeSpec) topologySpread() []corev1.TopologySpreadConstraint {
-	out := make([]corev1.TopologySpreadConstraint, len(s.pod.TopologySpread))
-	for i, t := range s.pod.TopologySpread {
-		t.LabelSelector = &metav1.LabelSelector{MatchLabels: gwruntime.Labels(s.gw)}
-		t.MatchLabelKeys = []string{podTemplateHashLabel}
-		out[i] = t
-	}
-	return out
-}
-
-// mustApplyConfig turns a typed API value into its apply configuration,
-// which has the same JSON form. The values are the provider's own, decoded
-// from JSON before, so an error is a bug.
-func mustApplyConfig[T any](v any) *T {
-	b, err := json.Marshal(v)
-	if err != nil {
-		panic(fmt.Sprintf("encode %T: %v", v, err))
-	}
-	out := new(T)
-	if err := json.Unmarshal(b, out); err != nil {
-		panic(fmt.Sprintf("decode %T as %T: %v", v, out, err))
-	}
-	return out
-}
 
 // deploymentDrift compares the live Deployment with the dry run of the
 // provider's apply: empty when applying would change nothing the provider
@@ -428,8 +249,8 @@ func podSchema() schema.Block {
 }
 
 // settings are the pod settings m describes; errors name the attribute.
-func (m *podModel) settings() (podSettings, error) {
-	var p podSettings
+func (m *podModel) settings() (gwruntime.PodSettings, error) {
+	var p gwruntime.PodSettings
 	if m == nil {
 		return p, nil
 	}
@@ -516,7 +337,7 @@ func (m *podModel) validate(diags *diag.Diagnostics) {
 // annotations are those the configuration sets (all but the provider's and
 // the infrastructure's on import); affinity keeps the configured JSON when
 // it means the same.
-func readPod(prior *podModel, tpl corev1.PodTemplateSpec, infra infraSettings, imported bool) *podModel {
+func readPod(prior *podModel, tpl corev1.PodTemplateSpec, infra gwruntime.InfraSettings, imported bool) *podModel {
 	wasSet := prior != nil
 	if prior == nil {
 		prior = &podModel{}
@@ -580,7 +401,7 @@ func readPod(prior *podModel, tpl corev1.PodTemplateSpec, infra infraSettings, i
 	// The provider's own labels and annotations and the infrastructure's
 	// are not pod.labels or pod.annotations.
 	own := func(k string) bool {
-		return slices.Contains(reservedLabels, k) || reservedKeyPrefix(k) != "" || k == StartHashAnnotation
+		return slices.Contains(reservedLabels, k) || reservedKeyPrefix(k) != "" || k == gwruntime.StartHashAnnotation
 	}
 	pick := func(live map[string]string, infra map[string]string, configured types.Map) types.Map {
 		want := stringMap(configured)
@@ -800,18 +621,18 @@ func (distinctSysctls) ValidateMap(_ context.Context, req validator.MapRequest, 
 }
 
 // providerSysctl rejects the sysctl the provider sets itself,
-// unprivilegedPortSysctl, in either spelling.
+// gwruntime.UnprivilegedPortSysctl, in either spelling.
 type providerSysctl struct{}
 
 func (providerSysctl) Description(context.Context) string {
-	return "must not be " + unprivilegedPortSysctl + ", which the provider sets"
+	return "must not be " + gwruntime.UnprivilegedPortSysctl + ", which the provider sets"
 }
 func (v providerSysctl) MarkdownDescription(ctx context.Context) string { return v.Description(ctx) }
 func (providerSysctl) ValidateString(_ context.Context, req validator.StringRequest, resp *validator.StringResponse) {
 	if req.ConfigValue.IsNull() || req.ConfigValue.IsUnknown() {
 		return
 	}
-	if k := req.ConfigValue.ValueString(); sysctlDotted(k) == unprivilegedPortSysctl {
+	if k := req.ConfigValue.ValueString(); sysctlDotted(k) == gwruntime.UnprivilegedPortSysctl {
 		resp.Diagnostics.AddAttributeError(req.Path, "Sysctl set by the provider",
 			fmt.Sprintf("%q is set by the provider from the gateway's lowest listener port, so that varnishd, which runs as a "+
 				"non-root user, can bind ports below 1024. Remove it from sysctls.", k))
@@ -825,7 +646,7 @@ func readSysctls(prior types.Map, sc *corev1.PodSecurityContext) types.Map {
 	got := map[string]string{}
 	if sc != nil {
 		for _, s := range sc.Sysctls {
-			if s.Name != unprivilegedPortSysctl {
+			if s.Name != gwruntime.UnprivilegedPortSysctl {
 				got[s.Name] = s.Value
 			}
 		}

@@ -99,13 +99,13 @@ func TestAccGatewayPodSecurityRestricted(t *testing.T) {
 						return err
 					}
 					for _, c := range d.Spec.Template.Spec.Containers {
-						if !slices.ContainsFunc(c.VolumeMounts, func(m corev1.VolumeMount) bool { return m.Name == tlsVolume }) {
+						if !slices.ContainsFunc(c.VolumeMounts, func(m corev1.VolumeMount) bool { return m.Name == gwruntime.TLSVolume }) {
 							return fmt.Errorf("container %s does not mount the TLS volume", c.Name)
 						}
-						if c.Name == varnishName && !slices.Contains(c.Args, "port-8443=/run/varnishgw/tls/port-8443.sock,PROXY,mode=0600") {
+						if c.Name == gwruntime.VarnishContainer && !slices.Contains(c.Args, "port-8443=/run/varnishgw/tls/port-8443.sock,PROXY,mode=0600") {
 							return fmt.Errorf("varnishd args %q lack the TLS socket of port 8443", c.Args)
 						}
-						if c.Name == chaperoneName && !slices.Contains(c.Args, "--tls-listen=8443") {
+						if c.Name == gwruntime.ChaperoneContainer && !slices.Contains(c.Args, "--tls-listen=8443") {
 							return fmt.Errorf("chaperone args %q lack --tls-listen=8443", c.Args)
 						}
 					}
@@ -220,14 +220,14 @@ func TestAccGatewayRolloutFailsFast(t *testing.T) {
 		return func(d *appsv1.Deployment) bool { return d.Spec.Template.Labels["step"] == v }
 	}
 	running := corev1.PodStatus{Phase: corev1.PodRunning, ContainerStatuses: []corev1.ContainerStatus{{
-		Name: chaperoneName, Image: testImage, Ready: true, Started: ptr.To(true),
+		Name: gwruntime.ChaperoneContainer, Image: testImage, Ready: true, Started: ptr.To(true),
 		State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.Now()}}}}}
 	crashing := corev1.PodStatus{Phase: corev1.PodRunning, ContainerStatuses: []corev1.ContainerStatus{{
-		Name: chaperoneName, Image: testImage, RestartCount: 5,
+		Name: gwruntime.ChaperoneContainer, Image: testImage, RestartCount: 5,
 		State:                corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "CrashLoopBackOff", Message: "back-off 5m0s restarting failed container"}},
 		LastTerminationState: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{Reason: "Error", ExitCode: 1}}}}}
 	pullBackOff := corev1.PodStatus{Phase: corev1.PodPending, ContainerStatuses: []corev1.ContainerStatus{{
-		Name: chaperoneName, Image: testImage,
+		Name: gwruntime.ChaperoneContainer, Image: testImage,
 		State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "ImagePullBackOff",
 			Message: `Back-off pulling image "` + testImage + `": ErrImagePull: failed to resolve reference "` + testImage + `": not found`}}}}}
 
@@ -368,7 +368,7 @@ func TestAccGatewayPodSettings(t *testing.T) {
 					if objects["PodDisruptionBudget"], err = cp.Client.PolicyV1().PodDisruptionBudgets(ns).Get(ctx, name, metav1.GetOptions{}); err != nil {
 						return err
 					}
-					if objects["Secret"], err = cp.Client.CoreV1().Secrets(ns).Get(ctx, adminSecretName(gw), metav1.GetOptions{}); err != nil {
+					if objects["Secret"], err = cp.Client.CoreV1().Secrets(ns).Get(ctx, gwruntime.AdminSecretName(gw), metav1.GetOptions{}); err != nil {
 						return err
 					}
 					for what, o := range objects {

@@ -3,6 +3,7 @@ package provider
 import (
 	"context"
 	"fmt"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/varnish/varnishd"
 	"maps"
 	"regexp"
 	"slices"
@@ -363,7 +364,7 @@ func (m *gatewayModel) toGateway(ctx context.Context) (*gatewayv1.Gateway, error
 		ObjectMeta: metav1.ObjectMeta{Namespace: m.Namespace.ValueString(), Name: m.Name.ValueString(), Labels: managedLabels},
 		Spec: gatewayv1.GatewaySpec{
 			GatewayClassName: gatewayv1.ObjectName(m.GatewayClassName.ValueString()),
-			Infrastructure:   m.Infrastructure.settings().gatewayInfrastructure(),
+			Infrastructure:   gatewayInfrastructure(m.Infrastructure.settings()),
 		},
 	}
 	for _, l := range m.Listeners {
@@ -406,59 +407,61 @@ func (m *gatewayModel) toGateway(ctx context.Context) (*gatewayv1.Gateway, error
 
 // runtimeSpec builds the runtime's description from the model and the
 // class defaults.
-func (m *gatewayModel) runtimeSpec(class *classDefaults) (*runtimeSpec, error) {
+func (m *gatewayModel) runtimeSpec(class *gwruntime.Class) (*gwruntime.Spec, error) {
 	pod, err := m.Pod.settings()
 	if err != nil {
 		return nil, err
 	}
-	s := &runtimeSpec{
-		gw:           m.ref(),
-		className:    m.GatewayClassName.ValueString(),
-		class:        class,
-		pod:          pod,
-		infra:        m.Infrastructure.settings(),
-		replicas:     int32(m.Replicas.ValueInt64()),
-		mode:         m.Mode.ValueString(),
-		drainTimeout: m.DrainTimeoutSeconds.ValueInt64(),
-		serviceType:  corev1.ServiceType(m.ServiceType.ValueString()),
-		annotations:  stringMap(m.ServiceAnnotations),
-		maxUnavail:   intstr.Parse(m.PDBMaxUnavailable.ValueString()),
+	s := &gwruntime.Spec{
+		Gateway:            m.ref(),
+		ClassName:          m.GatewayClassName.ValueString(),
+		Class:              class,
+		Pod:                pod,
+		Infra:              m.Infrastructure.settings(),
+		Replicas:           int32(m.Replicas.ValueInt64()),
+		Mode:               m.Mode.ValueString(),
+		DrainTimeout:       m.DrainTimeoutSeconds.ValueInt64(),
+		ServiceType:        corev1.ServiceType(m.ServiceType.ValueString()),
+		ServiceAnnotations: stringMap(m.ServiceAnnotations),
+		MaxUnavailable:     intstr.Parse(m.PDBMaxUnavailable.ValueString()),
+		SidecarVarnishd:    varnishdArgs,
+		BootVCL:            varnishd.BootVCL,
 	}
 	if !m.VCL.IsNull() {
 		v := m.VCL.ValueString()
-		s.gatewayVCL = &v
+		s.GatewayVCL = &v
 	}
 	seen := map[int32]bool{}
 	for _, l := range m.Listeners {
 		p := int32(l.Port.ValueInt64())
 		if !seen[p] {
 			seen[p] = true
-			s.ports = append(s.ports, p)
+			s.Ports = append(s.Ports, p)
 			if l.Protocol.ValueString() == string(gatewayv1.HTTPSProtocolType) {
-				s.tlsPorts = append(s.tlsPorts, p)
+				s.TLSPorts = append(s.TLSPorts, p)
 			}
 		}
 	}
-	slices.Sort(s.ports)
-	slices.Sort(s.tlsPorts)
-	s.noHTTP2 = !m.HTTP2.IsNull() && !m.HTTP2.ValueBool()
-	s.proxyProtocol = m.ProxyProtocol.ValueBool()
-	s.proxySources = m.proxySources()
-	s.invalidatePort = int32(m.InvalidationPort.ValueInt64())
+	slices.Sort(s.Ports)
+	slices.Sort(s.TLSPorts)
+	s.NoHTTP2 = !m.HTTP2.IsNull() && !m.HTTP2.ValueBool()
+	s.ProxyProtocol = m.ProxyProtocol.ValueBool()
+	s.ProxySources = m.proxySources()
+	s.InvalidatePort = int32(m.InvalidationPort.ValueInt64())
 	if sc := stringMap(m.Sysctls); len(sc) > 0 {
-		s.sysctls = sc
+		s.Sysctls = sc
 	}
-	s.externalTrafficPolicy = corev1.ServiceExternalTrafficPolicy(m.ExternalTrafficPolicy.ValueString())
+	s.ExternalTrafficPolicy = corev1.ServiceExternalTrafficPolicy(m.ExternalTrafficPolicy.ValueString())
 	gw, err := m.toGateway(context.Background())
 	if err != nil {
 		return nil, err
 	}
-	s.certSecrets = routing.CertificateSecrets(gw)
+	s.CertSecrets = routing.CertificateSecrets(gw)
 	if m.Resources != nil {
-		if s.requests, err = parseResources("resources.requests", stringMap(m.Resources.Requests)); err != nil {
+		if s.Requests, err = parseResources("resources.requests", stringMap(m.Resources.Requests)); err != nil {
 			return nil, err
 		}
-		if s.limits, err = parseResources("resources.limits", stringMap(m.Resources.Limits)); err != nil {
+		if s.Limits, err = parseResources("resources.limits", stringMap(m.Resources.Limits)); err != nil {
 			return nil, err
 		}
 	}
@@ -534,14 +537,14 @@ func (r *gatewayResource) ModifyPlan(ctx context.Context, req resource.ModifyPla
 		update()
 		return
 	}
-	hashOK := plan.StartHash.ValueString() == spec.startHash()
+	hashOK := plan.StartHash.ValueString() == spec.StartHash()
 	if !hashOK {
 		// A ListenerSet's apply may have brought the pods to what the
 		// gateway plans now (its ports) since the state was written.
-		d, err := r.c.kube.AppsV1().Deployments(spec.gw.Namespace).Get(ctx, spec.name(), metav1.GetOptions{})
-		hashOK = err == nil && d.Spec.Template.Annotations[StartHashAnnotation] == spec.startHash()
+		d, err := r.c.kube.AppsV1().Deployments(spec.Gateway.Namespace).Get(ctx, spec.Name(), metav1.GetOptions{})
+		hashOK = err == nil && d.Spec.Template.Annotations[gwruntime.StartHashAnnotation] == spec.StartHash()
 	}
-	if hashOK && plan.MainVCLSHA256.ValueString() == spec.mainVCLHash() {
+	if hashOK && plan.MainVCLSHA256.ValueString() == spec.MainVCLDigest() {
 		drift, err := "", dryErr
 		if err == nil {
 			drift, err = r.c.runtimeDrift(ctx, spec, dry)
@@ -554,7 +557,7 @@ func (r *gatewayResource) ModifyPlan(ctx context.Context, req resource.ModifyPla
 			return
 		}
 		resp.Diagnostics.AddWarning("The gateway runtime changed outside Terraform",
-			fmt.Sprintf("Gateway %s: %s. The next apply restores it.", spec.gw, drift))
+			fmt.Sprintf("Gateway %s: %s. The next apply restores it.", spec.Gateway, drift))
 	}
 	update()
 }
@@ -720,9 +723,9 @@ func (r *gatewayResource) apply(ctx context.Context, m *gatewayModel, action str
 		fail("%v", err)
 		return
 	}
-	svc, err := r.c.kube.CoreV1().Services(gw.Namespace).Get(ctx, spec.name(), metav1.GetOptions{})
+	svc, err := r.c.kube.CoreV1().Services(gw.Namespace).Get(ctx, spec.Name(), metav1.GetOptions{})
 	if err != nil {
-		fail("get Service %s/%s: %v", gw.Namespace, spec.name(), err)
+		fail("get Service %s/%s: %v", gw.Namespace, spec.Name(), err)
 		return
 	}
 	if err := r.c.writeGatewayStatus(ctx, live, svc, nil); err != nil {
@@ -738,7 +741,7 @@ func (r *gatewayResource) apply(ctx context.Context, m *gatewayModel, action str
 		return
 	}
 	if m.WaitForRollout.ValueBool() {
-		if err := r.c.waitRollout(ctx, spec.gw, timeout); err != nil {
+		if err := r.c.waitRollout(ctx, spec.Gateway, timeout); err != nil {
 			diags.AddError("Wait for the gateway rollout", err.Error())
 			return
 		}
@@ -893,7 +896,7 @@ func (c *clients) readComputed(ctx context.Context, m *gatewayModel) error {
 	}
 	m.StartHash = types.StringNull()
 	if d, err := c.kube.AppsV1().Deployments(ref.Namespace).Get(ctx, gwruntime.Name(ref), metav1.GetOptions{}); err == nil {
-		if h, ok := d.Spec.Template.Annotations[StartHashAnnotation]; ok {
+		if h, ok := d.Spec.Template.Annotations[gwruntime.StartHashAnnotation]; ok {
 			m.StartHash = types.StringValue(h)
 		}
 	} else if !apierrors.IsNotFound(err) {
@@ -978,7 +981,7 @@ func (c *clients) readGateway(ctx context.Context, m *gatewayModel) error {
 	cm, err := c.kube.CoreV1().ConfigMaps(ns).Get(ctx, gwruntime.VCLConfigMapName(ref), metav1.GetOptions{})
 	switch {
 	case err == nil:
-		if v, ok := cm.Data[gatewayVCLKey]; ok {
+		if v, ok := cm.Data[gwruntime.GatewayVCLKey]; ok {
 			m.VCL = types.StringValue(v)
 		} else {
 			m.VCL = types.StringNull()
@@ -998,14 +1001,14 @@ func (c *clients) readGateway(ctx context.Context, m *gatewayModel) error {
 		if d.Spec.Replicas != nil {
 			m.Replicas = types.Int64Value(int64(*d.Spec.Replicas))
 		}
-		m.Mode = types.StringValue(modeSupervise)
+		m.Mode = types.StringValue(gwruntime.ModeSupervise)
 		m.Pod = readPod(m.Pod, d.Spec.Template, infraFromGateway(gw), imported)
 		m.Sysctls = readSysctls(m.Sysctls, d.Spec.Template.Spec.SecurityContext)
 		for _, ctr := range d.Spec.Template.Spec.Containers {
-			if ctr.Name == varnishName {
+			if ctr.Name == gwruntime.VarnishContainer {
 				m.Resources = readResources(m.Resources, ctr.Resources)
 			}
-			if ctr.Name != chaperoneName {
+			if ctr.Name != gwruntime.ChaperoneContainer {
 				continue
 			}
 			// Arguments the chaperone would refuse are drift the next
@@ -1023,7 +1026,7 @@ func (c *clients) readGateway(ctx context.Context, m *gatewayModel) error {
 				}
 				m.InvalidationPort = invalidationPortOf(f.InvalidateAddr)
 			}
-			if m.Mode.ValueString() != modeSidecar {
+			if m.Mode.ValueString() != gwruntime.ModeSidecar {
 				m.Resources = readResources(m.Resources, ctr.Resources)
 			}
 		}

@@ -150,13 +150,13 @@ func TestAccGateway(t *testing.T) {
 						}
 						args := pod.Spec.Containers[0].Args
 						for _, want := range []string{"--routing=kubernetes", "--gateway=" + ns + "/edge", "--vcl=", "--listen=8080",
-							"--workdir=/var/lib/varnishgw/varnishd", "--ghost-json=/var/lib/varnishgw/varnishd/ghost.json", "--storage=" + DefaultStorage, "--param=thread_pool_min=20", "--log-level=info", "--drain-timeout=300s"} {
+							"--workdir=/var/lib/varnishgw/varnishd", "--ghost-json=/var/lib/varnishgw/varnishd/ghost.json", "--storage=" + gwruntime.DefaultStorage, "--param=thread_pool_min=20", "--log-level=info", "--drain-timeout=300s"} {
 							if !slices.Contains(args, want) {
 								return fmt.Errorf("chaperone args %q lack %q", args, want)
 							}
 						}
-						if pod.Spec.Containers[0].Image != testImage || pod.Annotations[StartHashAnnotation] == "" {
-							return fmt.Errorf("image %q, start hash %q", pod.Spec.Containers[0].Image, pod.Annotations[StartHashAnnotation])
+						if pod.Spec.Containers[0].Image != testImage || pod.Annotations[gwruntime.StartHashAnnotation] == "" {
+							return fmt.Errorf("image %q, start hash %q", pod.Spec.Containers[0].Image, pod.Annotations[gwruntime.StartHashAnnotation])
 						}
 						if g := pod.Spec.TerminationGracePeriodSeconds; g == nil || *g != 335 {
 							return fmt.Errorf("terminationGracePeriodSeconds = %v, want 335", g)
@@ -190,7 +190,7 @@ func TestAccGateway(t *testing.T) {
 						if template, err = podTemplateJSON(cp, gw); err != nil {
 							return err
 						}
-						startHash = pod.Annotations[StartHashAnnotation]
+						startHash = pod.Annotations[gwruntime.StartHashAnnotation]
 						return nil
 					},
 				),
@@ -278,10 +278,10 @@ func TestAccGateway(t *testing.T) {
 						if !slices.Contains(d.Spec.Template.Spec.Containers[0].Args, "--listen=8080,9090") {
 							return fmt.Errorf("args = %q, want --listen=8080,9090", d.Spec.Template.Spec.Containers[0].Args)
 						}
-						if d.Spec.Template.Annotations[StartHashAnnotation] == startHash {
+						if d.Spec.Template.Annotations[gwruntime.StartHashAnnotation] == startHash {
 							return fmt.Errorf("a new listener port did not change the start hash")
 						}
-						startHash = d.Spec.Template.Annotations[StartHashAnnotation]
+						startHash = d.Spec.Template.Annotations[gwruntime.StartHashAnnotation]
 						return nil
 					},
 				),
@@ -305,7 +305,7 @@ func TestAccGateway(t *testing.T) {
 					if !slices.Contains(d.Spec.Template.Spec.Containers[0].Args, "--storage=malloc,512m") {
 						return fmt.Errorf("args = %q, want --storage=malloc,512m", d.Spec.Template.Spec.Containers[0].Args)
 					}
-					if d.Spec.Template.Annotations[StartHashAnnotation] == startHash {
+					if d.Spec.Template.Annotations[gwruntime.StartHashAnnotation] == startHash {
 						return fmt.Errorf("a storage change did not change the start hash")
 					}
 					return nil
@@ -898,7 +898,7 @@ func TestAccGatewaySidecar(t *testing.T) {
 	resource.Test(t, resource.TestCase{
 		ProtoV6ProviderFactories: protoV6ProviderFactories,
 		CheckDestroy: func(*terraform.State) error {
-			if _, err := cp.Client.CoreV1().Secrets(ns).Get(ctx, adminSecretName(gw), metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+			if _, err := cp.Client.CoreV1().Secrets(ns).Get(ctx, gwruntime.AdminSecretName(gw), metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 				return fmt.Errorf("admin Secret after destroy: %v, want NotFound", err)
 			}
 			return nil
@@ -917,7 +917,7 @@ func TestAccGatewaySidecar(t *testing.T) {
 					}
 					varnish, chap := pod.Containers[0], pod.Containers[1]
 					wantVarnishd := "-F -n /var/lib/varnishgw/varnishd -a port-8080=:8080 -a port-9090=:9090 -a ghost-admin=127.0.0.1:6084 " +
-						"-M 127.0.0.1:6082 -T none -S /etc/varnishgw/secret/secret -f /etc/varnishgw/boot/boot.vcl -s " + DefaultStorage +
+						"-M 127.0.0.1:6082 -T none -S /etc/varnishgw/secret/secret -f /etc/varnishgw/boot/boot.vcl -s " + gwruntime.DefaultStorage +
 						" -p " + strings.Join(varnishd.DefaultParams(), " -p ") + " -p thread_pool_min=20"
 					if got := strings.Join(varnish.Args, " "); got != wantVarnishd || len(varnish.Command) != 1 || varnish.Command[0] != "/usr/sbin/varnishd" {
 						return fmt.Errorf("varnish container runs %q %q, want varnishd %q", varnish.Command, got, wantVarnishd)
@@ -956,7 +956,7 @@ func TestAccGatewaySidecar(t *testing.T) {
 					if !strings.Contains(cm.Data["boot.vcl"], "varnishgw: starting") {
 						return fmt.Errorf("boot.vcl = %q", cm.Data["boot.vcl"])
 					}
-					sec, err := cp.Client.CoreV1().Secrets(ns).Get(ctx, adminSecretName(gw), metav1.GetOptions{})
+					sec, err := cp.Client.CoreV1().Secrets(ns).Get(ctx, gwruntime.AdminSecretName(gw), metav1.GetOptions{})
 					if err != nil {
 						return err
 					}
@@ -978,7 +978,7 @@ func TestAccGatewaySidecar(t *testing.T) {
 				// Another apply keeps the admin secret (no pod roll).
 				Config: cfg(`  mode = "sidecar"` + "\n" + "  resources {\n    limits = { memory = \"1Gi\" }\n  }" + "\n  vcl = \"sub vcl_deliver { }\""),
 				Check: func(*terraform.State) error {
-					sec, err := cp.Client.CoreV1().Secrets(ns).Get(ctx, adminSecretName(gw), metav1.GetOptions{})
+					sec, err := cp.Client.CoreV1().Secrets(ns).Get(ctx, gwruntime.AdminSecretName(gw), metav1.GetOptions{})
 					if err != nil {
 						return err
 					}
@@ -1002,7 +1002,7 @@ func TestAccGatewaySidecar(t *testing.T) {
 					if !slices.Contains(d.Spec.Template.Spec.Containers[0].Args, "--listen=8080,9090") {
 						return fmt.Errorf("chaperone args = %q, want --listen=8080,9090", d.Spec.Template.Spec.Containers[0].Args)
 					}
-					if _, err := cp.Client.CoreV1().Secrets(ns).Get(ctx, adminSecretName(gw), metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+					if _, err := cp.Client.CoreV1().Secrets(ns).Get(ctx, gwruntime.AdminSecretName(gw), metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 						return fmt.Errorf("admin Secret in supervise mode: %v, want NotFound", err)
 					}
 					return nil

@@ -23,6 +23,8 @@ import (
 
 // How the rollout wait tells a rollout that cannot finish from a slow one.
 const (
+	// rolloutPollEvery is how often the rollout wait reads the Deployment.
+	rolloutPollEvery = time.Second
 	// failFastAfter is how long a pod of the current template may stay in
 	// a failing state (an image pull or container start failure) before
 	// the wait fails; the kubelet retries, and a passing registry hiccup

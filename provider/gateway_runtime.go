@@ -3,15 +3,12 @@ package provider
 import (
 	"context"
 	"crypto/rand"
-	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"maps"
-	"net/netip"
 	"slices"
 	"strings"
-	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -22,7 +19,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
-	appsv1apply "k8s.io/client-go/applyconfigurations/apps/v1"
 	corev1apply "k8s.io/client-go/applyconfigurations/core/v1"
 	metav1apply "k8s.io/client-go/applyconfigurations/meta/v1"
 	policyv1apply "k8s.io/client-go/applyconfigurations/policy/v1"
@@ -31,70 +27,14 @@ import (
 	gatewayv1apply "sigs.k8s.io/gateway-api/applyconfiguration/apis/v1"
 
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/gwruntime"
-	"github.com/varnishgw/terraform-provider-varnishgw/internal/mainvcl"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/routing"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/status"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/varnish/varnishd"
 )
 
-// The layout of a gateway pod.
-const (
-	// StartHashAnnotation on the pod template is a hash of what varnishd and
-	// the chaperone read at start; VCL and routing are not part of it, so
-	// only start-time changes roll the pods.
-	StartHashAnnotation = "varnishgw.dev/start-hash"
-	// gatewayVCLKey keeps the Gateway's own vcl attribute in the VCL
-	// ConfigMap beside main.vcl, so that import and drift detection can
-	// read it back.
-	gatewayVCLKey  = "gateway.vcl"
-	chaperoneName  = "chaperone"
-	stateVolume    = "state"
-	stateDir       = "/var/lib/varnishgw"
-	healthPort     = 9091
-	healthPortName = "health"
-	// invalidatePortName names the container port of the chaperone's
-	// invalidation endpoint (invalidation_endpoint_port).
-	invalidatePortName = "invalidate"
-	preStopSleep       = 5  // seconds for endpoints to drop the pod before the drain starts
-	graceAfterDrain    = 30 // seconds of terminationGracePeriodSeconds beyond the drain timeout
-	varnishName        = "varnish"
-	workDir            = stateDir + "/varnishd"
-	secretVolume       = "admin-secret"
-	secretDir          = "/etc/varnishgw/secret"
-	secretKey          = "secret"
-	bootVolume         = "boot-vcl"
-	bootDir            = "/etc/varnishgw/boot"
-	bootVCLKey         = "boot.vcl"
-	varnishdBin        = "/usr/sbin/varnishd"
-	chaperoneBin       = "/usr/local/bin/chaperone" // in the gateway image, beside varnishd
-	adminAddr          = "127.0.0.1:6082"
-	ghostAdminAddr     = "127.0.0.1:6084"
-	modeSupervise      = "supervise"
-	modeSidecar        = "sidecar"
-	rolloutPollEvery   = time.Second
-	// tlsVolume holds hitch's configuration, the certificates and keys
-	// (mode 0600) and varnishd's TLS sockets: memory-backed, so keys never
-	// reach a node's disk, and mounted at the chaperone's default --tls-dir
-	// (both containers in sidecar mode: varnishd opens the sockets).
-	tlsVolume = "tls"
-	// tlsVolumeSize bounds the memory the TLS volume may take: PEM files of
-	// up to 64 certificates per listener, a configuration and sockets.
-	tlsVolumeSize = "16Mi"
-)
-
-// classDefaults are the GatewayClass parameters a gateway inherits.
-type classDefaults struct {
-	image, pullPolicy, storage, vcl, logLevel string
-	params                                    map[string]string
-	accessLog                                 bool
-	// externalNames: the class's external_name_services (chaperone
-	// --external-name-services).
-	externalNames bool
-}
-
 // gatewayClassDefaults reads the GatewayClass name and its parameters
 // ConfigMap. The class must be served by varnishgw and name an image.
-func (c *clients) gatewayClassDefaults(ctx context.Context, name string) (*classDefaults, error) {
+func (c *clients) gatewayClassDefaults(ctx context.Context, name string) (*gwruntime.Class, error) {
 	gc, err := c.gateway.GatewayV1().GatewayClasses().Get(ctx, name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
 		return nil, fmt.Errorf("gateway_class_name %q: the GatewayClass does not exist; create it first (resource varnishgw_gateway_class) or fix the name", name)
@@ -117,221 +57,24 @@ func (c *clients) gatewayClassDefaults(ctx context.Context, name string) (*class
 	if err != nil {
 		return nil, fmt.Errorf("get the parameters ConfigMap %s/%s of GatewayClass %s: %w", *ref.Namespace, ref.Name, name, err)
 	}
-	d := &classDefaults{storage: DefaultStorage, pullPolicy: DefaultImagePullPolicy, logLevel: "info", params: map[string]string{}}
-	if err := d.merge(cm.Data, true); err != nil {
+	d := gwruntime.NewClass()
+	if err := d.Merge(cm.Data, true); err != nil {
 		return nil, fmt.Errorf("GatewayClass %s: parameters ConfigMap %s/%s: %w; apply its varnishgw_gateway_class again", name, *ref.Namespace, ref.Name, err)
 	}
-	if d.image == "" {
+	if d.Image == "" {
 		return nil, fmt.Errorf("GatewayClass %s: parameters ConfigMap %s/%s has no %s, so its gateways have no image; set image on its varnishgw_gateway_class and apply it",
-			name, *ref.Namespace, ref.Name, classKeyImage)
+			name, *ref.Namespace, ref.Name, gwruntime.ClassKeyImage)
 	}
 	return d, nil
-}
-
-// merge sets d from the data of a parameters ConfigMap: each key present
-// replaces d's value, and varnishd parameters are merged by name. A
-// class's ConfigMap (class true) may hold user.vcl; anything else, or a
-// value the pods could not use, is an error naming the key.
-func (d *classDefaults) merge(data map[string]string, class bool) error {
-	for _, k := range slices.Sorted(maps.Keys(data)) {
-		v := data[k]
-		switch k {
-		case classKeyImage:
-			if _, err := parseImage(v); err != nil {
-				return fmt.Errorf("key %s: %w", k, err)
-			}
-			d.image = v
-		case classKeyImagePullPolicy:
-			switch corev1.PullPolicy(v) {
-			case corev1.PullAlways, corev1.PullIfNotPresent, corev1.PullNever:
-			default:
-				return fmt.Errorf("key %s is %q, not Always, IfNotPresent or Never", k, v)
-			}
-			d.pullPolicy = v
-		case classKeyStorage:
-			if v == "" {
-				return fmt.Errorf("key %s is empty; give a varnishd storage such as malloc,1g", k)
-			}
-			d.storage = v
-		case classKeyLogLevel:
-			if !slices.Contains([]string{"debug", "info", "warn", "error"}, v) {
-				return fmt.Errorf("key %s is %q, not debug, info, warn or error", k, v)
-			}
-			d.logLevel = v
-		case classKeyParams:
-			params := map[string]string{}
-			if err := json.Unmarshal([]byte(v), &params); err != nil {
-				return fmt.Errorf("key %s is not a JSON object of strings (%v)", k, err)
-			}
-			for name, pv := range params {
-				if !paramName.MatchString(name) {
-					return fmt.Errorf("key %s: %q is not a varnishd parameter name", k, name)
-				}
-				d.params[name] = pv
-			}
-		case classKeyAccessLog:
-			if !class {
-				return fmt.Errorf("key %s is a class parameter only; set access_log on the varnishgw_gateway_class", k)
-			}
-			switch v {
-			case "true", "false":
-				d.accessLog = v == "true"
-			default:
-				return fmt.Errorf("key %s is %q, not true or false", k, v)
-			}
-		case classKeyExternalNames:
-			if !class {
-				return fmt.Errorf("key %s is a class parameter only; set external_name_services on the varnishgw_gateway_class", k)
-			}
-			switch v {
-			case "true", "false":
-				d.externalNames = v == "true"
-			default:
-				return fmt.Errorf("key %s is %q, not true or false", k, v)
-			}
-		case classKeyVCL:
-			if !class {
-				return fmt.Errorf("key %s is a class parameter only; set the gateway's own VCL with the vcl attribute of varnishgw_gateway", k)
-			}
-			d.vcl = v
-		default:
-			if class {
-				continue // written by another version of the provider
-			}
-			return fmt.Errorf("key %q is not a gateway parameter; the keys are %s, %s, %s, %s and %s",
-				k, classKeyImage, classKeyImagePullPolicy, classKeyStorage, classKeyParams, classKeyLogLevel)
-		}
-	}
-	return nil
-}
-
-// runtimeSpec is everything the gateway's runtime objects are built from.
-type runtimeSpec struct {
-	gw         routing.ObjectRef
-	className  string
-	class      *classDefaults // with the gateway's parametersRef applied
-	pod        podSettings
-	infra      infraSettings
-	gatewayVCL *string
-	ports      []int32 // distinct, sorted
-	// tlsPorts are the ports of the HTTPS listeners (a subset of ports):
-	// hitch terminates TLS on them and hands connections to varnishd's
-	// Unix socket port-N in the TLS volume.
-	tlsPorts []int32
-	// noHTTP2 turns HTTP/2 off on the HTTPS listeners (chaperone
-	// --http2=false); the zero value is the chaperone's default, on.
-	noHTTP2 bool
-	// proxyProtocol makes every listener take the PROXY protocol from a
-	// load balancer in front (chaperone --proxy-protocol): varnishd's HTTP
-	// sockets expect it, and hitch passes it on on the HTTPS ports.
-	proxyProtocol bool
-	// proxySources are proxy_protocol_sources, sorted: main.vcl's ACL of
-	// the peers whose PROXY header varnishd honours.
-	proxySources []netip.Prefix
-	// invalidatePort is the port of the chaperone's authenticated POST
-	// /invalidate endpoint (invalidation_endpoint_port); 0: none.
-	invalidatePort int32
-	// sysctls are the sysctls attribute: set in the pods' security
-	// context after the provider's own unprivilegedPortSysctl, by name.
-	sysctls map[string]string
-	// certSecrets are the certificate Secrets the HTTPS listeners reference
-	// (routing.CertificateSecrets): the pods may read exactly those.
-	certSecrets []routing.ObjectRef
-	// listenerSets are the ListenerSets with an HTTPS listener the pods
-	// serve: the pods keep the ResolvedRefs condition of those listeners
-	// current, and may patch the status of exactly these ListenerSets
-	// (applyListenerSetStatusRoles).
-	listenerSets []routing.ObjectRef
-	// externalTrafficPolicy is the Service's, empty: Kubernetes' default.
-	externalTrafficPolicy corev1.ServiceExternalTrafficPolicy
-	replicas              int32
-	mode                  string
-	drainTimeout          int64 // seconds
-	serviceType           corev1.ServiceType
-	annotations           map[string]string
-	maxUnavail            intstr.IntOrString
-	requests              corev1.ResourceList
-	limits                corev1.ResourceList
-}
-
-func (s *runtimeSpec) name() string { return gwruntime.Name(s.gw) }
-
-// labels are the runtime objects' labels: gwruntime.Labels plus the
-// provider's managedLabels.
-func runtimeLabels(gw routing.ObjectRef) map[string]string {
-	l := gwruntime.Labels(gw)
-	maps.Copy(l, managedLabels)
-	return l
-}
-
-// chaperoneFlags are the chaperone's flags in a gateway pod (see
-// design/chaperone.md).
-func (s *runtimeSpec) chaperoneFlags() gwruntime.ChaperoneFlags {
-	f := gwruntime.DefaultChaperoneFlags()
-	f.RoutingSource = gwruntime.RoutingKubernetes
-	f.Gateway = s.gw.String()
-	f.VCLPath = "" // from the Gateway's VCL ConfigMap
-	// main.vcl names ghost.json relative to varnishd's work dir.
-	f.WorkDir = workDir
-	f.GhostJSONPath = workDir + "/" + mainvcl.GhostJSON
-	if s.mode == modeSidecar {
-		// varnishd runs in the varnish container (varnishdArgs).
-		f.Mode = gwruntime.ModeSidecar
-		f.SecretFile = secretDir + "/" + secretKey
-	} else {
-		f.Ports = []int{}
-		for _, p := range s.ports {
-			if !slices.Contains(s.tlsPorts, p) {
-				f.Ports = append(f.Ports, int(p))
-			}
-		}
-		f.Storage = []string{s.class.storage}
-		for _, k := range slices.Sorted(maps.Keys(s.class.params)) {
-			f.Params = append(f.Params, k+"="+s.class.params[k])
-		}
-	}
-	// hitch runs in the chaperone container, in both modes; its directory
-	// is the TLS volume, mounted at the default --tls-dir.
-	for _, p := range s.tlsPorts {
-		f.TLSPorts = append(f.TLSPorts, int(p))
-	}
-	f.HTTP2 = !s.noHTTP2
-	f.ProxyProtocol = s.proxyProtocol
-	// varnishncsa runs in the chaperone container, in both modes.
-	f.AccessLog = s.class.accessLog
-	f.ExternalNameServices = s.class.externalNames
-	f.LogLevel = s.class.logLevel
-	f.DrainTimeout = time.Duration(s.drainTimeout) * time.Second
-	f.HealthAddr = fmt.Sprintf(":%d", healthPort)
-	if s.invalidatePort != 0 {
-		f.InvalidateAddr = fmt.Sprintf(":%d", s.invalidatePort)
-	}
-	return f
-}
-
-// chaperoneArgs are the chaperone's command line: the flags that differ
-// from the chaperone's defaults, and those the pod spec depends on (the
-// work dir its volume is mounted on, the health port of the probes, the
-// drain timeout within the grace period, varnishd's listeners and storage
-// in supervise mode). TestChaperoneArgs pins them byte for byte: a
-// change rolls every gateway on the provider's upgrade.
-func (s *runtimeSpec) chaperoneArgs() []string {
-	always := []string{"workdir", "log-level", "drain-timeout", "health-addr"}
-	if s.mode != modeSidecar {
-		// What the chaperone gives varnishd, even when it is its default
-		// (malloc,256m), so that a new default rolls no gateway.
-		always = append(always, "listen", "storage")
-	}
-	return s.chaperoneFlags().Args(always...)
 }
 
 // varnishdArgs is the command line of varnishd in the varnish container
 // of sidecar mode: the sockets, admin connection, secret and boot VCL the
 // chaperone expects (design/chaperone.md, "sidecar").
-func (s *runtimeSpec) varnishdArgs() []string {
-	cfg := varnishd.Config{WorkDir: workDir, GhostAdminAddr: ghostAdminAddr, Storage: []string{s.class.storage}}
-	for _, p := range s.ports {
-		if slices.Contains(s.tlsPorts, p) {
+func varnishdArgs(s *gwruntime.Spec) []string {
+	cfg := varnishd.Config{WorkDir: gwruntime.WorkDir, GhostAdminAddr: gwruntime.GhostAdminAddr, Storage: []string{s.Class.Storage}}
+	for _, p := range s.Ports {
+		if slices.Contains(s.TLSPorts, p) {
 			// hitch (in the chaperone container) hands the connections
 			// of an HTTPS port to this Unix socket, with a PROXY header.
 			cfg.Listeners = append(cfg.Listeners, varnishd.TLSListener(gwruntime.DefaultChaperoneFlags().TLSDir, int(p)))
@@ -340,84 +83,18 @@ func (s *runtimeSpec) varnishdArgs() []string {
 		// With proxy_protocol the load balancer's PROXY header comes first
 		// on every connection (the chaperone does the same in supervise
 		// mode).
-		cfg.Listeners = append(cfg.Listeners, varnishd.Listener{Name: routing.SocketName(gatewayv1.PortNumber(p)), Addr: fmt.Sprintf(":%d", p), Proxy: s.proxyProtocol})
+		cfg.Listeners = append(cfg.Listeners, varnishd.Listener{Name: routing.SocketName(gatewayv1.PortNumber(p)), Addr: fmt.Sprintf(":%d", p), Proxy: s.ProxyProtocol})
 	}
-	for _, k := range slices.Sorted(maps.Keys(s.class.params)) {
-		cfg.Params = append(cfg.Params, k+"="+s.class.params[k])
+	for _, k := range slices.Sorted(maps.Keys(s.Class.Params)) {
+		cfg.Params = append(cfg.Params, k+"="+s.Class.Params[k])
 	}
 	// The gateway's varnishd defaults, as the chaperone passes them in
 	// supervise mode; a class parameter of the same name replaces one.
 	cfg.Params = varnishd.WithDefaults(cfg.Params)
-	if len(s.tlsPorts) > 0 && !s.noHTTP2 {
+	if len(s.TLSPorts) > 0 && !s.NoHTTP2 {
 		cfg.Params = append(cfg.Params, "feature=+http2")
 	}
-	return varnishd.Args(cfg, adminAddr, secretDir+"/"+secretKey, bootDir+"/"+bootVCLKey)
-}
-
-// gatewayRules are the rules of the pods' Role in the Gateway's
-// namespace: gwruntime.GatewayRules, reading exactly the certificate
-// Secrets of the HTTPS listeners there (none without HTTPS listeners, so
-// the Role of an HTTP gateway is unchanged), and, with the invalidation
-// endpoint, gwruntime.InvalidateEndpointRules.
-func (s *runtimeSpec) gatewayRules() []rbacv1.PolicyRule {
-	rules := append(gwruntime.GatewayRules(s.gw), gwruntime.CertificateRules(s.certSecretNames()[s.gw.Namespace], false)...)
-	if s.invalidatePort != 0 {
-		rules = append(rules, gwruntime.InvalidateEndpointRules()...)
-	}
-	return rules
-}
-
-// certSecretNames are the names of the certificate Secrets by namespace.
-func (s *runtimeSpec) certSecretNames() map[string][]string {
-	out := map[string][]string{}
-	for _, r := range s.certSecrets {
-		out[r.Namespace] = append(out[r.Namespace], r.Name)
-	}
-	return out
-}
-
-// adminSecretName is the Secret that holds the varnishd admin secret
-// shared by the two containers of sidecar mode.
-func adminSecretName(gw routing.ObjectRef) string { return gwruntime.Name(gw) + "-admin" }
-
-// startHash is the sha256 of what the pods are started with: the image and
-// its pull policy, the mode, the command line (ports, storage, parameters,
-// log level, drain timeout), the pod settings and the infrastructure's
-// labels and annotations. Not the VCL, which the chaperone hot-reloads.
-func (s *runtimeSpec) startHash() string {
-	var varnishdArgs []string
-	if s.mode == modeSidecar {
-		varnishdArgs = s.varnishdArgs()
-	}
-	b, _ := json.Marshal(struct {
-		Image, PullPolicy, Mode string
-		Args, VarnishdArgs      []string
-		Pod                     podSettings
-		Infra                   infraSettings
-		// Without sysctls the hash is what it was before the attribute.
-		Sysctls map[string]string `json:",omitempty"`
-	}{s.class.image, s.class.pullPolicy, s.mode, s.chaperoneArgs(), varnishdArgs, s.pod, s.infra, s.sysctls})
-	sum := sha256.Sum256(b)
-	return hex.EncodeToString(sum[:])
-}
-
-// mainVCL is the gateway's rendered main.vcl.
-func (s *runtimeSpec) mainVCL() string {
-	return mainvcl.Render(mainvcl.Options{ClassVCL: s.class.vcl, GatewayVCL: deref(s.gatewayVCL), ProxySources: s.proxySources})
-}
-
-// mainVCLHash is the SHA-256 of mainVCL, hex encoded (gwruntime.VCLDigest).
-func (s *runtimeSpec) mainVCLHash() string { return gwruntime.VCLDigest(s.mainVCL()) }
-
-func policyRulesApply(rules []rbacv1.PolicyRule) []*rbacv1apply.PolicyRuleApplyConfiguration {
-	out := make([]*rbacv1apply.PolicyRuleApplyConfiguration, len(rules))
-	for i, r := range rules {
-		out[i] = rbacv1apply.PolicyRule().WithAPIGroups(r.APIGroups...).WithResources(r.Resources...).WithVerbs(r.Verbs...)
-		if len(r.ResourceNames) > 0 {
-			out[i].WithResourceNames(r.ResourceNames...)
-		}
-	}
-	return out
+	return varnishd.Args(cfg, gwruntime.AdminAddr, gwruntime.SecretFile, gwruntime.BootVCLFile)
 }
 
 // runtimeDrift compares the runtime objects in the cluster with s and
@@ -425,9 +102,9 @@ func policyRulesApply(rules []rbacv1.PolicyRule) []*rbacv1apply.PolicyRuleApplyC
 // or annotations, a Deployment that the provider's apply would change (dry
 // is its dry run, dryRunDeployment), or changed Service ports. Empty when the
 // runtime is intact.
-func (c *clients) runtimeDrift(ctx context.Context, s *runtimeSpec, dry *appsv1.Deployment) (string, error) {
-	ns, name := s.gw.Namespace, s.name()
-	lbl, ann := s.objectLabels(), s.objectAnnotations()
+func (c *clients) runtimeDrift(ctx context.Context, s *gwruntime.Spec, dry *appsv1.Deployment) (string, error) {
+	ns, name := s.Gateway.Namespace, s.Name()
+	lbl, ann := s.ObjectLabels(), s.ObjectAnnotations()
 	missing := func(what string, err error) (string, error) {
 		if apierrors.IsNotFound(err) {
 			return what + " is missing", nil
@@ -451,7 +128,7 @@ func (c *clients) runtimeDrift(ctx context.Context, s *runtimeSpec, dry *appsv1.
 	if err != nil {
 		return missing("Role "+ns+"/"+name, err)
 	}
-	if !equality.Semantic.DeepEqual(role.Rules, s.gatewayRules()) {
+	if !equality.Semantic.DeepEqual(role.Rules, s.GatewayRules()) {
 		return "the rules of Role " + ns + "/" + name + " changed", nil
 	}
 	if d := relabelled("Role "+ns+"/"+name, role); d != "" {
@@ -467,9 +144,9 @@ func (c *clients) runtimeDrift(ctx context.Context, s *runtimeSpec, dry *appsv1.
 	if d := relabelled("RoleBinding "+ns+"/"+name, rb); d != "" {
 		return d, nil
 	}
-	cr, err := c.kube.RbacV1().ClusterRoles().Get(ctx, gwruntime.BackendClusterRoleName(s.gw), metav1.GetOptions{})
+	cr, err := c.kube.RbacV1().ClusterRoles().Get(ctx, gwruntime.BackendClusterRoleName(s.Gateway), metav1.GetOptions{})
 	if err != nil {
-		return missing("ClusterRole "+gwruntime.BackendClusterRoleName(s.gw), err)
+		return missing("ClusterRole "+gwruntime.BackendClusterRoleName(s.Gateway), err)
 	}
 	if !equality.Semantic.DeepEqual(cr.Rules, gwruntime.BackendRules()) {
 		return "the rules of ClusterRole " + cr.Name + " changed", nil
@@ -492,30 +169,30 @@ func (c *clients) runtimeDrift(ctx context.Context, s *runtimeSpec, dry *appsv1.
 	for _, p := range svc.Spec.Ports {
 		ports = append(ports, p.Port)
 	}
-	if !slices.Equal(ports, s.ports) || !equality.Semantic.DeepEqual(svc.Spec.Selector, gwruntime.Labels(s.gw)) {
+	if !slices.Equal(ports, s.Ports) || !equality.Semantic.DeepEqual(svc.Spec.Selector, gwruntime.Labels(s.Gateway)) {
 		return "the ports or selector of Service " + ns + "/" + name + " changed", nil
 	}
 	if d := relabelled("Service "+ns+"/"+name, svc); d != "" {
 		return d, nil
 	}
-	others := s.certSecretNames()
+	others := s.CertificateSecretNames()
 	delete(others, ns)
 	for _, other := range slices.Sorted(maps.Keys(others)) {
-		what := "Role " + other + "/" + gwruntime.CertificateRoleName(s.gw)
-		r, err := c.kube.RbacV1().Roles(other).Get(ctx, gwruntime.CertificateRoleName(s.gw), metav1.GetOptions{})
+		what := "Role " + other + "/" + gwruntime.CertificateRoleName(s.Gateway)
+		r, err := c.kube.RbacV1().Roles(other).Get(ctx, gwruntime.CertificateRoleName(s.Gateway), metav1.GetOptions{})
 		if err != nil {
 			return missing(what, err)
 		}
 		if !equality.Semantic.DeepEqual(r.Rules, gwruntime.CertificateRules(others[other], true)) {
 			return "the rules of " + what + " changed", nil
 		}
-		if _, err := c.kube.RbacV1().RoleBindings(other).Get(ctx, gwruntime.CertificateRoleName(s.gw), metav1.GetOptions{}); err != nil {
-			return missing("RoleBinding "+other+"/"+gwruntime.CertificateRoleName(s.gw), err)
+		if _, err := c.kube.RbacV1().RoleBindings(other).Get(ctx, gwruntime.CertificateRoleName(s.Gateway), metav1.GetOptions{}); err != nil {
+			return missing("RoleBinding "+other+"/"+gwruntime.CertificateRoleName(s.Gateway), err)
 		}
 	}
-	lsets := s.listenerSetNames()
+	lsets := s.ListenerSetNames()
 	for _, other := range slices.Sorted(maps.Keys(lsets)) {
-		roleName := gwruntime.ListenerSetStatusRoleName(s.gw)
+		roleName := gwruntime.ListenerSetStatusRoleName(s.Gateway)
 		what := "Role " + other + "/" + roleName
 		r, err := c.kube.RbacV1().Roles(other).Get(ctx, roleName, metav1.GetOptions{})
 		if err != nil {
@@ -531,10 +208,10 @@ func (c *clients) runtimeDrift(ctx context.Context, s *runtimeSpec, dry *appsv1.
 	if d, err := c.invalidateAuthBindingDrift(ctx, s); d != "" || err != nil {
 		return d, err
 	}
-	if s.mode == modeSidecar {
-		sec, err := c.kube.CoreV1().Secrets(ns).Get(ctx, adminSecretName(s.gw), metav1.GetOptions{})
+	if s.Mode == gwruntime.ModeSidecar {
+		sec, err := c.kube.CoreV1().Secrets(ns).Get(ctx, gwruntime.AdminSecretName(s.Gateway), metav1.GetOptions{})
 		if err != nil {
-			return missing("Secret "+ns+"/"+adminSecretName(s.gw), err)
+			return missing("Secret "+ns+"/"+gwruntime.AdminSecretName(s.Gateway), err)
 		}
 		if d := relabelled("Secret "+ns+"/"+sec.Name, sec); d != "" {
 			return d, nil
@@ -547,12 +224,12 @@ func (c *clients) runtimeDrift(ctx context.Context, s *runtimeSpec, dry *appsv1.
 // store it after the provider's apply (a server-side dry run): defaults
 // set, and other field managers' fields kept. An invalid pod template is
 // an error the API server words, naming the field.
-func (c *clients) dryRunDeployment(ctx context.Context, s *runtimeSpec) (*appsv1.Deployment, error) {
+func (c *clients) dryRunDeployment(ctx context.Context, s *gwruntime.Spec) (*appsv1.Deployment, error) {
 	opts := applyOptions()
 	opts.DryRun = []string{metav1.DryRunAll}
-	d, err := c.kube.AppsV1().Deployments(s.gw.Namespace).Apply(ctx, s.deployment(), opts)
+	d, err := c.kube.AppsV1().Deployments(s.Gateway.Namespace).Apply(ctx, s.Deployment(), opts)
 	if err != nil {
-		return nil, fmt.Errorf("dry run of the Deployment %s/%s: %w", s.gw.Namespace, s.name(), err)
+		return nil, fmt.Errorf("dry run of the Deployment %s/%s: %w", s.Gateway.Namespace, s.Name(), err)
 	}
 	return d, nil
 }
@@ -577,9 +254,9 @@ func gatewayOwner(gw *gatewayv1.Gateway) *metav1apply.OwnerReferenceApplyConfigu
 // objects are owned by gw, the Gateway as stored (gatewayOwner); the
 // backends' ClusterRole cannot be (a namespaced object cannot own a
 // cluster-scoped one), and deleteRuntime deletes it.
-func (c *clients) applyRuntime(ctx context.Context, s *runtimeSpec, gw *gatewayv1.Gateway) error {
-	ns, name := s.gw.Namespace, s.name()
-	lbl, ann := s.objectLabels(), s.objectAnnotations()
+func (c *clients) applyRuntime(ctx context.Context, s *gwruntime.Spec, gw *gatewayv1.Gateway) error {
+	ns, name := s.Gateway.Namespace, s.Name()
+	lbl, ann := s.ObjectLabels(), s.ObjectAnnotations()
 	opts := applyOptions()
 	owner := gatewayOwner(gw)
 
@@ -596,9 +273,9 @@ func (c *clients) applyRuntime(ctx context.Context, s *runtimeSpec, gw *gatewayv
 	if _, err := c.kube.RbacV1().RoleBindings(ns).Apply(ctx, rb, opts); err != nil {
 		return fmt.Errorf("apply RoleBinding %s/%s: %w", ns, name, err)
 	}
-	cr := rbacv1apply.ClusterRole(gwruntime.BackendClusterRoleName(s.gw)).WithLabels(lbl).WithAnnotations(ann).WithRules(policyRulesApply(gwruntime.BackendRules())...)
+	cr := rbacv1apply.ClusterRole(gwruntime.BackendClusterRoleName(s.Gateway)).WithLabels(lbl).WithAnnotations(ann).WithRules(gwruntime.PolicyRulesApply(gwruntime.BackendRules())...)
 	if _, err := c.kube.RbacV1().ClusterRoles().Apply(ctx, cr, opts); err != nil {
-		return fmt.Errorf("apply ClusterRole %s: %w", gwruntime.BackendClusterRoleName(s.gw), err)
+		return fmt.Errorf("apply ClusterRole %s: %w", gwruntime.BackendClusterRoleName(s.Gateway), err)
 	}
 
 	if err := c.applyCertificateRoles(ctx, s); err != nil {
@@ -612,27 +289,27 @@ func (c *clients) applyRuntime(ctx context.Context, s *runtimeSpec, gw *gatewayv
 	}
 
 	// The digest first: the pods load only the main.vcl it names.
-	if err := c.recordVCLDigest(ctx, gw, s.mainVCLHash()); err != nil {
+	if err := c.recordVCLDigest(ctx, gw, s.MainVCLDigest()); err != nil {
 		return err
 	}
-	data := map[string]string{gwruntime.VCLDataKey: s.mainVCL(), bootVCLKey: varnishd.BootVCL}
-	if s.gatewayVCL != nil {
-		data[gatewayVCLKey] = *s.gatewayVCL
+	data := map[string]string{gwruntime.VCLDataKey: s.MainVCL(), gwruntime.BootVCLKey: varnishd.BootVCL}
+	if s.GatewayVCL != nil {
+		data[gwruntime.GatewayVCLKey] = *s.GatewayVCL
 	}
-	vclName := gwruntime.VCLConfigMapName(s.gw)
+	vclName := gwruntime.VCLConfigMapName(s.Gateway)
 	if _, err := c.kube.CoreV1().ConfigMaps(ns).Apply(ctx, corev1apply.ConfigMap(vclName, ns).WithLabels(lbl).WithAnnotations(ann).WithOwnerReferences(owner).WithData(data), opts); err != nil {
 		return fmt.Errorf("apply the VCL ConfigMap %s/%s: %w", ns, vclName, err)
 	}
 
-	svc := corev1apply.ServiceSpec().WithType(s.serviceType).WithSelector(gwruntime.Labels(s.gw))
-	if s.externalTrafficPolicy != "" {
-		svc.WithExternalTrafficPolicy(s.externalTrafficPolicy)
+	svc := corev1apply.ServiceSpec().WithType(s.ServiceType).WithSelector(gwruntime.Labels(s.Gateway))
+	if s.ExternalTrafficPolicy != "" {
+		svc.WithExternalTrafficPolicy(s.ExternalTrafficPolicy)
 	}
-	for _, p := range s.ports {
+	for _, p := range s.Ports {
 		svc.WithPorts(corev1apply.ServicePort().WithName(routing.SocketName(gatewayv1.PortNumber(p))).
 			WithProtocol(corev1.ProtocolTCP).WithPort(p).WithTargetPort(intstr.FromInt32(p)))
 	}
-	svcAC := corev1apply.Service(name, ns).WithLabels(lbl).WithAnnotations(ann).WithAnnotations(s.annotations).WithOwnerReferences(owner).WithSpec(svc)
+	svcAC := corev1apply.Service(name, ns).WithLabels(lbl).WithAnnotations(ann).WithAnnotations(s.ServiceAnnotations).WithOwnerReferences(owner).WithSpec(svc)
 	if _, err := c.kube.CoreV1().Services(ns).Apply(ctx, svcAC, opts); err != nil {
 		return fmt.Errorf("apply Service %s/%s: %w", ns, name, err)
 	}
@@ -640,13 +317,13 @@ func (c *clients) applyRuntime(ctx context.Context, s *runtimeSpec, gw *gatewayv
 	if err := c.ensureAdminSecret(ctx, s, owner); err != nil {
 		return err
 	}
-	if _, err := c.kube.AppsV1().Deployments(ns).Apply(ctx, s.deployment().WithOwnerReferences(owner), opts); err != nil {
+	if _, err := c.kube.AppsV1().Deployments(ns).Apply(ctx, s.Deployment().WithOwnerReferences(owner), opts); err != nil {
 		return fmt.Errorf("apply Deployment %s/%s: %w", ns, name, err)
 	}
 
 	pdb := policyv1apply.PodDisruptionBudget(name, ns).WithLabels(lbl).WithAnnotations(ann).WithOwnerReferences(owner).WithSpec(policyv1apply.PodDisruptionBudgetSpec().
-		WithMaxUnavailable(s.maxUnavail).
-		WithSelector(metav1apply.LabelSelector().WithMatchLabels(gwruntime.Labels(s.gw))))
+		WithMaxUnavailable(s.MaxUnavailable).
+		WithSelector(metav1apply.LabelSelector().WithMatchLabels(gwruntime.Labels(s.Gateway))))
 	if _, err := c.kube.PolicyV1().PodDisruptionBudgets(ns).Apply(ctx, pdb, opts); err != nil {
 		return fmt.Errorf("apply PodDisruptionBudget %s/%s: %w", ns, name, err)
 	}
@@ -674,9 +351,9 @@ func (c *clients) recordVCLDigest(ctx context.Context, gw *gatewayv1.Gateway, di
 
 // applyGatewayRole applies the pods' Role in the Gateway's namespace
 // (gatewayRules).
-func (c *clients) applyGatewayRole(ctx context.Context, s *runtimeSpec, owner *metav1apply.OwnerReferenceApplyConfiguration) error {
-	ns, name := s.gw.Namespace, s.name()
-	role := rbacv1apply.Role(name, ns).WithLabels(s.objectLabels()).WithAnnotations(s.objectAnnotations()).WithOwnerReferences(owner).WithRules(policyRulesApply(s.gatewayRules())...)
+func (c *clients) applyGatewayRole(ctx context.Context, s *gwruntime.Spec, owner *metav1apply.OwnerReferenceApplyConfiguration) error {
+	ns, name := s.Gateway.Namespace, s.Name()
+	role := rbacv1apply.Role(name, ns).WithLabels(s.ObjectLabels()).WithAnnotations(s.ObjectAnnotations()).WithOwnerReferences(owner).WithRules(gwruntime.PolicyRulesApply(s.GatewayRules())...)
 	if _, err := c.kube.RbacV1().Roles(ns).Apply(ctx, role, applyOptions()); err != nil {
 		return fmt.Errorf("apply Role %s/%s: %w", ns, name, err)
 	}
@@ -689,7 +366,7 @@ func (c *clients) applyGatewayRole(ctx context.Context, s *runtimeSpec, owner *m
 // status of exactly the ListenerSets whose HTTPS listeners they serve
 // (applyListenerSetStatusRoles). applyRuntime does it too; this is for a
 // change that does not roll the pods.
-func (c *clients) applyCertificateAccess(ctx context.Context, s *runtimeSpec, gw *gatewayv1.Gateway) error {
+func (c *clients) applyCertificateAccess(ctx context.Context, s *gwruntime.Spec, gw *gatewayv1.Gateway) error {
 	if err := c.applyGatewayRole(ctx, s, gatewayOwner(gw)); err != nil {
 		return err
 	}
@@ -699,15 +376,6 @@ func (c *clients) applyCertificateAccess(ctx context.Context, s *runtimeSpec, gw
 	return c.applyListenerSetStatusRoles(ctx, s)
 }
 
-// listenerSetNames are the names of s's ListenerSets by namespace.
-func (s *runtimeSpec) listenerSetNames() map[string][]string {
-	out := map[string][]string{}
-	for _, r := range s.listenerSets {
-		out[r.Namespace] = append(out[r.Namespace], r.Name)
-	}
-	return out
-}
-
 // applyListenerSetStatusRoles writes, in each namespace that holds
 // ListenerSets with an HTTPS listener the pods serve (the Gateway's own
 // included), a Role and RoleBinding gwruntime.ListenerSetStatusRoleName
@@ -715,24 +383,24 @@ func (s *runtimeSpec) listenerSetNames() map[string][]string {
 // ListenerSets (gwruntime.ListenerSetStatusRules), and deletes those of
 // namespaces that have none any more. Like the certificate Roles they
 // carry the gateway's runtime labels, by which they are found.
-func (c *clients) applyListenerSetStatusRoles(ctx context.Context, s *runtimeSpec) error {
-	name, sa := gwruntime.ListenerSetStatusRoleName(s.gw), s.name()
-	lbl, ann := s.objectLabels(), s.objectAnnotations()
+func (c *clients) applyListenerSetStatusRoles(ctx context.Context, s *gwruntime.Spec) error {
+	name, sa := gwruntime.ListenerSetStatusRoleName(s.Gateway), s.Name()
+	lbl, ann := s.ObjectLabels(), s.ObjectAnnotations()
 	opts := applyOptions()
-	want := s.listenerSetNames()
+	want := s.ListenerSetNames()
 	for _, ns := range slices.Sorted(maps.Keys(want)) {
-		role := rbacv1apply.Role(name, ns).WithLabels(lbl).WithAnnotations(ann).WithRules(policyRulesApply(gwruntime.ListenerSetStatusRules(want[ns]))...)
+		role := rbacv1apply.Role(name, ns).WithLabels(lbl).WithAnnotations(ann).WithRules(gwruntime.PolicyRulesApply(gwruntime.ListenerSetStatusRules(want[ns]))...)
 		if _, err := c.kube.RbacV1().Roles(ns).Apply(ctx, role, opts); err != nil {
 			return fmt.Errorf("apply Role %s/%s, which lets the gateway pods keep the ResolvedRefs condition of the ListenerSets' HTTPS listeners current: %w", ns, name, err)
 		}
 		rb := rbacv1apply.RoleBinding(name, ns).WithLabels(lbl).WithAnnotations(ann).
 			WithRoleRef(rbacv1apply.RoleRef().WithAPIGroup(rbacv1.GroupName).WithKind("Role").WithName(name)).
-			WithSubjects(rbacv1apply.Subject().WithKind(rbacv1.ServiceAccountKind).WithName(sa).WithNamespace(s.gw.Namespace))
+			WithSubjects(rbacv1apply.Subject().WithKind(rbacv1.ServiceAccountKind).WithName(sa).WithNamespace(s.Gateway.Namespace))
 		if _, err := c.kube.RbacV1().RoleBindings(ns).Apply(ctx, rb, opts); err != nil {
 			return fmt.Errorf("apply RoleBinding %s/%s: %w", ns, name, err)
 		}
 	}
-	return c.deleteGatewayRoles(ctx, s.gw, func(n, ns string) bool { _, ok := want[ns]; return n == name && !ok })
+	return c.deleteGatewayRoles(ctx, s.Gateway, func(n, ns string) bool { _, ok := want[ns]; return n == name && !ok })
 }
 
 // applyCertificateRoles writes, in each other namespace than the
@@ -743,14 +411,14 @@ func (c *clients) applyListenerSetStatusRoles(ctx context.Context, s *runtimeSpe
 // references any more. A namespaced object cannot be owned by an object
 // of another namespace: they carry the gateway's runtime labels instead,
 // by which they are found and deleted.
-func (c *clients) applyCertificateRoles(ctx context.Context, s *runtimeSpec) error {
-	name, sa := gwruntime.CertificateRoleName(s.gw), s.name()
-	lbl, ann := s.objectLabels(), s.objectAnnotations()
+func (c *clients) applyCertificateRoles(ctx context.Context, s *gwruntime.Spec) error {
+	name, sa := gwruntime.CertificateRoleName(s.Gateway), s.Name()
+	lbl, ann := s.ObjectLabels(), s.ObjectAnnotations()
 	opts := applyOptions()
-	want := s.certSecretNames()
-	delete(want, s.gw.Namespace)
+	want := s.CertificateSecretNames()
+	delete(want, s.Gateway.Namespace)
 	for _, ns := range slices.Sorted(maps.Keys(want)) {
-		role := rbacv1apply.Role(name, ns).WithLabels(lbl).WithAnnotations(ann).WithRules(policyRulesApply(gwruntime.CertificateRules(want[ns], true))...)
+		role := rbacv1apply.Role(name, ns).WithLabels(lbl).WithAnnotations(ann).WithRules(gwruntime.PolicyRulesApply(gwruntime.CertificateRules(want[ns], true))...)
 		if _, err := c.kube.RbacV1().Roles(ns).Apply(ctx, role, opts); err != nil {
 			hint := ""
 			if apierrors.IsForbidden(err) {
@@ -760,12 +428,12 @@ func (c *clients) applyCertificateRoles(ctx context.Context, s *runtimeSpec) err
 		}
 		rb := rbacv1apply.RoleBinding(name, ns).WithLabels(lbl).WithAnnotations(ann).
 			WithRoleRef(rbacv1apply.RoleRef().WithAPIGroup(rbacv1.GroupName).WithKind("Role").WithName(name)).
-			WithSubjects(rbacv1apply.Subject().WithKind(rbacv1.ServiceAccountKind).WithName(sa).WithNamespace(s.gw.Namespace))
+			WithSubjects(rbacv1apply.Subject().WithKind(rbacv1.ServiceAccountKind).WithName(sa).WithNamespace(s.Gateway.Namespace))
 		if _, err := c.kube.RbacV1().RoleBindings(ns).Apply(ctx, rb, opts); err != nil {
 			return fmt.Errorf("apply RoleBinding %s/%s: %w", ns, name, err)
 		}
 	}
-	return c.deleteCertificateRoles(ctx, s.gw, want)
+	return c.deleteCertificateRoles(ctx, s.Gateway, want)
 }
 
 // deleteCertificateRoles deletes the gateway's certificate Roles and
@@ -784,7 +452,7 @@ func (c *clients) deleteCertificateRoles(ctx context.Context, gw routing.ObjectR
 // deleteGatewayRoles deletes the gateway's Roles and RoleBindings, found
 // by the gateway's runtime labels, whose name and namespace drop accepts.
 func (c *clients) deleteGatewayRoles(ctx context.Context, gw routing.ObjectRef, drop func(name, ns string) bool) error {
-	sel := metav1.FormatLabelSelector(metav1.SetAsLabelSelector(runtimeLabels(gw)))
+	sel := metav1.FormatLabelSelector(metav1.SetAsLabelSelector(gwruntime.RuntimeLabels(gw)))
 	rbs, err := c.kube.RbacV1().RoleBindings(metav1.NamespaceAll).List(ctx, metav1.ListOptions{LabelSelector: sel})
 	if err != nil {
 		return fmt.Errorf("list the RoleBindings of gateway %s: %w", gw, err)
@@ -804,7 +472,7 @@ func (c *clients) deleteGatewayRoles(ctx context.Context, gw routing.ObjectRef, 
 		if err != nil {
 			return fmt.Errorf("get Role %s/%s: %w", rb.Namespace, name, err)
 		}
-		if !hasMetadata(role, runtimeLabels(gw), nil) {
+		if !hasMetadata(role, gwruntime.RuntimeLabels(gw), nil) {
 			continue // not ours
 		}
 		if err := c.kube.RbacV1().Roles(rb.Namespace).Delete(ctx, name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &role.UID}}); err != nil && !apierrors.IsNotFound(err) {
@@ -818,9 +486,9 @@ func (c *clients) deleteGatewayRoles(ctx context.Context, gw routing.ObjectRef, 
 // secret of varnishd (32 random bytes, hex encoded) unless it exists: it is
 // not rewritten, so applies do not roll the pods. In supervise mode the
 // chaperone makes a secret of its own and the Secret is not needed.
-func (c *clients) ensureAdminSecret(ctx context.Context, s *runtimeSpec, owner *metav1apply.OwnerReferenceApplyConfiguration) error {
-	ns, name := s.gw.Namespace, adminSecretName(s.gw)
-	if s.mode != modeSidecar {
+func (c *clients) ensureAdminSecret(ctx context.Context, s *gwruntime.Spec, owner *metav1apply.OwnerReferenceApplyConfiguration) error {
+	ns, name := s.Gateway.Namespace, gwruntime.AdminSecretName(s.Gateway)
+	if s.Mode != gwruntime.ModeSidecar {
 		old, err := c.kube.CoreV1().Secrets(ns).Get(ctx, name, metav1.GetOptions{})
 		if err != nil || old.Labels[gwruntime.NamespaceLabel] != ns || old.Labels["app.kubernetes.io/managed-by"] != managedLabels["app.kubernetes.io/managed-by"] {
 			return nil // none, or not ours
@@ -840,8 +508,8 @@ func (c *clients) ensureAdminSecret(ctx context.Context, s *runtimeSpec, owner *
 	// the create wrote, alone, and drops infrastructure labels that are
 	// gone.
 	sec := &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: runtimeLabels(s.gw)},
-		Data:       map[string][]byte{secretKey: []byte(hex.EncodeToString(buf) + "\n")},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: gwruntime.RuntimeLabels(s.Gateway)},
+		Data:       map[string][]byte{gwruntime.SecretKey: []byte(hex.EncodeToString(buf) + "\n")},
 	}
 	if _, err := c.kube.CoreV1().Secrets(ns).Create(ctx, sec, metav1.CreateOptions{FieldManager: FieldManager}); apierrors.IsAlreadyExists(err) {
 		old, err := c.kube.CoreV1().Secrets(ns).Get(ctx, name, metav1.GetOptions{})
@@ -854,7 +522,7 @@ func (c *clients) ensureAdminSecret(ctx context.Context, s *runtimeSpec, owner *
 	} else if err != nil {
 		return fmt.Errorf("create Secret %s/%s with the varnishd admin secret: %w", ns, name, err)
 	}
-	ac := corev1apply.Secret(name, ns).WithLabels(s.objectLabels()).WithAnnotations(s.objectAnnotations()).WithOwnerReferences(owner)
+	ac := corev1apply.Secret(name, ns).WithLabels(s.ObjectLabels()).WithAnnotations(s.ObjectAnnotations()).WithOwnerReferences(owner)
 	if _, err := c.kube.CoreV1().Secrets(ns).Apply(ctx, ac, applyOptions()); err != nil {
 		return fmt.Errorf("apply the labels and annotations of Secret %s/%s: %w", ns, name, err)
 	}
@@ -874,138 +542,6 @@ func hasMetadata(o metav1.Object, labels, annotations map[string]string) bool {
 		}
 	}
 	return true
-}
-
-// fieldEnv is an environment variable set from a field of the pod (the
-// downward API).
-func fieldEnv(name, fieldPath string) *corev1apply.EnvVarApplyConfiguration {
-	return corev1apply.EnvVar().WithName(name).WithValueFrom(corev1apply.EnvVarSource().
-		WithFieldRef(corev1apply.ObjectFieldSelector().WithFieldPath(fieldPath)))
-}
-
-// deployment is the gateway's Deployment. In supervise mode one chaperone
-// container runs varnishd as its child; in sidecar mode a varnish
-// container runs varnishd and the chaperone steers it through the admin
-// connection, sharing the work dir (and ghost.json) and the admin secret.
-func (s *runtimeSpec) deployment() *appsv1apply.DeploymentApplyConfiguration {
-	name, ns := s.name(), s.gw.Namespace
-	ctr := corev1apply.Container().
-		WithName(chaperoneName).
-		WithImage(s.class.image).
-		WithArgs(s.chaperoneArgs()...).
-		// The pod's name and UID name its GatewayPodReport and make the
-		// Pod its owner (chaperone --pod-name, --pod-uid).
-		WithEnv(fieldEnv("VARNISHGW_POD_NAME", "metadata.name"), fieldEnv("VARNISHGW_POD_UID", "metadata.uid")).
-		WithVolumeMounts(corev1apply.VolumeMount().WithName(stateVolume).WithMountPath(stateDir)).
-		WithReadinessProbe(corev1apply.Probe().WithHTTPGet(corev1apply.HTTPGetAction().
-			WithPath("/readyz").WithPort(intstr.FromString(healthPortName))).WithPeriodSeconds(2).WithFailureThreshold(2)).
-		WithLivenessProbe(corev1apply.Probe().WithHTTPGet(corev1apply.HTTPGetAction().
-			WithPath("/healthz").WithPort(intstr.FromString(healthPortName))).WithInitialDelaySeconds(10).WithPeriodSeconds(10)).
-		WithLifecycle(corev1apply.Lifecycle().WithPreStop(corev1apply.LifecycleHandler().
-			WithSleep(corev1apply.SleepAction().WithSeconds(preStopSleep))))
-	for _, p := range s.ports {
-		ctr.WithPorts(corev1apply.ContainerPort().WithName(routing.SocketName(gatewayv1.PortNumber(p))).
-			WithContainerPort(p).WithProtocol(corev1.ProtocolTCP))
-	}
-	ctr.WithPorts(corev1apply.ContainerPort().WithName(healthPortName).WithContainerPort(healthPort).WithProtocol(corev1.ProtocolTCP))
-	if s.invalidatePort != 0 {
-		ctr.WithPorts(corev1apply.ContainerPort().WithName(invalidatePortName).WithContainerPort(s.invalidatePort).WithProtocol(corev1.ProtocolTCP))
-	}
-	if len(s.requests) > 0 || len(s.limits) > 0 {
-		rr := corev1apply.ResourceRequirements()
-		if len(s.requests) > 0 {
-			rr.WithRequests(s.requests)
-		}
-		if len(s.limits) > 0 {
-			rr.WithLimits(s.limits)
-		}
-		ctr.WithResources(rr)
-	}
-	containers := []*corev1apply.ContainerApplyConfiguration{ctr}
-	volumes := []*corev1apply.VolumeApplyConfiguration{
-		corev1apply.Volume().WithName(stateVolume).WithEmptyDir(corev1apply.EmptyDirVolumeSource()),
-	}
-	var tlsMount *corev1apply.VolumeMountApplyConfiguration
-	if len(s.tlsPorts) > 0 {
-		tlsMount = corev1apply.VolumeMount().WithName(tlsVolume).WithMountPath(gwruntime.DefaultChaperoneFlags().TLSDir)
-		ctr.WithVolumeMounts(tlsMount)
-		volumes = append(volumes, corev1apply.Volume().WithName(tlsVolume).WithEmptyDir(corev1apply.EmptyDirVolumeSource().
-			WithMedium(corev1.StorageMediumMemory).WithSizeLimit(resource.MustParse(tlsVolumeSize))))
-	}
-	if s.mode == modeSidecar {
-		// The HTTP listener ports move to the varnish container; hitch,
-		// which listens on the HTTPS ports, and the invalidation endpoint
-		// stay in the chaperone's. The
-		// chaperone keeps its preStop pause: its SIGTERM starts the drain too.
-		var kept []corev1apply.ContainerPortApplyConfiguration
-		for _, p := range ctr.Ports {
-			if *p.Name == healthPortName || *p.Name == invalidatePortName || slices.Contains(s.tlsPorts, *p.ContainerPort) {
-				kept = append(kept, p)
-			}
-		}
-		ctr.Ports = kept
-		ctr.Resources = nil
-		secretMount := corev1apply.VolumeMount().WithName(secretVolume).WithMountPath(secretDir).WithReadOnly(true)
-		ctr.WithVolumeMounts(secretMount)
-		varnish := corev1apply.Container().
-			WithName(varnishName).
-			WithImage(s.class.image).
-			WithCommand(varnishdBin).
-			WithArgs(s.varnishdArgs()...).
-			WithVolumeMounts(
-				corev1apply.VolumeMount().WithName(stateVolume).WithMountPath(stateDir),
-				secretMount,
-				corev1apply.VolumeMount().WithName(bootVolume).WithMountPath(bootDir).WithReadOnly(true)).
-			// preStop: after the same pause, the chaperone drains varnishd;
-			// the hook returns once it is done. It talks to the chaperone
-			// over its drain socket (mode 0600) on the shared state volume:
-			// nothing reachable over the network can start a drain.
-			WithLifecycle(corev1apply.Lifecycle().WithPreStop(corev1apply.LifecycleHandler().
-				WithExec(corev1apply.ExecAction().WithCommand(chaperoneBin, "drain",
-					"--socket="+gwruntime.DrainSocket, fmt.Sprintf("--delay=%ds", preStopSleep)))))
-		if tlsMount != nil {
-			// varnishd opens the TLS sockets hitch connects to.
-			varnish.WithVolumeMounts(tlsMount)
-		}
-		for _, p := range s.ports {
-			if slices.Contains(s.tlsPorts, p) {
-				continue
-			}
-			varnish.WithPorts(corev1apply.ContainerPort().WithName(routing.SocketName(gatewayv1.PortNumber(p))).
-				WithContainerPort(p).WithProtocol(corev1.ProtocolTCP))
-		}
-		if len(s.requests) > 0 || len(s.limits) > 0 {
-			rr := corev1apply.ResourceRequirements()
-			if len(s.requests) > 0 {
-				rr.WithRequests(s.requests)
-			}
-			if len(s.limits) > 0 {
-				rr.WithLimits(s.limits)
-			}
-			varnish.WithResources(rr)
-		}
-		containers = []*corev1apply.ContainerApplyConfiguration{varnish, ctr}
-		volumes = append(volumes,
-			corev1apply.Volume().WithName(secretVolume).WithSecret(corev1apply.SecretVolumeSource().
-				WithSecretName(adminSecretName(s.gw)).WithDefaultMode(0o400)),
-			corev1apply.Volume().WithName(bootVolume).WithConfigMap(corev1apply.ConfigMapVolumeSource().
-				WithName(gwruntime.VCLConfigMapName(s.gw)).WithItems(corev1apply.KeyToPath().WithKey(bootVCLKey).WithPath(bootVCLKey))))
-	}
-	pod := corev1apply.PodTemplateSpec().
-		WithLabels(gwruntime.Labels(s.gw)).
-		WithAnnotations(map[string]string{StartHashAnnotation: s.startHash()}).
-		WithSpec(corev1apply.PodSpec().
-			WithServiceAccountName(name).
-			WithAutomountServiceAccountToken(true).
-			WithTerminationGracePeriodSeconds(s.drainTimeout + preStopSleep + graceAfterDrain).
-			WithContainers(containers...).
-			WithVolumes(volumes...))
-	return s.withPodSettings(appsv1apply.Deployment(name, ns).WithLabels(runtimeLabels(s.gw)).WithSpec(appsv1apply.DeploymentSpec().
-		WithReplicas(s.replicas).
-		WithSelector(metav1apply.LabelSelector().WithMatchLabels(gwruntime.Labels(s.gw))).
-		WithStrategy(appsv1apply.DeploymentStrategy().WithType(appsv1.RollingUpdateDeploymentStrategyType).
-			WithRollingUpdate(appsv1apply.RollingUpdateDeployment().WithMaxUnavailable(intstr.FromInt32(0)).WithMaxSurge(intstr.FromInt32(1)))).
-		WithTemplate(pod)))
 }
 
 // rolledOut reports whether d has rolled out its current template, as
@@ -1247,7 +783,7 @@ func (c *clients) applyGatewayStatus(ctx context.Context, gw *gatewayv1.Gateway,
 // same name that someone else made).
 func (c *clients) deleteRuntime(ctx context.Context, gw routing.ObjectRef) error {
 	ns, name := gw.Namespace, gwruntime.Name(gw)
-	want := runtimeLabels(gw)
+	want := gwruntime.RuntimeLabels(gw)
 	ours := func(o metav1.Object) bool {
 		for k, v := range want {
 			if o.GetLabels()[k] != v {
@@ -1299,12 +835,12 @@ func (c *clients) deleteRuntime(ctx context.Context, gw routing.ObjectRef) error
 			func(o metav1.DeleteOptions) error {
 				return c.kube.RbacV1().ClusterRoles().Delete(ctx, gwruntime.BackendClusterRoleName(gw), o)
 			}},
-		{"Secret " + ns + "/" + adminSecretName(gw),
+		{"Secret " + ns + "/" + gwruntime.AdminSecretName(gw),
 			func() (metav1.Object, error) {
-				return c.kube.CoreV1().Secrets(ns).Get(ctx, adminSecretName(gw), metav1.GetOptions{})
+				return c.kube.CoreV1().Secrets(ns).Get(ctx, gwruntime.AdminSecretName(gw), metav1.GetOptions{})
 			},
 			func(o metav1.DeleteOptions) error {
-				return c.kube.CoreV1().Secrets(ns).Delete(ctx, adminSecretName(gw), o)
+				return c.kube.CoreV1().Secrets(ns).Delete(ctx, gwruntime.AdminSecretName(gw), o)
 			}},
 		{"ServiceAccount " + ns + "/" + name,
 			func() (metav1.Object, error) {
@@ -1356,11 +892,4 @@ func parseResources(attr string, m map[string]string) (corev1.ResourceList, erro
 		out[corev1.ResourceName(k)] = q
 	}
 	return out, nil
-}
-
-func deref(s *string) string {
-	if s == nil {
-		return ""
-	}
-	return *s
 }

@@ -2,7 +2,6 @@ package provider
 
 import (
 	"context"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -18,74 +17,9 @@ import (
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/varnish/varnishd"
 )
 
-func TestStartHash(t *testing.T) {
-	base := testSpec().startHash()
-	for _, tc := range []struct {
-		name   string
-		change func(*runtimeSpec)
-		rolls  bool
-	}{
-		{"gateway VCL", func(s *runtimeSpec) { v := "other"; s.gatewayVCL = &v }, false},
-		{"class VCL", func(s *runtimeSpec) { s.class.vcl = "other" }, false},
-		{"replicas", func(s *runtimeSpec) { s.replicas = 5 }, false},
-		{"parameter order", func(s *runtimeSpec) { s.class.params = map[string]string{"a": "1", "b": "2"} }, false},
-		{"storage", func(s *runtimeSpec) { s.class.storage = "malloc,2g" }, true},
-		{"image", func(s *runtimeSpec) { s.class.image = "img:2" }, true},
-		{"a port", func(s *runtimeSpec) { s.ports = []int32{80} }, true},
-		{"a parameter", func(s *runtimeSpec) { s.class.params["a"] = "3" }, true},
-		{"mode", func(s *runtimeSpec) { s.mode = modeSidecar }, true},
-		{"drain timeout", func(s *runtimeSpec) { s.drainTimeout = 61 }, true},
-		{"access log", func(s *runtimeSpec) { s.class.accessLog = true }, true},
-		{"proxy protocol", func(s *runtimeSpec) { s.proxyProtocol = true }, true},
-		{"proxy protocol in sidecar mode", func(s *runtimeSpec) { s.mode, s.proxyProtocol = modeSidecar, true }, true},
-		{"empty sysctls", func(s *runtimeSpec) { s.sysctls = map[string]string{} }, false},
-		{"a sysctl", func(s *runtimeSpec) { s.sysctls = map[string]string{"net.ipv4.tcp_migrate_req": "1"} }, true},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			s := testSpec()
-			tc.change(s)
-			if rolled := s.startHash() != base; rolled != tc.rolls {
-				t.Errorf("changing %s changes the start hash: %v, want %v", tc.name, rolled, tc.rolls)
-			}
-		})
-	}
-}
-
-func TestChaperoneArgs(t *testing.T) {
+func TestSidecarVarnishdArgs(t *testing.T) {
 	s := testSpec()
-	want := []string{"--routing=kubernetes", "--gateway=edge/public", "--vcl=", "--workdir=/var/lib/varnishgw/varnishd", "--ghost-json=/var/lib/varnishgw/varnishd/ghost.json",
-		"--listen=80,8080", "--storage=malloc,1g", "--param=a=1", "--param=b=2", "--log-level=info", "--drain-timeout=60s", "--health-addr=:9091"}
-	if got := s.chaperoneArgs(); !slices.Equal(got, want) {
-		t.Errorf("supervise args = %q\nwant %q", got, want)
-	}
-	// The class's default storage and no parameters: still written.
-	s.class.storage, s.class.params = "malloc,256m", nil
-	want = []string{"--routing=kubernetes", "--gateway=edge/public", "--vcl=", "--workdir=/var/lib/varnishgw/varnishd", "--ghost-json=/var/lib/varnishgw/varnishd/ghost.json",
-		"--listen=80,8080", "--storage=malloc,256m", "--log-level=info", "--drain-timeout=300s", "--health-addr=:9091"}
-	s.drainTimeout = 300
-	if got := s.chaperoneArgs(); !slices.Equal(got, want) {
-		t.Errorf("supervise args with the defaults = %q\nwant %q", got, want)
-	}
-	s = testSpec()
-	s.mode = modeSidecar
-	want = []string{"--routing=kubernetes", "--gateway=edge/public", "--vcl=", "--workdir=/var/lib/varnishgw/varnishd", "--ghost-json=/var/lib/varnishgw/varnishd/ghost.json",
-		"--mode=sidecar", "--secret-file=/etc/varnishgw/secret/secret",
-		"--log-level=info", "--drain-timeout=60s", "--health-addr=:9091"}
-	if got := s.chaperoneArgs(); !slices.Equal(got, want) {
-		t.Errorf("sidecar args = %q\nwant %q", got, want)
-	}
-	s.class.accessLog = true
-	want = slices.Insert(want, len(want)-3, "--access-log")
-	if got := s.chaperoneArgs(); !slices.Equal(got, want) {
-		t.Errorf("sidecar args with access_log = %q\nwant %q", got, want)
-	}
-	s.class.accessLog = false
-	s.class.externalNames = true
-	want = append(slices.Delete(want, len(want)-4, len(want)-3), "--external-name-services")
-	if got := s.chaperoneArgs(); !slices.Equal(got, want) {
-		t.Errorf("sidecar args with external_name_services = %q\nwant %q", got, want)
-	}
-	s.class.externalNames = false
+	s.Mode = gwruntime.ModeSidecar
 	wantVarnishd := []string{"-F", "-n", "/var/lib/varnishgw/varnishd", "-a", "port-80=:80", "-a", "port-8080=:8080",
 		"-a", "ghost-admin=127.0.0.1:6084", "-M", "127.0.0.1:6082", "-T", "none", "-S", "/etc/varnishgw/secret/secret",
 		"-f", "/etc/varnishgw/boot/boot.vcl", "-s", "malloc,1g"}
@@ -93,12 +27,12 @@ func TestChaperoneArgs(t *testing.T) {
 		wantVarnishd = append(wantVarnishd, "-p", p)
 	}
 	wantVarnishd = append(wantVarnishd, "-p", "a=1", "-p", "b=2")
-	if got := s.varnishdArgs(); !slices.Equal(got, wantVarnishd) {
+	if got := varnishdArgs(s); !slices.Equal(got, wantVarnishd) {
 		t.Errorf("varnishd args = %q\nwant %q", got, wantVarnishd)
 	}
 	// A class parameter replaces the default of the same name.
-	s.class.params = map[string]string{"thread_pools": "2"}
-	va := strings.Join(s.varnishdArgs(), " ")
+	s.Class.Params = map[string]string{"thread_pools": "2"}
+	va := strings.Join(varnishdArgs(s), " ")
 	if !strings.Contains(va, "-p thread_pools=2") || strings.Contains(va, "thread_pools=1") || !strings.Contains(va, "-p vsl_mask=") {
 		t.Errorf("varnishd args with varnishd_params thread_pools=2 = %q, want thread_pools=2 instead of the default and the other defaults kept", va)
 	}
@@ -205,35 +139,9 @@ func TestParseResources(t *testing.T) {
 	}
 }
 
-// The sidecar's preStop hook reaches the chaperone's drain socket on the
-// state volume both containers mount, where the chaperone creates it by
-// default in sidecar mode.
-func TestSidecarDrainSocketOnTheSharedVolume(t *testing.T) {
-	if filepath.Dir(gwruntime.DrainSocket) != stateDir {
-		t.Errorf("drain socket %s is not on the state volume %s", gwruntime.DrainSocket, stateDir)
-	}
-	s := testSpec()
-	s.mode = modeSidecar
-	d := s.deployment()
-	for _, c := range d.Spec.Template.Spec.Containers {
-		mounted := false
-		for _, m := range c.VolumeMounts {
-			mounted = mounted || (*m.Name == stateVolume && *m.MountPath == stateDir)
-		}
-		if !mounted {
-			t.Errorf("container %s does not mount the state volume at %s", *c.Name, stateDir)
-		}
-	}
-	for _, a := range s.chaperoneArgs() {
-		if strings.HasPrefix(a, "--drain-socket") {
-			t.Errorf("chaperone arg %q: the hook assumes the default drain socket", a)
-		}
-	}
-}
-
 func TestHTTPSRuntime(t *testing.T) {
-	s := httpsSpec(modeSupervise)
-	args := s.chaperoneArgs()
+	s := httpsSpec(gwruntime.ModeSupervise)
+	args := s.ChaperoneArgs()
 	for _, want := range []string{"--listen=80,8080", "--tls-listen=8443"} {
 		if !slices.Contains(args, want) {
 			t.Errorf("supervise args %q lack %s", args, want)
@@ -244,22 +152,22 @@ func TestHTTPSRuntime(t *testing.T) {
 			t.Errorf("supervise args %q: %s is the chaperone's default, not written", args, a)
 		}
 	}
-	s.noHTTP2 = true
-	if args := s.chaperoneArgs(); !slices.Contains(args, "--http2=false") {
+	s.NoHTTP2 = true
+	if args := s.ChaperoneArgs(); !slices.Contains(args, "--http2=false") {
 		t.Errorf("http2 off: args %q lack --http2=false", args)
 	}
-	if h := s.startHash(); h == httpsSpec(modeSupervise).startHash() {
+	if h := s.StartHash(); h == httpsSpec(gwruntime.ModeSupervise).StartHash() {
 		t.Error("switching HTTP/2 off does not roll the pods")
 	}
 
 	// The TLS volume: memory-backed, bounded, at the chaperone's default
 	// --tls-dir, in the chaperone container (hitch) and, in sidecar mode,
 	// in the varnish container too (varnishd opens the sockets).
-	for _, mode := range []string{modeSupervise, modeSidecar} {
-		d := httpsSpec(mode).deployment()
+	for _, mode := range []string{gwruntime.ModeSupervise, gwruntime.ModeSidecar} {
+		d := httpsSpec(mode).Deployment()
 		var vol *corev1.EmptyDirVolumeSource
 		for _, v := range d.Spec.Template.Spec.Volumes {
-			if *v.Name == tlsVolume && v.EmptyDir != nil {
+			if *v.Name == gwruntime.TLSVolume && v.EmptyDir != nil {
 				vol = &corev1.EmptyDirVolumeSource{Medium: *v.EmptyDir.Medium, SizeLimit: v.EmptyDir.SizeLimit}
 			}
 		}
@@ -269,7 +177,7 @@ func TestHTTPSRuntime(t *testing.T) {
 		for _, c := range d.Spec.Template.Spec.Containers {
 			mounted := false
 			for _, m := range c.VolumeMounts {
-				mounted = mounted || (*m.Name == tlsVolume && *m.MountPath == "/run/varnishgw/tls")
+				mounted = mounted || (*m.Name == gwruntime.TLSVolume && *m.MountPath == "/run/varnishgw/tls")
 			}
 			if !mounted {
 				t.Errorf("%s: container %s does not mount the TLS volume at /run/varnishgw/tls", mode, *c.Name)
@@ -279,37 +187,37 @@ func TestHTTPSRuntime(t *testing.T) {
 				ports = append(ports, *p.ContainerPort)
 			}
 			switch {
-			case *c.Name == chaperoneName && mode == modeSupervise && !slices.Equal(ports, []int32{80, 8080, 8443, healthPort}),
-				*c.Name == chaperoneName && mode == modeSidecar && !slices.Equal(ports, []int32{8443, healthPort}),
-				*c.Name == varnishName && !slices.Equal(ports, []int32{80, 8080}):
+			case *c.Name == gwruntime.ChaperoneContainer && mode == gwruntime.ModeSupervise && !slices.Equal(ports, []int32{80, 8080, 8443, gwruntime.HealthPort}),
+				*c.Name == gwruntime.ChaperoneContainer && mode == gwruntime.ModeSidecar && !slices.Equal(ports, []int32{8443, gwruntime.HealthPort}),
+				*c.Name == gwruntime.VarnishContainer && !slices.Equal(ports, []int32{80, 8080}):
 				t.Errorf("%s: container %s has ports %v", mode, *c.Name, ports)
 			}
 		}
 	}
 	// An HTTP gateway has no TLS volume: its pod template is unchanged.
-	for _, v := range testSpec().deployment().Spec.Template.Spec.Volumes {
-		if *v.Name == tlsVolume {
+	for _, v := range testSpec().Deployment().Spec.Template.Spec.Volumes {
+		if *v.Name == gwruntime.TLSVolume {
 			t.Error("an HTTP gateway has the TLS volume")
 		}
 	}
 
 	// Sidecar: varnishd gets the Unix socket hitch hands HTTPS connections
 	// to (PROXY), and HTTP/2.
-	s = httpsSpec(modeSidecar)
-	va := strings.Join(s.varnishdArgs(), " ")
+	s = httpsSpec(gwruntime.ModeSidecar)
+	va := strings.Join(varnishdArgs(s), " ")
 	for _, want := range []string{"-a port-80=:80 -a port-8080=:8080 -a port-8443=/run/varnishgw/tls/port-8443.sock,PROXY,mode=0600", "-p b=2 -p feature=+http2"} {
 		if !strings.Contains(va, want) {
 			t.Errorf("sidecar varnishd args %q lack %q", va, want)
 		}
 	}
-	if args := s.chaperoneArgs(); !slices.Contains(args, "--tls-listen=8443") || slices.ContainsFunc(args, func(a string) bool { return strings.HasPrefix(a, "--listen") }) {
+	if args := s.ChaperoneArgs(); !slices.Contains(args, "--tls-listen=8443") || slices.ContainsFunc(args, func(a string) bool { return strings.HasPrefix(a, "--listen") }) {
 		t.Errorf("sidecar chaperone args %q: want --tls-listen=8443 (hitch) and no --listen", args)
 	}
-	s.noHTTP2 = true
-	if va := strings.Join(s.varnishdArgs(), " "); strings.Contains(va, "http2") {
+	s.NoHTTP2 = true
+	if va := strings.Join(varnishdArgs(s), " "); strings.Contains(va, "http2") {
 		t.Errorf("HTTP/2 off: varnishd args %q", va)
 	}
-	if va := strings.Join(testSpec().varnishdArgs(), " "); strings.Contains(va, "http2") {
+	if va := strings.Join(varnishdArgs(testSpec()), " "); strings.Contains(va, "http2") {
 		t.Errorf("HTTP gateway: varnishd args %q turn HTTP/2 on", va)
 	}
 }
@@ -322,23 +230,23 @@ func TestHTTPSRuntime(t *testing.T) {
 func TestProxyProtocolRuntime(t *testing.T) {
 	for _, tc := range []struct {
 		name        string
-		spec        *runtimeSpec
+		spec        *gwruntime.Spec
 		proxy       bool
 		wantFlag    bool
 		wantSockets string // the varnish container's -a arguments, sidecar only
 	}{
 		{"supervise, off", testSpec(), false, false, ""},
 		{"supervise, on", testSpec(), true, true, ""},
-		{"supervise HTTPS, on", httpsSpec(modeSupervise), true, true, ""},
-		{"sidecar, off", httpsSpec(modeSidecar), false, false,
+		{"supervise HTTPS, on", httpsSpec(gwruntime.ModeSupervise), true, true, ""},
+		{"sidecar, off", httpsSpec(gwruntime.ModeSidecar), false, false,
 			"-a port-80=:80 -a port-8080=:8080 -a port-8443=/run/varnishgw/tls/port-8443.sock,PROXY,mode=0600 -a ghost-admin=127.0.0.1:6084"},
-		{"sidecar, on", httpsSpec(modeSidecar), true, true,
+		{"sidecar, on", httpsSpec(gwruntime.ModeSidecar), true, true,
 			"-a port-80=:80,PROXY -a port-8080=:8080,PROXY -a port-8443=/run/varnishgw/tls/port-8443.sock,PROXY,mode=0600 -a ghost-admin=127.0.0.1:6084"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := tc.spec
-			s.proxyProtocol = tc.proxy
-			args := s.chaperoneArgs()
+			s.ProxyProtocol = tc.proxy
+			args := s.ChaperoneArgs()
 			if got := slices.Contains(args, "--proxy-protocol"); got != tc.wantFlag {
 				t.Errorf("chaperone args %q: --proxy-protocol %v, want %v", args, got, tc.wantFlag)
 			}
@@ -350,30 +258,11 @@ func TestProxyProtocolRuntime(t *testing.T) {
 				t.Errorf("chaperone args %q parse to ProxyProtocol %v (%v), want %v", args, f.ProxyProtocol, err, tc.proxy)
 			}
 			if tc.wantSockets != "" {
-				if va := strings.Join(s.varnishdArgs(), " "); !strings.Contains(va, tc.wantSockets) {
+				if va := strings.Join(varnishdArgs(s), " "); !strings.Contains(va, tc.wantSockets) {
 					t.Errorf("varnishd args %q lack %q", va, tc.wantSockets)
 				}
 			}
 		})
 	}
 	// Off, the arguments are unchanged: TestChaperoneArgs pins them.
-}
-
-func TestGatewayRulesCertificates(t *testing.T) {
-	s := httpsSpec(modeSupervise)
-	rules := s.gatewayRules()
-	base := gwruntime.GatewayRules(s.gw)
-	if len(rules) != len(base)+1 {
-		t.Fatalf("rules = %+v, want the gateway's rules and one for the Secrets", rules)
-	}
-	last := rules[len(rules)-1]
-	if !slices.Equal(last.Resources, []string{"secrets"}) || !slices.Equal(last.ResourceNames, []string{"api", "www"}) {
-		t.Errorf("Secrets rule = %+v, want exactly api and www of the gateway's namespace", last)
-	}
-	if got := testSpec().gatewayRules(); len(got) != len(base) {
-		t.Errorf("an HTTP gateway's Role has other rules than before: %+v", got)
-	}
-	if n := s.certSecretNames(); !slices.Equal(n["certs"], []string{"shared"}) {
-		t.Errorf("certSecretNames = %v", n)
-	}
 }

@@ -3,6 +3,8 @@ package provider
 import (
 	"context"
 
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/gwruntime"
+
 	"github.com/hashicorp/terraform-plugin-framework-validators/int64validator"
 	"github.com/hashicorp/terraform-plugin-framework-validators/listvalidator"
 	"github.com/hashicorp/terraform-plugin-framework-validators/mapvalidator"
@@ -156,12 +158,12 @@ func (r *gatewayResource) Schema(_ context.Context, _ resource.SchemaRequest, re
 			"mode": schema.StringAttribute{
 				Optional: true,
 				Computed: true,
-				Default:  stringdefault.StaticString(modeSupervise),
+				Default:  stringdefault.StaticString(gwruntime.ModeSupervise),
 				Description: "How the pods run varnishd: supervise (the default), the chaperone container runs varnishd as its child; " +
 					"or sidecar, a varnish container runs varnishd and the chaperone container steers it, sharing the work dir and " +
 					"an admin secret (a Secret " + "the provider creates); its preStop hook runs `chaperone drain`, which drains varnishd through " +
 					"the chaperone's drain socket, a Unix socket of mode 0600 on the volume the two containers share.",
-				Validators: []validator.String{stringvalidator.OneOf(modeSupervise, modeSidecar)},
+				Validators: []validator.String{stringvalidator.OneOf(gwruntime.ModeSupervise, gwruntime.ModeSidecar)},
 			},
 			"replicas": schema.Int64Attribute{
 				Optional:    true,
@@ -273,7 +275,7 @@ func (r *gatewayResource) Schema(_ context.Context, _ resource.SchemaRequest, re
 			},
 			"start_hash": schema.StringAttribute{
 				Computed: true,
-				Description: "The hash of what the pods are started with (the pod template annotation " + StartHashAnnotation +
+				Description: "The hash of what the pods are started with (the pod template annotation " + gwruntime.StartHashAnnotation +
 					"); when it changes the pods are rolled. When the class's image, pull policy, storage, parameters or log " +
 					"level, or the ConfigMap of infrastructure.parameters_ref, have changed, the gateway's plan shows an update.",
 			},

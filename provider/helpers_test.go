@@ -342,27 +342,28 @@ func pod(rs *appsv1.ReplicaSet, name string, st corev1.ContainerStatus) corev1.P
 	}
 }
 
-func testSpec() *runtimeSpec {
+func testSpec() *gwruntime.Spec {
 	vcl := "sub vcl_deliver { }"
-	return &runtimeSpec{
-		gw:           routing.ObjectRef{Namespace: "edge", Name: "public"},
-		class:        &classDefaults{image: "img:1", pullPolicy: "IfNotPresent", storage: "malloc,1g", logLevel: "info", params: map[string]string{"b": "2", "a": "1"}, vcl: "sub vcl_recv { }"},
-		gatewayVCL:   &vcl,
-		ports:        []int32{80, 8080},
-		replicas:     2,
-		mode:         modeSupervise,
-		drainTimeout: 60,
+	return &gwruntime.Spec{
+		Gateway:         routing.ObjectRef{Namespace: "edge", Name: "public"},
+		Class:           &gwruntime.Class{Image: "img:1", PullPolicy: "IfNotPresent", Storage: "malloc,1g", LogLevel: "info", Params: map[string]string{"b": "2", "a": "1"}, VCL: "sub vcl_recv { }"},
+		GatewayVCL:      &vcl,
+		Ports:           []int32{80, 8080},
+		Replicas:        2,
+		Mode:            gwruntime.ModeSupervise,
+		DrainTimeout:    60,
+		SidecarVarnishd: varnishdArgs,
 	}
 }
 
 // httpsSpec is testSpec with an HTTPS listener on 8443 whose certificates
 // are two Secrets of the gateway's namespace and one of namespace certs.
-func httpsSpec(mode string) *runtimeSpec {
+func httpsSpec(mode string) *gwruntime.Spec {
 	s := testSpec()
-	s.mode = mode
-	s.ports = []int32{80, 8080, 8443}
-	s.tlsPorts = []int32{8443}
-	s.certSecrets = []routing.ObjectRef{{Namespace: "certs", Name: "shared"}, {Namespace: "edge", Name: "api"}, {Namespace: "edge", Name: "www"}}
+	s.Mode = mode
+	s.Ports = []int32{80, 8080, 8443}
+	s.TLSPorts = []int32{8443}
+	s.CertSecrets = []routing.ObjectRef{{Namespace: "certs", Name: "shared"}, {Namespace: "edge", Name: "api"}, {Namespace: "edge", Name: "www"}}
 	return s
 }
 
@@ -553,4 +554,43 @@ func accPreCheck(t *testing.T) *testenv.ControlPlane {
 // providerBlock configures the provider for the test control plane's admin.
 func providerBlock(cp *testenv.ControlPlane) string {
 	return fmt.Sprintf("provider \"varnishgw\" {\n  config_path = %q\n}\n", cp.Kubeconfig)
+}
+
+// typedDeployment is s.Deployment() as the typed object it describes.
+func typedDeployment(t *testing.T, s *gwruntime.Spec) *appsv1.Deployment {
+	t.Helper()
+	b, err := json.Marshal(s.Deployment())
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := &appsv1.Deployment{}
+	if err := json.Unmarshal(b, d); err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+// fullPodSpec is testSpec with every pod setting and infrastructure
+// labels and annotations.
+func fullPodSpec() *gwruntime.Spec {
+	s := testSpec()
+	s.ClassName = "varnish"
+	s.Class.PullPolicy = "Always"
+	aff, err := decodeAffinity(`{"nodeAffinity":{"requiredDuringSchedulingIgnoredDuringExecution":{"nodeSelectorTerms":[{"matchExpressions":[{"key":"kubernetes.io/arch","operator":"In","values":["amd64"]}]}]}}}`)
+	if err != nil {
+		panic(err)
+	}
+	s.Pod = gwruntime.PodSettings{
+		ImagePullSecrets: []string{"registry"},
+		NodeSelector:     map[string]string{"pool": "edge"},
+		Tolerations: []corev1.Toleration{{Key: "dedicated", Operator: corev1.TolerationOpEqual, Value: "edge", Effect: corev1.TaintEffectNoSchedule},
+			{Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoExecute, TolerationSeconds: ptr.To[int64](30)}},
+		Affinity:          aff,
+		TopologySpread:    []corev1.TopologySpreadConstraint{{MaxSkew: 1, TopologyKey: "topology.kubernetes.io/zone", WhenUnsatisfiable: corev1.DoNotSchedule, MinDomains: ptr.To[int32](2)}},
+		PriorityClassName: "edge-critical",
+		Labels:            map[string]string{"team": "platform"},
+		Annotations:       map[string]string{"prometheus.io/scrape": "true"},
+	}
+	s.Infra = gwruntime.InfraSettings{Labels: map[string]string{"cost-center": "42"}, Annotations: map[string]string{"example.com/owner": "edge"}}
+	return s
 }

@@ -932,7 +932,7 @@ func TestAccHTTPRouteExternalName(t *testing.T) {
 	ctx := context.Background()
 	class := createClass(t, cp, ControllerName)
 	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: classParametersName(class)},
-		Data: map[string]string{classKeyImage: "localhost/varnishgw/gateway:1.0", classKeyExternalNames: "false"}}
+		Data: map[string]string{gwruntime.ClassKeyImage: "localhost/varnishgw/gateway:1.0", gwruntime.ClassKeyExternalNames: "false"}}
 	if _, err := cp.Client.CoreV1().ConfigMaps(ns).Create(ctx, cm, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -981,7 +981,7 @@ resource "varnishgw_http_route" "ext" {
 			),
 		}, {
 			PreConfig: func() {
-				cm.Data[classKeyExternalNames] = "true"
+				cm.Data[gwruntime.ClassKeyExternalNames] = "true"
 				if _, err := cp.Client.CoreV1().ConfigMaps(ns).Update(ctx, cm, metav1.UpdateOptions{}); err != nil {
 					t.Fatal(err)
 				}

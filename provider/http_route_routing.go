@@ -475,5 +475,5 @@ func (c *clients) classExternalNames(ctx context.Context, gc *gatewayv1.GatewayC
 	if err != nil {
 		return false, fmt.Errorf("get the parameters ConfigMap %s/%s of GatewayClass %s: %w", *ref.Namespace, ref.Name, gc.Name, err)
 	}
-	return cm.Data[classKeyExternalNames] == "true", nil
+	return cm.Data[gwruntime.ClassKeyExternalNames] == "true", nil
 }

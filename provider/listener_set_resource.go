@@ -397,9 +397,9 @@ func (c *clients) refreshListenerSets(ctx context.Context, gw *gatewayv1.Gateway
 	if err != nil {
 		return false, err
 	}
-	spec.addListenerSetPorts(cg)
-	if gm.StartHash.ValueString() == spec.startHash() {
-		svc, err := c.kube.CoreV1().Services(gw.Namespace).Get(ctx, spec.name(), metav1.GetOptions{})
+	spec.AddListenerSetPorts(cg)
+	if gm.StartHash.ValueString() == spec.StartHash() {
+		svc, err := c.kube.CoreV1().Services(gw.Namespace).Get(ctx, spec.Name(), metav1.GetOptions{})
 		if err == nil {
 			// The pods need not roll, but the certificate Secrets they
 			// may read can have changed (a certificate_ref of an HTTPS
@@ -413,9 +413,9 @@ func (c *clients) refreshListenerSets(ctx context.Context, gw *gatewayv1.Gateway
 	if err := c.applyRuntime(ctx, spec, gw); err != nil {
 		return false, fmt.Errorf("update the runtime of gateway %s for its ListenerSets: %w", gwRef, err)
 	}
-	svc, err := c.kube.CoreV1().Services(gw.Namespace).Get(ctx, spec.name(), metav1.GetOptions{})
+	svc, err := c.kube.CoreV1().Services(gw.Namespace).Get(ctx, spec.Name(), metav1.GetOptions{})
 	if err != nil {
-		return true, fmt.Errorf("get Service %s/%s: %w", gw.Namespace, spec.name(), err)
+		return true, fmt.Errorf("get Service %s/%s: %w", gw.Namespace, spec.Name(), err)
 	}
 	return true, c.writeGatewayStatus(ctx, gw, svc, nil)
 }

@@ -4,8 +4,9 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"strings"
 	"sync"
+
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/gwruntime"
 
 	"github.com/hashicorp/terraform-plugin-framework/attr"
 	"github.com/hashicorp/terraform-plugin-framework/types"
@@ -151,45 +152,6 @@ func (c *clients) certificateGrants(ctx context.Context, sets []*gatewayv1.Liste
 	return out, nil
 }
 
-// addListenerSetPorts adds the ports of the ListenerSet listeners that cg
-// serves to the runtime's ports: the Service's ports and varnishd's listen
-// addresses; those of HTTPS listeners to the ports hitch terminates TLS
-// on, their certificate Secrets to those the pods may read
-// (routing.CertificateSecrets of the composed Gateway: a ListenerSet's
-// Secret in its own namespace, or in the one a ReferenceGrant opened),
-// and their ListenerSets to those whose status the pods may patch (they
-// write the ResolvedRefs condition of these listeners).
-func (s *runtimeSpec) addListenerSetPorts(cg *routing.ComposedGateway) {
-	for _, r := range cg.ListenerSets {
-		for _, l := range r.Listeners {
-			if !l.Served {
-				continue
-			}
-			if !slices.Contains(s.ports, l.Port) {
-				s.ports = append(s.ports, l.Port)
-			}
-			if l.Protocol != gatewayv1.HTTPSProtocolType {
-				continue
-			}
-			if !slices.Contains(s.tlsPorts, l.Port) {
-				s.tlsPorts = append(s.tlsPorts, l.Port)
-			}
-			if !slices.Contains(s.listenerSets, r.Set) {
-				s.listenerSets = append(s.listenerSets, r.Set)
-			}
-		}
-	}
-	slices.Sort(s.ports)
-	slices.Sort(s.tlsPorts)
-	slices.SortFunc(s.listenerSets, func(a, b routing.ObjectRef) int { return strings.Compare(a.String(), b.String()) })
-	for _, ref := range routing.CertificateSecrets(cg.Gateway) {
-		if !slices.Contains(s.certSecrets, ref) {
-			s.certSecrets = append(s.certSecrets, ref)
-		}
-	}
-	slices.SortFunc(s.certSecrets, func(a, b routing.ObjectRef) int { return strings.Compare(a.String(), b.String()) })
-}
-
 // writeListenerSetListeners records the ListenerSet listeners cg serves in
 // the Gateway's routing.ListenerSetListenersAnnotation, for its pods, and
 // the generations of their ListenerSets in its
@@ -298,7 +260,7 @@ func allowedListenersApply(al *gatewayv1.AllowedListeners) *gatewayv1apply.Allow
 
 // addListenerSets adds the ports of the ListenerSet listeners the gateway
 // of m serves to spec.
-func (c *clients) addListenerSets(ctx context.Context, m *gatewayModel, spec *runtimeSpec) error {
+func (c *clients) addListenerSets(ctx context.Context, m *gatewayModel, spec *gwruntime.Spec) error {
 	gw, err := m.toGateway(ctx)
 	if err != nil {
 		return err
@@ -307,7 +269,7 @@ func (c *clients) addListenerSets(ctx context.Context, m *gatewayModel, spec *ru
 	if err != nil {
 		return err
 	}
-	spec.addListenerSetPorts(cg)
+	spec.AddListenerSetPorts(cg)
 	return nil
 }
 

@@ -41,9 +41,7 @@ const (
 )
 
 // managedLabels go on every object the provider creates.
-var managedLabels = map[string]string{
-	"app.kubernetes.io/managed-by": "varnishgw",
-}
+var managedLabels = gwruntime.ManagedLabels()
 
 var (
 	_ provider.Provider                  = (*varnishgwProvider)(nil)

@@ -43,7 +43,7 @@ func (c *clients) writeStatusRoles(ctx context.Context, route *gatewayv1.HTTPRou
 		}
 		ann := map[string]string{fragmentRouteAnnotation: routeRef.String()}
 		role := rbacv1apply.Role(name, ns).WithLabels(lbl).WithAnnotations(ann).
-			WithRules(policyRulesApply(gwruntime.RouteStatusRules(route.Name))...)
+			WithRules(gwruntime.PolicyRulesApply(gwruntime.RouteStatusRules(route.Name))...)
 		if _, err := c.kube.RbacV1().Roles(ns).Apply(ctx, role, applyOptions()); err != nil {
 			return fmt.Errorf("apply Role %s/%s that lets Gateway %s keep the route's ResolvedRefs condition current: %w", ns, name, f.Gateway, err)
 		}
