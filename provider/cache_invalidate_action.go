@@ -125,7 +125,7 @@ func (a *cacheInvalidateAction) Invoke(ctx context.Context, req action.InvokeReq
 	if m.WaitForApplied.IsNull() || m.WaitForApplied.ValueBool() {
 		// Applied everywhere: nothing needs the object any more (a pod
 		// started later has nothing older in its cache).
-		err := a.c.dynamic.Resource(vgwapi.CacheInvalidations).Namespace(m.GatewayNamespace.ValueString()).Delete(ctx, done.name, metav1.DeleteOptions{})
+		err := a.c.Dynamic.Resource(vgwapi.CacheInvalidations).Namespace(m.GatewayNamespace.ValueString()).Delete(ctx, done.name, metav1.DeleteOptions{})
 		if err != nil {
 			resp.Diagnostics.AddWarning("Delete the applied cache invalidation",
 				fmt.Sprintf("The invalidation was applied, but the CacheInvalidation %s/%s could not be deleted: %v. Delete it with kubectl.", m.GatewayNamespace.ValueString(), done.name, err))

@@ -286,7 +286,7 @@ func (c *clients) invalidate(ctx context.Context, m *invalidationModel) (*invali
 		return nil, errors.New("the invalidation has unknown values")
 	}
 	gw := routing.ObjectRef{Namespace: m.GatewayNamespace.ValueString(), Name: m.GatewayName.ValueString()}
-	if _, err := c.gateway.GatewayV1().Gateways(gw.Namespace).Get(ctx, gw.Name, metav1.GetOptions{}); err != nil {
+	if _, err := c.Gateway.GatewayV1().Gateways(gw.Namespace).Get(ctx, gw.Name, metav1.GetOptions{}); err != nil {
 		if apierrors.IsNotFound(err) {
 			return nil, fmt.Errorf("the Gateway %s does not exist: check gateway_namespace and gateway_name, or create the gateway first", gw)
 		}
@@ -300,7 +300,7 @@ func (c *clients) invalidate(ctx context.Context, m *invalidationModel) (*invali
 		return nil, err
 	}
 	obj.SetLabels(mergeLabels(obj.GetLabels(), managedLabels))
-	created, err := c.dynamic.Resource(vgwapi.CacheInvalidations).Namespace(gw.Namespace).Create(ctx, obj, metav1.CreateOptions{FieldManager: FieldManager})
+	created, err := c.Dynamic.Resource(vgwapi.CacheInvalidations).Namespace(gw.Namespace).Create(ctx, obj, metav1.CreateOptions{FieldManager: FieldManager})
 	if err != nil {
 		return nil, fmt.Errorf("create the CacheInvalidation in namespace %s: %w", gw.Namespace, err)
 	}
@@ -315,7 +315,7 @@ func (c *clients) invalidate(ctx context.Context, m *invalidationModel) (*invali
 	}
 	wctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	applied, err := vgwapi.WaitAcknowledged(wctx, c.dynamic, gw, out.uid,
+	applied, err := vgwapi.WaitAcknowledged(wctx, c.Dynamic, gw, out.uid,
 		func(ctx context.Context) ([]string, error) { return c.servedPods(ctx, gw) }, 200*time.Millisecond)
 	var pending *vgwapi.InvalidationPending
 	switch {
@@ -368,7 +368,7 @@ func (r *cacheInvalidationResource) Read(ctx context.Context, req resource.ReadR
 	if resp.Diagnostics.HasError() || !requireClients(r.c, &resp.Diagnostics) {
 		return
 	}
-	obj, err := r.c.dynamic.Resource(vgwapi.CacheInvalidations).Namespace(state.GatewayNamespace.ValueString()).Get(ctx, state.Name.ValueString(), metav1.GetOptions{})
+	obj, err := r.c.Dynamic.Resource(vgwapi.CacheInvalidations).Namespace(state.GatewayNamespace.ValueString()).Get(ctx, state.Name.ValueString(), metav1.GetOptions{})
 	switch {
 	case apierrors.IsNotFound(err):
 		// Deleted outside Terraform: the next apply invalidates again.
@@ -403,7 +403,7 @@ func (r *cacheInvalidationResource) Delete(ctx context.Context, req resource.Del
 	if resp.Diagnostics.HasError() || !requireClients(r.c, &resp.Diagnostics) {
 		return
 	}
-	err := r.c.dynamic.Resource(vgwapi.CacheInvalidations).Namespace(state.GatewayNamespace.ValueString()).Delete(ctx, state.Name.ValueString(), metav1.DeleteOptions{})
+	err := r.c.Dynamic.Resource(vgwapi.CacheInvalidations).Namespace(state.GatewayNamespace.ValueString()).Delete(ctx, state.Name.ValueString(), metav1.DeleteOptions{})
 	if err != nil && !apierrors.IsNotFound(err) {
 		resp.Diagnostics.AddError("Delete the cache invalidation", fmt.Sprintf("delete the CacheInvalidation %s: %v", state.ID.ValueString(), err))
 	}

@@ -300,7 +300,7 @@ func (r *gatewayClassResource) apply(ctx context.Context, m *gatewayClassModel) 
 	cm := corev1apply.ConfigMap(classParametersName(name), ns).
 		WithLabels(managedLabels).
 		WithData(data)
-	if _, err := r.c.kube.CoreV1().ConfigMaps(ns).Apply(ctx, cm, applyOptions()); err != nil {
+	if _, err := r.c.Kube.CoreV1().ConfigMaps(ns).Apply(ctx, cm, applyOptions()); err != nil {
 		return fmt.Errorf("apply ConfigMap %s/%s with the class defaults: %w", ns, classParametersName(name), err)
 	}
 
@@ -311,7 +311,7 @@ func (r *gatewayClassResource) apply(ctx context.Context, m *gatewayClassModel) 
 	if !m.Description.IsNull() {
 		spec = spec.WithDescription(m.Description.ValueString())
 	}
-	gc, err := r.c.gateway.GatewayV1().GatewayClasses().Apply(ctx,
+	gc, err := r.c.Gateway.GatewayV1().GatewayClasses().Apply(ctx,
 		gatewayv1apply.GatewayClass(name).WithLabels(managedLabels).WithSpec(spec), applyOptions())
 	if err != nil {
 		return fmt.Errorf("apply GatewayClass %s: %w", name, err)
@@ -327,7 +327,7 @@ func (r *gatewayClassResource) apply(ctx context.Context, m *gatewayClassModel) 
 	}
 	status := gatewayv1apply.GatewayClass(name).WithStatus(gatewayv1apply.GatewayClassStatus().
 		WithConditions(accepted).WithSupportedFeatures(supported...))
-	if _, err := r.c.gateway.GatewayV1().GatewayClasses().ApplyStatus(ctx, status, applyOptions()); err != nil {
+	if _, err := r.c.Gateway.GatewayV1().GatewayClasses().ApplyStatus(ctx, status, applyOptions()); err != nil {
 		return fmt.Errorf("set the Accepted condition and supported features of GatewayClass %s: %w", name, err)
 	}
 
@@ -346,7 +346,7 @@ func (r *gatewayClassResource) Read(ctx context.Context, req resource.ReadReques
 	if name == "" {
 		name = state.Name.ValueString()
 	}
-	gc, err := r.c.gateway.GatewayV1().GatewayClasses().Get(ctx, name, metav1.GetOptions{})
+	gc, err := r.c.Gateway.GatewayV1().GatewayClasses().Get(ctx, name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
 		resp.State.RemoveResource(ctx)
 		return
@@ -369,7 +369,7 @@ func (r *gatewayClassResource) Read(ctx context.Context, req resource.ReadReques
 	}
 	ns := string(*ref.Namespace)
 	state.ParametersNamespace = types.StringValue(ns)
-	cm, err := r.c.kube.CoreV1().ConfigMaps(ns).Get(ctx, ref.Name, metav1.GetOptions{})
+	cm, err := r.c.Kube.CoreV1().ConfigMaps(ns).Get(ctx, ref.Name, metav1.GetOptions{})
 	if err != nil && !apierrors.IsNotFound(err) {
 		resp.Diagnostics.AddError("Read the gateway class", fmt.Sprintf("get ConfigMap %s/%s: %v", ns, ref.Name, err))
 		return
@@ -421,14 +421,14 @@ func (r *gatewayClassResource) Delete(ctx context.Context, req resource.DeleteRe
 		return
 	}
 	name, ns := state.Name.ValueString(), state.ParametersNamespace.ValueString()
-	if err := r.c.gateway.GatewayV1().GatewayClasses().Delete(ctx, name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+	if err := r.c.Gateway.GatewayV1().GatewayClasses().Delete(ctx, name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
 		resp.Diagnostics.AddError("Delete the gateway class", fmt.Sprintf("delete GatewayClass %s: %v", name, err))
 		return
 	}
 	if ns == "" {
 		return
 	}
-	if err := r.c.kube.CoreV1().ConfigMaps(ns).Delete(ctx, classParametersName(name), metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+	if err := r.c.Kube.CoreV1().ConfigMaps(ns).Delete(ctx, classParametersName(name), metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
 		resp.Diagnostics.AddError("Delete the gateway class", fmt.Sprintf("delete ConfigMap %s/%s: %v", ns, classParametersName(name), err))
 	}
 }

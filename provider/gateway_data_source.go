@@ -121,7 +121,7 @@ func (d *gatewayDataSource) Read(ctx context.Context, req datasource.ReadRequest
 		return
 	}
 	ref := routing.ObjectRef{Namespace: m.Namespace.ValueString(), Name: m.Name.ValueString()}
-	gw, err := d.c.gateway.GatewayV1().Gateways(ref.Namespace).Get(ctx, ref.Name, metav1.GetOptions{})
+	gw, err := d.c.Gateway.GatewayV1().Gateways(ref.Namespace).Get(ctx, ref.Name, metav1.GetOptions{})
 	if err != nil {
 		resp.Diagnostics.AddError("Read the Gateway "+ref.String(), gatewayDataReadDetail(ref, err))
 		return

@@ -220,7 +220,7 @@ func (c *clients) gatewayDefaults(ctx context.Context, className, ns string, inf
 	if ref.Group != "" || ref.Kind != "ConfigMap" {
 		return nil, invalid("%s %q of group %q is not supported; varnishgw reads a ConfigMap (group \"\", kind ConfigMap)", ref.Kind, ref.Name, ref.Group)
 	}
-	cm, err := c.kube.CoreV1().ConfigMaps(ns).Get(ctx, ref.Name, metav1.GetOptions{})
+	cm, err := c.Kube.CoreV1().ConfigMaps(ns).Get(ctx, ref.Name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
 		return nil, invalid("ConfigMap %s/%s does not exist; create it, or remove parameters_ref", ns, ref.Name)
 	}

@@ -119,7 +119,7 @@ func (c *clients) applyInvalidateAuthBinding(ctx context.Context, s *gwruntime.S
 	crb := rbacv1apply.ClusterRoleBinding(name).WithLabels(s.ObjectLabels()).WithAnnotations(s.ObjectAnnotations()).
 		WithRoleRef(rbacv1apply.RoleRef().WithAPIGroup(rbacv1.GroupName).WithKind("ClusterRole").WithName(gwruntime.AuthDelegatorClusterRole)).
 		WithSubjects(rbacv1apply.Subject().WithKind(rbacv1.ServiceAccountKind).WithName(s.Name()).WithNamespace(s.Gateway.Namespace))
-	if _, err := c.kube.RbacV1().ClusterRoleBindings().Apply(ctx, crb, applyOptions()); err != nil {
+	if _, err := c.Kube.RbacV1().ClusterRoleBindings().Apply(ctx, crb, applyOptions()); err != nil {
 		hint := ""
 		if apierrors.IsForbidden(err) {
 			hint = fmt.Sprintf("; the provider needs the rights of the ClusterRole %s of docs/guides/security.md: clusterrolebindings "+
@@ -138,7 +138,7 @@ func (c *clients) applyInvalidateAuthBinding(ctx context.Context, s *gwruntime.S
 // new rights.
 func (c *clients) deleteInvalidateAuthBinding(ctx context.Context, gw routing.ObjectRef) error {
 	name := gwruntime.InvalidateAuthBindingName(gw)
-	crb, err := c.kube.RbacV1().ClusterRoleBindings().Get(ctx, name, metav1.GetOptions{})
+	crb, err := c.Kube.RbacV1().ClusterRoleBindings().Get(ctx, name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) || apierrors.IsForbidden(err) {
 		return nil
 	}
@@ -148,7 +148,7 @@ func (c *clients) deleteInvalidateAuthBinding(ctx context.Context, gw routing.Ob
 	if !hasMetadata(crb, gwruntime.RuntimeLabels(gw), nil) {
 		return nil // not ours
 	}
-	err = c.kube.RbacV1().ClusterRoleBindings().Delete(ctx, name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &crb.UID}})
+	err = c.Kube.RbacV1().ClusterRoleBindings().Delete(ctx, name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &crb.UID}})
 	if err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("delete ClusterRoleBinding %s: %w", name, err)
 	}
@@ -162,7 +162,7 @@ func (c *clients) deleteInvalidateAuthBinding(ctx context.Context, gw routing.Ob
 func (c *clients) invalidateAuthBindingDrift(ctx context.Context, s *gwruntime.Spec) (string, error) {
 	name := gwruntime.InvalidateAuthBindingName(s.Gateway)
 	what := "ClusterRoleBinding " + name
-	crb, err := c.kube.RbacV1().ClusterRoleBindings().Get(ctx, name, metav1.GetOptions{})
+	crb, err := c.Kube.RbacV1().ClusterRoleBindings().Get(ctx, name, metav1.GetOptions{})
 	switch {
 	case (apierrors.IsNotFound(err) || apierrors.IsForbidden(err)) && s.InvalidatePort == 0:
 		// Forbidden: see deleteInvalidateAuthBinding.

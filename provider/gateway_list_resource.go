@@ -26,7 +26,7 @@ func NewGatewayListResource() list.ListResource {
 // findGateways lists the Gateways of namespace that match selector and
 // whose class varnishgw serves, by name.
 func findGateways(ctx context.Context, c *clients, namespace string, selector labels.Selector) ([]string, error) {
-	gws, err := c.gateway.GatewayV1().Gateways(namespace).List(ctx, metav1.ListOptions{LabelSelector: selector.String()})
+	gws, err := c.Gateway.GatewayV1().Gateways(namespace).List(ctx, metav1.ListOptions{LabelSelector: selector.String()})
 	if err != nil {
 		return nil, fmt.Errorf("list the Gateways of namespace %s: %w", namespace, err)
 	}
@@ -36,7 +36,7 @@ func findGateways(ctx context.Context, c *clients, namespace string, selector la
 		class := string(gw.Spec.GatewayClassName)
 		served, seen := ours[class]
 		if !seen {
-			gc, err := c.gateway.GatewayV1().GatewayClasses().Get(ctx, class, metav1.GetOptions{})
+			gc, err := c.Gateway.GatewayV1().GatewayClasses().Get(ctx, class, metav1.GetOptions{})
 			if err != nil && !apierrors.IsNotFound(err) {
 				return nil, fmt.Errorf("get GatewayClass %s of Gateway %s/%s: %w", class, namespace, gw.Name, err)
 			}

@@ -541,7 +541,7 @@ func (r *gatewayResource) ModifyPlan(ctx context.Context, req resource.ModifyPla
 	if !hashOK {
 		// A ListenerSet's apply may have brought the pods to what the
 		// gateway plans now (its ports) since the state was written.
-		d, err := r.c.kube.AppsV1().Deployments(spec.Gateway.Namespace).Get(ctx, spec.Name(), metav1.GetOptions{})
+		d, err := r.c.Kube.AppsV1().Deployments(spec.Gateway.Namespace).Get(ctx, spec.Name(), metav1.GetOptions{})
 		hashOK = err == nil && d.Spec.Template.Annotations[gwruntime.StartHashAnnotation] == spec.StartHash()
 	}
 	if hashOK && plan.MainVCLSHA256.ValueString() == spec.MainVCLDigest() {
@@ -595,7 +595,7 @@ func (c *clients) warnCertificates(ctx context.Context, m *gatewayModel, diags *
 			listener := l.Name.ValueString()
 			if ref.Namespace != gwNS {
 				if _, ok := grants[ref.Namespace]; !ok {
-					list, err := c.gateway.GatewayV1().ReferenceGrants(ref.Namespace).List(ctx, metav1.ListOptions{})
+					list, err := c.Gateway.GatewayV1().ReferenceGrants(ref.Namespace).List(ctx, metav1.ListOptions{})
 					if err != nil {
 						diags.AddAttributeWarning(at, "Cannot check the certificate's ReferenceGrant",
 							fmt.Sprintf("listing the ReferenceGrants of namespace %s failed: %v. Listener %q serves Secret %s only if a ReferenceGrant there "+
@@ -616,7 +616,7 @@ func (c *clients) warnCertificates(ctx context.Context, m *gatewayModel, diags *
 							"or move the Secret to namespace %s.", listener, ref, ref.Namespace, gwNS, ref.Namespace, gwNS, ref.Name, gwNS))
 				}
 			}
-			sec, err := c.kube.CoreV1().Secrets(ref.Namespace).Get(ctx, ref.Name, metav1.GetOptions{})
+			sec, err := c.Kube.CoreV1().Secrets(ref.Namespace).Get(ctx, ref.Name, metav1.GetOptions{})
 			switch {
 			case apierrors.IsNotFound(err):
 				diags.AddAttributeWarning(at, "The certificate Secret does not exist yet",
@@ -723,7 +723,7 @@ func (r *gatewayResource) apply(ctx context.Context, m *gatewayModel, action str
 		fail("%v", err)
 		return
 	}
-	svc, err := r.c.kube.CoreV1().Services(gw.Namespace).Get(ctx, spec.Name(), metav1.GetOptions{})
+	svc, err := r.c.Kube.CoreV1().Services(gw.Namespace).Get(ctx, spec.Name(), metav1.GetOptions{})
 	if err != nil {
 		fail("get Service %s/%s: %v", gw.Namespace, spec.Name(), err)
 		return
@@ -756,7 +756,7 @@ func (r *gatewayResource) rejectGateway(ctx context.Context, gw *gatewayv1.Gatew
 		fail("%v", err)
 		return
 	}
-	svc, err := r.c.kube.CoreV1().Services(gw.Namespace).Get(ctx, gwruntime.Name(routing.ObjectRef{Namespace: gw.Namespace, Name: gw.Name}), metav1.GetOptions{})
+	svc, err := r.c.Kube.CoreV1().Services(gw.Namespace).Get(ctx, gwruntime.Name(routing.ObjectRef{Namespace: gw.Namespace, Name: gw.Name}), metav1.GetOptions{})
 	if err != nil {
 		svc = nil // not created yet: no addresses
 	}
@@ -797,7 +797,7 @@ func (c *clients) applyGateway(ctx context.Context, gw *gatewayv1.Gateway) (*gat
 			ac.WithAnnotations(map[string]string{k: v})
 		}
 	}
-	live, err := c.gateway.GatewayV1().Gateways(gw.Namespace).Apply(ctx, ac, applyOptions())
+	live, err := c.Gateway.GatewayV1().Gateways(gw.Namespace).Apply(ctx, ac, applyOptions())
 	if err != nil {
 		return nil, fmt.Errorf("apply Gateway %s/%s: %w", gw.Namespace, gw.Name, err)
 	}
@@ -858,12 +858,12 @@ func listenerTLSApply(t *gatewayv1.ListenerTLSConfig) *gatewayv1apply.ListenerTL
 // readComputed sets the computed attributes from the cluster.
 func (c *clients) readComputed(ctx context.Context, m *gatewayModel) error {
 	ref := m.ref()
-	gw, err := c.gateway.GatewayV1().Gateways(ref.Namespace).Get(ctx, ref.Name, metav1.GetOptions{})
+	gw, err := c.Gateway.GatewayV1().Gateways(ref.Namespace).Get(ctx, ref.Name, metav1.GetOptions{})
 	if err != nil {
 		return fmt.Errorf("get Gateway %s: %w", ref, err)
 	}
 	var addrs []attr.Value
-	if svc, err := c.kube.CoreV1().Services(ref.Namespace).Get(ctx, gwruntime.Name(ref), metav1.GetOptions{}); err == nil {
+	if svc, err := c.Kube.CoreV1().Services(ref.Namespace).Get(ctx, gwruntime.Name(ref), metav1.GetOptions{}); err == nil {
 		for _, a := range serviceAddresses(svc) {
 			addrs = append(addrs, types.StringValue(a.Value))
 		}
@@ -889,13 +889,13 @@ func (c *clients) readComputed(ctx context.Context, m *gatewayModel) error {
 	}
 	m.ListenerAttachedRoutes = types.MapValueMust(types.Int64Type, counts)
 	m.MainVCLSHA256 = types.StringNull()
-	if cm, err := c.kube.CoreV1().ConfigMaps(ref.Namespace).Get(ctx, gwruntime.VCLConfigMapName(ref), metav1.GetOptions{}); err == nil {
+	if cm, err := c.Kube.CoreV1().ConfigMaps(ref.Namespace).Get(ctx, gwruntime.VCLConfigMapName(ref), metav1.GetOptions{}); err == nil {
 		m.MainVCLSHA256 = types.StringValue(gwruntime.VCLDigest(cm.Data[gwruntime.VCLDataKey]))
 	} else if !apierrors.IsNotFound(err) {
 		return fmt.Errorf("get ConfigMap %s/%s: %w", ref.Namespace, gwruntime.VCLConfigMapName(ref), err)
 	}
 	m.StartHash = types.StringNull()
-	if d, err := c.kube.AppsV1().Deployments(ref.Namespace).Get(ctx, gwruntime.Name(ref), metav1.GetOptions{}); err == nil {
+	if d, err := c.Kube.AppsV1().Deployments(ref.Namespace).Get(ctx, gwruntime.Name(ref), metav1.GetOptions{}); err == nil {
 		if h, ok := d.Spec.Template.Annotations[gwruntime.StartHashAnnotation]; ok {
 			m.StartHash = types.StringValue(h)
 		}
@@ -928,7 +928,7 @@ func (r *gatewayResource) Read(ctx context.Context, req resource.ReadRequest, re
 // error when the Gateway is gone.
 func (c *clients) readGateway(ctx context.Context, m *gatewayModel) error {
 	ref := m.ref()
-	gw, err := c.gateway.GatewayV1().Gateways(ref.Namespace).Get(ctx, ref.Name, metav1.GetOptions{})
+	gw, err := c.Gateway.GatewayV1().Gateways(ref.Namespace).Get(ctx, ref.Name, metav1.GetOptions{})
 	if err != nil {
 		if apierrors.IsNotFound(err) {
 			return err
@@ -978,7 +978,7 @@ func (c *clients) readGateway(ctx context.Context, m *gatewayModel) error {
 	}
 
 	ns, name := ref.Namespace, gwruntime.Name(ref)
-	cm, err := c.kube.CoreV1().ConfigMaps(ns).Get(ctx, gwruntime.VCLConfigMapName(ref), metav1.GetOptions{})
+	cm, err := c.Kube.CoreV1().ConfigMaps(ns).Get(ctx, gwruntime.VCLConfigMapName(ref), metav1.GetOptions{})
 	switch {
 	case err == nil:
 		if v, ok := cm.Data[gwruntime.GatewayVCLKey]; ok {
@@ -995,7 +995,7 @@ func (c *clients) readGateway(ctx context.Context, m *gatewayModel) error {
 		return fmt.Errorf("get ConfigMap %s/%s: %w", ns, gwruntime.VCLConfigMapName(ref), err)
 	}
 
-	d, err := c.kube.AppsV1().Deployments(ns).Get(ctx, name, metav1.GetOptions{})
+	d, err := c.Kube.AppsV1().Deployments(ns).Get(ctx, name, metav1.GetOptions{})
 	switch {
 	case err == nil:
 		if d.Spec.Replicas != nil {
@@ -1036,7 +1036,7 @@ func (c *clients) readGateway(ctx context.Context, m *gatewayModel) error {
 		return fmt.Errorf("get Deployment %s/%s: %w", ns, name, err)
 	}
 
-	svc, err := c.kube.CoreV1().Services(ns).Get(ctx, name, metav1.GetOptions{})
+	svc, err := c.Kube.CoreV1().Services(ns).Get(ctx, name, metav1.GetOptions{})
 	switch {
 	case err == nil:
 		m.ServiceType = types.StringValue(string(svc.Spec.Type))
@@ -1068,7 +1068,7 @@ func (c *clients) readGateway(ctx context.Context, m *gatewayModel) error {
 		return fmt.Errorf("get Service %s/%s: %w", ns, name, err)
 	}
 
-	pdb, err := c.kube.PolicyV1().PodDisruptionBudgets(ns).Get(ctx, name, metav1.GetOptions{})
+	pdb, err := c.Kube.PolicyV1().PodDisruptionBudgets(ns).Get(ctx, name, metav1.GetOptions{})
 	switch {
 	case err == nil:
 		if pdb.Spec.MaxUnavailable != nil {
@@ -1190,9 +1190,9 @@ func (r *gatewayResource) Delete(ctx context.Context, req resource.DeleteRequest
 		resp.Diagnostics.AddError("Delete the gateway", err.Error()+"\nRun terraform destroy again, or delete the object by hand.")
 		return
 	}
-	gw, err := r.c.gateway.GatewayV1().Gateways(ref.Namespace).Get(ctx, ref.Name, metav1.GetOptions{})
+	gw, err := r.c.Gateway.GatewayV1().Gateways(ref.Namespace).Get(ctx, ref.Name, metav1.GetOptions{})
 	if err == nil && gw.Labels["app.kubernetes.io/managed-by"] == managedLabels["app.kubernetes.io/managed-by"] {
-		err = r.c.gateway.GatewayV1().Gateways(ref.Namespace).Delete(ctx, ref.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &gw.UID}})
+		err = r.c.Gateway.GatewayV1().Gateways(ref.Namespace).Delete(ctx, ref.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &gw.UID}})
 	}
 	if err != nil && !apierrors.IsNotFound(err) {
 		resp.Diagnostics.AddError("Delete the gateway", fmt.Sprintf("delete Gateway %s: %v\nRun terraform destroy again, or delete the Gateway by hand.", ref, err))

@@ -280,7 +280,7 @@ func (c *clients) waitRollout(ctx context.Context, gw routing.ObjectRef, timeout
 	var failed *rolloutProblem
 	errFailed := errors.New("rollout failed")
 	err := wait.PollUntilContextTimeout(ctx, rolloutPollEvery, timeout, true, func(ctx context.Context) (bool, error) {
-		d, err := c.kube.AppsV1().Deployments(ns).Get(ctx, name, metav1.GetOptions{})
+		d, err := c.Kube.AppsV1().Deployments(ns).Get(ctx, name, metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
 			return false, fmt.Errorf("the Deployment %s/%s was deleted while apply waited for its rollout; apply again to recreate it", ns, name)
 		}
@@ -330,7 +330,7 @@ func (c *clients) waitRollout(ctx context.Context, gw routing.ObjectRef, timeout
 // pods of the current one (nil, nil while there is none).
 func (c *clients) currentPods(ctx context.Context, d *appsv1.Deployment) (*appsv1.ReplicaSet, []corev1.Pod, error) {
 	sel := d.Spec.Selector.MatchLabels
-	rss, err := c.kube.AppsV1().ReplicaSets(d.Namespace).List(ctx, metav1.ListOptions{LabelSelector: labels.SelectorFromSet(sel).String()})
+	rss, err := c.Kube.AppsV1().ReplicaSets(d.Namespace).List(ctx, metav1.ListOptions{LabelSelector: labels.SelectorFromSet(sel).String()})
 	if err != nil {
 		return nil, nil, fmt.Errorf("list the ReplicaSets of Deployment %s/%s: %w", d.Namespace, d.Name, err)
 	}
@@ -340,7 +340,7 @@ func (c *clients) currentPods(ctx context.Context, d *appsv1.Deployment) (*appsv
 	}
 	podSel := maps.Clone(sel)
 	podSel[podTemplateHashLabel] = rs.Labels[podTemplateHashLabel]
-	pods, err := c.kube.CoreV1().Pods(d.Namespace).List(ctx, metav1.ListOptions{LabelSelector: labels.SelectorFromSet(podSel).String()})
+	pods, err := c.Kube.CoreV1().Pods(d.Namespace).List(ctx, metav1.ListOptions{LabelSelector: labels.SelectorFromSet(podSel).String()})
 	if err != nil {
 		return nil, nil, fmt.Errorf("list the pods of ReplicaSet %s/%s: %w", rs.Namespace, rs.Name, err)
 	}

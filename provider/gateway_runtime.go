@@ -35,7 +35,7 @@ import (
 // gatewayClassDefaults reads the GatewayClass name and its parameters
 // ConfigMap. The class must be served by varnishgw and name an image.
 func (c *clients) gatewayClassDefaults(ctx context.Context, name string) (*gwruntime.Class, error) {
-	gc, err := c.gateway.GatewayV1().GatewayClasses().Get(ctx, name, metav1.GetOptions{})
+	gc, err := c.Gateway.GatewayV1().GatewayClasses().Get(ctx, name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
 		return nil, fmt.Errorf("gateway_class_name %q: the GatewayClass does not exist; create it first (resource varnishgw_gateway_class) or fix the name", name)
 	}
@@ -53,7 +53,7 @@ func (c *clients) gatewayClassDefaults(ctx context.Context, name string) (*gwrun
 	if ref.Kind != "ConfigMap" || ref.Group != "" || ref.Namespace == nil {
 		return nil, fmt.Errorf("GatewayClass %s: parametersRef %s/%s is not a namespaced core ConfigMap; apply its varnishgw_gateway_class again", name, ref.Kind, ref.Name)
 	}
-	cm, err := c.kube.CoreV1().ConfigMaps(string(*ref.Namespace)).Get(ctx, ref.Name, metav1.GetOptions{})
+	cm, err := c.Kube.CoreV1().ConfigMaps(string(*ref.Namespace)).Get(ctx, ref.Name, metav1.GetOptions{})
 	if err != nil {
 		return nil, fmt.Errorf("get the parameters ConfigMap %s/%s of GatewayClass %s: %w", *ref.Namespace, ref.Name, name, err)
 	}
@@ -117,14 +117,14 @@ func (c *clients) runtimeDrift(ctx context.Context, s *gwruntime.Spec, dry *apps
 		}
 		return ""
 	}
-	sa, err := c.kube.CoreV1().ServiceAccounts(ns).Get(ctx, name, metav1.GetOptions{})
+	sa, err := c.Kube.CoreV1().ServiceAccounts(ns).Get(ctx, name, metav1.GetOptions{})
 	if err != nil {
 		return missing("ServiceAccount "+ns+"/"+name, err)
 	}
 	if d := relabelled("ServiceAccount "+ns+"/"+name, sa); d != "" {
 		return d, nil
 	}
-	role, err := c.kube.RbacV1().Roles(ns).Get(ctx, name, metav1.GetOptions{})
+	role, err := c.Kube.RbacV1().Roles(ns).Get(ctx, name, metav1.GetOptions{})
 	if err != nil {
 		return missing("Role "+ns+"/"+name, err)
 	}
@@ -134,7 +134,7 @@ func (c *clients) runtimeDrift(ctx context.Context, s *gwruntime.Spec, dry *apps
 	if d := relabelled("Role "+ns+"/"+name, role); d != "" {
 		return d, nil
 	}
-	rb, err := c.kube.RbacV1().RoleBindings(ns).Get(ctx, name, metav1.GetOptions{})
+	rb, err := c.Kube.RbacV1().RoleBindings(ns).Get(ctx, name, metav1.GetOptions{})
 	if err != nil {
 		return missing("RoleBinding "+ns+"/"+name, err)
 	}
@@ -144,7 +144,7 @@ func (c *clients) runtimeDrift(ctx context.Context, s *gwruntime.Spec, dry *apps
 	if d := relabelled("RoleBinding "+ns+"/"+name, rb); d != "" {
 		return d, nil
 	}
-	cr, err := c.kube.RbacV1().ClusterRoles().Get(ctx, gwruntime.BackendClusterRoleName(s.Gateway), metav1.GetOptions{})
+	cr, err := c.Kube.RbacV1().ClusterRoles().Get(ctx, gwruntime.BackendClusterRoleName(s.Gateway), metav1.GetOptions{})
 	if err != nil {
 		return missing("ClusterRole "+gwruntime.BackendClusterRoleName(s.Gateway), err)
 	}
@@ -154,14 +154,14 @@ func (c *clients) runtimeDrift(ctx context.Context, s *gwruntime.Spec, dry *apps
 	if d := relabelled("ClusterRole "+cr.Name, cr); d != "" {
 		return d, nil
 	}
-	d, err := c.kube.AppsV1().Deployments(ns).Get(ctx, name, metav1.GetOptions{})
+	d, err := c.Kube.AppsV1().Deployments(ns).Get(ctx, name, metav1.GetOptions{})
 	if err != nil {
 		return missing("Deployment "+ns+"/"+name, err)
 	}
 	if diff := deploymentDrift(d, dry); diff != "" {
 		return "the Deployment " + ns + "/" + name + " differs from what the provider writes in " + diff, nil
 	}
-	svc, err := c.kube.CoreV1().Services(ns).Get(ctx, name, metav1.GetOptions{})
+	svc, err := c.Kube.CoreV1().Services(ns).Get(ctx, name, metav1.GetOptions{})
 	if err != nil {
 		return missing("Service "+ns+"/"+name, err)
 	}
@@ -179,14 +179,14 @@ func (c *clients) runtimeDrift(ctx context.Context, s *gwruntime.Spec, dry *apps
 	delete(others, ns)
 	for _, other := range slices.Sorted(maps.Keys(others)) {
 		what := "Role " + other + "/" + gwruntime.CertificateRoleName(s.Gateway)
-		r, err := c.kube.RbacV1().Roles(other).Get(ctx, gwruntime.CertificateRoleName(s.Gateway), metav1.GetOptions{})
+		r, err := c.Kube.RbacV1().Roles(other).Get(ctx, gwruntime.CertificateRoleName(s.Gateway), metav1.GetOptions{})
 		if err != nil {
 			return missing(what, err)
 		}
 		if !equality.Semantic.DeepEqual(r.Rules, gwruntime.CertificateRules(others[other], true)) {
 			return "the rules of " + what + " changed", nil
 		}
-		if _, err := c.kube.RbacV1().RoleBindings(other).Get(ctx, gwruntime.CertificateRoleName(s.Gateway), metav1.GetOptions{}); err != nil {
+		if _, err := c.Kube.RbacV1().RoleBindings(other).Get(ctx, gwruntime.CertificateRoleName(s.Gateway), metav1.GetOptions{}); err != nil {
 			return missing("RoleBinding "+other+"/"+gwruntime.CertificateRoleName(s.Gateway), err)
 		}
 	}
@@ -194,14 +194,14 @@ func (c *clients) runtimeDrift(ctx context.Context, s *gwruntime.Spec, dry *apps
 	for _, other := range slices.Sorted(maps.Keys(lsets)) {
 		roleName := gwruntime.ListenerSetStatusRoleName(s.Gateway)
 		what := "Role " + other + "/" + roleName
-		r, err := c.kube.RbacV1().Roles(other).Get(ctx, roleName, metav1.GetOptions{})
+		r, err := c.Kube.RbacV1().Roles(other).Get(ctx, roleName, metav1.GetOptions{})
 		if err != nil {
 			return missing(what, err)
 		}
 		if !equality.Semantic.DeepEqual(r.Rules, gwruntime.ListenerSetStatusRules(lsets[other])) {
 			return "the rules of " + what + " changed", nil
 		}
-		if _, err := c.kube.RbacV1().RoleBindings(other).Get(ctx, roleName, metav1.GetOptions{}); err != nil {
+		if _, err := c.Kube.RbacV1().RoleBindings(other).Get(ctx, roleName, metav1.GetOptions{}); err != nil {
 			return missing("RoleBinding "+other+"/"+roleName, err)
 		}
 	}
@@ -209,7 +209,7 @@ func (c *clients) runtimeDrift(ctx context.Context, s *gwruntime.Spec, dry *apps
 		return d, err
 	}
 	if s.Mode == gwruntime.ModeSidecar {
-		sec, err := c.kube.CoreV1().Secrets(ns).Get(ctx, gwruntime.AdminSecretName(s.Gateway), metav1.GetOptions{})
+		sec, err := c.Kube.CoreV1().Secrets(ns).Get(ctx, gwruntime.AdminSecretName(s.Gateway), metav1.GetOptions{})
 		if err != nil {
 			return missing("Secret "+ns+"/"+gwruntime.AdminSecretName(s.Gateway), err)
 		}
@@ -227,7 +227,7 @@ func (c *clients) runtimeDrift(ctx context.Context, s *gwruntime.Spec, dry *apps
 func (c *clients) dryRunDeployment(ctx context.Context, s *gwruntime.Spec) (*appsv1.Deployment, error) {
 	opts := applyOptions()
 	opts.DryRun = []string{metav1.DryRunAll}
-	d, err := c.kube.AppsV1().Deployments(s.Gateway.Namespace).Apply(ctx, s.Deployment(), opts)
+	d, err := c.Kube.AppsV1().Deployments(s.Gateway.Namespace).Apply(ctx, s.Deployment(), opts)
 	if err != nil {
 		return nil, fmt.Errorf("dry run of the Deployment %s/%s: %w", s.Gateway.Namespace, s.Name(), err)
 	}
@@ -260,7 +260,7 @@ func (c *clients) applyRuntime(ctx context.Context, s *gwruntime.Spec, gw *gatew
 	opts := applyOptions()
 	owner := gatewayOwner(gw)
 
-	if _, err := c.kube.CoreV1().ServiceAccounts(ns).Apply(ctx,
+	if _, err := c.Kube.CoreV1().ServiceAccounts(ns).Apply(ctx,
 		corev1apply.ServiceAccount(name, ns).WithLabels(lbl).WithAnnotations(ann).WithOwnerReferences(owner).WithAutomountServiceAccountToken(true), opts); err != nil {
 		return fmt.Errorf("apply ServiceAccount %s/%s: %w", ns, name, err)
 	}
@@ -270,11 +270,11 @@ func (c *clients) applyRuntime(ctx context.Context, s *gwruntime.Spec, gw *gatew
 	rb := rbacv1apply.RoleBinding(name, ns).WithLabels(lbl).WithAnnotations(ann).WithOwnerReferences(owner).
 		WithRoleRef(rbacv1apply.RoleRef().WithAPIGroup("rbac.authorization.k8s.io").WithKind("Role").WithName(name)).
 		WithSubjects(rbacv1apply.Subject().WithKind("ServiceAccount").WithName(name).WithNamespace(ns))
-	if _, err := c.kube.RbacV1().RoleBindings(ns).Apply(ctx, rb, opts); err != nil {
+	if _, err := c.Kube.RbacV1().RoleBindings(ns).Apply(ctx, rb, opts); err != nil {
 		return fmt.Errorf("apply RoleBinding %s/%s: %w", ns, name, err)
 	}
 	cr := rbacv1apply.ClusterRole(gwruntime.BackendClusterRoleName(s.Gateway)).WithLabels(lbl).WithAnnotations(ann).WithRules(gwruntime.PolicyRulesApply(gwruntime.BackendRules())...)
-	if _, err := c.kube.RbacV1().ClusterRoles().Apply(ctx, cr, opts); err != nil {
+	if _, err := c.Kube.RbacV1().ClusterRoles().Apply(ctx, cr, opts); err != nil {
 		return fmt.Errorf("apply ClusterRole %s: %w", gwruntime.BackendClusterRoleName(s.Gateway), err)
 	}
 
@@ -297,7 +297,7 @@ func (c *clients) applyRuntime(ctx context.Context, s *gwruntime.Spec, gw *gatew
 		data[gwruntime.GatewayVCLKey] = *s.GatewayVCL
 	}
 	vclName := gwruntime.VCLConfigMapName(s.Gateway)
-	if _, err := c.kube.CoreV1().ConfigMaps(ns).Apply(ctx, corev1apply.ConfigMap(vclName, ns).WithLabels(lbl).WithAnnotations(ann).WithOwnerReferences(owner).WithData(data), opts); err != nil {
+	if _, err := c.Kube.CoreV1().ConfigMaps(ns).Apply(ctx, corev1apply.ConfigMap(vclName, ns).WithLabels(lbl).WithAnnotations(ann).WithOwnerReferences(owner).WithData(data), opts); err != nil {
 		return fmt.Errorf("apply the VCL ConfigMap %s/%s: %w", ns, vclName, err)
 	}
 
@@ -310,21 +310,21 @@ func (c *clients) applyRuntime(ctx context.Context, s *gwruntime.Spec, gw *gatew
 			WithProtocol(corev1.ProtocolTCP).WithPort(p).WithTargetPort(intstr.FromInt32(p)))
 	}
 	svcAC := corev1apply.Service(name, ns).WithLabels(lbl).WithAnnotations(ann).WithAnnotations(s.ServiceAnnotations).WithOwnerReferences(owner).WithSpec(svc)
-	if _, err := c.kube.CoreV1().Services(ns).Apply(ctx, svcAC, opts); err != nil {
+	if _, err := c.Kube.CoreV1().Services(ns).Apply(ctx, svcAC, opts); err != nil {
 		return fmt.Errorf("apply Service %s/%s: %w", ns, name, err)
 	}
 
 	if err := c.ensureAdminSecret(ctx, s, owner); err != nil {
 		return err
 	}
-	if _, err := c.kube.AppsV1().Deployments(ns).Apply(ctx, s.Deployment().WithOwnerReferences(owner), opts); err != nil {
+	if _, err := c.Kube.AppsV1().Deployments(ns).Apply(ctx, s.Deployment().WithOwnerReferences(owner), opts); err != nil {
 		return fmt.Errorf("apply Deployment %s/%s: %w", ns, name, err)
 	}
 
 	pdb := policyv1apply.PodDisruptionBudget(name, ns).WithLabels(lbl).WithAnnotations(ann).WithOwnerReferences(owner).WithSpec(policyv1apply.PodDisruptionBudgetSpec().
 		WithMaxUnavailable(s.MaxUnavailable).
 		WithSelector(metav1apply.LabelSelector().WithMatchLabels(gwruntime.Labels(s.Gateway))))
-	if _, err := c.kube.PolicyV1().PodDisruptionBudgets(ns).Apply(ctx, pdb, opts); err != nil {
+	if _, err := c.Kube.PolicyV1().PodDisruptionBudgets(ns).Apply(ctx, pdb, opts); err != nil {
 		return fmt.Errorf("apply PodDisruptionBudget %s/%s: %w", ns, name, err)
 	}
 	return nil
@@ -343,7 +343,7 @@ func (c *clients) recordVCLDigest(ctx context.Context, gw *gatewayv1.Gateway, di
 		return nil
 	}
 	ac := gatewayv1apply.Gateway(gw.Name, gw.Namespace).WithAnnotations(map[string]string{gwruntime.VCLDigestAnnotation: digest})
-	if _, err := c.gateway.GatewayV1().Gateways(gw.Namespace).Apply(ctx, ac, metav1.ApplyOptions{FieldManager: vclDigestFieldManager, Force: true}); err != nil {
+	if _, err := c.Gateway.GatewayV1().Gateways(gw.Namespace).Apply(ctx, ac, metav1.ApplyOptions{FieldManager: vclDigestFieldManager, Force: true}); err != nil {
 		return fmt.Errorf("record the main VCL's digest on Gateway %s/%s (annotation %s): %w", gw.Namespace, gw.Name, gwruntime.VCLDigestAnnotation, err)
 	}
 	return nil
@@ -354,7 +354,7 @@ func (c *clients) recordVCLDigest(ctx context.Context, gw *gatewayv1.Gateway, di
 func (c *clients) applyGatewayRole(ctx context.Context, s *gwruntime.Spec, owner *metav1apply.OwnerReferenceApplyConfiguration) error {
 	ns, name := s.Gateway.Namespace, s.Name()
 	role := rbacv1apply.Role(name, ns).WithLabels(s.ObjectLabels()).WithAnnotations(s.ObjectAnnotations()).WithOwnerReferences(owner).WithRules(gwruntime.PolicyRulesApply(s.GatewayRules())...)
-	if _, err := c.kube.RbacV1().Roles(ns).Apply(ctx, role, applyOptions()); err != nil {
+	if _, err := c.Kube.RbacV1().Roles(ns).Apply(ctx, role, applyOptions()); err != nil {
 		return fmt.Errorf("apply Role %s/%s: %w", ns, name, err)
 	}
 	return nil
@@ -390,13 +390,13 @@ func (c *clients) applyListenerSetStatusRoles(ctx context.Context, s *gwruntime.
 	want := s.ListenerSetNames()
 	for _, ns := range slices.Sorted(maps.Keys(want)) {
 		role := rbacv1apply.Role(name, ns).WithLabels(lbl).WithAnnotations(ann).WithRules(gwruntime.PolicyRulesApply(gwruntime.ListenerSetStatusRules(want[ns]))...)
-		if _, err := c.kube.RbacV1().Roles(ns).Apply(ctx, role, opts); err != nil {
+		if _, err := c.Kube.RbacV1().Roles(ns).Apply(ctx, role, opts); err != nil {
 			return fmt.Errorf("apply Role %s/%s, which lets the gateway pods keep the ResolvedRefs condition of the ListenerSets' HTTPS listeners current: %w", ns, name, err)
 		}
 		rb := rbacv1apply.RoleBinding(name, ns).WithLabels(lbl).WithAnnotations(ann).
 			WithRoleRef(rbacv1apply.RoleRef().WithAPIGroup(rbacv1.GroupName).WithKind("Role").WithName(name)).
 			WithSubjects(rbacv1apply.Subject().WithKind(rbacv1.ServiceAccountKind).WithName(sa).WithNamespace(s.Gateway.Namespace))
-		if _, err := c.kube.RbacV1().RoleBindings(ns).Apply(ctx, rb, opts); err != nil {
+		if _, err := c.Kube.RbacV1().RoleBindings(ns).Apply(ctx, rb, opts); err != nil {
 			return fmt.Errorf("apply RoleBinding %s/%s: %w", ns, name, err)
 		}
 	}
@@ -419,7 +419,7 @@ func (c *clients) applyCertificateRoles(ctx context.Context, s *gwruntime.Spec) 
 	delete(want, s.Gateway.Namespace)
 	for _, ns := range slices.Sorted(maps.Keys(want)) {
 		role := rbacv1apply.Role(name, ns).WithLabels(lbl).WithAnnotations(ann).WithRules(gwruntime.PolicyRulesApply(gwruntime.CertificateRules(want[ns], true))...)
-		if _, err := c.kube.RbacV1().Roles(ns).Apply(ctx, role, opts); err != nil {
+		if _, err := c.Kube.RbacV1().Roles(ns).Apply(ctx, role, opts); err != nil {
 			hint := ""
 			if apierrors.IsForbidden(err) {
 				hint = fmt.Sprintf("; the provider needs the ClusterRole %s bound in namespace %s too (docs/guides/security.md)", ProviderNamespaceRoleName, ns)
@@ -429,7 +429,7 @@ func (c *clients) applyCertificateRoles(ctx context.Context, s *gwruntime.Spec) 
 		rb := rbacv1apply.RoleBinding(name, ns).WithLabels(lbl).WithAnnotations(ann).
 			WithRoleRef(rbacv1apply.RoleRef().WithAPIGroup(rbacv1.GroupName).WithKind("Role").WithName(name)).
 			WithSubjects(rbacv1apply.Subject().WithKind(rbacv1.ServiceAccountKind).WithName(sa).WithNamespace(s.Gateway.Namespace))
-		if _, err := c.kube.RbacV1().RoleBindings(ns).Apply(ctx, rb, opts); err != nil {
+		if _, err := c.Kube.RbacV1().RoleBindings(ns).Apply(ctx, rb, opts); err != nil {
 			return fmt.Errorf("apply RoleBinding %s/%s: %w", ns, name, err)
 		}
 	}
@@ -453,7 +453,7 @@ func (c *clients) deleteCertificateRoles(ctx context.Context, gw routing.ObjectR
 // by the gateway's runtime labels, whose name and namespace drop accepts.
 func (c *clients) deleteGatewayRoles(ctx context.Context, gw routing.ObjectRef, drop func(name, ns string) bool) error {
 	sel := metav1.FormatLabelSelector(metav1.SetAsLabelSelector(gwruntime.RuntimeLabels(gw)))
-	rbs, err := c.kube.RbacV1().RoleBindings(metav1.NamespaceAll).List(ctx, metav1.ListOptions{LabelSelector: sel})
+	rbs, err := c.Kube.RbacV1().RoleBindings(metav1.NamespaceAll).List(ctx, metav1.ListOptions{LabelSelector: sel})
 	if err != nil {
 		return fmt.Errorf("list the RoleBindings of gateway %s: %w", gw, err)
 	}
@@ -462,10 +462,10 @@ func (c *clients) deleteGatewayRoles(ctx context.Context, gw routing.ObjectRef, 
 		if !drop(name, rb.Namespace) {
 			continue
 		}
-		if err := c.kube.RbacV1().RoleBindings(rb.Namespace).Delete(ctx, name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &rb.UID}}); err != nil && !apierrors.IsNotFound(err) {
+		if err := c.Kube.RbacV1().RoleBindings(rb.Namespace).Delete(ctx, name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &rb.UID}}); err != nil && !apierrors.IsNotFound(err) {
 			return fmt.Errorf("delete RoleBinding %s/%s: %w", rb.Namespace, name, err)
 		}
-		role, err := c.kube.RbacV1().Roles(rb.Namespace).Get(ctx, name, metav1.GetOptions{})
+		role, err := c.Kube.RbacV1().Roles(rb.Namespace).Get(ctx, name, metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
 			continue
 		}
@@ -475,7 +475,7 @@ func (c *clients) deleteGatewayRoles(ctx context.Context, gw routing.ObjectRef, 
 		if !hasMetadata(role, gwruntime.RuntimeLabels(gw), nil) {
 			continue // not ours
 		}
-		if err := c.kube.RbacV1().Roles(rb.Namespace).Delete(ctx, name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &role.UID}}); err != nil && !apierrors.IsNotFound(err) {
+		if err := c.Kube.RbacV1().Roles(rb.Namespace).Delete(ctx, name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &role.UID}}); err != nil && !apierrors.IsNotFound(err) {
 			return fmt.Errorf("delete Role %s/%s: %w", rb.Namespace, name, err)
 		}
 	}
@@ -489,11 +489,11 @@ func (c *clients) deleteGatewayRoles(ctx context.Context, gw routing.ObjectRef, 
 func (c *clients) ensureAdminSecret(ctx context.Context, s *gwruntime.Spec, owner *metav1apply.OwnerReferenceApplyConfiguration) error {
 	ns, name := s.Gateway.Namespace, gwruntime.AdminSecretName(s.Gateway)
 	if s.Mode != gwruntime.ModeSidecar {
-		old, err := c.kube.CoreV1().Secrets(ns).Get(ctx, name, metav1.GetOptions{})
+		old, err := c.Kube.CoreV1().Secrets(ns).Get(ctx, name, metav1.GetOptions{})
 		if err != nil || old.Labels[gwruntime.NamespaceLabel] != ns || old.Labels["app.kubernetes.io/managed-by"] != managedLabels["app.kubernetes.io/managed-by"] {
 			return nil // none, or not ours
 		}
-		err = c.kube.CoreV1().Secrets(ns).Delete(ctx, name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &old.UID}})
+		err = c.Kube.CoreV1().Secrets(ns).Delete(ctx, name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &old.UID}})
 		if err != nil && !apierrors.IsNotFound(err) {
 			return fmt.Errorf("delete Secret %s/%s, which supervise mode does not use: %w", ns, name, err)
 		}
@@ -511,8 +511,8 @@ func (c *clients) ensureAdminSecret(ctx context.Context, s *gwruntime.Spec, owne
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: gwruntime.RuntimeLabels(s.Gateway)},
 		Data:       map[string][]byte{gwruntime.SecretKey: []byte(hex.EncodeToString(buf) + "\n")},
 	}
-	if _, err := c.kube.CoreV1().Secrets(ns).Create(ctx, sec, metav1.CreateOptions{FieldManager: FieldManager}); apierrors.IsAlreadyExists(err) {
-		old, err := c.kube.CoreV1().Secrets(ns).Get(ctx, name, metav1.GetOptions{})
+	if _, err := c.Kube.CoreV1().Secrets(ns).Create(ctx, sec, metav1.CreateOptions{FieldManager: FieldManager}); apierrors.IsAlreadyExists(err) {
+		old, err := c.Kube.CoreV1().Secrets(ns).Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
 			return fmt.Errorf("get Secret %s/%s: %w", ns, name, err)
 		}
@@ -523,7 +523,7 @@ func (c *clients) ensureAdminSecret(ctx context.Context, s *gwruntime.Spec, owne
 		return fmt.Errorf("create Secret %s/%s with the varnishd admin secret: %w", ns, name, err)
 	}
 	ac := corev1apply.Secret(name, ns).WithLabels(s.ObjectLabels()).WithAnnotations(s.ObjectAnnotations()).WithOwnerReferences(owner)
-	if _, err := c.kube.CoreV1().Secrets(ns).Apply(ctx, ac, applyOptions()); err != nil {
+	if _, err := c.Kube.CoreV1().Secrets(ns).Apply(ctx, ac, applyOptions()); err != nil {
 		return fmt.Errorf("apply the labels and annotations of Secret %s/%s: %w", ns, name, err)
 	}
 	return nil
@@ -630,7 +630,7 @@ func (c *clients) writeGatewayStatus(ctx context.Context, gw *gatewayv1.Gateway,
 	var err error
 	for attempt := 0; attempt < 5; attempt++ {
 		if attempt > 0 {
-			if gw, err = c.gateway.GatewayV1().Gateways(ns).Get(ctx, name, metav1.GetOptions{}); err != nil {
+			if gw, err = c.Gateway.GatewayV1().Gateways(ns).Get(ctx, name, metav1.GetOptions{}); err != nil {
 				return fmt.Errorf("read Gateway %s/%s: %w", ns, name, err)
 			}
 		}
@@ -667,7 +667,7 @@ func (c *clients) removeStaleListenerStatus(ctx context.Context, gw *gatewayv1.G
 	if err != nil {
 		return nil, fmt.Errorf("encode the removal of old listener status of Gateway %s/%s: %w", gw.Namespace, gw.Name, err)
 	}
-	out, err := c.gateway.GatewayV1().Gateways(gw.Namespace).Patch(ctx, gw.Name, types.JSONPatchType, patch,
+	out, err := c.Gateway.GatewayV1().Gateways(gw.Namespace).Patch(ctx, gw.Name, types.JSONPatchType, patch,
 		metav1.PatchOptions{FieldManager: FieldManager}, "status")
 	if err != nil {
 		if apierrors.IsInvalid(err) && strings.Contains(err.Error(), "/metadata/resourceVersion") {
@@ -769,7 +769,7 @@ func (c *clients) applyGatewayStatus(ctx context.Context, gw *gatewayv1.Gateway,
 		st.WithAttachedListenerSets(cg.AttachedListenerSets())
 	}
 	ac := gatewayv1apply.Gateway(gw.Name, gw.Namespace).WithResourceVersion(gw.ResourceVersion).WithStatus(st)
-	if _, err := c.gateway.GatewayV1().Gateways(gw.Namespace).ApplyStatus(ctx, ac, applyOptions()); err != nil {
+	if _, err := c.Gateway.GatewayV1().Gateways(gw.Namespace).ApplyStatus(ctx, ac, applyOptions()); err != nil {
 		if apierrors.IsConflict(err) {
 			return err
 		}
@@ -800,53 +800,53 @@ func (c *clients) deleteRuntime(ctx context.Context, gw routing.ObjectRef) error
 	targets := []target{
 		{"Deployment " + ns + "/" + name,
 			func() (metav1.Object, error) {
-				return c.kube.AppsV1().Deployments(ns).Get(ctx, name, metav1.GetOptions{})
+				return c.Kube.AppsV1().Deployments(ns).Get(ctx, name, metav1.GetOptions{})
 			},
-			func(o metav1.DeleteOptions) error { return c.kube.AppsV1().Deployments(ns).Delete(ctx, name, o) }},
+			func(o metav1.DeleteOptions) error { return c.Kube.AppsV1().Deployments(ns).Delete(ctx, name, o) }},
 		{"PodDisruptionBudget " + ns + "/" + name,
 			func() (metav1.Object, error) {
-				return c.kube.PolicyV1().PodDisruptionBudgets(ns).Get(ctx, name, metav1.GetOptions{})
+				return c.Kube.PolicyV1().PodDisruptionBudgets(ns).Get(ctx, name, metav1.GetOptions{})
 			},
 			func(o metav1.DeleteOptions) error {
-				return c.kube.PolicyV1().PodDisruptionBudgets(ns).Delete(ctx, name, o)
+				return c.Kube.PolicyV1().PodDisruptionBudgets(ns).Delete(ctx, name, o)
 			}},
 		{"Service " + ns + "/" + name,
-			func() (metav1.Object, error) { return c.kube.CoreV1().Services(ns).Get(ctx, name, metav1.GetOptions{}) },
-			func(o metav1.DeleteOptions) error { return c.kube.CoreV1().Services(ns).Delete(ctx, name, o) }},
+			func() (metav1.Object, error) { return c.Kube.CoreV1().Services(ns).Get(ctx, name, metav1.GetOptions{}) },
+			func(o metav1.DeleteOptions) error { return c.Kube.CoreV1().Services(ns).Delete(ctx, name, o) }},
 		{"ConfigMap " + ns + "/" + gwruntime.VCLConfigMapName(gw),
 			func() (metav1.Object, error) {
-				return c.kube.CoreV1().ConfigMaps(ns).Get(ctx, gwruntime.VCLConfigMapName(gw), metav1.GetOptions{})
+				return c.Kube.CoreV1().ConfigMaps(ns).Get(ctx, gwruntime.VCLConfigMapName(gw), metav1.GetOptions{})
 			},
 			func(o metav1.DeleteOptions) error {
-				return c.kube.CoreV1().ConfigMaps(ns).Delete(ctx, gwruntime.VCLConfigMapName(gw), o)
+				return c.Kube.CoreV1().ConfigMaps(ns).Delete(ctx, gwruntime.VCLConfigMapName(gw), o)
 			}},
 		{"RoleBinding " + ns + "/" + name,
 			func() (metav1.Object, error) {
-				return c.kube.RbacV1().RoleBindings(ns).Get(ctx, name, metav1.GetOptions{})
+				return c.Kube.RbacV1().RoleBindings(ns).Get(ctx, name, metav1.GetOptions{})
 			},
-			func(o metav1.DeleteOptions) error { return c.kube.RbacV1().RoleBindings(ns).Delete(ctx, name, o) }},
+			func(o metav1.DeleteOptions) error { return c.Kube.RbacV1().RoleBindings(ns).Delete(ctx, name, o) }},
 		{"Role " + ns + "/" + name,
-			func() (metav1.Object, error) { return c.kube.RbacV1().Roles(ns).Get(ctx, name, metav1.GetOptions{}) },
-			func(o metav1.DeleteOptions) error { return c.kube.RbacV1().Roles(ns).Delete(ctx, name, o) }},
+			func() (metav1.Object, error) { return c.Kube.RbacV1().Roles(ns).Get(ctx, name, metav1.GetOptions{}) },
+			func(o metav1.DeleteOptions) error { return c.Kube.RbacV1().Roles(ns).Delete(ctx, name, o) }},
 		{"ClusterRole " + gwruntime.BackendClusterRoleName(gw),
 			func() (metav1.Object, error) {
-				return c.kube.RbacV1().ClusterRoles().Get(ctx, gwruntime.BackendClusterRoleName(gw), metav1.GetOptions{})
+				return c.Kube.RbacV1().ClusterRoles().Get(ctx, gwruntime.BackendClusterRoleName(gw), metav1.GetOptions{})
 			},
 			func(o metav1.DeleteOptions) error {
-				return c.kube.RbacV1().ClusterRoles().Delete(ctx, gwruntime.BackendClusterRoleName(gw), o)
+				return c.Kube.RbacV1().ClusterRoles().Delete(ctx, gwruntime.BackendClusterRoleName(gw), o)
 			}},
 		{"Secret " + ns + "/" + gwruntime.AdminSecretName(gw),
 			func() (metav1.Object, error) {
-				return c.kube.CoreV1().Secrets(ns).Get(ctx, gwruntime.AdminSecretName(gw), metav1.GetOptions{})
+				return c.Kube.CoreV1().Secrets(ns).Get(ctx, gwruntime.AdminSecretName(gw), metav1.GetOptions{})
 			},
 			func(o metav1.DeleteOptions) error {
-				return c.kube.CoreV1().Secrets(ns).Delete(ctx, gwruntime.AdminSecretName(gw), o)
+				return c.Kube.CoreV1().Secrets(ns).Delete(ctx, gwruntime.AdminSecretName(gw), o)
 			}},
 		{"ServiceAccount " + ns + "/" + name,
 			func() (metav1.Object, error) {
-				return c.kube.CoreV1().ServiceAccounts(ns).Get(ctx, name, metav1.GetOptions{})
+				return c.Kube.CoreV1().ServiceAccounts(ns).Get(ctx, name, metav1.GetOptions{})
 			},
-			func(o metav1.DeleteOptions) error { return c.kube.CoreV1().ServiceAccounts(ns).Delete(ctx, name, o) }},
+			func(o metav1.DeleteOptions) error { return c.Kube.CoreV1().ServiceAccounts(ns).Delete(ctx, name, o) }},
 	}
 	if err := c.deleteCertificateRoles(ctx, gw, nil); err != nil {
 		return err

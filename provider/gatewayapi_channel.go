@@ -58,7 +58,7 @@ func (c *clients) checkExperimentalFields(ctx context.Context, route *gatewayv1.
 // list items). It also fails when the CRD cannot be read, saying why.
 func (c *clients) requireExperimentalField(ctx context.Context, attr path.Path, field string, diags *diag.Diagnostics) {
 	const summary = "Plan the HTTP route"
-	crd, err := c.ext.ApiextensionsV1().CustomResourceDefinitions().Get(ctx, httpRouteCRD, metav1.GetOptions{})
+	crd, err := c.Ext.ApiextensionsV1().CustomResourceDefinitions().Get(ctx, httpRouteCRD, metav1.GetOptions{})
 	switch {
 	case apierrors.IsNotFound(err):
 		diags.AddAttributeError(attr, summary, fmt.Sprintf("%s needs the HTTPRoute field %s, and the cluster has no HTTPRoute CRD "+

@@ -81,7 +81,7 @@ func policiesOf(parents []routeParent) (gatewayPolicies, []byte, error) {
 func (c *clients) gatewayPoliciesOf(ctx context.Context, frags []*routing.Fragment) (gatewayPolicies, []byte, error) {
 	var gws []*gatewayv1.Gateway
 	for _, f := range frags {
-		gw, err := c.gateway.GatewayV1().Gateways(f.Gateway.Namespace).Get(ctx, f.Gateway.Name, metav1.GetOptions{})
+		gw, err := c.Gateway.GatewayV1().Gateways(f.Gateway.Namespace).Get(ctx, f.Gateway.Name, metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
 			continue
 		}

@@ -26,7 +26,7 @@ func NewHTTPRouteListResource() list.ListResource {
 // findHTTPRoutes lists the HTTPRoutes of namespace that match selector and
 // that have a parent Gateway varnishgw serves, by name.
 func findHTTPRoutes(ctx context.Context, c *clients, namespace string, selector labels.Selector) ([]string, error) {
-	routes, err := c.gateway.GatewayV1().HTTPRoutes(namespace).List(ctx, metav1.ListOptions{LabelSelector: selector.String()})
+	routes, err := c.Gateway.GatewayV1().HTTPRoutes(namespace).List(ctx, metav1.ListOptions{LabelSelector: selector.String()})
 	if err != nil {
 		return nil, fmt.Errorf("list the HTTPRoutes of namespace %s: %w", namespace, err)
 	}

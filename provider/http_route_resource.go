@@ -411,7 +411,7 @@ func (r *httpRouteResource) Read(ctx context.Context, req resource.ReadRequest, 
 		return
 	}
 	ns, name := state.Namespace.ValueString(), state.Name.ValueString()
-	live, err := r.c.gateway.GatewayV1().HTTPRoutes(ns).Get(ctx, name, metav1.GetOptions{})
+	live, err := r.c.Gateway.GatewayV1().HTTPRoutes(ns).Get(ctx, name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
 		resp.State.RemoveResource(ctx)
 		return
@@ -490,10 +490,10 @@ func (r *httpRouteResource) Delete(ctx context.Context, req resource.DeleteReque
 	}
 	route := state.toHTTPRoute()
 	gateways := r.c.parentRefs(ctx, route)
-	live, err := r.c.gateway.GatewayV1().HTTPRoutes(route.Namespace).Get(ctx, route.Name, metav1.GetOptions{})
+	live, err := r.c.Gateway.GatewayV1().HTTPRoutes(route.Namespace).Get(ctx, route.Name, metav1.GetOptions{})
 	if err == nil {
 		gateways = append(gateways, r.c.parentRefs(ctx, live)...)
-		err = r.c.gateway.GatewayV1().HTTPRoutes(route.Namespace).Delete(ctx, route.Name, metav1.DeleteOptions{})
+		err = r.c.Gateway.GatewayV1().HTTPRoutes(route.Namespace).Delete(ctx, route.Name, metav1.DeleteOptions{})
 	}
 	if err != nil && !apierrors.IsNotFound(err) {
 		resp.Diagnostics.AddError("Delete the HTTP route", fmt.Sprintf("delete HTTPRoute %s/%s: %v", route.Namespace, route.Name, err))
@@ -539,7 +539,7 @@ func (r *httpRouteResource) Delete(ctx context.Context, req resource.DeleteReque
 	// The attached routes of the ListenerSets' listeners.
 	if namesListenerSet(route) {
 		for _, ref := range gateways {
-			gw, err := r.c.gateway.GatewayV1().Gateways(ref.Namespace).Get(ctx, ref.Name, metav1.GetOptions{})
+			gw, err := r.c.Gateway.GatewayV1().Gateways(ref.Namespace).Get(ctx, ref.Name, metav1.GetOptions{})
 			if apierrors.IsNotFound(err) {
 				continue
 			}

@@ -50,7 +50,7 @@ func (c *clients) parentGateways(ctx context.Context, route *gatewayv1.HTTPRoute
 		}
 		seen[ref] = true
 		rp := routeParent{ref: ref}
-		gw, err := c.gateway.GatewayV1().Gateways(ref.Namespace).Get(ctx, ref.Name, metav1.GetOptions{})
+		gw, err := c.Gateway.GatewayV1().Gateways(ref.Namespace).Get(ctx, ref.Name, metav1.GetOptions{})
 		switch {
 		case apierrors.IsNotFound(err):
 		case err != nil:
@@ -60,7 +60,7 @@ func (c *clients) parentGateways(ctx context.Context, route *gatewayv1.HTTPRoute
 			class := string(gw.Spec.GatewayClassName)
 			info, ok := classes[class]
 			if !ok {
-				gc, err := c.gateway.GatewayV1().GatewayClasses().Get(ctx, class, metav1.GetOptions{})
+				gc, err := c.Gateway.GatewayV1().GatewayClasses().Get(ctx, class, metav1.GetOptions{})
 				if err != nil && !apierrors.IsNotFound(err) {
 					return nil, fmt.Errorf("get GatewayClass %s of Gateway %s: %w", class, ref, err)
 				}
@@ -112,7 +112,7 @@ func (c *clients) routingObjects(ctx context.Context, route *gatewayv1.HTTPRoute
 		}
 	}
 	for _, ref := range sortedRefs(services) {
-		svc, err := c.kube.CoreV1().Services(ref.Namespace).Get(ctx, ref.Name, metav1.GetOptions{})
+		svc, err := c.Kube.CoreV1().Services(ref.Namespace).Get(ctx, ref.Name, metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
 			continue
 		}
@@ -122,7 +122,7 @@ func (c *clients) routingObjects(ctx context.Context, route *gatewayv1.HTTPRoute
 		objs.Services = append(objs.Services, svc)
 	}
 	for _, ns := range slices.Sorted(mapsKeys(grantNamespaces)) {
-		list, err := c.gateway.GatewayV1().ReferenceGrants(ns).List(ctx, metav1.ListOptions{})
+		list, err := c.Gateway.GatewayV1().ReferenceGrants(ns).List(ctx, metav1.ListOptions{})
 		if err != nil {
 			return nil, fmt.Errorf("list ReferenceGrants in namespace %s: %w", ns, err)
 		}
@@ -169,7 +169,7 @@ func (c *clients) routingObjects(ctx context.Context, route *gatewayv1.HTTPRoute
 		}
 	}
 	if needNamespace && !slices.ContainsFunc(objs.Namespaces, func(o *corev1.Namespace) bool { return o.Name == route.Namespace }) {
-		ns, err := c.kube.CoreV1().Namespaces().Get(ctx, route.Namespace, metav1.GetOptions{})
+		ns, err := c.Kube.CoreV1().Namespaces().Get(ctx, route.Namespace, metav1.GetOptions{})
 		if err != nil && !apierrors.IsNotFound(err) {
 			return nil, fmt.Errorf("get Namespace %s: %w", route.Namespace, err)
 		}
@@ -324,7 +324,7 @@ func (c *clients) resolveParentRefs(ctx context.Context, route *gatewayv1.HTTPRo
 		case p.Kind == nil || *p.Kind == gatewayKind:
 			seen[ref] = true
 		case *p.Kind == listenerSetKind && c != nil:
-			ls, err := c.gateway.GatewayV1().ListenerSets(ref.Namespace).Get(ctx, ref.Name, metav1.GetOptions{})
+			ls, err := c.Gateway.GatewayV1().ListenerSets(ref.Namespace).Get(ctx, ref.Name, metav1.GetOptions{})
 			if err != nil {
 				unresolved = append(unresolved, ref)
 				continue
@@ -351,7 +351,7 @@ func (c *clients) applyRoute(ctx context.Context, route *gatewayv1.HTTPRoute, dr
 	if dryRun {
 		opts.DryRun = []string{metav1.DryRunAll}
 	}
-	return c.gateway.GatewayV1().HTTPRoutes(route.Namespace).Apply(ctx, httpRouteApply(route), opts)
+	return c.Gateway.GatewayV1().HTTPRoutes(route.Namespace).Apply(ctx, httpRouteApply(route), opts)
 }
 
 // backendBindingLabel marks the RoleBindings a route writes so that the
@@ -417,7 +417,7 @@ func (c *clients) writeBackendBindings(ctx context.Context, route *gatewayv1.HTT
 					WithName(gwruntime.BackendClusterRoleName(f.Gateway))).
 				WithSubjects(rbacv1apply.Subject().WithKind("ServiceAccount").
 					WithName(gwruntime.Name(f.Gateway)).WithNamespace(f.Gateway.Namespace))
-			if _, err := c.kube.RbacV1().RoleBindings(ns).Apply(ctx, rb, applyOptions()); err != nil {
+			if _, err := c.Kube.RbacV1().RoleBindings(ns).Apply(ctx, rb, applyOptions()); err != nil {
 				return fmt.Errorf("apply RoleBinding %s/%s that lets Gateway %s read the backends of the route: %w", ns, name, f.Gateway, err)
 			}
 		}
@@ -441,7 +441,7 @@ func (c *clients) writeBackendBindings(ctx context.Context, route *gatewayv1.HTT
 // namespace not in keep, if they are the ones the route wrote.
 func (c *clients) pruneBackendBindings(ctx context.Context, gw, route routing.ObjectRef, keep map[string]bool) error {
 	name := gwruntime.BackendRoleBindingName(gw, route)
-	list, err := c.kube.RbacV1().RoleBindings("").List(ctx, metav1.ListOptions{
+	list, err := c.Kube.RbacV1().RoleBindings("").List(ctx, metav1.ListOptions{
 		FieldSelector: "metadata.name=" + name,
 		LabelSelector: backendBindingLabel + "=true",
 	})
@@ -452,7 +452,7 @@ func (c *clients) pruneBackendBindings(ctx context.Context, gw, route routing.Ob
 		if keep[rb.Namespace] || rb.Annotations[fragmentRouteAnnotation] != route.String() {
 			continue
 		}
-		err := c.kube.RbacV1().RoleBindings(rb.Namespace).Delete(ctx, rb.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &rb.UID}})
+		err := c.Kube.RbacV1().RoleBindings(rb.Namespace).Delete(ctx, rb.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &rb.UID}})
 		if err != nil && !apierrors.IsNotFound(err) {
 			return fmt.Errorf("delete RoleBinding %s/%s: %w", rb.Namespace, rb.Name, err)
 		}
@@ -468,7 +468,7 @@ func (c *clients) classExternalNames(ctx context.Context, gc *gatewayv1.GatewayC
 	if ref == nil || ref.Kind != "ConfigMap" || ref.Group != "" || ref.Namespace == nil {
 		return false, nil
 	}
-	cm, err := c.kube.CoreV1().ConfigMaps(string(*ref.Namespace)).Get(ctx, ref.Name, metav1.GetOptions{})
+	cm, err := c.Kube.CoreV1().ConfigMaps(string(*ref.Namespace)).Get(ctx, ref.Name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
 		return false, nil
 	}

@@ -289,7 +289,7 @@ func (r *listenerSetResource) apply(ctx context.Context, m *listenerSetModel, ac
 		return
 	}
 	gwRef, _ := routing.ListenerSetParent(desired)
-	gw, err := r.c.gateway.GatewayV1().Gateways(gwRef.Namespace).Get(ctx, gwRef.Name, metav1.GetOptions{})
+	gw, err := r.c.Gateway.GatewayV1().Gateways(gwRef.Namespace).Get(ctx, gwRef.Name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
 		fail("Gateway %s, the ListenerSet's parent_ref, does not exist: create the gateway (varnishgw_gateway) first, "+
 			"for example by referring to its name and namespace attributes in parent_ref.", gwRef)
@@ -299,7 +299,7 @@ func (r *listenerSetResource) apply(ctx context.Context, m *listenerSetModel, ac
 		fail("get Gateway %s: %v", gwRef, err)
 		return
 	}
-	gc, err := r.c.gateway.GatewayV1().GatewayClasses().Get(ctx, string(gw.Spec.GatewayClassName), metav1.GetOptions{})
+	gc, err := r.c.Gateway.GatewayV1().GatewayClasses().Get(ctx, string(gw.Spec.GatewayClassName), metav1.GetOptions{})
 	if err != nil || gc.Spec.ControllerName != ControllerName {
 		fail("Gateway %s is not served by varnishgw (its GatewayClass %q is not one of varnishgw_gateway_class's): "+
 			"a varnishgw_listener_set adds listeners to a varnishgw gateway only.", gwRef, gw.Spec.GatewayClassName)
@@ -352,7 +352,7 @@ func (c *clients) applyListenerSet(ctx context.Context, ls *gatewayv1.ListenerSe
 		spec.WithListeners(la)
 	}
 	ac := gatewayv1apply.ListenerSet(ls.Name, ls.Namespace).WithLabels(managedLabels).WithSpec(spec)
-	live, err := c.gateway.GatewayV1().ListenerSets(ls.Namespace).Apply(ctx, ac, applyOptions())
+	live, err := c.Gateway.GatewayV1().ListenerSets(ls.Namespace).Apply(ctx, ac, applyOptions())
 	if err != nil {
 		return nil, fmt.Errorf("apply ListenerSet %s/%s: %w", ls.Namespace, ls.Name, err)
 	}
@@ -399,7 +399,7 @@ func (c *clients) refreshListenerSets(ctx context.Context, gw *gatewayv1.Gateway
 	}
 	spec.AddListenerSetPorts(cg)
 	if gm.StartHash.ValueString() == spec.StartHash() {
-		svc, err := c.kube.CoreV1().Services(gw.Namespace).Get(ctx, spec.Name(), metav1.GetOptions{})
+		svc, err := c.Kube.CoreV1().Services(gw.Namespace).Get(ctx, spec.Name(), metav1.GetOptions{})
 		if err == nil {
 			// The pods need not roll, but the certificate Secrets they
 			// may read can have changed (a certificate_ref of an HTTPS
@@ -413,7 +413,7 @@ func (c *clients) refreshListenerSets(ctx context.Context, gw *gatewayv1.Gateway
 	if err := c.applyRuntime(ctx, spec, gw); err != nil {
 		return false, fmt.Errorf("update the runtime of gateway %s for its ListenerSets: %w", gwRef, err)
 	}
-	svc, err := c.kube.CoreV1().Services(gw.Namespace).Get(ctx, spec.Name(), metav1.GetOptions{})
+	svc, err := c.Kube.CoreV1().Services(gw.Namespace).Get(ctx, spec.Name(), metav1.GetOptions{})
 	if err != nil {
 		return true, fmt.Errorf("get Service %s/%s: %w", gw.Namespace, spec.Name(), err)
 	}
@@ -433,7 +433,7 @@ func (c *clients) writeListenerSetStatus(ctx context.Context, cg *routing.Compos
 	var err error
 	for attempt := 0; attempt < 5; attempt++ {
 		if attempt > 0 {
-			if ls, err = c.gateway.GatewayV1().ListenerSets(ls.Namespace).Get(ctx, ls.Name, metav1.GetOptions{}); err != nil {
+			if ls, err = c.Gateway.GatewayV1().ListenerSets(ls.Namespace).Get(ctx, ls.Name, metav1.GetOptions{}); err != nil {
 				return fmt.Errorf("read ListenerSet %s/%s: %w", ls.Namespace, ls.Name, err)
 			}
 		}
@@ -470,7 +470,7 @@ func (c *clients) removeStaleListenerSetEntries(ctx context.Context, ls *gateway
 	if err != nil {
 		return nil, fmt.Errorf("encode the removal of old listener status of ListenerSet %s/%s: %w", ls.Namespace, ls.Name, err)
 	}
-	out, err := c.gateway.GatewayV1().ListenerSets(ls.Namespace).Patch(ctx, ls.Name, k8stypes.JSONPatchType, patch,
+	out, err := c.Gateway.GatewayV1().ListenerSets(ls.Namespace).Patch(ctx, ls.Name, k8stypes.JSONPatchType, patch,
 		metav1.PatchOptions{FieldManager: FieldManager}, "status")
 	if err != nil {
 		if apierrors.IsInvalid(err) && strings.Contains(err.Error(), "/metadata/resourceVersion") {
@@ -524,7 +524,7 @@ func (c *clients) applyListenerSetStatus(ctx context.Context, cg *routing.Compos
 		st.WithListeners(es)
 	}
 	ac := gatewayv1apply.ListenerSet(ls.Name, ls.Namespace).WithResourceVersion(ls.ResourceVersion).WithStatus(st)
-	if _, err := c.gateway.GatewayV1().ListenerSets(ls.Namespace).ApplyStatus(ctx, ac, applyOptions()); err != nil {
+	if _, err := c.Gateway.GatewayV1().ListenerSets(ls.Namespace).ApplyStatus(ctx, ac, applyOptions()); err != nil {
 		if apierrors.IsConflict(err) {
 			return err
 		}
@@ -536,7 +536,7 @@ func (c *clients) applyListenerSetStatus(ctx context.Context, cg *routing.Compos
 // readListenerSetComputed fills the computed attributes of m from the
 // ListenerSet's status.
 func (c *clients) readListenerSetComputed(ctx context.Context, m *listenerSetModel, gw *gatewayv1.Gateway) error {
-	ls, err := c.gateway.GatewayV1().ListenerSets(m.Namespace.ValueString()).Get(ctx, m.Name.ValueString(), metav1.GetOptions{})
+	ls, err := c.Gateway.GatewayV1().ListenerSets(m.Namespace.ValueString()).Get(ctx, m.Name.ValueString(), metav1.GetOptions{})
 	if err != nil {
 		return fmt.Errorf("get ListenerSet %s: %w", m.ref(), err)
 	}
@@ -567,7 +567,7 @@ func (r *listenerSetResource) Read(ctx context.Context, req resource.ReadRequest
 	if resp.Diagnostics.HasError() || !requireClients(r.c, &resp.Diagnostics) {
 		return
 	}
-	ls, err := r.c.gateway.GatewayV1().ListenerSets(state.Namespace.ValueString()).Get(ctx, state.Name.ValueString(), metav1.GetOptions{})
+	ls, err := r.c.Gateway.GatewayV1().ListenerSets(state.Namespace.ValueString()).Get(ctx, state.Name.ValueString(), metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
 		resp.State.RemoveResource(ctx)
 		return
@@ -627,13 +627,13 @@ func (r *listenerSetResource) Delete(ctx context.Context, req resource.DeleteReq
 		return
 	}
 	ls := state.toListenerSet()
-	err := r.c.gateway.GatewayV1().ListenerSets(ls.Namespace).Delete(ctx, ls.Name, metav1.DeleteOptions{})
+	err := r.c.Gateway.GatewayV1().ListenerSets(ls.Namespace).Delete(ctx, ls.Name, metav1.DeleteOptions{})
 	if err != nil && !apierrors.IsNotFound(err) {
 		resp.Diagnostics.AddError("Delete the ListenerSet", fmt.Sprintf("delete ListenerSet %s/%s: %v", ls.Namespace, ls.Name, err))
 		return
 	}
 	gwRef, _ := routing.ListenerSetParent(ls)
-	gw, err := r.c.gateway.GatewayV1().Gateways(gwRef.Namespace).Get(ctx, gwRef.Name, metav1.GetOptions{})
+	gw, err := r.c.Gateway.GatewayV1().Gateways(gwRef.Namespace).Get(ctx, gwRef.Name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
 		return // the gateway went first: nothing serves the listeners
 	}

@@ -45,7 +45,7 @@ func (c *clients) listenerSetsOf(ctx context.Context, gw *gatewayv1.Gateway) ([]
 	default:
 		return nil, nil, nil
 	}
-	list, err := c.gateway.GatewayV1().ListenerSets(ns).List(ctx, metav1.ListOptions{})
+	list, err := c.Gateway.GatewayV1().ListenerSets(ns).List(ctx, metav1.ListOptions{})
 	if apierrors.IsNotFound(err) {
 		return nil, nil, nil // no ListenerSet CRD: no ListenerSets
 	}
@@ -66,7 +66,7 @@ func (c *clients) listenerSetsOf(ctx context.Context, gw *gatewayv1.Gateway) ([]
 			continue
 		}
 		seen[ls.Namespace] = true
-		n, err := c.kube.CoreV1().Namespaces().Get(ctx, ls.Namespace, metav1.GetOptions{})
+		n, err := c.Kube.CoreV1().Namespaces().Get(ctx, ls.Namespace, metav1.GetOptions{})
 		if err != nil && !apierrors.IsNotFound(err) {
 			return nil, nil, fmt.Errorf("get Namespace %s of ListenerSet %s/%s: %w", ls.Namespace, ls.Namespace, ls.Name, err)
 		}
@@ -98,7 +98,7 @@ func (c *clients) composeGatewaySets(ctx context.Context, gw *gatewayv1.Gateway,
 		})
 		sets = append(sets, extra)
 		if allowedListenersFrom(gw) == gatewayv1.NamespacesFromSelector && !slices.ContainsFunc(namespaces, func(n *corev1.Namespace) bool { return n.Name == extra.Namespace }) {
-			n, err := c.kube.CoreV1().Namespaces().Get(ctx, extra.Namespace, metav1.GetOptions{})
+			n, err := c.Kube.CoreV1().Namespaces().Get(ctx, extra.Namespace, metav1.GetOptions{})
 			if err != nil && !apierrors.IsNotFound(err) {
 				return nil, nil, fmt.Errorf("get Namespace %s: %w", extra.Namespace, err)
 			}
@@ -134,7 +134,7 @@ func (c *clients) certificateGrants(ctx context.Context, sets []*gatewayv1.Liste
 	}
 	var out []*gatewayv1.ReferenceGrant
 	for _, ns := range namespaces {
-		list, err := c.gateway.GatewayV1().ReferenceGrants(ns).List(ctx, metav1.ListOptions{})
+		list, err := c.Gateway.GatewayV1().ReferenceGrants(ns).List(ctx, metav1.ListOptions{})
 		if apierrors.IsForbidden(err) {
 			// A namespace the provider may not read (a ListenerSet of
 			// another team may name any): its Secrets count as not
@@ -181,7 +181,7 @@ func (c *clients) writeListenerSetListeners(ctx context.Context, cg *routing.Com
 		ac.WithAnnotations(map[string]string{routing.ListenerSetGenerationsAnnotation: gens})
 	}
 	opts := metav1.ApplyOptions{FieldManager: routing.ListenerSetListenersManager, Force: true}
-	if _, err := c.gateway.GatewayV1().Gateways(gw.Namespace).Apply(ctx, ac, opts); err != nil {
+	if _, err := c.Gateway.GatewayV1().Gateways(gw.Namespace).Apply(ctx, ac, opts); err != nil {
 		return fmt.Errorf("record the ListenerSet listeners of Gateway %s/%s in its annotations %s and %s: %w", gw.Namespace, gw.Name,
 			routing.ListenerSetListenersAnnotation, routing.ListenerSetGenerationsAnnotation, err)
 	}

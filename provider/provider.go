@@ -7,6 +7,7 @@ package provider
 import (
 	"context"
 	"fmt"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/control"
 	"slices"
 	"sync"
 
@@ -59,13 +60,11 @@ func New(version string) func() provider.Provider {
 	return func() provider.Provider { return &varnishgwProvider{version: version} }
 }
 
-// clients is the provider data handed to resources and data sources.
+// clients is the provider data handed to resources and data sources: the
+// cluster the provider controls, and what its Terraform operations hand
+// each other during a run.
 type clients struct {
-	kube    kubernetes.Interface
-	gateway gatewayclient.Interface
-	dynamic dynamic.Interface
-	ext     apiextensionsclient.Interface
-	host    string
+	*control.Cluster
 
 	// apiReady is set once ensureAPI installed the varnishgw.dev CRDs.
 	apiMu    sync.Mutex
@@ -189,24 +188,24 @@ func (p *varnishgwProvider) Configure(ctx context.Context, req provider.Configur
 		cfg.QPS, cfg.Burst = 100, 200
 	}
 
-	c := &clients{host: cfg.Host}
-	if c.kube, err = kubernetes.NewForConfig(cfg); err != nil {
+	c := &clients{Cluster: &control.Cluster{Host: cfg.Host}}
+	if c.Kube, err = kubernetes.NewForConfig(cfg); err != nil {
 		resp.Diagnostics.AddError("Create the Kubernetes client", err.Error())
 		return
 	}
-	if c.gateway, err = gatewayclient.NewForConfig(cfg); err != nil {
+	if c.Gateway, err = gatewayclient.NewForConfig(cfg); err != nil {
 		resp.Diagnostics.AddError("Create the Gateway API client", err.Error())
 		return
 	}
-	if c.dynamic, err = dynamic.NewForConfig(cfg); err != nil {
+	if c.Dynamic, err = dynamic.NewForConfig(cfg); err != nil {
 		resp.Diagnostics.AddError("Create the dynamic Kubernetes client", err.Error())
 		return
 	}
-	if c.ext, err = apiextensionsclient.NewForConfig(cfg); err != nil {
+	if c.Ext, err = apiextensionsclient.NewForConfig(cfg); err != nil {
 		resp.Diagnostics.AddError("Create the CustomResourceDefinition client", err.Error())
 		return
 	}
-	if err := checkGatewayAPI(c.kube); err != nil {
+	if err := checkGatewayAPI(c.Kube); err != nil {
 		resp.Diagnostics.AddAttributeError(path.Root("host"), "Check the Gateway API CRDs", err.Error())
 		return
 	}

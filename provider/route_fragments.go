@@ -45,7 +45,7 @@ func (c *clients) ensureAPI(ctx context.Context) error {
 	if c.apiReady {
 		return nil
 	}
-	if err := vgwapi.EnsureCRDs(ctx, c.ext); err != nil {
+	if err := vgwapi.EnsureCRDs(ctx, c.Ext); err != nil {
 		if apierrors.IsForbidden(err) {
 			return fmt.Errorf("%w\nThe provider installs the CustomResourceDefinitions of %s (RoutingFragment, GatewayPodReport, CacheInvalidation) "+
 				"and needs get, create and patch on customresourcedefinitions for that: grant its identity the provider role "+
@@ -80,7 +80,7 @@ func (c *clients) writeFragments(ctx context.Context, route *gatewayv1.HTTPRoute
 			lbl[k] = v
 		}
 		obj.SetLabels(lbl)
-		got, err := c.dynamic.Resource(vgwapi.RoutingFragments).Namespace(f.Gateway.Namespace).Apply(ctx, obj.GetName(), obj, applyOptions())
+		got, err := c.Dynamic.Resource(vgwapi.RoutingFragments).Namespace(f.Gateway.Namespace).Apply(ctx, obj.GetName(), obj, applyOptions())
 		if err != nil {
 			return nil, fmt.Errorf("apply the RoutingFragment %s/%s for Gateway %s: %w", f.Gateway.Namespace, obj.GetName(), f.Gateway, err)
 		}
@@ -107,7 +107,7 @@ func (c *clients) writeFragments(ctx context.Context, route *gatewayv1.HTTPRoute
 // is taken from a watch, for waitServed; without, it is empty.
 func (c *clients) deleteFragment(ctx context.Context, gw, route routing.ObjectRef, forWait bool) (*fragmentWrite, error) {
 	name := gwruntime.FragmentName(gw, route)
-	frags := c.dynamic.Resource(vgwapi.RoutingFragments).Namespace(gw.Namespace)
+	frags := c.Dynamic.Resource(vgwapi.RoutingFragments).Namespace(gw.Namespace)
 	if !forWait {
 		err := frags.Delete(ctx, name, metav1.DeleteOptions{})
 		switch {
@@ -191,7 +191,7 @@ func (c *clients) readFragments(ctx context.Context, route *gatewayv1.HTTPRoute)
 	var out []*routing.Fragment
 	for _, gw := range c.parentRefs(ctx, route) {
 		name := gwruntime.FragmentName(gw, routeRef)
-		obj, err := c.dynamic.Resource(vgwapi.RoutingFragments).Namespace(gw.Namespace).Get(ctx, name, metav1.GetOptions{})
+		obj, err := c.Dynamic.Resource(vgwapi.RoutingFragments).Namespace(gw.Namespace).Get(ctx, name, metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
 			continue
 		}
@@ -209,7 +209,7 @@ func (c *clients) readFragments(ctx context.Context, route *gatewayv1.HTTPRoute)
 // gateway pods use: the fragments they would accept and the ones they
 // would reject.
 func (c *clients) gatewayFragments(ctx context.Context, gw routing.ObjectRef) ([]*routing.Fragment, []vgwapi.Rejection, error) {
-	list, err := c.dynamic.Resource(vgwapi.RoutingFragments).Namespace(gw.Namespace).List(ctx, metav1.ListOptions{
+	list, err := c.Dynamic.Resource(vgwapi.RoutingFragments).Namespace(gw.Namespace).List(ctx, metav1.ListOptions{
 		LabelSelector: labels.SelectorFromSet(gwruntime.GatewayLabels(gw)).String(),
 	})
 	if apierrors.IsNotFound(err) {
@@ -229,7 +229,7 @@ func (c *clients) gatewayFragments(ctx context.Context, gw routing.ObjectRef) ([
 // servedPods are the pods whose GatewayPodReports a wait checks: the Ready
 // pods of gw that are not terminating.
 func (c *clients) servedPods(ctx context.Context, gw routing.ObjectRef) ([]string, error) {
-	list, err := c.kube.CoreV1().Pods(gw.Namespace).List(ctx, metav1.ListOptions{
+	list, err := c.Kube.CoreV1().Pods(gw.Namespace).List(ctx, metav1.ListOptions{
 		LabelSelector: labels.SelectorFromSet(gwruntime.Labels(gw)).String(),
 	})
 	if err != nil {
@@ -308,7 +308,7 @@ func (c *clients) notServed(ctx context.Context, writes []fragmentWrite) ([]stri
 		if len(pods) == 0 {
 			continue
 		}
-		reports, err := vgwapi.ReadReports(ctx, c.dynamic, gw)
+		reports, err := vgwapi.ReadReports(ctx, c.Dynamic, gw)
 		if err != nil {
 			return nil, err
 		}

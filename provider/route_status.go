@@ -36,7 +36,7 @@ func (c *clients) podsWriteResolvedRefs(ctx context.Context, frags []*routing.Fr
 		if pods, err := c.servedPods(ctx, f.Gateway); err != nil || len(pods) == 0 {
 			continue
 		}
-		gw, err := c.gateway.GatewayV1().Gateways(f.Gateway.Namespace).Get(ctx, f.Gateway.Name, metav1.GetOptions{})
+		gw, err := c.Gateway.GatewayV1().Gateways(f.Gateway.Namespace).Get(ctx, f.Gateway.Name, metav1.GetOptions{})
 		if err != nil {
 			continue
 		}
@@ -57,7 +57,7 @@ func (c *clients) podsWriteResolvedRefs(ctx context.Context, frags []*routing.Fr
 // wrote, or none until they do: the route is read again, and written with
 // its resource version, so that a pod's write in between is not undone.
 func (c *clients) writeStatus(ctx context.Context, route *gatewayv1.HTTPRoute, frags []*routing.Fragment, podsWrite map[routing.ObjectRef]bool) error {
-	routes := c.gateway.GatewayV1().HTTPRoutes(route.Namespace)
+	routes := c.Gateway.GatewayV1().HTTPRoutes(route.Namespace)
 	for attempt := 1; ; attempt++ {
 		cur := route
 		if len(podsWrite) > 0 {
@@ -144,7 +144,7 @@ func (c *clients) waitResolvedRefs(ctx context.Context, route *gatewayv1.HTTPRou
 		return nil
 	}
 	left, err := pollPending(ctx, 100*time.Millisecond, timeout, func(ctx context.Context) ([]string, error) {
-		cur, err := c.gateway.GatewayV1().HTTPRoutes(route.Namespace).Get(ctx, route.Name, metav1.GetOptions{})
+		cur, err := c.Gateway.GatewayV1().HTTPRoutes(route.Namespace).Get(ctx, route.Name, metav1.GetOptions{})
 		if err != nil {
 			return nil, err
 		}

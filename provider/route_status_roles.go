@@ -44,14 +44,14 @@ func (c *clients) writeStatusRoles(ctx context.Context, route *gatewayv1.HTTPRou
 		ann := map[string]string{fragmentRouteAnnotation: routeRef.String()}
 		role := rbacv1apply.Role(name, ns).WithLabels(lbl).WithAnnotations(ann).
 			WithRules(gwruntime.PolicyRulesApply(gwruntime.RouteStatusRules(route.Name))...)
-		if _, err := c.kube.RbacV1().Roles(ns).Apply(ctx, role, applyOptions()); err != nil {
+		if _, err := c.Kube.RbacV1().Roles(ns).Apply(ctx, role, applyOptions()); err != nil {
 			return fmt.Errorf("apply Role %s/%s that lets Gateway %s keep the route's ResolvedRefs condition current: %w", ns, name, f.Gateway, err)
 		}
 		rb := rbacv1apply.RoleBinding(name, ns).WithLabels(lbl).WithAnnotations(ann).
 			WithRoleRef(rbacv1apply.RoleRef().WithAPIGroup(rbacv1.GroupName).WithKind("Role").WithName(name)).
 			WithSubjects(rbacv1apply.Subject().WithKind(rbacv1.ServiceAccountKind).
 				WithName(gwruntime.Name(f.Gateway)).WithNamespace(f.Gateway.Namespace))
-		if _, err := c.kube.RbacV1().RoleBindings(ns).Apply(ctx, rb, applyOptions()); err != nil {
+		if _, err := c.Kube.RbacV1().RoleBindings(ns).Apply(ctx, rb, applyOptions()); err != nil {
 			return fmt.Errorf("apply RoleBinding %s/%s that lets Gateway %s keep the route's ResolvedRefs condition current: %w", ns, name, f.Gateway, err)
 		}
 	}
@@ -71,24 +71,24 @@ func (c *clients) writeStatusRoles(ctx context.Context, route *gatewayv1.HTTPRou
 func (c *clients) deleteStatusRole(ctx context.Context, gw, route routing.ObjectRef) error {
 	name := gwruntime.RouteStatusRoleName(gw, route)
 	ns := route.Namespace
-	rb, err := c.kube.RbacV1().RoleBindings(ns).Get(ctx, name, metav1.GetOptions{})
+	rb, err := c.Kube.RbacV1().RoleBindings(ns).Get(ctx, name, metav1.GetOptions{})
 	switch {
 	case apierrors.IsNotFound(err):
 	case err != nil:
 		return fmt.Errorf("get RoleBinding %s/%s: %w", ns, name, err)
 	case rb.Annotations[fragmentRouteAnnotation] == route.String() && rb.Labels[statusRoleLabel] == "true":
-		err := c.kube.RbacV1().RoleBindings(ns).Delete(ctx, name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &rb.UID}})
+		err := c.Kube.RbacV1().RoleBindings(ns).Delete(ctx, name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &rb.UID}})
 		if err != nil && !apierrors.IsNotFound(err) {
 			return fmt.Errorf("delete RoleBinding %s/%s: %w", ns, name, err)
 		}
 	}
-	role, err := c.kube.RbacV1().Roles(ns).Get(ctx, name, metav1.GetOptions{})
+	role, err := c.Kube.RbacV1().Roles(ns).Get(ctx, name, metav1.GetOptions{})
 	switch {
 	case apierrors.IsNotFound(err):
 	case err != nil:
 		return fmt.Errorf("get Role %s/%s: %w", ns, name, err)
 	case role.Annotations[fragmentRouteAnnotation] == route.String() && role.Labels[statusRoleLabel] == "true":
-		err := c.kube.RbacV1().Roles(ns).Delete(ctx, name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &role.UID}})
+		err := c.Kube.RbacV1().Roles(ns).Delete(ctx, name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &role.UID}})
 		if err != nil && !apierrors.IsNotFound(err) {
 			return fmt.Errorf("delete Role %s/%s: %w", ns, name, err)
 		}

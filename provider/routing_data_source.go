@@ -253,7 +253,7 @@ func (d *routingDataSource) Read(ctx context.Context, req datasource.ReadRequest
 		return
 	}
 	ref := routing.ObjectRef{Namespace: m.Namespace.ValueString(), Name: m.Name.ValueString()}
-	gw, err := d.c.gateway.GatewayV1().Gateways(ref.Namespace).Get(ctx, ref.Name, metav1.GetOptions{})
+	gw, err := d.c.Gateway.GatewayV1().Gateways(ref.Namespace).Get(ctx, ref.Name, metav1.GetOptions{})
 	if err != nil {
 		resp.Diagnostics.AddError("Read the Gateway "+ref.String(), gatewayDataReadDetail(ref, err))
 		return
@@ -288,7 +288,7 @@ func (d *routingDataSource) Read(ctx context.Context, req datasource.ReadRequest
 		// ExternalName Services resolve as in the pods when the class
 		// allows them, but the provider does not look their names up:
 		// their entries have no endpoints here.
-		gc, err := d.c.gateway.GatewayV1().GatewayClasses().Get(ctx, string(gw.Spec.GatewayClassName), metav1.GetOptions{})
+		gc, err := d.c.Gateway.GatewayV1().GatewayClasses().Get(ctx, string(gw.Spec.GatewayClassName), metav1.GetOptions{})
 		if err != nil && !apierrors.IsNotFound(err) {
 			resp.Diagnostics.AddError("Read the GatewayClass of Gateway "+ref.String(), err.Error())
 			return
@@ -390,7 +390,7 @@ func gatewayDataReadDetail(ref routing.ObjectRef, err error) string {
 
 // routingPods reads the GatewayPodReports of gw, sorted by pod name.
 func (c *clients) routingPods(ctx context.Context, gw routing.ObjectRef) ([]routingPodModel, error) {
-	reports, err := vgwapi.ReadReports(ctx, c.dynamic, gw)
+	reports, err := vgwapi.ReadReports(ctx, c.Dynamic, gw)
 	if apierrors.IsNotFound(err) {
 		return []routingPodModel{}, nil // the CRD is not installed yet
 	}
@@ -438,7 +438,7 @@ func (c *clients) routingBackendObjects(ctx context.Context, frags []*routing.Fr
 	objs := &routing.Objects{}
 	for _, ns := range slices.Sorted(mapsKeys(want)) {
 		names := slices.Sorted(mapsKeys(want[ns]))
-		svcs, err := c.kube.CoreV1().Services(ns).List(ctx, metav1.ListOptions{})
+		svcs, err := c.Kube.CoreV1().Services(ns).List(ctx, metav1.ListOptions{})
 		if err != nil {
 			return nil, fmt.Errorf("list Services in namespace %s: %w", ns, err)
 		}
@@ -451,14 +451,14 @@ func (c *clients) routingBackendObjects(ctx context.Context, frags []*routing.Fr
 		if err != nil {
 			return nil, fmt.Errorf("EndpointSlice selector for Services %v: %w", names, err)
 		}
-		slicesList, err := c.kube.DiscoveryV1().EndpointSlices(ns).List(ctx, metav1.ListOptions{LabelSelector: labels.NewSelector().Add(*req).String()})
+		slicesList, err := c.Kube.DiscoveryV1().EndpointSlices(ns).List(ctx, metav1.ListOptions{LabelSelector: labels.NewSelector().Add(*req).String()})
 		if err != nil {
 			return nil, fmt.Errorf("list EndpointSlices in namespace %s: %w", ns, err)
 		}
 		for i := range slicesList.Items {
 			objs.EndpointSlices = append(objs.EndpointSlices, &slicesList.Items[i])
 		}
-		grants, err := c.gateway.GatewayV1().ReferenceGrants(ns).List(ctx, metav1.ListOptions{})
+		grants, err := c.Gateway.GatewayV1().ReferenceGrants(ns).List(ctx, metav1.ListOptions{})
 		if err != nil {
 			return nil, fmt.Errorf("list ReferenceGrants in namespace %s: %w", ns, err)
 		}
