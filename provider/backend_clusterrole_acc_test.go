@@ -3,22 +3,22 @@ package provider
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"testing"
 
 	"github.com/hashicorp/terraform-plugin-testing/helper/resource"
 	"github.com/hashicorp/terraform-plugin-testing/terraform"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/gwruntime"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/routing"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/testing/testenv"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	k8srand "k8s.io/apimachinery/pkg/util/rand"
 	"k8s.io/client-go/kubernetes"
 	gatewayclient "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned"
-
-	"github.com/varnishgw/terraform-provider-varnishgw/internal/gwruntime"
-	"github.com/varnishgw/terraform-provider-varnishgw/internal/routing"
-	"github.com/varnishgw/terraform-provider-varnishgw/internal/testing/testenv"
 )
 
 // TestAccGatewayBackendClusterRoleNamesAlike: the gateways X-b/c and X/b-c,
@@ -99,7 +99,7 @@ resource "varnishgw_gateway_class" "test" {
   image                = %q
 }
 `, class, apps, testImage)
-	for _, key := range slices.Sorted(mapsKeys(gateways)) {
+	for _, key := range slices.Sorted(maps.Keys(gateways)) {
 		gw := gateways[key]
 		fmt.Fprintf(&b, `
 resource "varnishgw_gateway" %[1]q {

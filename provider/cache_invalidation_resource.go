@@ -292,7 +292,7 @@ func (c *clients) invalidate(ctx context.Context, m *invalidationModel) (*invali
 		}
 		return nil, fmt.Errorf("read the Gateway %s: %w", gw, err)
 	}
-	if err := c.ensureAPI(ctx); err != nil {
+	if err := c.EnsureAPI(ctx); err != nil {
 		return nil, err
 	}
 	obj, err := vgwapi.NewInvalidation(gw, "", spec)
@@ -316,7 +316,7 @@ func (c *clients) invalidate(ctx context.Context, m *invalidationModel) (*invali
 	wctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	applied, err := vgwapi.WaitAcknowledged(wctx, c.Dynamic, gw, out.uid,
-		func(ctx context.Context) ([]string, error) { return c.servedPods(ctx, gw) }, 200*time.Millisecond)
+		func(ctx context.Context) ([]string, error) { return c.ServedPods(ctx, gw) }, 200*time.Millisecond)
 	var pending *vgwapi.InvalidationPending
 	switch {
 	case errors.As(err, &pending) && ctx.Err() == nil:

@@ -126,7 +126,7 @@ func (d *gatewayDataSource) Read(ctx context.Context, req datasource.ReadRequest
 		resp.Diagnostics.AddError("Read the Gateway "+ref.String(), gatewayDataReadDetail(ref, err))
 		return
 	}
-	frags, _, err := d.c.gatewayFragments(ctx, ref)
+	frags, _, err := d.c.GatewayFragments(ctx, ref)
 	if err != nil {
 		resp.Diagnostics.AddError("Read the route fragments of Gateway "+ref.String(), err.Error())
 		return

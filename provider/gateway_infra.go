@@ -1,10 +1,6 @@
 package provider
 
 import (
-	"context"
-	"errors"
-	"fmt"
-
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/gwruntime"
 
 	"github.com/hashicorp/terraform-plugin-framework-validators/mapvalidator"
@@ -13,8 +9,6 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/stringdefault"
 	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
 	"github.com/hashicorp/terraform-plugin-framework/types"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 	gatewayv1apply "sigs.k8s.io/gateway-api/applyconfiguration/apis/v1"
@@ -194,48 +188,4 @@ func readInfrastructure(prior *infrastructureModel, gw *gatewayv1.Gateway) *infr
 		m.ParametersRef = &parametersRefModel{Group: types.StringValue(string(r.Group)), Kind: types.StringValue(string(r.Kind)), Name: types.StringValue(r.Name)}
 	}
 	return m
-}
-
-// invalidParametersError is a Gateway parametersRef that cannot be used:
-// the Gateway is not accepted (reason InvalidParameters).
-type invalidParametersError struct{ msg string }
-
-func (e *invalidParametersError) Error() string { return e.msg }
-
-// gatewayDefaults are the parameters of a gateway: its class's, overridden
-// by the ConfigMap its infrastructure.parameters_ref names. An unusable
-// reference is an *invalidParametersError.
-func (c *clients) gatewayDefaults(ctx context.Context, className, ns string, infra gwruntime.InfraSettings) (*gwruntime.Class, error) {
-	d, err := c.gatewayClassDefaults(ctx, className)
-	if err != nil {
-		return nil, err
-	}
-	ref := infra.ParametersRef
-	if ref == nil {
-		return d, nil
-	}
-	invalid := func(format string, a ...any) error {
-		return &invalidParametersError{fmt.Sprintf("infrastructure.parameters_ref: "+format, a...)}
-	}
-	if ref.Group != "" || ref.Kind != "ConfigMap" {
-		return nil, invalid("%s %q of group %q is not supported; varnishgw reads a ConfigMap (group \"\", kind ConfigMap)", ref.Kind, ref.Name, ref.Group)
-	}
-	cm, err := c.Kube.CoreV1().ConfigMaps(ns).Get(ctx, ref.Name, metav1.GetOptions{})
-	if apierrors.IsNotFound(err) {
-		return nil, invalid("ConfigMap %s/%s does not exist; create it, or remove parameters_ref", ns, ref.Name)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("get the parameters ConfigMap %s/%s of the gateway: %w", ns, ref.Name, err)
-	}
-	merged := d.Clone()
-	if err := merged.Merge(cm.Data, false); err != nil {
-		return nil, invalid("ConfigMap %s/%s: %v", ns, ref.Name, err)
-	}
-	return merged, nil
-}
-
-// isInvalidParameters reports whether err is an *invalidParametersError.
-func isInvalidParameters(err error) bool {
-	var ip *invalidParametersError
-	return errors.As(err, &ip)
 }

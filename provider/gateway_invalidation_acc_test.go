@@ -87,7 +87,7 @@ func invalidationEndpointCheck(cp *testenv.ControlPlane, gw routing.ObjectRef, p
 			if crb.RoleRef.Kind != "ClusterRole" || crb.RoleRef.Name != gwruntime.AuthDelegatorClusterRole || !slices.Equal(crb.Subjects, want) {
 				return fmt.Errorf("ClusterRoleBinding %s binds %+v to %+v, want %s to %+v", name, crb.RoleRef, crb.Subjects, gwruntime.AuthDelegatorClusterRole, want)
 			}
-			if !hasMetadata(crb, gwruntime.RuntimeLabels(gw), nil) || crb.Labels[gatewayv1.GatewayNameLabelKey] != gw.Name {
+			if !hasLabels(crb, gwruntime.RuntimeLabels(gw)) || crb.Labels[gatewayv1.GatewayNameLabelKey] != gw.Name {
 				return fmt.Errorf("ClusterRoleBinding %s has labels %v, want the gateway's %v", name, crb.Labels, gwruntime.RuntimeLabels(gw))
 			}
 		}

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
-	"reflect"
 	"regexp"
 	"slices"
 	"strings"
@@ -40,50 +39,6 @@ var (
 	reservedPrefixes = []string{"varnishgw.dev/", gatewayv1.GroupName + "/"}
 	reservedLabels   = []string{"app.kubernetes.io/name", "app.kubernetes.io/instance", "app.kubernetes.io/managed-by", podTemplateHashLabel}
 )
-
-// deploymentDrift compares the live Deployment with the dry run of the
-// provider's apply: empty when applying would change nothing the provider
-// writes (replicas aside, which an attribute shows), otherwise what
-// differs, by field path.
-func deploymentDrift(live, want *appsv1.Deployment) string {
-	var diffs []string
-	if !equality.Semantic.DeepEqual(live.Labels, want.Labels) {
-		diffs = append(diffs, "metadata.labels")
-	}
-	if !equality.Semantic.DeepEqual(live.Annotations, want.Annotations) {
-		diffs = append(diffs, "metadata.annotations")
-	}
-	diffs = append(diffs, fieldDiffs("spec", live.Spec, want.Spec, "replicas", "template")...)
-	diffs = append(diffs, fieldDiffs("spec.template.metadata", live.Spec.Template.ObjectMeta, want.Spec.Template.ObjectMeta)...)
-	diffs = append(diffs, fieldDiffs("spec.template.spec", live.Spec.Template.Spec, want.Spec.Template.Spec, "containers")...)
-	liveC, wantC := live.Spec.Template.Spec.Containers, want.Spec.Template.Spec.Containers
-	if len(liveC) != len(wantC) {
-		diffs = append(diffs, "spec.template.spec.containers")
-	} else {
-		for i := range wantC {
-			diffs = append(diffs, fieldDiffs("spec.template.spec.containers["+wantC[i].Name+"]", liveC[i], wantC[i])...)
-		}
-	}
-	return strings.Join(diffs, ", ")
-}
-
-// fieldDiffs names the fields of the structs a and b (of one type) that
-// differ semantically, by JSON name under prefix, skipping skip.
-func fieldDiffs(prefix string, a, b any, skip ...string) []string {
-	va, vb := reflect.ValueOf(a), reflect.ValueOf(b)
-	var out []string
-	for i := range va.NumField() {
-		f := va.Type().Field(i)
-		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
-		if name == "" || name == "-" || slices.Contains(skip, name) {
-			continue
-		}
-		if !equality.Semantic.DeepEqual(va.Field(i).Interface(), vb.Field(i).Interface()) {
-			out = append(out, prefix+"."+name)
-		}
-	}
-	return out
-}
 
 // The pod attribute.
 

@@ -14,7 +14,6 @@ import (
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/gwruntime"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
-	"k8s.io/utils/ptr"
 )
 
 func TestDecodeAffinity(t *testing.T) {
@@ -84,21 +83,6 @@ func TestReadPod(t *testing.T) {
 	}
 	if readPod(&podModel{}, typedDeployment(t, testSpec()).Spec.Template, gwruntime.InfraSettings{}, false) == nil {
 		t.Error("pod = {} read back as null")
-	}
-}
-
-func TestDeploymentDrift(t *testing.T) {
-	want := typedDeployment(t, fullPodSpec())
-	if d := deploymentDrift(want.DeepCopy(), want); d != "" {
-		t.Errorf("identical Deployments differ in %s", d)
-	}
-	live := want.DeepCopy()
-	live.Spec.Replicas = ptr.To[int32](7) // an attribute shows it
-	live.Spec.Template.Spec.Tolerations = nil
-	live.Spec.Template.Spec.Containers[0].SecurityContext = nil
-	live.Spec.Template.Labels["team"] = "other"
-	if d, w := deploymentDrift(live, want), "spec.template.metadata.labels, spec.template.spec.tolerations, spec.template.spec.containers[chaperone].securityContext"; d != w {
-		t.Errorf("drift = %q, want %q", d, w)
 	}
 }
 

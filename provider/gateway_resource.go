@@ -3,12 +3,14 @@ package provider
 import (
 	"context"
 	"fmt"
-	"github.com/varnishgw/terraform-provider-varnishgw/internal/varnish/varnishd"
 	"maps"
 	"regexp"
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/control"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/varnish/varnishd"
 
 	"github.com/hashicorp/terraform-plugin-log/tflog"
 
@@ -500,8 +502,8 @@ func (r *gatewayResource) ModifyPlan(ctx context.Context, req resource.ModifyPla
 		}
 	}
 	r.c.warnCertificates(ctx, &plan, &resp.Diagnostics)
-	class, err := r.c.gatewayDefaults(ctx, plan.GatewayClassName.ValueString(), plan.Namespace.ValueString(), plan.Infrastructure.settings())
-	if isInvalidParameters(err) {
+	class, err := r.c.GatewayParameters(ctx, plan.GatewayClassName.ValueString(), plan.Namespace.ValueString(), plan.Infrastructure.settings())
+	if control.IsInvalidParameters(err) {
 		resp.Diagnostics.AddAttributeWarning(path.Root("infrastructure").AtName("parameters_ref"), "The gateway's parameters cannot be used",
 			fmt.Sprintf("%v. Unless this changes before apply (for example because this configuration creates the ConfigMap), apply fails "+
 				"and sets the Gateway's Accepted condition to False with reason InvalidParameters.", err))
@@ -520,7 +522,7 @@ func (r *gatewayResource) ModifyPlan(ctx context.Context, req resource.ModifyPla
 	if err := r.c.addListenerSets(ctx, &plan, spec); err != nil {
 		resp.Diagnostics.AddWarning("Read the gateway's ListenerSets", err.Error()+"\nThe plan may miss the ports of the gateway's ListenerSets; apply reads them again.")
 	}
-	dry, dryErr := r.c.dryRunDeployment(ctx, spec)
+	dry, dryErr := r.c.DryRunDeployment(ctx, spec)
 	if apierrors.IsInvalid(dryErr) {
 		resp.Diagnostics.AddError("Invalid gateway pod template",
 			fmt.Sprintf("The API server rejects the gateway's Deployment: %v\nFix the attribute the field belongs to (pod, or the class's parameters).", dryErr))
@@ -547,7 +549,7 @@ func (r *gatewayResource) ModifyPlan(ctx context.Context, req resource.ModifyPla
 	if hashOK && plan.MainVCLSHA256.ValueString() == spec.MainVCLDigest() {
 		drift, err := "", dryErr
 		if err == nil {
-			drift, err = r.c.runtimeDrift(ctx, spec, dry)
+			drift, err = r.c.RuntimeDrift(ctx, spec, dry)
 		}
 		if err != nil {
 			resp.Diagnostics.AddWarning("Check the gateway runtime", err.Error()+"\nThe plan may miss changes made outside Terraform.")
@@ -675,8 +677,8 @@ func (r *gatewayResource) apply(ctx context.Context, m *gatewayModel, action str
 		fail("the listeners are invalid: %v", errs.ToAggregate())
 		return
 	}
-	class, err := r.c.gatewayDefaults(ctx, m.GatewayClassName.ValueString(), gw.Namespace, m.Infrastructure.settings())
-	if isInvalidParameters(err) {
+	class, err := r.c.GatewayParameters(ctx, m.GatewayClassName.ValueString(), gw.Namespace, m.Infrastructure.settings())
+	if control.IsInvalidParameters(err) {
 		// As the Gateway API asks: the Gateway is written and not
 		// accepted; its runtime is left as it is.
 		r.rejectGateway(ctx, gw, err, fail)
@@ -696,12 +698,12 @@ func (r *gatewayResource) apply(ctx context.Context, m *gatewayModel, action str
 		return
 	}
 	// The gateway pods watch RoutingFragments and write GatewayPodReports.
-	if err := r.c.ensureAPI(ctx); err != nil {
+	if err := r.c.EnsureAPI(ctx); err != nil {
 		fail("%v", err)
 		return
 	}
 	// The API server checks the pod template before anything is written.
-	if _, err := r.c.dryRunDeployment(ctx, spec); apierrors.IsInvalid(err) {
+	if _, err := r.c.DryRunDeployment(ctx, spec); apierrors.IsInvalid(err) {
 		fail("the gateway's pod template is invalid: %v\nFix the attribute the field belongs to (pod, or the class's parameters); nothing was written.", err)
 		return
 	}
@@ -711,15 +713,15 @@ func (r *gatewayResource) apply(ctx context.Context, m *gatewayModel, action str
 		fail("%v", err)
 		return
 	}
-	if err := r.c.applyRuntime(ctx, spec, live); err != nil {
+	if err := r.c.ApplyRuntime(ctx, spec, live); err != nil {
 		fail("%v\nFix the cause and apply again: the objects written so far are kept.", err)
 		return
 	}
 	// The pods serve the ListenerSets' listeners the Gateway admits now.
-	if cg, err := r.c.composeGateway(ctx, live, nil); err != nil {
+	if cg, err := r.c.ComposeGateway(ctx, live, nil); err != nil {
 		fail("%v", err)
 		return
-	} else if err := r.c.writeListenerSetListeners(ctx, cg); err != nil {
+	} else if err := r.c.WriteListenerSetListeners(ctx, cg); err != nil {
 		fail("%v", err)
 		return
 	}
@@ -728,7 +730,7 @@ func (r *gatewayResource) apply(ctx context.Context, m *gatewayModel, action str
 		fail("get Service %s/%s: %v", gw.Namespace, spec.Name(), err)
 		return
 	}
-	if err := r.c.writeGatewayStatus(ctx, live, svc, nil); err != nil {
+	if err := r.c.WriteGatewayStatus(ctx, live, svc, nil); err != nil {
 		fail("%v", err)
 		return
 	}
@@ -741,7 +743,7 @@ func (r *gatewayResource) apply(ctx context.Context, m *gatewayModel, action str
 		return
 	}
 	if m.WaitForRollout.ValueBool() {
-		if err := r.c.waitRollout(ctx, spec.Gateway, timeout); err != nil {
+		if err := r.c.WaitRollout(ctx, spec.Gateway, timeout); err != nil {
 			diags.AddError("Wait for the gateway rollout", err.Error())
 			return
 		}
@@ -760,7 +762,7 @@ func (r *gatewayResource) rejectGateway(ctx context.Context, gw *gatewayv1.Gatew
 	if err != nil {
 		svc = nil // not created yet: no addresses
 	}
-	if err := r.c.writeGatewayStatus(ctx, live, svc, why); err != nil {
+	if err := r.c.WriteGatewayStatus(ctx, live, svc, why); err != nil {
 		fail("%v", err)
 		return
 	}
@@ -864,7 +866,7 @@ func (c *clients) readComputed(ctx context.Context, m *gatewayModel) error {
 	}
 	var addrs []attr.Value
 	if svc, err := c.Kube.CoreV1().Services(ref.Namespace).Get(ctx, gwruntime.Name(ref), metav1.GetOptions{}); err == nil {
-		for _, a := range serviceAddresses(svc) {
+		for _, a := range control.ServiceAddresses(svc) {
 			addrs = append(addrs, types.StringValue(a.Value))
 		}
 	} else if !apierrors.IsNotFound(err) {
@@ -879,7 +881,7 @@ func (c *clients) readComputed(ctx context.Context, m *gatewayModel) error {
 		}))
 	}
 	m.Conditions = types.ListValueMust(conditionType, nonNil(conds))
-	attached, err := c.attachedRoutes(ctx, gw)
+	attached, err := c.AttachedRoutes(ctx, gw)
 	if err != nil {
 		return err
 	}
@@ -1186,7 +1188,7 @@ func (r *gatewayResource) Delete(ctx context.Context, req resource.DeleteRequest
 	// namespaced runtime) are for a Gateway deleted outside Terraform; had
 	// the Gateway gone first, the garbage collector would race these
 	// deletions.
-	if err := r.c.deleteRuntime(ctx, ref); err != nil {
+	if err := r.c.DeleteRuntime(ctx, ref); err != nil {
 		resp.Diagnostics.AddError("Delete the gateway", err.Error()+"\nRun terraform destroy again, or delete the object by hand.")
 		return
 	}

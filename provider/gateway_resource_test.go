@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/control"
+
 	"github.com/hashicorp/terraform-plugin-testing/helper/resource"
 	"github.com/hashicorp/terraform-plugin-testing/knownvalue"
 	"github.com/hashicorp/terraform-plugin-testing/plancheck"
@@ -777,7 +779,7 @@ func TestAccGatewayRolloutWait(t *testing.T) {
 					if err != nil {
 						return err
 					}
-					if ok, why := rolledOut(d); !ok {
+					if ok, why := control.RolledOut(d); !ok {
 						return fmt.Errorf("apply returned before the rollout: %s", why)
 					}
 					return nil

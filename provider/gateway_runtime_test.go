@@ -8,10 +8,8 @@ import (
 
 	fwresource "github.com/hashicorp/terraform-plugin-framework/resource"
 
-	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/gwruntime"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/varnish/varnishd"
@@ -35,54 +33,6 @@ func TestSidecarVarnishdArgs(t *testing.T) {
 	va := strings.Join(varnishdArgs(s), " ")
 	if !strings.Contains(va, "-p thread_pools=2") || strings.Contains(va, "thread_pools=1") || !strings.Contains(va, "-p vsl_mask=") {
 		t.Errorf("varnishd args with varnishd_params thread_pools=2 = %q, want thread_pools=2 instead of the default and the other defaults kept", va)
-	}
-}
-
-func TestRolledOut(t *testing.T) {
-	two := int32(2)
-	for _, tc := range []struct {
-		name string
-		gen  int64
-		st   appsv1.DeploymentStatus
-		want bool
-	}{
-		{"not observed", 2, appsv1.DeploymentStatus{ObservedGeneration: 1, Replicas: 2, UpdatedReplicas: 2, AvailableReplicas: 2}, false},
-		{"not all updated", 1, appsv1.DeploymentStatus{ObservedGeneration: 1, Replicas: 2, UpdatedReplicas: 1, AvailableReplicas: 2}, false},
-		{"old replicas left", 1, appsv1.DeploymentStatus{ObservedGeneration: 1, Replicas: 3, UpdatedReplicas: 2, AvailableReplicas: 2}, false},
-		{"not available", 1, appsv1.DeploymentStatus{ObservedGeneration: 1, Replicas: 2, UpdatedReplicas: 2, AvailableReplicas: 1}, false},
-		{"done", 1, appsv1.DeploymentStatus{ObservedGeneration: 1, Replicas: 2, UpdatedReplicas: 2, AvailableReplicas: 2}, true},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Generation: tc.gen}, Spec: appsv1.DeploymentSpec{Replicas: &two}, Status: tc.st}
-			if got, why := rolledOut(d); got != tc.want {
-				t.Errorf("rolledOut = %v (%s), want %v", got, why, tc.want)
-			}
-		})
-	}
-}
-
-func TestServiceAddresses(t *testing.T) {
-	for _, tc := range []struct {
-		name string
-		svc  corev1.Service
-		want []string
-	}{
-		{"cluster IP", corev1.Service{Spec: corev1.ServiceSpec{ClusterIP: "10.0.0.1", ClusterIPs: []string{"10.0.0.1", "fd00::1"}}}, []string{"10.0.0.1", "fd00::1"}},
-		{"headless", corev1.Service{Spec: corev1.ServiceSpec{ClusterIP: "None"}}, nil},
-		{"load balancer wins", corev1.Service{
-			Spec:   corev1.ServiceSpec{ClusterIP: "10.0.0.1"},
-			Status: corev1.ServiceStatus{LoadBalancer: corev1.LoadBalancerStatus{Ingress: []corev1.LoadBalancerIngress{{IP: "203.0.113.7"}, {Hostname: "lb.example.com"}}}},
-		}, []string{"203.0.113.7", "lb.example.com"}},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			var got []string
-			for _, a := range serviceAddresses(&tc.svc) {
-				got = append(got, a.Value)
-			}
-			if !slices.Equal(got, tc.want) {
-				t.Errorf("addresses = %q, want %q", got, tc.want)
-			}
-		})
 	}
 }
 

@@ -330,18 +330,6 @@ func words(pattern string) *regexp.Regexp {
 	return regexp.MustCompile(strings.ReplaceAll(pattern, " ", `\s+`))
 }
 
-// pod is a pod of rs whose chaperone container has status st.
-func pod(rs *appsv1.ReplicaSet, name string, st corev1.ContainerStatus) corev1.Pod {
-	st.Name = "chaperone"
-	return corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Namespace: rs.Namespace, Name: name,
-			Labels:          map[string]string{"app": "gw", podTemplateHashLabel: rs.Labels[podTemplateHashLabel]},
-			OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: rs.Name, UID: rs.UID, Controller: ptr.To(true)}}},
-		Spec:   rs.Spec.Template.Spec,
-		Status: corev1.PodStatus{ContainerStatuses: []corev1.ContainerStatus{st}},
-	}
-}
-
 func testSpec() *gwruntime.Spec {
 	vcl := "sub vcl_deliver { }"
 	return &gwruntime.Spec{
@@ -593,4 +581,14 @@ func fullPodSpec() *gwruntime.Spec {
 	}
 	s.Infra = gwruntime.InfraSettings{Labels: map[string]string{"cost-center": "42"}, Annotations: map[string]string{"example.com/owner": "edge"}}
 	return s
+}
+
+// hasLabels reports whether o carries every label given.
+func hasLabels(o metav1.Object, labels map[string]string) bool {
+	for k, v := range labels {
+		if got, ok := o.GetLabels()[k]; !ok || got != v {
+			return false
+		}
+	}
+	return true
 }

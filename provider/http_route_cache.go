@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/control"
+
 	"github.com/hashicorp/terraform-plugin-framework/types"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -66,11 +68,11 @@ func policiesAndRecord(gws []*gatewayv1.Gateway) (gatewayPolicies, []byte, error
 
 // policiesOf reads the default cache policies of the parent Gateways that
 // exist and varnishgw serves; an invalid annotation is an error naming it.
-func policiesOf(parents []routeParent) (gatewayPolicies, []byte, error) {
+func policiesOf(parents []control.RouteParent) (gatewayPolicies, []byte, error) {
 	var gws []*gatewayv1.Gateway
 	for _, p := range parents {
-		if p.gateway != nil && p.ours {
-			gws = append(gws, p.gateway)
+		if p.Gateway != nil && p.Ours {
+			gws = append(gws, p.Gateway)
 		}
 	}
 	return policiesAndRecord(gws)

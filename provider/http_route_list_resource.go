@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/control"
+
 	"github.com/hashicorp/terraform-plugin-framework/list"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -32,11 +34,11 @@ func findHTTPRoutes(ctx context.Context, c *clients, namespace string, selector 
 	}
 	var names []string
 	for i := range routes.Items {
-		parents, err := c.parentGateways(ctx, &routes.Items[i])
+		parents, err := c.ParentGateways(ctx, &routes.Items[i])
 		if err != nil {
 			return nil, fmt.Errorf("HTTPRoute %s/%s: %w", namespace, routes.Items[i].Name, err)
 		}
-		if slices.ContainsFunc(parents, func(p routeParent) bool { return p.ours }) {
+		if slices.ContainsFunc(parents, func(p control.RouteParent) bool { return p.Ours }) {
 			names = append(names, routes.Items[i].Name)
 		}
 	}

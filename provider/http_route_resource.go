@@ -9,6 +9,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/control"
+
 	"github.com/hashicorp/terraform-plugin-framework/diag"
 	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/resource"
@@ -195,10 +197,10 @@ func (r *httpRouteResource) ModifyPlan(ctx context.Context, req resource.ModifyP
 		// For example the namespace does not exist yet: plan with the
 		// route as configured.
 	}
-	in, err := r.c.readAttachInputs(ctx, route)
+	in, err := r.c.ReadAttachInputs(ctx, route)
 	var frags []*routing.Fragment
 	if err == nil {
-		frags, err = in.attach(route)
+		frags, err = in.Attach(route)
 	}
 	if err != nil {
 		resp.Diagnostics.AddError("Plan the HTTP route", err.Error()+"\nCheck that the provider can read Gateways, GatewayClasses, Services and ReferenceGrants.")
@@ -207,15 +209,15 @@ func (r *httpRouteResource) ModifyPlan(ctx context.Context, req resource.ModifyP
 	plan.setRuleCaches(frags)
 	// For the apply that follows this plan in an apply run.
 	r.c.routes.put(ref, routeSnapshot{route: route, inputs: in})
-	parents := in.parents
-	if req.State.Raw.IsNull() || slices.ContainsFunc(parents, func(p routeParent) bool { return p.pendingListenerSet }) {
+	parents := in.Parents
+	if req.State.Raw.IsNull() || slices.ContainsFunc(parents, func(p control.RouteParent) bool { return p.PendingListenerSet }) {
 		// A new route whose parent Gateway (or its class) does not exist
 		// yet is usually applied together with it: its routing is known
 		// only once they exist, so it is "known after apply" rather than
 		// an empty list that apply would contradict; so is the routing of
 		// a route that names a ListenerSet not created yet.
 		for _, p := range parents {
-			if p.gateway == nil || !p.ours {
+			if p.Gateway == nil || !p.Ours {
 				resp.Diagnostics.Append(resp.Plan.SetAttribute(ctx, path.Root("routing"), types.StringUnknown())...)
 				resp.Diagnostics.Append(resp.Plan.SetAttribute(ctx, path.Root("effective_cache"), types.ListUnknown(effectiveCacheType))...)
 				resp.Diagnostics.Append(resp.Plan.SetAttribute(ctx, path.Root("id"), plan.Namespace.ValueString()+"/"+plan.Name.ValueString())...)
@@ -271,7 +273,7 @@ func (r *httpRouteResource) Update(ctx context.Context, req resource.UpdateReque
 	if resp.Diagnostics.HasError() || !requireClients(r.c, &resp.Diagnostics) {
 		return
 	}
-	live, record := r.apply(ctx, &plan, r.c.parentRefs(ctx, state.toHTTPRoute()), "Update the HTTP route", resp.Diagnostics.AddError, resp.Diagnostics.AddWarning)
+	live, record := r.apply(ctx, &plan, r.c.ParentRefs(ctx, state.toHTTPRoute()), "Update the HTTP route", resp.Diagnostics.AddError, resp.Diagnostics.AddWarning)
 	if resp.Diagnostics.HasError() {
 		return
 	}
@@ -301,37 +303,37 @@ func (r *httpRouteResource) apply(ctx context.Context, m *httpRouteModel, oldPar
 	}
 	// What the plan of this apply read, when it planned the route stored
 	// now; else the route's Gateways and Services are read again.
-	var in *attachInputs
-	if snap != nil && snap.inputs != nil && snap.inputs.complete() && equality.Semantic.DeepEqual(snap.route.Spec, live.Spec) {
+	var in *control.AttachInputs
+	if snap != nil && snap.inputs != nil && snap.inputs.Complete() && equality.Semantic.DeepEqual(snap.route.Spec, live.Spec) {
 		in = snap.inputs
-	} else if in, err = r.c.readAttachInputs(ctx, live); err != nil {
+	} else if in, err = r.c.ReadAttachInputs(ctx, live); err != nil {
 		fail(action, err.Error())
 		return nil, nil
 	}
-	frags, err := in.attach(live)
+	frags, err := in.Attach(live)
 	if err != nil {
 		fail(action, err.Error())
 		return nil, nil
 	}
 	m.setRuleCaches(frags)
-	policies, record, err := policiesOf(in.parents)
+	policies, record, err := policiesOf(in.Parents)
 	if err != nil {
 		fail(action, fmt.Sprintf("read the default cache policy of a parent Gateway: %v", err))
 		return nil, nil
 	}
-	stale := append(oldParents, r.c.parentRefs(ctx, live)...)
+	stale := append(oldParents, r.c.ParentRefs(ctx, live)...)
 	// The RoleBindings first: a gateway pod starts watching a backend
 	// namespace as soon as a fragment names it, and a watch refused for
 	// lack of a binding backs off for seconds before it tries again.
-	if err := r.c.writeBackendBindings(ctx, live, frags, stale); err != nil {
+	if err := r.c.WriteBackendBindings(ctx, live, frags, stale); err != nil {
 		fail(action, err.Error())
 		return nil, nil
 	}
-	if err := r.c.writeStatusRoles(ctx, live, frags, stale); err != nil {
+	if err := r.c.WriteRouteStatusRoles(ctx, live, frags, stale); err != nil {
 		fail(action, err.Error())
 		return nil, nil
 	}
-	writes, err := r.c.writeFragments(ctx, live, frags, stale, m.WaitForServed.ValueBool())
+	writes, err := r.c.WriteFragments(ctx, live, frags, stale, m.WaitForServed.ValueBool())
 	if err != nil {
 		fail(action, err.Error())
 		return nil, nil
@@ -339,26 +341,26 @@ func (r *httpRouteResource) apply(ctx context.Context, m *httpRouteModel, oldPar
 	timeout, _ := time.ParseDuration(m.ServedTimeout.ValueString())
 	var served error
 	if m.WaitForServed.ValueBool() {
-		served = r.c.waitServed(ctx, writes, timeout)
+		served = r.c.WaitServed(ctx, writes, timeout)
 	}
-	var rejected *servedError
+	var rejected *control.ServedError
 	if errors.As(served, &rejected) {
-		frags = rejectedByPod(frags, rejected)
+		frags = control.RejectedByPod(frags, rejected)
 	}
 	// The entries and Accepted are the provider's; ResolvedRefs is the
 	// pods' where they serve the route, and the apply waits for it.
-	podsWrite := r.c.podsWriteResolvedRefs(ctx, frags)
-	if err := r.c.writeStatus(ctx, live, frags, podsWrite); err != nil {
+	podsWrite := r.c.PodsWriteResolvedRefs(ctx, frags)
+	if err := r.c.WriteRouteStatus(ctx, live, frags, podsWrite); err != nil {
 		fail(action, err.Error())
 		return nil, nil
 	}
 	if served == nil && m.WaitForServed.ValueBool() {
-		if err := r.c.waitResolvedRefs(ctx, live, frags, podsWrite, timeout); err != nil {
+		if err := r.c.WaitResolvedRefs(ctx, live, frags, podsWrite, timeout); err != nil {
 			// Pods that serve the route but do not write its status
 			// (stopped since, or another image): the provider writes it.
 			warn(action, err.Error()+". The provider wrote the condition itself; the gateway's pods may have stopped "+
 				"(kubectl logs -c chaperone says why) or run an image of another release (apply the gateway again to roll them).")
-			if err := r.c.writeStatus(ctx, live, frags, nil); err != nil {
+			if err := r.c.WriteRouteStatus(ctx, live, frags, nil); err != nil {
 				fail(action, err.Error())
 				return nil, nil
 			}
@@ -366,11 +368,11 @@ func (r *httpRouteResource) apply(ctx context.Context, m *httpRouteModel, oldPar
 	}
 	// The attached routes of the ListenerSets' listeners.
 	if namesListenerSet(live) {
-		for _, p := range in.parents {
-			if p.gateway == nil || !p.ours {
+		for _, p := range in.Parents {
+			if p.Gateway == nil || !p.Ours {
 				continue
 			}
-			if err := r.c.writeListenerSetStatuses(ctx, p.gateway); err != nil {
+			if err := r.c.WriteListenerSetStatuses(ctx, p.Gateway); err != nil {
 				fail(action, err.Error())
 				return nil, nil
 			}
@@ -455,7 +457,7 @@ func (r *httpRouteResource) Read(ctx context.Context, req resource.ReadRequest, 
 		resp.Diagnostics.Append(recordWrittenRoute(ctx, resp.Private.SetKey, live)...)
 		r.c.routes.put(routing.ObjectRef{Namespace: ns, Name: name}, routeSnapshot{route: live})
 	}
-	frags, err := r.c.readFragments(ctx, live)
+	frags, err := r.c.ReadFragments(ctx, live)
 	if err != nil {
 		resp.Diagnostics.AddError("Read the HTTP route", err.Error())
 		return
@@ -489,10 +491,10 @@ func (r *httpRouteResource) Delete(ctx context.Context, req resource.DeleteReque
 		return
 	}
 	route := state.toHTTPRoute()
-	gateways := r.c.parentRefs(ctx, route)
+	gateways := r.c.ParentRefs(ctx, route)
 	live, err := r.c.Gateway.GatewayV1().HTTPRoutes(route.Namespace).Get(ctx, route.Name, metav1.GetOptions{})
 	if err == nil {
-		gateways = append(gateways, r.c.parentRefs(ctx, live)...)
+		gateways = append(gateways, r.c.ParentRefs(ctx, live)...)
 		err = r.c.Gateway.GatewayV1().HTTPRoutes(route.Namespace).Delete(ctx, route.Name, metav1.DeleteOptions{})
 	}
 	if err != nil && !apierrors.IsNotFound(err) {
@@ -507,9 +509,9 @@ func (r *httpRouteResource) Delete(ctx context.Context, req resource.DeleteReque
 	}
 	gateways = sortedRefs(seen)
 	routeRef := routing.ObjectRef{Namespace: route.Namespace, Name: route.Name}
-	var writes []fragmentWrite
+	var writes []control.FragmentWrite
 	for _, gw := range gateways {
-		w, err := r.c.deleteFragment(ctx, gw, routeRef, state.WaitForServed.ValueBool())
+		w, err := r.c.DeleteFragment(ctx, gw, routeRef, state.WaitForServed.ValueBool())
 		if err != nil {
 			resp.Diagnostics.AddError("Delete the HTTP route", err.Error()+"\nDelete the RoutingFragment by hand or run terraform destroy again.")
 			return
@@ -521,17 +523,17 @@ func (r *httpRouteResource) Delete(ctx context.Context, req resource.DeleteReque
 	if state.WaitForServed.ValueBool() {
 		// The pods stop serving the route before its backends' RoleBindings go.
 		timeout, _ := time.ParseDuration(state.ServedTimeout.ValueString())
-		if err := r.c.waitServed(ctx, writes, timeout); err != nil {
+		if err := r.c.WaitServed(ctx, writes, timeout); err != nil {
 			resp.Diagnostics.AddError("Delete the HTTP route", err.Error())
 			return
 		}
 	}
 	for _, gw := range gateways {
-		if err := r.c.pruneBackendBindings(ctx, gw, routeRef, nil); err != nil {
+		if err := r.c.PruneBackendBindings(ctx, gw, routeRef, nil); err != nil {
 			resp.Diagnostics.AddError("Delete the HTTP route", err.Error()+"\nDelete the RoleBinding by hand or run terraform destroy again.")
 			return
 		}
-		if err := r.c.deleteStatusRole(ctx, gw, routeRef); err != nil {
+		if err := r.c.DeleteRouteStatusRole(ctx, gw, routeRef); err != nil {
 			resp.Diagnostics.AddError("Delete the HTTP route", err.Error()+"\nDelete the Role and RoleBinding by hand or run terraform destroy again.")
 			return
 		}
@@ -544,7 +546,7 @@ func (r *httpRouteResource) Delete(ctx context.Context, req resource.DeleteReque
 				continue
 			}
 			if err == nil {
-				err = r.c.writeListenerSetStatuses(ctx, gw)
+				err = r.c.WriteListenerSetStatuses(ctx, gw)
 			}
 			if err != nil {
 				resp.Diagnostics.AddError("Delete the HTTP route", fmt.Sprintf("update the status of the ListenerSets of Gateway %s: %v", ref, err))

@@ -2,7 +2,6 @@ package provider
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"strings"
 	"time"
@@ -22,12 +21,10 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/types"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	k8stypes "k8s.io/apimachinery/pkg/types"
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 	gatewayv1apply "sigs.k8s.io/gateway-api/applyconfiguration/apis/v1"
 
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/routing"
-	"github.com/varnishgw/terraform-provider-varnishgw/internal/status"
 )
 
 var (
@@ -325,7 +322,7 @@ func (r *listenerSetResource) apply(ctx context.Context, m *listenerSetModel, ac
 		return
 	}
 	if changed && m.WaitForRollout.ValueBool() {
-		if err := r.c.waitRollout(ctx, gwRef, timeout); err != nil {
+		if err := r.c.WaitRollout(ctx, gwRef, timeout); err != nil {
 			diags.AddError("Wait for the gateway rollout", err.Error())
 		}
 	}
@@ -357,180 +354,6 @@ func (c *clients) applyListenerSet(ctx context.Context, ls *gatewayv1.ListenerSe
 		return nil, fmt.Errorf("apply ListenerSet %s/%s: %w", ls.Namespace, ls.Name, err)
 	}
 	return live, nil
-}
-
-// refreshListenerSets brings everything that depends on the ListenerSets
-// of gw up to date after ls (nil: none) was written or deleted: the
-// status of each of them, the Gateway's annotation the pods serve the listeners
-// from and its attachedListenerSets, and, when the gateway is served by
-// varnishgw, its runtime (Service ports, varnishd's listen addresses). It
-// reports whether the runtime changed (the pods roll).
-func (c *clients) refreshListenerSets(ctx context.Context, gw *gatewayv1.Gateway, ls *gatewayv1.ListenerSet) (bool, error) {
-	defer c.listenerSetLocks.lock(routing.ObjectRef{Namespace: gw.Namespace, Name: gw.Name})()
-	cg, sets, err := c.composeGatewaySets(ctx, gw, ls)
-	if err != nil {
-		return false, err
-	}
-	// Every ListenerSet of the gateway: one written or deleted may change
-	// which of the others' listeners conflict.
-	for _, s := range sets {
-		// A ListenerSet deleted since it was listed (by a parallel
-		// destroy, whose own refresh follows this one) has no status.
-		if err := c.writeListenerSetStatus(ctx, cg, s); err != nil && !apierrors.IsNotFound(err) {
-			return false, err
-		}
-	}
-	if err := c.writeListenerSetListeners(ctx, cg); err != nil {
-		return false, err
-	}
-	gwRef := routing.ObjectRef{Namespace: gw.Namespace, Name: gw.Name}
-	gm := &gatewayModel{Namespace: types.StringValue(gw.Namespace), Name: types.StringValue(gw.Name),
-		AllowedListeners: types.ObjectNull(allowedListenersType)}
-	if err := c.readGateway(ctx, gm); err != nil {
-		return false, fmt.Errorf("read gateway %s to update its runtime: %w", gwRef, err)
-	}
-	class, err := c.gatewayDefaults(ctx, gm.GatewayClassName.ValueString(), gw.Namespace, gm.Infrastructure.settings())
-	if err != nil {
-		return false, fmt.Errorf("read the class of gateway %s to update its runtime: %w", gwRef, err)
-	}
-	spec, err := gm.runtimeSpec(class)
-	if err != nil {
-		return false, err
-	}
-	spec.AddListenerSetPorts(cg)
-	if gm.StartHash.ValueString() == spec.StartHash() {
-		svc, err := c.Kube.CoreV1().Services(gw.Namespace).Get(ctx, spec.Name(), metav1.GetOptions{})
-		if err == nil {
-			// The pods need not roll, but the certificate Secrets they
-			// may read can have changed (a certificate_ref of an HTTPS
-			// listener whose port stays).
-			if err := c.applyCertificateAccess(ctx, spec, gw); err != nil {
-				return false, fmt.Errorf("update the certificate access of gateway %s for its ListenerSets: %w", gwRef, err)
-			}
-			return false, c.writeGatewayStatus(ctx, gw, svc, nil)
-		}
-	}
-	if err := c.applyRuntime(ctx, spec, gw); err != nil {
-		return false, fmt.Errorf("update the runtime of gateway %s for its ListenerSets: %w", gwRef, err)
-	}
-	svc, err := c.Kube.CoreV1().Services(gw.Namespace).Get(ctx, spec.Name(), metav1.GetOptions{})
-	if err != nil {
-		return true, fmt.Errorf("get Service %s/%s: %w", gw.Namespace, spec.Name(), err)
-	}
-	return true, c.writeGatewayStatus(ctx, gw, svc, nil)
-}
-
-// writeListenerSetStatus sets the status of ls from cg: its conditions
-// and its listeners' (supported kinds, attached routes, conditions). The
-// ResolvedRefs condition of an HTTPS listener the pods serve is theirs
-// (they read its certificate Secrets and the ReferenceGrants and keep it
-// current, gatewaystatus.ListenerSetWriter): it is left out, so that this
-// apply neither overwrites nor, as a server-side apply that leaves out a
-// field it owned, deletes it. Entries of listeners the ListenerSet no
-// longer has are removed first (removeStaleListenerSetEntries). On a
-// conflict the ListenerSet is read again and the write made again.
-func (c *clients) writeListenerSetStatus(ctx context.Context, cg *routing.ComposedGateway, ls *gatewayv1.ListenerSet) error {
-	var err error
-	for attempt := 0; attempt < 5; attempt++ {
-		if attempt > 0 {
-			if ls, err = c.Gateway.GatewayV1().ListenerSets(ls.Namespace).Get(ctx, ls.Name, metav1.GetOptions{}); err != nil {
-				return fmt.Errorf("read ListenerSet %s/%s: %w", ls.Namespace, ls.Name, err)
-			}
-		}
-		if ls, err = c.removeStaleListenerSetEntries(ctx, ls); err == nil {
-			err = c.applyListenerSetStatus(ctx, cg, ls)
-		}
-		if !apierrors.IsConflict(err) {
-			return err
-		}
-	}
-	return err
-}
-
-// removeStaleListenerSetEntries removes the status entries of listeners
-// ls's spec no longer has, with a JSON patch that tests the resource
-// version: a server-side apply could only drop the provider's own fields
-// of such an entry, and the pods' ResolvedRefs condition would be left as
-// an entry without its required fields, which the API server refuses.
-func (c *clients) removeStaleListenerSetEntries(ctx context.Context, ls *gatewayv1.ListenerSet) (*gatewayv1.ListenerSet, error) {
-	inSpec := map[gatewayv1.SectionName]bool{}
-	for _, l := range ls.Spec.Listeners {
-		inSpec[l.Name] = true
-	}
-	ops := []map[string]any{{"op": "test", "path": "/metadata/resourceVersion", "value": ls.ResourceVersion}}
-	for i := len(ls.Status.Listeners) - 1; i >= 0; i-- {
-		if !inSpec[ls.Status.Listeners[i].Name] {
-			ops = append(ops, map[string]any{"op": "remove", "path": fmt.Sprintf("/status/listeners/%d", i)})
-		}
-	}
-	if len(ops) == 1 {
-		return ls, nil
-	}
-	patch, err := json.Marshal(ops)
-	if err != nil {
-		return nil, fmt.Errorf("encode the removal of old listener status of ListenerSet %s/%s: %w", ls.Namespace, ls.Name, err)
-	}
-	out, err := c.Gateway.GatewayV1().ListenerSets(ls.Namespace).Patch(ctx, ls.Name, k8stypes.JSONPatchType, patch,
-		metav1.PatchOptions{FieldManager: FieldManager}, "status")
-	if err != nil {
-		if apierrors.IsInvalid(err) && strings.Contains(err.Error(), "/metadata/resourceVersion") {
-			// The resource version changed since the read: read again.
-			return nil, apierrors.NewConflict(gatewayv1.Resource("listenersets"), ls.Name, err)
-		}
-		return nil, fmt.Errorf("remove the status of removed listeners of ListenerSet %s/%s: %w", ls.Namespace, ls.Name, err)
-	}
-	return out, nil
-}
-
-func (c *clients) applyListenerSetStatus(ctx context.Context, cg *routing.ComposedGateway, ls *gatewayv1.ListenerSet) error {
-	var res *routing.ListenerSetResult
-	for i := range cg.ListenerSets {
-		if cg.ListenerSets[i].Set.Namespace == ls.Namespace && cg.ListenerSets[i].Set.Name == ls.Name {
-			res = &cg.ListenerSets[i]
-		}
-	}
-	if res == nil {
-		return fmt.Errorf("ListenerSet %s/%s does not name Gateway %s/%s", ls.Namespace, ls.Name, cg.Gateway.Namespace, cg.Gateway.Name)
-	}
-	attached, err := c.attachedRoutes(ctx, cg.Gateway)
-	if err != nil {
-		return err
-	}
-	st := gatewayv1apply.ListenerSetStatus()
-	for _, cd := range res.Conditions {
-		st.WithConditions(status.Condition(ls.Status.Conditions, metav1.Condition{Type: cd.Type, Status: metav1.ConditionStatus(cd.Status),
-			Reason: cd.Reason, Message: cd.Message, ObservedGeneration: ls.Generation}))
-	}
-	for _, l := range res.Listeners {
-		var old []metav1.Condition
-		for _, o := range ls.Status.Listeners {
-			if string(o.Name) == l.Name {
-				old = o.Conditions
-			}
-		}
-		es := gatewayv1apply.ListenerEntryStatus().WithName(gatewayv1.SectionName(l.Name)).WithAttachedRoutes(attached[l.Key])
-		es.SupportedKinds = []gatewayv1apply.RouteGroupKindApplyConfiguration{}
-		for _, k := range l.SupportedKinds {
-			es.WithSupportedKinds(gatewayv1apply.RouteGroupKind().WithGroup(*k.Group).WithKind(k.Kind))
-		}
-		podsResolve := l.Served && l.Protocol == gatewayv1.HTTPSProtocolType
-		for _, cd := range l.Conditions {
-			if podsResolve && cd.Type == string(gatewayv1.ListenerEntryConditionResolvedRefs) {
-				continue // the pods'
-			}
-			es.WithConditions(status.Condition(old, metav1.Condition{Type: cd.Type, Status: metav1.ConditionStatus(cd.Status),
-				Reason: cd.Reason, Message: cd.Message, ObservedGeneration: ls.Generation}))
-		}
-		st.WithListeners(es)
-	}
-	ac := gatewayv1apply.ListenerSet(ls.Name, ls.Namespace).WithResourceVersion(ls.ResourceVersion).WithStatus(st)
-	if _, err := c.Gateway.GatewayV1().ListenerSets(ls.Namespace).ApplyStatus(ctx, ac, applyOptions()); err != nil {
-		if apierrors.IsConflict(err) {
-			return err
-		}
-		return fmt.Errorf("set the status of ListenerSet %s/%s: %w", ls.Namespace, ls.Name, err)
-	}
-	return nil
 }
 
 // readListenerSetComputed fills the computed attributes of m from the

@@ -7,9 +7,9 @@ package provider
 import (
 	"context"
 	"fmt"
-	"github.com/varnishgw/terraform-provider-varnishgw/internal/control"
 	"slices"
-	"sync"
+
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/control"
 
 	"github.com/hashicorp/terraform-plugin-framework/action"
 	"github.com/hashicorp/terraform-plugin-framework/datasource"
@@ -66,10 +66,6 @@ func New(version string) func() provider.Provider {
 type clients struct {
 	*control.Cluster
 
-	// apiReady is set once ensureAPI installed the varnishgw.dev CRDs.
-	apiMu    sync.Mutex
-	apiReady bool
-
 	// routes hand what one operation on a route read to the next one
 	// (route_reads.go).
 	routes routeSnapshots
@@ -78,10 +74,6 @@ type clients struct {
 	// their gateways are started or configured with (see
 	// gatewayClassResource.ModifyPlan).
 	classChanges classChanges
-
-	// listenerSetLocks serialise, per Gateway, the ListenerSet applies of
-	// this run (listener_sets.go).
-	listenerSetLocks gatewayLocks
 }
 
 func (p *varnishgwProvider) Metadata(_ context.Context, _ provider.MetadataRequest, resp *provider.MetadataResponse) {
@@ -188,7 +180,7 @@ func (p *varnishgwProvider) Configure(ctx context.Context, req provider.Configur
 		cfg.QPS, cfg.Burst = 100, 200
 	}
 
-	c := &clients{Cluster: &control.Cluster{Host: cfg.Host}}
+	c := &clients{Cluster: &control.Cluster{Host: cfg.Host, ParentStatusApply: routeParentStatusApply}}
 	if c.Kube, err = kubernetes.NewForConfig(cfg); err != nil {
 		resp.Diagnostics.AddError("Create the Kubernetes client", err.Error())
 		return

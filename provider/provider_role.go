@@ -1,6 +1,7 @@
 package provider
 
 import (
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/control"
 	rbacv1 "k8s.io/api/rbac/v1"
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 
@@ -30,8 +31,8 @@ import (
 const (
 	// ProviderClusterRoleName and ProviderNamespaceRoleName are the names
 	// the security guide gives the two ClusterRoles.
-	ProviderClusterRoleName   = "varnishgw-provider"
-	ProviderNamespaceRoleName = "varnishgw-provider-gateways"
+	ProviderClusterRoleName   = control.ProviderClusterRoleName
+	ProviderNamespaceRoleName = control.ProviderNamespaceRoleName
 )
 
 // ProviderClusterRules are the provider's cluster-wide rights.

@@ -7,6 +7,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/control"
+
 	"github.com/hashicorp/terraform-plugin-framework/diag"
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/types"
@@ -38,7 +40,7 @@ type routeSnapshot struct {
 	route *gatewayv1.HTTPRoute
 	// inputs are ModifyPlan's reads of the route's Gateways, classes and
 	// Services; nil from Read.
-	inputs *attachInputs
+	inputs *control.AttachInputs
 }
 
 // routeSnapshots are the snapshots of a provider process, by route.

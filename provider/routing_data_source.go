@@ -11,11 +11,8 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/datasource/schema"
 	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
 	"github.com/hashicorp/terraform-plugin-framework/types"
-	discoveryv1 "k8s.io/api/discovery/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/selection"
 
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/ghostjson"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/routing"
@@ -258,7 +255,7 @@ func (d *routingDataSource) Read(ctx context.Context, req datasource.ReadRequest
 		resp.Diagnostics.AddError("Read the Gateway "+ref.String(), gatewayDataReadDetail(ref, err))
 		return
 	}
-	frags, rejected, err := d.c.gatewayFragments(ctx, ref)
+	frags, rejected, err := d.c.GatewayFragments(ctx, ref)
 	if err != nil {
 		resp.Diagnostics.AddError("Read the route fragments of Gateway "+ref.String(), err.Error())
 		return
@@ -281,7 +278,7 @@ func (d *routingDataSource) Read(ctx context.Context, req datasource.ReadRequest
 	}
 	var objs *routing.Objects // nil: nothing looked up, no endpoints
 	if m.ResolveEndpoints.ValueBool() {
-		if objs, err = d.c.routingBackendObjects(ctx, frags); err != nil {
+		if objs, err = d.c.RoutingBackendObjects(ctx, frags); err != nil {
 			resp.Diagnostics.AddError("Read the backends of Gateway "+ref.String(), err.Error())
 			return
 		}
@@ -294,7 +291,7 @@ func (d *routingDataSource) Read(ctx context.Context, req datasource.ReadRequest
 			return
 		}
 		if err == nil {
-			if objs.ExternalNameServices, err = d.c.classExternalNames(ctx, gc); err != nil {
+			if objs.ExternalNameServices, err = d.c.ClassExternalNames(ctx, gc); err != nil {
 				resp.Diagnostics.AddError("Read the GatewayClass of Gateway "+ref.String(), err.Error())
 				return
 			}
@@ -410,61 +407,4 @@ func (c *clients) routingPods(ctx context.Context, gw routing.ObjectRef) ([]rout
 		out = append(out, m)
 	}
 	return out, nil
-}
-
-// routingBackendObjects reads what Resolve needs for the backends the fragments
-// reference: per namespace the Services, the EndpointSlices of exactly
-// those Services, and the ReferenceGrants (three requests per namespace).
-func (c *clients) routingBackendObjects(ctx context.Context, frags []*routing.Fragment) (*routing.Objects, error) {
-	want := map[string]map[string]bool{}
-	add := func(b routing.BackendRef) {
-		if want[b.Namespace] == nil {
-			want[b.Namespace] = map[string]bool{}
-		}
-		want[b.Namespace][b.Name] = true
-	}
-	for _, f := range frags {
-		for _, r := range f.Rules {
-			for _, b := range r.Backends {
-				add(b)
-			}
-			for _, fl := range r.Filters {
-				if fl.RequestMirror != nil {
-					add(fl.RequestMirror.Backend)
-				}
-			}
-		}
-	}
-	objs := &routing.Objects{}
-	for _, ns := range slices.Sorted(mapsKeys(want)) {
-		names := slices.Sorted(mapsKeys(want[ns]))
-		svcs, err := c.Kube.CoreV1().Services(ns).List(ctx, metav1.ListOptions{})
-		if err != nil {
-			return nil, fmt.Errorf("list Services in namespace %s: %w", ns, err)
-		}
-		for i := range svcs.Items {
-			if want[ns][svcs.Items[i].Name] {
-				objs.Services = append(objs.Services, &svcs.Items[i])
-			}
-		}
-		req, err := labels.NewRequirement(discoveryv1.LabelServiceName, selection.In, names)
-		if err != nil {
-			return nil, fmt.Errorf("EndpointSlice selector for Services %v: %w", names, err)
-		}
-		slicesList, err := c.Kube.DiscoveryV1().EndpointSlices(ns).List(ctx, metav1.ListOptions{LabelSelector: labels.NewSelector().Add(*req).String()})
-		if err != nil {
-			return nil, fmt.Errorf("list EndpointSlices in namespace %s: %w", ns, err)
-		}
-		for i := range slicesList.Items {
-			objs.EndpointSlices = append(objs.EndpointSlices, &slicesList.Items[i])
-		}
-		grants, err := c.Gateway.GatewayV1().ReferenceGrants(ns).List(ctx, metav1.ListOptions{})
-		if err != nil {
-			return nil, fmt.Errorf("list ReferenceGrants in namespace %s: %w", ns, err)
-		}
-		for i := range grants.Items {
-			objs.ReferenceGrants = append(objs.ReferenceGrants, &grants.Items[i])
-		}
-	}
-	return objs, nil
 }

@@ -1,18 +1,35 @@
 package control
 
 import (
+	"sync"
+
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/status"
 	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
+	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
+	gatewayv1apply "sigs.k8s.io/gateway-api/applyconfiguration/apis/v1"
 	gatewayclient "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned"
-
-	"github.com/varnishgw/terraform-provider-varnishgw/internal/status"
 )
 
 // FieldManager owns every field the provider writes with server-side apply.
 const FieldManager = status.ProviderManager
+
+// ProviderClusterRoleName and ProviderNamespaceRoleName are the names the
+// security guide gives the provider's two ClusterRoles, which messages
+// about missing rights name.
+const (
+	ProviderClusterRoleName   = "varnishgw-provider"
+	ProviderNamespaceRoleName = "varnishgw-provider-gateways"
+)
+
+// The parent kinds of a route.
+const (
+	gatewayKind     = "Gateway"
+	listenerSetKind = "ListenerSet"
+)
 
 // Cluster is a connection to one cluster and what the provider's
 // operations on it share during a run.
@@ -23,6 +40,18 @@ type Cluster struct {
 	Ext     apiextensionsclient.Interface
 	// Host is the API server's URL, for messages.
 	Host string
+	// ParentStatusApply is the apply configuration of a route's
+	// status.parents entry: the provider's conversion of typed Gateway API
+	// objects into apply configurations, which route status writes use.
+	ParentStatusApply func(gatewayv1.RouteParentStatus) *gatewayv1apply.RouteParentStatusApplyConfiguration
+
+	// apiReady is set once EnsureAPI installed the varnishgw.dev CRDs.
+	apiMu    sync.Mutex
+	apiReady bool
+
+	// listenerSetLocks serialise, per Gateway, the ListenerSet applies of
+	// this run (listenersets.go).
+	listenerSetLocks gatewayLocks
 }
 
 // ApplyOptions are the server-side apply options of every write: the

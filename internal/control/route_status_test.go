@@ -1,14 +1,15 @@
-package provider
+package control
 
 import (
 	"encoding/json"
 	"testing"
 
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/gwruntime"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/routing"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
-
-	"github.com/varnishgw/terraform-provider-varnishgw/internal/routing"
+	gatewayv1apply "sigs.k8s.io/gateway-api/applyconfiguration/apis/v1"
 )
 
 // TestRouteStatusApply: the provider writes its entries and Accepted for
@@ -38,13 +39,13 @@ func TestRouteStatusApply(t *testing.T) {
 	cur.Status.Parents = []gatewayv1.RouteParentStatus{
 		{ParentRef: gatewayv1.ParentReference{Name: "theirs"}, ControllerName: "example.com/other", Conditions: []metav1.Condition{
 			{Type: "Accepted", Status: metav1.ConditionTrue, Reason: "Accepted", ObservedGeneration: 1, LastTransitionTime: before}}},
-		{ParentRef: ref(withPods), ControllerName: ControllerName, Conditions: []metav1.Condition{
+		{ParentRef: ref(withPods), ControllerName: gwruntime.ControllerName, Conditions: []metav1.Condition{
 			{Type: "Accepted", Status: metav1.ConditionTrue, Reason: "Accepted", Message: "accepted", ObservedGeneration: 1, LastTransitionTime: before},
 			podsCond}},
-		{ParentRef: ref(without), ControllerName: ControllerName, Conditions: []metav1.Condition{
+		{ParentRef: ref(without), ControllerName: gwruntime.ControllerName, Conditions: []metav1.Condition{
 			{Type: "ResolvedRefs", Status: metav1.ConditionFalse, Reason: "BackendNotFound", ObservedGeneration: 1, LastTransitionTime: before}}},
 	}
-	ac := routeStatusApply(cur, 3, []*routing.Fragment{frag(withPods), frag(without), frag(fresh)},
+	ac := routeStatusApply(jsonParentApply, cur, 3, []*routing.Fragment{frag(withPods), frag(without), frag(fresh)},
 		map[routing.ObjectRef]bool{withPods: true, fresh: true}, now)
 	raw, err := json.Marshal(ac)
 	if err != nil {
@@ -87,4 +88,19 @@ func TestRouteStatusApply(t *testing.T) {
 	if c := meta.FindStatusCondition(fr, "Accepted"); c == nil || c.ObservedGeneration != 3 {
 		t.Errorf("fresh Accepted = %+v, want generation 3", c)
 	}
+}
+
+// jsonParentApply converts a status.parents entry into its apply
+// configuration through their common JSON form, standing in for the
+// provider's conversion.
+func jsonParentApply(p gatewayv1.RouteParentStatus) *gatewayv1apply.RouteParentStatusApplyConfiguration {
+	b, err := json.Marshal(p)
+	if err != nil {
+		panic(err)
+	}
+	out := &gatewayv1apply.RouteParentStatusApplyConfiguration{}
+	if err := json.Unmarshal(b, out); err != nil {
+		panic(err)
+	}
+	return out
 }

@@ -1,4 +1,4 @@
-package provider
+package control
 
 import (
 	"context"
@@ -6,34 +6,35 @@ import (
 	"slices"
 	"time"
 
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/gwruntime"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/routing"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/status"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 	gatewayv1apply "sigs.k8s.io/gateway-api/applyconfiguration/apis/v1"
-
-	"github.com/varnishgw/terraform-provider-varnishgw/internal/routing"
 )
 
 // resolvedRefs is the route condition type the gateway pods write for the
 // routes they serve.
 const resolvedRefs = string(gatewayv1.RouteConditionResolvedRefs)
 
-// podsWriteResolvedRefs returns the Gateways, among the parents of frags
+// PodsWriteResolvedRefs returns the Gateways, among the parents of frags
 // that accept the route, whose pods write the route's ResolvedRefs
 // condition: the Gateway has Ready pods, and they are of a release that
 // writes route status (they own their listeners' attachedRoutes,
 // podsCountRoutes). For the other parents the provider writes it: no pod
 // serves the route there. A Gateway that cannot be read counts as one
 // without pods.
-func (c *clients) podsWriteResolvedRefs(ctx context.Context, frags []*routing.Fragment) map[routing.ObjectRef]bool {
+func (c *Cluster) PodsWriteResolvedRefs(ctx context.Context, frags []*routing.Fragment) map[routing.ObjectRef]bool {
 	out := map[routing.ObjectRef]bool{}
 	for _, f := range frags {
 		if !f.Accepted() || out[f.Gateway] {
 			continue
 		}
-		if pods, err := c.servedPods(ctx, f.Gateway); err != nil || len(pods) == 0 {
+		if pods, err := c.ServedPods(ctx, f.Gateway); err != nil || len(pods) == 0 {
 			continue
 		}
 		gw, err := c.Gateway.GatewayV1().Gateways(f.Gateway.Namespace).Get(ctx, f.Gateway.Name, metav1.GetOptions{})
@@ -50,13 +51,13 @@ func (c *clients) podsWriteResolvedRefs(ctx context.Context, frags []*routing.Fr
 	return out
 }
 
-// writeStatus sets status.parents of the route: the entries of varnishgw's
+// WriteRouteStatus sets status.parents of the route: the entries of varnishgw's
 // parents from the fragments, keeping other controllers' entries (the list
 // is atomic) and the transition time of unchanged conditions. In the
 // entries of the Gateways in podsWrite, ResolvedRefs is the one the pods
 // wrote, or none until they do: the route is read again, and written with
 // its resource version, so that a pod's write in between is not undone.
-func (c *clients) writeStatus(ctx context.Context, route *gatewayv1.HTTPRoute, frags []*routing.Fragment, podsWrite map[routing.ObjectRef]bool) error {
+func (c *Cluster) WriteRouteStatus(ctx context.Context, route *gatewayv1.HTTPRoute, frags []*routing.Fragment, podsWrite map[routing.ObjectRef]bool) error {
 	routes := c.Gateway.GatewayV1().HTTPRoutes(route.Namespace)
 	for attempt := 1; ; attempt++ {
 		cur := route
@@ -66,14 +67,14 @@ func (c *clients) writeStatus(ctx context.Context, route *gatewayv1.HTTPRoute, f
 				return fmt.Errorf("read HTTPRoute %s/%s to set its status: %w", route.Namespace, route.Name, err)
 			}
 		}
-		ac := routeStatusApply(cur, route.Generation, frags, podsWrite, metav1.Now().Rfc3339Copy())
+		ac := routeStatusApply(c.ParentStatusApply, cur, route.Generation, frags, podsWrite, metav1.Now().Rfc3339Copy())
 		if ac == nil {
 			return nil
 		}
 		if len(podsWrite) > 0 {
 			ac.WithResourceVersion(cur.ResourceVersion)
 		}
-		_, err := routes.ApplyStatus(ctx, ac, applyOptions())
+		_, err := routes.ApplyStatus(ctx, ac, ApplyOptions())
 		if apierrors.IsConflict(err) && attempt < 5 {
 			continue // a pod wrote ResolvedRefs since the read: read it again
 		}
@@ -84,15 +85,16 @@ func (c *clients) writeStatus(ctx context.Context, route *gatewayv1.HTTPRoute, f
 	}
 }
 
-// routeStatusApply is writeStatus's apply configuration of the status of
+// routeStatusApply is writeStatus's apply configuration, with the entries
+// converted by parentApply, of the status of
 // cur for the route generation gen, nil when there is nothing to write
 // (no varnishgw parent, before or now).
-func routeStatusApply(cur *gatewayv1.HTTPRoute, gen int64, frags []*routing.Fragment, podsWrite map[routing.ObjectRef]bool, now metav1.Time) *gatewayv1apply.HTTPRouteApplyConfiguration {
+func routeStatusApply(parentApply func(gatewayv1.RouteParentStatus) *gatewayv1apply.RouteParentStatusApplyConfiguration, cur *gatewayv1.HTTPRoute, gen int64, frags []*routing.Fragment, podsWrite map[routing.ObjectRef]bool, now metav1.Time) *gatewayv1apply.HTTPRouteApplyConfiguration {
 	st := gatewayv1apply.HTTPRouteStatus()
 	hadOurs := false
 	for _, p := range cur.Status.Parents {
-		if p.ControllerName != ControllerName {
-			st.WithParents(routeParentStatusApply(p))
+		if p.ControllerName != gwruntime.ControllerName {
+			st.WithParents(parentApply(p))
 		} else {
 			hadOurs = true
 		}
@@ -102,10 +104,12 @@ func routeStatusApply(cur *gatewayv1.HTTPRoute, gen int64, frags []*routing.Frag
 	}
 	for _, f := range frags {
 		for _, ps := range f.Parents {
-			parent := ps.RouteParentStatus(ControllerName, gen, now)
+			parent := ps.RouteParentStatus(gwruntime.ControllerName, gen, now)
 			old := ourParentStatus(cur, parent.ParentRef)
 			if old != nil {
-				keepTransitions(old.Conditions, parent.Conditions)
+				for i := range parent.Conditions {
+					parent.Conditions[i] = status.SetCondition(old.Conditions, parent.Conditions[i])
+				}
 			}
 			if podsWrite[f.Gateway] {
 				parent.Conditions = slices.DeleteFunc(parent.Conditions, func(c metav1.Condition) bool { return c.Type == resolvedRefs })
@@ -115,7 +119,7 @@ func routeStatusApply(cur *gatewayv1.HTTPRoute, gen int64, frags []*routing.Frag
 					}
 				}
 			}
-			st.WithParents(routeParentStatusApply(parent))
+			st.WithParents(parentApply(parent))
 		}
 	}
 	if st.Parents == nil {
@@ -128,18 +132,18 @@ func routeStatusApply(cur *gatewayv1.HTTPRoute, gen int64, frags []*routing.Frag
 // when it has none.
 func ourParentStatus(route *gatewayv1.HTTPRoute, parentRef gatewayv1.ParentReference) *gatewayv1.RouteParentStatus {
 	for i, p := range route.Status.Parents {
-		if p.ControllerName == ControllerName && routing.SameParentRef(p.ParentRef, parentRef, route.Namespace) {
+		if p.ControllerName == gwruntime.ControllerName && routing.SameParentRef(p.ParentRef, parentRef, route.Namespace) {
 			return &route.Status.Parents[i]
 		}
 	}
 	return nil
 }
 
-// waitResolvedRefs waits, within timeout, until the pods of the Gateways
+// WaitResolvedRefs waits, within timeout, until the pods of the Gateways
 // in podsWrite have written the ResolvedRefs condition of the route's
 // generation in each of their entries, so that the apply returns with the
 // status of what it applied. It returns the entries still without it.
-func (c *clients) waitResolvedRefs(ctx context.Context, route *gatewayv1.HTTPRoute, frags []*routing.Fragment, podsWrite map[routing.ObjectRef]bool, timeout time.Duration) error {
+func (c *Cluster) WaitResolvedRefs(ctx context.Context, route *gatewayv1.HTTPRoute, frags []*routing.Fragment, podsWrite map[routing.ObjectRef]bool, timeout time.Duration) error {
 	if len(podsWrite) == 0 {
 		return nil
 	}

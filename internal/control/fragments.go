@@ -1,4 +1,4 @@
-package provider
+package control
 
 import (
 	"context"
@@ -9,6 +9,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/gwruntime"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/routing"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/vgwapi"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -18,57 +21,33 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
-
-	"github.com/varnishgw/terraform-provider-varnishgw/internal/gwruntime"
-	"github.com/varnishgw/terraform-provider-varnishgw/internal/routing"
-	"github.com/varnishgw/terraform-provider-varnishgw/internal/vgwapi"
 )
 
 // How the provider stores a route's routing: one RoutingFragment per
 // (route, parent Gateway) in the Gateway's namespace (package vgwapi), and
 // how it learns that the Gateway's pods serve it (their GatewayPodReports).
 
-// fragmentWrite is one write of a RoutingFragment: the resource version
+// FragmentWrite is one write of a RoutingFragment: the resource version
 // that the gateway pods must reach to serve it.
-type fragmentWrite struct {
+type FragmentWrite struct {
 	gw              routing.ObjectRef
 	name            string
 	resourceVersion string
 	deleted         bool
 }
 
-// ensureAPI installs or updates the varnishgw.dev CRDs once per provider
-// run (vgwapi.EnsureCRDs).
-func (c *clients) ensureAPI(ctx context.Context) error {
-	c.apiMu.Lock()
-	defer c.apiMu.Unlock()
-	if c.apiReady {
-		return nil
-	}
-	if err := vgwapi.EnsureCRDs(ctx, c.Ext); err != nil {
-		if apierrors.IsForbidden(err) {
-			return fmt.Errorf("%w\nThe provider installs the CustomResourceDefinitions of %s (RoutingFragment, GatewayPodReport, CacheInvalidation) "+
-				"and needs get, create and patch on customresourcedefinitions for that: grant its identity the provider role "+
-				"of the security guide, or have a cluster administrator apply the provider once", err, vgwapi.Group)
-		}
-		return err
-	}
-	c.apiReady = true
-	return nil
-}
-
-// writeFragments stores one RoutingFragment per parent Gateway and deletes
+// WriteFragments stores one RoutingFragment per parent Gateway and deletes
 // the fragments of Gateways that are no longer parents (or no longer served
 // by varnishgw); stale lists Gateways of the prior state. It returns the
 // writes, for waitServed (forWait: see deleteFragment).
-func (c *clients) writeFragments(ctx context.Context, route *gatewayv1.HTTPRoute, frags []*routing.Fragment, stale []routing.ObjectRef, forWait bool) ([]fragmentWrite, error) {
+func (c *Cluster) WriteFragments(ctx context.Context, route *gatewayv1.HTTPRoute, frags []*routing.Fragment, stale []routing.ObjectRef, forWait bool) ([]FragmentWrite, error) {
 	routeRef := routing.ObjectRef{Namespace: route.Namespace, Name: route.Name}
 	if len(frags) > 0 {
-		if err := c.ensureAPI(ctx); err != nil {
+		if err := c.EnsureAPI(ctx); err != nil {
 			return nil, err
 		}
 	}
-	var writes []fragmentWrite
+	var writes []FragmentWrite
 	keep := map[routing.ObjectRef]bool{}
 	for _, f := range frags {
 		obj, err := vgwapi.NewFragment(f)
@@ -76,22 +55,22 @@ func (c *clients) writeFragments(ctx context.Context, route *gatewayv1.HTTPRoute
 			return nil, err
 		}
 		lbl := obj.GetLabels()
-		for k, v := range managedLabels {
+		for k, v := range gwruntime.ManagedLabels() {
 			lbl[k] = v
 		}
 		obj.SetLabels(lbl)
-		got, err := c.Dynamic.Resource(vgwapi.RoutingFragments).Namespace(f.Gateway.Namespace).Apply(ctx, obj.GetName(), obj, applyOptions())
+		got, err := c.Dynamic.Resource(vgwapi.RoutingFragments).Namespace(f.Gateway.Namespace).Apply(ctx, obj.GetName(), obj, ApplyOptions())
 		if err != nil {
 			return nil, fmt.Errorf("apply the RoutingFragment %s/%s for Gateway %s: %w", f.Gateway.Namespace, obj.GetName(), f.Gateway, err)
 		}
-		writes = append(writes, fragmentWrite{gw: f.Gateway, name: got.GetName(), resourceVersion: got.GetResourceVersion()})
+		writes = append(writes, FragmentWrite{gw: f.Gateway, name: got.GetName(), resourceVersion: got.GetResourceVersion()})
 		keep[f.Gateway] = true
 	}
 	for _, gw := range stale {
 		if keep[gw] {
 			continue
 		}
-		w, err := c.deleteFragment(ctx, gw, routeRef, forWait)
+		w, err := c.DeleteFragment(ctx, gw, routeRef, forWait)
 		if err != nil {
 			return nil, err
 		}
@@ -102,10 +81,10 @@ func (c *clients) writeFragments(ctx context.Context, route *gatewayv1.HTTPRoute
 	return writes, nil
 }
 
-// deleteFragment deletes the RoutingFragment of route for gw. It returns the deletion, or nil when
+// DeleteFragment deletes the RoutingFragment of route for gw. It returns the deletion, or nil when
 // there was nothing to delete. With forWait, the deletion's resource version
 // is taken from a watch, for waitServed; without, it is empty.
-func (c *clients) deleteFragment(ctx context.Context, gw, route routing.ObjectRef, forWait bool) (*fragmentWrite, error) {
+func (c *Cluster) DeleteFragment(ctx context.Context, gw, route routing.ObjectRef, forWait bool) (*FragmentWrite, error) {
 	name := gwruntime.FragmentName(gw, route)
 	frags := c.Dynamic.Resource(vgwapi.RoutingFragments).Namespace(gw.Namespace)
 	if !forWait {
@@ -116,7 +95,7 @@ func (c *clients) deleteFragment(ctx context.Context, gw, route routing.ObjectRe
 		case err != nil:
 			return nil, fmt.Errorf("delete the RoutingFragment %s/%s: %w", gw.Namespace, name, err)
 		}
-		return &fragmentWrite{gw: gw, name: name, deleted: true}, nil
+		return &FragmentWrite{gw: gw, name: name, deleted: true}, nil
 	}
 	// The API server answers the delete of a custom resource with a
 	// Status, not with the deletion's resource version, which the pods'
@@ -162,7 +141,7 @@ func (c *clients) deleteFragment(ctx context.Context, gw, route routing.ObjectRe
 			case watch.Deleted:
 				if u, ok := ev.Object.(*unstructured.Unstructured); ok && u.GetUID() == uid {
 					w.Stop()
-					return &fragmentWrite{gw: gw, name: name, resourceVersion: u.GetResourceVersion(), deleted: true}, nil
+					return &FragmentWrite{gw: gw, name: name, resourceVersion: u.GetResourceVersion(), deleted: true}, nil
 				}
 			case watch.Error:
 				if err := apierrors.FromObject(ev.Object); apierrors.IsResourceExpired(err) || apierrors.IsGone(err) {
@@ -183,13 +162,13 @@ func (c *clients) deleteFragment(ctx context.Context, gw, route routing.ObjectRe
 	}
 }
 
-// readFragments reads the stored fragments of route for the Gateways its
-// parentRefs name. A fragment that cannot be read is left out: the plan
+// ReadFragments reads the stored fragments of route for the Gateways its
+// ParentRefs name. A fragment that cannot be read is left out: the plan
 // then shows the route's routing as a change, and the apply rewrites it.
-func (c *clients) readFragments(ctx context.Context, route *gatewayv1.HTTPRoute) ([]*routing.Fragment, error) {
+func (c *Cluster) ReadFragments(ctx context.Context, route *gatewayv1.HTTPRoute) ([]*routing.Fragment, error) {
 	routeRef := routing.ObjectRef{Namespace: route.Namespace, Name: route.Name}
 	var out []*routing.Fragment
-	for _, gw := range c.parentRefs(ctx, route) {
+	for _, gw := range c.ParentRefs(ctx, route) {
 		name := gwruntime.FragmentName(gw, routeRef)
 		obj, err := c.Dynamic.Resource(vgwapi.RoutingFragments).Namespace(gw.Namespace).Get(ctx, name, metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
@@ -205,10 +184,10 @@ func (c *clients) readFragments(ctx context.Context, route *gatewayv1.HTTPRoute)
 	return out, nil
 }
 
-// gatewayFragments reads every RoutingFragment of gw with the reader the
+// GatewayFragments reads every RoutingFragment of gw with the reader the
 // gateway pods use: the fragments they would accept and the ones they
 // would reject.
-func (c *clients) gatewayFragments(ctx context.Context, gw routing.ObjectRef) ([]*routing.Fragment, []vgwapi.Rejection, error) {
+func (c *Cluster) GatewayFragments(ctx context.Context, gw routing.ObjectRef) ([]*routing.Fragment, []vgwapi.Rejection, error) {
 	list, err := c.Dynamic.Resource(vgwapi.RoutingFragments).Namespace(gw.Namespace).List(ctx, metav1.ListOptions{
 		LabelSelector: labels.SelectorFromSet(gwruntime.GatewayLabels(gw)).String(),
 	})
@@ -226,9 +205,9 @@ func (c *clients) gatewayFragments(ctx context.Context, gw routing.ObjectRef) ([
 	return frags, rejected, nil
 }
 
-// servedPods are the pods whose GatewayPodReports a wait checks: the Ready
+// ServedPods are the pods whose GatewayPodReports a wait checks: the Ready
 // pods of gw that are not terminating.
-func (c *clients) servedPods(ctx context.Context, gw routing.ObjectRef) ([]string, error) {
+func (c *Cluster) ServedPods(ctx context.Context, gw routing.ObjectRef) ([]string, error) {
 	list, err := c.Kube.CoreV1().Pods(gw.Namespace).List(ctx, metav1.ListOptions{
 		LabelSelector: labels.SelectorFromSet(gwruntime.Labels(gw)).String(),
 	})
@@ -254,14 +233,14 @@ func podIsReady(p *corev1.Pod) bool {
 	return false
 }
 
-// servedError is a wait that ended because a pod rejected a fragment.
-type servedError struct {
-	w   fragmentWrite
+// ServedError is a wait that ended because a pod rejected a fragment.
+type ServedError struct {
+	w   FragmentWrite
 	pod string
 	rej vgwapi.Rejection
 }
 
-func (e *servedError) Error() string {
+func (e *ServedError) Error() string {
 	kept := "the route is not served by that pod"
 	if e.rej.Kept != "" {
 		kept = "the pod keeps serving the route's previous routing (resource version " + e.rej.Kept + ")"
@@ -270,16 +249,16 @@ func (e *servedError) Error() string {
 		e.w.gw.Namespace, e.pod, e.w.name, e.w.resourceVersion, e.rej.Reason, kept)
 }
 
-// waitServed waits until every Ready pod of each written fragment's
+// WaitServed waits until every Ready pod of each written fragment's
 // Gateway reports that it serves the write (vgwapi.GatewayPodReport.Served),
 // within timeout. A Gateway without Ready pods has nothing to wait for. A
-// pod's rejection ends the wait with a *servedError.
-func (c *clients) waitServed(ctx context.Context, writes []fragmentWrite, timeout time.Duration) error {
+// pod's rejection ends the wait with a *ServedError.
+func (c *Cluster) WaitServed(ctx context.Context, writes []FragmentWrite, timeout time.Duration) error {
 	if len(writes) == 0 {
 		return nil
 	}
 	start := time.Now()
-	var rejected *servedError
+	var rejected *ServedError
 	left, err := pollPending(ctx, 200*time.Millisecond, timeout,
 		func(ctx context.Context) ([]string, error) { return c.notServed(ctx, writes) },
 		func(err error) bool { return errors.As(err, &rejected) })
@@ -297,11 +276,11 @@ func (c *clients) waitServed(ctx context.Context, writes []fragmentWrite, timeou
 }
 
 // notServed lists the Ready pods (with how far they are) that do not serve
-// the writes yet; a pod's rejection of a write is a *servedError.
-func (c *clients) notServed(ctx context.Context, writes []fragmentWrite) ([]string, error) {
+// the writes yet; a pod's rejection of a write is a *ServedError.
+func (c *Cluster) notServed(ctx context.Context, writes []FragmentWrite) ([]string, error) {
 	var pending []string
 	for _, gw := range writtenGateways(writes) {
-		pods, err := c.servedPods(ctx, gw)
+		pods, err := c.ServedPods(ctx, gw)
 		if err != nil {
 			return nil, err
 		}
@@ -319,7 +298,7 @@ func (c *clients) notServed(ctx context.Context, writes []fragmentWrite) ([]stri
 				}
 				served, rej := reports[pod].Served(w.name, w.resourceVersion)
 				if rej != nil {
-					return nil, &servedError{w: w, pod: pod, rej: *rej}
+					return nil, &ServedError{w: w, pod: pod, rej: *rej}
 				}
 				if !served {
 					pending = append(pending, fmt.Sprintf("%s/%s (%s)", gw.Namespace, pod, reportState(reports[pod])))
@@ -331,7 +310,7 @@ func (c *clients) notServed(ctx context.Context, writes []fragmentWrite) ([]stri
 	return pending, nil
 }
 
-func writtenGateways(writes []fragmentWrite) []routing.ObjectRef {
+func writtenGateways(writes []FragmentWrite) []routing.ObjectRef {
 	seen := map[routing.ObjectRef]bool{}
 	for _, w := range writes {
 		seen[w.gw] = true
@@ -351,10 +330,10 @@ func reportState(r *vgwapi.GatewayPodReport) string {
 	}
 }
 
-// rejectedByPod is frags with the parents of the rejected fragment's
+// RejectedByPod is frags with the parents of the rejected fragment's
 // Gateway marked not accepted, with the pod's reason, for the route's
 // status.
-func rejectedByPod(frags []*routing.Fragment, e *servedError) []*routing.Fragment {
+func RejectedByPod(frags []*routing.Fragment, e *ServedError) []*routing.Fragment {
 	out := make([]*routing.Fragment, len(frags))
 	for i, f := range frags {
 		out[i] = f

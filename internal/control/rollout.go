@@ -1,4 +1,4 @@
-package provider
+package control
 
 import (
 	"context"
@@ -9,6 +9,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/gwruntime"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/routing"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -16,9 +18,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/wait"
-
-	"github.com/varnishgw/terraform-provider-varnishgw/internal/gwruntime"
-	"github.com/varnishgw/terraform-provider-varnishgw/internal/routing"
 )
 
 // How the rollout wait tells a rollout that cannot finish from a slow one.
@@ -106,8 +105,8 @@ func currentReplicaSet(d *appsv1.Deployment, rss []appsv1.ReplicaSet) *appsv1.Re
 // label.
 func equalIgnoreHash(a, b *corev1.PodTemplateSpec) bool {
 	a, b = a.DeepCopy(), b.DeepCopy()
-	delete(a.Labels, podTemplateHashLabel)
-	delete(b.Labels, podTemplateHashLabel)
+	delete(a.Labels, appsv1.DefaultDeploymentUniqueLabelKey)
+	delete(b.Labels, appsv1.DefaultDeploymentUniqueLabelKey)
 	return equality.Semantic.DeepEqual(a, b)
 }
 
@@ -131,10 +130,10 @@ func rolloutProblems(d *appsv1.Deployment, rs *appsv1.ReplicaSet, pods []corev1.
 	if rs == nil {
 		return out
 	}
-	hash := rs.Labels[podTemplateHashLabel]
+	hash := rs.Labels[appsv1.DefaultDeploymentUniqueLabelKey]
 	for i := range pods {
 		pod := &pods[i]
-		if pod.DeletionTimestamp != nil || !metav1.IsControlledBy(pod, rs) || pod.Labels[podTemplateHashLabel] != hash {
+		if pod.DeletionTimestamp != nil || !metav1.IsControlledBy(pod, rs) || pod.Labels[appsv1.DefaultDeploymentUniqueLabelKey] != hash {
 			continue
 		}
 		images := map[string]string{}
@@ -269,11 +268,11 @@ func (e *RolloutError) Error() string {
 		"Fix the cause and apply again, or set wait_for_rollout = false.", e.Deployment, p, hint)
 }
 
-// waitRollout polls the gateway's Deployment until it has rolled out. It
+// WaitRollout polls the gateway's Deployment until it has rolled out. It
 // fails at once when the pods of the current template cannot pull their
 // image or start (see rolloutProblems and failureTracker), and when
 // timeout passes.
-func (c *clients) waitRollout(ctx context.Context, gw routing.ObjectRef, timeout time.Duration) error {
+func (c *Cluster) WaitRollout(ctx context.Context, gw routing.ObjectRef, timeout time.Duration) error {
 	ns, name := gw.Namespace, gwruntime.Name(gw)
 	last := "not read yet"
 	var tracker failureTracker
@@ -290,7 +289,7 @@ func (c *clients) waitRollout(ctx context.Context, gw routing.ObjectRef, timeout
 			}
 			return false, nil
 		}
-		done, why := rolledOut(d)
+		done, why := RolledOut(d)
 		if done {
 			return true, nil
 		}
@@ -328,7 +327,7 @@ func (c *clients) waitRollout(ctx context.Context, gw routing.ObjectRef, timeout
 
 // currentPods lists the ReplicaSets of the gateway's Deployment d and the
 // pods of the current one (nil, nil while there is none).
-func (c *clients) currentPods(ctx context.Context, d *appsv1.Deployment) (*appsv1.ReplicaSet, []corev1.Pod, error) {
+func (c *Cluster) currentPods(ctx context.Context, d *appsv1.Deployment) (*appsv1.ReplicaSet, []corev1.Pod, error) {
 	sel := d.Spec.Selector.MatchLabels
 	rss, err := c.Kube.AppsV1().ReplicaSets(d.Namespace).List(ctx, metav1.ListOptions{LabelSelector: labels.SelectorFromSet(sel).String()})
 	if err != nil {
@@ -339,10 +338,31 @@ func (c *clients) currentPods(ctx context.Context, d *appsv1.Deployment) (*appsv
 		return nil, nil, nil
 	}
 	podSel := maps.Clone(sel)
-	podSel[podTemplateHashLabel] = rs.Labels[podTemplateHashLabel]
+	podSel[appsv1.DefaultDeploymentUniqueLabelKey] = rs.Labels[appsv1.DefaultDeploymentUniqueLabelKey]
 	pods, err := c.Kube.CoreV1().Pods(d.Namespace).List(ctx, metav1.ListOptions{LabelSelector: labels.SelectorFromSet(podSel).String()})
 	if err != nil {
 		return nil, nil, fmt.Errorf("list the pods of ReplicaSet %s/%s: %w", rs.Namespace, rs.Name, err)
 	}
 	return rs, pods.Items, nil
+}
+
+// RolledOut reports whether d has rolled out its current template, as
+// kubectl rollout status decides it.
+func RolledOut(d *appsv1.Deployment) (bool, string) {
+	want := int32(1)
+	if d.Spec.Replicas != nil {
+		want = *d.Spec.Replicas
+	}
+	st := d.Status
+	switch {
+	case st.ObservedGeneration < d.Generation:
+		return false, "the Deployment controller has not observed the latest spec"
+	case st.UpdatedReplicas < want:
+		return false, fmt.Sprintf("%d of %d replicas updated", st.UpdatedReplicas, want)
+	case st.Replicas > st.UpdatedReplicas:
+		return false, fmt.Sprintf("%d old replicas pending termination", st.Replicas-st.UpdatedReplicas)
+	case st.AvailableReplicas < st.UpdatedReplicas:
+		return false, fmt.Sprintf("%d of %d updated replicas available", st.AvailableReplicas, st.UpdatedReplicas)
+	}
+	return true, ""
 }

@@ -1,17 +1,16 @@
-package provider
+package control
 
 import (
 	"context"
 	"fmt"
 
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/gwruntime"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/routing"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	rbacv1apply "k8s.io/client-go/applyconfigurations/rbac/v1"
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
-
-	"github.com/varnishgw/terraform-provider-varnishgw/internal/gwruntime"
-	"github.com/varnishgw/terraform-provider-varnishgw/internal/routing"
 )
 
 // statusRoleLabel marks the Roles and RoleBindings a route writes so that
@@ -19,13 +18,13 @@ import (
 // ResolvedRefs condition true between applies.
 const statusRoleLabel = "varnishgw.dev/route-status"
 
-// writeStatusRoles writes, for every varnishgw parent Gateway that accepts
+// WriteRouteStatusRoles writes, for every varnishgw parent Gateway that accepts
 // the route (one per accepted fragment), the Role and RoleBinding
 // gwruntime.RouteStatusRoleName in the route's namespace: they give the
 // Gateway's ServiceAccount gwruntime.RouteStatusRules on exactly this
 // route. It deletes those of the Gateways in stale, and of parents that
 // no longer accept the route.
-func (c *clients) writeStatusRoles(ctx context.Context, route *gatewayv1.HTTPRoute, frags []*routing.Fragment, stale []routing.ObjectRef) error {
+func (c *Cluster) WriteRouteStatusRoles(ctx context.Context, route *gatewayv1.HTTPRoute, frags []*routing.Fragment, stale []routing.ObjectRef) error {
 	routeRef := routing.ObjectRef{Namespace: route.Namespace, Name: route.Name}
 	ns := route.Namespace
 	want := map[routing.ObjectRef]bool{}
@@ -38,20 +37,20 @@ func (c *clients) writeStatusRoles(ctx context.Context, route *gatewayv1.HTTPRou
 		lbl := gwruntime.GatewayLabels(f.Gateway)
 		lbl[gwruntime.NamespaceLabel] = f.Gateway.Namespace
 		lbl[statusRoleLabel] = "true"
-		for k, v := range managedLabels {
+		for k, v := range gwruntime.ManagedLabels() {
 			lbl[k] = v
 		}
 		ann := map[string]string{fragmentRouteAnnotation: routeRef.String()}
 		role := rbacv1apply.Role(name, ns).WithLabels(lbl).WithAnnotations(ann).
 			WithRules(gwruntime.PolicyRulesApply(gwruntime.RouteStatusRules(route.Name))...)
-		if _, err := c.Kube.RbacV1().Roles(ns).Apply(ctx, role, applyOptions()); err != nil {
+		if _, err := c.Kube.RbacV1().Roles(ns).Apply(ctx, role, ApplyOptions()); err != nil {
 			return fmt.Errorf("apply Role %s/%s that lets Gateway %s keep the route's ResolvedRefs condition current: %w", ns, name, f.Gateway, err)
 		}
 		rb := rbacv1apply.RoleBinding(name, ns).WithLabels(lbl).WithAnnotations(ann).
 			WithRoleRef(rbacv1apply.RoleRef().WithAPIGroup(rbacv1.GroupName).WithKind("Role").WithName(name)).
 			WithSubjects(rbacv1apply.Subject().WithKind(rbacv1.ServiceAccountKind).
 				WithName(gwruntime.Name(f.Gateway)).WithNamespace(f.Gateway.Namespace))
-		if _, err := c.Kube.RbacV1().RoleBindings(ns).Apply(ctx, rb, applyOptions()); err != nil {
+		if _, err := c.Kube.RbacV1().RoleBindings(ns).Apply(ctx, rb, ApplyOptions()); err != nil {
 			return fmt.Errorf("apply RoleBinding %s/%s that lets Gateway %s keep the route's ResolvedRefs condition current: %w", ns, name, f.Gateway, err)
 		}
 	}
@@ -59,16 +58,16 @@ func (c *clients) writeStatusRoles(ctx context.Context, route *gatewayv1.HTTPRou
 		if want[gw] {
 			continue
 		}
-		if err := c.deleteStatusRole(ctx, gw, routeRef); err != nil {
+		if err := c.DeleteRouteStatusRole(ctx, gw, routeRef); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-// deleteStatusRole deletes the Role and RoleBinding of route for gw
+// DeleteRouteStatusRole deletes the Role and RoleBinding of route for gw
 // (writeStatusRoles), if they are the ones the route wrote.
-func (c *clients) deleteStatusRole(ctx context.Context, gw, route routing.ObjectRef) error {
+func (c *Cluster) DeleteRouteStatusRole(ctx context.Context, gw, route routing.ObjectRef) error {
 	name := gwruntime.RouteStatusRoleName(gw, route)
 	ns := route.Namespace
 	rb, err := c.Kube.RbacV1().RoleBindings(ns).Get(ctx, name, metav1.GetOptions{})

@@ -1,4 +1,4 @@
-package provider
+package control
 
 import (
 	"strings"
@@ -27,11 +27,11 @@ func rolloutFixture() (*appsv1.Deployment, []appsv1.ReplicaSet) {
 	}
 	rs := func(name, hash, image string, created time.Time, owner types.UID) appsv1.ReplicaSet {
 		t := *tpl.DeepCopy()
-		t.Labels[podTemplateHashLabel] = hash
+		t.Labels[appsv1.DefaultDeploymentUniqueLabelKey] = hash
 		t.Spec.Containers[0].Image = image
 		return appsv1.ReplicaSet{
 			ObjectMeta: metav1.ObjectMeta{Namespace: "edge", Name: name, UID: types.UID(name + "-uid"),
-				Labels:            map[string]string{"app": "gw", podTemplateHashLabel: hash},
+				Labels:            map[string]string{"app": "gw", appsv1.DefaultDeploymentUniqueLabelKey: hash},
 				CreationTimestamp: metav1.NewTime(created),
 				OwnerReferences:   []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "Deployment", Name: d.Name, UID: owner, Controller: ptr.To(true)}}},
 			Spec: appsv1.ReplicaSetSpec{Template: t},
@@ -186,5 +186,17 @@ func TestRolloutErrorText(t *testing.T) {
 	crash := &RolloutError{Deployment: "edge/varnishgw-public", Problem: rolloutProblem{Pod: "edge/p", Container: "varnish", Reason: "CrashLoopBackOff"}}
 	if !strings.Contains(crash.Error(), "kubectl -n edge logs p -c varnish --previous") {
 		t.Errorf("crash error lacks the logs command: %s", crash)
+	}
+}
+
+// pod is a pod of rs whose chaperone container has status st.
+func pod(rs *appsv1.ReplicaSet, name string, st corev1.ContainerStatus) corev1.Pod {
+	st.Name = "chaperone"
+	return corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: rs.Namespace, Name: name,
+			Labels:          map[string]string{"app": "gw", appsv1.DefaultDeploymentUniqueLabelKey: rs.Labels[appsv1.DefaultDeploymentUniqueLabelKey]},
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: rs.Name, UID: rs.UID, Controller: ptr.To(true)}}},
+		Spec:   rs.Spec.Template.Spec,
+		Status: corev1.PodStatus{ContainerStatuses: []corev1.ContainerStatus{st}},
 	}
 }
