@@ -24,7 +24,7 @@ func TestAccHTTPRouteBackendBindingsSameGatewayName(t *testing.T) {
 	cp := accPreCheck(t)
 	ctx := context.Background()
 	g1, g2, apps := cp.Namespace(t), cp.Namespace(t), cp.Namespace(t)
-	class := createClass(t, cp, ControllerName)
+	class := createClass(t, cp, gwruntime.ControllerName)
 	gateways := []routing.ObjectRef{{Namespace: g1, Name: "public"}, {Namespace: g2, Name: "public"}}
 	for _, gw := range gateways {
 		createGatewayAllNamespaces(t, cp, gw, class)
@@ -113,7 +113,7 @@ func TestAccHTTPRouteBackendBindingsNeedAGrant(t *testing.T) {
 	cp := accPreCheck(t)
 	ctx := context.Background()
 	gwNS, apps, backs := cp.Namespace(t), cp.Namespace(t), cp.Namespace(t)
-	class := createClass(t, cp, ControllerName)
+	class := createClass(t, cp, gwruntime.ControllerName)
 	gw := routing.ObjectRef{Namespace: gwNS, Name: "public"}
 	createGatewayAllNamespaces(t, cp, gw, class)
 	createService(t, cp, backs, "api")

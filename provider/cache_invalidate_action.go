@@ -115,9 +115,9 @@ func (a *cacheInvalidateAction) Invoke(ctx context.Context, req action.InvokeReq
 		resp.Diagnostics.AddError("Invalidate the gateway's cache", err.Error())
 		return
 	}
-	msg := fmt.Sprintf("CacheInvalidation %s/%s applied by %d gateway pod(s)", m.GatewayNamespace.ValueString(), done.name, len(done.applied))
-	if len(done.applied) > 0 {
-		msg += ": " + strings.Join(done.applied, ", ")
+	msg := fmt.Sprintf("CacheInvalidation %s/%s applied by %d gateway pod(s)", m.GatewayNamespace.ValueString(), done.Name, len(done.Applied))
+	if len(done.Applied) > 0 {
+		msg += ": " + strings.Join(done.Applied, ", ")
 	}
 	if resp.SendProgress != nil {
 		resp.SendProgress(action.InvokeProgressEvent{Message: msg})
@@ -125,10 +125,10 @@ func (a *cacheInvalidateAction) Invoke(ctx context.Context, req action.InvokeReq
 	if m.WaitForApplied.IsNull() || m.WaitForApplied.ValueBool() {
 		// Applied everywhere: nothing needs the object any more (a pod
 		// started later has nothing older in its cache).
-		err := a.c.Dynamic.Resource(vgwapi.CacheInvalidations).Namespace(m.GatewayNamespace.ValueString()).Delete(ctx, done.name, metav1.DeleteOptions{})
+		err := a.c.Dynamic.Resource(vgwapi.CacheInvalidations).Namespace(m.GatewayNamespace.ValueString()).Delete(ctx, done.Name, metav1.DeleteOptions{})
 		if err != nil {
 			resp.Diagnostics.AddWarning("Delete the applied cache invalidation",
-				fmt.Sprintf("The invalidation was applied, but the CacheInvalidation %s/%s could not be deleted: %v. Delete it with kubectl.", m.GatewayNamespace.ValueString(), done.name, err))
+				fmt.Sprintf("The invalidation was applied, but the CacheInvalidation %s/%s could not be deleted: %v. Delete it with kubectl.", m.GatewayNamespace.ValueString(), done.Name, err))
 		}
 	}
 }

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/control"
+
 	"github.com/hashicorp/terraform-plugin-framework-validators/listvalidator"
 	"github.com/hashicorp/terraform-plugin-framework-validators/stringvalidator"
 	"github.com/hashicorp/terraform-plugin-framework/diag"
@@ -272,73 +274,21 @@ func (r *cacheInvalidationResource) ValidateConfig(ctx context.Context, req reso
 }
 
 // invalidated is what invalidate did.
-type invalidated struct {
-	name, uid string
-	applied   []string
-}
-
 // invalidate creates the CacheInvalidation of m and, when m says so, waits
-// for the acknowledgements of the Gateway's Ready pods. On an error after
-// the object was created, the returned value names it.
-func (c *clients) invalidate(ctx context.Context, m *invalidationModel) (*invalidated, error) {
+// for the acknowledgements of the Gateway's Ready pods (control.Invalidate).
+func (c *clients) invalidate(ctx context.Context, m *invalidationModel) (*control.Invalidated, error) {
 	spec, ok, diags := m.spec(ctx)
 	if diags.HasError() || !ok {
 		return nil, errors.New("the invalidation has unknown values")
 	}
 	gw := routing.ObjectRef{Namespace: m.GatewayNamespace.ValueString(), Name: m.GatewayName.ValueString()}
-	if _, err := c.Gateway.GatewayV1().Gateways(gw.Namespace).Get(ctx, gw.Name, metav1.GetOptions{}); err != nil {
-		if apierrors.IsNotFound(err) {
-			return nil, fmt.Errorf("the Gateway %s does not exist: check gateway_namespace and gateway_name, or create the gateway first", gw)
-		}
-		return nil, fmt.Errorf("read the Gateway %s: %w", gw, err)
-	}
-	if err := c.EnsureAPI(ctx); err != nil {
-		return nil, err
-	}
-	obj, err := vgwapi.NewInvalidation(gw, "", spec)
-	if err != nil {
-		return nil, err
-	}
-	obj.SetLabels(mergeLabels(obj.GetLabels(), managedLabels))
-	created, err := c.Dynamic.Resource(vgwapi.CacheInvalidations).Namespace(gw.Namespace).Create(ctx, obj, metav1.CreateOptions{FieldManager: FieldManager})
-	if err != nil {
-		return nil, fmt.Errorf("create the CacheInvalidation in namespace %s: %w", gw.Namespace, err)
-	}
-	out := &invalidated{name: created.GetName(), uid: string(created.GetUID()), applied: []string{}}
 	// Null in the action, whose attributes have no defaults.
-	if !m.WaitForApplied.IsNull() && !m.WaitForApplied.ValueBool() {
-		return out, nil
-	}
+	wait := m.WaitForApplied.IsNull() || m.WaitForApplied.ValueBool()
 	timeout := time.Minute
 	if !m.AppliedTimeout.IsNull() {
 		timeout, _ = time.ParseDuration(m.AppliedTimeout.ValueString())
 	}
-	wctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	applied, err := vgwapi.WaitAcknowledged(wctx, c.Dynamic, gw, out.uid,
-		func(ctx context.Context) ([]string, error) { return c.ServedPods(ctx, gw) }, 200*time.Millisecond)
-	var pending *vgwapi.InvalidationPending
-	switch {
-	case errors.As(err, &pending) && ctx.Err() == nil:
-		out.applied = append(out.applied, pending.Applied...)
-		return out, fmt.Errorf("%w within %s. Their chaperone logs say why (kubectl logs -c chaperone); raise applied_timeout, "+
-			"or set wait_for_applied = false to skip the wait", err, timeout)
-	case err != nil:
-		return out, err
-	}
-	out.applied = append(out.applied, applied...)
-	return out, nil
-}
-
-func mergeLabels(a, b map[string]string) map[string]string {
-	out := map[string]string{}
-	for k, v := range a {
-		out[k] = v
-	}
-	for k, v := range b {
-		out[k] = v
-	}
-	return out
+	return c.Invalidate(ctx, gw, spec, wait, timeout)
 }
 
 func (r *cacheInvalidationResource) Create(ctx context.Context, req resource.CreateRequest, resp *resource.CreateResponse) {
@@ -351,10 +301,10 @@ func (r *cacheInvalidationResource) Create(ctx context.Context, req resource.Cre
 	if done != nil {
 		// Saved even when the wait failed: Terraform then marks it
 		// tainted, and the next apply invalidates again.
-		plan.Name = types.StringValue(done.name)
-		plan.UID = types.StringValue(done.uid)
-		plan.ID = types.StringValue(plan.GatewayNamespace.ValueString() + "/" + done.name)
-		plan.AppliedPods = stringListValue(done.applied)
+		plan.Name = types.StringValue(done.Name)
+		plan.UID = types.StringValue(done.UID)
+		plan.ID = types.StringValue(plan.GatewayNamespace.ValueString() + "/" + done.Name)
+		plan.AppliedPods = stringListValue(done.Applied)
 		resp.Diagnostics.Append(resp.State.Set(ctx, &plan)...)
 	}
 	if err != nil {

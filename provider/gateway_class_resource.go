@@ -26,13 +26,6 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/types"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	corev1apply "k8s.io/client-go/applyconfigurations/core/v1"
-	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
-	gatewayv1apply "sigs.k8s.io/gateway-api/applyconfiguration/apis/v1"
-
-	"github.com/varnishgw/terraform-provider-varnishgw/internal/conformance"
-	"github.com/varnishgw/terraform-provider-varnishgw/internal/status"
 )
 
 var (
@@ -181,7 +174,7 @@ func (r *gatewayClassResource) Schema(_ context.Context, _ resource.SchemaReques
 			},
 			"controller_name": schema.StringAttribute{
 				Computed:      true,
-				Description:   "The class's controllerName, " + ControllerName + ".",
+				Description:   "The class's controllerName, " + gwruntime.ControllerName + ".",
 				PlanModifiers: []planmodifier.String{stringplanmodifier.UseStateForUnknown()},
 			},
 		},
@@ -297,42 +290,12 @@ func (r *gatewayClassResource) apply(ctx context.Context, m *gatewayClassModel) 
 	if !m.VCL.IsNull() {
 		data[gwruntime.ClassKeyVCL] = m.VCL.ValueString()
 	}
-	cm := corev1apply.ConfigMap(classParametersName(name), ns).
-		WithLabels(managedLabels).
-		WithData(data)
-	if _, err := r.c.Kube.CoreV1().ConfigMaps(ns).Apply(ctx, cm, applyOptions()); err != nil {
-		return fmt.Errorf("apply ConfigMap %s/%s with the class defaults: %w", ns, classParametersName(name), err)
-	}
-
-	spec := gatewayv1apply.GatewayClassSpec().
-		WithControllerName(ControllerName).
-		WithParametersRef(gatewayv1apply.ParametersReference().
-			WithGroup("").WithKind("ConfigMap").WithName(classParametersName(name)).WithNamespace(gatewayv1.Namespace(ns)))
-	if !m.Description.IsNull() {
-		spec = spec.WithDescription(m.Description.ValueString())
-	}
-	gc, err := r.c.Gateway.GatewayV1().GatewayClasses().Apply(ctx,
-		gatewayv1apply.GatewayClass(name).WithLabels(managedLabels).WithSpec(spec), applyOptions())
-	if err != nil {
-		return fmt.Errorf("apply GatewayClass %s: %w", name, err)
-	}
-
-	accepted := status.Condition(gc.Status.Conditions, metav1.Condition{Type: string(gatewayv1.GatewayClassConditionStatusAccepted), Status: metav1.ConditionTrue,
-		Reason: string(gatewayv1.GatewayClassReasonAccepted), Message: "Accepted by the varnishgw provider.", ObservedGeneration: gc.Generation})
-	// status.supportedFeatures: the features the conformance replay
-	// claims (internal/conformance, docs/guides/conformance.md).
-	var supported []*gatewayv1apply.SupportedFeatureApplyConfiguration
-	for _, f := range conformance.SupportedFeatures() {
-		supported = append(supported, gatewayv1apply.SupportedFeature().WithName(gatewayv1.FeatureName(f)))
-	}
-	status := gatewayv1apply.GatewayClass(name).WithStatus(gatewayv1apply.GatewayClassStatus().
-		WithConditions(accepted).WithSupportedFeatures(supported...))
-	if _, err := r.c.Gateway.GatewayV1().GatewayClasses().ApplyStatus(ctx, status, applyOptions()); err != nil {
-		return fmt.Errorf("set the Accepted condition and supported features of GatewayClass %s: %w", name, err)
+	if err := r.c.ApplyGatewayClass(ctx, name, m.Description.ValueStringPointer(), ns, data); err != nil {
+		return err
 	}
 
 	m.ID = types.StringValue(name)
-	m.ControllerName = types.StringValue(ControllerName)
+	m.ControllerName = types.StringValue(gwruntime.ControllerName)
 	return nil
 }
 
@@ -346,38 +309,27 @@ func (r *gatewayClassResource) Read(ctx context.Context, req resource.ReadReques
 	if name == "" {
 		name = state.Name.ValueString()
 	}
-	gc, err := r.c.Gateway.GatewayV1().GatewayClasses().Get(ctx, name, metav1.GetOptions{})
+	gc, data, err := r.c.ReadGatewayClass(ctx, name)
 	if apierrors.IsNotFound(err) {
 		resp.State.RemoveResource(ctx)
 		return
 	}
 	if err != nil {
-		resp.Diagnostics.AddError("Read the gateway class", fmt.Sprintf("get GatewayClass %s: %v", name, err))
+		resp.Diagnostics.AddError("Read the gateway class", err.Error())
 		return
 	}
 	state.ID = types.StringValue(gc.Name)
 	state.Name = types.StringValue(gc.Name)
 	state.ControllerName = types.StringValue(string(gc.Spec.ControllerName))
 	state.Description = types.StringPointerValue(gc.Spec.Description)
-
-	ref := gc.Spec.ParametersRef
-	if ref == nil || ref.Kind != "ConfigMap" || ref.Namespace == nil {
+	if data == nil {
 		// Someone removed or changed the reference: show it as a change.
 		state.ParametersNamespace = types.StringNull()
 		resp.Diagnostics.Append(resp.State.Set(ctx, &state)...)
 		return
 	}
-	ns := string(*ref.Namespace)
-	state.ParametersNamespace = types.StringValue(ns)
-	cm, err := r.c.Kube.CoreV1().ConfigMaps(ns).Get(ctx, ref.Name, metav1.GetOptions{})
-	if err != nil && !apierrors.IsNotFound(err) {
-		resp.Diagnostics.AddError("Read the gateway class", fmt.Sprintf("get ConfigMap %s/%s: %v", ns, ref.Name, err))
-		return
-	}
-	if cm == nil || apierrors.IsNotFound(err) {
-		cm = &corev1.ConfigMap{}
-	}
-	resp.Diagnostics.Append(state.readParameters(ctx, cm.Data)...)
+	state.ParametersNamespace = types.StringValue(string(*gc.Spec.ParametersRef.Namespace))
+	resp.Diagnostics.Append(state.readParameters(ctx, data)...)
 	resp.Diagnostics.Append(resp.State.Set(ctx, &state)...)
 }
 
@@ -420,16 +372,8 @@ func (r *gatewayClassResource) Delete(ctx context.Context, req resource.DeleteRe
 	if resp.Diagnostics.HasError() || !requireClients(r.c, &resp.Diagnostics) {
 		return
 	}
-	name, ns := state.Name.ValueString(), state.ParametersNamespace.ValueString()
-	if err := r.c.Gateway.GatewayV1().GatewayClasses().Delete(ctx, name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
-		resp.Diagnostics.AddError("Delete the gateway class", fmt.Sprintf("delete GatewayClass %s: %v", name, err))
-		return
-	}
-	if ns == "" {
-		return
-	}
-	if err := r.c.Kube.CoreV1().ConfigMaps(ns).Delete(ctx, classParametersName(name), metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
-		resp.Diagnostics.AddError("Delete the gateway class", fmt.Sprintf("delete ConfigMap %s/%s: %v", ns, classParametersName(name), err))
+	if err := r.c.DeleteGatewayClass(ctx, state.Name.ValueString(), state.ParametersNamespace.ValueString()); err != nil {
+		resp.Diagnostics.AddError("Delete the gateway class", err.Error())
 	}
 }
 
@@ -442,9 +386,6 @@ func (r *gatewayClassResource) ImportState(ctx context.Context, req resource.Imp
 	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("id"), req.ID)...)
 	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("name"), req.ID)...)
 }
-
-// classParametersName is the name of a class's parameters ConfigMap.
-func classParametersName(class string) string { return "varnishgw-class-" + class }
 
 // paramNamesValidator checks varnishd parameter names.
 type paramNamesValidator struct{}

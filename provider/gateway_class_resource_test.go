@@ -57,7 +57,7 @@ resource "varnishgw_gateway_class" "test" {
 			if _, err := cp.Gateway.GatewayV1().GatewayClasses().Get(ctx, name, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 				return fmt.Errorf("GatewayClass %s after destroy: %v, want NotFound", name, err)
 			}
-			if _, err := cp.Client.CoreV1().ConfigMaps(ns).Get(ctx, classParametersName(name), metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+			if _, err := cp.Client.CoreV1().ConfigMaps(ns).Get(ctx, gwruntime.ClassParametersName(name), metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 				return fmt.Errorf("parameters ConfigMap after destroy: %v, want NotFound", err)
 			}
 			return nil
@@ -71,7 +71,7 @@ resource "varnishgw_gateway_class" "test" {
 				},
 				ConfigStateChecks: []statecheck.StateCheck{
 					statecheck.ExpectKnownValue(addr, tfjsonpath.New("id"), knownvalue.StringExact(name)),
-					statecheck.ExpectKnownValue(addr, tfjsonpath.New("controller_name"), knownvalue.StringExact(ControllerName)),
+					statecheck.ExpectKnownValue(addr, tfjsonpath.New("controller_name"), knownvalue.StringExact(gwruntime.ControllerName)),
 					statecheck.ExpectKnownValue(addr, tfjsonpath.New("image"), knownvalue.StringExact("localhost/varnishgw/gateway:1.0")),
 					statecheck.ExpectKnownValue(addr, tfjsonpath.New("image_pull_policy"), knownvalue.StringExact("IfNotPresent")),
 					statecheck.ExpectKnownValue(addr, tfjsonpath.New("storage"), knownvalue.StringExact(gwruntime.DefaultStorage)),
@@ -83,11 +83,11 @@ resource "varnishgw_gateway_class" "test" {
 					func(*terraform.State) error {
 						gc := getClass(t, cp, name)
 						uid = string(gc.UID)
-						if gc.Spec.ControllerName != ControllerName {
+						if gc.Spec.ControllerName != gwruntime.ControllerName {
 							return fmt.Errorf("controllerName = %q", gc.Spec.ControllerName)
 						}
-						if ref := gc.Spec.ParametersRef; ref == nil || ref.Kind != "ConfigMap" || ref.Name != classParametersName(name) || ref.Namespace == nil || string(*ref.Namespace) != ns {
-							return fmt.Errorf("parametersRef = %+v, want ConfigMap %s/%s", ref, ns, classParametersName(name))
+						if ref := gc.Spec.ParametersRef; ref == nil || ref.Kind != "ConfigMap" || ref.Name != gwruntime.ClassParametersName(name) || ref.Namespace == nil || string(*ref.Namespace) != ns {
+							return fmt.Errorf("parametersRef = %+v, want ConfigMap %s/%s", ref, ns, gwruntime.ClassParametersName(name))
 						}
 						if gc.Labels["app.kubernetes.io/managed-by"] != "varnishgw" {
 							return fmt.Errorf("labels = %v, want managed-by varnishgw", gc.Labels)
@@ -115,7 +115,7 @@ resource "varnishgw_gateway_class" "test" {
 					if gc := getClass(t, cp, name); string(gc.UID) != uid {
 						return fmt.Errorf("GatewayClass was replaced (uid %s, was %s)", gc.UID, uid)
 					}
-					cm, err := cp.Client.CoreV1().ConfigMaps(ns).Get(ctx, classParametersName(name), metav1.GetOptions{})
+					cm, err := cp.Client.CoreV1().ConfigMaps(ns).Get(ctx, gwruntime.ClassParametersName(name), metav1.GetOptions{})
 					if err != nil {
 						return err
 					}
@@ -153,7 +153,7 @@ resource "varnishgw_gateway_class" "test" {
 			{
 				// Drift: an out-of-band edit of a managed field shows in the plan.
 				PreConfig: func() {
-					cm, err := cp.Client.CoreV1().ConfigMaps(ns).Get(ctx, classParametersName(name), metav1.GetOptions{})
+					cm, err := cp.Client.CoreV1().ConfigMaps(ns).Get(ctx, gwruntime.ClassParametersName(name), metav1.GetOptions{})
 					if err != nil {
 						t.Fatal(err)
 					}
@@ -168,7 +168,7 @@ resource "varnishgw_gateway_class" "test" {
 					PreApply: []plancheck.PlanCheck{plancheck.ExpectResourceAction(addr, plancheck.ResourceActionUpdate)},
 				},
 				Check: func(*terraform.State) error {
-					cm, err := cp.Client.CoreV1().ConfigMaps(ns).Get(ctx, classParametersName(name), metav1.GetOptions{})
+					cm, err := cp.Client.CoreV1().ConfigMaps(ns).Get(ctx, gwruntime.ClassParametersName(name), metav1.GetOptions{})
 					if err != nil {
 						return err
 					}

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/gwruntime"
+
 	"github.com/hashicorp/terraform-plugin-framework/list"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -17,7 +19,7 @@ func NewGatewayListResource() list.ListResource {
 	return &kubeListResource{
 		typeName:    "gateway",
 		kind:        "Gateway",
-		description: "that varnishgw serves (whose GatewayClass has controllerName " + ControllerName + ")",
+		description: "that varnishgw serves (whose GatewayClass has controllerName " + gwruntime.ControllerName + ")",
 		resource:    NewGatewayResource().(*gatewayResource),
 		find:        findGateways,
 	}
@@ -40,7 +42,7 @@ func findGateways(ctx context.Context, c *clients, namespace string, selector la
 			if err != nil && !apierrors.IsNotFound(err) {
 				return nil, fmt.Errorf("get GatewayClass %s of Gateway %s/%s: %w", class, namespace, gw.Name, err)
 			}
-			served = err == nil && gc.Spec.ControllerName == ControllerName
+			served = err == nil && gc.Spec.ControllerName == gwruntime.ControllerName
 			ours[class] = served
 		}
 		if served {

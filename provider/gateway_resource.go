@@ -799,7 +799,7 @@ func (c *clients) applyGateway(ctx context.Context, gw *gatewayv1.Gateway) (*gat
 			ac.WithAnnotations(map[string]string{k: v})
 		}
 	}
-	live, err := c.Gateway.GatewayV1().Gateways(gw.Namespace).Apply(ctx, ac, applyOptions())
+	live, err := c.Gateway.GatewayV1().Gateways(gw.Namespace).Apply(ctx, ac, control.ApplyOptions())
 	if err != nil {
 		return nil, fmt.Errorf("apply Gateway %s/%s: %w", gw.Namespace, gw.Name, err)
 	}

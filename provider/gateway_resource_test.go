@@ -491,7 +491,7 @@ func TestAccGatewayRBAC(t *testing.T) {
 		}
 	}
 	// Another Gateway in the same namespace, not created by the resource.
-	createGateway(t, cp, ns, "other", createClass(t, cp, ControllerName), "")
+	createGateway(t, cp, ns, "other", createClass(t, cp, gwruntime.ControllerName), "")
 
 	base := gatewayConfig(cp, ns, class, "", listenerHCL("http", 8080))
 	route := base + fmt.Sprintf(`

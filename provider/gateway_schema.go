@@ -140,7 +140,7 @@ func (r *gatewayResource) Schema(_ context.Context, _ resource.SchemaRequest, re
 			},
 			"gateway_class_name": schema.StringAttribute{
 				Required: true,
-				Description: "The GatewayClass of the gateway. It must be served by varnishgw (controllerName " + ControllerName +
+				Description: "The GatewayClass of the gateway. It must be served by varnishgw (controllerName " + gwruntime.ControllerName +
 					"); its parameters (image and pull policy, storage, varnishd parameters, VCL, log level) apply to the gateway, " +
 					"overridden by infrastructure.parameters_ref.",
 				Validators: []validator.String{stringvalidator.RegexMatches(dnsSubdomain, "must be a GatewayClass name (a DNS subdomain)")},

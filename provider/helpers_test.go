@@ -360,7 +360,7 @@ func httpsSpec(mode string) *gwruntime.Spec {
 // and Services web and api (port 80) in ns.
 func routeFixture(t *testing.T, cp *testenv.ControlPlane, ns, hostname string) (gateway string) {
 	t.Helper()
-	createGateway(t, cp, ns, "gw", createClass(t, cp, ControllerName), hostname)
+	createGateway(t, cp, ns, "gw", createClass(t, cp, gwruntime.ControllerName), hostname)
 	for _, name := range []string{"web", "api"} {
 		createService(t, cp, ns, name)
 	}
@@ -420,7 +420,7 @@ func checkRouteCondition(cp *testenv.ControlPlane, ns, name, gw, typ string, sta
 			return err
 		}
 		for _, p := range route.Status.Parents {
-			if p.ControllerName != ControllerName || string(p.ParentRef.Name) != gw {
+			if p.ControllerName != gwruntime.ControllerName || string(p.ParentRef.Name) != gw {
 				continue
 			}
 			for _, c := range p.Conditions {

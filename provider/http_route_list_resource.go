@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/gwruntime"
+
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/control"
 
 	"github.com/hashicorp/terraform-plugin-framework/list"
@@ -19,7 +21,7 @@ func NewHTTPRouteListResource() list.ListResource {
 	return &kubeListResource{
 		typeName:    "http_route",
 		kind:        "HTTPRoute",
-		description: "that varnishgw serves (with a parent Gateway whose GatewayClass has controllerName " + ControllerName + ")",
+		description: "that varnishgw serves (with a parent Gateway whose GatewayClass has controllerName " + gwruntime.ControllerName + ")",
 		resource:    NewHTTPRouteResource().(*httpRouteResource),
 		find:        findHTTPRoutes,
 	}

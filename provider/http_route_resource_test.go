@@ -608,7 +608,7 @@ func TestAccHTTPRouteParents(t *testing.T) {
 	ns := cp.Namespace(t)
 	ctx := context.Background()
 	gw := routeFixture(t, cp, ns, "")
-	createGateway(t, cp, ns, "gw2", createClass(t, cp, ControllerName), "")
+	createGateway(t, cp, ns, "gw2", createClass(t, cp, gwruntime.ControllerName), "")
 	createGateway(t, cp, ns, "other", createClass(t, cp, "example.com/other-controller"), "")
 	const addr = "varnishgw_http_route.test"
 	config := func(name string, parents ...string) string {
@@ -646,7 +646,7 @@ resource "varnishgw_http_route" "foreign" {
 			}
 			var got []string
 			for _, p := range route.Status.Parents {
-				if p.ControllerName == ControllerName {
+				if p.ControllerName == gwruntime.ControllerName {
 					got = append(got, string(p.ParentRef.Name))
 				}
 			}
@@ -842,7 +842,7 @@ func TestAccHTTPRouteNamespaceSelector(t *testing.T) {
 	gw := &gatewayv1.Gateway{
 		ObjectMeta: metav1.ObjectMeta{Name: "shared", Namespace: gwNS},
 		Spec: gatewayv1.GatewaySpec{
-			GatewayClassName: gatewayv1.ObjectName(createClass(t, cp, ControllerName)),
+			GatewayClassName: gatewayv1.ObjectName(createClass(t, cp, gwruntime.ControllerName)),
 			Listeners: []gatewayv1.Listener{{Name: "http", Port: 8080, Protocol: gatewayv1.HTTPProtocolType,
 				AllowedRoutes: &gatewayv1.AllowedRoutes{Namespaces: &gatewayv1.RouteNamespaces{
 					From: &from, Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"team": "shop"}}}}}},
@@ -930,8 +930,8 @@ func TestAccHTTPRouteExternalName(t *testing.T) {
 	cp := accPreCheck(t)
 	ns := cp.Namespace(t)
 	ctx := context.Background()
-	class := createClass(t, cp, ControllerName)
-	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: classParametersName(class)},
+	class := createClass(t, cp, gwruntime.ControllerName)
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: gwruntime.ClassParametersName(class)},
 		Data: map[string]string{gwruntime.ClassKeyImage: "localhost/varnishgw/gateway:1.0", gwruntime.ClassKeyExternalNames: "false"}}
 	if _, err := cp.Client.CoreV1().ConfigMaps(ns).Create(ctx, cm, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/gwruntime"
+
 	"github.com/hashicorp/terraform-plugin-framework-validators/int64validator"
 	"github.com/hashicorp/terraform-plugin-framework-validators/listvalidator"
 	"github.com/hashicorp/terraform-plugin-framework-validators/objectvalidator"
@@ -396,7 +398,7 @@ func (r *httpRouteResource) Schema(_ context.Context, _ resource.SchemaRequest, 
 		Blocks: map[string]schema.Block{
 			"parent_ref": schema.ListNestedBlock{
 				Description: "A Gateway, or a ListenerSet of a Gateway, the route attaches to; at least one. Only Gateways whose GatewayClass has the " +
-					"controllerName " + ControllerName + " (and their ListenerSets) get a status entry and a routing fragment from the provider.",
+					"controllerName " + gwruntime.ControllerName + " (and their ListenerSets) get a status entry and a routing fragment from the provider.",
 				Validators: []validator.List{listvalidator.IsRequired(), listvalidator.SizeAtLeast(1)},
 				NestedObject: schema.NestedBlockObject{Attributes: map[string]schema.Attribute{
 					"name": schema.StringAttribute{Required: true, Description: "The name of the Gateway (or ListenerSet, with kind = \"ListenerSet\")."},

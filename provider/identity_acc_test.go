@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/gwruntime"
+
 	"github.com/hashicorp/terraform-plugin-testing/helper/resource"
 	"github.com/hashicorp/terraform-plugin-testing/knownvalue"
 	"github.com/hashicorp/terraform-plugin-testing/plancheck"
@@ -118,7 +120,7 @@ func TestAccListResources(t *testing.T) {
 	cp := accPreCheck(t)
 	ns := cp.Namespace(t)
 	ctx := context.Background()
-	ours := createClass(t, cp, ControllerName)
+	ours := createClass(t, cp, gwruntime.ControllerName)
 	foreign := createClass(t, cp, "example.com/other-controller")
 	createGateway(t, cp, ns, "edge", ours, "")
 	createGateway(t, cp, ns, "inner", ours, "")

@@ -4,14 +4,7 @@ import (
 	"fmt"
 
 	"github.com/hashicorp/terraform-plugin-framework/diag"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
-
-// applyOptions are the server-side apply options of every write: the
-// provider's field manager, taking over fields another manager set.
-func applyOptions() metav1.ApplyOptions {
-	return metav1.ApplyOptions{FieldManager: FieldManager, Force: true}
-}
 
 // requireClients reports an error when the provider has no API client,
 // which happens when its configuration depended on unknown values.

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/gwruntime"
+
 	"github.com/hashicorp/terraform-plugin-framework-validators/listvalidator"
 	"github.com/hashicorp/terraform-plugin-framework-validators/objectvalidator"
 	"github.com/hashicorp/terraform-plugin-framework-validators/stringvalidator"
@@ -24,6 +26,7 @@ import (
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 	gatewayv1apply "sigs.k8s.io/gateway-api/applyconfiguration/apis/v1"
 
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/control"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/routing"
 )
 
@@ -297,7 +300,7 @@ func (r *listenerSetResource) apply(ctx context.Context, m *listenerSetModel, ac
 		return
 	}
 	gc, err := r.c.Gateway.GatewayV1().GatewayClasses().Get(ctx, string(gw.Spec.GatewayClassName), metav1.GetOptions{})
-	if err != nil || gc.Spec.ControllerName != ControllerName {
+	if err != nil || gc.Spec.ControllerName != gwruntime.ControllerName {
 		fail("Gateway %s is not served by varnishgw (its GatewayClass %q is not one of varnishgw_gateway_class's): "+
 			"a varnishgw_listener_set adds listeners to a varnishgw gateway only.", gwRef, gw.Spec.GatewayClassName)
 		return
@@ -349,7 +352,7 @@ func (c *clients) applyListenerSet(ctx context.Context, ls *gatewayv1.ListenerSe
 		spec.WithListeners(la)
 	}
 	ac := gatewayv1apply.ListenerSet(ls.Name, ls.Namespace).WithLabels(managedLabels).WithSpec(spec)
-	live, err := c.Gateway.GatewayV1().ListenerSets(ls.Namespace).Apply(ctx, ac, applyOptions())
+	live, err := c.Gateway.GatewayV1().ListenerSets(ls.Namespace).Apply(ctx, ac, control.ApplyOptions())
 	if err != nil {
 		return nil, fmt.Errorf("apply ListenerSet %s/%s: %w", ls.Namespace, ls.Name, err)
 	}

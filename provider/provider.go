@@ -20,22 +20,18 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/resource"
 	"github.com/hashicorp/terraform-plugin-framework/types"
 	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	gatewayclient "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned"
 
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/gwruntime"
-	"github.com/varnishgw/terraform-provider-varnishgw/internal/status"
 )
 
 const (
 	// Address is the provider's registry address.
 	Address = "registry.terraform.io/varnishgw/varnishgw"
-	// ControllerName is the GatewayClass controllerName of varnishgw classes.
-	ControllerName = gwruntime.ControllerName
-	// FieldManager owns every field the provider writes with server-side apply.
-	FieldManager = status.ProviderManager
 	// GatewayAPIVersion is the Gateway API release whose CRDs the provider
 	// is built against (the sigs.k8s.io/gateway-api version in go.mod).
 	GatewayAPIVersion = "v1.6.3"
@@ -216,7 +212,7 @@ func checkGatewayAPI(kube kubernetes.Interface) error {
 		GatewayAPIVersion, GatewayAPIVersion)
 	list, err := kube.Discovery().ServerResourcesForGroupVersion(gv)
 	if err != nil {
-		if isNotFound(err) {
+		if apierrors.IsNotFound(err) {
 			return fmt.Errorf("the cluster does not serve %s: the Gateway API CRDs are not installed.\n%s", gv, install)
 		}
 		return fmt.Errorf("discover %s: %w", gv, err)

@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/gwruntime"
+
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 	corev1 "k8s.io/api/core/v1"
@@ -193,7 +195,7 @@ func benchmarkRoutes(b *testing.B, n int, waitForServed bool) {
 	for i := 0; i < b.N; i++ {
 		ns := cp.Namespace(b)
 		class := "bench-" + rand.String(6)
-		gc := &gatewayv1.GatewayClass{ObjectMeta: metav1.ObjectMeta{Name: class}, Spec: gatewayv1.GatewayClassSpec{ControllerName: ControllerName}}
+		gc := &gatewayv1.GatewayClass{ObjectMeta: metav1.ObjectMeta{Name: class}, Spec: gatewayv1.GatewayClassSpec{ControllerName: gwruntime.ControllerName}}
 		if _, err := cp.Gateway.GatewayV1().GatewayClasses().Create(ctx, gc, metav1.CreateOptions{}); err != nil {
 			b.Fatal(err)
 		}

@@ -145,3 +145,6 @@ func (d *Class) Merge(data map[string]string, class bool) error {
 	}
 	return nil
 }
+
+// ClassParametersName is the name of a class's parameters ConfigMap.
+func ClassParametersName(class string) string { return "varnishgw-class-" + class }
