@@ -735,7 +735,14 @@ func (r *gatewayResource) apply(ctx context.Context, m *gatewayModel, action str
 		return
 	}
 	m.ID = types.StringValue(gw.Namespace + "/" + gw.Name)
-	if err := r.c.readComputed(ctx, m); err != nil {
+	objs, err := r.c.ReadGateway(ctx, m.ref())
+	if apierrors.IsNotFound(err) {
+		err = fmt.Errorf("get Gateway %s: %w", m.ref(), err)
+	}
+	if err == nil {
+		err = r.c.readComputed(ctx, m, objs)
+	}
+	if err != nil {
 		fail("%v", err)
 		return
 	}
@@ -857,20 +864,14 @@ func listenerTLSApply(t *gatewayv1.ListenerTLSConfig) *gatewayv1apply.ListenerTL
 	return ac
 }
 
-// readComputed sets the computed attributes from the cluster.
-func (c *clients) readComputed(ctx context.Context, m *gatewayModel) error {
-	ref := m.ref()
-	gw, err := c.Gateway.GatewayV1().Gateways(ref.Namespace).Get(ctx, ref.Name, metav1.GetOptions{})
-	if err != nil {
-		return fmt.Errorf("get Gateway %s: %w", ref, err)
-	}
+// readComputed sets the computed attributes from the gateway's objects.
+func (c *clients) readComputed(ctx context.Context, m *gatewayModel, objs *control.GatewayObjects) error {
+	gw := objs.Gateway
 	var addrs []attr.Value
-	if svc, err := c.Kube.CoreV1().Services(ref.Namespace).Get(ctx, gwruntime.Name(ref), metav1.GetOptions{}); err == nil {
-		for _, a := range control.ServiceAddresses(svc) {
+	if objs.Service != nil {
+		for _, a := range control.ServiceAddresses(objs.Service) {
 			addrs = append(addrs, types.StringValue(a.Value))
 		}
-	} else if !apierrors.IsNotFound(err) {
-		return fmt.Errorf("get Service %s/%s: %w", ref.Namespace, gwruntime.Name(ref), err)
 	}
 	m.Addresses = types.ListValueMust(types.StringType, nonNil(addrs))
 	var conds []attr.Value
@@ -891,18 +892,14 @@ func (c *clients) readComputed(ctx context.Context, m *gatewayModel) error {
 	}
 	m.ListenerAttachedRoutes = types.MapValueMust(types.Int64Type, counts)
 	m.MainVCLSHA256 = types.StringNull()
-	if cm, err := c.Kube.CoreV1().ConfigMaps(ref.Namespace).Get(ctx, gwruntime.VCLConfigMapName(ref), metav1.GetOptions{}); err == nil {
-		m.MainVCLSHA256 = types.StringValue(gwruntime.VCLDigest(cm.Data[gwruntime.VCLDataKey]))
-	} else if !apierrors.IsNotFound(err) {
-		return fmt.Errorf("get ConfigMap %s/%s: %w", ref.Namespace, gwruntime.VCLConfigMapName(ref), err)
+	if objs.VCL != nil {
+		m.MainVCLSHA256 = types.StringValue(gwruntime.VCLDigest(objs.VCL.Data[gwruntime.VCLDataKey]))
 	}
 	m.StartHash = types.StringNull()
-	if d, err := c.Kube.AppsV1().Deployments(ref.Namespace).Get(ctx, gwruntime.Name(ref), metav1.GetOptions{}); err == nil {
-		if h, ok := d.Spec.Template.Annotations[gwruntime.StartHashAnnotation]; ok {
+	if objs.Deployment != nil {
+		if h, ok := objs.Deployment.Spec.Template.Annotations[gwruntime.StartHashAnnotation]; ok {
 			m.StartHash = types.StringValue(h)
 		}
-	} else if !apierrors.IsNotFound(err) {
-		return fmt.Errorf("get Deployment %s/%s: %w", ref.Namespace, gwruntime.Name(ref), err)
 	}
 	return nil
 }
@@ -930,13 +927,11 @@ func (r *gatewayResource) Read(ctx context.Context, req resource.ReadRequest, re
 // error when the Gateway is gone.
 func (c *clients) readGateway(ctx context.Context, m *gatewayModel) error {
 	ref := m.ref()
-	gw, err := c.Gateway.GatewayV1().Gateways(ref.Namespace).Get(ctx, ref.Name, metav1.GetOptions{})
+	objs, err := c.ReadGateway(ctx, ref)
 	if err != nil {
-		if apierrors.IsNotFound(err) {
-			return err
-		}
-		return fmt.Errorf("get Gateway %s: %w", ref, err)
+		return err
 	}
+	gw := objs.Gateway
 	imported := m.Listeners == nil
 	m.ID = types.StringValue(ref.String())
 	m.GatewayClassName = types.StringValue(string(gw.Spec.GatewayClassName))
@@ -979,10 +974,8 @@ func (c *clients) readGateway(ctx context.Context, m *gatewayModel) error {
 		m.EscapedSlashes = types.StringNull()
 	}
 
-	ns, name := ref.Namespace, gwruntime.Name(ref)
-	cm, err := c.Kube.CoreV1().ConfigMaps(ns).Get(ctx, gwruntime.VCLConfigMapName(ref), metav1.GetOptions{})
-	switch {
-	case err == nil:
+	switch cm := objs.VCL; {
+	case cm != nil:
 		if v, ok := cm.Data[gwruntime.GatewayVCLKey]; ok {
 			m.VCL = types.StringValue(v)
 		} else {
@@ -990,16 +983,13 @@ func (c *clients) readGateway(ctx context.Context, m *gatewayModel) error {
 		}
 		// proxy_protocol_sources as main.vcl's ACL has them.
 		m.ProxyProtocolSources = proxySourcesValue(mainvcl.ProxySourcesOf(cm.Data[gwruntime.VCLDataKey]))
-	case apierrors.IsNotFound(err):
+	default:
 		// Keep vcl: main_vcl_sha256 becomes null, and the plan shows the
 		// update that writes the ConfigMap again.
-	default:
-		return fmt.Errorf("get ConfigMap %s/%s: %w", ns, gwruntime.VCLConfigMapName(ref), err)
 	}
 
-	d, err := c.Kube.AppsV1().Deployments(ns).Get(ctx, name, metav1.GetOptions{})
-	switch {
-	case err == nil:
+	switch d := objs.Deployment; {
+	case d != nil:
 		if d.Spec.Replicas != nil {
 			m.Replicas = types.Int64Value(int64(*d.Spec.Replicas))
 		}
@@ -1032,15 +1022,12 @@ func (c *clients) readGateway(ctx context.Context, m *gatewayModel) error {
 				m.Resources = readResources(m.Resources, ctr.Resources)
 			}
 		}
-	case apierrors.IsNotFound(err):
-		m.Replicas = types.Int64Null() // shows as a change: the next apply recreates it
 	default:
-		return fmt.Errorf("get Deployment %s/%s: %w", ns, name, err)
+		m.Replicas = types.Int64Null() // shows as a change: the next apply recreates it
 	}
 
-	svc, err := c.Kube.CoreV1().Services(ns).Get(ctx, name, metav1.GetOptions{})
-	switch {
-	case err == nil:
+	switch svc := objs.Service; {
+	case svc != nil:
 		m.ServiceType = types.StringValue(string(svc.Spec.Type))
 		// Unset stays unset while the Service has Kubernetes' default.
 		if etp := svc.Spec.ExternalTrafficPolicy; etp != "" && (etp != corev1.ServiceExternalTrafficPolicyCluster || !m.ExternalTrafficPolicy.IsNull()) {
@@ -1064,24 +1051,19 @@ func (c *clients) readGateway(ctx context.Context, m *gatewayModel) error {
 		} else {
 			m.ServiceAnnotations = stringMapValue(ann)
 		}
-	case apierrors.IsNotFound(err):
-		m.ServiceType = types.StringNull()
 	default:
-		return fmt.Errorf("get Service %s/%s: %w", ns, name, err)
+		m.ServiceType = types.StringNull()
 	}
 
-	pdb, err := c.Kube.PolicyV1().PodDisruptionBudgets(ns).Get(ctx, name, metav1.GetOptions{})
-	switch {
-	case err == nil:
+	switch pdb := objs.PDB; {
+	case pdb != nil:
 		if pdb.Spec.MaxUnavailable != nil {
 			m.PDBMaxUnavailable = types.StringValue(pdb.Spec.MaxUnavailable.String())
 		} else {
 			m.PDBMaxUnavailable = types.StringNull()
 		}
-	case apierrors.IsNotFound(err):
-		m.PDBMaxUnavailable = types.StringNull()
 	default:
-		return fmt.Errorf("get PodDisruptionBudget %s/%s: %w", ns, name, err)
+		m.PDBMaxUnavailable = types.StringNull()
 	}
 
 	if m.WaitForRollout.IsNull() {
@@ -1090,7 +1072,7 @@ func (c *clients) readGateway(ctx context.Context, m *gatewayModel) error {
 	if m.RolloutTimeout.IsNull() {
 		m.RolloutTimeout = types.StringValue("10m")
 	}
-	return c.readComputed(ctx, m)
+	return c.readComputed(ctx, m, objs)
 }
 
 // gatewayBlockType is the object type of the block at p in the gateway's
@@ -1192,12 +1174,8 @@ func (r *gatewayResource) Delete(ctx context.Context, req resource.DeleteRequest
 		resp.Diagnostics.AddError("Delete the gateway", err.Error()+"\nRun terraform destroy again, or delete the object by hand.")
 		return
 	}
-	gw, err := r.c.Gateway.GatewayV1().Gateways(ref.Namespace).Get(ctx, ref.Name, metav1.GetOptions{})
-	if err == nil && gw.Labels["app.kubernetes.io/managed-by"] == managedLabels["app.kubernetes.io/managed-by"] {
-		err = r.c.Gateway.GatewayV1().Gateways(ref.Namespace).Delete(ctx, ref.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &gw.UID}})
-	}
-	if err != nil && !apierrors.IsNotFound(err) {
-		resp.Diagnostics.AddError("Delete the gateway", fmt.Sprintf("delete Gateway %s: %v\nRun terraform destroy again, or delete the Gateway by hand.", ref, err))
+	if err := r.c.DeleteGateway(ctx, ref); err != nil {
+		resp.Diagnostics.AddError("Delete the gateway", err.Error()+"\nRun terraform destroy again, or delete the Gateway by hand.")
 	}
 }
 

@@ -2,7 +2,6 @@ package provider
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"regexp"
 	"slices"
@@ -322,62 +321,16 @@ func (r *httpRouteResource) apply(ctx context.Context, m *httpRouteModel, oldPar
 		return nil, nil
 	}
 	stale := append(oldParents, r.c.ParentRefs(ctx, live)...)
-	// The RoleBindings first: a gateway pod starts watching a backend
-	// namespace as soon as a fragment names it, and a watch refused for
-	// lack of a binding backs off for seconds before it tries again.
-	if err := r.c.WriteBackendBindings(ctx, live, frags, stale); err != nil {
-		fail(action, err.Error())
-		return nil, nil
+	timeout, _ := time.ParseDuration(m.ServedTimeout.ValueString())
+	published, err := r.c.PublishRoute(ctx, live, frags, stale, in.Parents, m.WaitForServed.ValueBool(), timeout)
+	if published != nil && published.StatusWarning != "" {
+		warn(action, published.StatusWarning)
 	}
-	if err := r.c.WriteRouteStatusRoles(ctx, live, frags, stale); err != nil {
-		fail(action, err.Error())
-		return nil, nil
-	}
-	writes, err := r.c.WriteFragments(ctx, live, frags, stale, m.WaitForServed.ValueBool())
 	if err != nil {
 		fail(action, err.Error())
 		return nil, nil
 	}
-	timeout, _ := time.ParseDuration(m.ServedTimeout.ValueString())
-	var served error
-	if m.WaitForServed.ValueBool() {
-		served = r.c.WaitServed(ctx, writes, timeout)
-	}
-	var rejected *control.ServedError
-	if errors.As(served, &rejected) {
-		frags = control.RejectedByPod(frags, rejected)
-	}
-	// The entries and Accepted are the provider's; ResolvedRefs is the
-	// pods' where they serve the route, and the apply waits for it.
-	podsWrite := r.c.PodsWriteResolvedRefs(ctx, frags)
-	if err := r.c.WriteRouteStatus(ctx, live, frags, podsWrite); err != nil {
-		fail(action, err.Error())
-		return nil, nil
-	}
-	if served == nil && m.WaitForServed.ValueBool() {
-		if err := r.c.WaitResolvedRefs(ctx, live, frags, podsWrite, timeout); err != nil {
-			// Pods that serve the route but do not write its status
-			// (stopped since, or another image): the provider writes it.
-			warn(action, err.Error()+". The provider wrote the condition itself; the gateway's pods may have stopped "+
-				"(kubectl logs -c chaperone says why) or run an image of another release (apply the gateway again to roll them).")
-			if err := r.c.WriteRouteStatus(ctx, live, frags, nil); err != nil {
-				fail(action, err.Error())
-				return nil, nil
-			}
-		}
-	}
-	// The attached routes of the ListenerSets' listeners.
-	if namesListenerSet(live) {
-		for _, p := range in.Parents {
-			if p.Gateway == nil || !p.Ours {
-				continue
-			}
-			if err := r.c.WriteListenerSetStatuses(ctx, p.Gateway); err != nil {
-				fail(action, err.Error())
-				return nil, nil
-			}
-		}
-	}
+	frags, served := published.Fragments, published.Served
 	if served != nil {
 		fail(action, served.Error())
 		return nil, nil
@@ -539,7 +492,7 @@ func (r *httpRouteResource) Delete(ctx context.Context, req resource.DeleteReque
 		}
 	}
 	// The attached routes of the ListenerSets' listeners.
-	if namesListenerSet(route) {
+	if control.NamesListenerSet(route) {
 		for _, ref := range gateways {
 			gw, err := r.c.Gateway.GatewayV1().Gateways(ref.Namespace).Get(ctx, ref.Name, metav1.GetOptions{})
 			if apierrors.IsNotFound(err) {

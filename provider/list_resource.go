@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/control"
+
 	"github.com/hashicorp/terraform-plugin-framework/diag"
 	"github.com/hashicorp/terraform-plugin-framework/list"
 	listschema "github.com/hashicorp/terraform-plugin-framework/list/schema"
@@ -40,7 +42,7 @@ type kubeListResource struct {
 	c           *clients
 	// find lists the names of the objects of the namespace that match the
 	// selector and that varnishgw serves, sorted.
-	find func(ctx context.Context, c *clients, namespace string, selector labels.Selector) ([]string, error)
+	find func(c *control.Cluster, ctx context.Context, namespace string, selector labels.Selector) ([]string, error)
 }
 
 var (
@@ -100,7 +102,7 @@ func (l *kubeListResource) List(ctx context.Context, req list.ListRequest, strea
 		return
 	}
 	ns := cfg.Namespace.ValueString()
-	names, err := l.find(ctx, l.c, ns, selector)
+	names, err := l.find(l.c.Cluster, ctx, ns, selector)
 	if err != nil {
 		diags.AddError(fmt.Sprintf("List the %ss", l.kind), err.Error())
 		stream.Results = list.ListResultsStreamDiagnostics(diags)

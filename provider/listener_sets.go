@@ -3,7 +3,6 @@ package provider
 import (
 	"context"
 	"fmt"
-	"slices"
 
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/gwruntime"
 
@@ -102,14 +101,6 @@ func (c *clients) addListenerSets(ctx context.Context, m *gatewayModel, spec *gw
 	}
 	spec.AddListenerSetPorts(cg)
 	return nil
-}
-
-// namesListenerSet reports whether a parentRef of route names a
-// ListenerSet.
-func namesListenerSet(route *gatewayv1.HTTPRoute) bool {
-	return slices.ContainsFunc(route.Spec.ParentRefs, func(p gatewayv1.ParentReference) bool {
-		return p.Kind != nil && *p.Kind == listenerSetKind
-	})
 }
 
 // refreshListenerSets brings everything that depends on the ListenerSets

@@ -6,8 +6,6 @@ package provider
 
 import (
 	"context"
-	"fmt"
-	"slices"
 
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/control"
 
@@ -20,8 +18,6 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/resource"
 	"github.com/hashicorp/terraform-plugin-framework/types"
 	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	gatewayclient "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned"
@@ -193,7 +189,7 @@ func (p *varnishgwProvider) Configure(ctx context.Context, req provider.Configur
 		resp.Diagnostics.AddError("Create the CustomResourceDefinition client", err.Error())
 		return
 	}
-	if err := checkGatewayAPI(c.Kube); err != nil {
+	if err := c.CheckGatewayAPI(GatewayAPIVersion); err != nil {
 		resp.Diagnostics.AddAttributeError(path.Root("host"), "Check the Gateway API CRDs", err.Error())
 		return
 	}
@@ -201,28 +197,6 @@ func (p *varnishgwProvider) Configure(ctx context.Context, req provider.Configur
 	resp.DataSourceData = c
 	resp.ListResourceData = c
 	resp.ActionData = c
-}
-
-// checkGatewayAPI fails when the cluster does not serve the Gateway API
-// resources the provider writes.
-func checkGatewayAPI(kube kubernetes.Interface) error {
-	const gv = "gateway.networking.k8s.io/v1"
-	install := fmt.Sprintf("Install the Gateway API standard channel CRDs (%s), for example:\n"+
-		"  kubectl apply --server-side -f https://github.com/kubernetes-sigs/gateway-api/releases/download/%s/standard-install.yaml",
-		GatewayAPIVersion, GatewayAPIVersion)
-	list, err := kube.Discovery().ServerResourcesForGroupVersion(gv)
-	if err != nil {
-		if apierrors.IsNotFound(err) {
-			return fmt.Errorf("the cluster does not serve %s: the Gateway API CRDs are not installed.\n%s", gv, install)
-		}
-		return fmt.Errorf("discover %s: %w", gv, err)
-	}
-	for _, want := range []string{"gatewayclasses", "gateways", "httproutes"} {
-		if !slices.ContainsFunc(list.APIResources, func(r metav1.APIResource) bool { return r.Name == want }) {
-			return fmt.Errorf("the cluster serves %s but not %s.\n%s", gv, want, install)
-		}
-	}
-	return nil
 }
 
 func (p *varnishgwProvider) Resources(context.Context) []func() resource.Resource {

@@ -44,7 +44,7 @@ func ProviderClusterRules() []rbacv1.PolicyRule {
 		{APIGroups: []string{"apiextensions.k8s.io"}, Resources: []string{"customresourcedefinitions"}, ResourceNames: crds, Verbs: []string{"get", "patch"}},
 		// Whether the HTTPRoute CRD has the experimental channel's fields
 		// a route uses (gatewayapi_channel.go).
-		{APIGroups: []string{"apiextensions.k8s.io"}, Resources: []string{"customresourcedefinitions"}, ResourceNames: []string{httpRouteCRD}, Verbs: []string{"get"}},
+		{APIGroups: []string{"apiextensions.k8s.io"}, Resources: []string{"customresourcedefinitions"}, ResourceNames: []string{control.HTTPRouteCRD}, Verbs: []string{"get"}},
 		{APIGroups: []string{gatewayv1.GroupName}, Resources: []string{"gatewayclasses"}, Verbs: []string{"get", "create", "patch", "delete"}},
 		{APIGroups: []string{gatewayv1.GroupName}, Resources: []string{"gatewayclasses/status"}, Verbs: []string{"patch"}},
 		{APIGroups: []string{gatewayv1.GroupName}, Resources: []string{"gateways"}, Verbs: []string{"get"}},

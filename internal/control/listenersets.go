@@ -345,3 +345,11 @@ func allowedListenersFrom(gw *gatewayv1.Gateway) gatewayv1.FromNamespaces {
 // LockGateway locks, for this run, the ListenerSet applies of gw (their
 // writes of the gateway's runtime and annotation) and returns the unlock.
 func (c *Cluster) LockGateway(gw routing.ObjectRef) func() { return c.listenerSetLocks.lock(gw) }
+
+// NamesListenerSet reports whether a parentRef of route names a
+// ListenerSet.
+func NamesListenerSet(route *gatewayv1.HTTPRoute) bool {
+	return slices.ContainsFunc(route.Spec.ParentRefs, func(p gatewayv1.ParentReference) bool {
+		return p.Kind != nil && *p.Kind == listenerSetKind
+	})
+}

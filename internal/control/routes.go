@@ -453,3 +453,24 @@ func (c *Cluster) RoutingBackendObjects(ctx context.Context, frags []*routing.Fr
 	}
 	return objs, nil
 }
+
+// ServedHTTPRoutes lists the HTTPRoutes of namespace that match selector and
+// that have a parent Gateway varnishgw serves, by name.
+func (c *Cluster) ServedHTTPRoutes(ctx context.Context, namespace string, selector labels.Selector) ([]string, error) {
+	routes, err := c.Gateway.GatewayV1().HTTPRoutes(namespace).List(ctx, metav1.ListOptions{LabelSelector: selector.String()})
+	if err != nil {
+		return nil, fmt.Errorf("list the HTTPRoutes of namespace %s: %w", namespace, err)
+	}
+	var names []string
+	for i := range routes.Items {
+		parents, err := c.ParentGateways(ctx, &routes.Items[i])
+		if err != nil {
+			return nil, fmt.Errorf("HTTPRoute %s/%s: %w", namespace, routes.Items[i].Name, err)
+		}
+		if slices.ContainsFunc(parents, func(p RouteParent) bool { return p.Ours }) {
+			names = append(names, routes.Items[i].Name)
+		}
+	}
+	slices.Sort(names)
+	return names, nil
+}

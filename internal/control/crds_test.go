@@ -1,4 +1,4 @@
-package provider
+package control
 
 import (
 	"testing"
@@ -40,7 +40,7 @@ func TestCRDHasField(t *testing.T) {
 		{"no versions", &apiextensionsv1.CustomResourceDefinition{}, "rules[].retry", false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := crdHasField(tc.crd, "v1", tc.field); got != tc.want {
+			if got := CRDHasField(tc.crd, "v1", tc.field); got != tc.want {
 				t.Errorf("crdHasField(%s) = %v, want %v", tc.field, got, tc.want)
 			}
 		})
