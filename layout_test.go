@@ -1,7 +1,10 @@
 package main
 
 import (
+	"bytes"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -9,9 +12,10 @@ import (
 
 // The folders show the architecture (CONTRIBUTING.md's Layout): the shared core
 // at the top of internal/ (routing, ghostjson, vgwapi, gwruntime, mainvcl,
-// gatewaystatus, invalidation), Varnish's programs under internal/varnish/,
-// the chaperone's parts under chaperone/internal/ (Go lets only the
-// chaperone import them), image building under internal/build/ and test
+// gatewaystatus, invalidation), the control plane the provider drives in
+// internal/control, Varnish's programs under internal/varnish/, the
+// chaperone's parts under chaperone/internal/ (Go lets only the chaperone
+// import them), image building under internal/build/ and test
 // infrastructure under internal/testing/. TestImportGraph keeps the
 // imports one-way, so the folders stay true.
 
@@ -29,6 +33,8 @@ func layoutGroup(pkg string) string {
 		return "chaperone-parts"
 	case rel == "chaperone" || strings.HasPrefix(rel, "chaperone/"):
 		return "chaperone"
+	case rel == "internal/control":
+		return "control"
 	case strings.HasPrefix(rel, "internal/varnish/"):
 		return "varnish"
 	case strings.HasPrefix(rel, "internal/build/"):
@@ -58,12 +64,13 @@ var allowed = map[string][]string{
 	"varnish":         {"varnish", "core"},
 	"chaperone-parts": {"chaperone-parts", "varnish", "core"},
 	"chaperone":       {"chaperone-parts", "varnish", "core"},
-	"provider":        {"provider", "core", "varnish"}, // the sidecar container's varnishd command line
-	"build":           {"build", "core", "testing"},    // the echo image holds the test backends' server
+	"control":         {"core"},
+	"provider":        {"provider", "control", "core", "varnish"}, // the sidecar container's varnishd command line
+	"build":           {"build", "core", "testing"},               // the echo image holds the test backends' server
 	"testing":         {"testing", "build", "varnish", "core"},
 	"demo":            {"demo", "testing", "build", "varnish", "core"},
 	"bench":           {"bench", "testing", "varnish", "core"},
-	"e2e":             {"e2e", "demo", "testing", "build", "varnish", "core", "provider"},
+	"e2e":             {"e2e", "demo", "testing", "build", "varnish", "core", "control", "provider"},
 }
 
 func TestImportGraph(t *testing.T) {
@@ -87,5 +94,56 @@ func TestImportGraph(t *testing.T) {
 				t.Errorf("%s (%s) imports %s (%s): the %s group may import only %v", pkg, from, imp, to, from, ok)
 			}
 		}
+	}
+}
+
+// TestControlHasNoTerraform: the control plane knows nothing of Terraform,
+// not even through a package it imports.
+func TestControlHasNoTerraform(t *testing.T) {
+	out, err := exec.Command("go", "list", "-deps", "./internal/control").Output()
+	if err != nil {
+		t.Fatalf("go list -deps: %v", err)
+	}
+	for _, dep := range strings.Fields(string(out)) {
+		if strings.Contains(dep, "terraform-plugin") {
+			t.Errorf("internal/control depends on %s: the provider turns Terraform into what control takes", dep)
+		}
+	}
+}
+
+// Size limits of the provider's and the control plane's code: the provider
+// holds only the Terraform side, and no file grows past what one reads
+// through.
+const (
+	maxFileLines     = 700
+	maxProviderLines = 9500
+)
+
+func TestFileSizes(t *testing.T) {
+	provider := 0
+	for _, dir := range []string{"provider", "internal/control"} {
+		files, err := filepath.Glob(filepath.Join(dir, "*.go"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, f := range files {
+			if strings.HasSuffix(f, "_test.go") {
+				continue
+			}
+			b, err := os.ReadFile(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			n := bytes.Count(b, []byte("\n"))
+			if n > maxFileLines {
+				t.Errorf("%s has %d lines, more than %d: split it by job", f, n, maxFileLines)
+			}
+			if dir == "provider" {
+				provider += n
+			}
+		}
+	}
+	if provider > maxProviderLines {
+		t.Errorf("provider/ has %d lines of non-test code, more than %d: move what is not Terraform to internal/control or gwruntime", provider, maxProviderLines)
 	}
 }

@@ -2,7 +2,6 @@ package provider
 
 import (
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/status"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 	gatewayv1apply "sigs.k8s.io/gateway-api/applyconfiguration/apis/v1"
 )
@@ -296,13 +295,4 @@ func routeParentStatusApply(p gatewayv1.RouteParentStatus) *gatewayv1apply.Route
 		ac.WithConditions(status.ConditionApply(c))
 	}
 	return ac
-}
-
-// keepTransitions sets, with meta.SetStatusCondition's rule, the
-// lastTransitionTime of each condition of want from the condition of the
-// same type in old: kept when the status does not change.
-func keepTransitions(old, want []metav1.Condition) {
-	for i := range want {
-		want[i] = status.SetCondition(old, want[i])
-	}
 }

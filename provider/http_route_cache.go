@@ -10,8 +10,6 @@ import (
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/control"
 
 	"github.com/hashicorp/terraform-plugin-framework/types"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 
@@ -81,16 +79,9 @@ func policiesOf(parents []control.RouteParent) (gatewayPolicies, []byte, error) 
 // gatewayPoliciesOf reads the Gateways of frags for their default cache
 // policies (for Read, which has the stored fragments but not the parents).
 func (c *clients) gatewayPoliciesOf(ctx context.Context, frags []*routing.Fragment) (gatewayPolicies, []byte, error) {
-	var gws []*gatewayv1.Gateway
-	for _, f := range frags {
-		gw, err := c.Gateway.GatewayV1().Gateways(f.Gateway.Namespace).Get(ctx, f.Gateway.Name, metav1.GetOptions{})
-		if apierrors.IsNotFound(err) {
-			continue
-		}
-		if err != nil {
-			return nil, nil, fmt.Errorf("get Gateway %s for its cache policy: %w", f.Gateway, err)
-		}
-		gws = append(gws, gw)
+	gws, err := c.FragmentGateways(ctx, frags)
+	if err != nil {
+		return nil, nil, err
 	}
 	return policiesAndRecord(gws)
 }

@@ -1,12 +1,17 @@
 package provider
 
 import (
+	"context"
 	"encoding/json"
 	"maps"
 	"slices"
 	"strings"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/control"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/routing"
+	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 )
 
 // routingView is one element of the routing attribute: what the route
@@ -67,4 +72,14 @@ func sortedRefs(m map[routing.ObjectRef]bool) []routing.ObjectRef {
 	out := slices.Collect(maps.Keys(m))
 	slices.SortFunc(out, func(a, b routing.ObjectRef) int { return strings.Compare(a.String(), b.String()) })
 	return out
+}
+
+// applyRoute writes the HTTPRoute spec with server-side apply and returns
+// the object the API server stored. dryRun returns what it would store.
+func (c *clients) applyRoute(ctx context.Context, route *gatewayv1.HTTPRoute, dryRun bool) (*gatewayv1.HTTPRoute, error) {
+	opts := control.ApplyOptions()
+	if dryRun {
+		opts.DryRun = []string{metav1.DryRunAll}
+	}
+	return c.Gateway.GatewayV1().HTTPRoutes(route.Namespace).Apply(ctx, httpRouteApply(route), opts)
 }

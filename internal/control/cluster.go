@@ -5,7 +5,6 @@ import (
 
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/status"
 	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
@@ -59,5 +58,3 @@ type Cluster struct {
 func ApplyOptions() metav1.ApplyOptions {
 	return metav1.ApplyOptions{FieldManager: FieldManager, Force: true}
 }
-
-func isNotFound(err error) bool { return apierrors.IsNotFound(err) }

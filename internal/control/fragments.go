@@ -399,3 +399,20 @@ func pollPending(ctx context.Context, interval, timeout time.Duration, check fun
 	})
 	return left, err
 }
+
+// FragmentGateways reads the Gateways of frags that exist, for their
+// default cache policies.
+func (c *Cluster) FragmentGateways(ctx context.Context, frags []*routing.Fragment) ([]*gatewayv1.Gateway, error) {
+	var gws []*gatewayv1.Gateway
+	for _, f := range frags {
+		gw, err := c.Gateway.GatewayV1().Gateways(f.Gateway.Namespace).Get(ctx, f.Gateway.Name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("get Gateway %s for its cache policy: %w", f.Gateway, err)
+		}
+		gws = append(gws, gw)
+	}
+	return gws, nil
+}
