@@ -3,12 +3,10 @@ package control
 import (
 	"context"
 	"fmt"
-	"slices"
 	"time"
 
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/gwruntime"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/routing"
-	"github.com/varnishgw/terraform-provider-varnishgw/internal/status"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -104,22 +102,13 @@ func routeStatusApply(parentApply func(gatewayv1.RouteParentStatus) *gatewayv1ap
 	}
 	for _, f := range frags {
 		for _, ps := range f.Parents {
-			parent := ps.RouteParentStatus(gwruntime.ControllerName, gen, now)
-			old := ourParentStatus(cur, parent.ParentRef)
-			if old != nil {
-				for i := range parent.Conditions {
-					parent.Conditions[i] = status.SetCondition(old.Conditions, parent.Conditions[i])
-				}
-			}
+			// One builder for both writers (status.RouteParent): the pods'
+			// ResolvedRefs stays as they wrote it when they write it.
+			rp := ps.RouteParent(gwruntime.ControllerName, gen)
 			if podsWrite[f.Gateway] {
-				parent.Conditions = slices.DeleteFunc(parent.Conditions, func(c metav1.Condition) bool { return c.Type == resolvedRefs })
-				if old != nil {
-					if c := meta.FindStatusCondition(old.Conditions, resolvedRefs); c != nil {
-						parent.Conditions = append(parent.Conditions, *c)
-					}
-				}
+				rp.Keep = func(t string) bool { return t == resolvedRefs }
 			}
-			st.WithParents(parentApply(parent))
+			st.WithParents(parentApply(rp.Build(ourParentStatus(cur, ps.ParentRef), now)))
 		}
 	}
 	if st.Parents == nil {
