@@ -30,6 +30,7 @@ import (
 	"github.com/varnishgw/terraform-provider-varnishgw/chaperone/internal/vcl"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/gatewaystatus"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/invalidation"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/object"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/routing"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/varnish/varnishadm"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/varnish/varnishd"
@@ -133,7 +134,7 @@ type TLSHalf struct {
 type CacheHalf struct {
 	Kube    kubernetes.Interface
 	Dynamic dynamic.Interface
-	Gateway routing.ObjectRef
+	Gateway object.Ref
 	Pod     vgwapi.Pod
 }
 
@@ -721,8 +722,8 @@ func gatewayListenerConditions(st []tlsterm.ListenerStatus) []gatewaystatus.List
 // named by its name in the ListenerSet, with the ListenerSet's generation
 // from gens; a ListenerSet without one there is left out (its
 // observedGeneration would be a guess).
-func listenerSetConditions(st []tlsterm.ListenerStatus, gens map[routing.ObjectRef]int64) map[routing.ObjectRef]gatewaystatus.ListenerSetConditions {
-	out := map[routing.ObjectRef]gatewaystatus.ListenerSetConditions{}
+func listenerSetConditions(st []tlsterm.ListenerStatus, gens map[object.Ref]int64) map[object.Ref]gatewaystatus.ListenerSetConditions {
+	out := map[object.Ref]gatewaystatus.ListenerSetConditions{}
 	for _, s := range st {
 		set, listener, ok := routing.ParseListenerSetListenerKey(s.Name)
 		if !ok {

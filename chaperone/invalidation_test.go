@@ -25,6 +25,7 @@ import (
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/gwruntime"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/invalidation"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/mainvcl"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/object"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/routing"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/testing/chaperonetest"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/testing/testenv"
@@ -97,7 +98,7 @@ func (p *cachePod) fetch(path string) string {
 type cacheGateway struct {
 	cp   *testenv.ControlPlane
 	ns   string
-	gw   routing.ObjectRef
+	gw   object.Ref
 	dyn  dynamic.Interface
 	pods []*cachePod
 }
@@ -109,7 +110,7 @@ func startCacheGateway(t testing.TB, endpoint bool, pre ...vgwapi.InvalidationSp
 	cp := testenv.Get(t)
 	ctx := context.Background()
 	ns := cp.Namespace(t)
-	gwRef := routing.ObjectRef{Namespace: ns, Name: "edge"}
+	gwRef := object.Ref{Namespace: ns, Name: "edge"}
 	cp.GrantRole(t, ns, "chaperone-gateway", ns, "chaperone", gwruntime.GatewayRules(gwRef))
 	cp.GrantRole(t, ns, "chaperone-backends", ns, "chaperone", gwruntime.BackendRules())
 	if endpoint {
@@ -364,7 +365,7 @@ func TestCacheInvalidationOnEveryReplica(t *testing.T) {
 
 // readyPod creates the Pod object of a gateway pod and marks it Ready, as
 // the kubelet would (there is no node here).
-func readyPod(t *testing.T, cp *testenv.ControlPlane, gw routing.ObjectRef, name string) {
+func readyPod(t *testing.T, cp *testenv.ControlPlane, gw object.Ref, name string) {
 	t.Helper()
 	ctx := context.Background()
 	pod, err := cp.Client.CoreV1().Pods(gw.Namespace).Create(ctx, &corev1.Pod{

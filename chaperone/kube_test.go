@@ -22,6 +22,7 @@ import (
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/gwruntime"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/object"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/routing"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/testing/chaperonetest"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/testing/testenv"
@@ -112,7 +113,7 @@ func providerVCL(t testing.TB, cp *testenv.ControlPlane, gw *gatewayv1.Gateway, 
 	if _, err := cp.Gateway.GatewayV1().Gateways(gw.Namespace).Patch(context.Background(), gw.Name, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
 		t.Fatalf("record the VCL digest on Gateway %s/%s: %v", gw.Namespace, gw.Name, err)
 	}
-	ref := routing.ObjectRef{Namespace: gw.Namespace, Name: gw.Name}
+	ref := object.Ref{Namespace: gw.Namespace, Name: gw.Name}
 	return &corev1.ConfigMap{
 		ObjectMeta: metav1.ObjectMeta{Namespace: gw.Namespace, Name: gwruntime.VCLConfigMapName(ref), Labels: gwruntime.Labels(ref)},
 		Data:       map[string]string{gwruntime.VCLDataKey: vcl},
@@ -137,7 +138,7 @@ func TestKubernetesRoutingBinary(t *testing.T) {
 	cp := testenv.Get(t)
 	ctx := context.Background()
 	ns := cp.Namespace(t)
-	cp.GrantRole(t, ns, "chaperone-gateway", ns, "chaperone", gwruntime.GatewayRules(routing.ObjectRef{Namespace: ns, Name: "edge"}))
+	cp.GrantRole(t, ns, "chaperone-gateway", ns, "chaperone", gwruntime.GatewayRules(object.Ref{Namespace: ns, Name: "edge"}))
 	cp.GrantRole(t, ns, "chaperone-backends", ns, "chaperone", gwruntime.BackendRules())
 	kubeconfig, err := cp.ServiceAccountKubeconfig(ctx, ns, "chaperone")
 	must(t, err)
@@ -197,7 +198,7 @@ func TestKubernetesRoutingBinary(t *testing.T) {
 
 	// No VCL ConfigMap yet: Pending naming it, not ready, and varnishd
 	// still answers with its boot VCL.
-	cmName := gwruntime.VCLConfigMapName(routing.ObjectRef{Namespace: ns, Name: "edge"})
+	cmName := gwruntime.VCLConfigMapName(object.Ref{Namespace: ns, Name: "edge"})
 	programmed(metav1.ConditionFalse, "Pending", ns+"/"+cmName, `"main.vcl"`)
 	if code, body := c.Health("/readyz"); code != 503 {
 		t.Errorf("/readyz without a main VCL = %d %s, want 503", code, body)
@@ -214,7 +215,7 @@ func TestKubernetesRoutingBinary(t *testing.T) {
 
 	// The pod reports, as its ServiceAccount, that it serves the fragment.
 	dyn := dynamic.NewForConfigOrDie(cp.Config)
-	gwRef := routing.ObjectRef{Namespace: ns, Name: "edge"}
+	gwRef := object.Ref{Namespace: ns, Name: "edge"}
 	c.WaitFor("GatewayPodReport serving the fragment", 30*time.Second, func() bool {
 		reports, err := vgwapi.ReadReports(ctx, dyn, gwRef)
 		if err != nil {

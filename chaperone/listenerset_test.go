@@ -30,6 +30,7 @@ import (
 	"github.com/varnishgw/terraform-provider-varnishgw/chaperone/internal/tlsterm"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/gatewaystatus"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/gwruntime"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/object"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/routing"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/testing/chaperonetest"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/testing/testenv"
@@ -48,7 +49,7 @@ func TestKubernetesListenerSet(t *testing.T) {
 	cp := testenv.Get(t)
 	ctx := context.Background()
 	ns := cp.Namespace(t)
-	cp.GrantRole(t, ns, "chaperone-gateway", ns, "chaperone", gwruntime.GatewayRules(routing.ObjectRef{Namespace: ns, Name: "edge"}))
+	cp.GrantRole(t, ns, "chaperone-gateway", ns, "chaperone", gwruntime.GatewayRules(object.Ref{Namespace: ns, Name: "edge"}))
 	cp.GrantRole(t, ns, "chaperone-backends", ns, "chaperone", gwruntime.BackendRules())
 	kubeconfig, err := cp.ServiceAccountKubeconfig(ctx, ns, "chaperone")
 	must(t, err)
@@ -162,7 +163,7 @@ func TestKubernetesListenerSetHTTPS(t *testing.T) {
 	cp := testenv.Get(t)
 	ctx := context.Background()
 	ns, lsNS, certNS := cp.Namespace(t), cp.Namespace(t), cp.Namespace(t)
-	cp.GrantRole(t, ns, "chaperone-gateway", ns, "chaperone", gwruntime.GatewayRules(routing.ObjectRef{Namespace: ns, Name: "edge"}))
+	cp.GrantRole(t, ns, "chaperone-gateway", ns, "chaperone", gwruntime.GatewayRules(object.Ref{Namespace: ns, Name: "edge"}))
 	cp.GrantRole(t, ns, "chaperone-backends", ns, "chaperone", gwruntime.BackendRules())
 	cp.GrantRole(t, lsNS, "chaperone-certificates", ns, "chaperone", []rbacv1.PolicyRule{
 		{APIGroups: []string{""}, Resources: []string{"secrets"}, ResourceNames: []string{"team-cert"}, Verbs: []string{"get", "list", "watch"}},
@@ -482,7 +483,7 @@ func TestKubernetesListenerSetHTTPS(t *testing.T) {
 // ListenerSet's generation; the Gateway's own listeners, and those of a
 // ListenerSet without a recorded generation, are left out.
 func TestListenerSetConditions(t *testing.T) {
-	team, other := routing.ObjectRef{Namespace: "apps", Name: "team"}, routing.ObjectRef{Namespace: "apps", Name: "other"}
+	team, other := object.Ref{Namespace: "apps", Name: "team"}, object.Ref{Namespace: "apps", Name: "other"}
 	ok := func(name string) tlsterm.ListenerStatus {
 		return tlsterm.ListenerStatus{Name: name, Status: metav1.ConditionTrue, Reason: gatewayv1.ListenerReasonResolvedRefs, Message: "ok"}
 	}
@@ -490,19 +491,19 @@ func TestListenerSetConditions(t *testing.T) {
 	tests := []struct {
 		name string
 		st   []tlsterm.ListenerStatus
-		gens map[routing.ObjectRef]int64
-		want map[routing.ObjectRef]gatewaystatus.ListenerSetConditions
+		gens map[object.Ref]int64
+		want map[object.Ref]gatewaystatus.ListenerSetConditions
 	}{
-		{"none", nil, nil, map[routing.ObjectRef]gatewaystatus.ListenerSetConditions{}},
-		{"the Gateway's own only", []tlsterm.ListenerStatus{ok("https")}, map[routing.ObjectRef]int64{team: 1},
-			map[routing.ObjectRef]gatewaystatus.ListenerSetConditions{}},
-		{"two listeners of one ListenerSet", []tlsterm.ListenerStatus{ok("https"), ok("apps/team/a"), bad}, map[routing.ObjectRef]int64{team: 4},
-			map[routing.ObjectRef]gatewaystatus.ListenerSetConditions{team: {Generation: 4, Conditions: []gatewaystatus.ListenerCondition{
+		{"none", nil, nil, map[object.Ref]gatewaystatus.ListenerSetConditions{}},
+		{"the Gateway's own only", []tlsterm.ListenerStatus{ok("https")}, map[object.Ref]int64{team: 1},
+			map[object.Ref]gatewaystatus.ListenerSetConditions{}},
+		{"two listeners of one ListenerSet", []tlsterm.ListenerStatus{ok("https"), ok("apps/team/a"), bad}, map[object.Ref]int64{team: 4},
+			map[object.Ref]gatewaystatus.ListenerSetConditions{team: {Generation: 4, Conditions: []gatewaystatus.ListenerCondition{
 				{Listener: "a", Status: metav1.ConditionTrue, Reason: gatewayv1.ListenerReasonResolvedRefs, Message: "ok"},
 				{Listener: "b", Status: metav1.ConditionFalse, Reason: gatewayv1.ListenerReasonInvalidCertificateRef, Message: "missing"},
 			}}}},
-		{"a ListenerSet without generation", []tlsterm.ListenerStatus{ok("apps/team/a"), ok("apps/other/x")}, map[routing.ObjectRef]int64{other: 2},
-			map[routing.ObjectRef]gatewaystatus.ListenerSetConditions{other: {Generation: 2, Conditions: []gatewaystatus.ListenerCondition{
+		{"a ListenerSet without generation", []tlsterm.ListenerStatus{ok("apps/team/a"), ok("apps/other/x")}, map[object.Ref]int64{other: 2},
+			map[object.Ref]gatewaystatus.ListenerSetConditions{other: {Generation: 2, Conditions: []gatewaystatus.ListenerCondition{
 				{Listener: "x", Status: metav1.ConditionTrue, Reason: gatewayv1.ListenerReasonResolvedRefs, Message: "ok"},
 			}}}},
 	}

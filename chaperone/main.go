@@ -37,7 +37,7 @@ import (
 	"github.com/varnishgw/terraform-provider-varnishgw/chaperone/internal/vcl"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/gatewaystatus"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/gwruntime"
-	"github.com/varnishgw/terraform-provider-varnishgw/internal/routing"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/object"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/vgwapi"
 )
 
@@ -104,14 +104,14 @@ func newRouting(cfg *Config, logger *slog.Logger) (routingHalf, *Halves, error) 
 		if err != nil {
 			return nil, nil, fmt.Errorf("watch Gateway %s: %w", cfg.Gateway, err)
 		}
-		gwRef := routing.ObjectRef{Namespace: ns, Name: name}
+		gwRef := object.Ref{Namespace: ns, Name: name}
 		a := &routingsync.Routing{
 			Source: src,
 			Status: gatewaystatus.NewWriter(gw, ns, name, log),
 			// The routes' status between applies (design/routing-sync.md,
 			// "Status").
 			AttachedRoutes: gatewaystatus.NewAttachedRoutesWriter(gw, ns, name, log),
-			Routes:         gatewaystatus.NewRouteWriter(routesClient, routing.ObjectRef{Namespace: ns, Name: name}, gwruntime.ControllerName, log),
+			Routes:         gatewaystatus.NewRouteWriter(routesClient, object.Ref{Namespace: ns, Name: name}, gwruntime.ControllerName, log),
 			Reporter:       vgwapi.NewReporter(dyn, gwRef, vgwapi.Pod{Name: cfg.PodName, UID: cfg.PodUID}, log.With("component", "report")),
 			API:            api,
 		}

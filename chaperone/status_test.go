@@ -19,6 +19,7 @@ import (
 
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/gatewaystatus"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/gwruntime"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/object"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/routing"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/testing/chaperonetest"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/testing/testenv"
@@ -48,8 +49,8 @@ func TestStatusStaysTrue(t *testing.T) {
 	cp := testenv.Get(t)
 	ctx := context.Background()
 	ns, backendNS := cp.Namespace(t), cp.Namespace(t)
-	gwRef := routing.ObjectRef{Namespace: ns, Name: "edge"}
-	routeRef := routing.ObjectRef{Namespace: ns, Name: "app"}
+	gwRef := object.Ref{Namespace: ns, Name: "edge"}
+	routeRef := object.Ref{Namespace: ns, Name: "app"}
 	cp.GrantRole(t, ns, "chaperone-gateway", ns, "chaperone", gwruntime.GatewayRules(gwRef))
 	cp.GrantRole(t, ns, "chaperone-backends", ns, "chaperone", gwruntime.BackendRules())
 	cp.GrantRole(t, backendNS, "chaperone-backends", ns, "chaperone", gwruntime.BackendRules())

@@ -16,7 +16,7 @@ import (
 
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/demo"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/gwruntime"
-	"github.com/varnishgw/terraform-provider-varnishgw/internal/routing"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/object"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/testing/testenv"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/testing/varnishdtest"
 )
@@ -95,7 +95,7 @@ func TestCachingDay(t *testing.T) {
 	cp := testenv.Get(t)
 	ctx := context.Background()
 	ns := cp.Namespace(t)
-	gw := routing.ObjectRef{Namespace: ns, Name: "cache"}
+	gw := object.Ref{Namespace: ns, Name: "cache"}
 
 	ip, err := varnishdtest.FindHostIP()
 	if err != nil {
@@ -276,7 +276,7 @@ func TestCachingDay(t *testing.T) {
 
 // readyPod creates the Pod object of gateway pod name, marked Ready as a
 // kubelet would mark it, so that the provider's waits count it.
-func readyPod(t *testing.T, cp *testenv.ControlPlane, gw routing.ObjectRef, name string) {
+func readyPod(t *testing.T, cp *testenv.ControlPlane, gw object.Ref, name string) {
 	t.Helper()
 	ctx := context.Background()
 	if _, err := cp.Client.CoreV1().ServiceAccounts(gw.Namespace).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "default"}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {

@@ -18,7 +18,7 @@ import (
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/demo"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/gwruntime"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/invalidation"
-	"github.com/varnishgw/terraform-provider-varnishgw/internal/routing"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/object"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/testing/testenv"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/testing/varnishdtest"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/vgwapi"
@@ -54,7 +54,7 @@ func TestInvalidationEndpointFromTerraform(t *testing.T) {
 	cp := testenv.Get(t)
 	ctx := context.Background()
 	ns := cp.Namespace(t)
-	gw := routing.ObjectRef{Namespace: ns, Name: "edge"}
+	gw := object.Ref{Namespace: ns, Name: "edge"}
 	dir := varnishdtest.Dir(t)
 	listenPort := varnishdtest.Port(t, varnishdtest.FreeAddr(t))
 	endpointPort := varnishdtest.Port(t, varnishdtest.FreeAddr(t))

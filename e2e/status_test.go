@@ -14,7 +14,7 @@ import (
 
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/demo"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/gwruntime"
-	"github.com/varnishgw/terraform-provider-varnishgw/internal/routing"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/object"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/testing/testenv"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/testing/varnishdtest"
 )
@@ -54,7 +54,7 @@ func TestStatusFromTerraform(t *testing.T) {
 	cp := testenv.Get(t)
 	ctx := context.Background()
 	ns := cp.Namespace(t)
-	gw := routing.ObjectRef{Namespace: ns, Name: "day"}
+	gw := object.Ref{Namespace: ns, Name: "day"}
 	ip, err := varnishdtest.FindHostIP()
 	if err != nil {
 		t.Fatal(err)

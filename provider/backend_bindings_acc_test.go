@@ -12,7 +12,7 @@ import (
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/gwruntime"
-	"github.com/varnishgw/terraform-provider-varnishgw/internal/routing"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/object"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/testing/testenv"
 )
 
@@ -25,12 +25,12 @@ func TestAccHTTPRouteBackendBindingsSameGatewayName(t *testing.T) {
 	ctx := context.Background()
 	g1, g2, apps := cp.Namespace(t), cp.Namespace(t), cp.Namespace(t)
 	class := createClass(t, cp, gwruntime.ControllerName)
-	gateways := []routing.ObjectRef{{Namespace: g1, Name: "public"}, {Namespace: g2, Name: "public"}}
+	gateways := []object.Ref{{Namespace: g1, Name: "public"}, {Namespace: g2, Name: "public"}}
 	for _, gw := range gateways {
 		createGatewayAllNamespaces(t, cp, gw, class)
 	}
 	createService(t, cp, apps, "web")
-	route := routing.ObjectRef{Namespace: apps, Name: "web"}
+	route := object.Ref{Namespace: apps, Name: "web"}
 	config := providerBlock(cp) + fmt.Sprintf(`
 resource "varnishgw_http_route" "web" {
   namespace = %[1]q
@@ -88,7 +88,7 @@ resource "varnishgw_http_route" "web" {
 
 // createGatewayAllNamespaces creates gw with one HTTP listener on port
 // 8080 that admits routes from every namespace.
-func createGatewayAllNamespaces(t *testing.T, cp *testenv.ControlPlane, gw routing.ObjectRef, class string) {
+func createGatewayAllNamespaces(t *testing.T, cp *testenv.ControlPlane, gw object.Ref, class string) {
 	t.Helper()
 	all := gatewayv1.NamespacesFromAll
 	obj := &gatewayv1.Gateway{
@@ -114,10 +114,10 @@ func TestAccHTTPRouteBackendBindingsNeedAGrant(t *testing.T) {
 	ctx := context.Background()
 	gwNS, apps, backs := cp.Namespace(t), cp.Namespace(t), cp.Namespace(t)
 	class := createClass(t, cp, gwruntime.ControllerName)
-	gw := routing.ObjectRef{Namespace: gwNS, Name: "public"}
+	gw := object.Ref{Namespace: gwNS, Name: "public"}
 	createGatewayAllNamespaces(t, cp, gw, class)
 	createService(t, cp, backs, "api")
-	route := routing.ObjectRef{Namespace: apps, Name: "web"}
+	route := object.Ref{Namespace: apps, Name: "web"}
 	binding := gwruntime.BackendRoleBindingName(gw, route)
 	config := func(weight int) string {
 		return providerBlock(cp) + fmt.Sprintf(`

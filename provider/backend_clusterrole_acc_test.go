@@ -11,7 +11,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-testing/helper/resource"
 	"github.com/hashicorp/terraform-plugin-testing/terraform"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/gwruntime"
-	"github.com/varnishgw/terraform-provider-varnishgw/internal/routing"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/object"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/testing/testenv"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -30,14 +30,14 @@ func TestAccGatewayBackendClusterRoleNamesAlike(t *testing.T) {
 	cp := accPreCheck(t)
 	ctx := context.Background()
 	base := "vgw-cr-" + k8srand.String(5)
-	gwA := routing.ObjectRef{Namespace: namedNamespace(t, cp, base+"-b"), Name: "c"}
-	gwB := routing.ObjectRef{Namespace: namedNamespace(t, cp, base), Name: "b-c"}
+	gwA := object.Ref{Namespace: namedNamespace(t, cp, base+"-b"), Name: "c"}
+	gwB := object.Ref{Namespace: namedNamespace(t, cp, base), Name: "b-c"}
 	apps := cp.Namespace(t)
 	createService(t, cp, apps, "web")
 	class := className(t, cp)
 
-	both := backendGatewaysHCL(providerBlock(cp), class, apps, map[string]routing.ObjectRef{"a": gwA, "b": gwB})
-	onlyB := backendGatewaysHCL(providerBlock(cp), class, apps, map[string]routing.ObjectRef{"b": gwB})
+	both := backendGatewaysHCL(providerBlock(cp), class, apps, map[string]object.Ref{"a": gwA, "b": gwB})
+	onlyB := backendGatewaysHCL(providerBlock(cp), class, apps, map[string]object.Ref{"b": gwB})
 
 	clusterRole := func(name string) error {
 		_, err := cp.Client.RbacV1().ClusterRoles().Get(ctx, name, metav1.GetOptions{})
@@ -61,7 +61,7 @@ func TestAccGatewayBackendClusterRoleNamesAlike(t *testing.T) {
 					if a == b {
 						return fmt.Errorf("gateways %s and %s share the backend ClusterRole %s", gwA, gwB, a)
 					}
-					for _, gw := range []routing.ObjectRef{gwA, gwB} {
+					for _, gw := range []object.Ref{gwA, gwB} {
 						if err := clusterRole(gwruntime.BackendClusterRoleName(gw)); err != nil {
 							return fmt.Errorf("ClusterRole of gateway %s: %v", gw, err)
 						}
@@ -89,7 +89,7 @@ func TestAccGatewayBackendClusterRoleNamesAlike(t *testing.T) {
 }
 
 // "web-<key>", with the backend Service apps/web.
-func backendGatewaysHCL(provider, class, apps string, gateways map[string]routing.ObjectRef) string {
+func backendGatewaysHCL(provider, class, apps string, gateways map[string]object.Ref) string {
 	var b strings.Builder
 	b.WriteString(provider)
 	fmt.Fprintf(&b, `
@@ -153,7 +153,7 @@ func namedNamespace(t *testing.T, cp *testenv.ControlPlane, name string) string 
 
 // readsBackends checks that gw's pods, with their ServiceAccount's real
 // token, list the Services, EndpointSlices and ReferenceGrants of ns.
-func readsBackends(ctx context.Context, cp *testenv.ControlPlane, gw routing.ObjectRef, ns string) error {
+func readsBackends(ctx context.Context, cp *testenv.ControlPlane, gw object.Ref, ns string) error {
 	cfg, err := cp.ServiceAccountConfig(ctx, gw.Namespace, gwruntime.Name(gw))
 	if err != nil {
 		return err

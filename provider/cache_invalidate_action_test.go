@@ -12,7 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/dynamic"
 
-	"github.com/varnishgw/terraform-provider-varnishgw/internal/routing"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/object"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/testing/tfcli"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/testing/toolsenv"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/vgwapi"
@@ -40,7 +40,7 @@ func TestAccCacheInvalidateAction(t *testing.T) {
 	ctx := context.Background()
 	ns := cp.Namespace(t)
 	gw := routeFixture(t, cp, ns, "")
-	gwRef := routing.ObjectRef{Namespace: ns, Name: gw}
+	gwRef := object.Ref{Namespace: ns, Name: gw}
 	pods := []*invalidationPod{
 		startInvalidationPod(t, cp, gwRef, gw+"-a", true),
 		startInvalidationPod(t, cp, gwRef, gw+"-b", true),

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/control"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/object"
 
 	"github.com/hashicorp/terraform-plugin-framework-validators/listvalidator"
 	"github.com/hashicorp/terraform-plugin-framework-validators/stringvalidator"
@@ -26,7 +27,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/varnishgw/terraform-provider-varnishgw/internal/routing"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/vgwapi"
 )
 
@@ -281,7 +281,7 @@ func (c *clients) invalidate(ctx context.Context, m *invalidationModel) (*contro
 	if diags.HasError() || !ok {
 		return nil, errors.New("the invalidation has unknown values")
 	}
-	gw := routing.ObjectRef{Namespace: m.GatewayNamespace.ValueString(), Name: m.GatewayName.ValueString()}
+	gw := object.Ref{Namespace: m.GatewayNamespace.ValueString(), Name: m.GatewayName.ValueString()}
 	// Null in the action, whose attributes have no defaults.
 	wait := m.WaitForApplied.IsNull() || m.WaitForApplied.ValueBool()
 	timeout := time.Minute

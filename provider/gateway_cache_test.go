@@ -8,6 +8,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/object"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/routing"
 )
 
@@ -83,9 +84,9 @@ func TestCachePolicyModelRoundTrip(t *testing.T) {
 // TestRecordedPolicies: the private state record gives the policies only
 // when it covers every accepted fragment's Gateway.
 func TestRecordedPolicies(t *testing.T) {
-	gwA := routing.ObjectRef{Namespace: "infra", Name: "a"}
-	gwB := routing.ObjectRef{Namespace: "infra", Name: "b"}
-	accepted := func(gw routing.ObjectRef) *routing.Fragment {
+	gwA := object.Ref{Namespace: "infra", Name: "a"}
+	gwB := object.Ref{Namespace: "infra", Name: "b"}
+	accepted := func(gw object.Ref) *routing.Fragment {
 		return &routing.Fragment{Gateway: gw, Listeners: []routing.AttachedListener{{Name: "http", Port: 80, Hostnames: []string{"*"}}},
 			Rules: []routing.Rule{{Index: 0}, {Index: 1, Cache: &routing.CachePolicy{Enabled: ptrTo(false)}}}}
 	}

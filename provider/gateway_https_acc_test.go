@@ -23,7 +23,7 @@ import (
 
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/gwruntime"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/mainvcl"
-	"github.com/varnishgw/terraform-provider-varnishgw/internal/routing"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/object"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/testing/testenv"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/testing/tfcli"
 )
@@ -96,7 +96,7 @@ func TestAccGatewayHTTPS(t *testing.T) {
 	ctx := context.Background()
 	ns, certs := cp.Namespace(t), cp.Namespace(t)
 	class := className(t, cp)
-	gw := routing.ObjectRef{Namespace: ns, Name: "edge"}
+	gw := object.Ref{Namespace: ns, Name: "edge"}
 	www, wwwKey := tlsSecret(t, ns, "www-cert", "www.example.com")
 	if _, err := cp.Client.CoreV1().Secrets(ns).Create(ctx, www, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
@@ -422,7 +422,7 @@ resource "varnishgw_gateway" "test" {
 				step.ExpectError = words(tc.wantErr)
 			} else {
 				step.Check = func(*terraform.State) error {
-					gw := routing.ObjectRef{Namespace: ns, Name: "edge"}
+					gw := object.Ref{Namespace: ns, Name: "edge"}
 					if _, err := cp.Client.RbacV1().Roles(certs).Get(ctx, gwruntime.CertificateRoleName(gw), metav1.GetOptions{}); err != nil {
 						return fmt.Errorf("the Role in the certificate's namespace: %w", err)
 					}
@@ -432,7 +432,7 @@ resource "varnishgw_gateway" "test" {
 			// Destroy deletes the Role in the certificate's namespace too,
 			// which no owner reference would.
 			gone := func(*terraform.State) error {
-				gw := routing.ObjectRef{Namespace: ns, Name: "edge"}
+				gw := object.Ref{Namespace: ns, Name: "edge"}
 				for _, err := range []error{
 					func() error {
 						_, err := cp.Client.RbacV1().Roles(certs).Get(ctx, gwruntime.CertificateRoleName(gw), metav1.GetOptions{})
@@ -461,7 +461,7 @@ func TestAccGatewayExternalTrafficPolicy(t *testing.T) {
 	cp := accPreCheck(t)
 	ns := cp.Namespace(t)
 	class := "vgw-" + k8srand.String(6)
-	gw := routing.ObjectRef{Namespace: ns, Name: "edge"}
+	gw := object.Ref{Namespace: ns, Name: "edge"}
 	policy := func(want corev1.ServiceExternalTrafficPolicy) func(*terraform.State) error {
 		return func(*terraform.State) error {
 			svc, err := cp.Client.CoreV1().Services(ns).Get(context.Background(), gwruntime.Name(gw), metav1.GetOptions{})
@@ -495,7 +495,7 @@ func TestAccGatewayProxyProtocol(t *testing.T) {
 		t.Run(mode, func(t *testing.T) {
 			ns := cp.Namespace(t)
 			class := "vgw-" + k8srand.String(6)
-			gw := routing.ObjectRef{Namespace: ns, Name: "edge"}
+			gw := object.Ref{Namespace: ns, Name: "edge"}
 			proxied := func(want bool) func(*terraform.State) error {
 				return func(*terraform.State) error {
 					d, err := getDeployment(cp, gw)

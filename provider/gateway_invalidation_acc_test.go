@@ -20,7 +20,7 @@ import (
 
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/gwruntime"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/invalidation"
-	"github.com/varnishgw/terraform-provider-varnishgw/internal/routing"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/object"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/testing/testenv"
 )
 
@@ -32,7 +32,7 @@ import (
 // the gateway's objects, with which the pods' ServiceAccount (its real
 // token) may create TokenReviews and SubjectAccessReviews; without it, it
 // may not.
-func invalidationEndpointCheck(cp *testenv.ControlPlane, gw routing.ObjectRef, port int32) resource.TestCheckFunc {
+func invalidationEndpointCheck(cp *testenv.ControlPlane, gw object.Ref, port int32) resource.TestCheckFunc {
 	return func(*terraform.State) error {
 		ctx := context.Background()
 		d, err := getDeployment(cp, gw)
@@ -98,7 +98,7 @@ func invalidationEndpointCheck(cp *testenv.ControlPlane, gw routing.ObjectRef, p
 // podsMayReviewTokens checks, with the real token of gw's ServiceAccount,
 // whether it may create TokenReviews and SubjectAccessReviews (what the
 // endpoint checks its callers with).
-func podsMayReviewTokens(cp *testenv.ControlPlane, gw routing.ObjectRef, want bool) error {
+func podsMayReviewTokens(cp *testenv.ControlPlane, gw object.Ref, want bool) error {
 	ctx := context.Background()
 	cfg, err := cp.ServiceAccountConfig(ctx, gw.Namespace, gwruntime.Name(gw))
 	if err != nil {
@@ -136,7 +136,7 @@ func TestAccGatewayInvalidationEndpoint(t *testing.T) {
 		t.Run(mode, func(t *testing.T) {
 			ns := cp.Namespace(t)
 			class := "vgw-" + k8srand.String(6)
-			gw := routing.ObjectRef{Namespace: ns, Name: "edge"}
+			gw := object.Ref{Namespace: ns, Name: "edge"}
 			body := listenerHCL("http", 8080) + "  service_type = \"LoadBalancer\"\n  mode = \"" + mode + "\"\n"
 			with := func(port int) string {
 				return gatewayConfig(cp, ns, class, "", body+fmt.Sprintf("  invalidation_endpoint_port = %d\n", port))
@@ -251,7 +251,7 @@ func TestAccGatewayInvalidationEndpointProviderRoles(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ns := cp.Namespace(t)
-			gw := routing.ObjectRef{Namespace: ns, Name: "edge"}
+			gw := object.Ref{Namespace: ns, Name: "edge"}
 			kubeconfig, _ := providerIdentity(t, cp, tc.rules, ns)
 			class := className(t, cp)
 			config := func(extra string) string {

@@ -12,6 +12,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
 	"github.com/hashicorp/terraform-plugin-framework/types"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/gwruntime"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/object"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/routing"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/varnish/varnishd"
 	corev1 "k8s.io/api/core/v1"
@@ -165,8 +166,8 @@ func (t *listenerTLSModel) listenerTLS() *gatewayv1.ListenerTLSConfig {
 	return out
 }
 
-func (m *gatewayModel) ref() routing.ObjectRef {
-	return routing.ObjectRef{Namespace: m.Namespace.ValueString(), Name: m.Name.ValueString()}
+func (m *gatewayModel) ref() object.Ref {
+	return object.Ref{Namespace: m.Namespace.ValueString(), Name: m.Name.ValueString()}
 }
 
 // toGateway is the Gateway the model describes.

@@ -22,7 +22,7 @@ import (
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/gwruntime"
-	"github.com/varnishgw/terraform-provider-varnishgw/internal/routing"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/object"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/testing/testenv"
 )
 
@@ -46,7 +46,7 @@ func TestAccGatewayPodSecurityRestricted(t *testing.T) {
 	if _, err := cp.Client.CoreV1().Namespaces().Update(ctx, nsObj, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	gw := routing.ObjectRef{Namespace: ns, Name: "edge"}
+	gw := object.Ref{Namespace: ns, Name: "edge"}
 	dryRun := metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}}
 
 	admitted := func(*terraform.State) error {
@@ -145,7 +145,7 @@ const httpsListenerHCL = `  listener {
 // current ReplicaSet and a pod of it, writes the pod's status as a kubelet
 // would (status), and, when rolledOut, the Deployment's status of a
 // finished rollout.
-func playController(t *testing.T, cp *testenv.ControlPlane, gw routing.ObjectRef, ready func(*appsv1.Deployment) bool, status corev1.PodStatus, rolledOut bool) {
+func playController(t *testing.T, cp *testenv.ControlPlane, gw object.Ref, ready func(*appsv1.Deployment) bool, status corev1.PodStatus, rolledOut bool) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	t.Cleanup(cancel)
 	go func() {
@@ -211,7 +211,7 @@ func TestAccGatewayRolloutFailsFast(t *testing.T) {
 	cp := accPreCheck(t)
 	ns := cp.Namespace(t)
 	class := "vgw-" + rand.String(6)
-	gw := routing.ObjectRef{Namespace: ns, Name: "edge"}
+	gw := object.Ref{Namespace: ns, Name: "edge"}
 	cfg := func(body string) string {
 		return strings.Replace(gatewayConfig(cp, ns, class, "", listenerHCL("http", 8080)+"\n  rollout_timeout = \"10m\"\n"+body),
 			"  wait_for_rollout   = false\n", "", 1)
@@ -265,7 +265,7 @@ func TestAccGatewayPodSettings(t *testing.T) {
 	ctx := context.Background()
 	ns := cp.Namespace(t)
 	class := "vgw-" + rand.String(6)
-	gw := routing.ObjectRef{Namespace: ns, Name: "edge"}
+	gw := object.Ref{Namespace: ns, Name: "edge"}
 	name := gwruntime.Name(gw)
 	const addr = "varnishgw_gateway.test"
 	listeners := listenerHCL("http", 8080)
@@ -492,7 +492,7 @@ func TestAccGatewayParametersRef(t *testing.T) {
 	ctx := context.Background()
 	ns := cp.Namespace(t)
 	class := "vgw-" + rand.String(6)
-	gw := routing.ObjectRef{Namespace: ns, Name: "edge"}
+	gw := object.Ref{Namespace: ns, Name: "edge"}
 	setParams := func(data map[string]string) {
 		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "edge-params", Namespace: ns}, Data: data}
 		if _, err := cp.Client.CoreV1().ConfigMaps(ns).Update(ctx, cm, metav1.UpdateOptions{}); apierrors.IsNotFound(err) {
@@ -658,7 +658,7 @@ func TestAccGatewaySysctls(t *testing.T) {
 	if _, err := cp.Client.CoreV1().Namespaces().Update(ctx, nsObj, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	gw := routing.ObjectRef{Namespace: ns, Name: "edge"}
+	gw := object.Ref{Namespace: ns, Name: "edge"}
 	sysctls := func(want ...string) func(*terraform.State) error {
 		return func(*terraform.State) error {
 			d, err := getDeployment(cp, gw)

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/control"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/object"
 
 	"github.com/hashicorp/terraform-plugin-log/tflog"
 
@@ -272,7 +273,7 @@ func (r *gatewayResource) ModifyPlan(ctx context.Context, req resource.ModifyPla
 func (c *clients) warnCertificates(ctx context.Context, m *gatewayModel, diags *diag.Diagnostics) {
 	gwNS := m.Namespace.ValueString()
 	grants := map[string][]*gatewayv1.ReferenceGrant{}
-	checked := map[routing.ObjectRef]bool{}
+	checked := map[object.Ref]bool{}
 	for i, l := range m.Listeners {
 		if l.TLS == nil || l.Protocol.ValueString() != string(gatewayv1.HTTPSProtocolType) {
 			continue
@@ -281,7 +282,7 @@ func (c *clients) warnCertificates(ctx context.Context, m *gatewayModel, diags *
 			if (!r.Group.IsNull() && r.Group.ValueString() != "") || (!r.Kind.IsNull() && r.Kind.ValueString() != "Secret") || r.Name.IsUnknown() {
 				continue // an error of ValidateConfig
 			}
-			ref := routing.ObjectRef{Namespace: gwNS, Name: r.Name.ValueString()}
+			ref := object.Ref{Namespace: gwNS, Name: r.Name.ValueString()}
 			if v := r.Namespace.ValueString(); v != "" {
 				ref.Namespace = v
 			}
@@ -461,7 +462,7 @@ func (r *gatewayResource) rejectGateway(ctx context.Context, gw *gatewayv1.Gatew
 		fail("%v", err)
 		return
 	}
-	svc, err := r.c.Kube.CoreV1().Services(gw.Namespace).Get(ctx, gwruntime.Name(routing.ObjectRef{Namespace: gw.Namespace, Name: gw.Name}), metav1.GetOptions{})
+	svc, err := r.c.Kube.CoreV1().Services(gw.Namespace).Get(ctx, gwruntime.Name(object.Ref{Namespace: gw.Namespace, Name: gw.Name}), metav1.GetOptions{})
 	if err != nil {
 		svc = nil // not created yet: no addresses
 	}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/control"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/object"
 
 	"github.com/hashicorp/terraform-plugin-testing/helper/resource"
 	"github.com/hashicorp/terraform-plugin-testing/knownvalue"
@@ -34,13 +35,12 @@ import (
 	gatewayclient "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned"
 
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/gwruntime"
-	"github.com/varnishgw/terraform-provider-varnishgw/internal/routing"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/testing/testenv"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/varnish/varnishd"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/vgwapi"
 )
 
-func podTemplateJSON(cp *testenv.ControlPlane, gw routing.ObjectRef) (string, error) {
+func podTemplateJSON(cp *testenv.ControlPlane, gw object.Ref) (string, error) {
 	d, err := getDeployment(cp, gw)
 	if err != nil {
 		return "", err
@@ -54,7 +54,7 @@ func TestAccGateway(t *testing.T) {
 	ns := cp.Namespace(t)
 	class := "vgw-" + rand.String(6)
 	ctx := context.Background()
-	gw := routing.ObjectRef{Namespace: ns, Name: "edge"}
+	gw := object.Ref{Namespace: ns, Name: "edge"}
 	name := gwruntime.Name(gw)
 	const addr = "varnishgw_gateway.test"
 
@@ -474,7 +474,7 @@ func TestAccGatewayRBAC(t *testing.T) {
 	moved := cp.Namespace(t)
 	class := "vgw-" + rand.String(6)
 	ctx := context.Background()
-	gw := routing.ObjectRef{Namespace: ns, Name: "edge"}
+	gw := object.Ref{Namespace: ns, Name: "edge"}
 	createService(t, cp, backends, "api")
 	// The backend namespaces permit the routes of ns (a binding goes only
 	// where a grant permits the route).
@@ -713,7 +713,7 @@ resource "varnishgw_http_route" "foreign" {
 					if canRoute(ns, "patch", "status", "api") {
 						return fmt.Errorf("may still patch the status of route %s/api after it was destroyed", ns)
 					}
-					name := gwruntime.RouteStatusRoleName(gw, routing.ObjectRef{Namespace: ns, Name: "api"})
+					name := gwruntime.RouteStatusRoleName(gw, object.Ref{Namespace: ns, Name: "api"})
 					if _, err := cp.Client.RbacV1().Roles(ns).Get(ctx, name, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 						return fmt.Errorf("the route's status Role %s/%s after the route was destroyed: %v, want NotFound", ns, name, err)
 					}
@@ -742,7 +742,7 @@ func TestAccGatewayRolloutWait(t *testing.T) {
 	ns := cp.Namespace(t)
 	class := "vgw-" + rand.String(6)
 	ctx := context.Background()
-	gw := routing.ObjectRef{Namespace: ns, Name: "edge"}
+	gw := object.Ref{Namespace: ns, Name: "edge"}
 	cfg := func(wait string) string {
 		return strings.Replace(gatewayConfig(cp, ns, class, "", listenerHCL("http", 8080)+"\n  replicas = 2\n"+wait),
 			"  wait_for_rollout   = false\n", "", 1)
@@ -886,7 +886,7 @@ func TestAccGatewaySidecar(t *testing.T) {
 	ns := cp.Namespace(t)
 	class := "vgw-" + rand.String(6)
 	ctx := context.Background()
-	gw := routing.ObjectRef{Namespace: ns, Name: "edge"}
+	gw := object.Ref{Namespace: ns, Name: "edge"}
 	listeners := listenerHCL("http", 8080) + `  listener {
     name     = "admin"
     port     = 8080
@@ -1017,7 +1017,7 @@ func TestAccGatewaySidecar(t *testing.T) {
 // checkGatewayOwned checks that the namespaced runtime objects of gw are
 // owned by its Gateway (so that the garbage collector deletes them with
 // it) and that the cluster-scoped ClusterRole is not.
-func checkGatewayOwned(ctx context.Context, cp *testenv.ControlPlane, gw routing.ObjectRef) error {
+func checkGatewayOwned(ctx context.Context, cp *testenv.ControlPlane, gw object.Ref) error {
 	g, err := cp.Gateway.GatewayV1().Gateways(gw.Namespace).Get(ctx, gw.Name, metav1.GetOptions{})
 	if err != nil {
 		return err

@@ -38,6 +38,7 @@ import (
 
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/gwruntime"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/invalidation"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/object"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/routing"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/testing/testenv"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/vgwapi"
@@ -63,7 +64,7 @@ type invalidationPod struct {
 	stop context.CancelFunc
 }
 
-func startInvalidationPod(t *testing.T, cp *testenv.ControlPlane, gw routing.ObjectRef, name string, apply bool) *invalidationPod {
+func startInvalidationPod(t *testing.T, cp *testenv.ControlPlane, gw object.Ref, name string, apply bool) *invalidationPod {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
@@ -315,7 +316,7 @@ func className(t *testing.T, cp *testenv.ControlPlane) string {
 	return class
 }
 
-func getDeployment(cp *testenv.ControlPlane, gw routing.ObjectRef) (*appsv1.Deployment, error) {
+func getDeployment(cp *testenv.ControlPlane, gw object.Ref) (*appsv1.Deployment, error) {
 	return cp.Client.AppsV1().Deployments(gw.Namespace).Get(context.Background(), gwruntime.Name(gw), metav1.GetOptions{})
 }
 
@@ -333,7 +334,7 @@ func words(pattern string) *regexp.Regexp {
 func testSpec() *gwruntime.Spec {
 	vcl := "sub vcl_deliver { }"
 	return &gwruntime.Spec{
-		Gateway:         routing.ObjectRef{Namespace: "edge", Name: "public"},
+		Gateway:         object.Ref{Namespace: "edge", Name: "public"},
 		Class:           &gwruntime.Class{Image: "img:1", PullPolicy: "IfNotPresent", Storage: "malloc,1g", LogLevel: "info", Params: map[string]string{"b": "2", "a": "1"}, VCL: "sub vcl_recv { }"},
 		GatewayVCL:      &vcl,
 		Ports:           []int32{80, 8080},
@@ -351,7 +352,7 @@ func httpsSpec(mode string) *gwruntime.Spec {
 	s.Mode = mode
 	s.Ports = []int32{80, 8080, 8443}
 	s.TLSPorts = []int32{8443}
-	s.CertSecrets = []routing.ObjectRef{{Namespace: "certs", Name: "shared"}, {Namespace: "edge", Name: "api"}, {Namespace: "edge", Name: "www"}}
+	s.CertSecrets = []object.Ref{{Namespace: "certs", Name: "shared"}, {Namespace: "edge", Name: "api"}, {Namespace: "edge", Name: "www"}}
 	return s
 }
 
@@ -439,7 +440,7 @@ func checkRouteCondition(cp *testenv.ControlPlane, ns, name, gw, typ string, sta
 // fragment reads the stored RoutingFragment of route ns/name for Gateway
 // ns/gw.
 func fragment(cp *testenv.ControlPlane, ns, gw, name string) (*unstructured.Unstructured, *routing.Fragment, error) {
-	return fragmentOf(cp, routing.ObjectRef{Namespace: ns, Name: gw}, routing.ObjectRef{Namespace: ns, Name: name})
+	return fragmentOf(cp, object.Ref{Namespace: ns, Name: gw}, object.Ref{Namespace: ns, Name: name})
 }
 
 // routingKnown fails when the planned routing attribute is unknown or does

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/control"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/object"
 
 	"github.com/hashicorp/terraform-plugin-framework/types"
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -35,7 +36,7 @@ func (m *httpRouteModel) setRuleCaches(frags []*routing.Fragment) {
 
 // gatewayPolicies are the default cache policies of Gateways, by
 // namespace/name; a Gateway without one maps to nil.
-type gatewayPolicies map[routing.ObjectRef]*routing.CachePolicy
+type gatewayPolicies map[object.Ref]*routing.CachePolicy
 
 // gatewayCachePoliciesKey is the private state key of the Gateways'
 // cache policy annotations the route's effective_cache was computed from
@@ -53,7 +54,7 @@ func policiesAndRecord(gws []*gatewayv1.Gateway) (gatewayPolicies, []byte, error
 		if err != nil {
 			return nil, nil, err
 		}
-		ref := routing.ObjectRef{Namespace: gw.Namespace, Name: gw.Name}
+		ref := object.Ref{Namespace: gw.Namespace, Name: gw.Name}
 		out[ref] = p
 		raw[ref.String()] = gw.Annotations[routing.CachePolicyAnnotation]
 	}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/control"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/object"
 
 	"github.com/hashicorp/terraform-plugin-framework/diag"
 	"github.com/hashicorp/terraform-plugin-framework/path"
@@ -157,7 +158,7 @@ func (r *httpRouteResource) ModifyPlan(ctx context.Context, req resource.ModifyP
 	if r.c.checkExperimentalFields(ctx, route, &resp.Diagnostics); resp.Diagnostics.HasError() {
 		return
 	}
-	ref := routing.ObjectRef{Namespace: route.Namespace, Name: route.Name}
+	ref := object.Ref{Namespace: route.Namespace, Name: route.Name}
 	// A dry run gives the route exactly as the API server will store it
 	// (defaults filled in) and reports what its validation rejects. The
 	// stored route, as Read just found it unchanged since the provider
@@ -288,13 +289,13 @@ func (r *httpRouteResource) Update(ctx context.Context, req resource.UpdateReque
 // Gateways' cache policies it used, for the private state (nil: keep
 // it). oldParents are the parent Gateways of the prior state, whose
 // fragments are deleted when they are parents no more.
-func (r *httpRouteResource) apply(ctx context.Context, m *httpRouteModel, oldParents []routing.ObjectRef, action string, fail, warn func(string, string)) (*gatewayv1.HTTPRoute, []byte) {
+func (r *httpRouteResource) apply(ctx context.Context, m *httpRouteModel, oldParents []object.Ref, action string, fail, warn func(string, string)) (*gatewayv1.HTTPRoute, []byte) {
 	desired := m.toHTTPRoute()
 	if errs := routing.ValidateHTTPRoute(desired); len(errs) > 0 {
 		fail(action, errs.ToAggregate().Error())
 		return nil, nil
 	}
-	snap := r.c.routes.take(routing.ObjectRef{Namespace: desired.Namespace, Name: desired.Name})
+	snap := r.c.routes.take(object.Ref{Namespace: desired.Namespace, Name: desired.Name})
 	live, err := r.c.applyRoute(ctx, desired, false)
 	if err != nil {
 		fail(action, fmt.Sprintf("apply HTTPRoute %s/%s: %v", desired.Namespace, desired.Name, err))
@@ -385,7 +386,7 @@ func (r *httpRouteResource) Read(ctx context.Context, req resource.ReadRequest, 
 		state.fromHTTPRoute(live) // import
 	case readWrittenRoute(ctx, req.Private).is(live):
 		// The spec has not changed since the provider wrote it.
-		r.c.routes.put(routing.ObjectRef{Namespace: ns, Name: name}, routeSnapshot{route: live})
+		r.c.routes.put(object.Ref{Namespace: ns, Name: name}, routeSnapshot{route: live})
 	default:
 		// The route as the provider would write it now, defaults filled in
 		// by the API server: if the live spec differs, someone changed a
@@ -408,7 +409,7 @@ func (r *httpRouteResource) Read(ctx context.Context, req resource.ReadRequest, 
 		}
 		// Unchanged where the provider writes: no dry run next time.
 		resp.Diagnostics.Append(recordWrittenRoute(ctx, resp.Private.SetKey, live)...)
-		r.c.routes.put(routing.ObjectRef{Namespace: ns, Name: name}, routeSnapshot{route: live})
+		r.c.routes.put(object.Ref{Namespace: ns, Name: name}, routeSnapshot{route: live})
 	}
 	frags, err := r.c.ReadFragments(ctx, live)
 	if err != nil {
@@ -456,12 +457,12 @@ func (r *httpRouteResource) Delete(ctx context.Context, req resource.DeleteReque
 	}
 	// Each Gateway once: the state's and the live route's parents are
 	// usually the same.
-	seen := map[routing.ObjectRef]bool{}
+	seen := map[object.Ref]bool{}
 	for _, gw := range gateways {
 		seen[gw] = true
 	}
 	gateways = sortedRefs(seen)
-	routeRef := routing.ObjectRef{Namespace: route.Namespace, Name: route.Name}
+	routeRef := object.Ref{Namespace: route.Namespace, Name: route.Name}
 	var writes []control.FragmentWrite
 	for _, gw := range gateways {
 		w, err := r.c.DeleteFragment(ctx, gw, routeRef, state.WaitForServed.ValueBool())

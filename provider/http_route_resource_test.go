@@ -24,13 +24,14 @@ import (
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/gwruntime"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/object"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/routing"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/testing/testenv"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/vgwapi"
 )
 
 // fragmentOf reads the stored RoutingFragment of route for gw.
-func fragmentOf(cp *testenv.ControlPlane, gw, route routing.ObjectRef) (*unstructured.Unstructured, *routing.Fragment, error) {
+func fragmentOf(cp *testenv.ControlPlane, gw, route object.Ref) (*unstructured.Unstructured, *routing.Fragment, error) {
 	obj, err := dynamic.NewForConfigOrDie(cp.Config).Resource(vgwapi.RoutingFragments).Namespace(gw.Namespace).
 		Get(context.Background(), gwruntime.FragmentName(gw, route), metav1.GetOptions{})
 	if err != nil {
@@ -177,7 +178,7 @@ resource "varnishgw_http_route" "test" {
 						if err != nil {
 							return fmt.Errorf("fragment: %w", err)
 						}
-						for k, v := range gwruntime.GatewayLabels(routing.ObjectRef{Namespace: ns, Name: gw}) {
+						for k, v := range gwruntime.GatewayLabels(object.Ref{Namespace: ns, Name: gw}) {
 							if obj.GetLabels()[k] != v {
 								return fmt.Errorf("fragment labels = %v, want %s=%s", obj.GetLabels(), k, v)
 							}
@@ -893,7 +894,7 @@ resource "varnishgw_http_route" "other" {
 				func(*terraform.State) error {
 					// Both fragments live in the Gateway's namespace.
 					for _, ns := range []string{teamNS, otherNS} {
-						if _, _, err := fragmentOf(cp, routing.ObjectRef{Namespace: gwNS, Name: "shared"}, routing.ObjectRef{Namespace: ns, Name: "web"}); err != nil {
+						if _, _, err := fragmentOf(cp, object.Ref{Namespace: gwNS, Name: "shared"}, object.Ref{Namespace: ns, Name: "web"}); err != nil {
 							return fmt.Errorf("fragment of %s/web: %w", ns, err)
 						}
 					}

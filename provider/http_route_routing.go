@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/control"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/object"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/routing"
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 )
@@ -68,9 +69,9 @@ func nonNil[T any](s []T) []T {
 	return s
 }
 
-func sortedRefs(m map[routing.ObjectRef]bool) []routing.ObjectRef {
+func sortedRefs(m map[object.Ref]bool) []object.Ref {
 	out := slices.Collect(maps.Keys(m))
-	slices.SortFunc(out, func(a, b routing.ObjectRef) int { return strings.Compare(a.String(), b.String()) })
+	slices.SortFunc(out, func(a, b object.Ref) int { return strings.Compare(a.String(), b.String()) })
 	return out
 }
 

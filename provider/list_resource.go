@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/control"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/object"
 
 	"github.com/hashicorp/terraform-plugin-framework/diag"
 	"github.com/hashicorp/terraform-plugin-framework/list"
@@ -16,8 +17,6 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/types"
 	"github.com/hashicorp/terraform-plugin-go/tftypes"
 	"k8s.io/apimachinery/pkg/labels"
-
-	"github.com/varnishgw/terraform-provider-varnishgw/internal/routing"
 )
 
 // List resources (Terraform 1.14 and later, terraform query): the
@@ -124,7 +123,7 @@ func (l *kubeListResource) List(ctx context.Context, req list.ListRequest, strea
 // the resource's ImportState and Read give it.
 func (l *kubeListResource) result(ctx context.Context, req list.ListRequest, namespace, name string) list.ListResult {
 	res := req.NewListResult(ctx)
-	ref := routing.ObjectRef{Namespace: namespace, Name: name}
+	ref := object.Ref{Namespace: namespace, Name: name}
 	res.DisplayName = ref.String()
 	res.Diagnostics.Append(res.Identity.SetAttribute(ctx, path.Root("namespace"), namespace)...)
 	res.Diagnostics.Append(res.Identity.SetAttribute(ctx, path.Root("name"), name)...)

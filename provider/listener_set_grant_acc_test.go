@@ -18,6 +18,7 @@ import (
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/gwruntime"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/object"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/routing"
 )
 
@@ -42,7 +43,7 @@ func TestAccListenerSetHTTPSGrantLater(t *testing.T) {
 	ns, lsNS, certs := cp.Namespace(t), cp.Namespace(t), cp.Namespace(t)
 	class := "vgw-" + rand.String(6)
 	ctx := context.Background()
-	gw := routing.ObjectRef{Namespace: ns, Name: "edge"}
+	gw := object.Ref{Namespace: ns, Name: "edge"}
 	shared, _ := tlsSecret(t, certs, "shared", "shared.example.com")
 	team, _ := tlsSecret(t, lsNS, "team-cert", "team.example.com")
 	for _, s := range []*corev1.Secret{shared, team} {

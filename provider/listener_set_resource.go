@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/gwruntime"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/object"
 
 	"github.com/hashicorp/terraform-plugin-framework-validators/listvalidator"
 	"github.com/hashicorp/terraform-plugin-framework-validators/objectvalidator"
@@ -217,8 +218,8 @@ func (m *listenerSetModel) toListenerSet() *gatewayv1.ListenerSet {
 	return ls
 }
 
-func (m *listenerSetModel) ref() routing.ObjectRef {
-	return routing.ObjectRef{Namespace: m.Namespace.ValueString(), Name: m.Name.ValueString()}
+func (m *listenerSetModel) ref() object.Ref {
+	return object.Ref{Namespace: m.Namespace.ValueString(), Name: m.Name.ValueString()}
 }
 
 // ValidateConfig checks the ListenerSet as the gateway's pods will serve

@@ -27,6 +27,7 @@ import (
 
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/gatewaystatus"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/gwruntime"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/object"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/routing"
 )
 
@@ -46,7 +47,7 @@ func TestAccListenerSet(t *testing.T) {
 	ns := cp.Namespace(t)
 	class := "vgw-" + rand.String(6)
 	ctx := context.Background()
-	gw := routing.ObjectRef{Namespace: ns, Name: "edge"}
+	gw := object.Ref{Namespace: ns, Name: "edge"}
 	createService(t, cp, ns, "web")
 
 	gateway := gatewayConfig(cp, ns, class, "", listenerHCL("http", 8080)+`
@@ -378,7 +379,7 @@ func TestAccListenerSetHTTPS(t *testing.T) {
 	ns, lsNS, certs := cp.Namespace(t), cp.Namespace(t), cp.Namespace(t)
 	class := "vgw-" + rand.String(6)
 	ctx := context.Background()
-	gw := routing.ObjectRef{Namespace: ns, Name: "edge"}
+	gw := object.Ref{Namespace: ns, Name: "edge"}
 	createService(t, cp, lsNS, "web")
 	secret, _ := tlsSecret(t, lsNS, "team-cert", "team.example.com")
 	if _, err := cp.Client.CoreV1().Secrets(lsNS).Create(ctx, secret, metav1.CreateOptions{}); err != nil {
@@ -482,7 +483,7 @@ resource "varnishgw_http_route" "team" {
 				// The pods write the served listeners' ResolvedRefs.
 				podsGateway := gatewayclient.NewForConfigOrDie(cfg)
 				w := gatewaystatus.NewListenerSetWriter(podsGateway, gw, nil)
-				if err := w.Apply(ctx, routing.ObjectRef{Namespace: lsNS, Name: "team"}, gatewaystatus.ListenerSetConditions{Generation: ls.Generation,
+				if err := w.Apply(ctx, object.Ref{Namespace: lsNS, Name: "team"}, gatewaystatus.ListenerSetConditions{Generation: ls.Generation,
 					Conditions: []gatewaystatus.ListenerCondition{
 						{Listener: "secure", Status: metav1.ConditionTrue, Reason: gatewayv1.ListenerReasonResolvedRefs, Message: "served"},
 						{Listener: "pending", Status: metav1.ConditionFalse, Reason: gatewayv1.ListenerReasonInvalidCertificateRef, Message: "not found"},
@@ -577,7 +578,7 @@ func TestAccListenerSetHTTPSProviderRoles(t *testing.T) {
 	ns, lsNS := cp.Namespace(t), cp.Namespace(t)
 	kubeconfig, _ := providerIdentity(t, cp, ProviderClusterRules(), ns, lsNS)
 	class := className(t, cp)
-	gw := routing.ObjectRef{Namespace: ns, Name: "edge"}
+	gw := object.Ref{Namespace: ns, Name: "edge"}
 	gateway := strings.Replace(gatewayConfig(cp, ns, class, "", listenerHCL("http", 8080)+`
   allowed_listeners {
     namespaces = "All"

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/gwruntime"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/object"
 
 	"github.com/hashicorp/terraform-plugin-framework/attr"
 	"github.com/hashicorp/terraform-plugin-framework/types"
@@ -14,8 +15,6 @@ import (
 	metav1apply "k8s.io/client-go/applyconfigurations/meta/v1"
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 	gatewayv1apply "sigs.k8s.io/gateway-api/applyconfiguration/apis/v1"
-
-	"github.com/varnishgw/terraform-provider-varnishgw/internal/routing"
 )
 
 // allowedListenersModel is the gateway's allowed_listeners block.
@@ -110,7 +109,7 @@ func (c *clients) addListenerSets(ctx context.Context, m *gatewayModel, spec *gw
 // varnishgw, its runtime (Service ports, varnishd's listen addresses). It
 // reports whether the runtime changed (the pods roll).
 func (c *clients) refreshListenerSets(ctx context.Context, gw *gatewayv1.Gateway, ls *gatewayv1.ListenerSet) (bool, error) {
-	defer c.LockGateway(routing.ObjectRef{Namespace: gw.Namespace, Name: gw.Name})()
+	defer c.LockGateway(object.Ref{Namespace: gw.Namespace, Name: gw.Name})()
 	cg, sets, err := c.ComposeGatewaySets(ctx, gw, ls)
 	if err != nil {
 		return false, err
@@ -127,7 +126,7 @@ func (c *clients) refreshListenerSets(ctx context.Context, gw *gatewayv1.Gateway
 	if err := c.WriteListenerSetListeners(ctx, cg); err != nil {
 		return false, err
 	}
-	gwRef := routing.ObjectRef{Namespace: gw.Namespace, Name: gw.Name}
+	gwRef := object.Ref{Namespace: gw.Namespace, Name: gw.Name}
 	gm := &gatewayModel{Namespace: types.StringValue(gw.Namespace), Name: types.StringValue(gw.Name),
 		AllowedListeners: types.ObjectNull(allowedListenersType)}
 	if err := c.readGateway(ctx, gm); err != nil {

@@ -11,6 +11,7 @@ import (
 	"k8s.io/client-go/dynamic"
 
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/gwruntime"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/object"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/routing"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/testing/testenv"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/testing/tfcli"
@@ -22,7 +23,7 @@ import (
 func mergedRoutingOf(t *testing.T, cp *testenv.ControlPlane, ns, gw string) ([]*routing.Fragment, *routing.Table) {
 	t.Helper()
 	ctx := context.Background()
-	ref := routing.ObjectRef{Namespace: ns, Name: gw}
+	ref := object.Ref{Namespace: ns, Name: gw}
 	list, err := dynamic.NewForConfigOrDie(cp.Config).Resource(vgwapi.RoutingFragments).Namespace(ns).
 		List(ctx, metav1.ListOptions{LabelSelector: labels.SelectorFromSet(gwruntime.GatewayLabels(ref)).String()})
 	if err != nil {

@@ -8,13 +8,12 @@ import (
 	"time"
 
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/control"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/object"
 
 	"github.com/hashicorp/terraform-plugin-framework/diag"
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/types"
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
-
-	"github.com/varnishgw/terraform-provider-varnishgw/internal/routing"
 )
 
 // How a route is read once per operation. The CLI runs one provider
@@ -46,15 +45,15 @@ type routeSnapshot struct {
 // routeSnapshots are the snapshots of a provider process, by route.
 type routeSnapshots struct {
 	mu sync.Mutex
-	m  map[routing.ObjectRef]routeSnapshot
+	m  map[object.Ref]routeSnapshot
 }
 
 // put records s for ref, replacing an earlier one.
-func (r *routeSnapshots) put(ref routing.ObjectRef, s routeSnapshot) {
+func (r *routeSnapshots) put(ref object.Ref, s routeSnapshot) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.m == nil {
-		r.m = map[routing.ObjectRef]routeSnapshot{}
+		r.m = map[object.Ref]routeSnapshot{}
 	}
 	s.at = time.Now()
 	r.m[ref] = s
@@ -62,7 +61,7 @@ func (r *routeSnapshots) put(ref routing.ObjectRef, s routeSnapshot) {
 
 // take removes and returns the snapshot of ref, nil when there is none
 // or it is older than snapshotMaxAge.
-func (r *routeSnapshots) take(ref routing.ObjectRef) *routeSnapshot {
+func (r *routeSnapshots) take(ref object.Ref) *routeSnapshot {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	s, ok := r.m[ref]

@@ -21,7 +21,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/gwruntime"
-	"github.com/varnishgw/terraform-provider-varnishgw/internal/routing"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/object"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/testing/testenv"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/vgwapi"
 )
@@ -35,7 +35,7 @@ import (
 type fakePod struct {
 	t    *testing.T
 	dyn  dynamic.Interface
-	gw   routing.ObjectRef
+	gw   object.Ref
 	name string
 
 	mu       sync.Mutex
@@ -45,7 +45,7 @@ type fakePod struct {
 	reported time.Time         // when the last report was written
 }
 
-func startFakePod(t *testing.T, cp *testenv.ControlPlane, gw routing.ObjectRef) *fakePod {
+func startFakePod(t *testing.T, cp *testenv.ControlPlane, gw object.Ref) *fakePod {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
@@ -148,9 +148,9 @@ func TestAccRouteServed(t *testing.T) {
 	cp := accPreCheck(t)
 	ns := cp.Namespace(t)
 	gw := routeFixture(t, cp, ns, "")
-	gwRef := routing.ObjectRef{Namespace: ns, Name: gw}
+	gwRef := object.Ref{Namespace: ns, Name: gw}
 	pod := startFakePod(t, cp, gwRef)
-	fragName := gwruntime.FragmentName(gwRef, routing.ObjectRef{Namespace: ns, Name: "web"})
+	fragName := gwruntime.FragmentName(gwRef, object.Ref{Namespace: ns, Name: "web"})
 	const addr = "varnishgw_http_route.web"
 	config := func(path, extra string) string {
 		return providerBlock(cp) + fmt.Sprintf(`

@@ -11,7 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/gwruntime"
-	"github.com/varnishgw/terraform-provider-varnishgw/internal/routing"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/object"
 )
 
 // TestAccHTTPRouteStatusRoleProviderRoles: as an identity with exactly the
@@ -24,8 +24,8 @@ func TestAccHTTPRouteStatusRoleProviderRoles(t *testing.T) {
 	cp := accPreCheck(t)
 	ctx := context.Background()
 	ns, apps := cp.Namespace(t), cp.Namespace(t)
-	gw := routing.ObjectRef{Namespace: ns, Name: "edge"}
-	name := gwruntime.RouteStatusRoleName(gw, routing.ObjectRef{Namespace: apps, Name: "web"})
+	gw := object.Ref{Namespace: ns, Name: "edge"}
+	name := gwruntime.RouteStatusRoleName(gw, object.Ref{Namespace: apps, Name: "web"})
 	createService(t, cp, apps, "web")
 	kubeconfig, _ := providerIdentity(t, cp, ProviderClusterRules(), ns)
 	class := className(t, cp)

@@ -15,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/ghostjson"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/object"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/routing"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/vgwapi"
 )
@@ -249,7 +250,7 @@ func (d *routingDataSource) Read(ctx context.Context, req datasource.ReadRequest
 	if resp.Diagnostics.HasError() || !requireClients(d.c, &resp.Diagnostics) {
 		return
 	}
-	ref := routing.ObjectRef{Namespace: m.Namespace.ValueString(), Name: m.Name.ValueString()}
+	ref := object.Ref{Namespace: m.Namespace.ValueString(), Name: m.Name.ValueString()}
 	gw, err := d.c.Gateway.GatewayV1().Gateways(ref.Namespace).Get(ctx, ref.Name, metav1.GetOptions{})
 	if err != nil {
 		resp.Diagnostics.AddError("Read the Gateway "+ref.String(), gatewayDataReadDetail(ref, err))
@@ -377,7 +378,7 @@ func routingVHostModels(t *routing.Table, doc *ghostjson.Document) []routingVHos
 }
 
 // gatewayDataReadDetail explains a failed Gateway read.
-func gatewayDataReadDetail(ref routing.ObjectRef, err error) string {
+func gatewayDataReadDetail(ref object.Ref, err error) string {
 	if apierrors.IsNotFound(err) {
 		return fmt.Sprintf("There is no Gateway %q in namespace %q. Check namespace and name, or create the Gateway first "+
 			"(depend on its resource so that it exists when the data source is read).", ref.Name, ref.Namespace)
@@ -386,7 +387,7 @@ func gatewayDataReadDetail(ref routing.ObjectRef, err error) string {
 }
 
 // routingPods reads the GatewayPodReports of gw, sorted by pod name.
-func (c *clients) routingPods(ctx context.Context, gw routing.ObjectRef) ([]routingPodModel, error) {
+func (c *clients) routingPods(ctx context.Context, gw object.Ref) ([]routingPodModel, error) {
 	reports, err := vgwapi.ReadReports(ctx, c.Dynamic, gw)
 	if apierrors.IsNotFound(err) {
 		return []routingPodModel{}, nil // the CRD is not installed yet

@@ -15,7 +15,7 @@ import (
 	"k8s.io/client-go/dynamic"
 
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/gwruntime"
-	"github.com/varnishgw/terraform-provider-varnishgw/internal/routing"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/object"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/vgwapi"
 )
 
@@ -166,7 +166,7 @@ data "varnishgw_routing" "gw" {
 					if _, err := dyn.Resource(vgwapi.RoutingFragments).Namespace(ns).Create(ctx, corrupt, metav1.CreateOptions{}); err != nil {
 						t.Fatal(err)
 					}
-					report, err := vgwapi.NewReport(routing.ObjectRef{Namespace: ns, Name: gw}, vgwapi.Pod{Name: gw + "-pod-1"}, vgwapi.ReportStatus{
+					report, err := vgwapi.NewReport(object.Ref{Namespace: ns, Name: gw}, vgwapi.Pod{Name: gw + "-pod-1"}, vgwapi.ReportStatus{
 						Routing: &vgwapi.RoutingReport{FragmentsResourceVersion: "12345", GatewayGeneration: 1, Fragments: 3,
 							Rejected: []vgwapi.Rejection{{Name: "vgw-corrupt", ResourceVersion: "12000", Reason: "corrupt"}},
 							Time:     metav1.Now()},
@@ -241,7 +241,7 @@ data "varnishgw_routing" "gw" {
 			Check: resource.ComposeAggregateTestCheckFunc(
 				func(*terraform.State) error {
 					// The VCL ConfigMap is there, with the gateway label.
-					cm, err := cp.Client.CoreV1().ConfigMaps(ns).Get(context.Background(), gwruntime.VCLConfigMapName(routing.ObjectRef{Namespace: ns, Name: "edge"}), metav1.GetOptions{})
+					cm, err := cp.Client.CoreV1().ConfigMaps(ns).Get(context.Background(), gwruntime.VCLConfigMapName(object.Ref{Namespace: ns, Name: "edge"}), metav1.GetOptions{})
 					if err != nil {
 						return err
 					}

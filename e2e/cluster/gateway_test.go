@@ -15,7 +15,7 @@ import (
 
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/demo"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/gwruntime"
-	"github.com/varnishgw/terraform-provider-varnishgw/internal/routing"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/object"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/testing/tfcli"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/vgwapi"
 )
@@ -156,7 +156,7 @@ func TestGatewayPods(t *testing.T) {
 	tf := c.terraform()
 	tf.write(c.gatewayHCL(c.images.Gateway.Name, "supervise", 2, "", ""))
 	tf.mustRun("apply")
-	gw := routing.ObjectRef{Namespace: c.ns, Name: "node"}
+	gw := object.Ref{Namespace: c.ns, Name: "node"}
 	pods := c.gatewayPods(gw)
 	if len(pods) != 2 {
 		t.Fatalf("%d gateway pods after apply, want 2", len(pods))

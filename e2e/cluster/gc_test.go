@@ -11,7 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/gwruntime"
-	"github.com/varnishgw/terraform-provider-varnishgw/internal/routing"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/object"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/testing/tfcli"
 )
 
@@ -48,7 +48,7 @@ func TestGatewayGarbageCollected(t *testing.T) {
 	tf := c.terraform()
 	tf.write(fmt.Sprintf(gcHCL, c.ns, c.images.Gateway.Name))
 	tf.mustRun("apply")
-	gw := routing.ObjectRef{Namespace: c.ns, Name: "gc"}
+	gw := object.Ref{Namespace: c.ns, Name: "gc"}
 	if len(c.gatewayPods(gw)) == 0 {
 		t.Fatal("no gateway pod after apply")
 	}

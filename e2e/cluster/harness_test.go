@@ -29,7 +29,7 @@ import (
 
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/demo"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/gwruntime"
-	"github.com/varnishgw/terraform-provider-varnishgw/internal/routing"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/object"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/testing/testenv"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/testing/tfcli"
 )
@@ -139,7 +139,7 @@ func (tf *terraform) mustRun(args ...string) string {
 }
 
 // gatewayPods are the running pods of gw, sorted by name.
-func (c *cluster) gatewayPods(gw routing.ObjectRef) []corev1.Pod {
+func (c *cluster) gatewayPods(gw object.Ref) []corev1.Pod {
 	c.t.Helper()
 	list, err := c.cp.Client.CoreV1().Pods(gw.Namespace).List(c.ctx, metav1.ListOptions{
 		LabelSelector: labels.SelectorFromSet(gwruntime.Labels(gw)).String(),

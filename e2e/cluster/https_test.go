@@ -23,7 +23,7 @@ import (
 
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/demo"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/gwruntime"
-	"github.com/varnishgw/terraform-provider-varnishgw/internal/routing"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/object"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/testing/echo"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/testing/hitchtest"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/testing/tfcli"
@@ -152,7 +152,7 @@ func testHTTPSPods(t *testing.T, c *cluster, mode string) {
 	if out := tf.mustRun("apply"); !strings.Contains(out, "api-tls") {
 		t.Errorf("apply said nothing about the missing Secret api-tls:\n%s", out)
 	}
-	gw := routing.ObjectRef{Namespace: c.ns, Name: "tls"}
+	gw := object.Ref{Namespace: c.ns, Name: "tls"}
 	pods := c.gatewayPods(gw)
 	if len(pods) != 1 {
 		t.Fatalf("%d gateway pods after apply, want 1", len(pods))
@@ -314,7 +314,7 @@ func (c *cluster) deleteSecretAtEnd(name string) {
 
 // waitListenerCondition waits up to a minute for the listener's
 // ResolvedRefs condition to have status and reason.
-func (c *cluster) waitListenerCondition(gw routing.ObjectRef, listener string, status metav1.ConditionStatus, reason string) {
+func (c *cluster) waitListenerCondition(gw object.Ref, listener string, status metav1.ConditionStatus, reason string) {
 	c.t.Helper()
 	deadline := time.Now().Add(time.Minute)
 	var got *metav1.Condition

@@ -18,7 +18,7 @@ import (
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/demo"
-	"github.com/varnishgw/terraform-provider-varnishgw/internal/routing"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/object"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/testing/tfcli"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/vgwapi"
 	"github.com/varnishgw/terraform-provider-varnishgw/provider"
@@ -253,7 +253,7 @@ func TestProviderLeastPrivilege(t *testing.T) {
 	}
 	tf.write(hcl("{}", "sidecar", endpoint))
 	tf.mustRun("apply")
-	gw := routing.ObjectRef{Namespace: c.ns, Name: "edge"}
+	gw := object.Ref{Namespace: c.ns, Name: "edge"}
 	pods := c.gatewayPods(gw)
 	if len(pods) != 1 {
 		t.Fatalf("gateway pods: %v", podNames(pods))

@@ -15,7 +15,7 @@ import (
 
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/demo"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/gwruntime"
-	"github.com/varnishgw/terraform-provider-varnishgw/internal/routing"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/object"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/testing/registrytest"
 )
 
@@ -94,7 +94,7 @@ func TestImageFromRegistry(t *testing.T) {
 	if !slices.Contains(images, pushed) {
 		t.Errorf("the node's images %v do not include %s, pulled from the registry", images, pushed)
 	}
-	gw := routing.ObjectRef{Namespace: "gateways", Name: "public"}
+	gw := object.Ref{Namespace: "gateways", Name: "public"}
 	gwc := *c
 	gwc.ns = gw.Namespace
 	pods := gwc.gatewayPods(gw)

@@ -15,7 +15,7 @@ import (
 
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/demo"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/gwruntime"
-	"github.com/varnishgw/terraform-provider-varnishgw/internal/routing"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/object"
 )
 
 // followLogs streams a container's log lines until ctx ends or the
@@ -65,7 +65,7 @@ func TestSidecarPods(t *testing.T) {
 	tf := c.terraform()
 	tf.write(c.gatewayHCL(c.images.Gateway.Name, "sidecar", 2, "", ""))
 	tf.mustRun("apply")
-	gw := routing.ObjectRef{Namespace: c.ns, Name: "node"}
+	gw := object.Ref{Namespace: c.ns, Name: "node"}
 	pods := c.gatewayPods(gw)
 	if len(pods) != 2 || len(pods[0].Spec.Containers) != 2 {
 		t.Fatalf("gateway pods %v, want 2 with 2 containers each", podNames(pods))

@@ -14,7 +14,7 @@ import (
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/build/imagebuild"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/demo"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/gwruntime"
-	"github.com/varnishgw/terraform-provider-varnishgw/internal/routing"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/object"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/testing/tfcli"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/vgwapi"
 )
@@ -114,7 +114,7 @@ func TestUpgradeFromRelease(t *testing.T) {
 	tf := &terraform{c: c, ws: ws}
 	tf.write(c.gatewayHCL(relImage.Name, "supervise", 2, "", ""))
 	tf.mustRun("apply")
-	gw := routing.ObjectRef{Namespace: c.ns, Name: "node"}
+	gw := object.Ref{Namespace: c.ns, Name: "node"}
 	svc := c.serviceAddr(gwruntime.Name(gw), 80)
 	www := demo.Request{Host: "www.node.test", Path: "/"}
 	for _, p := range c.gatewayPods(gw) {

@@ -12,7 +12,7 @@ import (
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/gwruntime"
-	"github.com/varnishgw/terraform-provider-varnishgw/internal/routing"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/object"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/testing/chaperonetest"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/testing/testenv"
 )
@@ -43,7 +43,7 @@ func providerVCL(t testing.TB, cp *testenv.ControlPlane, gw *gatewayv1.Gateway, 
 	if _, err := cp.Gateway.GatewayV1().Gateways(gw.Namespace).Patch(context.Background(), gw.Name, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
 		t.Fatalf("record the VCL digest on Gateway %s/%s: %v", gw.Namespace, gw.Name, err)
 	}
-	ref := routing.ObjectRef{Namespace: gw.Namespace, Name: gw.Name}
+	ref := object.Ref{Namespace: gw.Namespace, Name: gw.Name}
 	return &corev1.ConfigMap{
 		ObjectMeta: metav1.ObjectMeta{Namespace: gw.Namespace, Name: gwruntime.VCLConfigMapName(ref), Labels: gwruntime.Labels(ref)},
 		Data:       map[string]string{gwruntime.VCLDataKey: vcl},

@@ -34,6 +34,7 @@ import (
 
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/gwruntime"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/mainvcl"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/object"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/routing"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/testing/chaperonetest"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/testing/retrysim"
@@ -379,7 +380,7 @@ func (r *replay) startGateway(t *testing.T, gw *gatewayv1.Gateway, namespaces []
 	cleanupDelete(t, "Gateway "+gw.Name, func() error {
 		return r.cp.Gateway.GatewayV1().Gateways(gw.Namespace).Delete(ctx, created.Name, metav1.DeleteOptions{})
 	})
-	ref := routing.ObjectRef{Namespace: gw.Namespace, Name: gw.Name}
+	ref := object.Ref{Namespace: gw.Namespace, Name: gw.Name}
 	sa := "replay-" + gw.Name
 	r.cp.GrantRole(t, gw.Namespace, sa+"-gateway", gw.Namespace, sa, gwruntime.GatewayRules(ref))
 	for _, ns := range namespaces {
@@ -460,7 +461,7 @@ func (r *replay) serveFragments(t *testing.T, g *replayGateway, routes []*gatewa
 		g.frags = append(g.frags, obj.GetName())
 		lastName, lastRV = obj.GetName(), obj.GetResourceVersion()
 	}
-	ref := routing.ObjectRef{Namespace: g.gw.Namespace, Name: g.gw.Name}
+	ref := object.Ref{Namespace: g.gw.Namespace, Name: g.gw.Name}
 	deadline := time.Now().Add(60 * time.Second)
 	for {
 		reports, err := vgwapi.ReadReports(ctx, r.dyn, ref)

@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/gwruntime"
-	"github.com/varnishgw/terraform-provider-varnishgw/internal/routing"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/object"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/utils/ptr"
@@ -29,7 +29,7 @@ func TestDeploymentDrift(t *testing.T) {
 // driftSpec is a supervise-mode gateway whose pods have a toleration.
 func driftSpec() *gwruntime.Spec {
 	return &gwruntime.Spec{
-		Gateway:      routing.ObjectRef{Namespace: "edge", Name: "public"},
+		Gateway:      object.Ref{Namespace: "edge", Name: "public"},
 		Class:        &gwruntime.Class{Image: "img:1", PullPolicy: "IfNotPresent", Storage: "malloc,1g", LogLevel: "info"},
 		Ports:        []int32{80},
 		Replicas:     2,

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/gwruntime"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/object"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/routing"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/vgwapi"
 	corev1 "k8s.io/api/core/v1"
@@ -30,7 +31,7 @@ import (
 // FragmentWrite is one write of a RoutingFragment: the resource version
 // that the gateway pods must reach to serve it.
 type FragmentWrite struct {
-	gw              routing.ObjectRef
+	gw              object.Ref
 	name            string
 	resourceVersion string
 	deleted         bool
@@ -40,15 +41,15 @@ type FragmentWrite struct {
 // the fragments of Gateways that are no longer parents (or no longer served
 // by varnishgw); stale lists Gateways of the prior state. It returns the
 // writes, for waitServed (forWait: see deleteFragment).
-func (c *Cluster) WriteFragments(ctx context.Context, route *gatewayv1.HTTPRoute, frags []*routing.Fragment, stale []routing.ObjectRef, forWait bool) ([]FragmentWrite, error) {
-	routeRef := routing.ObjectRef{Namespace: route.Namespace, Name: route.Name}
+func (c *Cluster) WriteFragments(ctx context.Context, route *gatewayv1.HTTPRoute, frags []*routing.Fragment, stale []object.Ref, forWait bool) ([]FragmentWrite, error) {
+	routeRef := object.Ref{Namespace: route.Namespace, Name: route.Name}
 	if len(frags) > 0 {
 		if err := c.EnsureAPI(ctx); err != nil {
 			return nil, err
 		}
 	}
 	var writes []FragmentWrite
-	keep := map[routing.ObjectRef]bool{}
+	keep := map[object.Ref]bool{}
 	for _, f := range frags {
 		obj, err := vgwapi.NewFragment(f)
 		if err != nil {
@@ -84,7 +85,7 @@ func (c *Cluster) WriteFragments(ctx context.Context, route *gatewayv1.HTTPRoute
 // DeleteFragment deletes the RoutingFragment of route for gw. It returns the deletion, or nil when
 // there was nothing to delete. With forWait, the deletion's resource version
 // is taken from a watch, for waitServed; without, it is empty.
-func (c *Cluster) DeleteFragment(ctx context.Context, gw, route routing.ObjectRef, forWait bool) (*FragmentWrite, error) {
+func (c *Cluster) DeleteFragment(ctx context.Context, gw, route object.Ref, forWait bool) (*FragmentWrite, error) {
 	name := gwruntime.FragmentName(gw, route)
 	frags := c.Dynamic.Resource(vgwapi.RoutingFragments).Namespace(gw.Namespace)
 	if !forWait {
@@ -166,7 +167,7 @@ func (c *Cluster) DeleteFragment(ctx context.Context, gw, route routing.ObjectRe
 // ParentRefs name. A fragment that cannot be read is left out: the plan
 // then shows the route's routing as a change, and the apply rewrites it.
 func (c *Cluster) ReadFragments(ctx context.Context, route *gatewayv1.HTTPRoute) ([]*routing.Fragment, error) {
-	routeRef := routing.ObjectRef{Namespace: route.Namespace, Name: route.Name}
+	routeRef := object.Ref{Namespace: route.Namespace, Name: route.Name}
 	var out []*routing.Fragment
 	for _, gw := range c.ParentRefs(ctx, route) {
 		name := gwruntime.FragmentName(gw, routeRef)
@@ -187,7 +188,7 @@ func (c *Cluster) ReadFragments(ctx context.Context, route *gatewayv1.HTTPRoute)
 // GatewayFragments reads every RoutingFragment of gw with the reader the
 // gateway pods use: the fragments they would accept and the ones they
 // would reject.
-func (c *Cluster) GatewayFragments(ctx context.Context, gw routing.ObjectRef) ([]*routing.Fragment, []vgwapi.Rejection, error) {
+func (c *Cluster) GatewayFragments(ctx context.Context, gw object.Ref) ([]*routing.Fragment, []vgwapi.Rejection, error) {
 	list, err := c.Dynamic.Resource(vgwapi.RoutingFragments).Namespace(gw.Namespace).List(ctx, metav1.ListOptions{
 		LabelSelector: labels.SelectorFromSet(gwruntime.GatewayLabels(gw)).String(),
 	})
@@ -207,7 +208,7 @@ func (c *Cluster) GatewayFragments(ctx context.Context, gw routing.ObjectRef) ([
 
 // ServedPods are the pods whose GatewayPodReports a wait checks: the Ready
 // pods of gw that are not terminating.
-func (c *Cluster) ServedPods(ctx context.Context, gw routing.ObjectRef) ([]string, error) {
+func (c *Cluster) ServedPods(ctx context.Context, gw object.Ref) ([]string, error) {
 	list, err := c.Kube.CoreV1().Pods(gw.Namespace).List(ctx, metav1.ListOptions{
 		LabelSelector: labels.SelectorFromSet(gwruntime.Labels(gw)).String(),
 	})
@@ -310,8 +311,8 @@ func (c *Cluster) notServed(ctx context.Context, writes []FragmentWrite) ([]stri
 	return pending, nil
 }
 
-func writtenGateways(writes []FragmentWrite) []routing.ObjectRef {
-	seen := map[routing.ObjectRef]bool{}
+func writtenGateways(writes []FragmentWrite) []object.Ref {
+	seen := map[object.Ref]bool{}
 	for _, w := range writes {
 		seen[w.gw] = true
 	}

@@ -6,7 +6,7 @@ import (
 	"slices"
 
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/gwruntime"
-	"github.com/varnishgw/terraform-provider-varnishgw/internal/routing"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/object"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
@@ -29,7 +29,7 @@ type GatewayObjects struct {
 
 // ReadGateway reads the objects of the gateway ref. It returns a NotFound
 // error when the Gateway is gone.
-func (c *Cluster) ReadGateway(ctx context.Context, ref routing.ObjectRef) (*GatewayObjects, error) {
+func (c *Cluster) ReadGateway(ctx context.Context, ref object.Ref) (*GatewayObjects, error) {
 	gw, err := c.Gateway.GatewayV1().Gateways(ref.Namespace).Get(ctx, ref.Name, metav1.GetOptions{})
 	if err != nil {
 		if apierrors.IsNotFound(err) {
@@ -67,7 +67,7 @@ func get[T any](o *T, err error) (*T, error) {
 
 // DeleteGateway deletes the Gateway ref if the provider created it (it
 // carries gwruntime.ManagedLabels); a Gateway already gone is no error.
-func (c *Cluster) DeleteGateway(ctx context.Context, ref routing.ObjectRef) error {
+func (c *Cluster) DeleteGateway(ctx context.Context, ref object.Ref) error {
 	gw, err := c.Gateway.GatewayV1().Gateways(ref.Namespace).Get(ctx, ref.Name, metav1.GetOptions{})
 	if err == nil && gw.Labels[gwruntime.ManagedByLabel] == gwruntime.ManagedBy {
 		err = c.Gateway.GatewayV1().Gateways(ref.Namespace).Delete(ctx, ref.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &gw.UID}})

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/gwruntime"
-	"github.com/varnishgw/terraform-provider-varnishgw/internal/routing"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/object"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/vgwapi"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -25,7 +25,7 @@ type Invalidated struct {
 // with wait, waits up to timeout for the acknowledgements of the Gateway's
 // Ready pods. On an error after the object was created, the returned value
 // names it.
-func (c *Cluster) Invalidate(ctx context.Context, gw routing.ObjectRef, spec vgwapi.InvalidationSpec, wait bool, timeout time.Duration) (*Invalidated, error) {
+func (c *Cluster) Invalidate(ctx context.Context, gw object.Ref, spec vgwapi.InvalidationSpec, wait bool, timeout time.Duration) (*Invalidated, error) {
 	if _, err := c.Gateway.GatewayV1().Gateways(gw.Namespace).Get(ctx, gw.Name, metav1.GetOptions{}); err != nil {
 		if apierrors.IsNotFound(err) {
 			return nil, fmt.Errorf("the Gateway %s does not exist: check gateway_namespace and gateway_name, or create the gateway first", gw)

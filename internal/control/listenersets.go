@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/object"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/routing"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/status"
 	corev1 "k8s.io/api/core/v1"
@@ -40,7 +41,7 @@ func (c *Cluster) listenerSetsOf(ctx context.Context, gw *gatewayv1.Gateway) ([]
 	if err != nil {
 		return nil, nil, fmt.Errorf("list the ListenerSets of Gateway %s/%s: %w", gw.Namespace, gw.Name, err)
 	}
-	self := routing.ObjectRef{Namespace: gw.Namespace, Name: gw.Name}
+	self := object.Ref{Namespace: gw.Namespace, Name: gw.Name}
 	var sets []*gatewayv1.ListenerSet
 	var namespaces []*corev1.Namespace
 	seen := map[string]bool{}
@@ -183,14 +184,14 @@ func (c *Cluster) WriteListenerSetListeners(ctx context.Context, cg *routing.Com
 // other's listeners.
 type gatewayLocks struct {
 	mu    sync.Mutex
-	locks map[routing.ObjectRef]*sync.Mutex
+	locks map[object.Ref]*sync.Mutex
 }
 
 // lock locks gw's mutex and returns its unlock.
-func (g *gatewayLocks) lock(gw routing.ObjectRef) func() {
+func (g *gatewayLocks) lock(gw object.Ref) func() {
 	g.mu.Lock()
 	if g.locks == nil {
-		g.locks = map[routing.ObjectRef]*sync.Mutex{}
+		g.locks = map[object.Ref]*sync.Mutex{}
 	}
 	m := g.locks[gw]
 	if m == nil {
@@ -207,7 +208,7 @@ func (g *gatewayLocks) lock(gw routing.ObjectRef) func() {
 // of them is written or deleted). A ListenerSet deleted meanwhile is
 // skipped.
 func (c *Cluster) WriteListenerSetStatuses(ctx context.Context, gw *gatewayv1.Gateway) error {
-	defer c.listenerSetLocks.lock(routing.ObjectRef{Namespace: gw.Namespace, Name: gw.Name})()
+	defer c.listenerSetLocks.lock(object.Ref{Namespace: gw.Namespace, Name: gw.Name})()
 	cg, sets, err := c.ComposeGatewaySets(ctx, gw, nil)
 	if err != nil {
 		return err
@@ -344,7 +345,7 @@ func allowedListenersFrom(gw *gatewayv1.Gateway) gatewayv1.FromNamespaces {
 
 // LockGateway locks, for this run, the ListenerSet applies of gw (their
 // writes of the gateway's runtime and annotation) and returns the unlock.
-func (c *Cluster) LockGateway(gw routing.ObjectRef) func() { return c.listenerSetLocks.lock(gw) }
+func (c *Cluster) LockGateway(gw object.Ref) func() { return c.listenerSetLocks.lock(gw) }
 
 // NamesListenerSet reports whether a parentRef of route names a
 // ListenerSet.

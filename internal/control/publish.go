@@ -5,6 +5,7 @@ import (
 	"errors"
 	"time"
 
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/object"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/routing"
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 )
@@ -32,7 +33,7 @@ type Published struct {
 // routes. stale are the Gateways the route may have had before; parents
 // are its parent Gateways (ReadAttachInputs). An error after the status
 // was written comes with what was done (its StatusWarning stands).
-func (c *Cluster) PublishRoute(ctx context.Context, live *gatewayv1.HTTPRoute, frags []*routing.Fragment, stale []routing.ObjectRef,
+func (c *Cluster) PublishRoute(ctx context.Context, live *gatewayv1.HTTPRoute, frags []*routing.Fragment, stale []object.Ref,
 	parents []RouteParent, wait bool, timeout time.Duration) (*Published, error) {
 	if err := c.WriteBackendBindings(ctx, live, frags, stale); err != nil {
 		return nil, err

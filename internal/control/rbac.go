@@ -7,7 +7,7 @@ import (
 	"slices"
 
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/gwruntime"
-	"github.com/varnishgw/terraform-provider-varnishgw/internal/routing"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/object"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -96,7 +96,7 @@ func (c *Cluster) applyCertificateRoles(ctx context.Context, s *gwruntime.Spec) 
 
 // deleteCertificateRoles deletes the gateway's certificate Roles and
 // RoleBindings (applyCertificateRoles) in the namespaces not in keep.
-func (c *Cluster) deleteCertificateRoles(ctx context.Context, gw routing.ObjectRef, keep map[string][]string) error {
+func (c *Cluster) deleteCertificateRoles(ctx context.Context, gw object.Ref, keep map[string][]string) error {
 	current := gwruntime.CertificateRoleName(gw)
 	return c.deleteGatewayRoles(ctx, gw, func(name, ns string) bool {
 		if ns == gw.Namespace {
@@ -109,7 +109,7 @@ func (c *Cluster) deleteCertificateRoles(ctx context.Context, gw routing.ObjectR
 
 // deleteGatewayRoles deletes the gateway's Roles and RoleBindings, found
 // by the gateway's runtime labels, whose name and namespace drop accepts.
-func (c *Cluster) deleteGatewayRoles(ctx context.Context, gw routing.ObjectRef, drop func(name, ns string) bool) error {
+func (c *Cluster) deleteGatewayRoles(ctx context.Context, gw object.Ref, drop func(name, ns string) bool) error {
 	sel := metav1.FormatLabelSelector(metav1.SetAsLabelSelector(gwruntime.RuntimeLabels(gw)))
 	rbs, err := c.Kube.RbacV1().RoleBindings(metav1.NamespaceAll).List(ctx, metav1.ListOptions{LabelSelector: sel})
 	if err != nil {
@@ -171,7 +171,7 @@ func (c *Cluster) applyInvalidateAuthBinding(ctx context.Context, s *gwruntime.S
 // (the provider's role of releases before the endpoint) cannot have
 // written one: that is no error, so gateways without the endpoint need no
 // new rights.
-func (c *Cluster) deleteInvalidateAuthBinding(ctx context.Context, gw routing.ObjectRef) error {
+func (c *Cluster) deleteInvalidateAuthBinding(ctx context.Context, gw object.Ref) error {
 	name := gwruntime.InvalidateAuthBindingName(gw)
 	crb, err := c.Kube.RbacV1().ClusterRoleBindings().Get(ctx, name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) || apierrors.IsForbidden(err) {

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/gwruntime"
-	"github.com/varnishgw/terraform-provider-varnishgw/internal/routing"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/object"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -272,7 +272,7 @@ func (e *RolloutError) Error() string {
 // fails at once when the pods of the current template cannot pull their
 // image or start (see rolloutProblems and failureTracker), and when
 // timeout passes.
-func (c *Cluster) WaitRollout(ctx context.Context, gw routing.ObjectRef, timeout time.Duration) error {
+func (c *Cluster) WaitRollout(ctx context.Context, gw object.Ref, timeout time.Duration) error {
 	ns, name := gw.Namespace, gwruntime.Name(gw)
 	last := "not read yet"
 	var tracker failureTracker

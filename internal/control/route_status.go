@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/gwruntime"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/object"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/routing"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -26,8 +27,8 @@ const resolvedRefs = string(gatewayv1.RouteConditionResolvedRefs)
 // podsCountRoutes). For the other parents the provider writes it: no pod
 // serves the route there. A Gateway that cannot be read counts as one
 // without pods.
-func (c *Cluster) PodsWriteResolvedRefs(ctx context.Context, frags []*routing.Fragment) map[routing.ObjectRef]bool {
-	out := map[routing.ObjectRef]bool{}
+func (c *Cluster) PodsWriteResolvedRefs(ctx context.Context, frags []*routing.Fragment) map[object.Ref]bool {
+	out := map[object.Ref]bool{}
 	for _, f := range frags {
 		if !f.Accepted() || out[f.Gateway] {
 			continue
@@ -55,7 +56,7 @@ func (c *Cluster) PodsWriteResolvedRefs(ctx context.Context, frags []*routing.Fr
 // entries of the Gateways in podsWrite, ResolvedRefs is the one the pods
 // wrote, or none until they do: the route is read again, and written with
 // its resource version, so that a pod's write in between is not undone.
-func (c *Cluster) WriteRouteStatus(ctx context.Context, route *gatewayv1.HTTPRoute, frags []*routing.Fragment, podsWrite map[routing.ObjectRef]bool) error {
+func (c *Cluster) WriteRouteStatus(ctx context.Context, route *gatewayv1.HTTPRoute, frags []*routing.Fragment, podsWrite map[object.Ref]bool) error {
 	routes := c.Gateway.GatewayV1().HTTPRoutes(route.Namespace)
 	for attempt := 1; ; attempt++ {
 		cur := route
@@ -87,7 +88,7 @@ func (c *Cluster) WriteRouteStatus(ctx context.Context, route *gatewayv1.HTTPRou
 // converted by parentApply, of the status of
 // cur for the route generation gen, nil when there is nothing to write
 // (no varnishgw parent, before or now).
-func routeStatusApply(parentApply func(gatewayv1.RouteParentStatus) *gatewayv1apply.RouteParentStatusApplyConfiguration, cur *gatewayv1.HTTPRoute, gen int64, frags []*routing.Fragment, podsWrite map[routing.ObjectRef]bool, now metav1.Time) *gatewayv1apply.HTTPRouteApplyConfiguration {
+func routeStatusApply(parentApply func(gatewayv1.RouteParentStatus) *gatewayv1apply.RouteParentStatusApplyConfiguration, cur *gatewayv1.HTTPRoute, gen int64, frags []*routing.Fragment, podsWrite map[object.Ref]bool, now metav1.Time) *gatewayv1apply.HTTPRouteApplyConfiguration {
 	st := gatewayv1apply.HTTPRouteStatus()
 	hadOurs := false
 	for _, p := range cur.Status.Parents {
@@ -132,7 +133,7 @@ func ourParentStatus(route *gatewayv1.HTTPRoute, parentRef gatewayv1.ParentRefer
 // in podsWrite have written the ResolvedRefs condition of the route's
 // generation in each of their entries, so that the apply returns with the
 // status of what it applied. It returns the entries still without it.
-func (c *Cluster) WaitResolvedRefs(ctx context.Context, route *gatewayv1.HTTPRoute, frags []*routing.Fragment, podsWrite map[routing.ObjectRef]bool, timeout time.Duration) error {
+func (c *Cluster) WaitResolvedRefs(ctx context.Context, route *gatewayv1.HTTPRoute, frags []*routing.Fragment, podsWrite map[object.Ref]bool, timeout time.Duration) error {
 	if len(podsWrite) == 0 {
 		return nil
 	}

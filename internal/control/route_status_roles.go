@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/gwruntime"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/object"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/routing"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -24,10 +25,10 @@ const statusRoleLabel = "varnishgw.dev/route-status"
 // Gateway's ServiceAccount gwruntime.RouteStatusRules on exactly this
 // route. It deletes those of the Gateways in stale, and of parents that
 // no longer accept the route.
-func (c *Cluster) WriteRouteStatusRoles(ctx context.Context, route *gatewayv1.HTTPRoute, frags []*routing.Fragment, stale []routing.ObjectRef) error {
-	routeRef := routing.ObjectRef{Namespace: route.Namespace, Name: route.Name}
+func (c *Cluster) WriteRouteStatusRoles(ctx context.Context, route *gatewayv1.HTTPRoute, frags []*routing.Fragment, stale []object.Ref) error {
+	routeRef := object.Ref{Namespace: route.Namespace, Name: route.Name}
 	ns := route.Namespace
-	want := map[routing.ObjectRef]bool{}
+	want := map[object.Ref]bool{}
 	for _, f := range frags {
 		if !f.Accepted() {
 			continue // the Gateway does not serve the route: its pods do not write its status
@@ -67,7 +68,7 @@ func (c *Cluster) WriteRouteStatusRoles(ctx context.Context, route *gatewayv1.HT
 
 // DeleteRouteStatusRole deletes the Role and RoleBinding of route for gw
 // (writeStatusRoles), if they are the ones the route wrote.
-func (c *Cluster) DeleteRouteStatusRole(ctx context.Context, gw, route routing.ObjectRef) error {
+func (c *Cluster) DeleteRouteStatusRole(ctx context.Context, gw, route object.Ref) error {
 	name := gwruntime.RouteStatusRoleName(gw, route)
 	ns := route.Namespace
 	rb, err := c.Kube.RbacV1().RoleBindings(ns).Get(ctx, name, metav1.GetOptions{})

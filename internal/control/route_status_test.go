@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/gwruntime"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/object"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/routing"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -20,14 +21,14 @@ import (
 func TestRouteStatusApply(t *testing.T) {
 	before := metav1.Unix(1000, 0)
 	now := metav1.Unix(2000, 0)
-	withPods := routing.ObjectRef{Namespace: "infra", Name: "served"}
-	without := routing.ObjectRef{Namespace: "infra", Name: "idle"}
-	fresh := routing.ObjectRef{Namespace: "infra", Name: "fresh"}
+	withPods := object.Ref{Namespace: "infra", Name: "served"}
+	without := object.Ref{Namespace: "infra", Name: "idle"}
+	fresh := object.Ref{Namespace: "infra", Name: "fresh"}
 	ns := gatewayv1.Namespace("infra")
-	ref := func(gw routing.ObjectRef) gatewayv1.ParentReference {
+	ref := func(gw object.Ref) gatewayv1.ParentReference {
 		return gatewayv1.ParentReference{Namespace: &ns, Name: gatewayv1.ObjectName(gw.Name)}
 	}
-	frag := func(gw routing.ObjectRef) *routing.Fragment {
+	frag := func(gw object.Ref) *routing.Fragment {
 		return &routing.Fragment{Gateway: gw, Parents: []routing.ParentStatus{{ParentRef: ref(gw), Conditions: []routing.Condition{
 			{Type: "Accepted", Status: "True", Reason: "Accepted", Message: "accepted"},
 			{Type: "ResolvedRefs", Status: "True", Reason: "ResolvedRefs", Message: "all resolved"},
@@ -46,7 +47,7 @@ func TestRouteStatusApply(t *testing.T) {
 			{Type: "ResolvedRefs", Status: metav1.ConditionFalse, Reason: "BackendNotFound", ObservedGeneration: 1, LastTransitionTime: before}}},
 	}
 	ac := routeStatusApply(jsonParentApply, cur, 3, []*routing.Fragment{frag(withPods), frag(without), frag(fresh)},
-		map[routing.ObjectRef]bool{withPods: true, fresh: true}, now)
+		map[object.Ref]bool{withPods: true, fresh: true}, now)
 	raw, err := json.Marshal(ac)
 	if err != nil {
 		t.Fatal(err)

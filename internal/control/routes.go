@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/gwruntime"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/object"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/routing"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -21,7 +22,7 @@ import (
 
 // RouteParent is one parent Gateway of a route as the provider sees it.
 type RouteParent struct {
-	Ref     routing.ObjectRef
+	Ref     object.Ref
 	Gateway *gatewayv1.Gateway // nil when the Gateway does not exist
 	Ours    bool               // its GatewayClass is served by varnishgw
 	// ExternalNames: its class has external_name_services, so backendRefs
@@ -36,7 +37,7 @@ type RouteParent struct {
 // sorted, with the Gateway and whether varnishgw serves it.
 func (c *Cluster) ParentGateways(ctx context.Context, route *gatewayv1.HTTPRoute) ([]RouteParent, error) {
 	var out []RouteParent
-	seen := map[routing.ObjectRef]bool{}
+	seen := map[object.Ref]bool{}
 	type classInfo struct{ Ours, ExternalNames bool }
 	classes := map[string]classInfo{}
 	refs, unresolved := c.resolveParentRefs(ctx, route)
@@ -87,13 +88,13 @@ func (c *Cluster) ParentGateways(ctx context.Context, route *gatewayv1.HTTPRoute
 // selects namespaces by label.
 func (c *Cluster) routingObjects(ctx context.Context, route *gatewayv1.HTTPRoute, parents []RouteParent) (*routing.Objects, error) {
 	objs := &routing.Objects{}
-	services := map[routing.ObjectRef]bool{}
+	services := map[object.Ref]bool{}
 	grantNamespaces := map[string]bool{}
 	addRef := func(ref gatewayv1.BackendObjectReference) {
 		if ref.Kind != nil && *ref.Kind != "Service" || ref.Group != nil && *ref.Group != "" {
 			return
 		}
-		o := routing.ObjectRef{Namespace: route.Namespace, Name: string(ref.Name)}
+		o := object.Ref{Namespace: route.Namespace, Name: string(ref.Name)}
 		if ref.Namespace != nil {
 			o.Namespace = string(*ref.Namespace)
 		}
@@ -191,9 +192,9 @@ func mapsKeys[K comparable, V any](m map[K]V) func(func(K) bool) {
 	}
 }
 
-func sortedRefs(m map[routing.ObjectRef]bool) []routing.ObjectRef {
+func sortedRefs(m map[object.Ref]bool) []object.Ref {
 	out := slices.Collect(mapsKeys(m))
-	slices.SortFunc(out, func(a, b routing.ObjectRef) int { return strings.Compare(a.String(), b.String()) })
+	slices.SortFunc(out, func(a, b object.Ref) int { return strings.Compare(a.String(), b.String()) })
 	return out
 }
 
@@ -257,20 +258,20 @@ const fragmentRouteAnnotation = "varnishgw.dev/route"
 // ParentRefs are the distinct Gateways a route's parentRefs name, sorted:
 // those named as parents, and the parents of the ListenerSets named (a
 // ListenerSet that does not exist, or cannot be read, leads to none).
-func (c *Cluster) ParentRefs(ctx context.Context, route *gatewayv1.HTTPRoute) []routing.ObjectRef {
+func (c *Cluster) ParentRefs(ctx context.Context, route *gatewayv1.HTTPRoute) []object.Ref {
 	refs, _ := c.resolveParentRefs(ctx, route)
 	return refs
 }
 
 // resolveParentRefs is parentRefs, which also returns the ListenerSets
 // named that it could not read.
-func (c *Cluster) resolveParentRefs(ctx context.Context, route *gatewayv1.HTTPRoute) (refs, unresolved []routing.ObjectRef) {
-	seen := map[routing.ObjectRef]bool{}
+func (c *Cluster) resolveParentRefs(ctx context.Context, route *gatewayv1.HTTPRoute) (refs, unresolved []object.Ref) {
+	seen := map[object.Ref]bool{}
 	for _, p := range route.Spec.ParentRefs {
 		if p.Group != nil && *p.Group != gatewayv1.GroupName {
 			continue
 		}
-		ref := routing.ObjectRef{Namespace: route.Namespace, Name: string(p.Name)}
+		ref := object.Ref{Namespace: route.Namespace, Name: string(p.Name)}
 		if p.Namespace != nil {
 			ref.Namespace = string(*p.Namespace)
 		}
@@ -330,9 +331,9 @@ func backendNamespaces(f *routing.Fragment) map[string]bool {
 // Gateway's backend ClusterRole to its ServiceAccount there. It deletes
 // the route's bindings that are no longer needed: namespaces no longer
 // referenced, and Gateways in stale that are parents no more.
-func (c *Cluster) WriteBackendBindings(ctx context.Context, route *gatewayv1.HTTPRoute, frags []*routing.Fragment, stale []routing.ObjectRef) error {
-	routeRef := routing.ObjectRef{Namespace: route.Namespace, Name: route.Name}
-	want := map[routing.ObjectRef]map[string]bool{}
+func (c *Cluster) WriteBackendBindings(ctx context.Context, route *gatewayv1.HTTPRoute, frags []*routing.Fragment, stale []object.Ref) error {
+	routeRef := object.Ref{Namespace: route.Namespace, Name: route.Name}
+	want := map[object.Ref]map[string]bool{}
 	for _, f := range frags {
 		if !f.Accepted() {
 			continue // the Gateway does not serve the route: its pods need not read the backends
@@ -359,7 +360,7 @@ func (c *Cluster) WriteBackendBindings(ctx context.Context, route *gatewayv1.HTT
 			}
 		}
 	}
-	gateways := map[routing.ObjectRef]bool{}
+	gateways := map[object.Ref]bool{}
 	for _, gw := range stale {
 		gateways[gw] = true
 	}
@@ -376,7 +377,7 @@ func (c *Cluster) WriteBackendBindings(ctx context.Context, route *gatewayv1.HTT
 
 // PruneBackendBindings deletes the RoleBindings of route for gw in every
 // namespace not in keep, if they are the ones the route wrote.
-func (c *Cluster) PruneBackendBindings(ctx context.Context, gw, route routing.ObjectRef, keep map[string]bool) error {
+func (c *Cluster) PruneBackendBindings(ctx context.Context, gw, route object.Ref, keep map[string]bool) error {
 	name := gwruntime.BackendRoleBindingName(gw, route)
 	list, err := c.Kube.RbacV1().RoleBindings("").List(ctx, metav1.ListOptions{
 		FieldSelector: "metadata.name=" + name,

@@ -5,7 +5,7 @@ import (
 	"fmt"
 
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/gwruntime"
-	"github.com/varnishgw/terraform-provider-varnishgw/internal/routing"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/object"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/status"
 	appsv1 "k8s.io/api/apps/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -122,7 +122,7 @@ func (c *Cluster) recordVCLDigest(ctx context.Context, gw *gatewayv1.Gateway, di
 // DeleteRuntime deletes every object the gateway resource created, each
 // only if it carries the gateway's runtime labels (never an object of the
 // same name that someone else made).
-func (c *Cluster) DeleteRuntime(ctx context.Context, gw routing.ObjectRef) error {
+func (c *Cluster) DeleteRuntime(ctx context.Context, gw object.Ref) error {
 	ns, name := gw.Namespace, gwruntime.Name(gw)
 	want := gwruntime.RuntimeLabels(gw)
 	ours := func(o metav1.Object) bool {

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/gwruntime"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/object"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/routing"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/status"
 	corev1 "k8s.io/api/core/v1"
@@ -48,7 +49,7 @@ func ServiceAddresses(svc *corev1.Service) []gatewayv1.GatewayStatusAddress {
 // RoutingFragments (the ones the gateway pods accept); every listener of gw
 // has an entry.
 func (c *Cluster) AttachedRoutes(ctx context.Context, gw *gatewayv1.Gateway) (map[string]int32, error) {
-	frags, _, err := c.GatewayFragments(ctx, routing.ObjectRef{Namespace: gw.Namespace, Name: gw.Name})
+	frags, _, err := c.GatewayFragments(ctx, object.Ref{Namespace: gw.Namespace, Name: gw.Name})
 	if err != nil {
 		return nil, err
 	}

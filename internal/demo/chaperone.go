@@ -18,7 +18,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/gwruntime"
-	"github.com/varnishgw/terraform-provider-varnishgw/internal/routing"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/object"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/testing/varnishdtest"
 )
 
@@ -32,7 +32,7 @@ const ChaperoneContainer = "chaperone"
 // (literal values; the downward API fields a pod would resolve for
 // metadata.name and metadata.namespace are resolved to podName and gw's
 // namespace, and metadata.uid is left out: there is no Pod object).
-func PodCommand(ctx context.Context, kube kubernetes.Interface, gw routing.ObjectRef, podName string) ([]string, []string, error) {
+func PodCommand(ctx context.Context, kube kubernetes.Interface, gw object.Ref, podName string) ([]string, []string, error) {
 	name := gwruntime.Name(gw)
 	dep, err := kube.AppsV1().Deployments(gw.Namespace).Get(ctx, name, metav1.GetOptions{})
 	if err != nil {
@@ -76,7 +76,7 @@ type ChaperoneOptions struct {
 	// Binary is the chaperone executable (BuildChaperone).
 	Binary string
 	// Gateway is the Gateway whose Deployment gives the command line.
-	Gateway routing.ObjectRef
+	Gateway object.Ref
 	// Kubeconfig is the gateway ServiceAccount's kubeconfig (in a pod: the
 	// mounted token).
 	Kubeconfig string

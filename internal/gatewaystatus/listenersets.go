@@ -14,7 +14,7 @@ import (
 	gwapply "sigs.k8s.io/gateway-api/applyconfiguration/apis/v1"
 	gatewayclient "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned"
 
-	"github.com/varnishgw/terraform-provider-varnishgw/internal/routing"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/object"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/status"
 )
 
@@ -50,12 +50,12 @@ type ListenerSetWriter struct {
 	client gatewayclient.Interface
 	log    *slog.Logger
 	now    func() time.Time
-	loop   *writer[routing.ObjectRef, ListenerSetConditions]
+	loop   *writer[object.Ref, ListenerSetConditions]
 }
 
 // NewListenerSetWriter returns a ListenerSetWriter for the ListenerSets
 // of the Gateway gw.
-func NewListenerSetWriter(client gatewayclient.Interface, gw routing.ObjectRef, log *slog.Logger) *ListenerSetWriter {
+func NewListenerSetWriter(client gatewayclient.Interface, gw object.Ref, log *slog.Logger) *ListenerSetWriter {
 	if log == nil {
 		log = slog.Default()
 	}
@@ -65,7 +65,7 @@ func NewListenerSetWriter(client gatewayclient.Interface, gw routing.ObjectRef, 
 		now:    time.Now,
 	}
 	w.loop = newWriter(w.log, "the ResolvedRefs condition of the ListenerSets' HTTPS listeners", ListenerSetConditions.equal, w.Apply)
-	w.loop.order = func(a, b routing.ObjectRef) int {
+	w.loop.order = func(a, b object.Ref) int {
 		return cmp.Or(strings.Compare(a.Namespace, b.Namespace), strings.Compare(a.Name, b.Name))
 	}
 	return w
@@ -73,7 +73,7 @@ func NewListenerSetWriter(client gatewayclient.Interface, gw routing.ObjectRef, 
 
 // Set records the desired conditions of every ListenerSet with an HTTPS
 // listener the Gateway serves.
-func (w *ListenerSetWriter) Set(want map[routing.ObjectRef]ListenerSetConditions) {
+func (w *ListenerSetWriter) Set(want map[object.Ref]ListenerSetConditions) {
 	w.loop.setAll(want)
 }
 
@@ -87,7 +87,7 @@ func (w *ListenerSetWriter) Run(ctx context.Context) { w.loop.run(ctx) }
 // even when the conditions are as desired already: they may be the
 // provider's (written before the pods owned them), which the provider's
 // next status apply would delete.
-func (w *ListenerSetWriter) Apply(ctx context.Context, set routing.ObjectRef, c ListenerSetConditions) error {
+func (w *ListenerSetWriter) Apply(ctx context.Context, set object.Ref, c ListenerSetConditions) error {
 	ls, err := w.client.GatewayV1().ListenerSets(set.Namespace).Get(ctx, set.Name, metav1.GetOptions{})
 	if err != nil {
 		return fmt.Errorf("read ListenerSet %s: %w", set, err)

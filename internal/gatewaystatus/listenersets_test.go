@@ -14,7 +14,7 @@ import (
 	gatewayclient "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned"
 
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/gwruntime"
-	"github.com/varnishgw/terraform-provider-varnishgw/internal/routing"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/object"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/testing/testenv"
 )
 
@@ -52,8 +52,8 @@ func TestListenerSetResolvedRefsOwnership(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	set := routing.ObjectRef{Namespace: ns, Name: "team"}
-	w := NewListenerSetWriter(gatewayclient.NewForConfigOrDie(cfg), routing.ObjectRef{Namespace: gwNS, Name: "gw"}, nil)
+	set := object.Ref{Namespace: ns, Name: "team"}
+	w := NewListenerSetWriter(gatewayclient.NewForConfigOrDie(cfg), object.Ref{Namespace: gwNS, Name: "gw"}, nil)
 	want := ListenerSetConditions{Generation: ls.Generation, Conditions: []ListenerCondition{
 		{Listener: "https", Status: metav1.ConditionFalse, Reason: gatewayv1.ListenerReasonInvalidCertificateRef, Message: "Secret " + ns + "/cert: not found"}}}
 	if err := w.Apply(ctx, set, want); err == nil || !strings.Contains(err.Error(), "attachedRoutes: Required value") {
@@ -62,7 +62,7 @@ func TestListenerSetResolvedRefsOwnership(t *testing.T) {
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	go w.Run(runCtx)
-	w.Set(map[routing.ObjectRef]ListenerSetConditions{set: want})
+	w.Set(map[object.Ref]ListenerSetConditions{set: want})
 
 	provider := func(msg string) {
 		t.Helper()
@@ -135,11 +135,11 @@ func TestListenerSetResolvedRefsOwnership(t *testing.T) {
 		t.Errorf("ResolvedRefs %+v: want the message changed and the transition time %v kept", r, first.LastTransitionTime)
 	}
 	// The Secret arrives.
-	w.Set(map[routing.ObjectRef]ListenerSetConditions{set: {Generation: ls.Generation, Conditions: []ListenerCondition{
+	w.Set(map[object.Ref]ListenerSetConditions{set: {Generation: ls.Generation, Conditions: []ListenerCondition{
 		{Listener: "https", Status: metav1.ConditionTrue, Reason: gatewayv1.ListenerReasonResolvedRefs, Message: "resolved"}}}})
 	check("again", gatewayv1.ListenerReasonResolvedRefs)
 	// Another ListenerSet is not the pods' to write.
-	if err := w.Apply(ctx, routing.ObjectRef{Namespace: ns, Name: "other"}, want); err == nil || !strings.Contains(err.Error(), "forbidden") {
+	if err := w.Apply(ctx, object.Ref{Namespace: ns, Name: "other"}, want); err == nil || !strings.Contains(err.Error(), "forbidden") {
 		t.Errorf("apply to another ListenerSet: %v, want forbidden", err)
 	}
 }

@@ -17,6 +17,7 @@ import (
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 	gatewayclient "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned"
 
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/object"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/routing"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/status"
 )
@@ -90,26 +91,26 @@ var errNoEntry = errors.New("no status entry for the Gateway yet")
 // value; a write that would change nothing is skipped.
 type RouteWriter struct {
 	client     gatewayclient.Interface
-	gateway    routing.ObjectRef
+	gateway    object.Ref
 	controller gatewayv1.GatewayController
 	log        *slog.Logger
 	now        func() time.Time
 	// loop's applied values are the conditions this writer found or
 	// wrote, so that a sync that changes nothing reads no route.
-	loop *writer[routing.ObjectRef, RouteResolvedRefs]
+	loop *writer[object.Ref, RouteResolvedRefs]
 
 	mu sync.Mutex // before loop.mu when both are held
 	// denied are the conditions the writer may not write (Forbidden),
 	// not checked again until they change.
-	denied map[routing.ObjectRef]RouteResolvedRefs
+	denied map[object.Ref]RouteResolvedRefs
 	// waiting are the routes without an entry for the Gateway yet
 	// (errNoEntry), with when the writer first found none.
-	waiting map[routing.ObjectRef]time.Time
+	waiting map[object.Ref]time.Time
 }
 
 // NewRouteWriter returns a RouteWriter for the routes of the Gateway gw,
 // whose GatewayClass has the controller name controller.
-func NewRouteWriter(client gatewayclient.Interface, gw routing.ObjectRef, controller gatewayv1.GatewayController, log *slog.Logger) *RouteWriter {
+func NewRouteWriter(client gatewayclient.Interface, gw object.Ref, controller gatewayv1.GatewayController, log *slog.Logger) *RouteWriter {
 	if log == nil {
 		log = slog.Default()
 	}
@@ -117,8 +118,8 @@ func NewRouteWriter(client gatewayclient.Interface, gw routing.ObjectRef, contro
 		client: client, gateway: gw, controller: controller,
 		log:     log.With("component", "gatewaystatus", "gateway", gw.String()),
 		now:     time.Now,
-		denied:  map[routing.ObjectRef]RouteResolvedRefs{},
-		waiting: map[routing.ObjectRef]time.Time{},
+		denied:  map[object.Ref]RouteResolvedRefs{},
+		waiting: map[object.Ref]time.Time{},
 	}
 	w.loop = newWriter(w.log, "the routes' ResolvedRefs condition", RouteResolvedRefs.same, w.applyRoute)
 	w.loop.soon = entryPoll
@@ -128,9 +129,9 @@ func NewRouteWriter(client gatewayclient.Interface, gw routing.ObjectRef, contro
 // Set records the desired conditions of every route of the Gateway (a
 // route left out is no longer the writer's concern). It never blocks.
 func (w *RouteWriter) Set(routes []RouteResolvedRefs) {
-	want := make(map[routing.ObjectRef]RouteResolvedRefs, len(routes))
+	want := make(map[object.Ref]RouteResolvedRefs, len(routes))
 	for _, r := range routes {
-		want[routing.ObjectRef{Namespace: r.Route.Namespace, Name: r.Route.Name}] = r
+		want[object.Ref{Namespace: r.Route.Namespace, Name: r.Route.Name}] = r
 	}
 	w.mu.Lock()
 	for k := range w.denied {
@@ -184,7 +185,7 @@ func (w *RouteWriter) Run(ctx context.Context) {
 // an entry for the Gateway yet is tried again soon (errSoon) for up to
 // EntryWait, then left to the apply that creates the entry; a write the
 // writer may not do is not tried again until the condition changes.
-func (w *RouteWriter) applyRoute(ctx context.Context, k routing.ObjectRef, r RouteResolvedRefs) error {
+func (w *RouteWriter) applyRoute(ctx context.Context, k object.Ref, r RouteResolvedRefs) error {
 	err := w.Apply(ctx, r)
 	if errors.Is(err, errNoEntry) {
 		// The provider writes the entry once the pods serve the route:

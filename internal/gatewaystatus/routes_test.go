@@ -13,6 +13,7 @@ import (
 	gatewayclient "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned"
 
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/gwruntime"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/object"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/routing"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/testing/testenv"
 )
@@ -26,7 +27,7 @@ func TestRouteWriterRights(t *testing.T) {
 	cp := testenv.Get(t)
 	ctx := context.Background()
 	ns := cp.Namespace(t)
-	gw := routing.ObjectRef{Namespace: ns, Name: "edge"}
+	gw := object.Ref{Namespace: ns, Name: "edge"}
 	cp.GrantRole(t, ns, "granted", ns, "chaperone", gwruntime.RouteStatusRules("granted"))
 	cfg, err := cp.ServiceAccountConfig(ctx, ns, "chaperone")
 	if err != nil {
@@ -101,7 +102,7 @@ func TestRouteWriterWaitsForEntry(t *testing.T) {
 	cp := testenv.Get(t)
 	ctx := context.Background()
 	ns := cp.Namespace(t)
-	gw := routing.ObjectRef{Namespace: ns, Name: "edge"}
+	gw := object.Ref{Namespace: ns, Name: "edge"}
 	routes := cp.Gateway.GatewayV1().HTTPRoutes(ns)
 	lsKind, lsGroup := gatewayv1.Kind("ListenerSet"), gatewayv1.Group(gatewayv1.GroupName)
 	viaSet := gatewayv1.ParentReference{Group: &lsGroup, Kind: &lsKind, Name: "extra"}

@@ -7,7 +7,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/util/validation"
 
-	"github.com/varnishgw/terraform-provider-varnishgw/internal/routing"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/object"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/status"
 )
 
@@ -31,7 +31,7 @@ const RoutesFieldManager = status.ChaperoneRoutesManager
 // namespace: "vgw-" plus a readable gateway-namespace-name part, cut to
 // fit, plus a hash of the exact triple, so that names never collide within
 // the namespace and always are valid DNS subdomains.
-func FragmentName(gw, route routing.ObjectRef) string {
+func FragmentName(gw, route object.Ref) string {
 	sum := sha256.Sum256([]byte(gw.Name + "\x00" + route.Namespace + "\x00" + route.Name))
 	readable := strings.ToLower(gw.Name + "-" + route.Namespace + "-" + route.Name)
 	readable = strings.Map(func(r rune) rune {
@@ -47,7 +47,7 @@ func FragmentName(gw, route routing.ObjectRef) string {
 }
 
 // GatewayLabels select the objects of gw that carry GatewayLabel.
-func GatewayLabels(gw routing.ObjectRef) map[string]string {
+func GatewayLabels(gw object.Ref) map[string]string {
 	return map[string]string{GatewayLabel: gatewayLabelValue(gw.Name)}
 }
 

@@ -6,11 +6,10 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/object"
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
-
-	"github.com/varnishgw/terraform-provider-varnishgw/internal/routing"
 )
 
 const (
@@ -30,7 +29,7 @@ const (
 // Service and PodDisruptionBudget of gw, all in gw's namespace:
 // "varnishgw-<name>" when that is a valid DNS label (a Service name must
 // be one), otherwise a readable prefix cut to fit plus a hash of the name.
-func Name(gw routing.ObjectRef) string {
+func Name(gw object.Ref) string {
 	if n := "varnishgw-" + gw.Name; len(validation.IsDNS1035Label(n)) == 0 {
 		return n
 	}
@@ -39,7 +38,7 @@ func Name(gw routing.ObjectRef) string {
 
 // VCLConfigMapName is the ConfigMap in gw's namespace that holds main.vcl
 // (key VCLDataKey), which the chaperone watches and hot-reloads.
-func VCLConfigMapName(gw routing.ObjectRef) string { return Name(gw) + "-vcl" }
+func VCLConfigMapName(gw object.Ref) string { return Name(gw) + "-vcl" }
 
 // VCLDigestAnnotation is the Gateway annotation in which the provider
 // records VCLDigest of the main.vcl it rendered. The chaperone loads a
@@ -61,7 +60,7 @@ func VCLDigest(src string) string {
 // too long, a readable prefix cut to fit plus a hash of namespace and
 // name. It grants nothing by itself: each route binds it, with
 // BackendRoleBindingName, in exactly the namespaces its backends live in.
-func BackendClusterRoleName(gw routing.ObjectRef) string {
+func BackendClusterRoleName(gw object.Ref) string {
 	return gatewayRoleName("varnishgw-backends-", gw)
 }
 
@@ -72,13 +71,13 @@ func BackendClusterRoleName(gw routing.ObjectRef) string {
 // plus a hash of all four. One per (gateway, route): the binding lives in
 // the backends' namespace, not the Gateway's, so two Gateways of one name
 // in different namespaces must not share it.
-func BackendRoleBindingName(gw, route routing.ObjectRef) string {
+func BackendRoleBindingName(gw, route object.Ref) string {
 	return perRouteName("vgw-backends-", gw, route, gw.Namespace+"-"+gw.Name+"-"+route.Namespace+"-"+route.Name)
 }
 
 // Labels are the labels of gw's runtime objects; the Deployment's pod
 // selector is this set.
-func Labels(gw routing.ObjectRef) map[string]string {
+func Labels(gw object.Ref) map[string]string {
 	return map[string]string{
 		"app.kubernetes.io/name":     "varnishgw",
 		"app.kubernetes.io/instance": Name(gw),
@@ -115,7 +114,7 @@ func hashedName(prefix, name string, max int) string {
 // Name(gw)): read its own main.vcl ConfigMap (no other ConfigMap),
 // read RoutingFragments, write its pod's GatewayPodReport, read its own
 // Gateway, patch its own Gateway's status. design/routing-sync.md lists them.
-func GatewayRules(gw routing.ObjectRef) []rbacv1.PolicyRule {
+func GatewayRules(gw object.Ref) []rbacv1.PolicyRule {
 	return []rbacv1.PolicyRule{
 		{APIGroups: []string{""}, Resources: []string{"configmaps"}, ResourceNames: []string{VCLConfigMapName(gw)}, Verbs: []string{"get", "list", "watch"}},
 		{APIGroups: []string{"varnishgw.dev"}, Resources: []string{"routingfragments"}, Verbs: []string{"get", "list", "watch"}},
@@ -147,7 +146,7 @@ func InvalidateEndpointRules() []rbacv1.PolicyRule {
 // subdomain that no other gateway's name can give (a namespace has no dot),
 // or, when that is too long, a readable prefix cut to fit plus a hash of
 // namespace and name.
-func InvalidateAuthBindingName(gw routing.ObjectRef) string {
+func InvalidateAuthBindingName(gw object.Ref) string {
 	const prefix = "varnishgw-invalidate-"
 	if n := prefix + gw.Namespace + "." + gw.Name; len(validation.IsDNS1123Subdomain(n)) == 0 {
 		return n
@@ -167,11 +166,11 @@ const AuthDelegatorClusterRole = "system:auth-delegator"
 // gateway's namespace and name can give (a namespace has no dot), or, when
 // that is too long, a readable prefix cut to fit plus a hash of namespace
 // and name.
-func CertificateRoleName(gw routing.ObjectRef) string { return gatewayRoleName("varnishgw-certs-", gw) }
+func CertificateRoleName(gw object.Ref) string { return gatewayRoleName("varnishgw-certs-", gw) }
 
 // gatewayRoleName is prefix + "<namespace>.<name>" of gw (namespaces have
 // no dots, so no two gateways share it), hashed to fit when too long.
-func gatewayRoleName(prefix string, gw routing.ObjectRef) string {
+func gatewayRoleName(prefix string, gw object.Ref) string {
 	if n := prefix + gw.Namespace + "." + gw.Name; len(validation.IsDNS1123Subdomain(n)) == 0 {
 		return n
 	}
@@ -227,7 +226,7 @@ func RouteStatusRules(route string) []rbacv1.PolicyRule {
 // namespace, that give gw's ServiceAccount RouteStatusRules on route. One
 // per (gateway, route); the hash covers the Gateway's namespace too, so
 // two Gateways of one name in different namespaces get different objects.
-func RouteStatusRoleName(gw, route routing.ObjectRef) string {
+func RouteStatusRoleName(gw, route object.Ref) string {
 	return perRouteName("vgw-status-", gw, route, gw.Name+"-"+route.Name)
 }
 
@@ -235,7 +234,7 @@ func RouteStatusRoleName(gw, route routing.ObjectRef) string {
 // not a letter, digit or '-' turned into '-' and cut to 200 characters,
 // and 10 hex digits of the hash of gw's and route's namespaces and names:
 // a valid DNS subdomain, distinct for every (gateway, route) pair.
-func perRouteName(prefix string, gw, route routing.ObjectRef, readable string) string {
+func perRouteName(prefix string, gw, route object.Ref, readable string) string {
 	sum := sha256.Sum256([]byte(gw.Namespace + "\x00" + gw.Name + "\x00" + route.Namespace + "\x00" + route.Name))
 	readable = strings.Map(func(r rune) rune {
 		if r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '-' {
@@ -253,7 +252,7 @@ func perRouteName(prefix string, gw, route routing.ObjectRef, readable string) s
 // namespace that holds ListenerSets with an HTTPS listener gw serves,
 // that gives gw's ServiceAccount ListenerSetStatusRules on exactly those
 // ListenerSets.
-func ListenerSetStatusRoleName(gw routing.ObjectRef) string {
+func ListenerSetStatusRoleName(gw object.Ref) string {
 	return gatewayRoleName("varnishgw-listenersets-", gw)
 }
 

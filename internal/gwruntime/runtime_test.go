@@ -5,21 +5,21 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/varnishgw/terraform-provider-varnishgw/internal/routing"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/object"
 	"k8s.io/apimachinery/pkg/util/validation"
 )
 
 func TestRuntimeNames(t *testing.T) {
 	long := strings.Repeat("a", 60)
 	tests := []struct {
-		gw       routing.ObjectRef
+		gw       object.Ref
 		runtime  string
 		backends string
 	}{
-		{routing.ObjectRef{Namespace: "gateways", Name: "public"}, "varnishgw-public", "varnishgw-backends-gateways.public"},
-		{routing.ObjectRef{Namespace: "ns", Name: "with.dots"}, "vgw-with-dots-", "varnishgw-backends-ns.with.dots"},
-		{routing.ObjectRef{Namespace: "ns", Name: long}, "vgw-" + long[:48] + "-", "varnishgw-backends-ns." + long},
-		{routing.ObjectRef{Namespace: "ns", Name: "9lives"}, "varnishgw-9lives", "varnishgw-backends-ns.9lives"},
+		{object.Ref{Namespace: "gateways", Name: "public"}, "varnishgw-public", "varnishgw-backends-gateways.public"},
+		{object.Ref{Namespace: "ns", Name: "with.dots"}, "vgw-with-dots-", "varnishgw-backends-ns.with.dots"},
+		{object.Ref{Namespace: "ns", Name: long}, "vgw-" + long[:48] + "-", "varnishgw-backends-ns." + long},
+		{object.Ref{Namespace: "ns", Name: "9lives"}, "varnishgw-9lives", "varnishgw-backends-ns.9lives"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.gw.String(), func(t *testing.T) {
@@ -45,8 +45,8 @@ func TestRuntimeNames(t *testing.T) {
 		})
 	}
 	// Names differing only in characters the readable part drops stay apart.
-	a, b := Name(routing.ObjectRef{Namespace: "ns", Name: "a.b"}), Name(routing.ObjectRef{Namespace: "ns", Name: "a-b.x"})
-	if a == b || Name(routing.ObjectRef{Namespace: "ns", Name: "x.y"}) == Name(routing.ObjectRef{Namespace: "ns", Name: "x_y"}) {
+	a, b := Name(object.Ref{Namespace: "ns", Name: "a.b"}), Name(object.Ref{Namespace: "ns", Name: "a-b.x"})
+	if a == b || Name(object.Ref{Namespace: "ns", Name: "x.y"}) == Name(object.Ref{Namespace: "ns", Name: "x_y"}) {
 		t.Errorf("names collide: %q %q", a, b)
 	}
 }
@@ -81,7 +81,7 @@ func TestPerGatewayNames(t *testing.T) {
 	long := strings.Repeat("a.", 120) + "b"
 	for _, fn := range []struct {
 		name   string
-		of     func(routing.ObjectRef) string
+		of     func(object.Ref) string
 		prefix string
 	}{
 		{"CertificateRoleName", CertificateRoleName, "varnishgw-certs-"},
@@ -89,16 +89,16 @@ func TestPerGatewayNames(t *testing.T) {
 		{"InvalidateAuthBindingName", InvalidateAuthBindingName, "varnishgw-invalidate-"},
 	} {
 		tests := []struct {
-			gw   routing.ObjectRef
+			gw   object.Ref
 			want string // after the prefix
 		}{
-			{routing.ObjectRef{Namespace: "edge", Name: "public"}, "edge.public"},
-			{routing.ObjectRef{Namespace: "a-b", Name: "c"}, "a-b.c"},
-			{routing.ObjectRef{Namespace: "a", Name: "b-c"}, "a.b-c"},
-			{routing.ObjectRef{Namespace: "edge", Name: "with.dots"}, "edge.with.dots"},
-			{routing.ObjectRef{Namespace: "edge", Name: long}, "edge-a-a-a-"},
+			{object.Ref{Namespace: "edge", Name: "public"}, "edge.public"},
+			{object.Ref{Namespace: "a-b", Name: "c"}, "a-b.c"},
+			{object.Ref{Namespace: "a", Name: "b-c"}, "a.b-c"},
+			{object.Ref{Namespace: "edge", Name: "with.dots"}, "edge.with.dots"},
+			{object.Ref{Namespace: "edge", Name: long}, "edge-a-a-a-"},
 		}
-		seen := map[string]routing.ObjectRef{}
+		seen := map[string]object.Ref{}
 		for _, tt := range tests {
 			t.Run(fn.name+"/"+tt.gw.String(), func(t *testing.T) {
 				n := fn.of(tt.gw)
@@ -118,9 +118,9 @@ func TestPerGatewayNames(t *testing.T) {
 }
 
 func TestRouteStatusRoleName(t *testing.T) {
-	route := routing.ObjectRef{Namespace: "apps", Name: "web"}
-	names := map[string]routing.ObjectRef{}
-	for _, gw := range []routing.ObjectRef{{Namespace: "a", Name: "gw"}, {Namespace: "b", Name: "gw"}, {Namespace: "a", Name: "gw2"}} {
+	route := object.Ref{Namespace: "apps", Name: "web"}
+	names := map[string]object.Ref{}
+	for _, gw := range []object.Ref{{Namespace: "a", Name: "gw"}, {Namespace: "b", Name: "gw"}, {Namespace: "a", Name: "gw2"}} {
 		n := RouteStatusRoleName(gw, route)
 		if other, ok := names[n]; ok {
 			t.Errorf("Gateways %s and %s share the name %s", other, gw, n)
@@ -133,7 +133,7 @@ func TestRouteStatusRoleName(t *testing.T) {
 			t.Errorf("name %s is not readable", n)
 		}
 	}
-	long := RouteStatusRoleName(routing.ObjectRef{Namespace: "n", Name: strings.Repeat("G", 253)}, routing.ObjectRef{Namespace: "n", Name: strings.Repeat("r", 253)})
+	long := RouteStatusRoleName(object.Ref{Namespace: "n", Name: strings.Repeat("G", 253)}, object.Ref{Namespace: "n", Name: strings.Repeat("r", 253)})
 	if errs := validation.IsDNS1123Subdomain(long); len(errs) > 0 {
 		t.Errorf("%s: %v", long, errs)
 	}
@@ -162,10 +162,10 @@ func TestListenerSetStatusRules(t *testing.T) {
 			t.Errorf("rule %+v: want resourceNames a and b only", r)
 		}
 	}
-	if n := ListenerSetStatusRoleName(routing.ObjectRef{Namespace: "edge", Name: "public"}); n != "varnishgw-listenersets-edge.public" {
+	if n := ListenerSetStatusRoleName(object.Ref{Namespace: "edge", Name: "public"}); n != "varnishgw-listenersets-edge.public" {
 		t.Errorf("ListenerSetStatusRoleName = %q", n)
 	}
-	if n := ListenerSetStatusRoleName(routing.ObjectRef{Namespace: "edge", Name: strings.Repeat("a.", 100) + "b"}); len(validation.IsDNS1123Subdomain(n)) > 0 || n == CertificateRoleName(routing.ObjectRef{Namespace: "edge", Name: strings.Repeat("a.", 100) + "b"}) {
+	if n := ListenerSetStatusRoleName(object.Ref{Namespace: "edge", Name: strings.Repeat("a.", 100) + "b"}); len(validation.IsDNS1123Subdomain(n)) > 0 || n == CertificateRoleName(object.Ref{Namespace: "edge", Name: strings.Repeat("a.", 100) + "b"}) {
 		t.Errorf("ListenerSetStatusRoleName of a long name: %q", n)
 	}
 }
@@ -176,22 +176,22 @@ func TestListenerSetStatusRules(t *testing.T) {
 // Role and fragment names are pinned: a change renames objects in every
 // cluster.
 func TestPerRouteNames(t *testing.T) {
-	web := routing.ObjectRef{Namespace: "apps", Name: "web"}
+	web := object.Ref{Namespace: "apps", Name: "web"}
 	tests := []struct {
-		gw, route        routing.ObjectRef
+		gw, route        object.Ref
 		backends         string // prefix
 		status, fragment string // exact
 	}{
-		{routing.ObjectRef{Namespace: "a", Name: "gw"}, web, "vgw-backends-a-gw-apps-web-", "vgw-status-gw-web-b66f37df1f", "vgw-gw-apps-web-f5a0824c75"},
-		{routing.ObjectRef{Namespace: "b", Name: "gw"}, web, "vgw-backends-b-gw-apps-web-", "vgw-status-gw-web-ecc67e5f76", "vgw-gw-apps-web-f5a0824c75"},
-		{routing.ObjectRef{Namespace: "a-b", Name: "c"}, web, "vgw-backends-a-b-c-apps-web-", "", ""},
-		{routing.ObjectRef{Namespace: "a", Name: "b-c"}, web, "vgw-backends-a-b-c-apps-web-", "", ""},
-		{routing.ObjectRef{Namespace: "ns", Name: "With.Dots"}, routing.ObjectRef{Namespace: "r-ns", Name: "Route_1"},
+		{object.Ref{Namespace: "a", Name: "gw"}, web, "vgw-backends-a-gw-apps-web-", "vgw-status-gw-web-b66f37df1f", "vgw-gw-apps-web-f5a0824c75"},
+		{object.Ref{Namespace: "b", Name: "gw"}, web, "vgw-backends-b-gw-apps-web-", "vgw-status-gw-web-ecc67e5f76", "vgw-gw-apps-web-f5a0824c75"},
+		{object.Ref{Namespace: "a-b", Name: "c"}, web, "vgw-backends-a-b-c-apps-web-", "", ""},
+		{object.Ref{Namespace: "a", Name: "b-c"}, web, "vgw-backends-a-b-c-apps-web-", "", ""},
+		{object.Ref{Namespace: "ns", Name: "With.Dots"}, object.Ref{Namespace: "r-ns", Name: "Route_1"},
 			"vgw-backends-ns-with-dots-r-ns-route-1-", "vgw-status-with-dots-route-1-c334792e38", "vgw-with-dots-r-ns-route-1-625f928853"},
-		{routing.ObjectRef{Namespace: strings.Repeat("n", 63), Name: strings.Repeat("G", 253)}, routing.ObjectRef{Namespace: strings.Repeat("m", 63), Name: strings.Repeat("r", 253)},
+		{object.Ref{Namespace: strings.Repeat("n", 63), Name: strings.Repeat("G", 253)}, object.Ref{Namespace: strings.Repeat("m", 63), Name: strings.Repeat("r", 253)},
 			"vgw-backends-" + strings.Repeat("n", 63) + "-" + strings.Repeat("g", 136) + "-", "", ""},
 	}
-	seen := map[string]routing.ObjectRef{}
+	seen := map[string]object.Ref{}
 	for _, tt := range tests {
 		t.Run(tt.gw.String()+"/"+tt.route.String(), func(t *testing.T) {
 			b := BackendRoleBindingName(tt.gw, tt.route)

@@ -18,6 +18,7 @@ import (
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/mainvcl"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/object"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/routing"
 )
 
@@ -121,7 +122,7 @@ func ManagedLabels() map[string]string { return map[string]string{ManagedByLabel
 
 // RuntimeLabels are the runtime objects' labels: Labels plus
 // ManagedLabels.
-func RuntimeLabels(gw routing.ObjectRef) map[string]string {
+func RuntimeLabels(gw object.Ref) map[string]string {
 	l := Labels(gw)
 	maps.Copy(l, ManagedLabels())
 	return l
@@ -132,7 +133,7 @@ func RuntimeLabels(gw routing.ObjectRef) map[string]string {
 // renders the ServiceAccount, RBAC, VCL ConfigMap, Service, Deployment and
 // PodDisruptionBudget from it.
 type Spec struct {
-	Gateway    routing.ObjectRef
+	Gateway    object.Ref
 	ClassName  string
 	Class      *Class // with the gateway's parametersRef applied
 	Pod        PodSettings
@@ -161,12 +162,12 @@ type Spec struct {
 	Sysctls map[string]string
 	// CertSecrets are the certificate Secrets the HTTPS listeners reference
 	// (routing.CertificateSecrets): the pods may read exactly those.
-	CertSecrets []routing.ObjectRef
+	CertSecrets []object.Ref
 	// ListenerSets are the ListenerSets with an HTTPS listener the pods
 	// serve: the pods keep the ResolvedRefs condition of those listeners
 	// current, and may patch the status of exactly these ListenerSets
 	// (applyListenerSetStatusRoles).
-	ListenerSets []routing.ObjectRef
+	ListenerSets []object.Ref
 	// ExternalTrafficPolicy is the Service's, empty: Kubernetes' default.
 	ExternalTrafficPolicy corev1.ServiceExternalTrafficPolicy
 	Replicas              int32
@@ -342,7 +343,7 @@ func (s *Spec) ListenerSetNames() map[string][]string {
 
 // AdminSecretName is the Secret that holds the varnishd admin secret
 // shared by the two containers of sidecar mode.
-func AdminSecretName(gw routing.ObjectRef) string { return Name(gw) + "-admin" }
+func AdminSecretName(gw object.Ref) string { return Name(gw) + "-admin" }
 
 // StartHash is the sha256 of what the pods are started with: the image and
 // its pull policy, the mode, the command line (ports, storage, parameters,
@@ -403,13 +404,13 @@ func (s *Spec) AddListenerSetPorts(cg *routing.ComposedGateway) {
 	}
 	slices.Sort(s.Ports)
 	slices.Sort(s.TLSPorts)
-	slices.SortFunc(s.ListenerSets, func(a, b routing.ObjectRef) int { return strings.Compare(a.String(), b.String()) })
+	slices.SortFunc(s.ListenerSets, func(a, b object.Ref) int { return strings.Compare(a.String(), b.String()) })
 	for _, ref := range routing.CertificateSecrets(cg.Gateway) {
 		if !slices.Contains(s.CertSecrets, ref) {
 			s.CertSecrets = append(s.CertSecrets, ref)
 		}
 	}
-	slices.SortFunc(s.CertSecrets, func(a, b routing.ObjectRef) int { return strings.Compare(a.String(), b.String()) })
+	slices.SortFunc(s.CertSecrets, func(a, b object.Ref) int { return strings.Compare(a.String(), b.String()) })
 }
 
 func deref(s *string) string {

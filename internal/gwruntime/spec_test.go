@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/varnishgw/terraform-provider-varnishgw/internal/routing"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/object"
 )
 
 func TestStartHash(t *testing.T) {
@@ -130,7 +130,7 @@ func TestChaperoneArgs(t *testing.T) {
 func testSpec() *Spec {
 	vcl := "sub vcl_deliver { }"
 	return &Spec{
-		Gateway:      routing.ObjectRef{Namespace: "edge", Name: "public"},
+		Gateway:      object.Ref{Namespace: "edge", Name: "public"},
 		Class:        &Class{Image: "img:1", PullPolicy: "IfNotPresent", Storage: "malloc,1g", LogLevel: "info", Params: map[string]string{"b": "2", "a": "1"}, VCL: "sub vcl_recv { }"},
 		GatewayVCL:   &vcl,
 		Ports:        []int32{80, 8080},
@@ -150,6 +150,6 @@ func httpsSpec(mode string) *Spec {
 	s.Mode = mode
 	s.Ports = []int32{80, 8080, 8443}
 	s.TLSPorts = []int32{8443}
-	s.CertSecrets = []routing.ObjectRef{{Namespace: "certs", Name: "shared"}, {Namespace: "edge", Name: "api"}, {Namespace: "edge", Name: "www"}}
+	s.CertSecrets = []object.Ref{{Namespace: "certs", Name: "shared"}, {Namespace: "edge", Name: "api"}, {Namespace: "edge", Name: "www"}}
 	return s
 }

@@ -20,7 +20,7 @@ import (
 	"k8s.io/client-go/util/workqueue"
 
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/gwruntime"
-	"github.com/varnishgw/terraform-provider-varnishgw/internal/routing"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/object"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/status"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/vgwapi"
 )
@@ -40,7 +40,7 @@ const skew = 2 * time.Second
 type Config struct {
 	// Dynamic reads CacheInvalidations and writes the report.
 	Dynamic dynamic.Interface
-	Gateway routing.ObjectRef
+	Gateway object.Ref
 	Pod     vgwapi.Pod
 	// Ban runs the varnishd `ban` CLI command with args (one per word).
 	Ban func(ctx context.Context, args []string) error

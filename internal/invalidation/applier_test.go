@@ -14,7 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/dynamic"
 
-	"github.com/varnishgw/terraform-provider-varnishgw/internal/routing"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/object"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/testing/testenv"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/vgwapi"
 )
@@ -49,7 +49,7 @@ func (r *recorder) count() int {
 type fixture struct {
 	t   *testing.T
 	dyn dynamic.Interface
-	gw  routing.ObjectRef
+	gw  object.Ref
 }
 
 func newFixture(t *testing.T) *fixture {
@@ -57,7 +57,7 @@ func newFixture(t *testing.T) *fixture {
 	if err := vgwapi.EnsureCRDs(t.Context(), apiextensionsclient.NewForConfigOrDie(cp.Config)); err != nil {
 		t.Fatal(err)
 	}
-	return &fixture{t: t, dyn: dynamic.NewForConfigOrDie(cp.Config), gw: routing.ObjectRef{Namespace: cp.Namespace(t), Name: "edge"}}
+	return &fixture{t: t, dyn: dynamic.NewForConfigOrDie(cp.Config), gw: object.Ref{Namespace: cp.Namespace(t), Name: "edge"}}
 }
 
 // run starts an Applier of pod until the returned stop is called.

@@ -16,6 +16,7 @@ import (
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/ghostjson"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/object"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/status"
 )
 
@@ -155,7 +156,7 @@ func Attach(gw *gatewayv1.Gateway, route *gatewayv1.HTTPRoute, objs *Objects) (*
 		return nil, fmt.Errorf("attach: Gateway %q in namespace %q: metadata.name and metadata.namespace must be set", gw.Name, gw.Namespace)
 	}
 	// sets holds the ListenerSets of gw: accepted (true) or not (false).
-	sets := map[ObjectRef]bool{}
+	sets := map[object.Ref]bool{}
 	if objs != nil && len(objs.ListenerSets) > 0 {
 		c := ComposeGateway(gw, objs.ListenerSets, objs)
 		gw = c.Gateway
@@ -170,7 +171,7 @@ func Attach(gw *gatewayv1.Gateway, route *gatewayv1.HTTPRoute, objs *Objects) (*
 	}
 	f := &Fragment{
 		Version: FragmentVersion,
-		Gateway: ObjectRef{Namespace: gw.Namespace, Name: gw.Name},
+		Gateway: object.Ref{Namespace: gw.Namespace, Name: gw.Name},
 		Route: RouteRef{
 			Namespace:         route.Namespace,
 			Name:              route.Name,
@@ -290,14 +291,14 @@ func namesGateway(pr gatewayv1.ParentReference, routeNS string, gw *gatewayv1.Ga
 
 // namesListenerSet returns the ListenerSet the parentRef names, if it
 // names one.
-func namesListenerSet(pr gatewayv1.ParentReference, routeNS string) (ObjectRef, bool) {
+func namesListenerSet(pr gatewayv1.ParentReference, routeNS string) (object.Ref, bool) {
 	// The group defaults to gateway.networking.k8s.io, as for a Gateway
 	// (the CRD sets it; a parentRef built in code may leave it out); the
 	// kind has no default but Gateway.
 	if (pr.Group != nil && *pr.Group != gatewayv1.GroupName) || pr.Kind == nil || *pr.Kind != "ListenerSet" {
-		return ObjectRef{}, false
+		return object.Ref{}, false
 	}
-	ref := ObjectRef{Namespace: routeNS, Name: string(pr.Name)}
+	ref := object.Ref{Namespace: routeNS, Name: string(pr.Name)}
 	if pr.Namespace != nil {
 		ref.Namespace = string(*pr.Namespace)
 	}
@@ -309,7 +310,7 @@ func namesListenerSet(pr gatewayv1.ParentReference, routeNS string) (ObjectRef, 
 // parentRef names gw when set is nil, else the ListenerSet set of gw: it
 // sees only the listeners of its parent, and sectionName names one of
 // these.
-func attachParent(gw *gatewayv1.Gateway, set *ObjectRef, pr gatewayv1.ParentReference, routeNS string, routeHosts []string, objs *Objects, attached map[string]map[string]bool, accept bool) Condition {
+func attachParent(gw *gatewayv1.Gateway, set *object.Ref, pr gatewayv1.ParentReference, routeNS string, routeHosts []string, objs *Objects, attached map[string]map[string]bool, accept bool) Condition {
 	cond := func(ok bool, reason gatewayv1.RouteConditionReason, msg string) Condition {
 		s := metav1.ConditionFalse
 		if ok {

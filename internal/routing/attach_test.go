@@ -5,6 +5,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/object"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
@@ -260,15 +261,15 @@ func TestNamesListenerSet(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		pr   gatewayv1.ParentReference
-		want ObjectRef
+		want object.Ref
 		ok   bool
 	}{
-		{"group set", gatewayv1.ParentReference{Group: group(gatewayv1.GroupName), Kind: kind("ListenerSet"), Name: "ls"}, ObjectRef{"shop", "ls"}, true},
-		{"group left out", gatewayv1.ParentReference{Kind: kind("ListenerSet"), Name: "ls"}, ObjectRef{"shop", "ls"}, true},
-		{"namespace", gatewayv1.ParentReference{Kind: kind("ListenerSet"), Namespace: &ns, Name: "ls"}, ObjectRef{"other", "ls"}, true},
-		{"another group", gatewayv1.ParentReference{Group: group("example.com"), Kind: kind("ListenerSet"), Name: "ls"}, ObjectRef{}, false},
-		{"a Gateway", gatewayv1.ParentReference{Name: "gw"}, ObjectRef{}, false},
-		{"another kind", gatewayv1.ParentReference{Kind: kind("Service"), Name: "ls"}, ObjectRef{}, false},
+		{"group set", gatewayv1.ParentReference{Group: group(gatewayv1.GroupName), Kind: kind("ListenerSet"), Name: "ls"}, object.Ref{Namespace: "shop", Name: "ls"}, true},
+		{"group left out", gatewayv1.ParentReference{Kind: kind("ListenerSet"), Name: "ls"}, object.Ref{Namespace: "shop", Name: "ls"}, true},
+		{"namespace", gatewayv1.ParentReference{Kind: kind("ListenerSet"), Namespace: &ns, Name: "ls"}, object.Ref{Namespace: "other", Name: "ls"}, true},
+		{"another group", gatewayv1.ParentReference{Group: group("example.com"), Kind: kind("ListenerSet"), Name: "ls"}, object.Ref{}, false},
+		{"a Gateway", gatewayv1.ParentReference{Name: "gw"}, object.Ref{}, false},
+		{"another kind", gatewayv1.ParentReference{Kind: kind("Service"), Name: "ls"}, object.Ref{}, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got, ok := namesListenerSet(tc.pr, "shop")

@@ -9,6 +9,7 @@ import (
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/ghostjson"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/object"
 )
 
 // TestConformanceBackendFiltersDocument takes the suite's two
@@ -127,7 +128,7 @@ func TestBackendFiltersOnlyOnPickedGroup(t *testing.T) {
 // fragment naming another filter type on a backend is rejected.
 func TestFragmentVersionBackendFilters(t *testing.T) {
 	hm := &ghostjson.HeaderModifier{Set: []ghostjson.HeaderValue{{Name: "Backend", Value: "v1"}}}
-	f := &Fragment{Version: FragmentVersion, Gateway: ObjectRef{Namespace: "infra", Name: "gw"},
+	f := &Fragment{Version: FragmentVersion, Gateway: object.Ref{Namespace: "infra", Name: "gw"},
 		Route: RouteRef{Namespace: "infra", Name: "r"},
 		Rules: []Rule{{Matches: []ghostjson.Match{{Path: ghostjson.PathMatch{Type: ghostjson.PathPrefix, Value: "/"}}},
 			Backends: []BackendRef{{Namespace: "infra", Name: "v1", Port: 8080, Weight: 1,

@@ -12,6 +12,7 @@ import (
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/ghostjson"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/object"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/status"
 )
 
@@ -32,7 +33,7 @@ type Fragment struct {
 	// Version is FragmentVersion.
 	Version int `json:"version"`
 	// Gateway is the parent Gateway.
-	Gateway ObjectRef `json:"gateway"`
+	Gateway object.Ref `json:"gateway"`
 	// Route identifies the HTTPRoute; its creation time orders routes (GEP-713).
 	Route RouteRef `json:"route"`
 	// Parents holds the status for each parentRef of the route that names
@@ -45,14 +46,6 @@ type Fragment struct {
 	// when the route is not accepted.
 	Rules []Rule `json:"rules"`
 }
-
-// ObjectRef names a namespaced object.
-type ObjectRef struct {
-	Namespace string `json:"namespace"`
-	Name      string `json:"name"`
-}
-
-func (r ObjectRef) String() string { return r.Namespace + "/" + r.Name }
 
 // RouteRef identifies an HTTPRoute.
 type RouteRef struct {

@@ -6,6 +6,7 @@ import (
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/ghostjson"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/object"
 )
 
 // The stored fragment format, version FragmentVersion: the JSON that
@@ -32,7 +33,7 @@ type fragmentV1 struct {
 	Rules     []ruleV1             `json:"rules"`
 }
 
-// objectRefV1 is a stored ObjectRef.
+// objectRefV1 is a stored object.Ref.
 type objectRefV1 struct {
 	Namespace string `json:"namespace"`
 	Name      string `json:"name"`
@@ -285,7 +286,7 @@ func fragmentToV1(f *Fragment) *fragmentV1 {
 func (v *fragmentV1) fragment() *Fragment {
 	return &Fragment{
 		Version: v.Version,
-		Gateway: ObjectRef(v.Gateway),
+		Gateway: object.Ref(v.Gateway),
 		Route:   RouteRef(v.Route),
 		Parents: convertSlice(v.Parents, func(p parentStatusV1) ParentStatus {
 			return ParentStatus{

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/object"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
@@ -174,8 +175,8 @@ func ValidateListenerTLS(p *field.Path, l *gatewayv1.Listener) field.ErrorList {
 // their certificateRefs, each once, sorted by namespace and name; a ref
 // without a namespace is in gw's. References to other kinds than core
 // Secrets are left out (ValidateListenerTLS rejects them).
-func CertificateSecrets(gw *gatewayv1.Gateway) []ObjectRef {
-	var out []ObjectRef
+func CertificateSecrets(gw *gatewayv1.Gateway) []object.Ref {
+	var out []object.Ref
 	for i := range gw.Spec.Listeners {
 		l := &gw.Spec.Listeners[i]
 		if l.Protocol != gatewayv1.HTTPSProtocolType || l.TLS == nil {
@@ -185,7 +186,7 @@ func CertificateSecrets(gw *gatewayv1.Gateway) []ObjectRef {
 			if (r.Group != nil && *r.Group != "") || (r.Kind != nil && *r.Kind != "Secret") {
 				continue
 			}
-			ref := ObjectRef{Namespace: gw.Namespace, Name: string(r.Name)}
+			ref := object.Ref{Namespace: gw.Namespace, Name: string(r.Name)}
 			if r.Namespace != nil && *r.Namespace != "" {
 				ref.Namespace = string(*r.Namespace)
 			}
@@ -194,7 +195,7 @@ func CertificateSecrets(gw *gatewayv1.Gateway) []ObjectRef {
 			}
 		}
 	}
-	slices.SortFunc(out, func(a, b ObjectRef) int { return strings.Compare(a.String(), b.String()) })
+	slices.SortFunc(out, func(a, b object.Ref) int { return strings.Compare(a.String(), b.String()) })
 	return out
 }
 

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/object"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 )
@@ -132,7 +133,7 @@ func TestCertificateSecrets(t *testing.T) {
 			gatewayv1.SecretObjectReference{Name: "x", Kind: ptr(gatewayv1.Kind("ConfigMap"))}),
 	)
 	got := CertificateSecrets(gw)
-	want := []ObjectRef{{"certs", "shared"}, {"infra", "a"}, {"infra", "b"}}
+	want := []object.Ref{{Namespace: "certs", Name: "shared"}, {Namespace: "infra", Name: "a"}, {Namespace: "infra", Name: "b"}}
 	if !slices.Equal(got, want) {
 		t.Errorf("CertificateSecrets = %v, want %v", got, want)
 	}

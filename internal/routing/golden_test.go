@@ -24,6 +24,7 @@ import (
 
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/ghostjson"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/gwruntime"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/object"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/routing"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/vgwapi"
 )
@@ -256,9 +257,9 @@ func translate(c *goldenCase) (map[string][]byte, error) {
 	out := map[string][]byte{}
 
 	// The provider: the Gateways and ListenerSets it would write.
-	served := map[routing.ObjectRef]*servedGateway{}
+	served := map[object.Ref]*servedGateway{}
 	for _, gw := range sortedByName(c.gateways) {
-		ref := routing.ObjectRef{Namespace: gw.Namespace, Name: gw.Name}
+		ref := object.Ref{Namespace: gw.Namespace, Name: gw.Name}
 		class := findClass(c.classes, string(gw.Spec.GatewayClassName))
 		if class == nil || class.Spec.ControllerName != gwruntime.ControllerName {
 			continue
@@ -415,13 +416,13 @@ func translate(c *goldenCase) (map[string][]byte, error) {
 
 // parentGateways are the distinct Gateways the route's parentRefs name,
 // directly or through a ListenerSet of sets, sorted.
-func parentGateways(route *gatewayv1.HTTPRoute, sets []*gatewayv1.ListenerSet) []routing.ObjectRef {
-	var out []routing.ObjectRef
+func parentGateways(route *gatewayv1.HTTPRoute, sets []*gatewayv1.ListenerSet) []object.Ref {
+	var out []object.Ref
 	for _, p := range route.Spec.ParentRefs {
 		if p.Group != nil && *p.Group != gatewayv1.GroupName {
 			continue
 		}
-		ref := routing.ObjectRef{Namespace: route.Namespace, Name: string(p.Name)}
+		ref := object.Ref{Namespace: route.Namespace, Name: string(p.Name)}
 		if p.Namespace != nil {
 			ref.Namespace = string(*p.Namespace)
 		}
@@ -458,7 +459,7 @@ func hasLabels(obj *unstructured.Unstructured, want map[string]string) bool {
 	return true
 }
 
-func compareRefs(a, b routing.ObjectRef) int { return strings.Compare(a.String(), b.String()) }
+func compareRefs(a, b object.Ref) int { return strings.Compare(a.String(), b.String()) }
 
 func findClass(classes []*gatewayv1.GatewayClass, name string) *gatewayv1.GatewayClass {
 	for _, gc := range classes {
@@ -536,7 +537,7 @@ type routeStatus struct {
 // (what the pods count from the fragments they serve), its ListenerSets'
 // results (the provider's) and the parents of the routes planned for it,
 // with the ResolvedRefs condition the pods write.
-func (s *goldenStatus) add(ref routing.ObjectRef, gw *gatewayv1.Gateway, composed *routing.ComposedGateway, served, planned []*routing.Fragment, objs *routing.Objects) {
+func (s *goldenStatus) add(ref object.Ref, gw *gatewayv1.Gateway, composed *routing.ComposedGateway, served, planned []*routing.Fragment, objs *routing.Objects) {
 	counts := routing.ListenerAttachedRoutes(served)
 	g := gatewayStatus{Gateway: ref.String(), Listeners: []listenerStatus{}}
 	for _, l := range gw.Spec.Listeners {

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/object"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/status"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -37,18 +38,18 @@ func ListenerSetListenerKey(setNS, setName, listener string) string {
 
 // parseListenerKey splits a ListenerSetListenerKey; ok is false for the
 // name of a Gateway's own listener.
-func parseListenerKey(name string) (set ObjectRef, listener string, ok bool) {
+func parseListenerKey(name string) (set object.Ref, listener string, ok bool) {
 	parts := strings.SplitN(name, listenerKeySep, 3)
 	if len(parts) != 3 {
-		return ObjectRef{}, "", false
+		return object.Ref{}, "", false
 	}
-	return ObjectRef{Namespace: parts[0], Name: parts[1]}, parts[2], true
+	return object.Ref{Namespace: parts[0], Name: parts[1]}, parts[2], true
 }
 
 // ParseListenerSetListenerKey splits a ListenerSetListenerKey into the
 // ListenerSet and the listener's name in it; ok is false for the name of
 // a Gateway's own listener.
-func ParseListenerSetListenerKey(key string) (set ObjectRef, listener string, ok bool) {
+func ParseListenerSetListenerKey(key string) (set object.Ref, listener string, ok bool) {
 	return parseListenerKey(key)
 }
 
@@ -56,7 +57,7 @@ func ParseListenerSetListenerKey(key string) (set ObjectRef, listener string, ok
 // Gateway's effective listeners (a ListenerSetListenerKey); false for one
 // of the Gateway's own listeners. The status of such a listener belongs
 // on the ListenerSet, not on the Gateway.
-func ListenerSetOf(name string) (ObjectRef, bool) {
+func ListenerSetOf(name string) (object.Ref, bool) {
 	set, _, ok := parseListenerKey(name)
 	return set, ok
 }
@@ -64,12 +65,12 @@ func ListenerSetOf(name string) (ObjectRef, bool) {
 // ListenerSetParent is the Gateway the ListenerSet's parentRef names, and
 // false when the parentRef names another kind than a Gateway of the
 // Gateway API group.
-func ListenerSetParent(ls *gatewayv1.ListenerSet) (ObjectRef, bool) {
+func ListenerSetParent(ls *gatewayv1.ListenerSet) (object.Ref, bool) {
 	pr := ls.Spec.ParentRef
 	if (pr.Group != nil && *pr.Group != gatewayv1.GroupName) || (pr.Kind != nil && *pr.Kind != "Gateway") {
-		return ObjectRef{}, false
+		return object.Ref{}, false
 	}
-	ref := ObjectRef{Namespace: ls.Namespace, Name: string(pr.Name)}
+	ref := object.Ref{Namespace: ls.Namespace, Name: string(pr.Name)}
 	if pr.Namespace != nil && *pr.Namespace != "" {
 		ref.Namespace = string(*pr.Namespace)
 	}
@@ -212,7 +213,7 @@ func (c *ComposedGateway) AttachedListenerSets() int32 {
 // ListenerSetResult is the outcome for one ListenerSet: its conditions
 // (Accepted, Programmed) and those of each listener.
 type ListenerSetResult struct {
-	Set        ObjectRef
+	Set        object.Ref
 	Generation int64
 	Conditions []Condition
 	// Listeners are in spec order; empty when the Gateway does not admit
@@ -264,7 +265,7 @@ func ComposeGateway(gw *gatewayv1.Gateway, sets []*gatewayv1.ListenerSet, objs *
 		return ok
 	})
 	c := &ComposedGateway{Gateway: out}
-	self := ObjectRef{Namespace: gw.Namespace, Name: gw.Name}
+	self := object.Ref{Namespace: gw.Namespace, Name: gw.Name}
 	var mine []*gatewayv1.ListenerSet
 	for _, ls := range sets {
 		if ls == nil {
@@ -293,7 +294,7 @@ func ComposeGateway(gw *gatewayv1.Gateway, sets []*gatewayv1.ListenerSet, objs *
 		hosts[portHost{l.Port, listenerHost(l)}] = true
 	}
 	for _, ls := range mine {
-		r := ListenerSetResult{Set: ObjectRef{Namespace: ls.Namespace, Name: ls.Name}, Generation: ls.Generation}
+		r := ListenerSetResult{Set: object.Ref{Namespace: ls.Namespace, Name: ls.Name}, Generation: ls.Generation}
 		if why := ListenerSetsAllowed(gw, ls.Namespace, objs); why != "" {
 			r.Conditions = setConditions(false, gatewayv1.ListenerSetReasonNotAllowed, why)
 			c.ListenerSets = append(c.ListenerSets, r)
@@ -508,7 +509,7 @@ func WithListenerSetListeners(gw *gatewayv1.Gateway) (*gatewayv1.Gateway, error)
 	}
 	// Rebuild ListenerSets from the keys and compose them like the
 	// provider did; all of them were admitted by the provider.
-	byKey := map[ObjectRef]*gatewayv1.ListenerSet{}
+	byKey := map[object.Ref]*gatewayv1.ListenerSet{}
 	var sets []*gatewayv1.ListenerSet
 	objs := &Objects{}
 	for i, l := range ls {
@@ -598,7 +599,7 @@ func (c *ComposedGateway) ListenerSetGenerations() (string, error) {
 // ListenerSetListenersAnnotation records; nil without the annotation. A
 // value that does not decode, a key that is not namespace/name or a
 // generation below 1 is an error naming the annotation.
-func ListenerSetGenerations(gw *gatewayv1.Gateway) (map[ObjectRef]int64, error) {
+func ListenerSetGenerations(gw *gatewayv1.Gateway) (map[object.Ref]int64, error) {
 	v := gw.Annotations[ListenerSetGenerationsAnnotation]
 	if v == "" {
 		return nil, nil
@@ -607,13 +608,13 @@ func ListenerSetGenerations(gw *gatewayv1.Gateway) (map[ObjectRef]int64, error) 
 	if err := json.Unmarshal([]byte(v), &raw); err != nil {
 		return nil, fmt.Errorf("annotation %s of Gateway %s/%s: %w; apply the gateway or a ListenerSet again to rewrite it", ListenerSetGenerationsAnnotation, gw.Namespace, gw.Name, err)
 	}
-	out := make(map[ObjectRef]int64, len(raw))
+	out := make(map[object.Ref]int64, len(raw))
 	for k, g := range raw {
 		ns, name, ok := strings.Cut(k, "/")
 		if !ok || ns == "" || name == "" || strings.Contains(name, "/") || g < 1 {
 			return nil, fmt.Errorf("annotation %s of Gateway %s/%s: entry %q: %d is not a ListenerSet's namespace/name and generation; apply the gateway or a ListenerSet again to rewrite it", ListenerSetGenerationsAnnotation, gw.Namespace, gw.Name, k, g)
 		}
-		out[ObjectRef{Namespace: ns, Name: name}] = g
+		out[object.Ref{Namespace: ns, Name: name}] = g
 	}
 	return out, nil
 }

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/object"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
@@ -519,7 +520,7 @@ func TestListenerSetGenerationsAnnotation(t *testing.T) {
 	g := gw.DeepCopy()
 	g.Annotations = map[string]string{ListenerSetGenerationsAnnotation: v}
 	got, err := ListenerSetGenerations(g)
-	if err != nil || len(got) != 1 || got[ObjectRef{Namespace: "apps", Name: "a"}] != 3 {
+	if err != nil || len(got) != 1 || got[object.Ref{Namespace: "apps", Name: "a"}] != 3 {
 		t.Errorf("decoded %v, %v", got, err)
 	}
 	if v, err := ComposeGateway(gw, nil, nil).ListenerSetGenerations(); v != "" || err != nil {

@@ -11,12 +11,13 @@ import (
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/ghostjson"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/object"
 )
 
 // Table is the merged routing table of one Gateway: what Resolve turns into
 // ghost.json once backends are resolved to endpoints.
 type Table struct {
-	Gateway ObjectRef
+	Gateway object.Ref
 	// Sockets are the Gateway's listener sockets (SocketName), sorted by
 	// port, each with the listeners it serves.
 	Sockets []TableSocket
@@ -242,7 +243,7 @@ func Merge(gw *gatewayv1.Gateway, fragments []*Fragment) (*Table, error) {
 	if err != nil {
 		return nil, fmt.Errorf("merge: %w", err)
 	}
-	t := &Table{Gateway: ObjectRef{Namespace: gw.Namespace, Name: gw.Name}, CacheDefault: cacheDefault, EscapedSlashes: escapedSlashes}
+	t := &Table{Gateway: object.Ref{Namespace: gw.Namespace, Name: gw.Name}, CacheDefault: cacheDefault, EscapedSlashes: escapedSlashes}
 
 	// Sockets and their HTTP listeners.
 	sockets := map[int32]*socketInfo{}
@@ -290,11 +291,11 @@ func Merge(gw *gatewayv1.Gateway, fragments []*Fragment) (*Table, error) {
 		}
 	}
 	slices.SortStableFunc(frags, compareFragments)
-	seen := map[ObjectRef]*Fragment{}
+	seen := map[object.Ref]*Fragment{}
 	// byListener[listener][hostname] lists the fragments attached there.
 	byListener := map[string]map[string][]*Fragment{}
 	for _, f := range frags {
-		id := ObjectRef{Namespace: f.Route.Namespace, Name: f.Route.Name}
+		id := object.Ref{Namespace: f.Route.Namespace, Name: f.Route.Name}
 		if prev, dup := seen[id]; dup {
 			t.Conflicts = append(t.Conflicts, Conflict{Route: id.String(), Message: fmt.Sprintf("duplicate fragment (uid %q): the fragment with uid %q is used", f.Route.UID, prev.Route.UID)})
 			continue

@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/gwruntime"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/object"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/routing"
 )
 
@@ -22,7 +23,7 @@ func NewFragment(f *routing.Fragment) (*unstructured.Unstructured, error) {
 	if err := json.Unmarshal(data, &content); err != nil {
 		return nil, fmt.Errorf("encode the fragment of route %s for Gateway %s: %w", f.Route, f.Gateway, err)
 	}
-	route := routing.ObjectRef{Namespace: f.Route.Namespace, Name: f.Route.Name}
+	route := object.Ref{Namespace: f.Route.Namespace, Name: f.Route.Name}
 	spec, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&FragmentSpec{Gateway: f.Gateway.Name, Route: route.String(), Fragment: content})
 	if err != nil {
 		return nil, fmt.Errorf("encode the fragment of route %s for Gateway %s: %w", f.Route, f.Gateway, err)
@@ -40,7 +41,7 @@ func NewFragment(f *routing.Fragment) (*unstructured.Unstructured, error) {
 // fragment must be valid (routing.UnmarshalFragment: known fields only,
 // this build's version, every value checked) and belong to gw and to the
 // route its name and spec say.
-func ReadFragment(gw routing.ObjectRef, obj *unstructured.Unstructured) (*routing.Fragment, error) {
+func ReadFragment(gw object.Ref, obj *unstructured.Unstructured) (*routing.Fragment, error) {
 	if obj.GetNamespace() != gw.Namespace {
 		return nil, fmt.Errorf("it is in namespace %q, not in the Gateway's namespace %q", obj.GetNamespace(), gw.Namespace)
 	}
@@ -63,7 +64,7 @@ func ReadFragment(gw routing.ObjectRef, obj *unstructured.Unstructured) (*routin
 	if f.Gateway != gw {
 		return nil, fmt.Errorf("spec.fragment is for Gateway %s, not %s", f.Gateway, gw)
 	}
-	route := routing.ObjectRef{Namespace: f.Route.Namespace, Name: f.Route.Name}
+	route := object.Ref{Namespace: f.Route.Namespace, Name: f.Route.Name}
 	if spec.Route != route.String() {
 		return nil, fmt.Errorf("spec.route is %q, but spec.fragment is for route %s", spec.Route, route)
 	}
@@ -76,7 +77,7 @@ func ReadFragment(gw routing.ObjectRef, obj *unstructured.Unstructured) (*routin
 // ReadFragments reads the RoutingFragments of gw (ReadFragment), sorted by
 // name. The ones it cannot use are returned as rejections, never as an
 // error, so that one bad fragment costs only its own route.
-func ReadFragments(gw routing.ObjectRef, objs []*unstructured.Unstructured) ([]*routing.Fragment, []Rejection) {
+func ReadFragments(gw object.Ref, objs []*unstructured.Unstructured) ([]*routing.Fragment, []Rejection) {
 	objs = append([]*unstructured.Unstructured(nil), objs...)
 	sort.Slice(objs, func(i, j int) bool { return objs[i].GetName() < objs[j].GetName() })
 	frags := []*routing.Fragment{}

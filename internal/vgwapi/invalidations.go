@@ -15,6 +15,7 @@ import (
 	"k8s.io/client-go/dynamic"
 
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/gwruntime"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/object"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/routing"
 )
 
@@ -187,7 +188,7 @@ func checkPath(field, p string) error {
 // NewInvalidation is the CacheInvalidation of spec for gw, to create:
 // named generateName-style from the Gateway (name empty) unless name is
 // given, labelled for gw.
-func NewInvalidation(gw routing.ObjectRef, name string, spec InvalidationSpec) (*unstructured.Unstructured, error) {
+func NewInvalidation(gw object.Ref, name string, spec InvalidationSpec) (*unstructured.Unstructured, error) {
 	spec.Gateway = gw.Name
 	raw, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&spec)
 	if err != nil {
@@ -212,7 +213,7 @@ func NewInvalidation(gw routing.ObjectRef, name string, spec InvalidationSpec) (
 
 // ReadInvalidation decodes the CacheInvalidation obj of gw and validates
 // it (ValidateInvalidation; unknown fields are errors).
-func ReadInvalidation(gw routing.ObjectRef, obj *unstructured.Unstructured) (*InvalidationSpec, error) {
+func ReadInvalidation(gw object.Ref, obj *unstructured.Unstructured) (*InvalidationSpec, error) {
 	if obj.GetNamespace() != gw.Namespace {
 		return nil, fmt.Errorf("it is in namespace %q, not in the Gateway's namespace %q", obj.GetNamespace(), gw.Namespace)
 	}
@@ -287,7 +288,7 @@ func (e *InvalidationPending) Error() string {
 // that did, sorted. A pod's refusal ends the wait with an
 // *InvalidationError; ctx ending first, with an *InvalidationPending
 // (wrapping nothing: check ctx for why).
-func WaitAcknowledged(ctx context.Context, dyn dynamic.Interface, gw routing.ObjectRef, uid string,
+func WaitAcknowledged(ctx context.Context, dyn dynamic.Interface, gw object.Ref, uid string,
 	pods func(context.Context) ([]string, error), interval time.Duration) ([]string, error) {
 	var applied, pending []string
 	var last error

@@ -11,7 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
-	"github.com/varnishgw/terraform-provider-varnishgw/internal/routing"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/object"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/vgwapi"
 )
 
@@ -64,7 +64,7 @@ func TestValidateInvalidation(t *testing.T) {
 func TestCacheInvalidationSchema(t *testing.T) {
 	cp, dyn := clients(t)
 	ns := cp.Namespace(t)
-	gw := routing.ObjectRef{Namespace: ns, Name: "edge"}
+	gw := object.Ref{Namespace: ns, Name: "edge"}
 	res := dyn.Resource(vgwapi.CacheInvalidations).Namespace(ns)
 	ctx := context.Background()
 	good, err := vgwapi.NewInvalidation(gw, "", vgwapi.InvalidationSpec{
@@ -121,7 +121,7 @@ func TestCacheInvalidationSchema(t *testing.T) {
 // check cut short by the deadline is not "the last check failed", while a
 // check that failed on its own still is.
 func TestWaitAcknowledgedTimeout(t *testing.T) {
-	gw := routing.ObjectRef{Namespace: "ns", Name: "edge"}
+	gw := object.Ref{Namespace: "ns", Name: "edge"}
 	for _, tc := range []struct {
 		name     string
 		failures int // checks that fail on their own before checks block

@@ -18,7 +18,7 @@ import (
 	"k8s.io/client-go/dynamic"
 
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/gwruntime"
-	"github.com/varnishgw/terraform-provider-varnishgw/internal/routing"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/object"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/status"
 )
 
@@ -34,7 +34,7 @@ type Pod struct {
 }
 
 // NewReport is the GatewayPodReport of pod for gw, for server-side apply.
-func NewReport(gw routing.ObjectRef, pod Pod, status ReportStatus) (*unstructured.Unstructured, error) {
+func NewReport(gw object.Ref, pod Pod, status ReportStatus) (*unstructured.Unstructured, error) {
 	r := GatewayPodReport{
 		TypeMeta: metav1.TypeMeta{APIVersion: GroupVersion.String(), Kind: GatewayPodReportKind},
 		ObjectMeta: metav1.ObjectMeta{
@@ -66,7 +66,7 @@ func ApplyReport(ctx context.Context, dyn dynamic.Interface, report *unstructure
 }
 
 // ReadReports reads the GatewayPodReports of gw, by pod name.
-func ReadReports(ctx context.Context, dyn dynamic.Interface, gw routing.ObjectRef) (map[string]*GatewayPodReport, error) {
+func ReadReports(ctx context.Context, dyn dynamic.Interface, gw object.Ref) (map[string]*GatewayPodReport, error) {
 	list, err := dyn.Resource(GatewayPodReports).Namespace(gw.Namespace).List(ctx, metav1.ListOptions{
 		LabelSelector: labels.SelectorFromSet(gwruntime.GatewayLabels(gw)).String(),
 	})
@@ -113,7 +113,7 @@ func (r *GatewayPodReport) Served(name, rv string) (bool, *Rejection) {
 // failures with backoff.
 type Reporter struct {
 	dyn dynamic.Interface
-	gw  routing.ObjectRef
+	gw  object.Ref
 	pod Pod
 	log *slog.Logger
 
@@ -124,7 +124,7 @@ type Reporter struct {
 }
 
 // NewReporter returns the Reporter of pod for gw.
-func NewReporter(dyn dynamic.Interface, gw routing.ObjectRef, pod Pod, log *slog.Logger) *Reporter {
+func NewReporter(dyn dynamic.Interface, gw object.Ref, pod Pod, log *slog.Logger) *Reporter {
 	if log == nil {
 		log = slog.Default()
 	}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/ghostjson"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/gwruntime"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/object"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/routing"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/testing/testenv"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/vgwapi"
@@ -33,7 +34,7 @@ func clients(t *testing.T) (*testenv.ControlPlane, dynamic.Interface) {
 	return cp, dynamic.NewForConfigOrDie(cp.Config)
 }
 
-func testFragment(gw routing.ObjectRef, route string) *routing.Fragment {
+func testFragment(gw object.Ref, route string) *routing.Fragment {
 	return &routing.Fragment{
 		Version: routing.FragmentVersion,
 		Gateway: gw,
@@ -103,7 +104,7 @@ func TestEnsureCRDs(t *testing.T) {
 func TestFragmentRoundTrip(t *testing.T) {
 	cp, dyn := clients(t)
 	ns := cp.Namespace(t)
-	gw := routing.ObjectRef{Namespace: ns, Name: "public"}
+	gw := object.Ref{Namespace: ns, Name: "public"}
 	f := testFragment(gw, "shop")
 	obj, err := vgwapi.NewFragment(f)
 	if err != nil {
@@ -138,7 +139,7 @@ func TestFragmentRoundTrip(t *testing.T) {
 }
 
 func TestReadFragmentsRejects(t *testing.T) {
-	gw := routing.ObjectRef{Namespace: "gateways", Name: "public"}
+	gw := object.Ref{Namespace: "gateways", Name: "public"}
 	good := func() *unstructured.Unstructured {
 		obj, err := vgwapi.NewFragment(testFragment(gw, "shop"))
 		if err != nil {
@@ -196,7 +197,7 @@ func TestReadFragmentsRejects(t *testing.T) {
 func TestReports(t *testing.T) {
 	cp, dyn := clients(t)
 	ns := cp.Namespace(t)
-	gw := routing.ObjectRef{Namespace: ns, Name: "public"}
+	gw := object.Ref{Namespace: ns, Name: "public"}
 	ctx := t.Context()
 	r := vgwapi.NewReporter(dyn, gw, vgwapi.Pod{Name: "public-abc"}, nil)
 	runCtx, cancel := context.WithCancel(ctx)

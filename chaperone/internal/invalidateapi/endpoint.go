@@ -30,7 +30,7 @@ import (
 
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/gwruntime"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/invalidation"
-	"github.com/varnishgw/terraform-provider-varnishgw/internal/routing"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/object"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/vgwapi"
 )
 
@@ -60,7 +60,7 @@ const (
 type Endpoint struct {
 	Kube    kubernetes.Interface
 	Dynamic dynamic.Interface
-	Gateway routing.ObjectRef
+	Gateway object.Ref
 	Timeout time.Duration
 	Logger  *slog.Logger
 	// Interval between checks of the acknowledgements (default 100ms).
@@ -300,7 +300,7 @@ func audienceOK(audiences []string) bool {
 
 // ReadyPods are the Ready, non-terminating pods of gw, sorted: the pods an
 // invalidation waits for.
-func ReadyPods(ctx context.Context, kube kubernetes.Interface, gw routing.ObjectRef) ([]string, error) {
+func ReadyPods(ctx context.Context, kube kubernetes.Interface, gw object.Ref) ([]string, error) {
 	list, err := kube.CoreV1().Pods(gw.Namespace).List(ctx, metav1.ListOptions{
 		LabelSelector: labels.SelectorFromSet(gwruntime.Labels(gw)).String(),
 	})

@@ -20,7 +20,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/invalidation"
-	"github.com/varnishgw/terraform-provider-varnishgw/internal/routing"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/object"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/testing/testenv"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/vgwapi"
 )
@@ -51,7 +51,7 @@ type endpointFixture struct {
 	t       *testing.T
 	cp      *testenv.ControlPlane
 	dyn     dynamic.Interface
-	gw      routing.ObjectRef
+	gw      object.Ref
 	count   *countingTransport
 	ep      *Endpoint
 	srv     *httptest.Server
@@ -65,7 +65,7 @@ func newEndpointFixture(t *testing.T) *endpointFixture {
 		t.Fatal(err)
 	}
 	f := &endpointFixture{t: t, cp: cp, dyn: dynamic.NewForConfigOrDie(cp.Config),
-		gw: routing.ObjectRef{Namespace: cp.Namespace(t), Name: "edge"}, count: &countingTransport{}}
+		gw: object.Ref{Namespace: cp.Namespace(t), Name: "edge"}, count: &countingTransport{}}
 	cfg := rest.CopyConfig(f.cp.Config)
 	cfg.WrapTransport = func(rt http.RoundTripper) http.RoundTripper { f.count.next = rt; return f.count }
 	f.ep = &Endpoint{Kube: kubernetes.NewForConfigOrDie(cfg), Dynamic: f.dyn, Gateway: f.gw}

@@ -19,6 +19,7 @@ import (
 	"github.com/varnishgw/terraform-provider-varnishgw/chaperone/internal/ghostadmin"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/ghostjson"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/gwruntime"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/object"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/routing"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/testing/testenv"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/testing/varnishdtest"
@@ -87,7 +88,7 @@ func BenchmarkEndpointUpdateToTraffic(b *testing.B) {
 	ns := cp.Namespace(b)
 	g := startGhost(b)
 	be := backends(b, varnishdtest.HostIP(b), "A", "B")
-	cp.GrantRole(b, ns, "chaperone-gateway", ns, "chaperone", gwruntime.GatewayRules(routing.ObjectRef{Namespace: ns, Name: "gw"}))
+	cp.GrantRole(b, ns, "chaperone-gateway", ns, "chaperone", gwruntime.GatewayRules(object.Ref{Namespace: ns, Name: "gw"}))
 	cp.GrantRole(b, ns, "chaperone-backends", ns, "chaperone", gwruntime.BackendRules())
 	cfg, err := cp.ServiceAccountConfig(ctx, ns, "chaperone")
 	if err != nil {

@@ -8,6 +8,7 @@ import (
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/ghostjson"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/object"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/routing"
 )
 
@@ -24,7 +25,7 @@ func TestBuildCachePolicies(t *testing.T) {
 	ttl := "1h"
 	frag := &routing.Fragment{
 		Version:   routing.FragmentVersion,
-		Gateway:   routing.ObjectRef{Namespace: "infra", Name: "gw"},
+		Gateway:   object.Ref{Namespace: "infra", Name: "gw"},
 		Route:     routing.RouteRef{Namespace: "infra", Name: "web"},
 		Listeners: []routing.AttachedListener{{Name: "http", Port: 80, Hostnames: []string{"*"}}},
 		Rules: []routing.Rule{

@@ -29,6 +29,7 @@ import (
 
 	"github.com/varnishgw/terraform-provider-varnishgw/chaperone/internal/dnswatch"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/gwruntime"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/object"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/routing"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/vgwapi"
 )
@@ -135,7 +136,7 @@ func handler(f func()) cache.ResourceEventHandler {
 func (k *KubeSource) Run(ctx context.Context, changed func()) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	gwRef := routing.ObjectRef{Namespace: k.cfg.Namespace, Name: k.cfg.Name}
+	gwRef := object.Ref{Namespace: k.cfg.Namespace, Name: k.cfg.Name}
 	sel := labels.SelectorFromSet(gwruntime.GatewayLabels(gwRef)).String()
 	ff := dynamicinformer.NewFilteredDynamicSharedInformerFactory(k.cfg.Dynamic, 0, k.cfg.Namespace,
 		func(o *metav1.ListOptions) { o.LabelSelector = sel })
@@ -336,7 +337,7 @@ func (k *KubeSource) fragmentsLocked() ([]*routing.Fragment, []vgwapi.Rejection,
 		}
 	}
 	sort.Slice(objs, func(i, j int) bool { return objs[i].GetName() < objs[j].GetName() })
-	gw := routing.ObjectRef{Namespace: k.cfg.Namespace, Name: k.cfg.Name}
+	gw := object.Ref{Namespace: k.cfg.Namespace, Name: k.cfg.Name}
 	var frags []*routing.Fragment
 	var rejected []vgwapi.Rejection
 	present := map[string]bool{}

@@ -24,6 +24,7 @@ import (
 	"github.com/varnishgw/terraform-provider-varnishgw/chaperone/internal/ghostadmin"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/gatewaystatus"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/gwruntime"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/object"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/routing"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/testing/testenv"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/testing/varnishdtest"
@@ -138,7 +139,7 @@ func TestKubeTrafficMoves(t *testing.T) {
 	g := startGhost(t)
 	be := backends(t, varnishdtest.HostIP(t), "be1", "be2", "shared")
 
-	cp.GrantRole(t, ns, "chaperone-gateway", ns, "chaperone", gwruntime.GatewayRules(routing.ObjectRef{Namespace: ns, Name: "gw"}))
+	cp.GrantRole(t, ns, "chaperone-gateway", ns, "chaperone", gwruntime.GatewayRules(object.Ref{Namespace: ns, Name: "gw"}))
 	cp.GrantRole(t, ns, "chaperone-backends", ns, "chaperone", gwruntime.BackendRules())
 	cp.GrantRole(t, other, "chaperone-backends", ns, "chaperone", gwruntime.BackendRules())
 	cfg, err := cp.ServiceAccountConfig(ctx, ns, "chaperone")
@@ -380,7 +381,7 @@ func TestKubeUnreadableNamespace(t *testing.T) {
 	ns, forbidden := cp.Namespace(t), cp.Namespace(t)
 	g := startGhost(t)
 	be := backends(t, varnishdtest.HostIP(t), "be1")
-	cp.GrantRole(t, ns, "chaperone-gateway", ns, "chaperone", gwruntime.GatewayRules(routing.ObjectRef{Namespace: ns, Name: "gw"}))
+	cp.GrantRole(t, ns, "chaperone-gateway", ns, "chaperone", gwruntime.GatewayRules(object.Ref{Namespace: ns, Name: "gw"}))
 	cp.GrantRole(t, ns, "chaperone-backends", ns, "chaperone", gwruntime.BackendRules())
 	cfg, err := cp.ServiceAccountConfig(ctx, ns, "chaperone")
 	if err != nil {

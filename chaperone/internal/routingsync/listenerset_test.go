@@ -9,6 +9,7 @@ import (
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/ghostjson"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/object"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/routing"
 )
 
@@ -29,7 +30,7 @@ func TestBuildListenerSets(t *testing.T) {
 	}
 	frag := &routing.Fragment{
 		Version:   routing.FragmentVersion,
-		Gateway:   routing.ObjectRef{Namespace: "infra", Name: "gw"},
+		Gateway:   object.Ref{Namespace: "infra", Name: "gw"},
 		Route:     routing.RouteRef{Namespace: "infra", Name: "team"},
 		Listeners: []routing.AttachedListener{{Name: "infra/team/extra", Port: 9090, Hostnames: []string{"team.example.com"}}},
 		Rules:     []routing.Rule{{Matches: []ghostjson.Match{{Path: ghostjson.PathMatch{Type: ghostjson.PathPrefix, Value: "/"}}}}},

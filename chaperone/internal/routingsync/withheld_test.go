@@ -8,6 +8,7 @@ import (
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/ghostjson"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/object"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/routing"
 )
 
@@ -26,7 +27,7 @@ func TestBuildWithheld(t *testing.T) {
 		}},
 	}
 	frag := &routing.Fragment{
-		Gateway: routing.ObjectRef{Namespace: "infra", Name: "gw"},
+		Gateway: object.Ref{Namespace: "infra", Name: "gw"},
 		Route:   routing.RouteRef{Namespace: "infra", Name: "web"},
 		Listeners: []routing.AttachedListener{
 			{Name: "a", Port: 443, Hostnames: []string{"a.example.com"}},

@@ -19,6 +19,7 @@ import (
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"github.com/varnishgw/terraform-provider-varnishgw/chaperone/internal/tlsterm"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/object"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/routing"
 )
 
@@ -33,7 +34,7 @@ type Snapshot struct {
 	// (routing.ListenerSetGenerationsAnnotation): the observedGeneration
 	// of those listeners' conditions. A ListenerSet missing here (a
 	// provider that did not record it) gets no status from the pods.
-	ListenerSetGenerations map[routing.ObjectRef]int64
+	ListenerSetGenerations map[object.Ref]int64
 }
 
 // Source watches the certificates of one Gateway's HTTPS listeners.

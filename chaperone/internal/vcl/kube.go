@@ -22,7 +22,7 @@ import (
 	gwinformers "sigs.k8s.io/gateway-api/pkg/client/informers/externalversions"
 
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/gwruntime"
-	"github.com/varnishgw/terraform-provider-varnishgw/internal/routing"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/object"
 )
 
 // Status is the state of the main VCL a KubeSource feeds to varnishd.
@@ -70,7 +70,7 @@ type KubeSource struct {
 
 // ConfigMapName returns the namespace/name of the watched ConfigMap.
 func (v *KubeSource) ConfigMapName() string {
-	return v.Namespace + "/" + gwruntime.VCLConfigMapName(routing.ObjectRef{Namespace: v.Namespace, Name: v.Name})
+	return v.Namespace + "/" + gwruntime.VCLConfigMapName(object.Ref{Namespace: v.Namespace, Name: v.Name})
 }
 
 // Run watches the ConfigMap until ctx ends. load makes a source the active
@@ -84,7 +84,7 @@ func (v *KubeSource) Run(ctx context.Context, load func(context.Context, string)
 	if log == nil {
 		log = slog.Default()
 	}
-	cmName := gwruntime.VCLConfigMapName(routing.ObjectRef{Namespace: v.Namespace, Name: v.Name})
+	cmName := gwruntime.VCLConfigMapName(object.Ref{Namespace: v.Namespace, Name: v.Name})
 	log = log.With("component", "vcl", "configmap", v.Namespace+"/"+cmName)
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()

@@ -19,7 +19,7 @@ import (
 	gatewayclient "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned"
 
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/gwruntime"
-	"github.com/varnishgw/terraform-provider-varnishgw/internal/routing"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/object"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/testing/testenv"
 )
 
@@ -124,7 +124,7 @@ func recordDigest(t *testing.T, cp *testenv.ControlPlane, ns, src string) {
 func runKubeSource(t *testing.T, cp *testenv.ControlPlane, ns string) (*KubeSource, *vclLoads) {
 	t.Helper()
 	ctx := context.Background()
-	cp.GrantRole(t, ns, "chaperone-gateway", ns, "chaperone", gwruntime.GatewayRules(routing.ObjectRef{Namespace: ns, Name: "gw"}))
+	cp.GrantRole(t, ns, "chaperone-gateway", ns, "chaperone", gwruntime.GatewayRules(object.Ref{Namespace: ns, Name: "gw"}))
 	cfg, err := cp.ServiceAccountConfig(ctx, ns, "chaperone")
 	if err != nil {
 		t.Fatal(err)
@@ -155,7 +155,7 @@ func TestKubeSourceFollowsTheConfigMap(t *testing.T) {
 	ns := cp.Namespace(t)
 	v, l := runKubeSource(t, cp, ns)
 	var err error
-	cmName := gwruntime.VCLConfigMapName(routing.ObjectRef{Namespace: ns, Name: "gw"})
+	cmName := gwruntime.VCLConfigMapName(object.Ref{Namespace: ns, Name: "gw"})
 	if v.ConfigMapName() != ns+"/"+cmName {
 		t.Errorf("ConfigMapName() = %q", v.ConfigMapName())
 	}
@@ -286,7 +286,7 @@ func TestKubeSourceRefusesAnotherVCL(t *testing.T) {
 	_, l := runKubeSource(t, cp, ns)
 	const good, evil = "vcl 4.1; # rendered by the provider", "vcl 4.1; # std.fileread(\"/var/run/secrets/...\")"
 	recordDigest(t, cp, ns, good)
-	cmName := gwruntime.VCLConfigMapName(routing.ObjectRef{Namespace: ns, Name: "gw"})
+	cmName := gwruntime.VCLConfigMapName(object.Ref{Namespace: ns, Name: "gw"})
 	if _, err := cp.Client.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: cmName},
 		Data:       map[string]string{gwruntime.VCLDataKey: good},

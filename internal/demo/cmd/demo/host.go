@@ -11,7 +11,7 @@ import (
 
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/demo"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/gwruntime"
-	"github.com/varnishgw/terraform-provider-varnishgw/internal/routing"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/object"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/testing/testenv"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/testing/varnishdtest"
 )
@@ -76,7 +76,7 @@ func runHost(ctx context.Context, cfg config) error {
 		return err
 	}
 
-	gw := routing.ObjectRef{Namespace: ns, Name: "demo"}
+	gw := object.Ref{Namespace: ns, Name: "demo"}
 	step("running the gateway's chaperone (with varnishd and ghost) as its pod would, as ServiceAccount %s/%s", ns, gwruntime.Name(gw))
 	kubeconfig, err := cp.ServiceAccountKubeconfig(ctx, ns, gwruntime.Name(gw))
 	if err != nil {

@@ -20,7 +20,7 @@ import (
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/build/imagebuild"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/demo"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/gwruntime"
-	"github.com/varnishgw/terraform-provider-varnishgw/internal/routing"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/object"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/testing/testenv"
 )
 
@@ -88,7 +88,7 @@ func runNode(ctx context.Context, cfg config) error {
 		return err
 	}
 
-	gw := routing.ObjectRef{Namespace: ns, Name: "demo"}
+	gw := object.Ref{Namespace: ns, Name: "demo"}
 	pods, err := gatewayPods(ctx, cp.Client, gw)
 	if err != nil {
 		return err
@@ -184,7 +184,7 @@ func nodeImages(ctx context.Context, cfg config) (*demo.Images, error) {
 }
 
 // gatewayPods lists gw's pods, sorted by name.
-func gatewayPods(ctx context.Context, kube kubernetes.Interface, gw routing.ObjectRef) ([]corev1.Pod, error) {
+func gatewayPods(ctx context.Context, kube kubernetes.Interface, gw object.Ref) ([]corev1.Pod, error) {
 	list, err := kube.CoreV1().Pods(gw.Namespace).List(ctx, metav1.ListOptions{
 		LabelSelector: labels.SelectorFromSet(gwruntime.Labels(gw)).String(),
 	})
@@ -211,7 +211,7 @@ func echoServices(ctx context.Context, kube kubernetes.Interface, ns string) (ma
 
 // drainGateway scales gw's Deployment to zero and waits until its pods are
 // gone: each gets SIGTERM, and its chaperone drains varnishd first.
-func drainGateway(ctx context.Context, kube kubernetes.Interface, gw routing.ObjectRef) error {
+func drainGateway(ctx context.Context, kube kubernetes.Interface, gw object.Ref) error {
 	deployments := kube.AppsV1().Deployments(gw.Namespace)
 	scale, err := deployments.GetScale(ctx, gwruntime.Name(gw), metav1.GetOptions{})
 	if err != nil {
