@@ -2,10 +2,8 @@ package control
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"slices"
-	"strings"
 	"sync"
 
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/object"
@@ -249,36 +247,23 @@ func (c *Cluster) WriteListenerSetStatus(ctx context.Context, cg *routing.Compos
 }
 
 // removeStaleListenerSetEntries removes the status entries of listeners
-// ls's spec no longer has, with a JSON patch that tests the resource
-// version: a server-side apply could only drop the provider's own fields
-// of such an entry, and the pods' ResolvedRefs condition would be left as
-// an entry without its required fields, which the API server refuses.
+// ls's spec no longer has (staleListenerPatch).
 func (c *Cluster) removeStaleListenerSetEntries(ctx context.Context, ls *gatewayv1.ListenerSet) (*gatewayv1.ListenerSet, error) {
-	inSpec := map[gatewayv1.SectionName]bool{}
+	var spec, status []gatewayv1.SectionName
 	for _, l := range ls.Spec.Listeners {
-		inSpec[l.Name] = true
+		spec = append(spec, l.Name)
 	}
-	ops := []map[string]any{{"op": "test", "path": "/metadata/resourceVersion", "value": ls.ResourceVersion}}
-	for i := len(ls.Status.Listeners) - 1; i >= 0; i-- {
-		if !inSpec[ls.Status.Listeners[i].Name] {
-			ops = append(ops, map[string]any{"op": "remove", "path": fmt.Sprintf("/status/listeners/%d", i)})
-		}
+	for _, l := range ls.Status.Listeners {
+		status = append(status, l.Name)
 	}
-	if len(ops) == 1 {
+	patch := staleListenerPatch(ls.ResourceVersion, spec, status)
+	if patch == nil {
 		return ls, nil
-	}
-	patch, err := json.Marshal(ops)
-	if err != nil {
-		return nil, fmt.Errorf("encode the removal of old listener status of ListenerSet %s/%s: %w", ls.Namespace, ls.Name, err)
 	}
 	out, err := c.Gateway.GatewayV1().ListenerSets(ls.Namespace).Patch(ctx, ls.Name, types.JSONPatchType, patch,
 		metav1.PatchOptions{FieldManager: FieldManager}, "status")
 	if err != nil {
-		if apierrors.IsInvalid(err) && strings.Contains(err.Error(), "/metadata/resourceVersion") {
-			// The resource version changed since the read: read again.
-			return nil, apierrors.NewConflict(gatewayv1.Resource("listenersets"), ls.Name, err)
-		}
-		return nil, fmt.Errorf("remove the status of removed listeners of ListenerSet %s/%s: %w", ls.Namespace, ls.Name, err)
+		return nil, staleListenerPatchError(err, "listenersets", "ListenerSet", ls.Namespace, ls.Name)
 	}
 	return out, nil
 }

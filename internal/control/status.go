@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/gwruntime"
@@ -98,38 +99,59 @@ func (c *Cluster) WriteGatewayStatus(ctx context.Context, gw *gatewayv1.Gateway,
 }
 
 // removeStaleListenerStatus removes the status entries of listeners gw's
-// spec no longer has, with a JSON patch that tests the resource version
-// (a server-side apply could only drop the provider's own fields of such
-// an entry: the gateway pods' attachedRoutes or ResolvedRefs would be left
-// as an entry without its required fields, which the API server refuses).
+// spec no longer has (staleListenerPatch).
 func (c *Cluster) removeStaleListenerStatus(ctx context.Context, gw *gatewayv1.Gateway) (*gatewayv1.Gateway, error) {
-	inSpec := map[gatewayv1.SectionName]bool{}
+	var spec, status []gatewayv1.SectionName
 	for _, l := range gw.Spec.Listeners {
-		inSpec[l.Name] = true
+		spec = append(spec, l.Name)
 	}
-	ops := []map[string]any{{"op": "test", "path": "/metadata/resourceVersion", "value": gw.ResourceVersion}}
-	for i := len(gw.Status.Listeners) - 1; i >= 0; i-- {
-		if !inSpec[gw.Status.Listeners[i].Name] {
-			ops = append(ops, map[string]any{"op": "remove", "path": fmt.Sprintf("/status/listeners/%d", i)})
-		}
+	for _, l := range gw.Status.Listeners {
+		status = append(status, l.Name)
 	}
-	if len(ops) == 1 {
+	patch := staleListenerPatch(gw.ResourceVersion, spec, status)
+	if patch == nil {
 		return gw, nil
-	}
-	patch, err := json.Marshal(ops)
-	if err != nil {
-		return nil, fmt.Errorf("encode the removal of old listener status of Gateway %s/%s: %w", gw.Namespace, gw.Name, err)
 	}
 	out, err := c.Gateway.GatewayV1().Gateways(gw.Namespace).Patch(ctx, gw.Name, types.JSONPatchType, patch,
 		metav1.PatchOptions{FieldManager: FieldManager}, "status")
 	if err != nil {
-		if apierrors.IsInvalid(err) && strings.Contains(err.Error(), "/metadata/resourceVersion") {
-			// The resource version changed since the read: read again.
-			return nil, apierrors.NewConflict(gatewayv1.Resource("gateways"), gw.Name, err)
-		}
-		return nil, fmt.Errorf("remove the status of removed listeners of Gateway %s/%s: %w", gw.Namespace, gw.Name, err)
+		return nil, staleListenerPatchError(err, "gateways", "Gateway", gw.Namespace, gw.Name)
 	}
 	return out, nil
+}
+
+// staleListenerPatch is the JSON patch that removes the status entries
+// (named status, in order) of listeners that spec no longer names, and
+// tests resourceVersion first; nil when there are none. A server-side
+// apply could only drop the provider's own fields of such an entry: the
+// gateway pods' attachedRoutes or ResolvedRefs would be left as an entry
+// without its required fields, which the API server refuses.
+func staleListenerPatch(resourceVersion string, spec, status []gatewayv1.SectionName) []byte {
+	ops := []map[string]any{{"op": "test", "path": "/metadata/resourceVersion", "value": resourceVersion}}
+	for i := len(status) - 1; i >= 0; i-- {
+		if !slices.Contains(spec, status[i]) {
+			ops = append(ops, map[string]any{"op": "remove", "path": fmt.Sprintf("/status/listeners/%d", i)})
+		}
+	}
+	if len(ops) == 1 {
+		return nil
+	}
+	patch, err := json.Marshal(ops)
+	if err != nil {
+		panic(err) // strings and numbers always encode
+	}
+	return patch
+}
+
+// staleListenerPatchError is the error of a failed staleListenerPatch of
+// the kind/namespace/name object (resource its API resource): a conflict
+// when the resource version changed since the read, so that the caller
+// reads again.
+func staleListenerPatchError(err error, resource, kind, namespace, name string) error {
+	if apierrors.IsInvalid(err) && strings.Contains(err.Error(), "/metadata/resourceVersion") {
+		return apierrors.NewConflict(gatewayv1.Resource(resource), name, err)
+	}
+	return fmt.Errorf("remove the status of removed listeners of %s %s/%s: %w", kind, namespace, name, err)
 }
 
 // podsCountRoutes reports whether the gateway pods' field manager

@@ -89,3 +89,28 @@ func TestPodsCountRoutes(t *testing.T) {
 		})
 	}
 }
+
+// TestStaleListenerPatch: the patch tests the resource version and removes
+// the status entries of listeners the spec no longer names, from the last
+// (so that each index still points at its entry); none when every entry
+// is in the spec.
+func TestStaleListenerPatch(t *testing.T) {
+	for _, tc := range []struct {
+		name         string
+		spec, status []gatewayv1.SectionName
+		want         string
+	}{
+		{"all in the spec", []gatewayv1.SectionName{"a", "b"}, []gatewayv1.SectionName{"b", "a"}, ""},
+		{"no status", []gatewayv1.SectionName{"a"}, nil, ""},
+		{"one gone", []gatewayv1.SectionName{"a"}, []gatewayv1.SectionName{"a", "b"},
+			`[{"op":"test","path":"/metadata/resourceVersion","value":"7"},{"op":"remove","path":"/status/listeners/1"}]`},
+		{"two gone, last first", []gatewayv1.SectionName{"b"}, []gatewayv1.SectionName{"a", "b", "c"},
+			`[{"op":"test","path":"/metadata/resourceVersion","value":"7"},{"op":"remove","path":"/status/listeners/2"},{"op":"remove","path":"/status/listeners/0"}]`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := string(staleListenerPatch("7", tc.spec, tc.status)); got != tc.want {
+				t.Errorf("staleListenerPatch = %s, want %s", got, tc.want)
+			}
+		})
+	}
+}
