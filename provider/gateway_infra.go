@@ -11,7 +11,6 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/types"
 	"k8s.io/apimachinery/pkg/util/validation"
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
-	gatewayv1apply "sigs.k8s.io/gateway-api/applyconfiguration/apis/v1"
 )
 
 // The infrastructure attribute: the Gateway's spec.infrastructure.
@@ -130,21 +129,6 @@ func gatewayInfrastructure(s gwruntime.InfraSettings) *gatewayv1.GatewayInfrastr
 		gi.Annotations[gatewayv1.AnnotationKey(k)] = gatewayv1.AnnotationValue(v)
 	}
 	return gi
-}
-
-// infrastructureApply is the apply configuration of gi.
-func infrastructureApply(gi *gatewayv1.GatewayInfrastructure) *gatewayv1apply.GatewayInfrastructureApplyConfiguration {
-	ac := gatewayv1apply.GatewayInfrastructure()
-	if len(gi.Labels) > 0 {
-		ac.WithLabels(gi.Labels)
-	}
-	if len(gi.Annotations) > 0 {
-		ac.WithAnnotations(gi.Annotations)
-	}
-	if r := gi.ParametersRef; r != nil {
-		ac.WithParametersRef(gatewayv1apply.LocalParametersReference().WithGroup(r.Group).WithKind(r.Kind).WithName(r.Name))
-	}
-	return ac
 }
 
 // infraFromGateway reads spec.infrastructure.

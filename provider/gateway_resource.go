@@ -23,9 +23,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
-	metav1apply "k8s.io/client-go/applyconfigurations/meta/v1"
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
-	gatewayv1apply "sigs.k8s.io/gateway-api/applyconfiguration/apis/v1"
 
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/gwruntime"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/routing"
@@ -405,7 +403,7 @@ func (r *gatewayResource) apply(ctx context.Context, m *gatewayModel, action str
 		return
 	}
 
-	live, err := r.c.applyGateway(ctx, gw)
+	live, err := r.c.ApplyGateway(ctx, gw)
 	if err != nil {
 		fail("%v", err)
 		return
@@ -457,7 +455,7 @@ func (r *gatewayResource) apply(ctx context.Context, m *gatewayModel, action str
 // rejectGateway writes the Gateway and its status with Accepted False,
 // reason InvalidParameters, and reports why.
 func (r *gatewayResource) rejectGateway(ctx context.Context, gw *gatewayv1.Gateway, why error, fail func(string, ...any)) {
-	live, err := r.c.applyGateway(ctx, gw)
+	live, err := r.c.ApplyGateway(ctx, gw)
 	if err != nil {
 		fail("%v", err)
 		return
@@ -472,93 +470,6 @@ func (r *gatewayResource) rejectGateway(ctx context.Context, gw *gatewayv1.Gatew
 	}
 	fail("%v.\nThe Gateway is not accepted (condition Accepted is False, reason InvalidParameters) and its pods were not changed; "+
 		"fix the ConfigMap or parameters_ref and apply again.", why)
-}
-
-// applyGateway writes the Gateway spec and returns the stored Gateway.
-func (c *clients) applyGateway(ctx context.Context, gw *gatewayv1.Gateway) (*gatewayv1.Gateway, error) {
-	spec := gatewayv1apply.GatewaySpec().WithGatewayClassName(gw.Spec.GatewayClassName)
-	for _, l := range gw.Spec.Listeners {
-		la := gatewayv1apply.Listener().WithName(l.Name).WithPort(l.Port).WithProtocol(l.Protocol)
-		if l.Hostname != nil {
-			la.WithHostname(*l.Hostname)
-		}
-		la.WithAllowedRoutes(allowedRoutesApply(l.AllowedRoutes))
-		if t := l.TLS; t != nil {
-			la.WithTLS(listenerTLSApply(t))
-		}
-		spec.WithListeners(la)
-	}
-	if gw.Spec.Infrastructure != nil {
-		spec.WithInfrastructure(infrastructureApply(gw.Spec.Infrastructure))
-	}
-	if gw.Spec.AllowedListeners != nil {
-		spec.WithAllowedListeners(allowedListenersApply(gw.Spec.AllowedListeners))
-	}
-	ac := gatewayv1apply.Gateway(gw.Name, gw.Namespace).WithLabels(managedLabels).WithSpec(spec)
-	// The default cache policy of the routes and the escaped-slash
-	// setting; a Gateway without one is applied without its annotation,
-	// which server-side apply then removes.
-	for _, k := range []string{routing.CachePolicyAnnotation, routing.EscapedSlashesAnnotation} {
-		if v, ok := gw.Annotations[k]; ok {
-			ac.WithAnnotations(map[string]string{k: v})
-		}
-	}
-	live, err := c.Gateway.GatewayV1().Gateways(gw.Namespace).Apply(ctx, ac, control.ApplyOptions())
-	if err != nil {
-		return nil, fmt.Errorf("apply Gateway %s/%s: %w", gw.Namespace, gw.Name, err)
-	}
-	return live, nil
-}
-
-// allowedRoutesApply is the apply configuration of a listener's
-// allowedRoutes (which allowedRoutes() always sets).
-func allowedRoutesApply(a *gatewayv1.AllowedRoutes) *gatewayv1apply.AllowedRoutesApplyConfiguration {
-	ns := gatewayv1apply.RouteNamespaces().WithFrom(*a.Namespaces.From)
-	if sel := a.Namespaces.Selector; sel != nil {
-		ls := metav1apply.LabelSelector()
-		if len(sel.MatchLabels) > 0 {
-			ls.WithMatchLabels(sel.MatchLabels)
-		}
-		for _, e := range sel.MatchExpressions {
-			ls.WithMatchExpressions(metav1apply.LabelSelectorRequirement().WithKey(e.Key).WithOperator(e.Operator).WithValues(e.Values...))
-		}
-		ns.WithSelector(ls)
-	}
-	ar := gatewayv1apply.AllowedRoutes().WithNamespaces(ns)
-	for _, k := range a.Kinds {
-		rk := gatewayv1apply.RouteGroupKind().WithKind(k.Kind)
-		if k.Group != nil {
-			rk.WithGroup(*k.Group)
-		}
-		ar.WithKinds(rk)
-	}
-	return ar
-}
-
-// listenerTLSApply is the apply configuration of a listener's tls: the
-// references to the certificate Secrets, never their contents.
-func listenerTLSApply(t *gatewayv1.ListenerTLSConfig) *gatewayv1apply.ListenerTLSConfigApplyConfiguration {
-	ac := gatewayv1apply.ListenerTLSConfig()
-	if t.Mode != nil {
-		ac.WithMode(*t.Mode)
-	}
-	for _, r := range t.CertificateRefs {
-		ref := gatewayv1apply.SecretObjectReference().WithName(r.Name)
-		if r.Group != nil {
-			ref.WithGroup(*r.Group)
-		}
-		if r.Kind != nil {
-			ref.WithKind(*r.Kind)
-		}
-		if r.Namespace != nil {
-			ref.WithNamespace(*r.Namespace)
-		}
-		ac.WithCertificateRefs(ref)
-	}
-	if len(t.Options) > 0 {
-		ac.WithOptions(t.Options)
-	}
-	return ac
 }
 
 func (r *gatewayResource) Delete(ctx context.Context, req resource.DeleteRequest, resp *resource.DeleteResponse) {

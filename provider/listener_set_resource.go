@@ -25,9 +25,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
-	gatewayv1apply "sigs.k8s.io/gateway-api/applyconfiguration/apis/v1"
 
-	"github.com/varnishgw/terraform-provider-varnishgw/internal/control"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/routing"
 )
 
@@ -306,7 +304,7 @@ func (r *listenerSetResource) apply(ctx context.Context, m *listenerSetModel, ac
 			"a varnishgw_listener_set adds listeners to a varnishgw gateway only.", gwRef, gw.Spec.GatewayClassName)
 		return
 	}
-	live, err := r.c.applyListenerSet(ctx, desired)
+	live, err := r.c.ApplyListenerSet(ctx, desired)
 	if err != nil {
 		fail("%v", err)
 		return
@@ -330,34 +328,6 @@ func (r *listenerSetResource) apply(ctx context.Context, m *listenerSetModel, ac
 			diags.AddError("Wait for the gateway rollout", err.Error())
 		}
 	}
-}
-
-// applyListenerSet writes the ListenerSet's spec and returns the stored
-// ListenerSet.
-func (c *clients) applyListenerSet(ctx context.Context, ls *gatewayv1.ListenerSet) (*gatewayv1.ListenerSet, error) {
-	pr := gatewayv1apply.ParentGatewayReference().WithName(ls.Spec.ParentRef.Name).
-		WithGroup(*ls.Spec.ParentRef.Group).WithKind(*ls.Spec.ParentRef.Kind)
-	if ns := ls.Spec.ParentRef.Namespace; ns != nil {
-		pr.WithNamespace(*ns)
-	}
-	spec := gatewayv1apply.ListenerSetSpec().WithParentRef(pr)
-	for _, e := range ls.Spec.Listeners {
-		la := gatewayv1apply.ListenerEntry().WithName(e.Name).WithPort(e.Port).WithProtocol(e.Protocol).
-			WithAllowedRoutes(allowedRoutesApply(e.AllowedRoutes))
-		if e.Hostname != nil {
-			la.WithHostname(*e.Hostname)
-		}
-		if e.TLS != nil {
-			la.WithTLS(listenerTLSApply(e.TLS))
-		}
-		spec.WithListeners(la)
-	}
-	ac := gatewayv1apply.ListenerSet(ls.Name, ls.Namespace).WithLabels(managedLabels).WithSpec(spec)
-	live, err := c.Gateway.GatewayV1().ListenerSets(ls.Namespace).Apply(ctx, ac, control.ApplyOptions())
-	if err != nil {
-		return nil, fmt.Errorf("apply ListenerSet %s/%s: %w", ls.Namespace, ls.Name, err)
-	}
-	return live, nil
 }
 
 // readListenerSetComputed fills the computed attributes of m from the

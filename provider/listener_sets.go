@@ -12,9 +12,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/types/basetypes"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	metav1apply "k8s.io/client-go/applyconfigurations/meta/v1"
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
-	gatewayv1apply "sigs.k8s.io/gateway-api/applyconfiguration/apis/v1"
 )
 
 // allowedListenersModel is the gateway's allowed_listeners block.
@@ -71,20 +69,6 @@ func readAllowedListeners(ctx context.Context, prior types.Object, al *gatewayv1
 		sel = stringMapValue(s.MatchLabels)
 	}
 	return types.ObjectValueMust(allowedListenersType, map[string]attr.Value{"namespaces": from, "selector": sel})
-}
-
-// allowedListenersApply is the apply configuration of allowedListeners.
-func allowedListenersApply(al *gatewayv1.AllowedListeners) *gatewayv1apply.AllowedListenersApplyConfiguration {
-	ns := gatewayv1apply.ListenerNamespaces()
-	if al.Namespaces != nil {
-		if al.Namespaces.From != nil {
-			ns.WithFrom(*al.Namespaces.From)
-		}
-		if s := al.Namespaces.Selector; s != nil {
-			ns.WithSelector(metav1apply.LabelSelector().WithMatchLabels(s.MatchLabels))
-		}
-	}
-	return gatewayv1apply.AllowedListeners().WithNamespaces(ns)
 }
 
 // addListenerSets adds the ports of the ListenerSet listeners the gateway

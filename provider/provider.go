@@ -172,7 +172,7 @@ func (p *varnishgwProvider) Configure(ctx context.Context, req provider.Configur
 		cfg.QPS, cfg.Burst = 100, 200
 	}
 
-	c := &clients{Cluster: &control.Cluster{Host: cfg.Host, ParentStatusApply: routeParentStatusApply}}
+	c := &clients{Cluster: &control.Cluster{Host: cfg.Host}}
 	if c.Kube, err = kubernetes.NewForConfig(cfg); err != nil {
 		resp.Diagnostics.AddError("Create the Kubernetes client", err.Error())
 		return

@@ -8,8 +8,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
-	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
-	gatewayv1apply "sigs.k8s.io/gateway-api/applyconfiguration/apis/v1"
 	gatewayclient "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned"
 )
 
@@ -39,10 +37,6 @@ type Cluster struct {
 	Ext     apiextensionsclient.Interface
 	// Host is the API server's URL, for messages.
 	Host string
-	// ParentStatusApply is the apply configuration of a route's
-	// status.parents entry: the provider's conversion of typed Gateway API
-	// objects into apply configurations, which route status writes use.
-	ParentStatusApply func(gatewayv1.RouteParentStatus) *gatewayv1apply.RouteParentStatusApplyConfiguration
 
 	// apiReady is set once EnsureAPI installed the varnishgw.dev CRDs.
 	apiMu    sync.Mutex

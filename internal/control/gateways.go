@@ -5,8 +5,12 @@ import (
 	"fmt"
 	"slices"
 
+	gatewayv1apply "sigs.k8s.io/gateway-api/applyconfiguration/apis/v1"
+
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/applyconfig"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/gwruntime"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/object"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/routing"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
@@ -104,4 +108,24 @@ func (c *Cluster) ServedGateways(ctx context.Context, namespace string, selector
 	}
 	slices.Sort(names)
 	return names, nil
+}
+
+// ApplyGateway writes gw's labels, spec and the annotations the provider
+// owns (the routes' default cache policy and the escaped-slash setting: a
+// Gateway without one is applied without it, which server-side apply then
+// removes), and returns the stored Gateway. Every field of the typed spec
+// is applied (applyconfig).
+func (c *Cluster) ApplyGateway(ctx context.Context, gw *gatewayv1.Gateway) (*gatewayv1.Gateway, error) {
+	ac := gatewayv1apply.Gateway(gw.Name, gw.Namespace).WithLabels(gw.Labels).
+		WithSpec(applyconfig.Of[gatewayv1apply.GatewaySpecApplyConfiguration](gw.Spec))
+	for _, k := range []string{routing.CachePolicyAnnotation, routing.EscapedSlashesAnnotation} {
+		if v, ok := gw.Annotations[k]; ok {
+			ac.WithAnnotations(map[string]string{k: v})
+		}
+	}
+	live, err := c.Gateway.GatewayV1().Gateways(gw.Namespace).Apply(ctx, ac, ApplyOptions())
+	if err != nil {
+		return nil, fmt.Errorf("apply Gateway %s/%s: %w", gw.Namespace, gw.Name, err)
+	}
+	return live, nil
 }

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"sync"
 
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/applyconfig"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/object"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/routing"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/status"
@@ -338,4 +339,16 @@ func NamesListenerSet(route *gatewayv1.HTTPRoute) bool {
 	return slices.ContainsFunc(route.Spec.ParentRefs, func(p gatewayv1.ParentReference) bool {
 		return p.Kind != nil && *p.Kind == listenerSetKind
 	})
+}
+
+// ApplyListenerSet writes ls's labels and spec (every field of the typed
+// spec, applyconfig) and returns the stored ListenerSet.
+func (c *Cluster) ApplyListenerSet(ctx context.Context, ls *gatewayv1.ListenerSet) (*gatewayv1.ListenerSet, error) {
+	ac := gatewayv1apply.ListenerSet(ls.Name, ls.Namespace).WithLabels(ls.Labels).
+		WithSpec(applyconfig.Of[gatewayv1apply.ListenerSetSpecApplyConfiguration](ls.Spec))
+	live, err := c.Gateway.GatewayV1().ListenerSets(ls.Namespace).Apply(ctx, ac, ApplyOptions())
+	if err != nil {
+		return nil, fmt.Errorf("apply ListenerSet %s/%s: %w", ls.Namespace, ls.Name, err)
+	}
+	return live, nil
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/applyconfig"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/gwruntime"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/object"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/routing"
@@ -66,7 +67,7 @@ func (c *Cluster) WriteRouteStatus(ctx context.Context, route *gatewayv1.HTTPRou
 				return fmt.Errorf("read HTTPRoute %s/%s to set its status: %w", route.Namespace, route.Name, err)
 			}
 		}
-		ac := routeStatusApply(c.ParentStatusApply, cur, route.Generation, frags, podsWrite, metav1.Now().Rfc3339Copy())
+		ac := routeStatusApply(cur, route.Generation, frags, podsWrite, metav1.Now().Rfc3339Copy())
 		if ac == nil {
 			return nil
 		}
@@ -88,12 +89,12 @@ func (c *Cluster) WriteRouteStatus(ctx context.Context, route *gatewayv1.HTTPRou
 // converted by parentApply, of the status of
 // cur for the route generation gen, nil when there is nothing to write
 // (no varnishgw parent, before or now).
-func routeStatusApply(parentApply func(gatewayv1.RouteParentStatus) *gatewayv1apply.RouteParentStatusApplyConfiguration, cur *gatewayv1.HTTPRoute, gen int64, frags []*routing.Fragment, podsWrite map[object.Ref]bool, now metav1.Time) *gatewayv1apply.HTTPRouteApplyConfiguration {
+func routeStatusApply(cur *gatewayv1.HTTPRoute, gen int64, frags []*routing.Fragment, podsWrite map[object.Ref]bool, now metav1.Time) *gatewayv1apply.HTTPRouteApplyConfiguration {
 	st := gatewayv1apply.HTTPRouteStatus()
 	hadOurs := false
 	for _, p := range cur.Status.Parents {
 		if p.ControllerName != gwruntime.ControllerName {
-			st.WithParents(parentApply(p))
+			st.WithParents(parentStatusApply(p))
 		} else {
 			hadOurs = true
 		}
@@ -109,7 +110,7 @@ func routeStatusApply(parentApply func(gatewayv1.RouteParentStatus) *gatewayv1ap
 			if podsWrite[f.Gateway] {
 				rp.Keep = func(t string) bool { return t == resolvedRefs }
 			}
-			st.WithParents(parentApply(rp.Build(ourParentStatus(cur, ps.ParentRef), now)))
+			st.WithParents(parentStatusApply(rp.Build(ourParentStatus(cur, ps.ParentRef), now)))
 		}
 	}
 	if st.Parents == nil {
@@ -187,4 +188,9 @@ func parentRefString(p gatewayv1.ParentReference, routeNS string) string {
 		s += fmt.Sprintf(":%d", *p.Port)
 	}
 	return s
+}
+
+// parentStatusApply is the apply configuration of a status.parents entry.
+func parentStatusApply(p gatewayv1.RouteParentStatus) *gatewayv1apply.RouteParentStatusApplyConfiguration {
+	return applyconfig.Of[gatewayv1apply.RouteParentStatusApplyConfiguration](p)
 }

@@ -10,7 +10,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
-	gatewayv1apply "sigs.k8s.io/gateway-api/applyconfiguration/apis/v1"
 )
 
 // TestRouteStatusApply: the provider writes its entries and Accepted for
@@ -46,7 +45,7 @@ func TestRouteStatusApply(t *testing.T) {
 		{ParentRef: ref(without), ControllerName: gwruntime.ControllerName, Conditions: []metav1.Condition{
 			{Type: "ResolvedRefs", Status: metav1.ConditionFalse, Reason: "BackendNotFound", ObservedGeneration: 1, LastTransitionTime: before}}},
 	}
-	ac := routeStatusApply(jsonParentApply, cur, 3, []*routing.Fragment{frag(withPods), frag(without), frag(fresh)},
+	ac := routeStatusApply(cur, 3, []*routing.Fragment{frag(withPods), frag(without), frag(fresh)},
 		map[object.Ref]bool{withPods: true, fresh: true}, now)
 	raw, err := json.Marshal(ac)
 	if err != nil {
@@ -89,19 +88,4 @@ func TestRouteStatusApply(t *testing.T) {
 	if c := meta.FindStatusCondition(fr, "Accepted"); c == nil || c.ObservedGeneration != 3 {
 		t.Errorf("fresh Accepted = %+v, want generation 3", c)
 	}
-}
-
-// jsonParentApply converts a status.parents entry into its apply
-// configuration through their common JSON form, standing in for the
-// provider's conversion.
-func jsonParentApply(p gatewayv1.RouteParentStatus) *gatewayv1apply.RouteParentStatusApplyConfiguration {
-	b, err := json.Marshal(p)
-	if err != nil {
-		panic(err)
-	}
-	out := &gatewayv1apply.RouteParentStatusApplyConfiguration{}
-	if err := json.Unmarshal(b, out); err != nil {
-		panic(err)
-	}
-	return out
 }

@@ -1,12 +1,12 @@
 package gwruntime
 
 import (
-	"encoding/json"
 	"fmt"
 	"maps"
 	"slices"
 	"strconv"
 
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/applyconfig"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/routing"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -196,13 +196,13 @@ func (s *Spec) withPodSettings(d *appsv1apply.DeploymentApplyConfiguration) *app
 		ps.WithNodeSelector(p.NodeSelector)
 	}
 	for _, t := range p.Tolerations {
-		ps.WithTolerations(mustApplyConfig[corev1apply.TolerationApplyConfiguration](t))
+		ps.WithTolerations(applyconfig.Of[corev1apply.TolerationApplyConfiguration](t))
 	}
 	if p.Affinity != nil {
-		ps.WithAffinity(mustApplyConfig[corev1apply.AffinityApplyConfiguration](p.Affinity))
+		ps.WithAffinity(applyconfig.Of[corev1apply.AffinityApplyConfiguration](p.Affinity))
 	}
 	for _, t := range s.topologySpread() {
-		ps.WithTopologySpreadConstraints(mustApplyConfig[corev1apply.TopologySpreadConstraintApplyConfiguration](t))
+		ps.WithTopologySpreadConstraints(applyconfig.Of[corev1apply.TopologySpreadConstraintApplyConfiguration](t))
 	}
 	if p.PriorityClassName != "" {
 		ps.WithPriorityClassName(p.PriorityClassName)
@@ -219,21 +219,6 @@ func (s *Spec) topologySpread() []corev1.TopologySpreadConstraint {
 		t.LabelSelector = &metav1.LabelSelector{MatchLabels: Labels(s.Gateway)}
 		t.MatchLabelKeys = []string{podTemplateHashLabel}
 		out[i] = t
-	}
-	return out
-}
-
-// mustApplyConfig turns a typed API value into its apply configuration,
-// which has the same JSON form. The values are the provider's own, decoded
-// from JSON before, so an error is a bug.
-func mustApplyConfig[T any](v any) *T {
-	b, err := json.Marshal(v)
-	if err != nil {
-		panic(fmt.Sprintf("encode %T: %v", v, err))
-	}
-	out := new(T)
-	if err := json.Unmarshal(b, out); err != nil {
-		panic(fmt.Sprintf("decode %T as %T: %v", v, out, err))
 	}
 	return out
 }
