@@ -14,6 +14,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/retry"
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 	gatewayv1apply "sigs.k8s.io/gateway-api/applyconfiguration/apis/v1"
 )
@@ -230,21 +231,21 @@ func (c *Cluster) WriteListenerSetStatuses(ctx context.Context, gw *gatewayv1.Ga
 // longer has are removed first (removeStaleListenerSetEntries). On a
 // conflict the ListenerSet is read again and the write made again.
 func (c *Cluster) WriteListenerSetStatus(ctx context.Context, cg *routing.ComposedGateway, ls *gatewayv1.ListenerSet) error {
-	var err error
-	for attempt := 0; attempt < 5; attempt++ {
-		if attempt > 0 {
-			if ls, err = c.Gateway.GatewayV1().ListenerSets(ls.Namespace).Get(ctx, ls.Name, metav1.GetOptions{}); err != nil {
-				return fmt.Errorf("read ListenerSet %s/%s: %w", ls.Namespace, ls.Name, err)
+	ns, name := ls.Namespace, ls.Name
+	reread := false
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		var err error
+		if reread {
+			if ls, err = c.Gateway.GatewayV1().ListenerSets(ns).Get(ctx, name, metav1.GetOptions{}); err != nil {
+				return fmt.Errorf("read ListenerSet %s/%s: %w", ns, name, err)
 			}
 		}
-		if ls, err = c.removeStaleListenerSetEntries(ctx, ls); err == nil {
-			err = c.applyListenerSetStatus(ctx, cg, ls)
-		}
-		if !apierrors.IsConflict(err) {
+		reread = true
+		if ls, err = c.removeStaleListenerSetEntries(ctx, ls); err != nil {
 			return err
 		}
-	}
-	return err
+		return c.applyListenerSetStatus(ctx, cg, ls)
+	})
 }
 
 // removeStaleListenerSetEntries removes the status entries of listeners

@@ -9,10 +9,10 @@ import (
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/gwruntime"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/object"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/routing"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/util/retry"
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 	gatewayv1apply "sigs.k8s.io/gateway-api/applyconfiguration/apis/v1"
 )
@@ -59,7 +59,8 @@ func (c *Cluster) PodsWriteResolvedRefs(ctx context.Context, frags []*routing.Fr
 // its resource version, so that a pod's write in between is not undone.
 func (c *Cluster) WriteRouteStatus(ctx context.Context, route *gatewayv1.HTTPRoute, frags []*routing.Fragment, podsWrite map[object.Ref]bool) error {
 	routes := c.Gateway.GatewayV1().HTTPRoutes(route.Namespace)
-	for attempt := 1; ; attempt++ {
+	// A conflict: a pod wrote ResolvedRefs since the read; read it again.
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		cur := route
 		if len(podsWrite) > 0 {
 			var err error
@@ -74,15 +75,11 @@ func (c *Cluster) WriteRouteStatus(ctx context.Context, route *gatewayv1.HTTPRou
 		if len(podsWrite) > 0 {
 			ac.WithResourceVersion(cur.ResourceVersion)
 		}
-		_, err := routes.ApplyStatus(ctx, ac, ApplyOptions())
-		if apierrors.IsConflict(err) && attempt < 5 {
-			continue // a pod wrote ResolvedRefs since the read: read it again
-		}
-		if err != nil {
+		if _, err := routes.ApplyStatus(ctx, ac, ApplyOptions()); err != nil {
 			return fmt.Errorf("set the status of HTTPRoute %s/%s: %w", route.Namespace, route.Name, err)
 		}
 		return nil
-	}
+	})
 }
 
 // routeStatusApply is writeStatus's apply configuration, with the entries

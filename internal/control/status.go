@@ -15,6 +15,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/retry"
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 	gatewayv1apply "sigs.k8s.io/gateway-api/applyconfiguration/apis/v1"
 )
@@ -81,21 +82,20 @@ func (c *Cluster) AttachedRoutes(ctx context.Context, gw *gatewayv1.Gateway) (ma
 // resource version it read, and is made again on a conflict.
 func (c *Cluster) WriteGatewayStatus(ctx context.Context, gw *gatewayv1.Gateway, svc *corev1.Service, invalidParams error) error {
 	ns, name := gw.Namespace, gw.Name
-	var err error
-	for attempt := 0; attempt < 5; attempt++ {
-		if attempt > 0 {
+	reread := false
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		var err error
+		if reread {
 			if gw, err = c.Gateway.GatewayV1().Gateways(ns).Get(ctx, name, metav1.GetOptions{}); err != nil {
 				return fmt.Errorf("read Gateway %s/%s: %w", ns, name, err)
 			}
 		}
-		if gw, err = c.removeStaleListenerStatus(ctx, gw); err == nil {
-			err = c.applyGatewayStatus(ctx, gw, svc, invalidParams)
-		}
-		if !apierrors.IsConflict(err) {
+		reread = true
+		if gw, err = c.removeStaleListenerStatus(ctx, gw); err != nil {
 			return err
 		}
-	}
-	return err
+		return c.applyGatewayStatus(ctx, gw, svc, invalidParams)
+	})
 }
 
 // removeStaleListenerStatus removes the status entries of listeners gw's
