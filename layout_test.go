@@ -147,3 +147,18 @@ func TestFileSizes(t *testing.T) {
 		t.Errorf("provider/ has %d lines of non-test code, more than %d: move what is not Terraform to internal/control or gwruntime", provider, maxProviderLines)
 	}
 }
+
+// TestContractsDoNotImportRouting: the runtime contract (gwruntime) and
+// varnishgw's API types (vgwapi) stand below the routing pipeline, which
+// uses them; internal/routingfragment joins vgwapi and routing.
+func TestContractsDoNotImportRouting(t *testing.T) {
+	for _, pkg := range []string{"./internal/gwruntime", "./internal/vgwapi"} {
+		out, err := exec.Command("go", "list", "-deps", pkg).Output()
+		if err != nil {
+			t.Fatalf("go list -deps %s: %v", pkg, err)
+		}
+		if slices.Contains(strings.Fields(string(out)), module+"/internal/routing") {
+			t.Errorf("%s depends on internal/routing: move what it needs to a leaf package (object, ghostjson, vclregex)", pkg)
+		}
+	}
+}

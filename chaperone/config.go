@@ -14,12 +14,10 @@ import (
 	"strings"
 	"time"
 
-	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
-
 	"github.com/varnishgw/terraform-provider-varnishgw/chaperone/internal/dnswatch"
 	"github.com/varnishgw/terraform-provider-varnishgw/chaperone/internal/drain"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/ghostjson"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/gwruntime"
-	"github.com/varnishgw/terraform-provider-varnishgw/internal/routing"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/varnish/varnishd"
 )
 
@@ -272,7 +270,7 @@ func loopback(flagName, addr string) error {
 }
 
 // Listeners returns varnishd's client sockets, one per port, named by
-// routing.SocketName: TCP for the HTTP ports (with --proxy-protocol they
+// ghostjson.SocketName: TCP for the HTTP ports (with --proxy-protocol they
 // take the PROXY protocol of the load balancer in front), and for each
 // HTTPS port the Unix socket in --tls-dir hitch hands its connections to
 // (varnishd.TLSListener).
@@ -280,7 +278,7 @@ func (c *Config) Listeners() []varnishd.Listener {
 	var ls []varnishd.Listener
 	for _, p := range c.Ports {
 		ls = append(ls, varnishd.Listener{
-			Name:  routing.SocketName(gatewayv1.PortNumber(p)),
+			Name:  ghostjson.SocketName(p),
 			Addr:  net.JoinHostPort(c.ListenHost, strconv.Itoa(p)),
 			Proxy: c.ProxyProtocol,
 		})

@@ -19,11 +19,11 @@ import (
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/gwruntime"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/object"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/routing"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/routingfragment"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/testing/chaperonetest"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/testing/dnstest"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/testing/testenv"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/testing/varnishdtest"
-	"github.com/varnishgw/terraform-provider-varnishgw/internal/vgwapi"
 )
 
 // loopbackBackends starts HTTP servers on the same port of each loopback
@@ -99,7 +99,7 @@ func externalNameFragment(t testing.TB, ns string, port int, svc *corev1.Service
 			cond = c.Status + "/" + c.Reason + ": " + c.Message
 		}
 	}
-	obj, err := vgwapi.NewFragment(frag)
+	obj, err := routingfragment.New(frag)
 	must(t, err)
 	return gw, obj, cond
 }

@@ -24,6 +24,7 @@ import (
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/gwruntime"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/object"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/routing"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/routingfragment"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/testing/chaperonetest"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/testing/testenv"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/testing/varnishdtest"
@@ -78,7 +79,7 @@ func fragmentObject(t testing.TB, gw *gatewayv1.Gateway, route *gatewayv1.HTTPRo
 	if !frag.Accepted() {
 		t.Fatalf("route %s not accepted: %+v", route.Name, frag.Parents)
 	}
-	obj, err := vgwapi.NewFragment(frag)
+	obj, err := routingfragment.New(frag)
 	if err != nil {
 		t.Fatal(err)
 	}

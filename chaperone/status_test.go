@@ -21,10 +21,10 @@ import (
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/gwruntime"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/object"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/routing"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/routingfragment"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/testing/chaperonetest"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/testing/testenv"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/testing/varnishdtest"
-	"github.com/varnishgw/terraform-provider-varnishgw/internal/vgwapi"
 )
 
 // TestStatusStaysTrue runs the chaperone binary as the Gateway's
@@ -125,7 +125,7 @@ func TestStatusStaysTrue(t *testing.T) {
 		t.Helper()
 		f, err := routing.Attach(gw, route, objs)
 		must(t, err)
-		obj, err := vgwapi.NewFragment(f)
+		obj, err := routingfragment.New(f)
 		must(t, err)
 		if old, err := frags.Get(ctx, obj.GetName(), metav1.GetOptions{}); err == nil {
 			obj.SetResourceVersion(old.GetResourceVersion())

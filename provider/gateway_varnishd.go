@@ -5,12 +5,12 @@ import (
 	"maps"
 	"slices"
 
-	"github.com/varnishgw/terraform-provider-varnishgw/internal/gwruntime"
-	"github.com/varnishgw/terraform-provider-varnishgw/internal/routing"
-	"github.com/varnishgw/terraform-provider-varnishgw/internal/varnish/varnishd"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
-	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
+
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/ghostjson"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/gwruntime"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/varnish/varnishd"
 )
 
 // varnishdArgs is the command line of varnishd in the varnish container
@@ -28,7 +28,7 @@ func varnishdArgs(s *gwruntime.Spec) []string {
 		// With proxy_protocol the load balancer's PROXY header comes first
 		// on every connection (the chaperone does the same in supervise
 		// mode).
-		cfg.Listeners = append(cfg.Listeners, varnishd.Listener{Name: routing.SocketName(gatewayv1.PortNumber(p)), Addr: fmt.Sprintf(":%d", p), Proxy: s.ProxyProtocol})
+		cfg.Listeners = append(cfg.Listeners, varnishd.Listener{Name: ghostjson.SocketName(p), Addr: fmt.Sprintf(":%d", p), Proxy: s.ProxyProtocol})
 	}
 	for _, k := range slices.Sorted(maps.Keys(s.Class.Params)) {
 		cfg.Params = append(cfg.Params, k+"="+s.Class.Params[k])

@@ -26,6 +26,7 @@ import (
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/gwruntime"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/object"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/routing"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/routingfragment"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/testing/testenv"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/vgwapi"
 )
@@ -37,7 +38,7 @@ func fragmentOf(cp *testenv.ControlPlane, gw, route object.Ref) (*unstructured.U
 	if err != nil {
 		return nil, nil, err
 	}
-	f, err := vgwapi.ReadFragment(gw, obj)
+	f, err := routingfragment.Read(gw, obj)
 	return obj, f, err
 }
 

@@ -4,15 +4,16 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/varnishgw/terraform-provider-varnishgw/internal/gwruntime"
-	"github.com/varnishgw/terraform-provider-varnishgw/internal/object"
-
 	"github.com/hashicorp/terraform-plugin-framework/attr"
 	"github.com/hashicorp/terraform-plugin-framework/types"
 	"github.com/hashicorp/terraform-plugin-framework/types/basetypes"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
+
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/control"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/gwruntime"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/object"
 )
 
 // allowedListenersModel is the gateway's allowed_listeners block.
@@ -82,7 +83,7 @@ func (c *clients) addListenerSets(ctx context.Context, m *gatewayModel, spec *gw
 	if err != nil {
 		return err
 	}
-	spec.AddListenerSetPorts(cg)
+	control.AddListenerSetPorts(spec, cg)
 	return nil
 }
 
@@ -124,7 +125,7 @@ func (c *clients) refreshListenerSets(ctx context.Context, gw *gatewayv1.Gateway
 	if err != nil {
 		return false, err
 	}
-	spec.AddListenerSetPorts(cg)
+	control.AddListenerSetPorts(spec, cg)
 	if gm.StartHash.ValueString() == spec.StartHash() {
 		svc, err := c.Kube.CoreV1().Services(gw.Namespace).Get(ctx, spec.Name(), metav1.GetOptions{})
 		if err == nil {

@@ -13,6 +13,7 @@ import (
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/gwruntime"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/object"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/routing"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/routingfragment"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/testing/testenv"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/testing/tfcli"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/vgwapi"
@@ -33,7 +34,7 @@ func mergedRoutingOf(t *testing.T, cp *testenv.ControlPlane, ns, gw string) ([]*
 	for i := range list.Items {
 		objs[i] = &list.Items[i]
 	}
-	frags, rejected := vgwapi.ReadFragments(ref, objs)
+	frags, rejected := routingfragment.ReadAll(ref, objs)
 	if len(rejected) > 0 {
 		t.Fatalf("rejected fragments: %+v", rejected)
 	}

@@ -36,6 +36,7 @@ import (
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/mainvcl"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/object"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/routing"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/routingfragment"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/testing/chaperonetest"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/testing/retrysim"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/testing/testenv"
@@ -450,7 +451,7 @@ func (r *replay) serveFragments(t *testing.T, g *replayGateway, routes []*gatewa
 		if err != nil || !f.Accepted() {
 			continue // not a parent, or not accepted: the provider writes no fragment
 		}
-		obj, err := vgwapi.NewFragment(f)
+		obj, err := routingfragment.New(f)
 		if err != nil {
 			return fmt.Errorf("route %s/%s: %w", route.Namespace, route.Name, err)
 		}

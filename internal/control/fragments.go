@@ -9,10 +9,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/varnishgw/terraform-provider-varnishgw/internal/gwruntime"
-	"github.com/varnishgw/terraform-provider-varnishgw/internal/object"
-	"github.com/varnishgw/terraform-provider-varnishgw/internal/routing"
-	"github.com/varnishgw/terraform-provider-varnishgw/internal/vgwapi"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -22,6 +18,12 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
+
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/gwruntime"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/object"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/routing"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/routingfragment"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/vgwapi"
 )
 
 // How the provider stores a route's routing: one RoutingFragment per
@@ -51,7 +53,7 @@ func (c *Cluster) WriteFragments(ctx context.Context, route *gatewayv1.HTTPRoute
 	var writes []FragmentWrite
 	keep := map[object.Ref]bool{}
 	for _, f := range frags {
-		obj, err := vgwapi.NewFragment(f)
+		obj, err := routingfragment.New(f)
 		if err != nil {
 			return nil, err
 		}
@@ -178,7 +180,7 @@ func (c *Cluster) ReadFragments(ctx context.Context, route *gatewayv1.HTTPRoute)
 		if err != nil {
 			return nil, fmt.Errorf("get the RoutingFragment %s/%s: %w", gw.Namespace, name, err)
 		}
-		if f, err := vgwapi.ReadFragment(gw, obj); err == nil {
+		if f, err := routingfragment.Read(gw, obj); err == nil {
 			out = append(out, f)
 		}
 	}
@@ -202,7 +204,7 @@ func (c *Cluster) GatewayFragments(ctx context.Context, gw object.Ref) ([]*routi
 	for i := range list.Items {
 		objs[i] = &list.Items[i]
 	}
-	frags, rejected := vgwapi.ReadFragments(gw, objs)
+	frags, rejected := routingfragment.ReadAll(gw, objs)
 	return frags, rejected, nil
 }
 

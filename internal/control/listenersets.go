@@ -4,12 +4,9 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 
-	"github.com/varnishgw/terraform-provider-varnishgw/internal/applyconfig"
-	"github.com/varnishgw/terraform-provider-varnishgw/internal/object"
-	"github.com/varnishgw/terraform-provider-varnishgw/internal/routing"
-	"github.com/varnishgw/terraform-provider-varnishgw/internal/status"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -17,6 +14,12 @@ import (
 	"k8s.io/client-go/util/retry"
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 	gatewayv1apply "sigs.k8s.io/gateway-api/applyconfiguration/apis/v1"
+
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/applyconfig"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/gwruntime"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/object"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/routing"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/status"
 )
 
 // listenerSetsOf reads the ListenerSets that may add listeners to gw (in
@@ -352,4 +355,43 @@ func (c *Cluster) ApplyListenerSet(ctx context.Context, ls *gatewayv1.ListenerSe
 		return nil, fmt.Errorf("apply ListenerSet %s/%s: %w", ls.Namespace, ls.Name, err)
 	}
 	return live, nil
+}
+
+// AddListenerSetPorts adds to s the ports of the ListenerSet listeners that cg
+// serves to its ports: the Service's ports and varnishd's listen
+// addresses; those of HTTPS listeners to the ports hitch terminates TLS
+// on, their certificate Secrets to those the pods may read
+// (routing.CertificateSecrets of the composed Gateway: a ListenerSet's
+// Secret in its own namespace, or in the one a ReferenceGrant opened),
+// and their ListenerSets to those whose status the pods may patch (they
+// write the ResolvedRefs condition of these listeners).
+func AddListenerSetPorts(s *gwruntime.Spec, cg *routing.ComposedGateway) {
+	for _, r := range cg.ListenerSets {
+		for _, l := range r.Listeners {
+			if !l.Served {
+				continue
+			}
+			if !slices.Contains(s.Ports, l.Port) {
+				s.Ports = append(s.Ports, l.Port)
+			}
+			if l.Protocol != gatewayv1.HTTPSProtocolType {
+				continue
+			}
+			if !slices.Contains(s.TLSPorts, l.Port) {
+				s.TLSPorts = append(s.TLSPorts, l.Port)
+			}
+			if !slices.Contains(s.ListenerSets, r.Set) {
+				s.ListenerSets = append(s.ListenerSets, r.Set)
+			}
+		}
+	}
+	slices.Sort(s.Ports)
+	slices.Sort(s.TLSPorts)
+	slices.SortFunc(s.ListenerSets, func(a, b object.Ref) int { return strings.Compare(a.String(), b.String()) })
+	for _, ref := range routing.CertificateSecrets(cg.Gateway) {
+		if !slices.Contains(s.CertSecrets, ref) {
+			s.CertSecrets = append(s.CertSecrets, ref)
+		}
+	}
+	slices.SortFunc(s.CertSecrets, func(a, b object.Ref) int { return strings.Compare(a.String(), b.String()) })
 }

@@ -7,10 +7,6 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/varnishgw/terraform-provider-varnishgw/internal/gwruntime"
-	"github.com/varnishgw/terraform-provider-varnishgw/internal/object"
-	"github.com/varnishgw/terraform-provider-varnishgw/internal/routing"
-	"github.com/varnishgw/terraform-provider-varnishgw/internal/status"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -18,6 +14,12 @@ import (
 	"k8s.io/client-go/util/retry"
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 	gatewayv1apply "sigs.k8s.io/gateway-api/applyconfiguration/apis/v1"
+
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/ghostjson"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/gwruntime"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/object"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/routing"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/status"
 )
 
 // ServiceAddresses are the Service's addresses: the LoadBalancer ingress
@@ -222,7 +224,7 @@ func (c *Cluster) applyGatewayStatus(ctx context.Context, gw *gatewayv1.Gateway,
 			WithSupportedKinds(gatewayv1apply.RouteGroupKind().WithGroup(gatewayv1.GroupName).WithKind("HTTPRoute")).
 			WithAttachedRoutes(routes).
 			WithConditions(status.Condition(old, metav1.Condition{Type: string(gatewayv1.ListenerConditionAccepted), Status: metav1.ConditionTrue,
-				Reason: string(gatewayv1.ListenerReasonAccepted), Message: "Served on varnishd socket " + routing.SocketName(l.Port) + ".", ObservedGeneration: gw.Generation}))
+				Reason: string(gatewayv1.ListenerReasonAccepted), Message: "Served on varnishd socket " + ghostjson.SocketName(l.Port) + ".", ObservedGeneration: gw.Generation}))
 		// An HTTPS listener's ResolvedRefs says whether its certificates
 		// resolve, which the gateway pods find out (they read the Secrets
 		// and ReferenceGrants): they are its one writer. The provider does

@@ -6,8 +6,6 @@ import (
 	"slices"
 	"strconv"
 
-	"github.com/varnishgw/terraform-provider-varnishgw/internal/applyconfig"
-	"github.com/varnishgw/terraform-provider-varnishgw/internal/routing"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -16,7 +14,9 @@ import (
 	appsv1apply "k8s.io/client-go/applyconfigurations/apps/v1"
 	corev1apply "k8s.io/client-go/applyconfigurations/core/v1"
 	metav1apply "k8s.io/client-go/applyconfigurations/meta/v1"
-	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
+
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/applyconfig"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/ghostjson"
 )
 
 // fieldEnv is an environment variable set from a field of the pod (the
@@ -47,7 +47,7 @@ func (s *Spec) Deployment() *appsv1apply.DeploymentApplyConfiguration {
 		WithLifecycle(corev1apply.Lifecycle().WithPreStop(corev1apply.LifecycleHandler().
 			WithSleep(corev1apply.SleepAction().WithSeconds(preStopSleep))))
 	for _, p := range s.Ports {
-		ctr.WithPorts(corev1apply.ContainerPort().WithName(routing.SocketName(gatewayv1.PortNumber(p))).
+		ctr.WithPorts(corev1apply.ContainerPort().WithName(ghostjson.SocketName(p)).
 			WithContainerPort(p).WithProtocol(corev1.ProtocolTCP))
 	}
 	ctr.WithPorts(corev1apply.ContainerPort().WithName(healthPortName).WithContainerPort(HealthPort).WithProtocol(corev1.ProtocolTCP))
@@ -114,7 +114,7 @@ func (s *Spec) Deployment() *appsv1apply.DeploymentApplyConfiguration {
 			if slices.Contains(s.TLSPorts, p) {
 				continue
 			}
-			varnish.WithPorts(corev1apply.ContainerPort().WithName(routing.SocketName(gatewayv1.PortNumber(p))).
+			varnish.WithPorts(corev1apply.ContainerPort().WithName(ghostjson.SocketName(p)).
 				WithContainerPort(p).WithProtocol(corev1.ProtocolTCP))
 		}
 		if len(s.Requests) > 0 || len(s.Limits) > 0 {

@@ -1,7 +1,6 @@
 package gwruntime
 
 import (
-	"github.com/varnishgw/terraform-provider-varnishgw/internal/routing"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -9,7 +8,8 @@ import (
 	metav1apply "k8s.io/client-go/applyconfigurations/meta/v1"
 	policyv1apply "k8s.io/client-go/applyconfigurations/policy/v1"
 	rbacv1apply "k8s.io/client-go/applyconfigurations/rbac/v1"
-	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
+
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/ghostjson"
 )
 
 // The runtime objects of a gateway beside its Deployment, as the provider
@@ -75,7 +75,7 @@ func (s *Spec) Service() *corev1apply.ServiceApplyConfiguration {
 		svc.WithExternalTrafficPolicy(s.ExternalTrafficPolicy)
 	}
 	for _, p := range s.Ports {
-		svc.WithPorts(corev1apply.ServicePort().WithName(routing.SocketName(gatewayv1.PortNumber(p))).
+		svc.WithPorts(corev1apply.ServicePort().WithName(ghostjson.SocketName(p)).
 			WithProtocol(corev1.ProtocolTCP).WithPort(p).WithTargetPort(intstr.FromInt32(p)))
 	}
 	return corev1apply.Service(s.Name(), s.Gateway.Namespace).WithLabels(s.ObjectLabels()).WithAnnotations(s.ObjectAnnotations()).

@@ -8,7 +8,6 @@ import (
 	"maps"
 	"net/netip"
 	"slices"
-	"strings"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -19,7 +18,6 @@ import (
 
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/mainvcl"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/object"
-	"github.com/varnishgw/terraform-provider-varnishgw/internal/routing"
 )
 
 // The layout of a gateway pod.
@@ -373,45 +371,6 @@ func (s *Spec) MainVCL() string {
 
 // MainVCLDigest is the SHA-256 of mainVCL, hex encoded (VCLDigest).
 func (s *Spec) MainVCLDigest() string { return VCLDigest(s.MainVCL()) }
-
-// AddListenerSetPorts adds the ports of the ListenerSet listeners that cg
-// serves to the runtime's ports: the Service's ports and varnishd's listen
-// addresses; those of HTTPS listeners to the ports hitch terminates TLS
-// on, their certificate Secrets to those the pods may read
-// (routing.CertificateSecrets of the composed Gateway: a ListenerSet's
-// Secret in its own namespace, or in the one a ReferenceGrant opened),
-// and their ListenerSets to those whose status the pods may patch (they
-// write the ResolvedRefs condition of these listeners).
-func (s *Spec) AddListenerSetPorts(cg *routing.ComposedGateway) {
-	for _, r := range cg.ListenerSets {
-		for _, l := range r.Listeners {
-			if !l.Served {
-				continue
-			}
-			if !slices.Contains(s.Ports, l.Port) {
-				s.Ports = append(s.Ports, l.Port)
-			}
-			if l.Protocol != gatewayv1.HTTPSProtocolType {
-				continue
-			}
-			if !slices.Contains(s.TLSPorts, l.Port) {
-				s.TLSPorts = append(s.TLSPorts, l.Port)
-			}
-			if !slices.Contains(s.ListenerSets, r.Set) {
-				s.ListenerSets = append(s.ListenerSets, r.Set)
-			}
-		}
-	}
-	slices.Sort(s.Ports)
-	slices.Sort(s.TLSPorts)
-	slices.SortFunc(s.ListenerSets, func(a, b object.Ref) int { return strings.Compare(a.String(), b.String()) })
-	for _, ref := range routing.CertificateSecrets(cg.Gateway) {
-		if !slices.Contains(s.CertSecrets, ref) {
-			s.CertSecrets = append(s.CertSecrets, ref)
-		}
-	}
-	slices.SortFunc(s.CertSecrets, func(a, b object.Ref) int { return strings.Compare(a.String(), b.String()) })
-}
 
 func deref(s *string) string {
 	if s == nil {

@@ -346,7 +346,7 @@ func startTLSGateway(t *testing.T, g tlsGateway) (*hitchtest.Hitch, *hitchtest.C
 	listener := varnishd.TLSListener(tlsDir, port)
 	listeners := []varnishd.Listener{listener}
 	if g.HTTPAddr != "" {
-		listeners = append(listeners, varnishd.Listener{Name: routing.SocketName(gatewayv1.PortNumber(varnishdtest.Port(t, g.HTTPAddr))), Addr: g.HTTPAddr})
+		listeners = append(listeners, varnishd.Listener{Name: ghostjson.SocketName(gatewayv1.PortNumber(varnishdtest.Port(t, g.HTTPAddr))), Addr: g.HTTPAddr})
 	}
 	p := varnishdtest.Start(t, varnishd.Config{
 		WorkDir:        work,

@@ -243,7 +243,7 @@ func serveThroughGhostVCL(t *testing.T, dir, manifest string, objs *Objects, bas
 	listen := varnishdtest.FreeAddr(t)
 	p := varnishdtest.Start(t, varnishd.Config{
 		WorkDir:        work,
-		Listeners:      []varnishd.Listener{{Name: SocketName(gw.Spec.Listeners[0].Port), Addr: listen}},
+		Listeners:      []varnishd.Listener{{Name: ghostjson.SocketName(gw.Spec.Listeners[0].Port), Addr: listen}},
 		GhostAdminAddr: varnishdtest.FreeAddr(t),
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)

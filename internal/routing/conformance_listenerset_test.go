@@ -10,6 +10,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
+
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/ghostjson"
 )
 
 // conformanceListenerSetExpect is what the suite's listenerset-*.go tests
@@ -220,7 +222,7 @@ func TestConformanceListenerSetHTTPRouting(t *testing.T) {
 	checked := 0
 	for host, want := range served {
 		for _, path := range paths {
-			r := ghostRoute(doc, SocketName(80), host, path)
+			r := ghostRoute(doc, ghostjson.SocketName(80), host, path)
 			ok := slices.Contains(want, path)
 			switch {
 			case ok && r == nil:

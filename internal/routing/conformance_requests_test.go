@@ -272,7 +272,7 @@ func TestConformanceRequests(t *testing.T) {
 					port = int32(n)
 				}
 			}
-			r := ghostServe(doc, SocketName(port), c.req)
+			r := ghostServe(doc, ghostjson.SocketName(port), c.req)
 			table := doc.Table()
 			got := "404"
 			switch {

@@ -16,6 +16,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 	"sigs.k8s.io/yaml"
+
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/ghostjson"
 )
 
 // conformanceModuleDir returns the directory of the
@@ -311,7 +313,7 @@ func TestConformanceListenerIsolation(t *testing.T) {
 			}
 			for host, want := range served {
 				for _, path := range served {
-					r := ghostRoute(doc, SocketName(80), host, path)
+					r := ghostRoute(doc, ghostjson.SocketName(80), host, path)
 					switch {
 					case path == want && r == nil:
 						t.Errorf("%s%s: 404, want the route for %s", host, path, want)

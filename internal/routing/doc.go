@@ -32,5 +32,5 @@
 // A route whose parentRef names a ListenerSet attaches to that
 // ListenerSet's listeners only, one naming the Gateway to the Gateway's own.
 //
-// Listener sockets are named by SocketName; see design/routing.md.
+// Listener sockets are named by ghostjson.SocketName; see design/routing.md.
 package routing

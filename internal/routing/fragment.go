@@ -14,6 +14,7 @@ import (
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/ghostjson"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/object"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/status"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/vclregex"
 )
 
 // FragmentVersion is the version of the fragment format. A chaperone
@@ -417,7 +418,7 @@ func validateGhostMatch(p *field.Path, m *ghostjson.Match) field.ErrorList {
 	case ghostjson.PathExact, ghostjson.PathPrefix:
 		errs = append(errs, validatePathValue(pp, m.Path.Value)...)
 	case ghostjson.PathRegularExpression:
-		if err := ValidateRegex(m.Path.Value); err != nil {
+		if err := vclregex.Validate(m.Path.Value); err != nil {
 			errs = append(errs, field.Invalid(pp, m.Path.Value, err.Error()))
 		}
 	default:
@@ -444,7 +445,7 @@ func validateValueMatches(p *field.Path, ms []ghostjson.ValueMatch) field.ErrorL
 		case ghostjson.PathExact:
 			errs = append(errs, validateHeaderValue(ip.Child("value"), m.Value)...)
 		case ghostjson.PathRegularExpression:
-			if err := ValidateRegex(m.Value); err != nil {
+			if err := vclregex.Validate(m.Value); err != nil {
 				errs = append(errs, field.Invalid(ip.Child("value"), m.Value, err.Error()))
 			}
 		default:

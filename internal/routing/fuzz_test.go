@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net/netip"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -18,23 +17,6 @@ import (
 
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/ghostjson"
 )
-
-// FuzzValidateRegex checks that the regex validators never panic and that
-// whatever they accept compiles with Go's regexp.
-func FuzzValidateRegex(f *testing.F) {
-	for _, s := range []string{`^/api/v[0-9]+/.*$`, `(?i)[^ks]`, `\Q.*\E`, `(a)\1`, `a{,3}`, `\p{L}`, `[[:alpha:]]`, `(?P<x>a|b)*?`, `\x{7f}`, `(?i:a|b){2,}?`, `\x41{3}`, `[]()|*]+`} {
-		f.Add(s)
-	}
-	f.Fuzz(func(t *testing.T, expr string) {
-		if err := ValidateRegex(expr); err != nil {
-			return
-		}
-		if _, err := regexp.Compile(expr); err != nil {
-			t.Fatalf("ValidateRegex accepted %q, which Go cannot compile: %v", expr, err)
-		}
-		_ = ValidateBanRegex(expr) // must not panic on what ValidateRegex accepts
-	})
-}
 
 // FuzzUnmarshalFragment checks that fragment parsing never panics and that
 // an accepted fragment survives a marshal/unmarshal round trip unchanged.
@@ -190,7 +172,7 @@ func FuzzMerge(f *testing.F) {
 		for i := range gw.Spec.Listeners {
 			l := &gw.Spec.Listeners[i]
 			listeners[string(l.Name)] = l
-			bySocket[SocketName(l.Port)] = append(bySocket[SocketName(l.Port)], l)
+			bySocket[ghostjson.SocketName(l.Port)] = append(bySocket[ghostjson.SocketName(l.Port)], l)
 		}
 		attachedTo := map[*RouteRef]map[string]bool{}
 		for _, fr := range frags {
@@ -205,7 +187,7 @@ func FuzzMerge(f *testing.F) {
 		// for that host on the socket.
 		for _, host := range []string{"a.example.com", "b.a.example.com", "c.b.a.example.com", "x.example.com", "example.org", "y.example.org", "other.net"} {
 			for _, port := range []int32{80, 81} {
-				s := SocketName(port)
+				s := ghostjson.SocketName(port)
 				r := ghostRoute(doc, s, host, "/a/b")
 				if r == nil {
 					continue

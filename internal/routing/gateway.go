@@ -5,10 +5,12 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/varnishgw/terraform-provider-varnishgw/internal/object"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
+
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/ghostjson"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/object"
 )
 
 const maxListeners = 64
@@ -55,7 +57,7 @@ func ValidateGateway(gw *gatewayv1.Gateway) field.ErrorList {
 		case gatewayv1.HTTPProtocolType, gatewayv1.HTTPSProtocolType:
 			if prev, ok := protocols[l.Port]; ok && prev != l.Protocol {
 				errs = append(errs, field.Invalid(p.Child("protocol"), l.Protocol,
-					fmt.Sprintf("another listener uses %s on port %d: one port (socket %s) serves one protocol", prev, l.Port, SocketName(l.Port))))
+					fmt.Sprintf("another listener uses %s on port %d: one port (socket %s) serves one protocol", prev, l.Port, ghostjson.SocketName(l.Port))))
 			}
 			protocols[l.Port] = l.Protocol
 		default:

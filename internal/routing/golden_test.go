@@ -26,7 +26,7 @@ import (
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/gwruntime"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/object"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/routing"
-	"github.com/varnishgw/terraform-provider-varnishgw/internal/vgwapi"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/routingfragment"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files of testdata/golden")
@@ -310,7 +310,7 @@ func translate(c *goldenCase) (map[string][]byte, error) {
 			for j := range f.Rules {
 				f.Rules[j].Cache = c.ruleCaches[name][f.Rules[j].Index]
 			}
-			obj, err := vgwapi.NewFragment(f)
+			obj, err := routingfragment.New(f)
 			if err != nil {
 				return nil, err
 			}
@@ -370,7 +370,7 @@ func translate(c *goldenCase) (map[string][]byte, error) {
 			}
 			objs = append(objs, u)
 		}
-		frags, rejected := vgwapi.ReadFragments(ref, objs)
+		frags, rejected := routingfragment.ReadAll(ref, objs)
 		for _, r := range rejected {
 			problems = append(problems, fmt.Sprintf("pods of Gateway %s: RoutingFragment %s rejected: %s", ref, r.Name, r.Reason))
 		}

@@ -49,12 +49,6 @@ func TestCoveringPatterns(t *testing.T) {
 	}
 }
 
-func TestSocketName(t *testing.T) {
-	if got := SocketName(8080); got != "port-8080" {
-		t.Errorf("SocketName(8080) = %q", got)
-	}
-}
-
 // TestHostnameProblem: an invalid hostname's message says how to fix it,
 // never the regular expression apimachinery prints.
 func TestHostnameProblem(t *testing.T) {

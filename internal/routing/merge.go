@@ -18,7 +18,7 @@ import (
 // ghost.json once backends are resolved to endpoints.
 type Table struct {
 	Gateway object.Ref
-	// Sockets are the Gateway's listener sockets (SocketName), sorted by
+	// Sockets are the Gateway's listener sockets (ghostjson.SocketName), sorted by
 	// port, each with the listeners it serves.
 	Sockets []TableSocket
 	// VHosts are sorted by hostname, then by their first socket.
@@ -38,7 +38,7 @@ type Table struct {
 // Gateway on one port. HTTP and HTTPS listeners never share a port
 // (ValidateGateway), so a socket is plain HTTP or TLS.
 type TableSocket struct {
-	// Name is the SocketName of Port.
+	// Name is the ghostjson.SocketName of Port.
 	Name string
 	Port int32
 	// TLS is set for the port of HTTPS listeners: TLS is terminated in
@@ -62,7 +62,7 @@ type TableListener struct {
 // TableVHost is the route list for one hostname on a set of sockets.
 type TableVHost struct {
 	Hostname string
-	// Sockets are SocketName values, sorted by port.
+	// Sockets are ghostjson.SocketName values, sorted by port.
 	Sockets []string
 	// Routes are in the order ghost expects (see ComparePrecedence).
 	Routes []TableRoute
@@ -218,7 +218,7 @@ type socketInfo struct {
 }
 
 // Merge combines the fragments of one Gateway into its routing table. It
-// lists the listener sockets (SocketName) with their listeners, the port of
+// lists the listener sockets (ghostjson.SocketName) with their listeners, the port of
 // HTTPS listeners marked TLS (Table.Sockets). For every socket it builds one vhost per hostname that a
 // listener or an attached route names there. A vhost belongs to the most
 // specific listener on the socket that accepts its hostname and holds only
@@ -261,7 +261,7 @@ func Merge(gw *gatewayv1.Gateway, fragments []*Fragment) (*Table, error) {
 		}
 		s := sockets[l.Port]
 		if s == nil {
-			s = &socketInfo{name: SocketName(l.Port)}
+			s = &socketInfo{name: ghostjson.SocketName(l.Port)}
 			sockets[l.Port] = s
 		}
 		if len(s.listeners) > 0 && s.listeners[0].Protocol != l.Protocol {

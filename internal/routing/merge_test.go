@@ -272,7 +272,7 @@ func TestMergeSockets(t *testing.T) {
 					fmt.Fprintf(&got, " %s=%s", l.Name, l.Hostname)
 				}
 				got.WriteString("\n")
-				if want := SocketName(gatewayv1.PortNumber(s.Port)); s.Name != want {
+				if want := ghostjson.SocketName(gatewayv1.PortNumber(s.Port)); s.Name != want {
 					t.Errorf("socket %s has port %d", s.Name, s.Port)
 				}
 			}

@@ -168,7 +168,7 @@ func TestPrecedenceGroup(t *testing.T) {
 			}
 			for _, r := range tt.reqs {
 				got := ""
-				if rt := ghostRoute(doc, SocketName(80), r.host, r.path); rt != nil {
+				if rt := ghostRoute(doc, ghostjson.SocketName(80), r.host, r.path); rt != nil {
 					got = rt.Name
 				}
 				if got != r.want {

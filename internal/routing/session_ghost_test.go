@@ -99,7 +99,7 @@ func TestSessionPersistenceThroughGhost(t *testing.T) {
 	g.write(t, both)
 	p := varnishdtest.Start(t, varnishd.Config{
 		WorkDir:        work,
-		Listeners:      []varnishd.Listener{{Name: SocketName(80), Addr: g.listen}},
+		Listeners:      []varnishd.Listener{{Name: ghostjson.SocketName(80), Addr: g.listen}},
 		GhostAdminAddr: g.admin,
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)

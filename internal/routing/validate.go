@@ -10,6 +10,7 @@ import (
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/ghostjson"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/vclregex"
 )
 
 const (
@@ -255,7 +256,7 @@ func validateHTTPRouteMatch(p *field.Path, m *gatewayv1.HTTPRouteMatch) field.Er
 		case gatewayv1.PathMatchExact, gatewayv1.PathMatchPathPrefix:
 			errs = append(errs, validatePathValue(vp, value)...)
 		case gatewayv1.PathMatchRegularExpression:
-			if err := ValidateRegex(value); err != nil {
+			if err := vclregex.Validate(value); err != nil {
 				errs = append(errs, field.Invalid(vp, value, err.Error()))
 			}
 		default:
@@ -301,7 +302,7 @@ func validateMatchValue[T ~string](p *field.Path, exact, regex bool, typ *T, val
 	case exact:
 		return validateHeaderValue(p.Child("value"), value)
 	case regex:
-		if err := ValidateRegex(value); err != nil {
+		if err := vclregex.Validate(value); err != nil {
 			return field.ErrorList{field.Invalid(p.Child("value"), value, err.Error())}
 		}
 		return nil

@@ -16,7 +16,7 @@ import (
 
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/gwruntime"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/object"
-	"github.com/varnishgw/terraform-provider-varnishgw/internal/routing"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/vclregex"
 )
 
 // CacheInvalidation kind and resource.
@@ -77,7 +77,7 @@ type Ban struct {
 	// PathPrefix matches paths that start with it, byte for byte.
 	PathPrefix string `json:"pathPrefix,omitempty"`
 	// PathRegex is a regular expression on the path (PCRE2, in the subset
-	// routing.ValidateBanRegex accepts).
+	// vclregex.ValidateBan accepts).
 	PathRegex string `json:"pathRegex,omitempty"`
 }
 
@@ -122,7 +122,7 @@ var (
 )
 
 // ValidateInvalidation checks spec as the CRD's schema does, plus what the
-// schema cannot say (a path regex must be in routing.ValidateBanRegex's
+// schema cannot say (a path regex must be in vclregex.ValidateBan's
 // subset). Each error names the field, its value and the fix. The provider
 // and the invalidation endpoint refuse what it refuses; the pods check
 // again before issuing bans.
@@ -156,7 +156,7 @@ func ValidateInvalidation(spec *InvalidationSpec) error {
 		case b.PathPrefix != "":
 			errs = append(errs, checkPath(fmt.Sprintf("bans[%d].pathPrefix", i), b.PathPrefix))
 		case b.PathRegex != "":
-			if err := routing.ValidateBanRegex(b.PathRegex); err != nil {
+			if err := vclregex.ValidateBan(b.PathRegex); err != nil {
 				errs = append(errs, fmt.Errorf("bans[%d].pathRegex = %q: %v", i, b.PathRegex, err))
 			}
 		default:

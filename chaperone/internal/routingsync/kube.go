@@ -31,6 +31,7 @@ import (
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/gwruntime"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/object"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/routing"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/routingfragment"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/vgwapi"
 )
 
@@ -343,7 +344,7 @@ func (k *KubeSource) fragmentsLocked() ([]*routing.Fragment, []vgwapi.Rejection,
 	present := map[string]bool{}
 	for _, o := range objs {
 		present[o.GetName()] = true
-		f, err := vgwapi.ReadFragment(gw, o)
+		f, err := routingfragment.Read(gw, o)
 		if err == nil {
 			k.lastGood[o.GetName()] = acceptedFragment{f, o.GetResourceVersion()}
 			frags = append(frags, f)

@@ -26,6 +26,7 @@ import (
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/gwruntime"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/object"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/routing"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/routingfragment"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/testing/testenv"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/testing/varnishdtest"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/vgwapi"
@@ -69,7 +70,7 @@ func fragmentObject(t testing.TB, gw *gatewayv1.Gateway, route *gatewayv1.HTTPRo
 	if !f.Accepted() {
 		t.Fatalf("route not accepted: %+v", f.Parents)
 	}
-	obj, err := vgwapi.NewFragment(f)
+	obj, err := routingfragment.New(f)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -44,7 +44,7 @@ sub vcl_recv {
 
 // Listener is one named listen socket, varnishd -a NAME=ADDR[,PROXY].
 type Listener struct {
-	Name string // routing.SocketName(port), e.g. "port-8080"
+	Name string // ghostjson.SocketName(port), e.g. "port-8080"
 	// Addr is host:port (":8080"), or the absolute path of a Unix socket.
 	Addr string
 	// Proxy makes the socket expect the PROXY protocol (v1 or v2) before

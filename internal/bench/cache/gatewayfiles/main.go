@@ -37,7 +37,7 @@ import (
 )
 
 // Socket is the name of the listen socket the vhosts are on, as the
-// gateway names an HTTP listener's (routing.SocketName).
+// gateway names an HTTP listener's (ghostjson.SocketName).
 const Socket = "port-80"
 
 // UserCacheVCL is the Gateway VCL of the uservcl configuration.

@@ -1,4 +1,9 @@
-package routing
+// Package vclregex checks regular expressions before Varnish compiles them
+// with PCRE2: Validate for the path, header and query matches of routes
+// (Go's regexp and PCRE2 must read them alike, so that plan-time checks and
+// varnishd agree), ValidateBan for the path expressions of cache
+// invalidations (they must not hit varnishd's match limits).
+package vclregex
 
 import (
 	"fmt"
@@ -19,7 +24,7 @@ const maxRegexSize = 10000
 // limits path values to 1024 characters).
 const maxRegexLength = 1024
 
-// ValidateRegex reports whether expr is in the regular expression subset
+// Validate reports whether expr is in the regular expression subset
 // varnishgw accepts: expressions that Go's regexp/syntax accepts in Perl mode
 // and that PCRE2 (as used by Varnish, without the UTF flag) parses with the
 // same meaning, so that plan-time validation and varnishd agree. The subset
@@ -41,7 +46,7 @@ const maxRegexLength = 1024
 // Known, accepted differences: "$" also matches before a final newline in
 // PCRE2, and "\s" also matches a vertical tab; neither can occur in a request
 // path or header value that Varnish accepts.
-func ValidateRegex(expr string) error {
+func Validate(expr string) error {
 	if expr == "" {
 		return fmt.Errorf("empty regular expression")
 	}
@@ -174,7 +179,7 @@ func regexSize(re *syntax.Regexp) int {
 	return min(n, maxRegexSize+1)
 }
 
-// Limits of ValidateBanRegex, measured with the PCRE2 limits varnishd
+// Limits of ValidateBan, measured with the PCRE2 limits varnishd
 // matches bans under (pcre2_match_limit=10000, pcre2_depth_limit=20 by
 // default): 19 groups in a row, 20 "a?" in a row or (?:ab) repeated 19
 // times on a matching path already end the match with PCRE2's depth limit.
@@ -184,7 +189,7 @@ const (
 	maxBanBranches    = 12   // groups, "|" and quantifiers in all
 )
 
-// ValidateBanRegex is ValidateRegex plus a refusal of what can make PCRE2's
+// ValidateBan is Validate plus a refusal of what can make PCRE2's
 // matching time or depth explode in a varnishd ban. varnishd's
 // ban_evaluate() asserts that a match ends without an error (seen on 7.1
 // and 7.7): a ban whose regex hits PCRE2's match or depth limit on one
@@ -200,8 +205,8 @@ const (
 //     depth;
 //   - {n,m} with m above maxBanRepeat;
 //   - more than maxBanBranches groups, "|" and quantifiers in all.
-func ValidateBanRegex(expr string) error {
-	if err := ValidateRegex(expr); err != nil {
+func ValidateBan(expr string) error {
+	if err := Validate(expr); err != nil {
 		return err
 	}
 	return checkBacktracking(expr)
@@ -213,7 +218,7 @@ type banGroup struct {
 	alt, quantified bool // holds "|" or a quantifier, at any depth
 }
 
-// checkBacktracking scans expr, which ValidateRegex accepted, as PCRE2
+// checkBacktracking scans expr, which Validate accepted, as PCRE2
 // parses it.
 func checkBacktracking(expr string) error {
 	const fix = "repeat single characters or classes only (such as [^/]* or [a-z0-9-]+), or use pathPrefix"

@@ -1,11 +1,11 @@
-package routing
+package vclregex
 
 import (
 	"strings"
 	"testing"
 )
 
-func TestValidateRegex(t *testing.T) {
+func TestValidate(t *testing.T) {
 	tests := []struct {
 		expr    string
 		wantErr string // substring; "" means valid
@@ -51,12 +51,12 @@ func TestValidateRegex(t *testing.T) {
 		{strings.Repeat("a", 1025), "limit"},
 	}
 	for _, tt := range tests {
-		err := ValidateRegex(tt.expr)
+		err := Validate(tt.expr)
 		switch {
 		case tt.wantErr == "" && err != nil:
-			t.Errorf("ValidateRegex(%q) = %v, want nil", tt.expr, err)
+			t.Errorf("Validate(%q) = %v, want nil", tt.expr, err)
 		case tt.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tt.wantErr)):
-			t.Errorf("ValidateRegex(%q) = %v, want error containing %q", tt.expr, err, tt.wantErr)
+			t.Errorf("Validate(%q) = %v, want error containing %q", tt.expr, err, tt.wantErr)
 		}
 	}
 }

@@ -1,19 +1,19 @@
 //go:build pcre2 && cgo
 
-// This file cross-checks ValidateRegex against the real PCRE2 library that
+// This file cross-checks Validate against the real PCRE2 library that
 // Varnish uses (through internal/pcre2). It needs Debian's libpcre2-dev
 // (debian-packages.txt) and runs only with -tags pcre2.
 //
-//	go test -tags pcre2 -run PCRE2 ./internal/routing
-//	go test -tags pcre2 -run '^$' -fuzz FuzzPCRE2 -fuzztime 20s ./internal/routing
+//	go test -tags pcre2 -run PCRE2 ./internal/vclregex
+//	go test -tags pcre2 -run '^$' -fuzz FuzzPCRE2 -fuzztime 20s ./internal/vclregex
 
-package routing
+package vclregex
 
 import (
 	"regexp"
 	"testing"
 
-	"github.com/varnishgw/terraform-provider-varnishgw/internal/routing/internal/pcre2"
+	"github.com/varnishgw/terraform-provider-varnishgw/internal/vclregex/internal/pcre2"
 )
 
 var pcre2Subjects = []string{
@@ -22,16 +22,16 @@ var pcre2Subjects = []string{
 	"/foo/bar/baz", "0", "99999", "Q", "\\", "[]", "-", "a-z", "/p?q=1",
 }
 
-// checkAgainstPCRE2 fails when ValidateRegex accepts expr but PCRE2 rejects
+// checkAgainstPCRE2 fails when Validate accepts expr but PCRE2 rejects
 // it or the two engines disagree on a subject.
 func checkAgainstPCRE2(t *testing.T, expr string, subjects []string) {
 	t.Helper()
-	if ValidateRegex(expr) != nil {
+	if Validate(expr) != nil {
 		return
 	}
 	re, err := pcre2.Compile(expr)
 	if err != nil {
-		t.Fatalf("ValidateRegex accepts %q but PCRE2 rejects it", expr)
+		t.Fatalf("Validate accepts %q but PCRE2 rejects it", expr)
 	}
 	defer re.Free()
 	gre := regexp.MustCompile(expr)
@@ -46,22 +46,22 @@ func checkAgainstPCRE2(t *testing.T, expr string, subjects []string) {
 	}
 }
 
-func TestPCRE2AgreesWithValidateRegex(t *testing.T) {
+func TestPCRE2AgreesWithValidate(t *testing.T) {
 	exprs := []string{
 		`^/api/v[0-9]+/.*$`, `/foo(/.*)?`, `(?i)^/static/[a-z]+\.(css|js)$`, `^/(?P<id>[0-9]{1,8})$`,
 		`[^k]`, `(?i)[^ks]x`, `(?i)k`, `\Q.*\E`, `\x41\t\d\w\s\b\A\z`, `[[:alpha:]]+`, `^a{2,3}$`, `a*?b`,
 		`(?s).`, `(?m)^x$`, `(?U)a+`, `\Ba\b`, `[\d-]`, `^[^/]*$`, `\x{7f}`, `\0`, `\01`, `[[:^digit:]]+`,
 	}
 	for _, e := range exprs {
-		if err := ValidateRegex(e); err != nil {
-			t.Errorf("ValidateRegex(%q) = %v", e, err)
+		if err := Validate(e); err != nil {
+			t.Errorf("Validate(%q) = %v", e, err)
 			continue
 		}
 		checkAgainstPCRE2(t, e, pcre2Subjects)
 	}
 }
 
-// FuzzPCRE2 is a differential fuzz target: whatever ValidateRegex accepts
+// FuzzPCRE2 is a differential fuzz target: whatever Validate accepts
 // must compile in PCRE2 and match the same subjects in both engines.
 func FuzzPCRE2(f *testing.F) {
 	for _, s := range []string{`^/api/v[0-9]+/.*$`, `(?i)[^ks]x`, `\Q.*\E`, `a{2,3}`, `[[:alpha:]]+`, `(?U)a+b`} {

@@ -1,7 +1,7 @@
 //go:build pcre2 && cgo
 
-// Package pcre2 binds the few libpcre2-8 calls that the routing tests use
-// to cross-check ValidateRegex against the library Varnish uses. It is built
+// Package pcre2 binds the few libpcre2-8 calls that the vclregex tests use
+// to cross-check Validate against the library Varnish uses. It is built
 // only with -tags pcre2 (needs Debian's libpcre2-dev) and only tests import
 // it: production code stays free of cgo.
 package pcre2

@@ -1,15 +1,15 @@
-package routing
+package vclregex
 
 import (
 	"strings"
 	"testing"
 )
 
-// TestValidateBanRegex: ban regular expressions whose PCRE2 matching can
+// TestValidateBan: ban regular expressions whose PCRE2 matching can
 // hit varnishd's match or depth limit (which panics the cache child) are
 // refused with an error saying why and what to write instead; ordinary
 // path expressions pass.
-func TestValidateBanRegex(t *testing.T) {
+func TestValidateBan(t *testing.T) {
 	for _, tc := range []struct {
 		expr string
 		want string // "" accepted, else a substring of the error
@@ -48,19 +48,19 @@ func TestValidateBanRegex(t *testing.T) {
 		// too many backtracking points in all
 		{`^/` + strings.Repeat(`(a)`, 13), `13 groups, "|" and quantifiers in all, the limit is 12`},
 		{`^/` + strings.Repeat(`a?`, 13), `13 groups, "|" and quantifiers in all`},
-		// ValidateRegex's refusals stay
+		// Validate's refusals stay
 		{`^/(a)\1`, `backreference`},
 	} {
-		err := ValidateBanRegex(tc.expr)
+		err := ValidateBan(tc.expr)
 		switch {
 		case tc.want == "" && err != nil:
-			t.Errorf("ValidateBanRegex(%q) = %v, want accepted", tc.expr, err)
+			t.Errorf("ValidateBan(%q) = %v, want accepted", tc.expr, err)
 		case tc.want != "" && err == nil:
-			t.Errorf("ValidateBanRegex(%q) accepted it, want an error with %q", tc.expr, tc.want)
+			t.Errorf("ValidateBan(%q) accepted it, want an error with %q", tc.expr, tc.want)
 		case tc.want != "" && !strings.Contains(err.Error(), tc.want):
-			t.Errorf("ValidateBanRegex(%q) = %v, want an error with %q", tc.expr, err, tc.want)
+			t.Errorf("ValidateBan(%q) = %v, want an error with %q", tc.expr, err, tc.want)
 		case err != nil && tc.want != "backreference" && tc.want != "invalid repeat count" && !strings.Contains(err.Error(), "or use pathPrefix"):
-			t.Errorf("ValidateBanRegex(%q) = %v, want it to say what to write instead", tc.expr, err)
+			t.Errorf("ValidateBan(%q) = %v, want it to say what to write instead", tc.expr, err)
 		}
 	}
 }
