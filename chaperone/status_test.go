@@ -50,11 +50,10 @@ func TestStatusStaysTrue(t *testing.T) {
 	ctx := context.Background()
 	ns, backendNS := cp.Namespace(t), cp.Namespace(t)
 	gwRef := object.Ref{Namespace: ns, Name: "edge"}
-	routeRef := object.Ref{Namespace: ns, Name: "app"}
 	cp.GrantRole(t, ns, "chaperone-gateway", ns, "chaperone", gwruntime.GatewayRules(gwRef))
 	cp.GrantRole(t, ns, "chaperone-backends", ns, "chaperone", gwruntime.BackendRules())
 	cp.GrantRole(t, backendNS, "chaperone-backends", ns, "chaperone", gwruntime.BackendRules())
-	cp.GrantRole(t, ns, gwruntime.RouteStatusRoleName(gwRef, routeRef), ns, "chaperone", gwruntime.RouteStatusRules("app"))
+	cp.GrantRole(t, ns, gwruntime.RouteStatusRoleName(gwRef), ns, "chaperone", gwruntime.RouteStatusRules([]string{"app"}))
 	kubeconfig, err := cp.ServiceAccountKubeconfig(ctx, ns, "chaperone")
 	must(t, err)
 	saCfg, err := cp.ServiceAccountConfig(ctx, ns, "chaperone")

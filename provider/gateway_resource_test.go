@@ -713,7 +713,7 @@ resource "varnishgw_http_route" "foreign" {
 					if canRoute(ns, "patch", "status", "api") {
 						return fmt.Errorf("may still patch the status of route %s/api after it was destroyed", ns)
 					}
-					name := gwruntime.RouteStatusRoleName(gw, object.Ref{Namespace: ns, Name: "api"})
+					name := gwruntime.RouteStatusRoleName(gw)
 					if _, err := cp.Client.RbacV1().Roles(ns).Get(ctx, name, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 						return fmt.Errorf("the route's status Role %s/%s after the route was destroyed: %v, want NotFound", ns, name, err)
 					}

@@ -17,10 +17,6 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/provider/schema"
 	"github.com/hashicorp/terraform-plugin-framework/resource"
 	"github.com/hashicorp/terraform-plugin-framework/types"
-	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
-	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/kubernetes"
-	gatewayclient "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned"
 
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/gwruntime"
 )
@@ -172,23 +168,12 @@ func (p *varnishgwProvider) Configure(ctx context.Context, req provider.Configur
 		cfg.QPS, cfg.Burst = 100, 200
 	}
 
-	c := &clients{Cluster: &control.Cluster{Host: cfg.Host}}
-	if c.Kube, err = kubernetes.NewForConfig(cfg); err != nil {
-		resp.Diagnostics.AddError("Create the Kubernetes client", err.Error())
+	cluster, err := control.NewCluster(cfg)
+	if err != nil {
+		resp.Diagnostics.AddError("Connect to the Kubernetes cluster", err.Error())
 		return
 	}
-	if c.Gateway, err = gatewayclient.NewForConfig(cfg); err != nil {
-		resp.Diagnostics.AddError("Create the Gateway API client", err.Error())
-		return
-	}
-	if c.Dynamic, err = dynamic.NewForConfig(cfg); err != nil {
-		resp.Diagnostics.AddError("Create the dynamic Kubernetes client", err.Error())
-		return
-	}
-	if c.Ext, err = apiextensionsclient.NewForConfig(cfg); err != nil {
-		resp.Diagnostics.AddError("Create the CustomResourceDefinition client", err.Error())
-		return
-	}
+	c := &clients{Cluster: cluster}
 	if err := c.CheckGatewayAPI(GatewayAPIVersion); err != nil {
 		resp.Diagnostics.AddAttributeError(path.Root("host"), "Check the Gateway API CRDs", err.Error())
 		return

@@ -16,16 +16,17 @@ import (
 
 // TestAccHTTPRouteStatusRoleProviderRoles: as an identity with exactly the
 // security guide's roles (the namespace role bound in the Gateway's
-// namespace only), a route in another namespace writes there the Role and
-// RoleBinding that let the Gateway's pods patch its status (Kubernetes
-// lets the provider grant only what it holds), with exactly the route's
-// rules; destroying the route deletes them.
+// namespace only), routes in another namespace write there the one Role
+// and RoleBinding that let the Gateway's pods patch their status
+// (Kubernetes lets the provider grant only what it holds), naming exactly
+// those routes; destroying a route removes it from the Role, and
+// destroying the last deletes both.
 func TestAccHTTPRouteStatusRoleProviderRoles(t *testing.T) {
 	cp := accPreCheck(t)
 	ctx := context.Background()
 	ns, apps := cp.Namespace(t), cp.Namespace(t)
 	gw := object.Ref{Namespace: ns, Name: "edge"}
-	name := gwruntime.RouteStatusRoleName(gw, object.Ref{Namespace: apps, Name: "web"})
+	name := gwruntime.RouteStatusRoleName(gw)
 	createService(t, cp, apps, "web")
 	kubeconfig, _ := providerIdentity(t, cp, ProviderClusterRules(), ns)
 	class := className(t, cp)
@@ -44,13 +45,14 @@ resource "varnishgw_gateway" "test" {
   }
 }
 `, ns)
-	route := base + fmt.Sprintf(`
-resource "varnishgw_http_route" "web" {
-  namespace = %q
-  name      = "web"
+	routeHCL := func(name string) string {
+		return fmt.Sprintf(`
+resource "varnishgw_http_route" %[1]q {
+  namespace = %[2]q
+  name      = %[1]q
   parent_ref {
     name      = varnishgw_gateway.test.name
-    namespace = %q
+    namespace = %[3]q
   }
   rule {
     backend_ref {
@@ -59,42 +61,45 @@ resource "varnishgw_http_route" "web" {
     }
   }
 }
-`, apps, ns)
+`, name, apps, ns)
+	}
+	// checkRole checks that the Role lists exactly routes, and its binding.
+	checkRole := func(routes ...string) func(*terraform.State) error {
+		return func(*terraform.State) error {
+			role, err := cp.Client.RbacV1().Roles(apps).Get(ctx, name, metav1.GetOptions{})
+			if err != nil {
+				return fmt.Errorf("the routes' status Role: %v", err)
+			}
+			want := gwruntime.RouteStatusRules(routes)
+			if len(role.Rules) != len(want) {
+				return fmt.Errorf("Role rules = %+v, want %+v", role.Rules, want)
+			}
+			for i := range want {
+				if !equalRule(role.Rules[i], want[i]) {
+					return fmt.Errorf("Role rule %d = %+v, want %+v", i, role.Rules[i], want[i])
+				}
+			}
+			rb, err := cp.Client.RbacV1().RoleBindings(apps).Get(ctx, name, metav1.GetOptions{})
+			if err != nil {
+				return fmt.Errorf("the routes' status RoleBinding: %v", err)
+			}
+			if len(rb.Subjects) != 1 || rb.Subjects[0].Name != gwruntime.Name(gw) || rb.Subjects[0].Namespace != ns || rb.RoleRef.Name != name {
+				return fmt.Errorf("RoleBinding = %+v %+v, want the Role bound to %s/%s", rb.RoleRef, rb.Subjects, ns, gwruntime.Name(gw))
+			}
+			return nil
+		}
+	}
 	resource.Test(t, resource.TestCase{ProtoV6ProviderFactories: protoV6ProviderFactories, Steps: []resource.TestStep{
-		{
-			Config: route,
-			Check: func(*terraform.State) error {
-				role, err := cp.Client.RbacV1().Roles(apps).Get(ctx, name, metav1.GetOptions{})
-				if err != nil {
-					return fmt.Errorf("the route's status Role: %v", err)
-				}
-				want := gwruntime.RouteStatusRules("web")
-				if len(role.Rules) != len(want) {
-					return fmt.Errorf("Role rules = %+v, want %+v", role.Rules, want)
-				}
-				for i := range want {
-					if !equalRule(role.Rules[i], want[i]) {
-						return fmt.Errorf("Role rule %d = %+v, want %+v", i, role.Rules[i], want[i])
-					}
-				}
-				rb, err := cp.Client.RbacV1().RoleBindings(apps).Get(ctx, name, metav1.GetOptions{})
-				if err != nil {
-					return fmt.Errorf("the route's status RoleBinding: %v", err)
-				}
-				if len(rb.Subjects) != 1 || rb.Subjects[0].Name != gwruntime.Name(gw) || rb.Subjects[0].Namespace != ns || rb.RoleRef.Name != name {
-					return fmt.Errorf("RoleBinding = %+v %+v, want the Role bound to %s/%s", rb.RoleRef, rb.Subjects, ns, gwruntime.Name(gw))
-				}
-				return nil
-			},
-		},
+		{Config: base + routeHCL("web") + routeHCL("web2"), Check: checkRole("web", "web2")},
+		{Config: base + routeHCL("web"), Check: checkRole("web")},
 		{
 			Config: base,
 			Check: func(*terraform.State) error {
 				if _, err := cp.Client.RbacV1().Roles(apps).Get(ctx, name, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
-					return fmt.Errorf("the route's status Role after the route was destroyed: %v, want NotFound", err)
+					return fmt.Errorf("the routes' status Role after the last route was destroyed: %v, want NotFound", err)
 				}
 				if _, err := cp.Client.RbacV1().RoleBindings(apps).Get(ctx, name, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
-					return fmt.Errorf("the route's status RoleBinding after the route was destroyed: %v, want NotFound", err)
+					return fmt.Errorf("the routes' status RoleBinding after the last route was destroyed: %v, want NotFound", err)
 				}
 				return nil
 			},

@@ -45,6 +45,15 @@ type Cluster struct {
 	// listenerSetLocks serialise, per Gateway, the ListenerSet applies of
 	// this run (listenersets.go).
 	listenerSetLocks gatewayLocks
+	// routeRoles queue the changes to the route status Roles
+	// (route_status_roles.go).
+	routeRoles routeRoles
+	// backendBindings are the routes' backend RoleBindings this process
+	// knows of (routes.go).
+	backendBindings backendBindingCache
+	// reads is the read cache of NewCluster (reads.go); nil reads
+	// everything from the API server.
+	reads *readCache
 }
 
 // ApplyOptions are the server-side apply options of every write: the

@@ -408,7 +408,7 @@ func pollPending(ctx context.Context, interval, timeout time.Duration, check fun
 func (c *Cluster) FragmentGateways(ctx context.Context, frags []*routing.Fragment) ([]*gatewayv1.Gateway, error) {
 	var gws []*gatewayv1.Gateway
 	for _, f := range frags {
-		gw, err := c.Gateway.GatewayV1().Gateways(f.Gateway.Namespace).Get(ctx, f.Gateway.Name, metav1.GetOptions{})
+		gw, err := c.getGateway(ctx, f.Gateway)
 		if apierrors.IsNotFound(err) {
 			continue
 		}

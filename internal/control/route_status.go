@@ -34,10 +34,10 @@ func (c *Cluster) PodsWriteResolvedRefs(ctx context.Context, frags []*routing.Fr
 		if !f.Accepted() || out[f.Gateway] {
 			continue
 		}
-		if pods, err := c.ServedPods(ctx, f.Gateway); err != nil || len(pods) == 0 {
+		if pods, err := c.servedPodsRecently(ctx, f.Gateway); err != nil || len(pods) == 0 {
 			continue
 		}
-		gw, err := c.Gateway.GatewayV1().Gateways(f.Gateway.Namespace).Get(ctx, f.Gateway.Name, metav1.GetOptions{})
+		gw, err := c.getGateway(ctx, f.Gateway)
 		if err != nil {
 			continue
 		}

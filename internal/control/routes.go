@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/gwruntime"
 	"github.com/varnishgw/terraform-provider-varnishgw/internal/object"
@@ -16,6 +18,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/selection"
+	"k8s.io/apimachinery/pkg/types"
 	rbacv1apply "k8s.io/client-go/applyconfigurations/rbac/v1"
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 )
@@ -52,7 +55,7 @@ func (c *Cluster) ParentGateways(ctx context.Context, route *gatewayv1.HTTPRoute
 		}
 		seen[ref] = true
 		rp := RouteParent{Ref: ref}
-		gw, err := c.Gateway.GatewayV1().Gateways(ref.Namespace).Get(ctx, ref.Name, metav1.GetOptions{})
+		gw, err := c.getGateway(ctx, ref)
 		switch {
 		case apierrors.IsNotFound(err):
 		case err != nil:
@@ -62,7 +65,7 @@ func (c *Cluster) ParentGateways(ctx context.Context, route *gatewayv1.HTTPRoute
 			class := string(gw.Spec.GatewayClassName)
 			info, ok := classes[class]
 			if !ok {
-				gc, err := c.Gateway.GatewayV1().GatewayClasses().Get(ctx, class, metav1.GetOptions{})
+				gc, err := c.getGatewayClass(ctx, class)
 				if err != nil && !apierrors.IsNotFound(err) {
 					return nil, fmt.Errorf("get GatewayClass %s of Gateway %s: %w", class, ref, err)
 				}
@@ -114,7 +117,7 @@ func (c *Cluster) routingObjects(ctx context.Context, route *gatewayv1.HTTPRoute
 		}
 	}
 	for _, ref := range sortedRefs(services) {
-		svc, err := c.Kube.CoreV1().Services(ref.Namespace).Get(ctx, ref.Name, metav1.GetOptions{})
+		svc, err := c.getService(ctx, ref)
 		if apierrors.IsNotFound(err) {
 			continue
 		}
@@ -355,9 +358,11 @@ func (c *Cluster) WriteBackendBindings(ctx context.Context, route *gatewayv1.HTT
 					WithName(gwruntime.BackendClusterRoleName(f.Gateway))).
 				WithSubjects(rbacv1apply.Subject().WithKind("ServiceAccount").
 					WithName(gwruntime.Name(f.Gateway)).WithNamespace(f.Gateway.Namespace))
-			if _, err := c.Kube.RbacV1().RoleBindings(ns).Apply(ctx, rb, ApplyOptions()); err != nil {
+			written, err := c.Kube.RbacV1().RoleBindings(ns).Apply(ctx, rb, ApplyOptions())
+			if err != nil {
 				return fmt.Errorf("apply RoleBinding %s/%s that lets Gateway %s read the backends of the route: %w", ns, name, f.Gateway, err)
 			}
+			c.backendBindings.wrote(f.Gateway, routeRef, ns, written.UID)
 		}
 	}
 	gateways := map[object.Ref]bool{}
@@ -378,24 +383,108 @@ func (c *Cluster) WriteBackendBindings(ctx context.Context, route *gatewayv1.HTT
 // PruneBackendBindings deletes the RoleBindings of route for gw in every
 // namespace not in keep, if they are the ones the route wrote.
 func (c *Cluster) PruneBackendBindings(ctx context.Context, gw, route object.Ref, keep map[string]bool) error {
-	name := gwruntime.BackendRoleBindingName(gw, route)
-	list, err := c.Kube.RbacV1().RoleBindings("").List(ctx, metav1.ListOptions{
-		FieldSelector: "metadata.name=" + name,
-		LabelSelector: backendBindingLabel + "=true",
-	})
+	have, err := c.backendBindings.of(ctx, c, gw, route)
 	if err != nil {
-		return fmt.Errorf("list the RoleBindings %s of the route for Gateway %s: %w", name, gw, err)
+		return err
 	}
-	for _, rb := range list.Items {
-		if keep[rb.Namespace] || rb.Annotations[fragmentRouteAnnotation] != route.String() {
+	name := gwruntime.BackendRoleBindingName(gw, route)
+	for _, ns := range slices.Sorted(maps.Keys(have)) {
+		if keep[ns] {
 			continue
 		}
-		err := c.Kube.RbacV1().RoleBindings(rb.Namespace).Delete(ctx, rb.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &rb.UID}})
-		if err != nil && !apierrors.IsNotFound(err) {
-			return fmt.Errorf("delete RoleBinding %s/%s: %w", rb.Namespace, rb.Name, err)
+		uid := have[ns]
+		err := c.Kube.RbacV1().RoleBindings(ns).Delete(ctx, name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}})
+		if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+			return fmt.Errorf("delete RoleBinding %s/%s: %w", ns, name, err)
 		}
+		c.backendBindings.deleted(gw, route, ns)
 	}
 	return nil
+}
+
+// backendBindingCache holds, per Gateway, the backend RoleBindings of its
+// routes (WriteBackendBindings), read with one list per Gateway and
+// process and kept up to date with this process's writes. Only a route's
+// own apply writes its bindings, so what the cache says of a route this
+// process applies stays true.
+type backendBindingCache struct {
+	mu        sync.Mutex
+	byGateway map[object.Ref]*gatewayBackendBindings
+}
+
+// gatewayBackendBindings are one Gateway's: per route, the namespaces
+// holding its binding, with the binding's UID.
+type gatewayBackendBindings struct {
+	load    sync.Mutex
+	loaded  bool
+	byRoute map[object.Ref]map[string]types.UID
+}
+
+func (b *backendBindingCache) gateway(gw object.Ref) *gatewayBackendBindings {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.byGateway == nil {
+		b.byGateway = map[object.Ref]*gatewayBackendBindings{}
+	}
+	g := b.byGateway[gw]
+	if g == nil {
+		g = &gatewayBackendBindings{byRoute: map[object.Ref]map[string]types.UID{}}
+		b.byGateway[gw] = g
+	}
+	return g
+}
+
+// of are route's bindings for gw: namespace → UID.
+func (b *backendBindingCache) of(ctx context.Context, c *Cluster, gw, route object.Ref) (map[string]types.UID, error) {
+	g := b.gateway(gw)
+	g.load.Lock()
+	if !g.loaded {
+		sel := gwruntime.GatewayLabels(gw)
+		sel[backendBindingLabel] = "true"
+		sel[gwruntime.NamespaceLabel] = gw.Namespace
+		list, err := c.Kube.RbacV1().RoleBindings(metav1.NamespaceAll).List(ctx, metav1.ListOptions{LabelSelector: labels.SelectorFromSet(sel).String()})
+		if err != nil {
+			g.load.Unlock()
+			return nil, fmt.Errorf("list the backend RoleBindings of the routes of Gateway %s: %w", gw, err)
+		}
+		b.mu.Lock()
+		for _, rb := range list.Items {
+			ns, name, _ := strings.Cut(rb.Annotations[fragmentRouteAnnotation], "/")
+			r := object.Ref{Namespace: ns, Name: name}
+			if rb.Name != gwruntime.BackendRoleBindingName(gw, r) {
+				continue // not a route's binding for gw
+			}
+			if g.byRoute[r] == nil {
+				g.byRoute[r] = map[string]types.UID{}
+			}
+			g.byRoute[r][rb.Namespace] = rb.UID
+		}
+		b.mu.Unlock()
+		g.loaded = true
+	}
+	g.load.Unlock()
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return maps.Clone(g.byRoute[route]), nil
+}
+
+// wrote records route's binding for gw in ns.
+func (b *backendBindingCache) wrote(gw, route object.Ref, ns string, uid types.UID) {
+	g := b.gateway(gw)
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if g.byRoute[route] == nil {
+		g.byRoute[route] = map[string]types.UID{}
+	}
+	g.byRoute[route][ns] = uid
+}
+
+// deleted records that route's binding for gw in ns is gone.
+func (b *backendBindingCache) deleted(gw, route object.Ref, ns string) {
+	g := b.gateway(gw)
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	delete(g.byRoute[route], ns)
 }
 
 // RoutingBackendObjects reads what Resolve needs for the backends the fragments

@@ -192,9 +192,12 @@ func (c *Cluster) DeleteRuntime(ctx context.Context, gw object.Ref) error {
 	if err := c.deleteCertificateRoles(ctx, gw, nil); err != nil {
 		return err
 	}
-	if err := c.deleteGatewayRoles(ctx, gw, func(n, _ string) bool { return n == gwruntime.ListenerSetStatusRoleName(gw) }); err != nil {
+	if err := c.deleteGatewayRoles(ctx, gw, func(n, _ string) bool {
+		return n == gwruntime.ListenerSetStatusRoleName(gw) || n == gwruntime.RouteStatusRoleName(gw)
+	}); err != nil {
 		return err
 	}
+	c.forgetRouteStatusRoles(gw)
 	if err := c.deleteInvalidateAuthBinding(ctx, gw); err != nil {
 		return err
 	}

@@ -28,7 +28,7 @@ func TestRouteWriterRights(t *testing.T) {
 	ctx := context.Background()
 	ns := cp.Namespace(t)
 	gw := object.Ref{Namespace: ns, Name: "edge"}
-	cp.GrantRole(t, ns, "granted", ns, "chaperone", gwruntime.RouteStatusRules("granted"))
+	cp.GrantRole(t, ns, "granted", ns, "chaperone", gwruntime.RouteStatusRules([]string{"granted"}))
 	cfg, err := cp.ServiceAccountConfig(ctx, ns, "chaperone")
 	if err != nil {
 		t.Fatal(err)

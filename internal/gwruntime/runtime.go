@@ -209,25 +209,30 @@ func BackendRules() []rbacv1.PolicyRule {
 	}
 }
 
-// RouteStatusRules are the chaperone's rights on one route it serves, in
-// the route's namespace (the Role RouteStatusRoleName, which the route
-// writes while the Gateway accepts it): read the route and patch its
-// status, to keep the ResolvedRefs condition of its parent entries for the
-// Gateway true between applies. Exactly that route (resourceNames): no
-// other route's status, and no spec.
-func RouteStatusRules(route string) []rbacv1.PolicyRule {
+// RouteStatusRules are the chaperone's rights on the routes it serves in
+// one namespace (the Role RouteStatusRoleName there, which the provider
+// keeps listing exactly those routes): read them and patch their status,
+// to keep the ResolvedRefs condition of their parent entries for the
+// Gateway true between applies. Exactly those routes (resourceNames): no
+// other route's status, and no spec. Nil when routes is empty: a rule
+// without resourceNames would grant every route of the namespace.
+func RouteStatusRules(routes []string) []rbacv1.PolicyRule {
+	if len(routes) == 0 {
+		return nil
+	}
 	return []rbacv1.PolicyRule{
-		{APIGroups: []string{gatewayv1.GroupName}, Resources: []string{"httproutes"}, ResourceNames: []string{route}, Verbs: []string{"get"}},
-		{APIGroups: []string{gatewayv1.GroupName}, Resources: []string{"httproutes/status"}, ResourceNames: []string{route}, Verbs: []string{"patch"}},
+		{APIGroups: []string{gatewayv1.GroupName}, Resources: []string{"httproutes"}, ResourceNames: slices.Clone(routes), Verbs: []string{"get"}},
+		{APIGroups: []string{gatewayv1.GroupName}, Resources: []string{"httproutes/status"}, ResourceNames: slices.Clone(routes), Verbs: []string{"patch"}},
 	}
 }
 
-// RouteStatusRoleName names the Role and RoleBinding, in route's
-// namespace, that give gw's ServiceAccount RouteStatusRules on route. One
-// per (gateway, route); the hash covers the Gateway's namespace too, so
-// two Gateways of one name in different namespaces get different objects.
-func RouteStatusRoleName(gw, route object.Ref) string {
-	return perRouteName("vgw-status-", gw, route, gw.Name+"-"+route.Name)
+// RouteStatusRoleName is the Role (and its RoleBinding), in each
+// namespace that holds routes gw serves, that gives gw's ServiceAccount
+// RouteStatusRules on exactly those routes:
+// "varnishgw-routes-<namespace>.<name>" of the Gateway, like
+// ListenerSetStatusRoleName.
+func RouteStatusRoleName(gw object.Ref) string {
+	return gatewayRoleName("varnishgw-routes-", gw)
 }
 
 // perRouteName is prefix, readable lower-cased with every character that is

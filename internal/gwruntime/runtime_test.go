@@ -87,6 +87,8 @@ func TestPerGatewayNames(t *testing.T) {
 		{"CertificateRoleName", CertificateRoleName, "varnishgw-certs-"},
 		{"BackendClusterRoleName", BackendClusterRoleName, "varnishgw-backends-"},
 		{"InvalidateAuthBindingName", InvalidateAuthBindingName, "varnishgw-invalidate-"},
+		{"RouteStatusRoleName", RouteStatusRoleName, "varnishgw-routes-"},
+		{"ListenerSetStatusRoleName", ListenerSetStatusRoleName, "varnishgw-listenersets-"},
 	} {
 		tests := []struct {
 			gw   object.Ref
@@ -117,30 +119,21 @@ func TestPerGatewayNames(t *testing.T) {
 	}
 }
 
-func TestRouteStatusRoleName(t *testing.T) {
-	route := object.Ref{Namespace: "apps", Name: "web"}
-	names := map[string]object.Ref{}
-	for _, gw := range []object.Ref{{Namespace: "a", Name: "gw"}, {Namespace: "b", Name: "gw"}, {Namespace: "a", Name: "gw2"}} {
-		n := RouteStatusRoleName(gw, route)
-		if other, ok := names[n]; ok {
-			t.Errorf("Gateways %s and %s share the name %s", other, gw, n)
-		}
-		names[n] = gw
-		if errs := validation.IsDNS1123Subdomain(n); len(errs) > 0 {
-			t.Errorf("%s: %v", n, errs)
-		}
-		if !strings.HasPrefix(n, "vgw-status-"+gw.Name+"-web-") {
-			t.Errorf("name %s is not readable", n)
-		}
+func TestRouteStatusRules(t *testing.T) {
+	if r := RouteStatusRules(nil); r != nil {
+		t.Fatalf("no routes: rules %v, want none (a rule without resourceNames would grant every route)", r)
 	}
-	long := RouteStatusRoleName(object.Ref{Namespace: "n", Name: strings.Repeat("G", 253)}, object.Ref{Namespace: "n", Name: strings.Repeat("r", 253)})
-	if errs := validation.IsDNS1123Subdomain(long); len(errs) > 0 {
-		t.Errorf("%s: %v", long, errs)
+	names := []string{"web", "api"}
+	rules := RouteStatusRules(names)
+	names[0] = "changed"
+	if len(rules) != 2 ||
+		!slices.Equal(rules[0].Resources, []string{"httproutes"}) || !slices.Equal(rules[0].Verbs, []string{"get"}) ||
+		!slices.Equal(rules[1].Resources, []string{"httproutes/status"}) || !slices.Equal(rules[1].Verbs, []string{"patch"}) {
+		t.Errorf("rules = %+v, want get of the routes and patch of their status", rules)
 	}
-	rules := RouteStatusRules("web")
 	for _, r := range rules {
-		if !slices.Equal(r.ResourceNames, []string{"web"}) {
-			t.Errorf("rule %v is not limited to the route", r)
+		if !slices.Equal(r.ResourceNames, []string{"web", "api"}) {
+			t.Errorf("rule %+v: want resourceNames web and api only", r)
 		}
 	}
 }
@@ -172,24 +165,23 @@ func TestListenerSetStatusRules(t *testing.T) {
 
 // TestPerRouteNames: the names of what a route writes per (gateway, route)
 // outside the Gateway's namespace differ for Gateways of one name in two
-// namespaces, and for namespace/name splits of one string; the status
-// Role and fragment names are pinned: a change renames objects in every
-// cluster.
+// namespaces, and for namespace/name splits of one string; the fragment
+// names are pinned: a change renames objects in every cluster.
 func TestPerRouteNames(t *testing.T) {
 	web := object.Ref{Namespace: "apps", Name: "web"}
 	tests := []struct {
-		gw, route        object.Ref
-		backends         string // prefix
-		status, fragment string // exact
+		gw, route object.Ref
+		backends  string // prefix
+		fragment  string // exact
 	}{
-		{object.Ref{Namespace: "a", Name: "gw"}, web, "vgw-backends-a-gw-apps-web-", "vgw-status-gw-web-b66f37df1f", "vgw-gw-apps-web-f5a0824c75"},
-		{object.Ref{Namespace: "b", Name: "gw"}, web, "vgw-backends-b-gw-apps-web-", "vgw-status-gw-web-ecc67e5f76", "vgw-gw-apps-web-f5a0824c75"},
-		{object.Ref{Namespace: "a-b", Name: "c"}, web, "vgw-backends-a-b-c-apps-web-", "", ""},
-		{object.Ref{Namespace: "a", Name: "b-c"}, web, "vgw-backends-a-b-c-apps-web-", "", ""},
+		{object.Ref{Namespace: "a", Name: "gw"}, web, "vgw-backends-a-gw-apps-web-", "vgw-gw-apps-web-f5a0824c75"},
+		{object.Ref{Namespace: "b", Name: "gw"}, web, "vgw-backends-b-gw-apps-web-", "vgw-gw-apps-web-f5a0824c75"},
+		{object.Ref{Namespace: "a-b", Name: "c"}, web, "vgw-backends-a-b-c-apps-web-", ""},
+		{object.Ref{Namespace: "a", Name: "b-c"}, web, "vgw-backends-a-b-c-apps-web-", ""},
 		{object.Ref{Namespace: "ns", Name: "With.Dots"}, object.Ref{Namespace: "r-ns", Name: "Route_1"},
-			"vgw-backends-ns-with-dots-r-ns-route-1-", "vgw-status-with-dots-route-1-c334792e38", "vgw-with-dots-r-ns-route-1-625f928853"},
+			"vgw-backends-ns-with-dots-r-ns-route-1-", "vgw-with-dots-r-ns-route-1-625f928853"},
 		{object.Ref{Namespace: strings.Repeat("n", 63), Name: strings.Repeat("G", 253)}, object.Ref{Namespace: strings.Repeat("m", 63), Name: strings.Repeat("r", 253)},
-			"vgw-backends-" + strings.Repeat("n", 63) + "-" + strings.Repeat("g", 136) + "-", "", ""},
+			"vgw-backends-" + strings.Repeat("n", 63) + "-" + strings.Repeat("g", 136) + "-", ""},
 	}
 	seen := map[string]object.Ref{}
 	for _, tt := range tests {
@@ -208,13 +200,10 @@ func TestPerRouteNames(t *testing.T) {
 			if b == FragmentName(tt.gw, tt.route) {
 				t.Errorf("the backend binding %s has the fragment's name", b)
 			}
-			if got := RouteStatusRoleName(tt.gw, tt.route); tt.status != "" && got != tt.status {
-				t.Errorf("RouteStatusRoleName = %q, want %q", got, tt.status)
-			}
 			if got := FragmentName(tt.gw, tt.route); tt.fragment != "" && got != tt.fragment {
 				t.Errorf("FragmentName = %q, want %q", got, tt.fragment)
 			}
-			for _, n := range []string{b, RouteStatusRoleName(tt.gw, tt.route), FragmentName(tt.gw, tt.route)} {
+			for _, n := range []string{b, FragmentName(tt.gw, tt.route)} {
 				if errs := validation.IsDNS1123Subdomain(n); len(errs) > 0 {
 					t.Errorf("%s: %v", n, errs)
 				}
