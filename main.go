@@ -6,9 +6,11 @@ package main
 import (
 	"context"
 	"flag"
+	"fmt"
 	"log"
 	"os"
 	"runtime/debug"
+	"runtime/pprof"
 
 	"github.com/hashicorp/terraform-plugin-framework/providerserver"
 
@@ -41,6 +43,28 @@ func sdkLogsOff(getenv func(string) string) map[string]string {
 	return map[string]string{"TF_LOG_SDK": "off", "TF_LOG_SDK_FRAMEWORK": "off", "TF_LOG_SDK_PROTO": "off"}
 }
 
+// cpuProfileVariable names a file prefix: each provider process writes its
+// CPU profile to PREFIX.PID.pprof (go tool pprof reads it), for finding
+// where a slow plan or apply spends its time (docs/performance.md).
+const cpuProfileVariable = "VARNISHGW_CPU_PROFILE"
+
+// startCPUProfile starts the CPU profile cpuProfileVariable asks for, and
+// returns what stops it.
+func startCPUProfile(prefix string) (stop func(), err error) {
+	if prefix == "" {
+		return func() {}, nil
+	}
+	f, err := os.Create(fmt.Sprintf("%s.%d.pprof", prefix, os.Getpid()))
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", cpuProfileVariable, err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		_ = f.Close()
+		return nil, fmt.Errorf("%s: %w", cpuProfileVariable, err)
+	}
+	return func() { pprof.StopCPUProfile(); _ = f.Close() }, nil
+}
+
 func main() {
 	var debugMode bool
 	flag.BoolVar(&debugMode, "debug", false, "run the provider with support for debuggers like delve")
@@ -56,10 +80,15 @@ func main() {
 			}
 		}
 	}
-	err := providerserver.Serve(context.Background(), provider.New(version.String()), providerserver.ServeOpts{
+	stopProfile, err := startCPUProfile(os.Getenv(cpuProfileVariable))
+	if err != nil {
+		log.Fatal(err)
+	}
+	err = providerserver.Serve(context.Background(), provider.New(version.String()), providerserver.ServeOpts{
 		Address: provider.Address,
 		Debug:   debugMode,
 	})
+	stopProfile()
 	if err != nil {
 		log.Fatal(err)
 	}

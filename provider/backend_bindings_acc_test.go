@@ -17,9 +17,10 @@ import (
 )
 
 // TestAccHTTPRouteBackendBindingsSameGatewayName: a route whose parents
-// are two Gateways of one name in two namespaces writes, in its backends'
-// namespace, one backend RoleBinding for each, bound to each Gateway's own
-// ServiceAccount; the route's destroy deletes both.
+// are two Gateways of one name in two namespaces, with backends in its own
+// namespace, gets there one routes Role for each Gateway that also reads
+// the backends, bound to each Gateway's own ServiceAccount, and no backend
+// RoleBinding; the route's destroy deletes both Roles.
 func TestAccHTTPRouteBackendBindingsSameGatewayName(t *testing.T) {
 	cp := accPreCheck(t)
 	ctx := context.Background()
@@ -51,11 +52,13 @@ resource "varnishgw_http_route" "web" {
   }
 }
 `, apps, g1, g2)
+	// Backends in the route's own namespace: each Gateway's routes Role
+	// there reads them, and the route writes no backend RoleBinding.
 	bindingsGone := func() error {
 		for _, gw := range gateways {
-			name := gwruntime.BackendRoleBindingName(gw, route)
-			if _, err := cp.Client.RbacV1().RoleBindings(apps).Get(ctx, name, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
-				return fmt.Errorf("backend RoleBinding %s of Gateway %s after destroy: %v, want NotFound", name, gw, err)
+			name := gwruntime.RouteStatusRoleName(gw)
+			if _, err := cp.Client.RbacV1().Roles(apps).Get(ctx, name, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+				return fmt.Errorf("routes Role %s of Gateway %s after destroy: %v, want NotFound", name, gw, err)
 			}
 		}
 		return nil
@@ -68,15 +71,31 @@ resource "varnishgw_http_route" "web" {
 				Config: config,
 				Check: func(*terraform.State) error {
 					for _, gw := range gateways {
-						name := gwruntime.BackendRoleBindingName(gw, route)
+						name := gwruntime.RouteStatusRoleName(gw)
+						role, err := cp.Client.RbacV1().Roles(apps).Get(ctx, name, metav1.GetOptions{})
+						if err != nil {
+							return fmt.Errorf("routes Role of Gateway %s: %v", gw, err)
+						}
+						want := append(gwruntime.RouteStatusRules([]string{"web"}), gwruntime.BackendRules()...)
+						if len(role.Rules) != len(want) {
+							return fmt.Errorf("routes Role of Gateway %s has rules %+v, want %+v", gw, role.Rules, want)
+						}
+						for i := range want {
+							if !equalRule(role.Rules[i], want[i]) {
+								return fmt.Errorf("routes Role of Gateway %s: rule %d = %+v, want %+v", gw, i, role.Rules[i], want[i])
+							}
+						}
 						rb, err := cp.Client.RbacV1().RoleBindings(apps).Get(ctx, name, metav1.GetOptions{})
 						if err != nil {
-							return fmt.Errorf("backend RoleBinding of Gateway %s: %v", gw, err)
+							return fmt.Errorf("routes RoleBinding of Gateway %s: %v", gw, err)
 						}
-						if len(rb.Subjects) != 1 || rb.Subjects[0].Namespace != gw.Namespace || rb.Subjects[0].Name != gwruntime.Name(gw) ||
-							rb.RoleRef.Name != gwruntime.BackendClusterRoleName(gw) {
+						if len(rb.Subjects) != 1 || rb.Subjects[0].Namespace != gw.Namespace || rb.Subjects[0].Name != gwruntime.Name(gw) || rb.RoleRef.Name != name {
 							return fmt.Errorf("RoleBinding %s binds %+v to %+v, want %s bound to %s/%s",
-								name, rb.RoleRef, rb.Subjects, gwruntime.BackendClusterRoleName(gw), gw.Namespace, gwruntime.Name(gw))
+								name, rb.RoleRef, rb.Subjects, name, gw.Namespace, gwruntime.Name(gw))
+						}
+						backend := gwruntime.BackendRoleBindingName(gw, route)
+						if _, err := cp.Client.RbacV1().RoleBindings(apps).Get(ctx, backend, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+							return fmt.Errorf("backend RoleBinding %s in the route's own namespace: %v, want NotFound", backend, err)
 						}
 					}
 					return nil

@@ -63,14 +63,15 @@ resource "varnishgw_http_route" %[1]q {
 }
 `, name, apps, ns)
 	}
-	// checkRole checks that the Role lists exactly routes, and its binding.
+	// checkRole checks that the Role lists exactly routes and reads their
+	// backends (in the routes' namespace), and its binding.
 	checkRole := func(routes ...string) func(*terraform.State) error {
 		return func(*terraform.State) error {
 			role, err := cp.Client.RbacV1().Roles(apps).Get(ctx, name, metav1.GetOptions{})
 			if err != nil {
 				return fmt.Errorf("the routes' status Role: %v", err)
 			}
-			want := gwruntime.RouteStatusRules(routes)
+			want := append(gwruntime.RouteStatusRules(routes), gwruntime.BackendRules()...)
 			if len(role.Rules) != len(want) {
 				return fmt.Errorf("Role rules = %+v, want %+v", role.Rules, want)
 			}

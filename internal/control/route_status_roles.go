@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -21,13 +22,21 @@ import (
 // The Role gwruntime.RouteStatusRoleName(gw) in each namespace that holds
 // routes a Gateway serves lists exactly those routes
 // (gwruntime.RouteStatusRules), so that the Gateway's pods can keep their
-// ResolvedRefs condition current between applies; its RoleBinding binds it
-// to the pods' ServiceAccount. The routes of a namespace share the pair,
+// ResolvedRefs condition current between applies, and, while some of
+// those routes have backends in their own namespace (the annotation
+// localBackendsAnnotation lists them), lets the pods read the backends
+// there too (gwruntime.BackendRules): a route needs a backend RoleBinding
+// only for the other namespaces its backends live in. Its RoleBinding
+// binds it to the pods' ServiceAccount. The routes of a namespace share the pair,
 // so the routes one apply writes in parallel change it together: their
 // changes queue per (Gateway, namespace), and one caller at a time writes
 // all the queued ones in one update (a group commit). Each update carries
 // the Role's resourceVersion, so a concurrent change by another process
 // (another Terraform state's routes) is read again and never lost.
+
+// localBackendsAnnotation lists, comma-separated, the routes of the Role
+// that have backends in its namespace.
+const localBackendsAnnotation = "varnishgw.dev/local-backend-routes"
 
 // routeRoleKey is one Role: a Gateway's, in one namespace.
 type routeRoleKey struct {
@@ -52,19 +61,22 @@ type routeRoleQueue struct {
 	bound   bool         // its RoleBinding was written by this process
 }
 
-// routeRoleChange adds a route to the Role, or removes it.
+// routeRoleChange adds a route to the Role (with local: it has backends
+// in the Role's namespace), or removes it.
 type routeRoleChange struct {
 	route string
 	add   bool
+	local bool
 	done  chan error    // the result, once written
 	lead  chan struct{} // this change's caller is to write the queue next
 }
 
-// changeRouteStatusRole adds route to (add) or removes it from the route
-// status Role of gw in ns, and returns when that is written.
-func (c *Cluster) changeRouteStatusRole(ctx context.Context, gw object.Ref, ns, route string, add bool) error {
+// changeRouteStatusRole adds route to (add, with local when it has
+// backends in ns) or removes it from the route status Role of gw in ns,
+// and returns when that is written.
+func (c *Cluster) changeRouteStatusRole(ctx context.Context, gw object.Ref, ns, route string, add, local bool) error {
 	key := routeRoleKey{gw, ns}
-	ch := &routeRoleChange{route: route, add: add, done: make(chan error, 1), lead: make(chan struct{}, 1)}
+	ch := &routeRoleChange{route: route, add: add, local: add && local, done: make(chan error, 1), lead: make(chan struct{}, 1)}
 	r := &c.routeRoles
 	r.mu.Lock()
 	if r.queues == nil {
@@ -139,16 +151,11 @@ func (c *Cluster) writeRouteStatusRole(ctx context.Context, key routeRoleKey, q 
 			}
 			q.role, q.known = role, true
 		}
-		have := routeStatusRoleRoutes(q.role)
-		want := slices.Clone(have)
+		have, haveLocal := routeStatusRoleRoutes(q.role)
+		want, wantLocal := slices.Clone(have), slices.Clone(haveLocal)
 		for _, b := range batch {
-			i, found := slices.BinarySearch(want, b.route)
-			switch {
-			case b.add && !found:
-				want = slices.Insert(want, i, b.route)
-			case !b.add && found:
-				want = slices.Delete(want, i, i+1)
-			}
+			want = setMember(want, b.route, b.add)
+			wantLocal = setMember(wantLocal, b.route, b.local)
 		}
 		if len(want) == 0 {
 			if q.role == nil {
@@ -156,16 +163,25 @@ func (c *Cluster) writeRouteStatusRole(ctx context.Context, key routeRoleKey, q 
 			}
 			return c.deleteRouteStatusRole(ctx, key, q)
 		}
-		if q.role != nil && slices.Equal(have, want) {
+		if q.role != nil && slices.Equal(have, want) && slices.Equal(haveLocal, wantLocal) {
 			return c.bindRouteStatusRole(ctx, key, q)
 		}
-		role := &rbacv1.Role{
-			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: key.ns, Labels: gwruntime.RuntimeLabels(key.gw)},
-			Rules:      gwruntime.RouteStatusRules(want),
+		rules := gwruntime.RouteStatusRules(want)
+		if len(wantLocal) > 0 {
+			rules = append(rules, gwruntime.BackendRules()...)
 		}
+		// The annotation is always written, empty for none, so that this
+		// field manager owns it from the first write on.
+		ann := map[string]string{localBackendsAnnotation: strings.Join(wantLocal, ",")}
 		var written *rbacv1.Role
 		var err error
 		if q.role == nil {
+			// Create, not apply: two processes creating the Role at once
+			// must not both succeed.
+			role := &rbacv1.Role{
+				ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: key.ns, Labels: gwruntime.RuntimeLabels(key.gw), Annotations: ann},
+				Rules:      rules,
+			}
 			written, err = roles.Create(ctx, role, metav1.CreateOptions{FieldManager: FieldManager})
 			if apierrors.IsAlreadyExists(err) {
 				// Created by another process since it was read: read it
@@ -173,10 +189,12 @@ func (c *Cluster) writeRouteStatusRole(ctx context.Context, key routeRoleKey, q 
 				err = apierrors.NewConflict(rbacv1.Resource("roles"), name, err)
 			}
 		} else {
-			role.ResourceVersion = q.role.ResourceVersion
-			role.Labels = q.role.Labels
-			role.Annotations = q.role.Annotations
-			written, err = roles.Update(ctx, role, metav1.UpdateOptions{FieldManager: FieldManager})
+			// Server-side apply with the resourceVersion read: the API
+			// server refuses it (Conflict) if the Role changed since.
+			role := rbacv1apply.Role(name, key.ns).WithResourceVersion(q.role.ResourceVersion).
+				WithLabels(gwruntime.RuntimeLabels(key.gw)).WithAnnotations(ann).
+				WithRules(gwruntime.PolicyRulesApply(rules)...)
+			written, err = roles.Apply(ctx, role, ApplyOptions())
 		}
 		if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
 			q.known = false
@@ -233,19 +251,39 @@ func (c *Cluster) deleteRouteStatusRole(ctx context.Context, key routeRoleKey, q
 	return nil
 }
 
-// routeStatusRoleRoutes are the routes role lists, sorted.
-func routeStatusRoleRoutes(role *rbacv1.Role) []string {
+// routeStatusRoleRoutes are the routes role lists and those of them with
+// backends in its namespace, sorted.
+func routeStatusRoleRoutes(role *rbacv1.Role) (routes, local []string) {
 	if role == nil {
-		return nil
+		return nil, nil
 	}
-	var names []string
 	for _, r := range role.Rules {
 		if slices.Contains(r.Resources, "httproutes/status") {
-			names = append(names, r.ResourceNames...)
+			routes = append(routes, r.ResourceNames...)
 		}
 	}
-	slices.Sort(names)
-	return slices.Compact(names)
+	slices.Sort(routes)
+	if a := role.Annotations[localBackendsAnnotation]; a != "" {
+		for _, n := range strings.Split(a, ",") {
+			if _, listed := slices.BinarySearch(routes, n); listed {
+				local = append(local, n)
+			}
+		}
+	}
+	slices.Sort(local)
+	return slices.Compact(routes), slices.Compact(local)
+}
+
+// setMember is the sorted set with name in it (in) or not.
+func setMember(set []string, name string, in bool) []string {
+	i, found := slices.BinarySearch(set, name)
+	switch {
+	case in && !found:
+		return slices.Insert(set, i, name)
+	case !in && found:
+		return slices.Delete(set, i, i+1)
+	}
+	return set
 }
 
 // WriteRouteStatusRoles lists route in the route status Role of every
@@ -253,13 +291,15 @@ func routeStatusRoleRoutes(role *rbacv1.Role) []string {
 // and removes it from those of the Gateways in stale that no longer do.
 func (c *Cluster) WriteRouteStatusRoles(ctx context.Context, route *gatewayv1.HTTPRoute, frags []*routing.Fragment, stale []object.Ref) error {
 	want := map[object.Ref]bool{}
+	local := map[object.Ref]bool{}
 	for _, f := range frags {
 		if f.Accepted() { // else the Gateway does not serve the route: its pods do not write its status
 			want[f.Gateway] = true
+			local[f.Gateway] = backendNamespaces(f)[route.Namespace]
 		}
 	}
 	for _, gw := range sortedRefs(want) {
-		if err := c.changeRouteStatusRole(ctx, gw, route.Namespace, route.Name, true); err != nil {
+		if err := c.changeRouteStatusRole(ctx, gw, route.Namespace, route.Name, true, local[gw]); err != nil {
 			return err
 		}
 	}
@@ -277,5 +317,5 @@ func (c *Cluster) WriteRouteStatusRoles(ctx context.Context, route *gatewayv1.HT
 // DeleteRouteStatusRole removes route from the route status Role of gw in
 // its namespace (deleting the Role when it was the last route).
 func (c *Cluster) DeleteRouteStatusRole(ctx context.Context, gw, route object.Ref) error {
-	return c.changeRouteStatusRole(ctx, gw, route.Namespace, route.Name, false)
+	return c.changeRouteStatusRole(ctx, gw, route.Namespace, route.Name, false, false)
 }

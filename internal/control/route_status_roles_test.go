@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
@@ -37,10 +38,12 @@ func (w roleWrites) RoundTrip(req *http.Request) (*http.Response, error) {
 
 // TestRouteStatusRoleGroupCommit: two processes (two Clusters) add 40
 // routes each, all at once, to one Gateway's route status Role in one
-// namespace: the Role lists all 80 (no change of either process is lost to
-// the other's), bound to the Gateway's ServiceAccount, in fewer writes than
-// routes; removing them all deletes the Role and its binding. A Role of
-// that name that varnishgw did not write is refused, not taken over.
+// namespace, half of them with backends there: the Role lists all 80 (no
+// change of either process is lost to the other's) and lets the pods read
+// the backends, bound to the Gateway's ServiceAccount, in fewer writes
+// than routes; once no listed route has backends there, the backend rules
+// go; removing all routes deletes the Role and its binding. A Role of that
+// name that varnishgw did not write is refused, not taken over.
 func TestRouteStatusRoleGroupCommit(t *testing.T) {
 	cp := testenv.Get(t)
 	ctx := t.Context()
@@ -55,13 +58,15 @@ func TestRouteStatusRoleGroupCommit(t *testing.T) {
 	}
 	clusters := []*Cluster{cluster(), cluster()}
 	const n = 40
-	change := func(add bool) {
+	change := func(add, local bool) {
 		t.Helper()
 		var wg sync.WaitGroup
 		errs := make(chan error, len(clusters)*n)
 		for ci, c := range clusters {
 			for i := range n {
-				wg.Go(func() { errs <- c.changeRouteStatusRole(ctx, gw, ns, fmt.Sprintf("p%d-r%02d", ci, i), add) })
+				wg.Go(func() {
+					errs <- c.changeRouteStatusRole(ctx, gw, ns, fmt.Sprintf("p%d-r%02d", ci, i), add, local && i%2 == 0)
+				})
 			}
 		}
 		wg.Wait()
@@ -73,7 +78,7 @@ func TestRouteStatusRoleGroupCommit(t *testing.T) {
 		}
 	}
 
-	change(true)
+	change(true, true)
 	name := gwruntime.RouteStatusRoleName(gw)
 	role, err := cp.Client.RbacV1().Roles(ns).Get(ctx, name, metav1.GetOptions{})
 	if err != nil {
@@ -85,13 +90,16 @@ func TestRouteStatusRoleGroupCommit(t *testing.T) {
 			want = append(want, fmt.Sprintf("p%d-r%02d", ci, i))
 		}
 	}
-	if got := routeStatusRoleRoutes(role); !slices.Equal(got, want) {
+	got, local := routeStatusRoleRoutes(role)
+	if !slices.Equal(got, want) {
 		t.Errorf("the Role lists %d routes %v, want the %d added", len(got), got, len(want))
 	}
-	for _, r := range role.Rules {
-		if len(r.ResourceNames) != len(want) {
-			t.Errorf("rule %v does not name exactly the routes", r.Resources)
-		}
+	if len(local) != len(want)/2 {
+		t.Errorf("the Role lists %d routes with backends there %v, want %d", len(local), local, len(want)/2)
+	}
+	wantRules := append(gwruntime.RouteStatusRules(want), gwruntime.BackendRules()...)
+	if !equality.Semantic.DeepEqual(role.Rules, wantRules) {
+		t.Errorf("Role rules %+v, want %+v", role.Rules, wantRules)
 	}
 	rb, err := cp.Client.RbacV1().RoleBindings(ns).Get(ctx, name, metav1.GetOptions{})
 	if err != nil {
@@ -107,14 +115,24 @@ func TestRouteStatusRoleGroupCommit(t *testing.T) {
 
 	// Adding a route again writes nothing.
 	before := writes.Load()
-	if err := clusters[0].changeRouteStatusRole(ctx, gw, ns, "p0-r00", true); err != nil {
+	if err := clusters[0].changeRouteStatusRole(ctx, gw, ns, "p0-r00", true, true); err != nil {
 		t.Fatal(err)
 	}
 	if w := writes.Load() - before; w != 0 {
 		t.Errorf("adding a listed route again made %d Role writes, want 0", w)
 	}
 
-	change(false)
+	// No route with backends there any more: the backend rules go.
+	change(true, false)
+	role, err = cp.Client.RbacV1().Roles(ns).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !equality.Semantic.DeepEqual(role.Rules, gwruntime.RouteStatusRules(want)) || role.Annotations[localBackendsAnnotation] != "" {
+		t.Errorf("Role rules %+v and annotations %v, want the route rules only", role.Rules, role.Annotations)
+	}
+
+	change(false, false)
 	if _, err := cp.Client.RbacV1().Roles(ns).Get(ctx, name, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 		t.Errorf("the Role after its last route was removed: %v, want NotFound", err)
 	}
@@ -127,7 +145,7 @@ func TestRouteStatusRoleGroupCommit(t *testing.T) {
 	if _, err := cp.Client.RbacV1().Roles(ns).Create(ctx, theirs, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	err = cluster().changeRouteStatusRole(ctx, gw, ns, "web", true)
+	err = cluster().changeRouteStatusRole(ctx, gw, ns, "web", true, false)
 	if err == nil || !strings.Contains(err.Error(), "not written by varnishgw") || !strings.Contains(err.Error(), "delete or rename it") {
 		t.Errorf("adding a route to a Role varnishgw did not write: %v, want an error saying so and what to do", err)
 	}

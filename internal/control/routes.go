@@ -328,10 +328,12 @@ func backendNamespaces(f *routing.Fragment) map[string]bool {
 }
 
 // WriteBackendBindings writes, for every varnishgw parent Gateway that
-// accepts the route (one per accepted fragment) and every namespace its backends live in that
-// the route may reach (backendNamespaces), the
-// RoleBinding gwruntime.BackendRoleBindingName(gw, route) that binds the
-// Gateway's backend ClusterRole to its ServiceAccount there. It deletes
+// accepts the route (one per accepted fragment) and every namespace other
+// than the route's own that its backends live in and the route may reach
+// (backendNamespaces), the RoleBinding gwruntime.BackendRoleBindingName(gw,
+// route) that binds the Gateway's backend ClusterRole to its
+// ServiceAccount there (in its own namespace the route status Role grants
+// the same). It deletes
 // the route's bindings that are no longer needed: namespaces no longer
 // referenced, and Gateways in stale that are parents no more.
 func (c *Cluster) WriteBackendBindings(ctx context.Context, route *gatewayv1.HTTPRoute, frags []*routing.Fragment, stale []object.Ref) error {
@@ -342,6 +344,9 @@ func (c *Cluster) WriteBackendBindings(ctx context.Context, route *gatewayv1.HTT
 			continue // the Gateway does not serve the route: its pods need not read the backends
 		}
 		namespaces := backendNamespaces(f)
+		// In the route's own namespace the route status Role lets the
+		// pods read the backends (WriteRouteStatusRoles).
+		delete(namespaces, route.Namespace)
 		want[f.Gateway] = namespaces
 		name := gwruntime.BackendRoleBindingName(f.Gateway, routeRef)
 		lbl := gwruntime.GatewayLabels(f.Gateway)
