@@ -162,7 +162,7 @@ func (p *varnishgwProvider) Configure(ctx context.Context, req provider.Configur
 	}
 	cfg.UserAgent = "terraform-provider-varnishgw/" + p.version
 	// client-go's default client-side limit (5 requests/s, bursts of 10)
-	// serialises parallel applies: a route takes 14 requests to plan and
+	// serialises parallel applies: a route takes about 7 requests to plan and
 	// apply (make bench-provider, docs/performance.md).
 	if cfg.QPS == 0 && cfg.Burst == 0 {
 		cfg.QPS, cfg.Burst = 100, 200
