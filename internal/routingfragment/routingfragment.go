@@ -25,9 +25,10 @@ func New(f *routing.Fragment) (*unstructured.Unstructured, error) {
 }
 
 // Read decodes and validates the RoutingFragment obj of gw: the object
-// must belong to gw (vgwapi.ReadFragment), and the fragment must be valid
+// must belong to gw (vgwapi.ReadFragment), the fragment must be valid
 // (routing.UnmarshalFragment: known fields only, this build's version,
-// every value checked) and be for gw and the route the object names.
+// every value checked) and be for gw and the route the object names, and
+// the object must have that route's name (vgwapi.CheckFragmentName).
 func Read(gw object.Ref, obj *unstructured.Unstructured) (*routing.Fragment, error) {
 	route, data, err := vgwapi.ReadFragment(gw, obj)
 	if err != nil {
@@ -42,6 +43,9 @@ func Read(gw object.Ref, obj *unstructured.Unstructured) (*routing.Fragment, err
 	}
 	if got := (object.Ref{Namespace: f.Route.Namespace, Name: f.Route.Name}); got != route {
 		return nil, fmt.Errorf("spec.route is %q, but spec.fragment is for route %s", route, got)
+	}
+	if err := vgwapi.CheckFragmentName(gw, route, obj); err != nil {
+		return nil, err
 	}
 	return f, nil
 }

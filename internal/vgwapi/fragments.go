@@ -34,9 +34,10 @@ func NewFragment(gw, route object.Ref, fragment []byte) (*unstructured.Unstructu
 }
 
 // ReadFragment checks that the RoutingFragment obj belongs to gw (its
-// namespace, spec.gateway, and the name FragmentName gives its
-// spec.route) and returns its route and its spec.fragment as JSON, for
-// routing.UnmarshalFragment.
+// namespace and spec.gateway) and returns its spec.route and its
+// spec.fragment as JSON, for routing.UnmarshalFragment. The reader checks
+// the object's name (CheckFragmentName) once the fragment is known valid,
+// so that a bad fragment is reported as such.
 func ReadFragment(gw object.Ref, obj *unstructured.Unstructured) (object.Ref, []byte, error) {
 	if obj.GetNamespace() != gw.Namespace {
 		return object.Ref{}, nil, fmt.Errorf("it is in namespace %q, not in the Gateway's namespace %q", obj.GetNamespace(), gw.Namespace)
@@ -54,14 +55,21 @@ func ReadFragment(gw object.Ref, obj *unstructured.Unstructured) (object.Ref, []
 		return object.Ref{}, nil, fmt.Errorf("spec.route is %q, not namespace/name", spec.Route)
 	}
 	route := object.Ref{Namespace: ns, Name: name}
-	if want := gwruntime.FragmentName(gw, route); obj.GetName() != want {
-		return object.Ref{}, nil, fmt.Errorf("the fragment of route %s for Gateway %s must be named %s", route, gw, want)
-	}
 	data, err := json.Marshal(spec.Fragment)
 	if err != nil {
 		return object.Ref{}, nil, fmt.Errorf("spec.fragment: %w", err)
 	}
 	return route, data, nil
+}
+
+// CheckFragmentName checks that obj, the RoutingFragment of route for gw,
+// has the name FragmentName gives them: a fragment copied under another
+// name is refused.
+func CheckFragmentName(gw, route object.Ref, obj *unstructured.Unstructured) error {
+	if want := gwruntime.FragmentName(gw, route); obj.GetName() != want {
+		return fmt.Errorf("the fragment of route %s for Gateway %s must be named %s", route, gw, want)
+	}
+	return nil
 }
 
 // RejectionReason is the reason recorded for a fragment a reader refused
