@@ -150,41 +150,38 @@ func (f forgetWrites) RoundTrip(req *http.Request) (*http.Response, error) {
 	return f.next.RoundTrip(req)
 }
 
-// getGateway reads the Gateway ref, through the cache. The copy returned
-// is the caller's.
-func (c *Cluster) getGateway(ctx context.Context, ref object.Ref) (*gatewayv1.Gateway, error) {
-	key := "/apis/" + gatewayv1.GroupName + "/v1/namespaces/" + ref.Namespace + "/gateways/" + ref.Name
-	v, err := c.reads.read(key, 0, func() (any, error) {
-		return c.Gateway.GatewayV1().Gateways(ref.Namespace).Get(ctx, ref.Name, metav1.GetOptions{})
-	})
+// readObject is get through r under key, as a copy the caller may change.
+func readObject[T interface{ DeepCopy() T }](r *readCache, key string, get func() (T, error)) (T, error) {
+	v, err := r.read(key, 0, func() (any, error) { return get() })
 	if err != nil {
-		return nil, err
+		var zero T
+		return zero, err
 	}
-	return v.(*gatewayv1.Gateway).DeepCopy(), nil
+	return v.(T).DeepCopy(), nil
+}
+
+// getGateway reads the Gateway ref, through the cache.
+func (c *Cluster) getGateway(ctx context.Context, ref object.Ref) (*gatewayv1.Gateway, error) {
+	return readObject(c.reads, "/apis/"+gatewayv1.GroupName+"/v1/namespaces/"+ref.Namespace+"/gateways/"+ref.Name,
+		func() (*gatewayv1.Gateway, error) {
+			return c.Gateway.GatewayV1().Gateways(ref.Namespace).Get(ctx, ref.Name, metav1.GetOptions{})
+		})
 }
 
 // getGatewayClass reads the GatewayClass name, through the cache.
 func (c *Cluster) getGatewayClass(ctx context.Context, name string) (*gatewayv1.GatewayClass, error) {
-	key := "/apis/" + gatewayv1.GroupName + "/v1/gatewayclasses/" + name
-	v, err := c.reads.read(key, 0, func() (any, error) {
-		return c.Gateway.GatewayV1().GatewayClasses().Get(ctx, name, metav1.GetOptions{})
-	})
-	if err != nil {
-		return nil, err
-	}
-	return v.(*gatewayv1.GatewayClass).DeepCopy(), nil
+	return readObject(c.reads, "/apis/"+gatewayv1.GroupName+"/v1/gatewayclasses/"+name,
+		func() (*gatewayv1.GatewayClass, error) {
+			return c.Gateway.GatewayV1().GatewayClasses().Get(ctx, name, metav1.GetOptions{})
+		})
 }
 
 // getService reads the Service ref, through the cache.
 func (c *Cluster) getService(ctx context.Context, ref object.Ref) (*corev1.Service, error) {
-	key := "/api/v1/namespaces/" + ref.Namespace + "/services/" + ref.Name
-	v, err := c.reads.read(key, 0, func() (any, error) {
-		return c.Kube.CoreV1().Services(ref.Namespace).Get(ctx, ref.Name, metav1.GetOptions{})
-	})
-	if err != nil {
-		return nil, err
-	}
-	return v.(*corev1.Service).DeepCopy(), nil
+	return readObject(c.reads, "/api/v1/namespaces/"+ref.Namespace+"/services/"+ref.Name,
+		func() (*corev1.Service, error) {
+			return c.Kube.CoreV1().Services(ref.Namespace).Get(ctx, ref.Name, metav1.GetOptions{})
+		})
 }
 
 // servedPodsRecently is ServedPods, through the cache for at most
